@@ -1,0 +1,101 @@
+"""Chip specification: compute units, memories, ICI and DCN of one TPU generation.
+
+YAML keys are the short names users write (``hbm: {capacity: 192 GB}``); the
+Python attributes carry their unit (``hbm.capacity_bytes``). Every number in a
+shipped chip file has an entry under ``sources:`` keyed by its YAML path.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from tpusim.config.types import Bandwidth, Bytes, FlopRate, Frozen, Power, Source, Time
+
+Dtype = Literal["fp32", "bf16", "fp8", "int8", "int4", "fp4"]
+WraparoundRule = Literal["cubes-4x4x4", "full-axis-16", "always", "never"]
+
+
+class TensorCoreSpec(Frozen):
+    """TensorCores per chip and their matrix units (MXUs of ``mxu_size`` x ``mxu_size``)."""
+
+    count: PositiveInt
+    mxus_per_core: PositiveInt
+    mxu_size: PositiveInt
+
+
+class SparseCoreSpec(Frozen):
+    """SparseCores (embedding lookups): count per chip and, where known, their layout."""
+
+    count: int = Field(ge=0)
+    subcores: PositiveInt | None = None
+    lanes: PositiveInt | None = None
+    memory_per_subcore_bytes: Bytes | None = Field(None, alias="memory_per_subcore")
+
+
+class CaeSpec(Frozen):
+    """Collectives Acceleration Engine (TPU 8i): offloads reductions of collectives."""
+
+    count: PositiveInt = 1
+
+
+class MemorySpec(Frozen):
+    """One memory tier (HBM or on-chip SRAM): capacity and, where known, bandwidth."""
+
+    capacity_bytes: Bytes = Field(alias="capacity")
+    bandwidth_Bps: Bandwidth | None = Field(None, alias="bandwidth")
+
+
+class IciSpec(Frozen):
+    """Inter-chip interconnect: ports, bandwidth of one link in one direction, per-hop latency."""
+
+    ports: PositiveInt
+    link_bandwidth_Bps: Bandwidth = Field(alias="link_bandwidth")
+    hop_latency_s: Time = Field(alias="hop_latency")
+    wraparound_rule: WraparoundRule = "always"
+
+
+class DcnSpec(Frozen):
+    """Data-centre network bandwidth per chip (one direction)."""
+
+    bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
+
+
+class PowerSpec(Frozen):
+    """Chip power where published: typical (mean measured) and maximum, in watts."""
+
+    typical_W: Power | None = Field(None, alias="typical")
+    max_W: Power | None = Field(None, alias="max")
+
+
+class ChipSpec(Frozen):
+    """A TPU chip generation. Peak FLOP/s per dtype are per chip (all TensorCores)."""
+
+    name: str
+    full_name: str = ""
+    year: int | None = None
+    tensorcores: TensorCoreSpec
+    peak_flops: dict[Dtype, FlopRate]
+    sparsecores: SparseCoreSpec | None = None
+    cae: CaeSpec | None = None
+    hbm: MemorySpec
+    sram: MemorySpec
+    ici: IciSpec
+    dcn: DcnSpec
+    power: PowerSpec | None = None
+    sources: dict[str, Source] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _needs_bf16(self) -> ChipSpec:
+        if "bf16" not in self.peak_flops:
+            raise ValueError("peak_flops must give at least bf16")
+        return self
+
+    def peak_flops_for(self, dtype: Dtype) -> float:
+        """Peak FLOP/s for ``dtype``; raises KeyError naming the dtypes the chip has."""
+        try:
+            return self.peak_flops[dtype]
+        except KeyError:
+            raise KeyError(f"chip {self.name} has no peak for {dtype} "
+                           f"(has {', '.join(self.peak_flops)})") from None

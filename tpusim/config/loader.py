@@ -1,0 +1,234 @@
+"""Find and load chip and system YAML files, shipped (by name) or the user's (by path).
+
+Shipped configs live in ``configs/`` at the repository root; a wheel carries
+them as ``tpusim/_configs`` (hatchling ``force-include``). Every failure is a
+:class:`~tpusim.errors.ConfigError` naming the file, the YAML path and the line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from tpusim.config.chip import ChipSpec
+from tpusim.config.system import (
+    FabricSpec,
+    SystemSpec,
+    TorusTopologySpec,
+    chip_count,
+    wraparound_for,
+)
+from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
+from tpusim.errors import ConfigError
+
+Model = TypeVar("Model", bound=BaseModel)
+ConfigKind = Literal["chips", "systems"]
+
+
+def configs_dir() -> Path:
+    """The folder holding ``chips/`` and ``systems/``: inside the wheel, else the repository's."""
+    packaged = Path(__file__).resolve().parent.parent / "_configs"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent.parent / "configs"
+
+
+def shipped(kind: ConfigKind) -> dict[str, Path]:
+    """Shipped config names of ``kind`` mapped to their files, sorted by name."""
+    folder = configs_dir() / kind
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def _locate(name_or_path: str, kind: ConfigKind, base: Path | None) -> Path:
+    looks_like_path = name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path
+    if looks_like_path:
+        path = Path(name_or_path)
+        if not path.is_absolute() and base is not None and not path.exists():
+            path = base / path
+        return path
+    known = shipped(kind)
+    if name_or_path in known:
+        return known[name_or_path]
+    raise ConfigError(f"unknown {kind[:-1]} '{name_or_path}' (shipped: {', '.join(known)})")
+
+
+def _loc_to_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
+    """Pydantic's error location minus union tags, so it names a real YAML path."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str) and part not in node and \
+                part not in ("torus", "boardfly", "function-after", "function-before"):
+            path.append(part)  # a missing or unknown key: name it, then stop descending
+            break
+        else:
+            continue
+        path.append(part)
+    return tuple(path)
+
+
+def _message(error: Any) -> str:
+    kind, msg = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    return msg
+
+
+def validate(model: type[Model], data: Any, file: str, lines: dict[PathKey, int],
+             prefix: PathKey = ()) -> Model:
+    """Validate ``data`` as ``model``; the first problem becomes a one-line ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping of keys to values", file=file, line=line_of(lines, prefix))
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        path = (*prefix, *_loc_to_path(data, tuple(error["loc"])))
+        raise ConfigError(_message(error), file=file, path=format_path(path),
+                          line=line_of(lines, path)) from None
+
+
+@cache
+def _load_chip_file(path: Path) -> ChipSpec:
+    data, lines = load_yaml(path)
+    chip = validate(ChipSpec, data, str(path), lines)
+    _check_sources(chip.sources, data, str(path), lines)
+    return chip
+
+
+def _check_sources(sources: dict[str, Any], data: dict[str, Any], file: str,
+                   lines: dict[PathKey, int]) -> None:
+    """Every key under ``sources:`` must name a value that exists in the file."""
+    for key in sources:
+        node: Any = data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ConfigError(f"names '{key}', which is not a value in this file", file=file,
+                                  path=f"sources.{key}", line=line_of(lines, ("sources", key)))
+            node = node[part]
+
+
+def load_chip(name_or_path: str, base: Path | None = None) -> ChipSpec:
+    """A chip by shipped name (``ironwood``) or YAML path (relative to ``base`` if given)."""
+    return _load_chip_file(_locate(name_or_path, "chips", base).resolve())
+
+
+@dataclass(frozen=True)
+class System:
+    """A loaded, validated system: its spec, its chip and (multi-pod) its pod system.
+
+    Resolved values carry their unit: ``link_bandwidth_Bps`` is one direction of one
+    ICI link, ``hop_latency_s`` the latency of one ICI hop.
+    """
+
+    spec: SystemSpec
+    chip: ChipSpec
+    file: str
+    pod: System | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def num_chips(self) -> int:
+        if self.pod is not None:
+            assert self.spec.pods is not None
+            return self.pod.num_chips * self.spec.pods
+        return chip_count(self.spec)
+
+    @property
+    def link_bandwidth_Bps(self) -> float:
+        if self.pod is not None:
+            return self.pod.link_bandwidth_Bps
+        override = self.spec.ici.link_bandwidth_Bps if self.spec.ici else None
+        return override or self.chip.ici.link_bandwidth_Bps
+
+    @property
+    def hop_latency_s(self) -> float:
+        if self.pod is not None:
+            return self.pod.hop_latency_s
+        override = self.spec.ici.hop_latency_s if self.spec.ici else None
+        return self.chip.ici.hop_latency_s if override is None else override
+
+    @property
+    def wraparound(self) -> tuple[bool, ...]:
+        """Wraparound per torus axis: as written, else the chip's TPU rule."""
+        topo = self.spec.topology
+        if not isinstance(topo, TorusTopologySpec):
+            return ()
+        if topo.wraparound is None:
+            return wraparound_for(topo.dims, self.chip.ici.wraparound_rule)
+        if isinstance(topo.wraparound, bool):
+            return tuple(topo.wraparound for _ in topo.dims)
+        return tuple(topo.wraparound)
+
+    @property
+    def fabric(self) -> FabricSpec | None:
+        return self.spec.fabric
+
+    @property
+    def fabric_bandwidth_per_chip_Bps(self) -> float:
+        assert self.spec.fabric is not None
+        return self.spec.fabric.bandwidth_per_chip_Bps or self.chip.dcn.bandwidth_Bps
+
+    @property
+    def topology_kind(self) -> str:
+        if self.pod is not None:
+            return f"{self.spec.pods} x {self.pod.topology_kind} + {self.spec.fabric.kind}"  # type: ignore[union-attr]
+        assert self.spec.topology is not None
+        return self.spec.topology.kind
+
+
+def _reference(data: dict[str, Any], key: str, file: str, lines: dict[PathKey, int],
+               loader: Any, base: Path) -> Any:
+    """Load the chip or pod a system names; a failure names this file and key."""
+    try:
+        return loader(data[key], base)
+    except ConfigError as exc:
+        if exc.file is not None and exc.path == "" and "unknown" not in exc.problem:
+            raise  # the referenced file exists and is itself broken: its own error is clearest
+        raise ConfigError(exc.problem if exc.file is None else f"{exc.file}: {exc.problem}",
+                          file=file, path=key, line=line_of(lines, (key,))) from None
+
+
+@cache
+def _load_system_file(path: Path) -> System:
+    data, lines = load_yaml(path)
+    spec = validate(SystemSpec, data, str(path), lines)
+    file, base = str(path), path.parent
+    if spec.pod is not None:
+        pod = _reference(data, "pod", file, lines, load_system, base)
+        if pod.pod is not None:
+            raise ConfigError("a pod cannot itself be multi-pod", file=file, path="pod",
+                              line=line_of(lines, ("pod",)))
+        system = System(spec=spec, chip=pod.chip, file=file, pod=pod)
+    else:
+        chip = _reference(data, "chip", file, lines, load_chip, base)
+        system = System(spec=spec, chip=chip, file=file)
+    if spec.chips is not None and spec.chips != system.num_chips:
+        raise ConfigError(f"chips is {spec.chips} but the topology has {system.num_chips}",
+                          file=file, path="chips", line=line_of(lines, ("chips",)))
+    from tpusim.topology import check_system  # shapes only the topology layer can judge
+
+    try:
+        check_system(system)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=file, path="topology",
+                          line=line_of(lines, ("topology",))) from None
+    return system
+
+
+def load_system(name_or_path: str, base: Path | None = None) -> System:
+    """A system by shipped name (``ironwood-pod``) or YAML path; validated and resolved."""
+    return _load_system_file(_locate(name_or_path, "systems", base).resolve())

@@ -1,0 +1,105 @@
+"""Pods joined by a two-tier non-blocking Clos fabric (DCN, Virgo).
+
+Inside a pod, chips talk over the pod's own topology (ICI). Every chip also has
+a fabric port to a leaf switch (``chips_per_leaf`` chips per leaf, leaves never
+span pods); leaves connect to the spine tier. A non-blocking two-tier Clos with
+ideal ECMP spreading behaves, for bandwidth, like one aggregated spine whose
+link to each leaf carries the sum of that leaf's chip ports, so that is how it is
+modelled: nodes are the chips, then the leaves, then one spine node.
+
+Routing: chips of the same pod use the pod's route; chips of different pods go
+chip -> leaf -> spine -> leaf -> chip (4 hops, each paying ``hop_latency_s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from tpusim.topology.base import LinkTable, Topology
+
+
+class ClosFabric(Topology):
+    """``pods`` copies of ``pod`` joined by a Clos fabric; ``bandwidth_per_chip_Bps`` is
+    each chip's fabric bandwidth in one direction, ``hop_latency_s`` per fabric link."""
+
+    kind = "clos"
+
+    def __init__(self, pod: Topology, pods: int, *, bandwidth_per_chip_Bps: float,
+                 hop_latency_s: float, chips_per_leaf: int = 64, name: str = "dcn"):
+        if pods < 1 or chips_per_leaf < 1:
+            raise ValueError("pods and chips_per_leaf must be >= 1")
+        self.pod, self.pods, self.name = pod, int(pods), name
+        self.pod_chips = pod.num_chips
+        self.num_chips = self.pod_chips * self.pods
+        self.chips_per_leaf = int(chips_per_leaf)
+        self.leaves_per_pod = -(-self.pod_chips // self.chips_per_leaf)
+        self.num_leaves = self.leaves_per_pod * self.pods
+        self.spine = self.num_chips + self.num_leaves
+        self.bandwidth_per_chip_Bps = float(bandwidth_per_chip_Bps)
+        self.hop_latency_s = float(hop_latency_s)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.num_chips + self.num_leaves + 1
+
+    def leaf_of(self, chips: np.ndarray | int) -> np.ndarray:
+        """Node id of the leaf switch each chip hangs from."""
+        pod, local = np.divmod(np.asarray(chips, dtype=np.int64), self.pod_chips)
+        return self.num_chips + pod * self.leaves_per_pod + local // self.chips_per_leaf
+
+    def _build_links(self) -> LinkTable:
+        pod_links = self.pod.links
+        tables = [pod_links.offset(i * self.pod_chips) for i in range(self.pods)]
+        chips = np.arange(self.num_chips, dtype=np.int64)
+        leaves = np.arange(self.num_chips, self.spine, dtype=np.int64)
+        chips_under = np.bincount(self.leaf_of(chips) - self.num_chips, minlength=self.num_leaves)
+        fabric = LinkTable.build([
+            (chips, self.leaf_of(chips), self.bandwidth_per_chip_Bps, self.hop_latency_s, self.name),
+            (leaves, np.full(leaves.size, self.spine), chips_under * self.bandwidth_per_chip_Bps,
+             self.hop_latency_s, self.name),
+        ])
+        names = (*pod_links.kind_names, self.name)
+        kinds = [t.kind for t in tables] + [fabric.kind + len(pod_links.kind_names)]
+        everything = [*tables, fabric]
+        return LinkTable(np.concatenate([t.src for t in everything]),
+                         np.concatenate([t.dst for t in everything]),
+                         np.concatenate([t.bandwidth_Bps for t in everything]),
+                         np.concatenate([t.latency_s for t in everything]),
+                         np.concatenate(kinds), names)
+
+    def route(self, src: int, dst: int) -> list[int]:
+        src, dst = self._check_chip(src), self._check_chip(dst)
+        (ps, s), (pd, d) = divmod(src, self.pod_chips), divmod(dst, self.pod_chips)
+        if ps == pd:
+            return [n + ps * self.pod_chips for n in self.pod.route(s, d)]
+        return [src, int(self.leaf_of(src)), self.spine, int(self.leaf_of(dst)), dst]
+
+    def hops_from(self, src: int) -> np.ndarray:
+        ps, s = divmod(self._check_chip(src), self.pod_chips)
+        hops = np.full(self.num_chips, 4, dtype=np.int64)
+        hops[ps * self.pod_chips:(ps + 1) * self.pod_chips] = self.pod.hops_from(s)
+        return hops
+
+    def hop_histogram(self) -> np.ndarray:
+        inside = self.pod.hop_histogram() * self.pods
+        hist = np.zeros(max(inside.size, 5), dtype=np.int64)
+        hist[: inside.size] += inside
+        hist[4] += self.num_chips * (self.num_chips - self.pod_chips)
+        return hist
+
+    def bisection_cuts(self) -> Iterator[tuple[str, np.ndarray]]:
+        side = np.zeros(self.num_nodes, dtype=bool)
+        side[: self.num_chips // 2] = True
+        leaf = self.leaf_of(np.arange(self.num_chips)) - self.num_chips
+        first_chip_of_leaf = np.unique(leaf, return_index=True)[1]  # leaves hold contiguous chips
+        side[self.num_chips:self.spine] = side[first_chip_of_leaf]
+        yield "first half of the chips (pod-major)", side
+
+    def describe(self) -> dict[str, Any]:
+        return {"pods": self.pods, "pod_kind": self.pod.kind, "chips_per_pod": self.pod_chips,
+                "fabric": self.name, "chips_per_leaf": self.chips_per_leaf,
+                "leaves": self.num_leaves, "bandwidth_per_chip_Bps": self.bandwidth_per_chip_Bps,
+                "hop_latency_s": self.hop_latency_s, "pod": self.pod.describe()}

@@ -1,0 +1,191 @@
+"""n-dimensional torus / mesh with per-axis wraparound, and the TPU twisted torus.
+
+Chip ids are mixed-radix with the first axis fastest: chip = x + X*(y + Y*z).
+Axes are named x, y, z (then a3, a4, ...) in the order of ``dims``.
+
+Routing is dimension order: axis by axis, the shorter way round a wrapped axis
+(a tie, |delta| = k/2, goes in the + direction). An axis of size 1 or 2 gains no
+link from wraparound (its ends are already neighbours).
+
+Twisted torus (TPU v4/v5p, Camara et al. TPDS 2010): for shapes with one long
+axis of size 2k and one or two short axes of size k, wrapping around a short
+axis also moves k along the long axis. The graph is a quotient of the grid
+Z^n by a lattice, so translations are automorphisms: one BFS from chip 0 gives
+every distance and a deterministic minimal route for every pair by translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order
+
+from tpusim.topology.base import LinkTable, Topology
+
+
+def axis_name(axis: int) -> str:
+    return "xyz"[axis] if axis < 3 else f"a{axis}"
+
+
+def twist_axes(dims: Sequence[int]) -> tuple[int, list[int]] | None:
+    """(long axis, short axes) if ``dims`` is a twistable k x k x 2k or 2k x k shape."""
+    if len(dims) not in (2, 3):
+        return None
+    long_axes = [a for a, d in enumerate(dims) if d == 2 * min(dims)]
+    short = [a for a, d in enumerate(dims) if d == min(dims)]
+    if len(long_axes) != 1 or len(short) != len(dims) - 1 or min(dims) < 3:
+        return None
+    return long_axes[0], short
+
+
+class Torus(Topology):
+    """A torus (or mesh, per axis) of ``prod(dims)`` chips; every link has the same
+    bandwidth (bytes/s, one direction) and latency (s)."""
+
+    kind = "torus"
+
+    def __init__(self, dims: Sequence[int], wraparound: Sequence[bool], *,
+                 link_bandwidth_Bps: float, hop_latency_s: float, twisted: bool = False):
+        if len(wraparound) != len(dims) or any(d < 1 for d in dims):
+            raise ValueError("dims must be >= 1 with one wraparound flag per axis")
+        self.dims = tuple(int(d) for d in dims)
+        self.wraparound = tuple(bool(w) for w in wraparound)
+        self.twisted = bool(twisted)
+        if twisted:
+            twist = twist_axes(self.dims)
+            if twist is None or not all(self.wraparound):
+                raise ValueError(f"twisted tori need a k x k x 2k or 2k x k shape with k >= 3 and "
+                                 f"wraparound on every axis (got {'x'.join(map(str, self.dims))})")
+            self._long, self._short = twist
+        self.link_bandwidth_Bps = float(link_bandwidth_Bps)
+        self.hop_latency_s = float(hop_latency_s)
+        self.num_chips = int(np.prod(self.dims))
+        self.strides = np.cumprod((1, *self.dims[:-1])).astype(np.int64)
+        # wraparound that adds a link (size-2 axes already have their one neighbour)
+        self._wrap = tuple(w and d > 2 for w, d in zip(self.wraparound, self.dims, strict=True))
+
+    # -- coordinates ----------------------------------------------------------------
+    def coords(self, chips: np.ndarray | int) -> np.ndarray:
+        """Coordinates (..., n_axes) of chip ids."""
+        ids = np.asarray(chips, dtype=np.int64)[..., None]
+        return (ids // self.strides) % np.asarray(self.dims)
+
+    def chip_at(self, coords: np.ndarray) -> np.ndarray:
+        """Chip ids of coordinates, reducing wrapped (and twisted) coordinates first."""
+        c = self._reduce(np.asarray(coords, dtype=np.int64))
+        return (c * self.strides).sum(axis=-1)
+
+    def _reduce(self, c: np.ndarray) -> np.ndarray:
+        c = c.copy()
+        if self.twisted:
+            for s in self._short:
+                laps = np.floor_divide(c[..., s], self.dims[s])
+                c[..., s] -= laps * self.dims[s]
+                c[..., self._long] += laps * self.dims[s]
+        return c % np.asarray(self.dims)
+
+    # -- links ------------------------------------------------------------------------
+    def _build_links(self) -> LinkTable:
+        ids = np.arange(self.num_chips, dtype=np.int64)
+        c = self.coords(ids)
+        groups = []
+        for axis, k in enumerate(self.dims):
+            inner = c[:, axis] + 1 < k
+            has_plus = inner | (self._wrap[axis] & (c[:, axis] == k - 1))
+            step = c.copy()
+            step[:, axis] += 1
+            groups.append((ids[has_plus], self.chip_at(step[has_plus]),
+                           self.link_bandwidth_Bps, self.hop_latency_s, "ici"))
+        return LinkTable.build(groups)
+
+    # -- routing --------------------------------------------------------------------
+    def _axis_steps(self, delta: int, axis: int) -> int:
+        """Signed steps along ``axis`` for a coordinate difference ``delta`` (DOR)."""
+        k = self.dims[axis]
+        if not self._wrap[axis]:
+            return delta
+        fwd = delta % k
+        return fwd if fwd <= k - fwd else fwd - k
+
+    def route(self, src: int, dst: int) -> list[int]:
+        src, dst = self._check_chip(src), self._check_chip(dst)
+        if self.twisted:
+            return self._twisted_route(src, dst)
+        path, here = [src], self.coords(src).copy()
+        target = self.coords(dst)
+        for axis in range(len(self.dims)):
+            steps = self._axis_steps(int(target[axis] - here[axis]), axis)
+            for _ in range(abs(steps)):
+                here[axis] = (here[axis] + (1 if steps > 0 else -1)) % self.dims[axis]
+                path.append(int((here * self.strides).sum()))
+        return path
+
+    def _axis_distance(self, delta: np.ndarray, axis: int) -> np.ndarray:
+        d = np.abs(delta)
+        return np.minimum(d, self.dims[axis] - d) if self._wrap[axis] else d
+
+    def hops_from(self, src: int) -> np.ndarray:
+        src = self._check_chip(src)
+        c = self.coords(np.arange(self.num_chips))
+        if self.twisted:
+            return self._bfs[0][self.chip_at(c - self.coords(src))]
+        c0 = self.coords(src)
+        return sum(self._axis_distance(c[:, a] - c0[a], a) for a in range(len(self.dims)))
+
+    def hops(self, src: int, dst: int) -> int:
+        if self.twisted:
+            return int(self.hops_from(src)[self._check_chip(dst)])
+        delta = self.coords(self._check_chip(dst)) - self.coords(self._check_chip(src))
+        return int(sum(self._axis_distance(delta[a], a) for a in range(len(self.dims))))
+
+    def hop_histogram(self) -> np.ndarray:
+        if self.twisted:
+            hist = np.bincount(self._bfs[0]) * self.num_chips
+        else:
+            hist = np.ones(1, dtype=np.int64)
+            for axis, k in enumerate(self.dims):
+                a = np.arange(k)
+                per_axis = np.bincount(self._axis_distance(a[:, None] - a[None, :], axis).ravel())
+                hist = np.convolve(hist, per_axis)
+        hist = hist.astype(np.int64)
+        hist[0] -= self.num_chips
+        return hist
+
+    def bisection_cuts(self) -> Iterator[tuple[str, np.ndarray]]:
+        c = self.coords(np.arange(self.num_chips))
+        for axis, k in enumerate(self.dims):
+            if k >= 2:
+                yield f"{axis_name(axis)} halves", c[:, axis] < k // 2
+
+    # -- twisted: one BFS from chip 0, routes by translation --------------------------
+    @property
+    def _bfs(self) -> tuple[np.ndarray, np.ndarray]:
+        if not hasattr(self, "_bfs_cache"):
+            links = self.links
+            graph = csr_matrix((np.ones(len(links)), (links.src, links.dst)),
+                               shape=(self.num_chips, self.num_chips))
+            order, pred = breadth_first_order(graph, 0, directed=True, return_predecessors=True)
+            dist = np.zeros(self.num_chips, dtype=np.int64)
+            for node in order[1:]:
+                dist[node] = dist[pred[node]] + 1
+            self._bfs_cache = (dist, pred)
+        return self._bfs_cache
+
+    def _twisted_route(self, src: int, dst: int) -> list[int]:
+        dist, pred = self._bfs
+        offset = self.coords(src)
+        node = int(self.chip_at(self.coords(dst) - offset))
+        from_origin = [node]
+        while node != 0:
+            node = int(pred[node])
+            from_origin.append(node)
+        shifted = self.coords(np.array(from_origin[::-1])) + offset
+        return [int(n) for n in self.chip_at(shifted)]
+
+    def describe(self) -> dict[str, Any]:
+        return {"dims": list(self.dims), "wraparound": list(self.wraparound),
+                "twisted": self.twisted, "link_bandwidth_Bps": self.link_bandwidth_Bps,
+                "hop_latency_s": self.hop_latency_s}
