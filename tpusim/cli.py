@@ -41,8 +41,15 @@ def cmd_systems(args: argparse.Namespace) -> None:
     rows = []
     for name in shipped("systems"):
         system = load_system(name)
-        rows.append({"name": name, "chip": system.chip.name, "topology": system.topology_kind,
-                     "chips": system.num_chips, "description": system.spec.description})
+        rows.append(
+            {
+                "name": name,
+                "chip": system.chip.name,
+                "topology": system.topology_kind,
+                "chips": system.num_chips,
+                "description": system.spec.description,
+            }
+        )
     if args.json:
         _print_json({"systems": rows})
     else:
@@ -72,10 +79,14 @@ def _topo_lines(rec: dict[str, Any]) -> list[str]:
 def _shape_text(shape: dict[str, Any]) -> str:
     if "dims" in shape:
         wrap = "".join("W" if w else "-" for w in shape["wraparound"])
-        return f"{'x'.join(map(str, shape['dims']))} wrap {wrap}" + (" twisted" if shape["twisted"] else "")
+        return f"{'x'.join(map(str, shape['dims']))} wrap {wrap}" + (
+            " twisted" if shape["twisted"] else ""
+        )
     if "groups" in shape:
-        return (f"{shape['chips_per_board']} chips/board x {shape['boards_per_group']} boards/group "
-                f"x {shape['groups']} groups ({shape['arrangement']})")
+        return (
+            f"{shape['chips_per_board']} chips/board x {shape['boards_per_group']} boards/group "
+            f"x {shape['groups']} groups ({shape['arrangement']})"
+        )
     return f"{shape['pods']} pods of {shape['chips_per_pod']:,} chips via {shape['fabric']}"
 
 
@@ -88,7 +99,9 @@ def cmd_topo(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect.")
+    parser = _Parser(
+        prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("systems", help="list the shipped systems")
     p.add_argument("--json", action="store_true", help="print one JSON object")

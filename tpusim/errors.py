@@ -23,7 +23,9 @@ class InputError(TpusimError):
 class ConfigError(InputError):
     """A YAML config that does not validate: names the file, the YAML path and the line."""
 
-    def __init__(self, message: str, file: str | None = None, path: str = "", line: int | None = None):
+    def __init__(
+        self, message: str, file: str | None = None, path: str = "", line: int | None = None
+    ):
         self.file, self.path, self.line, self.problem = file, path, line, message
         where = file or "<config>"
         if line is not None:

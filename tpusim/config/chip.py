@@ -97,5 +97,6 @@ class ChipSpec(Frozen):
         try:
             return self.peak_flops[dtype]
         except KeyError:
-            raise KeyError(f"chip {self.name} has no peak for {dtype} "
-                           f"(has {', '.join(self.peak_flops)})") from None
+            raise KeyError(
+                f"chip {self.name} has no peak for {dtype} (has {', '.join(self.peak_flops)})"
+            ) from None

@@ -61,10 +61,16 @@ def _loc_to_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
             node = node[part]
-        elif isinstance(node, dict) and isinstance(part, str) and part not in node and \
-                part not in ("torus", "boardfly", "function-after", "function-before"):
+        elif (
+            isinstance(node, dict)
+            and isinstance(part, str)
+            and part not in node
+            and part not in ("torus", "boardfly", "function-after", "function-before")
+        ):
             path.append(part)  # a missing or unknown key: name it, then stop descending
             break
         else:
@@ -84,18 +90,22 @@ def _message(error: Any) -> str:
     return msg
 
 
-def validate(model: type[Model], data: Any, file: str, lines: dict[PathKey, int],
-             prefix: PathKey = ()) -> Model:
+def validate(
+    model: type[Model], data: Any, file: str, lines: dict[PathKey, int], prefix: PathKey = ()
+) -> Model:
     """Validate ``data`` as ``model``; the first problem becomes a one-line ConfigError."""
     if not isinstance(data, dict):
-        raise ConfigError("expected a mapping of keys to values", file=file, line=line_of(lines, prefix))
+        raise ConfigError(
+            "expected a mapping of keys to values", file=file, line=line_of(lines, prefix)
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         path = (*prefix, *_loc_to_path(data, tuple(error["loc"])))
-        raise ConfigError(_message(error), file=file, path=format_path(path),
-                          line=line_of(lines, path)) from None
+        raise ConfigError(
+            _message(error), file=file, path=format_path(path), line=line_of(lines, path)
+        ) from None
 
 
 @cache
@@ -106,15 +116,20 @@ def _load_chip_file(path: Path) -> ChipSpec:
     return chip
 
 
-def _check_sources(sources: dict[str, Any], data: dict[str, Any], file: str,
-                   lines: dict[PathKey, int]) -> None:
+def _check_sources(
+    sources: dict[str, Any], data: dict[str, Any], file: str, lines: dict[PathKey, int]
+) -> None:
     """Every key under ``sources:`` must name a value that exists in the file."""
     for key in sources:
         node: Any = data
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
-                raise ConfigError(f"names '{key}', which is not a value in this file", file=file,
-                                  path=f"sources.{key}", line=line_of(lines, ("sources", key)))
+                raise ConfigError(
+                    f"names '{key}', which is not a value in this file",
+                    file=file,
+                    path=f"sources.{key}",
+                    line=line_of(lines, ("sources", key)),
+                )
             node = node[part]
 
 
@@ -190,16 +205,21 @@ class System:
         return self.spec.topology.kind
 
 
-def _reference(data: dict[str, Any], key: str, file: str, lines: dict[PathKey, int],
-               loader: Any, base: Path) -> Any:
+def _reference(
+    data: dict[str, Any], key: str, file: str, lines: dict[PathKey, int], loader: Any, base: Path
+) -> Any:
     """Load the chip or pod a system names; a failure names this file and key."""
     try:
         return loader(data[key], base)
     except ConfigError as exc:
         if exc.file is not None and exc.path == "" and "unknown" not in exc.problem:
             raise  # the referenced file exists and is itself broken: its own error is clearest
-        raise ConfigError(exc.problem if exc.file is None else f"{exc.file}: {exc.problem}",
-                          file=file, path=key, line=line_of(lines, (key,))) from None
+        raise ConfigError(
+            exc.problem if exc.file is None else f"{exc.file}: {exc.problem}",
+            file=file,
+            path=key,
+            line=line_of(lines, (key,)),
+        ) from None
 
 
 @cache
@@ -210,22 +230,31 @@ def _load_system_file(path: Path) -> System:
     if spec.pod is not None:
         pod = _reference(data, "pod", file, lines, load_system, base)
         if pod.pod is not None:
-            raise ConfigError("a pod cannot itself be multi-pod", file=file, path="pod",
-                              line=line_of(lines, ("pod",)))
+            raise ConfigError(
+                "a pod cannot itself be multi-pod",
+                file=file,
+                path="pod",
+                line=line_of(lines, ("pod",)),
+            )
         system = System(spec=spec, chip=pod.chip, file=file, pod=pod)
     else:
         chip = _reference(data, "chip", file, lines, load_chip, base)
         system = System(spec=spec, chip=chip, file=file)
     if spec.chips is not None and spec.chips != system.num_chips:
-        raise ConfigError(f"chips is {spec.chips} but the topology has {system.num_chips}",
-                          file=file, path="chips", line=line_of(lines, ("chips",)))
+        raise ConfigError(
+            f"chips is {spec.chips} but the topology has {system.num_chips}",
+            file=file,
+            path="chips",
+            line=line_of(lines, ("chips",)),
+        )
     from tpusim.topology import check_system  # shapes only the topology layer can judge
 
     try:
         check_system(system)
     except ValueError as exc:
-        raise ConfigError(str(exc), file=file, path="topology",
-                          line=line_of(lines, ("topology",))) from None
+        raise ConfigError(
+            str(exc), file=file, path="topology", line=line_of(lines, ("topology",))
+        ) from None
     return system
 
 

@@ -40,8 +40,9 @@ class TorusTopologySpec(Frozen):
     @model_validator(mode="after")
     def _wrap_per_axis(self) -> TorusTopologySpec:
         if isinstance(self.wraparound, list) and len(self.wraparound) != len(self.dims):
-            raise ValueError(f"wraparound has {len(self.wraparound)} entries "
-                             f"but dims has {len(self.dims)} axes")
+            raise ValueError(
+                f"wraparound has {len(self.wraparound)} entries but dims has {len(self.dims)} axes"
+            )
         return self
 
 
@@ -90,7 +91,7 @@ class FabricSpec(Frozen):
 
 
 class SystemSpec(Frozen):
-    """A system file as written: either ``chip`` + ``topology`` or ``pod`` + ``pods`` + ``fabric``."""
+    """A system file as written: ``chip`` + ``topology``, or ``pod`` + ``pods`` + ``fabric``."""
 
     name: str
     description: str = ""
@@ -109,7 +110,9 @@ class SystemSpec(Frozen):
         if multipod:
             missing = [k for k in ("pod", "pods", "fabric") if getattr(self, k) is None]
             if missing:
-                raise ValueError(f"a multi-pod system needs pod, pods and fabric (missing {missing[0]})")
+                raise ValueError(
+                    f"a multi-pod system needs pod, pods and fabric (missing {missing[0]})"
+                )
             if self.topology is not None:
                 raise ValueError("give either topology (one pod) or pod/pods/fabric, not both")
         else:
@@ -146,5 +149,13 @@ def chip_count(spec: SystemSpec) -> int:
     return topo.chips_per_board * topo.boards_per_group * topo.groups
 
 
-__all__ = ["BoardflyTopologySpec", "ChipSpec", "FabricSpec", "IciOverride", "SystemSpec",
-           "TorusTopologySpec", "chip_count", "wraparound_for"]
+__all__ = [
+    "BoardflyTopologySpec",
+    "ChipSpec",
+    "FabricSpec",
+    "IciOverride",
+    "SystemSpec",
+    "TorusTopologySpec",
+    "chip_count",
+    "wraparound_for",
+]

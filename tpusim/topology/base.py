@@ -51,13 +51,25 @@ class LinkTable:
             lat.append(np.full(2 * n, float(latency)))
             kinds.append(np.full(2 * n, names.index(kind), dtype=np.int8))
         cat = np.concatenate
-        return LinkTable(cat(src).astype(np.int64), cat(dst).astype(np.int64), cat(bw), cat(lat),
-                         cat(kinds), names)
+        return LinkTable(
+            cat(src).astype(np.int64),
+            cat(dst).astype(np.int64),
+            cat(bw),
+            cat(lat),
+            cat(kinds),
+            names,
+        )
 
     def offset(self, by: int) -> LinkTable:
         """The same links with every node id shifted by ``by`` (to place a pod)."""
-        return LinkTable(self.src + by, self.dst + by, self.bandwidth_Bps, self.latency_s,
-                         self.kind, self.kind_names)
+        return LinkTable(
+            self.src + by,
+            self.dst + by,
+            self.bandwidth_Bps,
+            self.latency_s,
+            self.kind,
+            self.kind_names,
+        )
 
 
 class Topology(ABC):

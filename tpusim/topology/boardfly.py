@@ -47,24 +47,38 @@ class Boardfly(Topology):
 
     kind = "boardfly"
 
-    def __init__(self, chips_per_board: int, boards_per_group: int, groups: int, *,
-                 link_bandwidth_Bps: float, hop_latency_s: float,
-                 board_link_bandwidth_Bps: float | None = None,
-                 global_link_bandwidth_Bps: float | None = None,
-                 global_hop_latency_s: float | None = None,
-                 links_per_board_pair: int = 1, links_per_group_pair: int = 1,
-                 arrangement: Arrangement = "absolute"):
+    def __init__(
+        self,
+        chips_per_board: int,
+        boards_per_group: int,
+        groups: int,
+        *,
+        link_bandwidth_Bps: float,
+        hop_latency_s: float,
+        board_link_bandwidth_Bps: float | None = None,
+        global_link_bandwidth_Bps: float | None = None,
+        global_hop_latency_s: float | None = None,
+        links_per_board_pair: int = 1,
+        links_per_group_pair: int = 1,
+        arrangement: Arrangement = "absolute",
+    ):
         self.p, self.a, self.g = int(chips_per_board), int(boards_per_group), int(groups)
         if min(self.p, self.a, self.g, links_per_board_pair, links_per_group_pair) < 1:
             raise ValueError("Boardfly counts must all be >= 1")
         self.n_board, self.n_global = int(links_per_board_pair), int(links_per_group_pair)
         self.arrangement = arrangement
-        self.bw = {"local": float(link_bandwidth_Bps),
-                   "board": float(board_link_bandwidth_Bps or link_bandwidth_Bps),
-                   "global": float(global_link_bandwidth_Bps or link_bandwidth_Bps)}
-        self.latency = {"local": float(hop_latency_s), "board": float(hop_latency_s),
-                        "global": float(hop_latency_s if global_hop_latency_s is None
-                                        else global_hop_latency_s)}
+        self.bw = {
+            "local": float(link_bandwidth_Bps),
+            "board": float(board_link_bandwidth_Bps or link_bandwidth_Bps),
+            "global": float(global_link_bandwidth_Bps or link_bandwidth_Bps),
+        }
+        self.latency = {
+            "local": float(hop_latency_s),
+            "board": float(hop_latency_s),
+            "global": float(
+                hop_latency_s if global_hop_latency_s is None else global_hop_latency_s
+            ),
+        }
         self.chips_per_group = self.p * self.a
         self.num_chips = self.chips_per_group * self.g
         self._in_group = self._intra_group()
@@ -103,14 +117,23 @@ class Boardfly(Topology):
         base = np.arange(0, self.num_chips, self.p)  # first chip of every board
         for u in range(self.p):
             for v in range(u + 1, self.p):
-                groups.append((base + u, base + v, self.bw["local"], self.latency["local"], "local"))
+                groups.append(
+                    (base + u, base + v, self.bw["local"], self.latency["local"], "local")
+                )
         group_base = np.arange(0, self.num_chips, self.chips_per_group)
         for i in range(self.a):
             for j in range(i + 1, self.a):
                 for link in range(self.n_board):
                     u, v = self._board_end(i, j, link), self._board_end(j, i, link)
-                    groups.append((group_base + u, group_base + v, self.bw["board"],
-                                   self.latency["board"], "board"))
+                    groups.append(
+                        (
+                            group_base + u,
+                            group_base + v,
+                            self.bw["board"],
+                            self.latency["board"],
+                            "board",
+                        )
+                    )
         gi, gj = np.triu_indices(self.g, k=1)
         ends = self._global_ends
         for link in range(self.n_global):
@@ -132,9 +155,14 @@ class Boardfly(Topology):
                 if i == j:
                     continue
                 rows, cols = np.ix_(board == i, board == j)
-                via = np.stack([local[rows, self._board_end(i, j, link)] + 1
-                                + local[self._board_end(j, i, link), cols]
-                                for link in range(self.n_board)])
+                via = np.stack(
+                    [
+                        local[rows, self._board_end(i, j, link)]
+                        + 1
+                        + local[self._board_end(j, i, link), cols]
+                        for link in range(self.n_board)
+                    ]
+                )
                 hops[rows, cols] = via.min(axis=0)
                 choice[rows, cols] = via.argmin(axis=0)
         return hops, choice
@@ -170,8 +198,9 @@ class Boardfly(Topology):
             return self._group_path(gs, s, d)
         link = self._global_link(gs, gd, s, d)
         ends = self._global_ends
-        return (self._group_path(gs, s, int(ends[gs, gd, link]))
-                + self._group_path(gd, int(ends[gd, gs, link]), d))
+        return self._group_path(gs, s, int(ends[gs, gd, link])) + self._group_path(
+            gd, int(ends[gd, gs, link]), d
+        )
 
     def _hops_to_groups(self, gs: int, s: int) -> np.ndarray:
         """(g, chips_per_group) hops from in-group chip s of group gs to every chip."""
@@ -208,10 +237,16 @@ class Boardfly(Topology):
             yield "first half of every board", ids % self.p < self.p // 2
 
     def describe(self) -> dict[str, Any]:
-        return {"chips_per_board": self.p, "boards_per_group": self.a, "groups": self.g,
-                "links_per_board_pair": self.n_board, "links_per_group_pair": self.n_global,
-                "arrangement": self.arrangement, "link_bandwidth_Bps": dict(self.bw),
-                "hop_latency_s": dict(self.latency)}
+        return {
+            "chips_per_board": self.p,
+            "boards_per_group": self.a,
+            "groups": self.g,
+            "links_per_board_pair": self.n_board,
+            "links_per_group_pair": self.n_global,
+            "arrangement": self.arrangement,
+            "link_bandwidth_Bps": dict(self.bw),
+            "hop_latency_s": dict(self.latency),
+        }
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -27,8 +27,16 @@ class ClosFabric(Topology):
 
     kind = "clos"
 
-    def __init__(self, pod: Topology, pods: int, *, bandwidth_per_chip_Bps: float,
-                 hop_latency_s: float, chips_per_leaf: int = 64, name: str = "dcn"):
+    def __init__(
+        self,
+        pod: Topology,
+        pods: int,
+        *,
+        bandwidth_per_chip_Bps: float,
+        hop_latency_s: float,
+        chips_per_leaf: int = 64,
+        name: str = "dcn",
+    ):
         if pods < 1 or chips_per_leaf < 1:
             raise ValueError("pods and chips_per_leaf must be >= 1")
         self.pod, self.pods, self.name = pod, int(pods), name
@@ -56,19 +64,35 @@ class ClosFabric(Topology):
         chips = np.arange(self.num_chips, dtype=np.int64)
         leaves = np.arange(self.num_chips, self.spine, dtype=np.int64)
         chips_under = np.bincount(self.leaf_of(chips) - self.num_chips, minlength=self.num_leaves)
-        fabric = LinkTable.build([
-            (chips, self.leaf_of(chips), self.bandwidth_per_chip_Bps, self.hop_latency_s, self.name),
-            (leaves, np.full(leaves.size, self.spine), chips_under * self.bandwidth_per_chip_Bps,
-             self.hop_latency_s, self.name),
-        ])
+        fabric = LinkTable.build(
+            [
+                (
+                    chips,
+                    self.leaf_of(chips),
+                    self.bandwidth_per_chip_Bps,
+                    self.hop_latency_s,
+                    self.name,
+                ),
+                (
+                    leaves,
+                    np.full(leaves.size, self.spine),
+                    chips_under * self.bandwidth_per_chip_Bps,
+                    self.hop_latency_s,
+                    self.name,
+                ),
+            ]
+        )
         names = (*pod_links.kind_names, self.name)
         kinds = [t.kind for t in tables] + [fabric.kind + len(pod_links.kind_names)]
         everything = [*tables, fabric]
-        return LinkTable(np.concatenate([t.src for t in everything]),
-                         np.concatenate([t.dst for t in everything]),
-                         np.concatenate([t.bandwidth_Bps for t in everything]),
-                         np.concatenate([t.latency_s for t in everything]),
-                         np.concatenate(kinds), names)
+        return LinkTable(
+            np.concatenate([t.src for t in everything]),
+            np.concatenate([t.dst for t in everything]),
+            np.concatenate([t.bandwidth_Bps for t in everything]),
+            np.concatenate([t.latency_s for t in everything]),
+            np.concatenate(kinds),
+            names,
+        )
 
     def route(self, src: int, dst: int) -> list[int]:
         src, dst = self._check_chip(src), self._check_chip(dst)
@@ -80,7 +104,7 @@ class ClosFabric(Topology):
     def hops_from(self, src: int) -> np.ndarray:
         ps, s = divmod(self._check_chip(src), self.pod_chips)
         hops = np.full(self.num_chips, 4, dtype=np.int64)
-        hops[ps * self.pod_chips:(ps + 1) * self.pod_chips] = self.pod.hops_from(s)
+        hops[ps * self.pod_chips : (ps + 1) * self.pod_chips] = self.pod.hops_from(s)
         return hops
 
     def hop_histogram(self) -> np.ndarray:
@@ -95,11 +119,18 @@ class ClosFabric(Topology):
         side[: self.num_chips // 2] = True
         leaf = self.leaf_of(np.arange(self.num_chips)) - self.num_chips
         first_chip_of_leaf = np.unique(leaf, return_index=True)[1]  # leaves hold contiguous chips
-        side[self.num_chips:self.spine] = side[first_chip_of_leaf]
+        side[self.num_chips : self.spine] = side[first_chip_of_leaf]
         yield "first half of the chips (pod-major)", side
 
     def describe(self) -> dict[str, Any]:
-        return {"pods": self.pods, "pod_kind": self.pod.kind, "chips_per_pod": self.pod_chips,
-                "fabric": self.name, "chips_per_leaf": self.chips_per_leaf,
-                "leaves": self.num_leaves, "bandwidth_per_chip_Bps": self.bandwidth_per_chip_Bps,
-                "hop_latency_s": self.hop_latency_s, "pod": self.pod.describe()}
+        return {
+            "pods": self.pods,
+            "pod_kind": self.pod.kind,
+            "chips_per_pod": self.pod_chips,
+            "fabric": self.name,
+            "chips_per_leaf": self.chips_per_leaf,
+            "leaves": self.num_leaves,
+            "bandwidth_per_chip_Bps": self.bandwidth_per_chip_Bps,
+            "hop_latency_s": self.hop_latency_s,
+            "pod": self.pod.describe(),
+        }

@@ -47,8 +47,15 @@ class Torus(Topology):
 
     kind = "torus"
 
-    def __init__(self, dims: Sequence[int], wraparound: Sequence[bool], *,
-                 link_bandwidth_Bps: float, hop_latency_s: float, twisted: bool = False):
+    def __init__(
+        self,
+        dims: Sequence[int],
+        wraparound: Sequence[bool],
+        *,
+        link_bandwidth_Bps: float,
+        hop_latency_s: float,
+        twisted: bool = False,
+    ):
         if len(wraparound) != len(dims) or any(d < 1 for d in dims):
             raise ValueError("dims must be >= 1 with one wraparound flag per axis")
         self.dims = tuple(int(d) for d in dims)
@@ -57,8 +64,10 @@ class Torus(Topology):
         if twisted:
             twist = twist_axes(self.dims)
             if twist is None or not all(self.wraparound):
-                raise ValueError(f"twisted tori need a k x k x 2k or 2k x k shape with k >= 3 and "
-                                 f"wraparound on every axis (got {'x'.join(map(str, self.dims))})")
+                raise ValueError(
+                    f"twisted tori need a k x k x 2k or 2k x k shape with k >= 3 and "
+                    f"wraparound on every axis (got {'x'.join(map(str, self.dims))})"
+                )
             self._long, self._short = twist
         self.link_bandwidth_Bps = float(link_bandwidth_Bps)
         self.hop_latency_s = float(hop_latency_s)
@@ -97,8 +106,15 @@ class Torus(Topology):
             has_plus = inner | (self._wrap[axis] & (c[:, axis] == k - 1))
             step = c.copy()
             step[:, axis] += 1
-            groups.append((ids[has_plus], self.chip_at(step[has_plus]),
-                           self.link_bandwidth_Bps, self.hop_latency_s, "ici"))
+            groups.append(
+                (
+                    ids[has_plus],
+                    self.chip_at(step[has_plus]),
+                    self.link_bandwidth_Bps,
+                    self.hop_latency_s,
+                    "ici",
+                )
+            )
         return LinkTable.build(groups)
 
     # -- routing --------------------------------------------------------------------
@@ -165,8 +181,10 @@ class Torus(Topology):
     def _bfs(self) -> tuple[np.ndarray, np.ndarray]:
         if not hasattr(self, "_bfs_cache"):
             links = self.links
-            graph = csr_matrix((np.ones(len(links)), (links.src, links.dst)),
-                               shape=(self.num_chips, self.num_chips))
+            graph = csr_matrix(
+                (np.ones(len(links)), (links.src, links.dst)),
+                shape=(self.num_chips, self.num_chips),
+            )
             order, pred = breadth_first_order(graph, 0, directed=True, return_predecessors=True)
             dist = np.zeros(self.num_chips, dtype=np.int64)
             for node in order[1:]:
@@ -175,7 +193,7 @@ class Torus(Topology):
         return self._bfs_cache
 
     def _twisted_route(self, src: int, dst: int) -> list[int]:
-        dist, pred = self._bfs
+        _, pred = self._bfs
         offset = self.coords(src)
         node = int(self.chip_at(self.coords(dst) - offset))
         from_origin = [node]
@@ -186,6 +204,10 @@ class Torus(Topology):
         return [int(n) for n in self.chip_at(shifted)]
 
     def describe(self) -> dict[str, Any]:
-        return {"dims": list(self.dims), "wraparound": list(self.wraparound),
-                "twisted": self.twisted, "link_bandwidth_Bps": self.link_bandwidth_Bps,
-                "hop_latency_s": self.hop_latency_s}
+        return {
+            "dims": list(self.dims),
+            "wraparound": list(self.wraparound),
+            "twisted": self.twisted,
+            "link_bandwidth_Bps": self.link_bandwidth_Bps,
+            "hop_latency_s": self.hop_latency_s,
+        }
