@@ -42,12 +42,14 @@ def table_adjacency(topo):
 
 def coord_ids(dims):
     """Chip id of coordinates, first axis fastest."""
+
     def cid(c):
         out, stride = 0, 1
         for x, k in zip(c, dims, strict=True):
             out += x * stride
             stride *= k
         return out
+
     return cid
 
 
@@ -134,15 +136,22 @@ def closed_links(dims, wrap):
 
 def closed_bisection(dims, wrap):
     n = math.prod(dims)
-    cuts = [n // k * (2 if (w and k > 2) else 1) * BW
-            for k, w in zip(dims, wrap, strict=True) if k >= 2]
+    cuts = [
+        n // k * (2 if (w and k > 2) else 1) * BW for k, w in zip(dims, wrap, strict=True) if k >= 2
+    ]
     return min(cuts, default=0.0)
 
 
-shapes = st.integers(1, 3).flatmap(
-    lambda n: st.tuples(st.lists(st.integers(1, 7), min_size=n, max_size=n),
-                        st.lists(st.booleans(), min_size=n, max_size=n))
-).filter(lambda s: math.prod(s[0]) <= 400)
+shapes = (
+    st.integers(1, 3)
+    .flatmap(
+        lambda n: st.tuples(
+            st.lists(st.integers(1, 7), min_size=n, max_size=n),
+            st.lists(st.booleans(), min_size=n, max_size=n),
+        )
+    )
+    .filter(lambda s: math.prod(s[0]) <= 400)
+)
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -236,17 +245,29 @@ def brute_force_bisection_links(adj):
     return best
 
 
-@pytest.mark.parametrize("dims, wrap", [
-    ((4, 4), (True, True)), ((4, 4), (False, False)), ((6, 2), (True, True)),
-    ((2, 2, 2), (True, True, True)), ((4, 2), (True, False)), ((2, 6), (False, True)),
-])
+@pytest.mark.parametrize(
+    "dims, wrap",
+    [
+        ((4, 4), (True, True)),
+        ((4, 4), (False, False)),
+        ((6, 2), (True, True)),
+        ((2, 2, 2), (True, True, True)),
+        ((4, 2), (True, False)),
+        ((2, 6), (False, True)),
+    ],
+)
 def test_bisection_is_the_true_minimum_balanced_cut(dims, wrap):
     topo = make(dims, wrap)
     links = brute_force_bisection_links(coord_adjacency(dims, wrap))
     assert topo.bisection_bandwidth_Bps == pytest.approx(links * BW)
 
 
-ODD_SHAPES = [((3, 2), (False, False)), ((5, 2), (False, False)), ((3, 4), (True, True))]
+ODD_SHAPES = [
+    ((3, 2), (False, False)),
+    ((5, 2), (False, False)),
+    ((3, 4), (True, True)),
+    ((5, 4), (True, True)),
+]
 
 
 @pytest.mark.parametrize("dims, wrap", ODD_SHAPES)
@@ -294,7 +315,7 @@ def check_route(topo, src, dst, dist):
 
 def changed_axes(topo, path):
     coords = topo.coords(np.array(path))
-    return [int(np.flatnonzero(b != a)[0]) for a, b in zip(coords[:-1], coords[1:], strict=True)]
+    return [int(np.flatnonzero(b != a)[0]) for a, b in itertools.pairwise(coords)]
 
 
 @FAST
@@ -311,7 +332,7 @@ def test_routes_are_minimal_dimension_order_paths(shape, data):
             axes = changed_axes(topo, path)
             assert axes == sorted(axes), f"route {path} is not in dimension order"
             coords = topo.coords(np.array(path))
-            assert all(np.sum(a != b) == 1 for a, b in zip(coords[:-1], coords[1:], strict=True))
+            assert all(np.sum(a != b) == 1 for a, b in itertools.pairwise(coords))
 
 
 def test_route_tie_goes_in_plus_direction():
@@ -359,10 +380,14 @@ def permutations_of(dims):
     return sorted(set(itertools.permutations(dims)))
 
 
-@pytest.mark.parametrize("dims, twisted, diameter, avg_with_self, links", [
-    (perm, tw, diam, avg, links) for dims, tw, diam, avg, links in PUBLISHED
-    for perm in permutations_of(dims)
-])
+@pytest.mark.parametrize(
+    "dims, twisted, diameter, avg_with_self, links",
+    [
+        (perm, tw, diam, avg, links)
+        for dims, tw, diam, avg, links in PUBLISHED
+        for perm in permutations_of(dims)
+    ],
+)
 def test_published_table(dims, twisted, diameter, avg_with_self, links):
     topo = make(dims, twisted=twisted)
     n = topo.num_chips
@@ -372,8 +397,9 @@ def test_published_table(dims, twisted, diameter, avg_with_self, links):
     assert topo.hop_histogram().sum() == n * (n - 1)
 
 
-@pytest.mark.parametrize("dims", [(8, 4), (4, 8), (4, 4, 8), (4, 8, 4), (8, 4, 4), (3, 6),
-                                  (6, 3), (3, 3, 6), (16, 8)])
+@pytest.mark.parametrize(
+    "dims", [(8, 4), (4, 8), (4, 4, 8), (4, 8, 4), (8, 4, 4), (3, 6), (6, 3), (3, 3, 6), (16, 8)]
+)
 def test_twisted_metrics_and_routes_match_bfs(dims):
     topo = make(dims, twisted=True)
     adj = coord_adjacency(dims, [True] * len(dims), twisted=True)
@@ -382,7 +408,7 @@ def test_twisted_metrics_and_routes_match_bfs(dims):
     assert topo.diameter_hops == max(max(row) for row in dist)
     n = topo.num_chips
     assert topo.mean_hops == pytest.approx(sum(map(sum, dist)) / (n * (n - 1)), rel=1e-12)
-    step = max(1, n // 40)
+    step = max(1, n // 12)
     for src in range(0, n, step):
         assert topo.hops_from(src).tolist() == dist[src]
         for dst in range(n):
@@ -413,20 +439,33 @@ def test_twist_axes():
     assert twist_axes((4, 4, 8)) == (2, [0, 1])
     assert twist_axes((4, 8, 4)) == (1, [0, 2])
     assert twist_axes((8, 4, 4)) == (0, [1, 2])
-    for dims in [(4, 4, 4), (8, 8, 8), (4, 8, 8), (16, 16, 24), (4, 2), (2, 2, 4), (8,),
-                 (4, 4, 4, 8), (4, 12), (4, 4, 16)]:
+    for dims in [
+        (4, 4, 4),
+        (8, 8, 8),
+        (4, 8, 8),
+        (16, 16, 24),
+        (4, 2),
+        (2, 2, 4),
+        (8,),
+        (4, 4, 4, 8),
+        (4, 12),
+        (4, 4, 16),
+    ]:
         assert twist_axes(dims) is None, dims
 
 
-@pytest.mark.parametrize("dims, wrap", [
-    ((4, 4, 4), (True, True, True)),
-    ((4, 8, 8), (True, True, True)),
-    ((4, 2), (True, True)),
-    ((2, 2, 4), (True, True, True)),
-    ((8,), (True,)),
-    ((4, 4, 8), (True, True, False)),
-    ((8, 4), (False, True)),
-])
+@pytest.mark.parametrize(
+    "dims, wrap",
+    [
+        ((4, 4, 4), (True, True, True)),
+        ((4, 8, 8), (True, True, True)),
+        ((4, 2), (True, True)),
+        ((2, 2, 4), (True, True, True)),
+        ((8,), (True,)),
+        ((4, 4, 8), (True, True, False)),
+        ((8, 4), (False, True)),
+    ],
+)
 def test_twisting_needs_a_valid_shape_and_full_wraparound(dims, wrap):
     with pytest.raises(ValueError, match="twisted tori need"):
         Torus(dims, wrap, link_bandwidth_Bps=BW, hop_latency_s=LAT, twisted=True)

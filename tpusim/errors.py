@@ -27,10 +27,11 @@ class ConfigError(InputError):
         self, message: str, file: str | None = None, path: str = "", line: int | None = None
     ):
         self.file, self.path, self.line, self.problem = file, path, line, message
-        where = file or "<config>"
-        if line is not None:
-            where += f":{line}"
-        super().__init__(f"{where} {path}: {message}" if path else f"{where}: {message}")
+        where = (file or "") + (f":{line}" if file and line is not None else "")
+        text = " ".join(part for part in (where, f"{path}:" if path else "") if part)
+        if text and not path:
+            text += ":"
+        super().__init__(f"{text} {message}" if text else message)
 
 
 class SimulationError(TpusimError):

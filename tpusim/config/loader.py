@@ -47,9 +47,7 @@ def _locate(name_or_path: str, kind: ConfigKind, base: Path | None) -> Path:
     looks_like_path = name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path
     if looks_like_path:
         path = Path(name_or_path)
-        if not path.is_absolute() and base is not None and not path.exists():
-            path = base / path
-        return path
+        return base / path if base is not None and not path.is_absolute() else path
     known = shipped(kind)
     if name_or_path in known:
         return known[name_or_path]
@@ -205,21 +203,18 @@ class System:
         return self.spec.topology.kind
 
 
-def _reference(
-    data: dict[str, Any], key: str, file: str, lines: dict[PathKey, int], loader: Any, base: Path
-) -> Any:
-    """Load the chip or pod a system names; a failure names this file and key."""
+def _reference(data: dict[str, Any], key: str, file: str, lines: dict[PathKey, int],
+               kind: ConfigKind, loader: Any, base: Path) -> Any:
+    """Load the chip or pod a system names. A name or file that cannot be found is
+    reported against this file and key; a found file that is broken reports itself."""
+    where = {"file": file, "path": key, "line": line_of(lines, (key,))}
     try:
-        return loader(data[key], base)
+        located = _locate(str(data[key]), kind, base)
     except ConfigError as exc:
-        if exc.file is not None and exc.path == "" and "unknown" not in exc.problem:
-            raise  # the referenced file exists and is itself broken: its own error is clearest
-        raise ConfigError(
-            exc.problem if exc.file is None else f"{exc.file}: {exc.problem}",
-            file=file,
-            path=key,
-            line=line_of(lines, (key,)),
-        ) from None
+        raise ConfigError(exc.problem, **where) from None
+    if not located.is_file():
+        raise ConfigError(f"{kind[:-1]} file '{located}' does not exist", **where)
+    return loader(str(located.resolve()))
 
 
 @cache
@@ -228,7 +223,7 @@ def _load_system_file(path: Path) -> System:
     spec = validate(SystemSpec, data, str(path), lines)
     file, base = str(path), path.parent
     if spec.pod is not None:
-        pod = _reference(data, "pod", file, lines, load_system, base)
+        pod = _reference(data, "pod", file, lines, "systems", load_system, base)
         if pod.pod is not None:
             raise ConfigError(
                 "a pod cannot itself be multi-pod",
@@ -238,7 +233,7 @@ def _load_system_file(path: Path) -> System:
             )
         system = System(spec=spec, chip=pod.chip, file=file, pod=pod)
     else:
-        chip = _reference(data, "chip", file, lines, load_chip, base)
+        chip = _reference(data, "chip", file, lines, "chips", load_chip, base)
         system = System(spec=spec, chip=chip, file=file)
     if spec.chips is not None and spec.chips != system.num_chips:
         raise ConfigError(

@@ -171,10 +171,20 @@ class Torus(Topology):
         return hist
 
     def bisection_cuts(self) -> Iterator[tuple[str, np.ndarray]]:
-        c = self.coords(np.arange(self.num_chips))
+        """For each axis, the first half of the chips ordered by that axis first.
+
+        With an even axis that is the plane through its middle; with an odd one the
+        middle slice is split too, so both sides always hold N//2 and N - N//2 chips.
+        """
+        ids = np.arange(self.num_chips)
+        c = self.coords(ids)
         for axis, k in enumerate(self.dims):
-            if k >= 2:
-                yield f"{axis_name(axis)} halves", c[:, axis] < k // 2
+            if k < 2:
+                continue
+            # rank of the chip's position across the other axes, 0 .. N/k - 1
+            _, rest_rank = np.unique(ids - c[:, axis] * self.strides[axis], return_inverse=True)
+            key = c[:, axis] * (self.num_chips // k) + rest_rank
+            yield f"{axis_name(axis)} halves", key < self.num_chips // 2
 
     # -- twisted: one BFS from chip 0, routes by translation --------------------------
     @property

@@ -1,0 +1,32 @@
+"""Moving bytes over a topology: one interface, three fidelities.
+
+``make_network(fidelity, env, topology)`` builds the ``analytic`` (closed form,
+no contention), ``flow`` (max-min fair fluid flows, the default) or ``packet``
+(per-link queues, cut-through) model behind :class:`Network`.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from tpusim.network.analytic import AnalyticNetwork
+from tpusim.network.base import FIDELITIES, Fidelity, FlowBatch, Network
+from tpusim.network.flow import FlowNetwork, max_min_rates
+from tpusim.network.packet import DEFAULT_PACKET_BYTES, PacketNetwork
+from tpusim.topology import Topology
+
+__all__ = ["DEFAULT_PACKET_BYTES", "FIDELITIES", "AnalyticNetwork", "Fidelity", "FlowBatch",
+           "FlowNetwork", "Network", "PacketNetwork", "make_network", "max_min_rates"]
+
+
+def make_network(fidelity: Fidelity, env: simpy.Environment, topology: Topology,
+                 packet_bytes: float = DEFAULT_PACKET_BYTES,
+                 check_capacity: bool = False) -> Network:
+    """The network model of ``fidelity`` on ``topology`` inside ``env``."""
+    if fidelity == "analytic":
+        return AnalyticNetwork(env, topology)
+    if fidelity == "flow":
+        return FlowNetwork(env, topology, check_capacity=check_capacity)
+    if fidelity == "packet":
+        return PacketNetwork(env, topology, packet_bytes=packet_bytes)
+    raise ValueError(f"unknown fidelity '{fidelity}' (choose from {', '.join(FIDELITIES)})")

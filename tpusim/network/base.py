@@ -1,0 +1,90 @@
+"""The interface between collectives and the network: batches of flows in, arrival events out.
+
+A :class:`FlowBatch` is a set of transfers that start together; each follows a
+fixed route (a list of directed link ids, CSR-packed). ``Network.send`` returns a
+SimPy event that fires when every byte of every flow has arrived. Three
+fidelities implement it (:mod:`.analytic`, :mod:`.flow`, :mod:`.packet`).
+
+Timing convention, shared by all three: a flow of ``b`` bytes on a route of
+links with latencies ``l_i`` that gets a steady rate ``r`` arrives at
+``start + b / r + sum(l_i)`` (cut-through: the per-hop latency is paid once per
+hop, not once per packet).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import simpy
+
+from tpusim.topology import Topology
+
+Fidelity = Literal["analytic", "flow", "packet"]
+FIDELITIES: tuple[Fidelity, ...] = ("analytic", "flow", "packet")
+
+
+@dataclass(frozen=True)
+class FlowBatch:
+    """Flows that start at the same instant.
+
+    ``ptr`` (n+1) and ``links`` are the CSR route of each flow (directed link ids
+    of the topology); ``bytes`` per flow; ``src``/``dst`` chip ids (for records).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+    ptr: np.ndarray
+    links: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.bytes.size)
+
+    @property
+    def hops(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+    def flow_of_link_entry(self) -> np.ndarray:
+        """For each entry of ``links``, the index of the flow it belongs to."""
+        return np.repeat(np.arange(len(self)), self.hops)
+
+
+class Network(ABC):
+    """Moves flow batches over a topology inside a SimPy environment.
+
+    Keeps ``link_bytes`` (bytes offered to each directed link) for link records.
+    """
+
+    fidelity: Fidelity
+
+    def __init__(self, env: simpy.Environment, topology: Topology):
+        self.env, self.topology = env, topology
+        links = topology.links
+        self.bandwidth_Bps = links.bandwidth_Bps
+        self.latency_s = links.latency_s
+        self.link_bytes = np.zeros(len(links))
+        self.num_events = 0
+
+    def _account(self, batch: FlowBatch) -> None:
+        if batch.links.size:
+            np.add.at(self.link_bytes, batch.links, np.repeat(batch.bytes, batch.hops))
+
+    def path_latency_s(self, batch: FlowBatch) -> np.ndarray:
+        """Sum of link latencies along each flow's route."""
+        out = np.zeros(len(batch))
+        has_route = batch.hops > 0
+        if batch.links.size:
+            starts = batch.ptr[:-1][has_route]  # empty routes own no entries: skip them
+            out[has_route] = np.add.reduceat(self.latency_s[batch.links], starts)
+        return out
+
+    def send(self, batch: FlowBatch) -> simpy.Event:
+        """Start every flow of ``batch`` now; the event fires when all have arrived."""
+        self._account(batch)
+        return self._send(batch)
+
+    @abstractmethod
+    def _send(self, batch: FlowBatch) -> simpy.Event: ...
