@@ -203,8 +203,15 @@ class System:
         return self.spec.topology.kind
 
 
-def _reference(data: dict[str, Any], key: str, file: str, lines: dict[PathKey, int],
-               kind: ConfigKind, loader: Any, base: Path) -> Any:
+def _reference(
+    data: dict[str, Any],
+    key: str,
+    file: str,
+    lines: dict[PathKey, int],
+    kind: ConfigKind,
+    loader: Any,
+    base: Path,
+) -> Any:
     """Load the chip or pod a system names. A name or file that cannot be found is
     reported against this file and key; a found file that is broken reports itself."""
     where = {"file": file, "path": key, "line": line_of(lines, (key,))}

@@ -15,13 +15,27 @@ from tpusim.network.flow import FlowNetwork, max_min_rates
 from tpusim.network.packet import DEFAULT_PACKET_BYTES, PacketNetwork
 from tpusim.topology import Topology
 
-__all__ = ["DEFAULT_PACKET_BYTES", "FIDELITIES", "AnalyticNetwork", "Fidelity", "FlowBatch",
-           "FlowNetwork", "Network", "PacketNetwork", "make_network", "max_min_rates"]
+__all__ = [
+    "DEFAULT_PACKET_BYTES",
+    "FIDELITIES",
+    "AnalyticNetwork",
+    "Fidelity",
+    "FlowBatch",
+    "FlowNetwork",
+    "Network",
+    "PacketNetwork",
+    "make_network",
+    "max_min_rates",
+]
 
 
-def make_network(fidelity: Fidelity, env: simpy.Environment, topology: Topology,
-                 packet_bytes: float = DEFAULT_PACKET_BYTES,
-                 check_capacity: bool = False) -> Network:
+def make_network(
+    fidelity: Fidelity,
+    env: simpy.Environment,
+    topology: Topology,
+    packet_bytes: float = DEFAULT_PACKET_BYTES,
+    check_capacity: bool = False,
+) -> Network:
     """The network model of ``fidelity`` on ``topology`` inside ``env``."""
     if fidelity == "analytic":
         return AnalyticNetwork(env, topology)

@@ -18,8 +18,9 @@ from tpusim.network.base import FlowBatch, Network
 _REL_EPS = 1e-9  # flows within this relative time of the earliest drain drain together
 
 
-def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, capacity: np.ndarray,
-                  num_flows: int) -> np.ndarray:
+def max_min_rates(
+    inc_flow: np.ndarray, inc_link: np.ndarray, capacity: np.ndarray, num_flows: int
+) -> np.ndarray:
     """Max-min fair rate (bytes/s) of each flow by progressive filling.
 
     ``inc_flow[i]`` crosses link ``inc_link[i]`` (local link indices into
@@ -38,8 +39,7 @@ def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, capacity: np.ndarr
         rate[active] += step
         remaining -= step * crossing
         saturated = used & (remaining <= capacity * _REL_EPS)
-        frozen_flows = np.unique(inc_flow[entry_active & saturated[inc_link]])
-        active[frozen_flows] = False
+        active[inc_flow[entry_active & saturated[inc_link]]] = False
         entry_active = active[inc_flow]
     return rate
 
@@ -88,8 +88,7 @@ class FlowNetwork(Network):
         self._rate = np.concatenate([self._rate, np.zeros(int(routed.sum()))])
         self._latency = np.concatenate([self._latency, latency[routed]])
         self._batch = np.concatenate([self._batch, np.full(int(routed.sum()), bid)])
-        self._inc_flow = np.concatenate([self._inc_flow,
-                                         np.repeat(flow_index, batch.hops)])
+        self._inc_flow = np.concatenate([self._inc_flow, np.repeat(flow_index, batch.hops)])
         self._inc_link = np.concatenate([self._inc_link, batch.links])
         self._rates_stale = True
         if not self._wakeup.triggered:
@@ -104,11 +103,12 @@ class FlowNetwork(Network):
         self._updated_at = self.env.now
 
     def _recompute(self) -> None:
-        links, local = np.unique(self._inc_link, return_inverse=True)
-        capacity = self.bandwidth_Bps[links]
-        self._rate = max_min_rates(self._inc_flow, local, capacity, self._remaining.size)
+        capacity = self.bandwidth_Bps
+        self._rate = max_min_rates(self._inc_flow, self._inc_link, capacity, self._remaining.size)
         if self.check_capacity:
-            load = np.bincount(local, weights=self._rate[self._inc_flow], minlength=links.size)
+            load = np.bincount(
+                self._inc_link, weights=self._rate[self._inc_flow], minlength=capacity.size
+            )
             self.max_link_load = max(self.max_link_load, float((load / capacity).max()))
         self._rates_stale = False
 
@@ -138,9 +138,7 @@ class FlowNetwork(Network):
         done = self._remaining <= self._rate * horizon + 1e-9
         if not done.any():
             return
-        for bid, latency in sorted(set(zip(self._batch[done].tolist(), self._latency[done].tolist(),
-                                           strict=True))):
-            count = int(((self._batch == bid) & (self._latency == latency) & done).sum())
+        for bid, latency, count in _groups(self._batch[done], self._latency[done]):
             self._arrive(bid, count, latency)
         keep = ~done
         new_index = np.cumsum(keep) - 1
@@ -165,3 +163,14 @@ class FlowNetwork(Network):
             self.env.timeout(latency).callbacks.append(land)
         else:
             land()
+
+
+def _groups(batch: np.ndarray, latency: np.ndarray) -> list[tuple[int, float, int]]:
+    """Distinct (batch id, latency) pairs with their counts, in sorted order."""
+    if (batch == batch[0]).all() and (latency == latency[0]).all():
+        return [(int(batch[0]), float(latency[0]), int(batch.size))]
+    order = np.lexsort((latency, batch))
+    b, lat = batch[order], latency[order]
+    starts = np.flatnonzero(np.r_[True, (b[1:] != b[:-1]) | (lat[1:] != lat[:-1])])
+    counts = np.diff(np.r_[starts, b.size])
+    return [(int(b[i]), float(lat[i]), int(c)) for i, c in zip(starts, counts, strict=True)]

@@ -31,7 +31,9 @@ class PacketNetwork(Network):
 
     fidelity = "packet"
 
-    def __init__(self, env: simpy.Environment, topology, packet_bytes: float = DEFAULT_PACKET_BYTES):
+    def __init__(
+        self, env: simpy.Environment, topology, packet_bytes: float = DEFAULT_PACKET_BYTES
+    ):
         super().__init__(env, topology)
         if packet_bytes <= 0:
             raise ValueError("packet_bytes must be > 0")
@@ -45,9 +47,12 @@ class PacketNetwork(Network):
         return res
 
     def _send(self, batch: FlowBatch) -> simpy.Event:
-        flows = [self.env.process(self._flow(batch.links[batch.ptr[i]:batch.ptr[i + 1]],
-                                             float(batch.bytes[i])))
-                 for i in range(len(batch))]
+        flows = [
+            self.env.process(
+                self._flow(batch.links[batch.ptr[i] : batch.ptr[i + 1]], float(batch.bytes[i]))
+            )
+            for i in range(len(batch))
+        ]
         return self.env.all_of(flows)
 
     def _flow(self, route: np.ndarray, size: float):

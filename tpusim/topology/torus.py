@@ -126,18 +126,83 @@ class Torus(Topology):
         fwd = delta % k
         return fwd if fwd <= k - fwd else fwd - k
 
-    def route(self, src: int, dst: int) -> list[int]:
+    def route(self, src: int, dst: int, axis_order: Sequence[int] | None = None) -> list[int]:
+        """Dimension-order route; ``axis_order`` (default x, y, z) picks the order of axes,
+        which is how a transfer is split over several first ports."""
         src, dst = self._check_chip(src), self._check_chip(dst)
         if self.twisted:
             return self._twisted_route(src, dst)
         path, here = [src], self.coords(src).copy()
         target = self.coords(dst)
-        for axis in range(len(self.dims)):
+        for axis in axis_order if axis_order is not None else range(len(self.dims)):
             steps = self._axis_steps(int(target[axis] - here[axis]), axis)
             for _ in range(abs(steps)):
                 here[axis] = (here[axis] + (1 if steps > 0 else -1)) % self.dims[axis]
                 path.append(int((here * self.strides).sum()))
         return path
+
+    @property
+    def _port_links(self) -> np.ndarray:
+        """``table[chip, 2*axis + (0 for +, 1 for -)]``: id of the link leaving ``chip``
+        one step along ``axis`` (-1 where a mesh edge has none)."""
+        if not hasattr(self, "_port_cache"):
+            ids = np.arange(self.num_chips, dtype=np.int64)
+            c = self.coords(ids)
+            table = np.full((self.num_chips, 2 * len(self.dims)), -1, dtype=np.int64)
+            keys, order = self._link_keys
+            for axis in range(len(self.dims)):
+                for direction, delta in ((0, 1), (1, -1)):
+                    step = c.copy()
+                    step[:, axis] += delta
+                    wanted = ids * self.num_nodes + self.chip_at(step)
+                    pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+                    found = keys[pos] == wanted
+                    table[found, 2 * axis + direction] = order[pos[found]]
+            self._port_cache = table
+        return self._port_cache
+
+    def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Dimension-order routes of many pairs at once, as CSR ``(ptr, link ids)``;
+        the same routes as :meth:`route`, without a Python loop over pairs."""
+        if self.twisted:
+            raise ValueError("vectorised routes are for untwisted tori")
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        here = self.coords(src)
+        delta = self.coords(dst) - here
+        steps = np.stack(
+            [self._axis_steps_many(delta[:, a], a) for a in range(len(self.dims))], axis=1
+        )
+        counts = np.abs(steps)
+        ptr = np.zeros(src.size + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(counts.sum(axis=1))
+        links = np.empty(int(ptr[-1]), dtype=np.int64)
+        before = ptr[:-1].copy()
+        table = self._port_links
+        for axis in range(len(self.dims)):
+            n = counts[:, axis]
+            flow = np.repeat(np.arange(src.size), n)
+            j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+            sign = np.sign(steps[flow, axis])
+            pos = here[flow].copy()
+            pos[:, axis] = (pos[:, axis] + sign * j) % self.dims[axis]
+            nodes = (pos * self.strides).sum(axis=1)
+            links[before[flow] + j] = table[nodes, 2 * axis + (sign < 0)]
+            before += n
+            here[:, axis] = (here[:, axis] + steps[:, axis]) % self.dims[axis]
+        return ptr, links
+
+    def _axis_steps_many(self, delta: np.ndarray, axis: int) -> np.ndarray:
+        """Vectorised :meth:`_axis_steps`."""
+        k = self.dims[axis]
+        if not self._wrap[axis]:
+            return delta
+        fwd = delta % k
+        return np.where(fwd <= k - fwd, fwd, fwd - k)
+
+    def moving_axes(self, src: int, dst: int) -> list[int]:
+        """Axes along which the dimension-order route from ``src`` to ``dst`` moves."""
+        delta = self.coords(dst) - self.coords(src)
+        return [a for a in range(len(self.dims)) if self._axis_steps(int(delta[a]), a) != 0]
 
     def _axis_distance(self, delta: np.ndarray, axis: int) -> np.ndarray:
         d = np.abs(delta)

@@ -1,0 +1,102 @@
+"""Collective algorithms: one module per algorithm, each turning a collective on a
+group of chips into a :class:`~tpusim.collectives.base.Schedule` of flow batches.
+
+``build_schedule`` picks the module (or the default for the group's structure)
+and ``run_collective`` (in :mod:`.runner`) simulates it on a network fidelity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tpusim.collectives import bidir_ring, direct, halving_doubling, hierarchical, ring, torus
+from tpusim.collectives.base import (
+    ALGORITHMS,
+    OPS,
+    Algorithm,
+    AlgorithmError,
+    Group,
+    Op,
+    Schedule,
+    Step,
+    bus_factor,
+)
+from tpusim.collectives.groups import make_group
+
+__all__ = [
+    "ALGORITHMS",
+    "OPS",
+    "Algorithm",
+    "AlgorithmError",
+    "Group",
+    "Op",
+    "Schedule",
+    "Step",
+    "build_schedule",
+    "bus_factor",
+    "default_algorithm",
+    "make_group",
+]
+
+_MODULES = {
+    "ring": ring,
+    "bidir-ring": bidir_ring,
+    "torus": torus,
+    "halving-doubling": halving_doubling,
+    "direct": direct,
+    "hierarchical": hierarchical,
+}
+DIRECT_ALL_TO_ALL_MAX_CHIPS = 1152  # above this, n^2 flows per step cost too much memory
+
+
+def default_algorithm(op: Op, group: Group) -> Algorithm:
+    """The fastest algorithm tpusim knows for ``op`` on this group's structure (as XLA
+    would pick): multi-axis torus on torus axes, hierarchical on Boardfly and pods,
+    direct all-to-all (dimension by dimension above 1,152 chips) and permute."""
+    torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
+    if op == "collective-permute":
+        return "direct"
+    if op == "all-to-all" and group.size <= DIRECT_ALL_TO_ALL_MAX_CHIPS:
+        return "direct"
+    if torus_axes:
+        return "torus"
+    return "hierarchical" if len(group.axes) > 1 else "bidir-ring"
+
+
+def build_schedule(
+    op: Op,
+    size: float,
+    group: Group,
+    algorithm: Algorithm | None = None,
+    pairs: list[tuple[int, int]] | None = None,
+) -> Schedule:
+    """Schedule of ``op`` with ``size`` bytes (nccl-tests convention) on ``group``.
+
+    Raises AlgorithmError when the algorithm does not fit the op or the group.
+    """
+    if op not in OPS:
+        raise AlgorithmError(f"unknown op '{op}' (choose from {', '.join(OPS)})")
+    alg = algorithm or default_algorithm(op, group)
+    if alg not in _MODULES:
+        raise AlgorithmError(f"unknown algorithm '{alg}' (choose from {', '.join(ALGORITHMS)})")
+    if op == "collective-permute" and alg != "direct":
+        raise AlgorithmError("collective-permute is point to point: use --algorithm direct")
+    if pairs and op != "collective-permute":
+        raise AlgorithmError("pairs only apply to collective-permute")
+    if op == "broadcast" and alg != "direct":
+        pipelines = _scatter_then_gather(size, group, alg)
+    elif alg == "direct":
+        pipelines = direct.build(op, size, group, pairs=pairs)
+    else:
+        pipelines = _MODULES[alg].build(op, size, group)
+    return Schedule(op, alg, size, group, pipelines)
+
+
+def _scatter_then_gather(size: float, group: Group, alg: Algorithm) -> list[list[Step]]:
+    """Broadcast as the root scattering 1/n to every chip, then an all-gather."""
+    gather = _MODULES[alg].build("all-gather", size, group)
+    flat, n = group.flat, group.size
+    part = size / max(1, len(gather)) / n
+    root = np.repeat(flat[:, 0], n - 1)
+    scatter = Step.of(root, flat[:, 1:], part)
+    return [[scatter, *pipeline] for pipeline in gather]

@@ -1,0 +1,199 @@
+"""Collectives as schedules of flow batches.
+
+An algorithm turns a collective on one or more groups of chips into a
+:class:`Schedule`: concurrent *pipelines*, each a sequence of :class:`Step`\\ s.
+Every step is a set of transfers (src chip, dst chip, bytes) that start together
+when the previous step of the same pipeline has completed on every chip; steps
+are vectorised over all groups of a collective, so a 9,216-chip all-reduce over
+one torus axis is 576 rings advancing in lock step, one batch per step.
+
+Sizes follow nccl-tests: all-reduce and all-to-all: bytes per chip; all-gather:
+bytes of the gathered output; reduce-scatter: bytes of the full input;
+collective-permute and broadcast: bytes each chip sends / the root sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Op = Literal[
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "broadcast"
+]
+OPS: tuple[Op, ...] = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "broadcast",
+)
+Algorithm = Literal["ring", "bidir-ring", "torus", "halving-doubling", "direct", "hierarchical"]
+ALGORITHMS: tuple[Algorithm, ...] = (
+    "ring",
+    "bidir-ring",
+    "torus",
+    "halving-doubling",
+    "direct",
+    "hierarchical",
+)
+AxisKind = Literal["ring", "line", "full", "any"]
+
+
+class AlgorithmError(ValueError):
+    """The algorithm cannot run this collective on this group (wrong shape, wrong op)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a group: ``ring`` (a wrapped torus axis), ``line`` (a torus axis
+    without wraparound), ``full`` (chips all directly linked, a Boardfly board) or
+    ``any`` (no known structure)."""
+
+    name: str
+    size: int
+    kind: AxisKind
+
+
+@dataclass(frozen=True)
+class Group:
+    """Chips of a collective: ``chips[g, i0, i1, ...]`` is the chip at position
+    (i0, i1, ...) of group g; ``axes`` describe the position axes."""
+
+    chips: np.ndarray
+    axes: tuple[Axis, ...]
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.chips.shape[0])
+
+    @property
+    def size(self) -> int:
+        """Chips per group."""
+        return int(np.prod(self.chips.shape[1:]))
+
+    @property
+    def flat(self) -> np.ndarray:
+        """(groups, size) chips in mixed-radix position order (first axis slowest)."""
+        return self.chips.reshape(self.num_groups, self.size)
+
+
+@dataclass(frozen=True)
+class Step:
+    """Transfers that start together; ``reduce_bytes`` is what each receiving chip
+    must reduce (add) once the step's data has arrived."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+    reduce_bytes: float = 0.0
+    route_order: np.ndarray | None = None  # per transfer: torus axis order to route by
+
+    @staticmethod
+    def of(
+        src: np.ndarray,
+        dst: np.ndarray,
+        size: float,
+        reduce: bool = False,
+        route_order: np.ndarray | None = None,
+    ) -> Step:
+        src, dst = np.ravel(src).astype(np.int64), np.ravel(dst).astype(np.int64)
+        return Step(
+            src, dst, np.full(src.size, float(size)), float(size) if reduce else 0.0, route_order
+        )
+
+
+@dataclass
+class Schedule:
+    """Concurrent pipelines of steps, plus what they implement."""
+
+    op: Op
+    algorithm: Algorithm
+    bytes: float
+    group: Group
+    pipelines: list[list[Step]] = field(default_factory=list)
+
+    @property
+    def num_steps(self) -> int:
+        return sum(len(p) for p in self.pipelines)
+
+    @property
+    def num_transfers(self) -> int:
+        return sum(s.src.size for p in self.pipelines for s in p)
+
+
+def bus_factor(op: Op, n: int) -> float:
+    """nccl-tests' busbw / algbw factor for ``op`` on ``n`` chips."""
+    if n <= 1:
+        return 0.0 if op != "broadcast" else 1.0
+    return {
+        "all-reduce": 2 * (n - 1) / n,
+        "all-gather": (n - 1) / n,
+        "reduce-scatter": (n - 1) / n,
+        "all-to-all": (n - 1) / n,
+        "collective-permute": 1.0,
+        "broadcast": 1.0,
+    }[op]
+
+
+# -- ring orders and steps along one axis of a group ---------------------------------------
+def ring_order(size: int, kind: AxisKind) -> np.ndarray:
+    """Positions in ring order: natural on a wrapped axis; folded (0, 2, 4, ..., 5, 3, 1)
+    on a line so every ring hop uses each link direction once."""
+    if kind == "line":
+        return np.concatenate(
+            [
+                np.arange(0, size, 2),
+                np.arange(size - 1 - (size % 2 == 1), 0, -2)
+                if size > 1
+                else np.zeros(0, dtype=np.int64),
+            ]
+        ).astype(np.int64)
+    return np.arange(size)
+
+
+def axis_neighbours(
+    chips: np.ndarray, axis: int, kind: AxisKind, reverse: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) arrays: every chip sends to its successor in ring order along ``axis``
+    (array axis of ``chips``), or predecessor when ``reverse``."""
+    order = ring_order(chips.shape[axis], kind)
+    nxt = np.roll(order, 1 if reverse else -1)
+    return np.take(chips, order, axis=axis), np.take(chips, nxt, axis=axis)
+
+
+def ring_steps(
+    chips: np.ndarray,
+    axis: int,
+    kind: AxisKind,
+    chunk: float,
+    count: int,
+    reduce: bool,
+    directions: Sequence[bool] = (False,),
+) -> list[Step]:
+    """``count`` identical ring steps along ``axis``; with two directions each carries
+    half the chunk in one step (a bidirectional ring)."""
+    pairs = [axis_neighbours(chips, axis, kind, reverse=r) for r in directions]
+    src = np.concatenate([p[0].ravel() for p in pairs])
+    dst = np.concatenate([p[1].ravel() for p in pairs])
+    part = chunk / len(directions)
+    step = Step(src, dst, np.full(src.size, part), chunk if reduce else 0.0)
+    return [step] * count
+
+
+def snake(chips: np.ndarray) -> np.ndarray:
+    """(groups, size) positions in boustrophedon order: consecutive chips are
+    neighbours on a torus or mesh."""
+    groups, *shape = chips.shape
+    if len(shape) <= 1:
+        return chips.reshape(groups, -1)
+    index = np.indices(shape).reshape(len(shape), -1).T  # rows in C order, last axis fastest
+    out = index.copy()
+    for axis in range(1, len(shape)):
+        flips = out[:, :axis].sum(axis=1) % 2 == 1
+        out[flips, axis] = shape[axis] - 1 - out[flips, axis]
+    flat_pos = np.ravel_multi_index(out.T, shape)
+    return chips.reshape(groups, -1)[:, flat_pos]

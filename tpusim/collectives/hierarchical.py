@@ -1,0 +1,19 @@
+"""Hierarchical: the collective level by level, innermost level first.
+
+For a Boardfly group the levels are board (chips fully connected: direct
+exchange), group (boards: ring) and global (groups: ring); for pods on a
+fabric, the pod's torus axes (rings over ICI) and then the pods (ring over the
+fabric). All-reduce = reduce-scatter up the levels, all-reduce at the top on
+1/(inner chips) of the data, all-gather back down (formulas.md 2.4: T =
+T_RS(intra) + T_AR(inter, V/p1) + T_AG(intra)).
+"""
+
+from __future__ import annotations
+
+from tpusim.collectives.base import Group, Op, Step
+from tpusim.collectives.phases import axis_phases
+
+
+def build(op: Op, size: float, group: Group) -> list[list[Step]]:
+    inner_first = [i + 1 for i in reversed(range(len(group.axes))) if group.axes[i].size > 1]
+    return [axis_phases(op, group.chips, inner_first, group.axes, size)]
