@@ -16,7 +16,7 @@ import pandas as pd
 import simpy
 
 from tpusim.collectives import build_schedule, bus_factor, make_group
-from tpusim.collectives.base import Algorithm, Op, Schedule
+from tpusim.collectives.base import Algorithm, Op, Schedule, Step
 from tpusim.collectives.offload import Engine, OnChipModel
 from tpusim.network import DEFAULT_PACKET_BYTES, Fidelity, Network, make_network
 from tpusim.network.base import FlowBatch
@@ -29,15 +29,17 @@ class _Batches:
 
     def __init__(self, routes: RouteCache, split_ports: bool):
         self.routes, self.split_ports = routes, split_ports
-        self._by_step: dict[int, FlowBatch] = {}
+        # keyed by id(step); the step is kept alive beside its batch so the id stays unique
+        self._by_step: dict[int, tuple[Step, FlowBatch]] = {}
         self.hops: list[np.ndarray] = []
 
-    def of(self, step: Any) -> FlowBatch:
-        batch = self._by_step.get(id(step))
-        if batch is None:
+    def of(self, step: Step) -> FlowBatch:
+        cached = self._by_step.get(id(step))
+        if cached is None:
             batch = self.routes.batch(step.src, step.dst, step.bytes, self.split_ports)
-            self._by_step[id(step)] = batch
-            self._keep = getattr(self, "_keep", []) + [step]  # ids stay valid while cached
+            self._by_step[id(step)] = (step, batch)
+        else:
+            batch = cached[1]
         self.hops.append(batch.hops)
         return batch
 

@@ -22,6 +22,7 @@ import numpy as np
 import simpy
 
 from tpusim.network.base import FlowBatch, Network
+from tpusim.topology import Topology
 
 DEFAULT_PACKET_BYTES = 64 * 1024
 
@@ -32,7 +33,7 @@ class PacketNetwork(Network):
     fidelity = "packet"
 
     def __init__(
-        self, env: simpy.Environment, topology, packet_bytes: float = DEFAULT_PACKET_BYTES
+        self, env: simpy.Environment, topology: Topology, packet_bytes: float = DEFAULT_PACKET_BYTES
     ):
         super().__init__(env, topology)
         if packet_bytes <= 0:
