@@ -98,6 +98,134 @@ def cmd_topo(args: argparse.Namespace) -> None:
     print("\n\n".join("\n".join(_topo_lines(rec)) for rec in records))
 
 
+def _size(text: str, flag: str) -> float:
+    try:
+        value = units.parse(text, "bytes")
+    except units.UnitError as exc:
+        raise InputError(f"{flag}: {exc}") from None
+    if not value > 0:
+        raise InputError(f"{flag} {text}: must be > 0 bytes")
+    return value
+
+
+def _sweep_sizes(text: str) -> list[float]:
+    """``1KiB:1GiB`` -> every power of two from the first size to the second."""
+    lo_text, sep, hi_text = text.partition(":")
+    if not sep:
+        raise InputError(f"--sweep-bytes {text}: expected LOW:HIGH such as 1KiB:1GiB")
+    lo, hi = _size(lo_text, "--sweep-bytes"), _size(hi_text, "--sweep-bytes")
+    if hi < lo:
+        raise InputError(f"--sweep-bytes {text}: HIGH is below LOW")
+    sizes, size = [], lo
+    while size <= hi * (1 + 1e-12):
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def _pairs(text: str | None) -> list[tuple[int, int]] | None:
+    if text is None:
+        return None
+    try:
+        return [(int(a), int(b)) for a, b in (p.split(":") for p in text.split(","))]
+    except ValueError:
+        raise InputError(f"--pairs {text}: expected SRC:DST[,SRC:DST...] chip ids") from None
+
+
+def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
+    if args.axes and args.chips is not None:
+        raise InputError("give --axes or --chips, not both")
+    if args.chips is not None and args.chips < 1:
+        raise InputError(f"--chips {args.chips}: must be >= 1")
+    if args.packet_bytes is not None and args.fidelity != "packet":
+        raise InputError("--packet-bytes only applies to --fidelity packet")
+    options: dict[str, Any] = {
+        "axes": args.axes.split(",") if args.axes else None,
+        "chips": args.chips,
+        "algorithm": args.algorithm,
+        "fidelity": args.fidelity,
+        "engine": "tensorcore" if args.no_offload else args.engine,
+        "pairs": _pairs(args.pairs),
+    }
+    if args.packet_bytes is not None:
+        options["packet_bytes"] = _size(args.packet_bytes, "--packet-bytes")
+    return options
+
+
+def _run_one(
+    system: Any, topology: Any, args: argparse.Namespace, size: float, options: dict[str, Any]
+) -> tuple[Any, Any]:
+    from tpusim.collectives import AlgorithmError
+    from tpusim.collectives.runner import run_collective
+
+    try:
+        return run_collective(
+            topology, args.op, size, chip=system.chip, system_name=system.name, **options
+        )
+    except (AlgorithmError, ValueError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def cmd_collective(args: argparse.Namespace) -> None:
+    from tpusim.collectives.runner import link_table
+    from tpusim.topology import build_topology
+
+    if (args.bytes is None) == (args.sweep_bytes is None):
+        raise InputError("give exactly one of --bytes SIZE and --sweep-bytes LOW:HIGH")
+    options = _collective_options(args)
+    system = load_system(args.system)
+    topology = build_topology(system)
+    if args.sweep_bytes is not None:
+        rows = [
+            _run_one(system, topology, args, size, options)[0].record()
+            for size in _sweep_sizes(args.sweep_bytes)
+        ]
+        if args.json:
+            _print_json({"system": system.name, "op": args.op, "sweep": rows})
+        else:
+            print(_sweep_table(rows))
+        return
+    result, network = _run_one(system, topology, args, _size(args.bytes, "--bytes"), options)
+    if args.links_csv:
+        link_table(topology, network, result.time_s).to_csv(args.links_csv, index=False)
+    rec = result.record()
+    if args.json:
+        _print_json(rec)
+    else:
+        print("\n".join(_collective_lines(rec)))
+
+
+def _collective_lines(rec: dict[str, Any]) -> list[str]:
+    bw = units.format_bandwidth
+    return [
+        f"system          {rec['system']}",
+        f"collective      {rec['op']} of {units.format_bytes(rec['bytes'])} "
+        f"({rec['algorithm']}, {rec['fidelity']} fidelity, reductions on {rec['engine']})",
+        f"chips           {rec['chips']:,} in {rec['num_groups']:,} group(s) of "
+        f"{rec['group_size']:,}",
+        f"time            {units.format_time(rec['time_s'])}",
+        f"algbw / busbw   {bw(rec['algbw_Bps'])} / {bw(rec['busbw_Bps'])}",
+        f"hops            max {rec['max_hops']}, mean {rec['mean_hops']:.2f}",
+        f"links           max utilisation {rec['max_link_utilization']:.1%}, mean "
+        f"{rec['mean_link_utilization']:.1%} (links used), busiest "
+        f"{units.format_bytes(rec['busiest_link_bytes'])}",
+        f"work            {rec['num_steps']:,} steps, {rec['num_flows']:,} flows, "
+        f"{rec['num_events']:,} network events",
+    ]
+
+
+def _sweep_table(rows: list[dict[str, Any]]) -> str:
+    header = f"{'size':>10} {'time':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  algorithm"
+    lines = [header]
+    for r in rows:
+        lines.append(
+            f"{units.format_bytes(r['bytes']):>10} {units.format_time(r['time_s']):>10} "
+            f"{r['algbw_Bps'] / 1e9:>11.2f} {r['busbw_Bps'] / 1e9:>11.2f}  "
+            f"{r['algorithm']}"
+        )
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
@@ -110,7 +238,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("system", nargs="+", help="shipped system name or path to a system YAML")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_topo)
+    _add_collective(sub)
     return parser
+
+
+def _add_collective(sub: Any) -> None:
+    from tpusim.collectives import ALGORITHMS, OPS
+    from tpusim.collectives.offload import ENGINES
+    from tpusim.network import FIDELITIES
+
+    p = sub.add_parser("collective", help="simulate one collective (or a sweep of sizes)")
+    p.add_argument("system", help="shipped system name or path to a system YAML")
+    p.add_argument("--op", required=True, choices=OPS)
+    p.add_argument("--bytes", help="size with a unit (nccl-tests convention), e.g. 64MiB")
+    p.add_argument("--sweep-bytes", help="LOW:HIGH, powers of two, e.g. 1KiB:1GiB")
+    p.add_argument("--axes", help="torus axes to run over, e.g. x,z (one group per rest)")
+    p.add_argument("--chips", type=int, help="run on the first N chips")
+    p.add_argument("--algorithm", choices=ALGORITHMS, help="default: the fastest known")
+    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument(
+        "--engine",
+        choices=("auto", *ENGINES),
+        default="auto",
+        help="who reduces: auto = CAE, else SparseCore, else TensorCore",
+    )
+    p.add_argument(
+        "--no-offload",
+        action="store_true",
+        help="reduce on the TensorCore (turns the CAE/SparseCore offload off)",
+    )
+    p.add_argument("--pairs", help="collective-permute chip pairs SRC:DST[,SRC:DST...]")
+    p.add_argument("--packet-bytes", help="packet size for --fidelity packet (default 64KiB)")
+    p.add_argument("--links-csv", help="write the per-link table to this CSV file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_collective)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,8 @@ import simpy
 from tpusim.collectives import build_schedule, bus_factor, make_group
 from tpusim.collectives.base import Algorithm, Op, Schedule, Step
 from tpusim.collectives.offload import Engine, OnChipModel
+from tpusim.config.chip import ChipSpec
+from tpusim.config.loader import System, load_system
 from tpusim.network import DEFAULT_PACKET_BYTES, Fidelity, Network, make_network
 from tpusim.network.base import FlowBatch
 from tpusim.network.routes import RouteCache
@@ -114,31 +116,37 @@ def link_table(topology: Topology, network: Network, time_s: float) -> pd.DataFr
 
 
 def run_collective(
-    system_name: str,
     topology: Topology,
-    chip: Any,
     op: Op,
     size: float,
     *,
+    chip: ChipSpec | None = None,
+    system_name: str = "",
     axes: Sequence[str] | None = None,
     chips: int | None = None,
     algorithm: Algorithm | None = None,
     fidelity: Fidelity = "flow",
-    engine: Engine | str = "auto",
+    engine: Engine | Literal["auto"] = "auto",
     onchip: OnChipModel | None = None,
     pairs: list[tuple[int, int]] | None = None,
     packet_bytes: float = DEFAULT_PACKET_BYTES,
     check_capacity: bool = False,
 ) -> tuple[CollectiveResult, Network]:
-    """Simulate one collective; returns its result and the network (for link records).
+    """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``.
 
-    Raises ValueError (or AlgorithmError) for bad sizes, groups and algorithms.
+    The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
+    (:meth:`OnChipModel.for_chip`), else there is none. Returns the result and the
+    network (whose ``link_bytes`` feed :func:`link_table`). Raises ValueError (or
+    AlgorithmError) for a bad size, group, op or algorithm.
     """
     if not size > 0:
         raise ValueError(f"bytes must be > 0 (got {size:g})")
     group = make_group(topology, axes, chips)
     schedule = build_schedule(op, size, group, algorithm, pairs)
-    model = onchip or OnChipModel.for_chip(chip, engine)  # type: ignore[arg-type]
+    if onchip is not None:
+        model = onchip
+    else:
+        model = OnChipModel.for_chip(chip, engine) if chip is not None else OnChipModel.none()
     env = simpy.Environment()
     kwargs = {"check_capacity": check_capacity} if fidelity == "flow" else {}
     if fidelity == "packet":
@@ -179,3 +187,16 @@ def run_collective(
         busiest_link_bytes=float(network.link_bytes.max()) if used.any() else 0.0,
         num_events=network.num_events,
     ), network
+
+
+def simulate_collective(
+    system: System | str, op: Op, size: float, **options: Any
+) -> tuple[CollectiveResult, Network]:
+    """:func:`run_collective` on a loaded system or a shipped name / YAML path, with
+    the system's chip for the on-chip model."""
+    from tpusim.topology import build_topology
+
+    loaded = load_system(system) if isinstance(system, str) else system
+    return run_collective(
+        build_topology(loaded), op, size, chip=loaded.chip, system_name=loaded.name, **options
+    )
