@@ -1,10 +1,15 @@
 """Packet fidelity: flows cut into packets that queue for each link (cut-through).
 
-Each directed link is a SimPy ``Resource`` of capacity 1 (its serialiser): a
-packet holds it for ``packet_bytes / bandwidth`` and then spends the link's
-latency on the wire without holding it. A flow injects its next packet when the
-previous one has left its first link, so flows sharing a link interleave
-packet by packet (round robin), which is what max-min sharing approximates.
+Each directed link is a serialiser that sends one packet at a time and picks
+the next packet round robin over the flows waiting for it (fair queuing, as a
+switch arbitrates between its input ports): a packet holds the link for
+``packet_bytes / bandwidth`` and then spends the link's latency on the wire
+without holding it. A flow injects its next packet when the previous one has
+left its first link, and keeps at most a window of packets in flight (its
+bandwidth-delay product plus two, like the credits of link-level flow control),
+so a flow held up downstream backs off upstream instead of flooding. Backlogged
+flows sharing a link thus get equal shares and a flow limited elsewhere leaves
+its unused share to others: what max-min sharing in the flow fidelity computes.
 
 Cut-through: the per-hop latency is paid once per hop per packet, and the
 serialisation of a packet overlaps across hops except on its first link, so an
@@ -18,6 +23,8 @@ the flow fidelity.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import simpy
 
@@ -25,6 +32,45 @@ from tpusim.network.base import FlowBatch, Network
 from tpusim.topology import Topology
 
 DEFAULT_PACKET_BYTES = 64 * 1024
+
+
+class RoundRobinLink:
+    """One direction of a link: one packet at a time, next packet round robin over flows.
+
+    A custom SimPy resource: ``request(flow)`` returns an event that fires when the
+    packet may start; ``release()`` hands the link to the next flow in turn.
+    """
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.busy = False
+        self._waiting: dict[int, deque[simpy.Event]] = {}
+        self._turns: deque[int] = deque()
+
+    def request(self, flow: int) -> simpy.Event:
+        event = self.env.event()
+        if not self.busy:
+            self.busy = True
+            return event.succeed()
+        queue = self._waiting.get(flow)
+        if queue is None:
+            queue = self._waiting[flow] = deque()
+            self._turns.append(flow)
+        queue.append(event)
+        return event
+
+    def release(self) -> None:
+        if not self._turns:
+            self.busy = False
+            return
+        flow = self._turns.popleft()
+        queue = self._waiting[flow]
+        event = queue.popleft()
+        if queue:
+            self._turns.append(flow)
+        else:
+            del self._waiting[flow]
+        event.succeed()
 
 
 class PacketNetwork(Network):
@@ -39,40 +85,62 @@ class PacketNetwork(Network):
         if packet_bytes <= 0:
             raise ValueError("packet_bytes must be > 0")
         self.packet_bytes = float(packet_bytes)
-        self._links: dict[int, simpy.Resource] = {}
+        self._links: dict[int, RoundRobinLink] = {}
+        self._next_flow = 0
 
-    def _resource(self, link: int) -> simpy.Resource:
-        res = self._links.get(link)
-        if res is None:
-            res = self._links[link] = simpy.Resource(self.env, capacity=1)
-        return res
+    def _link(self, link: int) -> RoundRobinLink:
+        server = self._links.get(link)
+        if server is None:
+            server = self._links[link] = RoundRobinLink(self.env)
+        return server
 
     def _send(self, batch: FlowBatch) -> simpy.Event:
-        flows = [
-            self.env.process(
-                self._flow(batch.links[batch.ptr[i] : batch.ptr[i + 1]], float(batch.bytes[i]))
+        flows = []
+        for i in range(len(batch)):
+            route = batch.links[batch.ptr[i] : batch.ptr[i + 1]]
+            flows.append(
+                self.env.process(self._flow(self._next_flow, route, float(batch.bytes[i])))
             )
-            for i in range(len(batch))
-        ]
+            self._next_flow += 1
         return self.env.all_of(flows)
 
-    def _flow(self, route: np.ndarray, size: float):
+    def _flow(self, flow: int, route: np.ndarray, size: float):
         """Inject the packets of one flow back to back on its first link, then wait for all."""
         if route.size == 0 or size <= 0:
             return
         n_packets = max(1, int(np.ceil(size / self.packet_bytes)))
         last = size - (n_packets - 1) * self.packet_bytes
-        first_link = int(route[0])
-        in_flight = []
+        first = self._link(int(route[0]))
+        serialise = self.bandwidth_Bps[int(route[0])]
+        window = self._window(route)
+        in_flight: list[simpy.Process] = []
+        turn = first.request(flow)
         for k in range(n_packets):
             payload = last if k == n_packets - 1 else self.packet_bytes
-            with self._resource(first_link).request() as req:
-                yield req
-                in_flight.append(self.env.process(self._onward(route, payload)))
-                yield self.env.timeout(payload / self.bandwidth_Bps[first_link])
+            yield turn
+            in_flight.append(self.env.process(self._onward(flow, route, payload)))
+            yield self.env.timeout(payload / serialise)
+            if k == n_packets - 1:
+                first.release()
+                break
+            blocker = in_flight[k + 1 - window] if k + 1 >= window else None
+            if blocker is None or blocker.triggered:
+                turn = first.request(flow)  # next packet ready: queue it before letting go
+                first.release()
+            else:  # window full: credits come back when the oldest packet arrives
+                first.release()
+                yield blocker
+                turn = first.request(flow)
         yield self.env.all_of(in_flight)
 
-    def _onward(self, route: np.ndarray, payload: float):
+    def _window(self, route: np.ndarray) -> int:
+        """Packets a flow may have in flight: its bandwidth-delay product plus two, so an
+        uncontended flow is never throttled while a blocked one backs up (credits)."""
+        delay = float(self.latency_s[route].sum())
+        fastest = float(self.bandwidth_Bps[route].max())
+        return int(np.ceil(delay * fastest / self.packet_bytes)) + 2
+
+    def _onward(self, flow: int, route: np.ndarray, payload: float):
         """One packet, from the moment its first link starts sending it to full arrival.
 
         Cut-through: the head reaches the next link ``latency`` after a link starts
@@ -84,11 +152,10 @@ class PacketNetwork(Network):
         yield self.env.timeout(self.latency_s[route[0]])
         for link in route[1:]:
             link = int(link)
-            resource = self._resource(link)
-            req = resource.request()
-            yield req
+            server = self._link(link)
+            yield server.request(flow)
             self.num_events += 1
-            release = self.env.timeout(payload / self.bandwidth_Bps[link])
-            release.callbacks.append(lambda _e, r=resource, q=req: r.release(q))
+            held = self.env.timeout(payload / self.bandwidth_Bps[link])
+            held.callbacks.append(lambda _event, s=server: s.release())
             yield self.env.timeout(self.latency_s[link])
         yield self.env.timeout(payload / self.bandwidth_Bps[route[-1]])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.network.base import FlowBatch
-from tpusim.topology import Topology, Torus
+from tpusim.topology import Boardfly, Topology, Torus
 
 
 class RouteCache:
@@ -62,8 +62,11 @@ class RouteCache:
             links = self._direct(src, dst)
             if links is not None:
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
-        if isinstance(self.topology, Torus) and not self.topology.twisted:
-            ptr, links = self.topology.route_links_many(src, dst)
+        vectorised = isinstance(self.topology, Boardfly) or (
+            isinstance(self.topology, Torus) and not self.topology.twisted
+        )
+        if vectorised:
+            ptr, links = self.topology.route_links_many(src, dst)  # type: ignore[union-attr]
             return FlowBatch(src, dst, sizes, ptr, links)
         paths = [
             self._links(int(s), int(d)) if s != d else np.zeros(0, dtype=np.int64)

@@ -202,6 +202,56 @@ class Boardfly(Topology):
             gd, int(ends[gd, gs, link]), d
         )
 
+    @property
+    def _path_table(self) -> np.ndarray:
+        """``table[s, d]``: in-group indices of the route from s to d, padded with -1."""
+        if not hasattr(self, "_path_cache"):
+            n = self.chips_per_group
+            table = np.full((n, n, 4), -1, dtype=np.int64)
+            for s in range(n):
+                for d in range(n):
+                    path = self._group_path(0, s, d)
+                    table[s, d, : len(path)] = path
+            self._path_cache = table
+        return self._path_cache
+
+    def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The routes of many pairs at once as CSR ``(ptr, link ids)``; the same routes
+        as :meth:`route`, without a Python loop over pairs."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        gs, s = np.divmod(src, self.chips_per_group)
+        gd, d = np.divmod(dst, self.chips_per_group)
+        table, hops, ends = self._path_table, self._in_group[0], self._global_ends
+        cross = gs != gd
+        e_out = np.where(cross, 0, d)  # same group: the whole route is table[s, d]
+        e_in = np.zeros_like(d)
+        if cross.any():
+            out_ends, in_ends = ends[gs[cross], gd[cross]], ends[gd[cross], gs[cross]]
+            costs = hops[s[cross, None], out_ends] + hops[in_ends, d[cross, None]]
+            best = np.argmin(costs, axis=1)
+            rows = np.arange(best.size)
+            e_out[cross], e_in[cross] = out_ends[rows, best], in_ends[rows, best]
+        first_part = table[s, e_out]
+        second = np.where(cross[:, None], table[e_in, d], -1)
+        nodes = np.concatenate(
+            [
+                np.where(first_part >= 0, first_part + (gs * self.chips_per_group)[:, None], -1),
+                np.where(second >= 0, second + (gd * self.chips_per_group)[:, None], -1),
+            ],
+            axis=1,
+        )
+        valid = nodes >= 0
+        order = np.argsort(~valid, axis=1, kind="stable")  # valid nodes first, in order
+        nodes = np.take_along_axis(nodes, order, axis=1)
+        counts = valid.sum(axis=1) - 1
+        step_ok = np.arange(nodes.shape[1] - 1)[None, :] < counts[:, None]
+        a, b = nodes[:, :-1][step_ok], nodes[:, 1:][step_ok]
+        keys, key_order = self._link_keys
+        links = key_order[np.searchsorted(keys, a * self.num_nodes + b)]
+        ptr = np.zeros(src.size + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(counts)
+        return ptr, links
+
     def _hops_to_groups(self, gs: int, s: int) -> np.ndarray:
         """(g, chips_per_group) hops from in-group chip s of group gs to every chip."""
         hops = self._in_group[0]
