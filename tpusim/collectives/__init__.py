@@ -46,17 +46,20 @@ _MODULES = {
     "direct": direct,
     "hierarchical": hierarchical,
 }
-DIRECT_ALL_TO_ALL_MAX_CHIPS = 1152  # above this, n^2 flows per step cost too much memory
+DIRECT_ALL_TO_ALL_MAX_CHIPS = {"torus": 1152, "other": 256}
 
 
 def default_algorithm(op: Op, group: Group) -> Algorithm:
     """The fastest algorithm tpusim knows for ``op`` on this group's structure (as XLA
     would pick): multi-axis torus on torus axes, hierarchical on Boardfly and pods,
-    direct all-to-all (dimension by dimension above 1,152 chips) and permute."""
+    direct permute, and direct all-to-all up to 1,152 chips on a torus and 256
+    elsewhere (beyond, level by level: n^2 flows with uneven routes make the flow
+    fidelity slow, see README)."""
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     if op == "collective-permute":
         return "direct"
-    if op == "all-to-all" and group.size <= DIRECT_ALL_TO_ALL_MAX_CHIPS:
+    limit = DIRECT_ALL_TO_ALL_MAX_CHIPS["torus" if torus_axes else "other"]
+    if op == "all-to-all" and group.size <= limit:
         return "direct"
     if torus_axes:
         return "torus"
