@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from tpusim.collectives import build_schedule, bus_factor, make_group
@@ -23,7 +22,11 @@ from tpusim.config.loader import System, load_system
 from tpusim.network import DEFAULT_PACKET_BYTES, Fidelity, Network, make_network
 from tpusim.network.base import FlowBatch
 from tpusim.network.routes import RouteCache
+from tpusim.results import links_frame
 from tpusim.topology import Topology
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class _Batches:
@@ -96,23 +99,8 @@ class CollectiveResult:
 
 
 def link_table(topology: Topology, network: Network, time_s: float) -> pd.DataFrame:
-    """Per directed link: ``src``, ``dst`` (node ids), ``kind``, ``bandwidth_Bps``,
-    ``latency_s``, ``bytes`` carried and ``utilization`` (bytes / (bandwidth x time))."""
-    links = topology.links
-    util = (
-        network.link_bytes / (links.bandwidth_Bps * time_s) if time_s > 0 else np.zeros(len(links))
-    )
-    return pd.DataFrame(
-        {
-            "src": links.src,
-            "dst": links.dst,
-            "kind": np.asarray(links.kind_names)[links.kind],
-            "bandwidth_Bps": links.bandwidth_Bps,
-            "latency_s": links.latency_s,
-            "bytes": network.link_bytes,
-            "utilization": util,
-        }
-    )
+    """The ``links`` table (see :mod:`tpusim.results.tables`) after a collective."""
+    return links_frame(topology.links, network.link_bytes, time_s)
 
 
 def run_collective(

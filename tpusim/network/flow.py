@@ -139,6 +139,7 @@ class FlowNetwork(Network):
         self.check_capacity = check_capacity
         self.merge_tolerance = float(merge_tolerance)
         self._started = np.zeros(0)
+        self._link_flows = np.zeros(len(topology.links), dtype=np.int64)  # active flows per link
         self.max_link_load = 0.0
         self._remaining = np.zeros(0)
         self._rate = np.zeros(0)
@@ -173,9 +174,15 @@ class FlowNetwork(Network):
         self._latency = np.concatenate([self._latency, latency[routed]])
         self._started = np.concatenate([self._started, np.full(int(routed.sum()), self.env.now)])
         self._batch = np.concatenate([self._batch, np.full(int(routed.sum()), bid)])
-        self._inc_flow = np.concatenate([self._inc_flow, np.repeat(flow_index, batch.hops)])
+        new_flow = np.repeat(flow_index, batch.hops)
+        self._inc_flow = np.concatenate([self._inc_flow, new_flow])
         self._inc_link = np.concatenate([self._inc_link, batch.links])
-        self._rates_stale = True
+        shares_links = bool(self._link_flows[batch.links].any())
+        np.add.at(self._link_flows, batch.links, 1)
+        if shares_links or self._rates_stale:
+            self._rates_stale = True
+        else:  # a separate component of the max-min problem: the others' rates stand
+            self._rate[offset:] = self._solve(new_flow - offset, batch.links, int(routed.sum()))
         if not self._wakeup.triggered:
             self._wakeup.succeed()
         return done
@@ -188,14 +195,17 @@ class FlowNetwork(Network):
         self._updated_at = self.env.now
 
     def _recompute(self) -> None:
-        capacity = self.bandwidth_Bps
-        self._rate = max_min_rates(self._inc_flow, self._inc_link, capacity, self._remaining.size)
-        if self.check_capacity:
-            load = np.bincount(
-                self._inc_link, weights=self._rate[self._inc_flow], minlength=capacity.size
-            )
-            self.max_link_load = max(self.max_link_load, float((load / capacity).max()))
+        self._rate = self._solve(self._inc_flow, self._inc_link, self._remaining.size)
         self._rates_stale = False
+
+    def _solve(self, inc_flow: np.ndarray, inc_link: np.ndarray, num_flows: int) -> np.ndarray:
+        """Max-min rates of a set of flows (a whole component of the problem)."""
+        capacity = self.bandwidth_Bps
+        rate = max_min_rates(inc_flow, inc_link, capacity, num_flows)
+        if self.check_capacity:
+            load = np.bincount(inc_link, weights=rate[inc_flow], minlength=capacity.size)
+            self.max_link_load = max(self.max_link_load, float((load / capacity).max()))
+        return rate
 
     def _run(self):
         while True:
@@ -228,6 +238,10 @@ class FlowNetwork(Network):
         keep = ~done
         new_index = np.cumsum(keep) - 1
         entry_keep = keep[self._inc_flow]
+        freed = self._inc_link[~entry_keep]
+        np.subtract.at(self._link_flows, freed, 1)
+        # flows on links no remaining flow uses were a separate component: others keep rates
+        self._rates_stale = self._rates_stale or bool(self._link_flows[freed].any())
         self._inc_flow = new_index[self._inc_flow[entry_keep]]
         self._inc_link = self._inc_link[entry_keep]
         self._remaining = self._remaining[keep]
@@ -235,7 +249,6 @@ class FlowNetwork(Network):
         self._latency = self._latency[keep]
         self._started = self._started[keep]
         self._batch = self._batch[keep]
-        self._rates_stale = True
 
     def _arrive(self, bid: int, count: int, latency: float) -> None:
         def land(_event: simpy.Event | None = None) -> None:

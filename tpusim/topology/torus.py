@@ -20,8 +20,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order
 
 from tpusim.topology.base import LinkTable, Topology
 
@@ -255,6 +253,9 @@ class Torus(Topology):
     @property
     def _bfs(self) -> tuple[np.ndarray, np.ndarray]:
         if not hasattr(self, "_bfs_cache"):
+            from scipy.sparse import csr_matrix  # only twisted tori need a BFS
+            from scipy.sparse.csgraph import breadth_first_order
+
             links = self.links
             graph = csr_matrix(
                 (np.ones(len(links)), (links.src, links.dst)),

@@ -1,0 +1,89 @@
+"""The ``collectives`` and ``links`` tables.
+
+``collectives`` (one row per simulated collective):
+
+======================  =====================================================
+column                  meaning
+======================  =====================================================
+system, op, algorithm   what ran; ``fidelity`` analytic / flow / packet
+engine                  who reduced: tensorcore, sparsecore, cae or none
+bytes                   size in the nccl-tests convention (bytes)
+chips                   chips taking part; ``group_size`` per group,
+                        ``num_groups`` groups running at once
+time_s                  completion time of the whole collective (s)
+algbw_Bps, busbw_Bps    bytes / time_s, and algbw x nccl-tests' bus factor
+max_hops, mean_hops     over every flow of every step
+num_steps, num_flows    schedule steps, flows sent
+max_link_utilization    max over links of bytes / (bandwidth x time_s)
+mean_link_utilization   the same, averaged over links that carried bytes
+busiest_link_bytes      bytes on the busiest directed link
+num_events              network events (flow: rate recomputations)
+======================  =====================================================
+
+``links`` (one row per directed link): ``src``, ``dst`` (node ids: chips first,
+then fabric switches), ``kind`` (ici, local, board, global, or the fabric's
+name), ``bandwidth_Bps``, ``latency_s``, ``bytes`` carried, ``utilization``
+(bytes / (bandwidth x time_s)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COLLECTIVE_COLUMNS = (
+    "system",
+    "op",
+    "bytes",
+    "chips",
+    "group_size",
+    "num_groups",
+    "algorithm",
+    "fidelity",
+    "engine",
+    "time_s",
+    "algbw_Bps",
+    "busbw_Bps",
+    "max_hops",
+    "mean_hops",
+    "num_steps",
+    "num_flows",
+    "max_link_utilization",
+    "mean_link_utilization",
+    "busiest_link_bytes",
+    "num_events",
+)
+LINK_COLUMNS = ("src", "dst", "kind", "bandwidth_Bps", "latency_s", "bytes", "utilization")
+
+
+def collectives_frame(results: Iterable[Any]) -> pd.DataFrame:
+    """One row per CollectiveResult (or record dict), columns as documented above."""
+    import pandas as pd
+
+    rows = [asdict(r) if is_dataclass(r) else dict(r) for r in results]
+    return pd.DataFrame(rows, columns=list(COLLECTIVE_COLUMNS))
+
+
+def links_frame(links: Any, link_bytes: np.ndarray, time_s: float) -> pd.DataFrame:
+    """One row per directed link of a topology's :class:`LinkTable`."""
+    import pandas as pd
+
+    util = link_bytes / (links.bandwidth_Bps * time_s) if time_s > 0 else np.zeros(len(links))
+    return pd.DataFrame(
+        {
+            "src": links.src,
+            "dst": links.dst,
+            "kind": np.asarray(links.kind_names)[links.kind],
+            "bandwidth_Bps": links.bandwidth_Bps,
+            "latency_s": links.latency_s,
+            "bytes": link_bytes,
+            "utilization": util,
+        },
+        columns=list(LINK_COLUMNS),
+    )
