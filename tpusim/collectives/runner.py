@@ -152,7 +152,7 @@ def run_collective(
         else np.zeros_like(network.link_bytes)
     )
     algbw = size / time_s if time_s > 0 else float("inf")
-    chips_in = int(np.unique(group.chips).size)
+    chips_in = int(np.unique(np.ravel(pairs) if pairs else group.chips).size)
     return CollectiveResult(
         system=system_name,
         op=op,
