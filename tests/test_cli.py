@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from helpers import assert_one_error_line, run
 
-from tpusim.cli import main
 from tpusim.config import load_system, shipped
 
 DESIGN_FIELDS = (
@@ -24,27 +24,11 @@ DESIGN_FIELDS = (
 EXTRA_FIELDS = ("link_bandwidth_Bps", "degree", "peak_flops", "hbm_capacity_bytes")
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def one_json_object(text: str) -> dict:
     """Exactly one JSON object and nothing else (json.loads rejects trailing data)."""
     record = json.loads(text)
     assert isinstance(record, dict)
     return record
-
-
-def assert_one_error_line(code: int, out: str, err: str) -> str:
-    assert code == 2
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("tpusim: error:"), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 # -- systems ----------------------------------------------------------------------------------

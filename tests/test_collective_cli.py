@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import assert_one_error_line, run
 
 from tpusim.cli import main
 
@@ -24,12 +25,6 @@ DESIGN_FIELDS = (
 LINK_FIELDS = ("max_link_utilization", "mean_link_utilization", "busiest_link_bytes")
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def run_json(capsys, *argv: str) -> dict:
     code, out, err = run(capsys, "collective", *argv, "--json")
     assert code == 0, err
@@ -40,14 +35,7 @@ def run_json(capsys, *argv: str) -> dict:
 
 
 def assert_input_error(capsys, *argv: str) -> str:
-    code, out, err = run(capsys, "collective", *argv)
-    assert code == 2
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("tpusim: error:"), err
-    assert "Traceback" not in err
-    return lines[0]
+    return assert_one_error_line(*run(capsys, "collective", *argv))
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ def test_cae_is_five_times_lower_step_overhead_and_tensorcore_pays_reductions():
     assert cae.step_time_s(step) == pytest.approx(TENSORCORE_STEP_OVERHEAD_S / CAE_LATENCY_GAIN)
     hbm = chip.hbm.bandwidth_Bps
     assert tc.step_time_s(step) == pytest.approx(
-        TENSORCORE_STEP_OVERHEAD_S + 1e6 * REDUCE_TRAFFIC_PER_BYTE / hbm)
+        TENSORCORE_STEP_OVERHEAD_S + 1e6 * REDUCE_TRAFFIC_PER_BYTE / hbm
+    )
     assert OnChipModel.none().step_time_s(step) == 0.0
 
 
@@ -48,21 +49,27 @@ def test_small_all_reduce_pays_hops_plus_on_chip_overhead(engine):
     chip = load_chip("tpu8i")
     n, a, w = 8, 1e-6, 200e9
     topo = Torus((n,), (True,), link_bandwidth_Bps=w, hop_latency_s=a)
-    result, _ = run_collective(topo, "all-reduce", 1024, chip=chip, engine=engine,
-                               algorithm="bidir-ring")
+    result, _ = run_collective(
+        topo, "all-reduce", 1024, chip=chip, engine=engine, algorithm="bidir-ring"
+    )
     model = OnChipModel.for_chip(chip, engine)
     chunk = 1024 / n
     per_step = a + chunk / 2 / w + model.step_overhead_s
-    reduce = (n - 1) * chunk / model.reduce_bandwidth_Bps if math.isfinite(
-        model.reduce_bandwidth_Bps) else 0.0
+    reduce = (
+        (n - 1) * chunk / model.reduce_bandwidth_Bps
+        if math.isfinite(model.reduce_bandwidth_Bps)
+        else 0.0
+    )
     assert result.time_s == pytest.approx(2 * (n - 1) * per_step + reduce, rel=1e-9)
 
 
 def test_cae_claim_maps_to_lower_latency_not_bandwidth():
     system = load_system("tpu8i-pod")
     topo = build_topology(system)
-    small = {e: run_collective(topo, "all-reduce", 1024, chip=system.chip, engine=e,
-                               chips=8)[0].time_s for e in ("cae", "tensorcore")}
+    small = {
+        e: run_collective(topo, "all-reduce", 1024, chip=system.chip, engine=e, chips=8)[0].time_s
+        for e in ("cae", "tensorcore")
+    }
     assert small["cae"] < small["tensorcore"]
     assert small["tensorcore"] / small["cae"] < CAE_LATENCY_GAIN  # hops are not on chip
 

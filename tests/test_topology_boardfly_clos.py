@@ -14,6 +14,7 @@ from collections import Counter, deque
 
 import numpy as np
 import pytest
+from helpers import histogram, trim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,19 +84,6 @@ def layered_bfs(adj, src, num_chips):
     for (v, _), d in dist.items():
         best[v] = min(best[v], d)
     return best
-
-
-def histogram(rows):
-    counts = Counter(d for s, row in enumerate(rows) for t, d in enumerate(row) if s != t)
-    size = max(counts, default=0) + 1
-    return [counts.get(d, 0) for d in range(size)]
-
-
-def trim(hist):
-    hist = [int(x) for x in hist]
-    while len(hist) > 1 and hist[-1] == 0:
-        hist.pop()
-    return hist
 
 
 def route_kinds(topo, path):

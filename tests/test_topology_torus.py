@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter, deque
+from collections import deque
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from helpers import histogram, trim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,19 +96,6 @@ def bfs(adj, src):
 
 def all_pairs(adj):
     return [bfs(adj, s) for s in range(len(adj))]
-
-
-def bfs_histogram(dist):
-    counts = Counter(d for s, row in enumerate(dist) for t, d in enumerate(row) if s != t)
-    size = max(counts, default=0) + 1
-    return [counts.get(d, 0) for d in range(size)]
-
-
-def trim(hist):
-    hist = [int(x) for x in hist]
-    while len(hist) > 1 and hist[-1] == 0:
-        hist.pop()
-    return hist
 
 
 def closed_diameter(dims, wrap):
@@ -218,7 +206,7 @@ def test_metrics_match_bfs(shape):
     dims, wrap = shape
     topo = make(dims, wrap)
     dist = all_pairs(coord_adjacency(dims, wrap))
-    assert trim(topo.hop_histogram()) == bfs_histogram(dist)
+    assert trim(topo.hop_histogram()) == histogram(dist)
     for src in {0, topo.num_chips // 2, topo.num_chips - 1}:
         assert topo.hops_from(src).tolist() == dist[src]
         for dst in range(0, topo.num_chips, max(1, topo.num_chips // 7)):
@@ -404,7 +392,7 @@ def test_twisted_metrics_and_routes_match_bfs(dims):
     topo = make(dims, twisted=True)
     adj = coord_adjacency(dims, [True] * len(dims), twisted=True)
     dist = all_pairs(adj)
-    assert trim(topo.hop_histogram()) == bfs_histogram(dist)
+    assert trim(topo.hop_histogram()) == histogram(dist)
     assert topo.diameter_hops == max(max(row) for row in dist)
     n = topo.num_chips
     assert topo.mean_hops == pytest.approx(sum(map(sum, dist)) / (n * (n - 1)), rel=1e-12)

@@ -13,13 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.collectives.base import Group, Op, Step
-
-
-def _all_pairs(flat: np.ndarray, size: float, reduce_bytes: float = 0.0) -> Step:
-    n = flat.shape[1]
-    i, j = np.nonzero(~np.eye(n, dtype=bool))
-    src, dst = flat[:, i].ravel(), flat[:, j].ravel()
-    return Step(src.astype(np.int64), dst.astype(np.int64), np.full(src.size, size), reduce_bytes)
+from tpusim.collectives.phases import all_pairs_step
 
 
 def permute_pairs(
@@ -47,7 +41,7 @@ def build(
         return [[]]
     chunk = size / n
     if op == "all-to-all" or op == "all-gather":
-        return [[_all_pairs(flat, chunk)]]
+        return [[all_pairs_step(flat, 1, chunk)]]
     if op == "reduce-scatter":
-        return [[_all_pairs(flat, chunk, (n - 1) * chunk)]]
-    return [[_all_pairs(flat, chunk, (n - 1) * chunk), _all_pairs(flat, chunk)]]
+        return [[all_pairs_step(flat, 1, chunk, (n - 1) * chunk)]]
+    return [[all_pairs_step(flat, 1, chunk, (n - 1) * chunk), all_pairs_step(flat, 1, chunk)]]

@@ -19,7 +19,7 @@ def reduce_scatter(chips: np.ndarray, axis: int, info: Axis, data: float) -> lis
     if k == 1:
         return []
     if info.kind == "full":
-        return [_all_pairs(chips, axis, data / k, reduce_bytes=(k - 1) * data / k)]
+        return [all_pairs_step(chips, axis, data / k, reduce_bytes=(k - 1) * data / k)]
     return ring_steps(
         chips, axis, info.kind, data / k, k - 1, reduce=True, directions=_directions(info)
     )
@@ -31,7 +31,7 @@ def all_gather(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[St
     if k == 1:
         return []
     if info.kind == "full":
-        return [_all_pairs(chips, axis, data)]
+        return [all_pairs_step(chips, axis, data)]
     return ring_steps(
         chips, axis, info.kind, data, k - 1, reduce=False, directions=_directions(info)
     )
@@ -41,14 +41,14 @@ def all_to_all(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[St
     """Every chip sends ``data / k`` to every other chip on its line along ``axis``."""
     if info.size == 1:
         return []
-    return [_all_pairs(chips, axis, data / info.size)]
+    return [all_pairs_step(chips, axis, data / info.size)]
 
 
 def _directions(info: Axis) -> tuple[bool, ...]:
     return (False, True) if info.kind == "ring" else (False,)
 
 
-def _all_pairs(chips: np.ndarray, axis: int, size: float, reduce_bytes: float = 0.0) -> Step:
+def all_pairs_step(chips: np.ndarray, axis: int, size: float, reduce_bytes: float = 0.0) -> Step:
     """One step: every chip sends ``size`` bytes to every other chip along ``axis``."""
     lines = np.moveaxis(chips, axis, -1).reshape(-1, chips.shape[axis])
     k = lines.shape[1]

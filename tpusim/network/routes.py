@@ -23,15 +23,6 @@ class RouteCache:
         self.topology = topology
         self._paths: dict[tuple[int, int, int], np.ndarray] = {}
 
-    def _direct(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
-        """Link ids if every pair is one link, else None."""
-        keys, order = self.topology._link_keys
-        wanted = src * self.topology.num_nodes + dst
-        pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-        if keys.size == 0 or np.any(keys[pos] != wanted):
-            return None
-        return order[pos]
-
     def _links(self, src: int, dst: int, rotation: int = 0) -> np.ndarray:
         key = (src, dst, rotation)
         path = self._paths.get(key)
@@ -59,8 +50,8 @@ class RouteCache:
         if split_ports and isinstance(self.topology, Torus):
             return self._split(src, dst, sizes)
         if src.size and not np.any(src == dst):
-            links = self._direct(src, dst)
-            if links is not None:
+            links = self.topology.find_links(src, dst)
+            if np.all(links >= 0):  # every transfer goes to a neighbour: one hop each
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
         vectorised = isinstance(self.topology, Boardfly) or (
             isinstance(self.topology, Torus) and not self.topology.twisted

@@ -114,15 +114,23 @@ class Topology(ABC):
         order = np.argsort(keys, kind="stable")
         return keys[order], order
 
-    def link_ids(self, path: Sequence[int]) -> np.ndarray:
-        """Ids (rows of :attr:`links`) of the directed links along a node path."""
-        nodes = np.asarray(path, dtype=np.int64)
-        wanted = nodes[:-1] * self.num_nodes + nodes[1:]
+    def find_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Ids (rows of :attr:`links`) of the directed links ``src[i] -> dst[i]``; -1 where
+        there is no such link. Vectorised (one binary search over sorted link keys)."""
         keys, order = self._link_keys
-        pos = np.searchsorted(keys, wanted)
-        if wanted.size and (pos.max() >= keys.size or np.any(keys[pos] != wanted)):
+        wanted = np.asarray(src, dtype=np.int64) * self.num_nodes + np.asarray(dst, dtype=np.int64)
+        if keys.size == 0:
+            return np.full(wanted.shape, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return np.where(keys[pos] == wanted, order[pos], -1)
+
+    def link_ids(self, path: Sequence[int]) -> np.ndarray:
+        """Ids of the directed links along a node path; ValueError if a step has no link."""
+        nodes = np.asarray(path, dtype=np.int64)
+        ids = self.find_links(nodes[:-1], nodes[1:])
+        if np.any(ids < 0):
             raise ValueError(f"path {list(path)} uses a link that does not exist")
-        return order[pos]
+        return ids
 
     def route_links(self, src: int, dst: int) -> np.ndarray:
         """Link ids of the route from chip ``src`` to chip ``dst``."""

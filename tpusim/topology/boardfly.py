@@ -246,8 +246,7 @@ class Boardfly(Topology):
         counts = valid.sum(axis=1) - 1
         step_ok = np.arange(nodes.shape[1] - 1)[None, :] < counts[:, None]
         a, b = nodes[:, :-1][step_ok], nodes[:, 1:][step_ok]
-        keys, key_order = self._link_keys
-        links = key_order[np.searchsorted(keys, a * self.num_nodes + b)]
+        links = self.find_links(a, b)
         ptr = np.zeros(src.size + 1, dtype=np.int64)
         ptr[1:] = np.cumsum(counts)
         return ptr, links

@@ -147,15 +147,11 @@ class Torus(Topology):
             ids = np.arange(self.num_chips, dtype=np.int64)
             c = self.coords(ids)
             table = np.full((self.num_chips, 2 * len(self.dims)), -1, dtype=np.int64)
-            keys, order = self._link_keys
             for axis in range(len(self.dims)):
                 for direction, delta in ((0, 1), (1, -1)):
                     step = c.copy()
                     step[:, axis] += delta
-                    wanted = ids * self.num_nodes + self.chip_at(step)
-                    pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-                    found = keys[pos] == wanted
-                    table[found, 2 * axis + direction] = order[pos[found]]
+                    table[:, 2 * axis + direction] = self.find_links(ids, self.chip_at(step))
             self._port_cache = table
         return self._port_cache
 

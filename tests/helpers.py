@@ -1,0 +1,40 @@
+"""Helpers shared by several test modules (the CLI runner, hop histograms)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tpusim.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run ``tpusim ARGV`` in-process; return (exit code, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(code: int, out: str, err: str) -> str:
+    """Bad input: exit 2, nothing on stdout, one ``tpusim: error:`` line, no traceback."""
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("tpusim: error:"), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def histogram(dist) -> list[int]:
+    """Hop histogram over ordered pairs of distinct chips from a distance matrix (rows)."""
+    counts = Counter(d for s, row in enumerate(dist) for t, d in enumerate(row) if s != t)
+    size = max(counts, default=0) + 1
+    return [counts.get(d, 0) for d in range(size)]
+
+
+def trim(hist) -> list[int]:
+    """A histogram as ints without trailing zero bins."""
+    hist = [int(x) for x in hist]
+    while len(hist) > 1 and hist[-1] == 0:
+        hist.pop()
+    return hist

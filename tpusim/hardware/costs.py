@@ -1,0 +1,222 @@
+"""Roofline cost of one op on one chip, with the MXU tile padding made visible.
+
+Definition: an op takes ``max(compute_s, memory_s) + overhead_s`` where
+
+* ``compute_s = padded_flops / (peak_flops[dtype] * efficiency)``: the MXUs do the
+  padded work, not the useful work, so a matmul whose dimensions are not multiples of
+  the MXU tile pays for the whole tile;
+* ``memory_s = bytes / bandwidth`` of the memory tier the operands live in;
+* ``overhead_s`` is a fixed per-op cost (launch, pipeline fill, DMA set-up).
+
+Takeaway: a head dimension of 64 on a 256x256 MXU (v6e, Ironwood, TPU 8t/8i) uses a
+quarter of it, on a 128x128 MXU (v4, v5e, v5p) half; ``OpCost.mxu_utilization``
+reports the fraction. Worked example: an 8192^3 bf16 matmul on Ironwood is
+``2 * 8192**3 / 2307e12 = 477 us`` of compute against ``3 * 2 * 8192**2 / 7380e9 = 55 us``
+of HBM traffic, so it is compute-bound.
+
+Everything here is a pure function of the chip spec: no simulation state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from tpusim.config.chip import ChipSpec
+
+Memory = Literal["hbm", "sram"]
+Bound = Literal["compute", "memory"]
+
+MEMORIES: tuple[Memory, ...] = get_args(Memory)
+
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "fp4": 0.5,
+}
+"""Bytes per element of each dtype a chip may give a peak for."""
+
+SUBLANES = 8
+"""Rows of a vector register: the streamed (``m``) dimension of a matmul pads to this."""
+
+DEFAULT_OP_OVERHEAD_S = 0.5e-6
+"""Fixed cost of one op, in seconds (an assumption, not a published number).
+
+Order of magnitude from the XLA-PI figures for a matmul: a pipeline latency of about
+200 cycles at about 2 GHz (0.1 us) plus a DMA set-up of about 0.6 us, most of which a
+well-pipelined program hides behind the previous op; 0.5 us sits between the two.
+These figures are not from a chip's published spec and are not checked by any test.
+Override it per model with ``ChipCostModel(chip, op_overhead_s=...)``.
+"""
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The cost of one op: times in seconds, work in FLOPs, traffic in bytes.
+
+    ``flops`` is the useful work, ``padded_flops`` what the MXUs actually do (0 for
+    ops that do not use them); ``bytes`` is the traffic to the memory tier; ``bound``
+    says which roofline term dominates; ``unit`` is where the op runs
+    (``"tensorcore"``, ``"sparsecore"`` or ``"cae"``).
+    """
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    flops: float
+    padded_flops: float
+    bytes: float
+    bound: Bound
+    unit: str
+
+    @property
+    def mxu_utilization(self) -> float:
+        """Useful over padded FLOPs, in [0, 1]; 0.0 for an op that does not use the MXUs."""
+        return self.flops / self.padded_flops if self.padded_flops else 0.0
+
+
+def pad_to(x: int, multiple: int) -> int:
+    """``x`` rounded up to a multiple of ``multiple``."""
+    return -(-x // multiple) * multiple
+
+
+def _positive(**values: float) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+
+
+def _non_negative(**values: float) -> None:
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"{name} must be non-negative, got {value}")
+
+
+class ChipCostModel:
+    """Roofline costs of ops on one chip of ``chip``'s generation.
+
+    ``efficiency`` is the fraction of peak FLOP/s achievable (1.0 = the published peak;
+    about 0.6-0.8 is typical of large production matmuls, so lower it for realism).
+    ``op_overhead_s`` is the fixed cost added to every op, in seconds
+    (:data:`DEFAULT_OP_OVERHEAD_S`, an assumption). Raises ValueError for an
+    efficiency outside (0, 1] or a negative overhead.
+    """
+
+    def __init__(
+        self,
+        chip: ChipSpec,
+        efficiency: float = 1.0,
+        op_overhead_s: float = DEFAULT_OP_OVERHEAD_S,
+    ):
+        if not 0.0 < efficiency <= 1.0:
+            raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
+        _non_negative(op_overhead_s=op_overhead_s)
+        self.chip = chip
+        self.efficiency = efficiency
+        self.op_overhead_s = op_overhead_s
+
+    @property
+    def mxu_size(self) -> int:
+        """Side of the square MXU weight tile, in elements."""
+        return self.chip.tensorcores.mxu_size
+
+    def memory_bandwidth_Bps(self, memory: Memory) -> float:
+        """Bandwidth of ``memory`` in B/s; ValueError if unknown or not given for the chip."""
+        if memory not in MEMORIES:
+            raise ValueError(f"unknown memory '{memory}' (choose from {', '.join(MEMORIES)})")
+        bandwidth_Bps = (self.chip.hbm if memory == "hbm" else self.chip.sram).bandwidth_Bps
+        if bandwidth_Bps is None:
+            raise ValueError(f"chip {self.chip.name} gives no {memory.upper()} bandwidth")
+        return bandwidth_Bps
+
+    def achievable_flops(self, dtype: str) -> float:
+        """Achievable FLOP/s of the chip for ``dtype``; ValueError naming the chip's dtypes."""
+        if dtype not in self.chip.peak_flops:
+            raise ValueError(
+                f"chip {self.chip.name} has no peak for dtype '{dtype}' "
+                f"(has {', '.join(self.chip.peak_flops)})"
+            )
+        return self.chip.peak_flops[dtype] * self.efficiency  # type: ignore[index]
+
+    def matmul(
+        self, m: int, n: int, k: int, dtype: str = "bf16", operands: Memory = "hbm", batch: int = 1
+    ) -> OpCost:
+        """``batch`` products of an (m x k) by a shared (k x n) matrix on the TensorCore.
+
+        The MXU holds an S x S weight tile (S = ``mxu_size``), so the contraction ``k``
+        and the output width ``n`` pad up to multiples of S; the rows ``m`` stream
+        through the array and pad only to a multiple of 8 sublanes (one MXU push is an
+        [8, S] x [S, S] product; the scaling book's TPU chapter). Traffic counts the
+        unpadded bytes (padding happens in the MXU, not in memory): each batch's input
+        and output once and the weights once, since they stay resident across the
+        batch. Times in seconds; ValueError for an unknown dtype or non-positive sizes.
+        """
+        _positive(m=m, n=n, k=k, batch=batch)
+        rate = self.achievable_flops(dtype)
+        s = self.mxu_size
+        flops = 2.0 * batch * m * n * k
+        padded = 2.0 * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
+        nbytes = DTYPE_BYTES[dtype] * (batch * m * k + k * n + batch * m * n)
+        compute_s = padded / rate
+        memory_s = nbytes / self.memory_bandwidth_Bps(operands)
+        return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
+
+    def elementwise(self, bytes: float, memory: Memory = "hbm") -> OpCost:
+        """An op on the TensorCore vector unit moving ``bytes`` (reads plus writes).
+
+        Memory-bound by assumption: the vector unit out-runs either memory tier.
+        """
+        _non_negative(bytes=bytes)
+        memory_s = bytes / self.memory_bandwidth_Bps(memory)
+        return self._cost(0.0, memory_s, 0.0, 0.0, bytes, "tensorcore")
+
+    def embedding_lookup(self, rows: int, row_bytes: float, memory: Memory = "hbm") -> OpCost:
+        """Gather ``rows`` rows of ``row_bytes`` each from ``memory``.
+
+        Runs on the SparseCores where the chip has any (they gather without the MXU),
+        else on the TensorCore; either way the cost is the gathered bytes over the
+        bandwidth, plus the overhead.
+        """
+        _non_negative(rows=rows, row_bytes=row_bytes)
+        sparse = self.chip.sparsecores is not None and self.chip.sparsecores.count > 0
+        nbytes = rows * row_bytes
+        memory_s = nbytes / self.memory_bandwidth_Bps(memory)
+        return self._cost(0.0, memory_s, 0.0, 0.0, nbytes, "sparsecore" if sparse else "tensorcore")
+
+    def reduction(self, bytes: float) -> OpCost:
+        """Sum two HBM buffers of ``bytes`` each into one (the reduce step of a collective).
+
+        With a CAE the reduction happens in-line as the data streams, one pass over
+        ``bytes`` of HBM; on the TensorCore it reads two operands and writes one,
+        three passes. ``OpCost.bytes`` is the HBM traffic.
+        """
+        _non_negative(bytes=bytes)
+        cae = self.chip.cae is not None
+        nbytes = bytes if cae else 3.0 * bytes
+        memory_s = nbytes / self.memory_bandwidth_Bps("hbm")
+        return self._cost(0.0, memory_s, 0.0, 0.0, nbytes, "cae" if cae else "tensorcore")
+
+    def _cost(
+        self,
+        compute_s: float,
+        memory_s: float,
+        flops: float,
+        padded_flops: float,
+        nbytes: float,
+        unit: str,
+    ) -> OpCost:
+        return OpCost(
+            time_s=max(compute_s, memory_s) + self.op_overhead_s,
+            compute_s=compute_s,
+            memory_s=memory_s,
+            overhead_s=self.op_overhead_s,
+            flops=flops,
+            padded_flops=padded_flops,
+            bytes=nbytes,
+            bound="compute" if compute_s > memory_s else "memory",
+            unit=unit,
+        )
