@@ -136,7 +136,7 @@ def run_collective(
     else:
         model = OnChipModel.for_chip(chip, engine) if chip is not None else OnChipModel.none()
     env = simpy.Environment()
-    kwargs = {"check_capacity": check_capacity} if fidelity == "flow" else {}
+    kwargs: dict[str, Any] = {"check_capacity": check_capacity} if fidelity == "flow" else {}
     if fidelity == "packet":
         kwargs = {"packet_bytes": packet_bytes}
     network = make_network(fidelity, env, topology, **kwargs)

@@ -214,13 +214,15 @@ def _reference(
 ) -> Any:
     """Load the chip or pod a system names. A name or file that cannot be found is
     reported against this file and key; a found file that is broken reports itself."""
-    where = {"file": file, "path": key, "line": line_of(lines, (key,))}
+    line = line_of(lines, (key,))
     try:
         located = _locate(str(data[key]), kind, base)
     except ConfigError as exc:
-        raise ConfigError(exc.problem, **where) from None
+        raise ConfigError(exc.problem, file=file, path=key, line=line) from None
     if not located.is_file():
-        raise ConfigError(f"{kind[:-1]} file '{located}' does not exist", **where)
+        raise ConfigError(
+            f"{kind[:-1]} file '{located}' does not exist", file=file, path=key, line=line
+        )
     return loader(str(located.resolve()))
 
 

@@ -59,6 +59,10 @@ class RoundRobinLink:
         queue.append(event)
         return event
 
+    def release_on(self, _event: simpy.Event) -> None:
+        """:meth:`release` as an event callback (when a packet's hold ends)."""
+        self.release()
+
     def release(self) -> None:
         if not self._turns:
             self.busy = False
@@ -156,6 +160,6 @@ class PacketNetwork(Network):
             yield server.request(flow)
             self.num_events += 1
             held = self.env.timeout(payload / self.bandwidth_Bps[link])
-            held.callbacks.append(lambda _event, s=server: s.release())
+            held.callbacks.append(server.release_on)
             yield self.env.timeout(self.latency_s[link])
         yield self.env.timeout(payload / self.bandwidth_Bps[route[-1]])

@@ -53,11 +53,9 @@ class RouteCache:
             links = self.topology.find_links(src, dst)
             if np.all(links >= 0):  # every transfer goes to a neighbour: one hop each
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
-        vectorised = isinstance(self.topology, Boardfly) or (
-            isinstance(self.topology, Torus) and not self.topology.twisted
-        )
-        if vectorised:
-            ptr, links = self.topology.route_links_many(src, dst)  # type: ignore[union-attr]
+        topo = self.topology
+        if isinstance(topo, Boardfly) or (isinstance(topo, Torus) and not topo.twisted):
+            ptr, links = topo.route_links_many(src, dst)
             return FlowBatch(src, dst, sizes, ptr, links)
         paths = [
             self._links(int(s), int(d)) if s != d else np.zeros(0, dtype=np.int64)

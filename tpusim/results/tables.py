@@ -66,7 +66,7 @@ def collectives_frame(results: Iterable[Any]) -> pd.DataFrame:
     """One row per CollectiveResult (or record dict), columns as documented above."""
     import pandas as pd
 
-    rows = [asdict(r) if is_dataclass(r) else dict(r) for r in results]
+    rows = [asdict(r) if is_dataclass(r) and not isinstance(r, type) else dict(r) for r in results]
     return pd.DataFrame(rows, columns=list(COLLECTIVE_COLUMNS))
 
 

@@ -208,7 +208,8 @@ class Torus(Topology):
         if self.twisted:
             return self._bfs[0][self.chip_at(c - self.coords(src))]
         c0 = self.coords(src)
-        return sum(self._axis_distance(c[:, a] - c0[a], a) for a in range(len(self.dims)))
+        per_axis = [self._axis_distance(c[:, a] - c0[a], a) for a in range(len(self.dims))]
+        return np.sum(per_axis, axis=0)
 
     def hops(self, src: int, dst: int) -> int:
         if self.twisted:
