@@ -28,8 +28,9 @@ def _structure(topology: Topology) -> tuple[np.ndarray, tuple[Axis, ...]]:
         return arr, axes
     if isinstance(topology, Boardfly):
         return ids.reshape(topology.g, topology.a, topology.p), (
-            Axis("group", topology.g, "any"),
-            Axis("board", topology.a, "any"),
+            # every level is fully connected: exchange directly, spreading over all links
+            Axis("group", topology.g, "full"),
+            Axis("board", topology.a, "full"),
             Axis("chip", topology.p, "full"),
         )
     if isinstance(topology, ClosFabric):

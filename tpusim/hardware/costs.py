@@ -22,14 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from tpusim.config.chip import ChipSpec
+from tpusim.config.chip import ChipSpec, Dtype
 
 Memory = Literal["hbm", "sram"]
 Bound = Literal["compute", "memory"]
 
 MEMORIES: tuple[Memory, ...] = get_args(Memory)
 
-DTYPE_BYTES: dict[str, float] = {
+DTYPE_BYTES: dict[Dtype, float] = {
     "fp32": 4.0,
     "bf16": 2.0,
     "fp8": 1.0,
@@ -133,17 +133,23 @@ class ChipCostModel:
             raise ValueError(f"chip {self.chip.name} gives no {memory.upper()} bandwidth")
         return bandwidth_Bps
 
-    def achievable_flops(self, dtype: str) -> float:
+    def achievable_flops(self, dtype: Dtype) -> float:
         """Achievable FLOP/s of the chip for ``dtype``; ValueError naming the chip's dtypes."""
         if dtype not in self.chip.peak_flops:
             raise ValueError(
                 f"chip {self.chip.name} has no peak for dtype '{dtype}' "
                 f"(has {', '.join(self.chip.peak_flops)})"
             )
-        return self.chip.peak_flops[dtype] * self.efficiency  # type: ignore[index]
+        return self.chip.peak_flops[dtype] * self.efficiency
 
     def matmul(
-        self, m: int, n: int, k: int, dtype: str = "bf16", operands: Memory = "hbm", batch: int = 1
+        self,
+        m: int,
+        n: int,
+        k: int,
+        dtype: Dtype = "bf16",
+        operands: Memory = "hbm",
+        batch: int = 1,
     ) -> OpCost:
         """``batch`` products of an (m x k) by a shared (k x n) matrix on the TensorCore.
 
