@@ -178,7 +178,7 @@ class FlowNetwork(Network):
         self._inc_flow = np.concatenate([self._inc_flow, new_flow])
         self._inc_link = np.concatenate([self._inc_link, batch.links])
         shares_links = bool(self._link_flows[batch.links].any())
-        np.add.at(self._link_flows, batch.links, 1)
+        self._link_flows += np.bincount(batch.links, minlength=self._link_flows.size)
         if shares_links or self._rates_stale:
             self._rates_stale = True
         else:  # a separate component of the max-min problem: the others' rates stand
@@ -239,7 +239,7 @@ class FlowNetwork(Network):
         new_index = np.cumsum(keep) - 1
         entry_keep = keep[self._inc_flow]
         freed = self._inc_link[~entry_keep]
-        np.subtract.at(self._link_flows, freed, 1)
+        self._link_flows -= np.bincount(freed, minlength=self._link_flows.size)
         # flows on links no remaining flow uses were a separate component: others keep rates
         self._rates_stale = self._rates_stale or bool(self._link_flows[freed].any())
         self._inc_flow = new_index[self._inc_flow[entry_keep]]
