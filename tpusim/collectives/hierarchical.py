@@ -1,9 +1,10 @@
 """Hierarchical: the collective level by level, innermost level first.
 
-For a Boardfly group the levels are board (chips fully connected: direct
-exchange), group (boards: ring) and global (groups: ring); for pods on a
-fabric, the pod's torus axes (rings over ICI) and then the pods (ring over the
-fabric). All-reduce = reduce-scatter up the levels, all-reduce at the top on
+For a Boardfly group the levels are board, group and global, each fully
+connected, so each level exchanges directly (every chip with its peers at that
+level, spreading the data over all the level's links); for pods on a fabric,
+the pod's torus axes (rings over ICI) and then the pods (ring over the fabric).
+All-reduce = reduce-scatter up the levels, all-reduce at the top on
 1/(inner chips) of the data, all-gather back down (formulas.md 2.4: T =
 T_RS(intra) + T_AR(inter, V/p1) + T_AG(intra)).
 """
