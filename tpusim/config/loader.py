@@ -230,6 +230,7 @@ def _reference(
 def _load_system_file(path: Path) -> System:
     data, lines = load_yaml(path)
     spec = validate(SystemSpec, data, str(path), lines)
+    _check_sources(spec.sources, data, str(path), lines)
     file, base = str(path), path.parent
     if spec.pod is not None:
         pod = _reference(data, "pod", file, lines, "systems", load_system, base)
