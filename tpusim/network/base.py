@@ -71,8 +71,9 @@ class Network(ABC):
     def _account(self, batch: FlowBatch) -> None:
         if batch.links.size:
             weights = np.repeat(batch.bytes, batch.hops)
-            self.link_bytes += np.bincount(batch.links, weights=weights,
-                                           minlength=self.link_bytes.size)
+            self.link_bytes += np.bincount(
+                batch.links, weights=weights, minlength=self.link_bytes.size
+            )
 
     def path_latency_s(self, batch: FlowBatch) -> np.ndarray:
         """Sum of link latencies along each flow's route."""
