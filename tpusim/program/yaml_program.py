@@ -135,7 +135,8 @@ def program_from_data(
             chip: ChipOverride(o.slowdown, tuple(x.to_op() for x in o.extra_ops))
             for chip, o in spec.overrides.items()
         }
-        return Program(spec.name, tuple(ops), spec.mesh, dict(spec.memory), overrides)
+        memory = {str(tier): nbytes for tier, nbytes in spec.memory.items()}
+        return Program(spec.name, tuple(ops), spec.mesh, memory, overrides)
     except (ProgramError, ValueError) as exc:
         path = (*prefix, "ops")
         raise ConfigError(
