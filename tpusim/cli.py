@@ -226,6 +226,37 @@ def _sweep_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cmd_run(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from tpusim.scenario import Scenario, run_scenario, write_outputs
+
+    scenario = Scenario(args.scenario)
+    rows, details = run_scenario(scenario, progress=not args.quiet)
+    out = Path(args.out or Path("out") / scenario.spec.name)
+    write_outputs(out, scenario, rows, details)
+    if args.json:
+        _print_json({"scenario": scenario.spec.name, "results": rows, "out": str(out)})
+        return
+    columns = [
+        "system",
+        "workload",
+        "step_time_s",
+        "compute_time_s",
+        "communication_time_s",
+        "exposed_communication_time_s",
+    ]
+    table = [{c: _cell(r.get(c)) for c in columns} for r in rows]
+    print(_table(table, columns))
+    print(f"\nwrote {out}/ (summary.csv, ops.csv, trace-*.json, resolved.yaml)")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return units.format_time(value)
+    return "" if value is None else str(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
@@ -239,6 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_topo)
     _add_collective(sub)
+    p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
+    p.add_argument("scenario", help="path to a scenario YAML")
+    p.add_argument("--out", help="output folder (default out/SCENARIO_NAME)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_run)
     return parser
 
 

@@ -54,26 +54,23 @@ def _locate(name_or_path: str, kind: ConfigKind, base: Path | None) -> Path:
     raise ConfigError(f"unknown {kind[:-1]} '{name_or_path}' (shipped: {', '.join(known)})")
 
 
-def _loc_to_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
-    """Pydantic's error location minus union tags, so it names a real YAML path."""
+def _loc_to_path(data: Any, loc: tuple[Any, ...], names_key: bool) -> PathKey:
+    """Pydantic's error location minus union tags, so it names a real YAML path.
+
+    A part that is not in the data is a union tag (``torus``, ``program``,
+    ``function-after``...), except the last part of a missing or unknown key error
+    (``names_key``), which is that key.
+    """
     path: list[str | int] = []
     node = data
-    for part in loc:
+    for i, part in enumerate(loc):
         if (isinstance(node, dict) and part in node) or (
             isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
         ):
             node = node[part]
-        elif (
-            isinstance(node, dict)
-            and isinstance(part, str)
-            and part not in node
-            and part not in ("torus", "boardfly", "function-after", "function-before")
-        ):
-            path.append(part)  # a missing or unknown key: name it, then stop descending
-            break
-        else:
-            continue
-        path.append(part)
+            path.append(part)
+        elif names_key and i == len(loc) - 1 and isinstance(part, str):
+            path.append(part)
     return tuple(path)
 
 
@@ -100,7 +97,8 @@ def validate(
         return model.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        path = (*prefix, *_loc_to_path(data, tuple(error["loc"])))
+        names_key = error["type"] in ("missing", "extra_forbidden")
+        path = (*prefix, *_loc_to_path(data, tuple(error["loc"]), names_key))
         raise ConfigError(
             _message(error), file=file, path=format_path(path), line=line_of(lines, path)
         ) from None

@@ -1,0 +1,131 @@
+"""Scenarios and ``tpusim run``: the shipped demo against independent figures, outputs,
+and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import assert_one_error_line, run
+
+from tpusim.collectives.runner import simulate_collective
+from tpusim.config import load_chip
+
+DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    import contextlib
+    import io
+
+    from tpusim.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["run", str(DEMO), "--out", str(out), "--json", "--quiet"]) == 0
+    record = json.loads(buf.getvalue())
+    return record, out
+
+
+def rows(record, workload):
+    return {r["system"]: r for r in record["results"] if r["workload"] == workload}
+
+
+def test_demo_json_contract(demo):
+    record, out = demo
+    assert record["scenario"] == "demo" and record["out"] == str(out)
+    assert len(record["results"]) == 2 * 5  # 2 systems x (2 swept collectives + 3 programs)
+    for row in record["results"]:
+        assert {"system", "workload", "step_time_s"} <= set(row)
+
+
+@pytest.mark.parametrize("size", [2**20, 64 * 2**20])
+def test_demo_collectives_equal_tpusim_collective(demo, size):
+    record, _ = demo
+    label = f"all-reduce[bytes={size // 2**20} MiB]"
+    for system, row in rows(record, label).items():
+        direct, _ = simulate_collective(system, "all-reduce", size)
+        assert row["time_s"] == pytest.approx(direct.time_s, rel=1e-12)
+
+
+def test_demo_overlap_program_is_the_max_plus_the_update(demo):
+    """fwd (8192^3 matmul) and grads (async all-reduce of 256 MiB) overlap; update (1 GiB
+    elementwise) waits for both: step = max(fwd, grads) + update, from the roofline."""
+    record, _ = demo
+    for system, row in rows(record, "overlap").items():
+        chip = load_chip(system.split("-")[0])
+        overhead = 0.5e-6
+        fwd = max(2 * 8192**3 / chip.peak_flops["bf16"], 3 * 2 * 8192**2 / chip.hbm.bandwidth_Bps)
+        fwd += overhead
+        update = 2**30 / chip.hbm.bandwidth_Bps + overhead
+        grads, _ = simulate_collective(system, "all-reduce", 256 * 2**20)
+        assert row["step_time_s"] == pytest.approx(max(fwd, grads.time_s) + update, rel=1e-6)
+
+
+def test_demo_training_and_decode_figures_are_consistent(demo):
+    record, _ = demo
+    for workload in ("train", "decode"):
+        for system, row in rows(record, workload).items():
+            assert row["compute_time_s"] <= row["step_time_s"] * (1 + 1e-12)
+            assert row["step_time_s"] <= (row["compute_time_s"] + row["communication_time_s"]) * (
+                1 + 1e-9
+            )
+            peak = load_chip(system.split("-")[0]).peak_flops["bf16"]
+            assert row["mfu"] == pytest.approx(row["flops_per_chip"] / (row["step_time_s"] * peak))
+            assert row["tokens_per_s"] > 0
+    train = rows(record, "train")["v5e-pod"]
+    assert train["tokens_per_s"] == pytest.approx(256 * 2048 / train["step_time_s"])
+
+
+def test_demo_outputs_and_trace_format(demo):
+    _, out = demo
+    for name in ("summary.csv", "ops.csv", "resolved.yaml"):
+        assert (out / name).stat().st_size > 0
+    traces = sorted(out.glob("trace-*.json"))
+    assert len(traces) == 6
+    events = json.loads(traces[0].read_text())["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert complete and all({"name", "pid", "tid", "ts", "dur"} <= set(e) for e in complete)
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"tensorcore", "ici"} <= names
+
+
+BASE = """\
+name: t
+systems: [v5e-pod]
+workloads:
+  - {name: w, kind: program, ops: [{name: mm, kind: matmul, m: 128, n: 128, k: 128}]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (BASE.replace("kind: program", "kind: telepathy"), "workloads"),
+        (
+            BASE.replace("systems: [v5e-pod]", "systems: [v99-pod]"),
+            r":2 systems\[0\]: unknown system",
+        ),
+        (BASE.replace("{name: w,", "{name: w, colour: red,"), "colour: unknown key"),
+        (BASE.replace("{name: w,", "{name: w, sweep: {q: [1, 2]},"), "sweep over 'q'"),
+        (BASE.replace("m: 128,", "m: 128, after: [zz],"), "unknown op 'zz'"),
+        (BASE.replace("{name: w,", "{name: w, mesh: {data: 8},"), "mesh .* 8 devices"),
+    ],
+)
+def test_bad_scenarios_exit_2_with_one_line(tmp_path, capsys, text, match):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    line = assert_one_error_line(
+        *run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
+    )
+    assert __import__("re").search(match, line), line
+
+
+def test_model_that_does_not_fit_is_out_of_memory_exit_1(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE.replace("{name: w,", "{name: w, memory: {hbm: 40 GB},"))
+    code, _, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
+    assert code == 1 and "out of memory" in err and "HBM" in err and "Traceback" not in err

@@ -1,0 +1,58 @@
+"""Chrome / Perfetto trace JSON of a simulated step (the trace event format).
+
+Following xprof's converter: one process per chip class (pid; named after the
+chips it stands for), one thread per unit (tid: TensorCore, SparseCore, ICI, host),
+named and sorted with metadata events; every op a complete event (``ph: "X"``) with
+``ts``/``dur`` in microseconds and its kind and FLOPs in ``args``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+UNITS = ("tensorcore", "sparsecore", "cae", "ici", "host")
+
+
+def trace_events(ops: list[Any]) -> list[dict[str, Any]]:
+    """Events for op records (``name, kind, chips, unit, start_at, end_at, flops``)."""
+    classes = list(dict.fromkeys(r.chips for r in ops))
+    events: list[dict[str, Any]] = []
+    for pid, cls in enumerate(classes):
+        events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": cls}})
+        events.append(
+            {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}}
+        )
+        for tid, unit in enumerate(UNITS):
+            events.append(
+                {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": unit}}
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "pid": pid,
+                    "tid": tid,
+                    "name": "thread_sort_index",
+                    "args": {"sort_index": tid},
+                }
+            )
+    for r in ops:
+        events.append(
+            {
+                "ph": "X",
+                "name": r.name,
+                "cat": r.kind,
+                "pid": classes.index(r.chips),
+                "tid": UNITS.index(r.unit) if r.unit in UNITS else len(UNITS),
+                "ts": r.start_at * 1e6,
+                "dur": (r.end_at - r.start_at) * 1e6,
+                "args": {"kind": r.kind, "flops": r.flops},
+            }
+        )
+    return events
+
+
+def write_trace(path: str | Path, ops: list[Any]) -> None:
+    """Write ``{"traceEvents": [...], "displayTimeUnit": "ns"}`` to ``path``."""
+    Path(path).write_text(json.dumps({"traceEvents": trace_events(ops), "displayTimeUnit": "ns"}))
