@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -47,9 +48,19 @@ class FlowBatch:
     def hops(self) -> np.ndarray:
         return np.diff(self.ptr)
 
-    def flow_of_link_entry(self) -> np.ndarray:
-        """For each entry of ``links``, the index of the flow it belongs to."""
-        return np.repeat(np.arange(len(self)), self.hops)
+    @cached_property
+    def routed(self) -> np.ndarray:
+        """Flows that cross at least one link (a chip sending to itself crosses none)."""
+        return self.hops > 0
+
+    @cached_property
+    def routed_flow_of_entry(self) -> np.ndarray:
+        """For each entry of ``links``, its flow's index among the routed flows."""
+        return np.repeat(np.cumsum(self.routed) - 1, self.hops)
+
+    @cached_property
+    def bytes_per_entry(self) -> np.ndarray:
+        return np.repeat(self.bytes, self.hops)
 
 
 class Network(ABC):
@@ -67,16 +78,24 @@ class Network(ABC):
         self.latency_s = links.latency_s
         self.link_bytes = np.zeros(len(links))
         self.num_events = 0
+        self._latencies: dict[int, tuple[FlowBatch, np.ndarray]] = {}
 
     def _account(self, batch: FlowBatch) -> None:
-        if batch.links.size:
-            weights = np.repeat(batch.bytes, batch.hops)
+        if batch.links.size < self.link_bytes.size // 64:  # few entries: scatter-add is cheaper
+            np.add.at(self.link_bytes, batch.links, batch.bytes_per_entry)
+        else:
             self.link_bytes += np.bincount(
-                batch.links, weights=weights, minlength=self.link_bytes.size
+                batch.links, weights=batch.bytes_per_entry, minlength=self.link_bytes.size
             )
 
     def path_latency_s(self, batch: FlowBatch) -> np.ndarray:
-        """Sum of link latencies along each flow's route."""
+        """Sum of link latencies along each flow's route (cached per batch)."""
+        cached = self._latencies.get(id(batch))
+        if cached is None or cached[0] is not batch:
+            cached = self._latencies[id(batch)] = (batch, self._path_latency_s(batch))
+        return cached[1]
+
+    def _path_latency_s(self, batch: FlowBatch) -> np.ndarray:
         out = np.zeros(len(batch))
         has_route = batch.hops > 0
         if batch.links.size:

@@ -33,7 +33,7 @@ def max_min_rates(
     patterns with thousands of distinct rates (all-to-all on Boardfly) stay cheap.
     """
     rate = np.zeros(num_flows)
-    remaining = capacity.astype(np.float64).copy()
+    remaining = np.array(capacity, dtype=np.float64)
     frozen = np.zeros(num_flows, dtype=bool)
     level = 0.0
     flows, links = inc_flow, inc_link
@@ -164,17 +164,16 @@ class FlowNetwork(Network):
         self._next_batch += 1
         self._batches[bid] = [len(batch), done]
         latency = self.path_latency_s(batch)
-        routed = batch.hops > 0
+        routed = batch.routed
         if not routed.all():  # chip to itself: arrives at once
             self._arrive(bid, int((~routed).sum()), 0.0)
         offset = self._remaining.size
-        flow_index = np.cumsum(routed) - 1 + offset
         self._remaining = np.concatenate([self._remaining, batch.bytes[routed]])
         self._rate = np.concatenate([self._rate, np.zeros(int(routed.sum()))])
         self._latency = np.concatenate([self._latency, latency[routed]])
         self._started = np.concatenate([self._started, np.full(int(routed.sum()), self.env.now)])
         self._batch = np.concatenate([self._batch, np.full(int(routed.sum()), bid)])
-        new_flow = np.repeat(flow_index, batch.hops)
+        new_flow = batch.routed_flow_of_entry + offset
         self._inc_flow = np.concatenate([self._inc_flow, new_flow])
         self._inc_link = np.concatenate([self._inc_link, batch.links])
         shares_links = bool(self._link_flows[batch.links].any())
