@@ -151,3 +151,50 @@ def test_same_inputs_same_numbers():
         Op("ar", "collective", collective="all-reduce", size_bytes=2**22, overlap=True),
     )
     assert run("v5e-pod", *ops).summary() == run("v5e-pod", *ops).summary()
+
+
+def test_data_parallel_training_step_communication_is_its_gradient_all_reduce():
+    """One layer, pure data parallelism: the step's only collective is the all-reduce of
+    that layer's gradients, which must take what ``tpusim collective`` says."""
+    from tpusim.program import parameters_per_layer, training_step
+
+    program = training_step(
+        layers=1,
+        d_model=1024,
+        d_ff=4096,
+        heads=8,
+        head_dim=128,
+        seq=512,
+        batch=256,
+        mesh={"data": 256},
+    )
+    grads = [op for op in program.ops if op.kind == "collective"]
+    assert len(grads) == 1 and grads[0].collective == "all-reduce"
+    assert grads[0].size_bytes == parameters_per_layer(1024, 4096, 8, 128) * 2
+    result = Simulation("v5e-pod", program).run()
+    direct, _ = simulate_collective("v5e-pod", "all-reduce", grads[0].size_bytes)
+    assert result.communication_time_s == pytest.approx(direct.time_s, rel=1e-9)
+
+
+def test_decode_kv_cache_in_sram_is_faster_by_the_bandwidth_ratio():
+    """Memory-bound decode: each layer's cache read takes bytes / bandwidth of its tier."""
+    from tpusim.program import decode_step
+
+    system = with_sram_bandwidth("ironwood-256", 40e12)
+    costs = ChipCostModel(system.chip, op_overhead_s=0.0)
+    reads = {}
+    for tier in ("hbm", "sram"):
+        program = decode_step(
+            layers=2,
+            d_model=4096,
+            d_ff=16384,
+            heads=32,
+            head_dim=128,
+            batch=64,
+            context=4096,
+            kv_cache=tier,
+            mesh={"data": 256},
+        )
+        result = Simulation(system, program, costs=costs).run()
+        reads[tier] = sum(r.end_at - r.start_at for r in result.ops if r.name.endswith("kv_read"))
+    assert reads["hbm"] / reads["sram"] == pytest.approx(40e12 / IRONWOOD_HBM, rel=1e-12)

@@ -76,21 +76,29 @@ def test_demo_training_and_decode_figures_are_consistent(demo):
             peak = load_chip(system.split("-")[0]).peak_flops["bf16"]
             assert row["mfu"] == pytest.approx(row["flops_per_chip"] / (row["step_time_s"] * peak))
             assert row["tokens_per_s"] > 0
+            assert 0 < row["max_link_utilization"] <= 1 + 1e-9
+            assert row["max_hops"] >= 1
     train = rows(record, "train")["v5e-pod"]
     assert train["tokens_per_s"] == pytest.approx(256 * 2048 / train["step_time_s"])
 
 
 def test_demo_outputs_and_trace_format(demo):
     _, out = demo
-    for name in ("summary.csv", "ops.csv", "resolved.yaml"):
+    for name in ("summary.csv", "ops.csv", "links.csv", "resolved.yaml"):
         assert (out / name).stat().st_size > 0
     traces = sorted(out.glob("trace-*.json"))
     assert len(traces) == 6
     events = json.loads(traces[0].read_text())["traceEvents"]
     complete = [e for e in events if e["ph"] == "X"]
     assert complete and all({"name", "pid", "tid", "ts", "dur"} <= set(e) for e in complete)
-    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    names = {
+        e["args"]["name"]
+        for t in traces
+        for e in json.loads(t.read_text())["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert {"tensorcore", "ici"} <= names
+    assert {"ICI x+", "ICI x-", "ICI y+", "ICI y-"} <= names  # v5e's 4 ports, 2D torus
 
 
 BASE = """\

@@ -248,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     ]
     table = [{c: _cell(r.get(c)) for c in columns} for r in rows]
     print(_table(table, columns))
-    print(f"\nwrote {out}/ (summary.csv, ops.csv, trace-*.json, resolved.yaml)")
+    print(f"\nwrote {out}/ (summary.csv, ops.csv, links.csv, trace-*.json, resolved.yaml)")
 
 
 def _cell(value: Any) -> str:

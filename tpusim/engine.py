@@ -98,6 +98,9 @@ class Results:
     peak_flops: float
     ops: list[OpRecord] = field(default_factory=list)
     link_bytes: np.ndarray | None = None
+    links: Any = None
+    max_hops: int = 0
+    mean_hops: float = 0.0
 
     @property
     def exposed_communication_time_s(self) -> float:
@@ -125,7 +128,29 @@ class Results:
             "exposed_communication_time_s": self.exposed_communication_time_s,
             "flops_per_chip": self.flops_per_chip,
             "mfu": self.mfu,
+            "max_hops": self.max_hops,
+            "mean_hops": self.mean_hops,
+            "max_link_utilization": float(self._utilization().max(initial=0.0)),
+            "mean_link_utilization": float(self._utilization()[self._used()].mean())
+            if self._used().any()
+            else 0.0,
         }
+
+    def _used(self) -> np.ndarray:
+        return self.link_bytes > 0 if self.link_bytes is not None else np.zeros(0, dtype=bool)
+
+    def _utilization(self) -> np.ndarray:
+        if self.link_bytes is None or self.step_time_s <= 0:
+            return np.zeros(0)
+        return self.link_bytes / (self.links.bandwidth_Bps * self.step_time_s)
+
+    def links_frame(self) -> Any:
+        """The ``links`` table (:mod:`tpusim.results.tables`) of the links that carried bytes."""
+        from tpusim.results import links_frame
+
+        assert self.link_bytes is not None
+        frame = links_frame(self.links, self.link_bytes, self.step_time_s)
+        return frame[frame["bytes"] > 0]
 
     def ops_frame(self) -> Any:
         """The ``ops`` table: name, kind, chips (class), unit, start_at, end_at, flops."""
@@ -178,6 +203,7 @@ class Simulation:
         self._collective_done: dict[str, simpy.Event] = {}
         self.records: list[OpRecord] = []
         self._comm_s = 0.0
+        self._port_cache: dict[tuple[int, int], list[str]] = {}
 
     # -- set-up --------------------------------------------------------------------------
     def _classes(self) -> dict[str, list[int]]:
@@ -196,7 +222,7 @@ class Simulation:
         for chips in classes.values():
             tracker = MemoryTracker(self.system.chip, chip_index=chips[0])
             for tier, nbytes in self.program.memory_bytes.items():
-                tracker.allocate(f"{self.program.name} resident", nbytes, memory=tier)  # type: ignore[arg-type]
+                tracker.allocate(f"{self.program.name} resident {tier}", nbytes, memory=tier)  # type: ignore[arg-type]
 
     def _physical_axes(self, op: Op) -> list[str] | None:
         if not op.axes:
@@ -281,7 +307,19 @@ class Simulation:
         if held is not None:
             core.release(held)
         self.records.append(OpRecord(op.name, op.kind, label, "ici", arrived, self.env.now, 0.0))
+        for port in self._ports(schedule, chips[0]):
+            self.records.append(OpRecord(op.name, op.kind, label, port, arrived, self.env.now, 0.0))
         done[op.name].succeed()
+
+    def _ports(self, schedule: Schedule, chip: int) -> list[str]:
+        """Names of the ICI ports of ``chip`` that the collective's transfers leave by."""
+        key = (id(schedule), chip)
+        if key not in self._port_cache:
+            batches = [self._batches.of_cached(step) for p in schedule.pipelines for step in p]
+            used = np.unique(np.concatenate([b.links for b in batches] or [np.zeros(0, int)]))
+            mine = used[self.topology.links.src[used] == chip]
+            self._port_cache[key] = sorted({self.topology.port_name(int(link)) for link in mine})
+        return self._port_cache[key]
 
     def run(self) -> Results:
         """Simulate to completion. Raises SimulationError on a deadlock (exit code 1)
@@ -301,6 +339,7 @@ class Simulation:
         self.env.run()
         self._raise_if_deadlocked(pending, classes)
         spmd = next(iter(classes))
+        hops = np.concatenate(self._batches.hops) if self._batches.hops else np.zeros(0)
         compute = sum(
             r.end_at - r.start_at
             for r in self.records
@@ -319,6 +358,9 @@ class Simulation:
             peak_flops=self.system.chip.peak_flops_for(dtype),  # type: ignore[arg-type]
             ops=sorted(self.records, key=lambda r: (r.start_at, r.chips, r.name)),
             link_bytes=self.network.link_bytes,
+            links=self.topology.links,
+            max_hops=int(hops.max()) if hops.size else 0,
+            mean_hops=float(hops.mean()) if hops.size else 0.0,
         )
 
     def _raise_if_deadlocked(

@@ -229,7 +229,8 @@ def run_scenario(
 def write_outputs(
     out: Path, scenario: Scenario, rows: list[dict[str, Any]], details: list[Any]
 ) -> None:
-    """summary.csv, ops.csv, one trace per simulated program, resolved.yaml."""
+    """summary.csv, ops.csv, links.csv (links that carried bytes), one trace per
+    simulated program, resolved.yaml."""
     import pandas as pd
     import yaml
 
@@ -247,5 +248,12 @@ def write_outputs(
         write_trace(out / f"trace-{safe}.json", results.ops)
     if frames:
         pd.concat(frames).to_csv(out / "ops.csv", index=False)
+        links = []
+        for system, label, results in details:
+            frame = results.links_frame()
+            frame.insert(0, "workload", label)
+            frame.insert(0, "system", system)
+            links.append(frame)
+        pd.concat(links).to_csv(out / "links.csv", index=False)
     resolved = scenario.spec.model_dump(mode="json", by_alias=True)
     (out / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))

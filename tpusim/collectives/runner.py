@@ -38,6 +38,14 @@ class _Batches:
         self._by_step: dict[int, tuple[Step, FlowBatch]] = {}
         self.hops: list[np.ndarray] = []
 
+    def of_cached(self, step: Step) -> FlowBatch:
+        """The batch of ``step`` without counting a send (for reports)."""
+        cached = self._by_step.get(id(step))
+        if cached is None:
+            batch = self.routes.batch(step.src, step.dst, step.bytes, self.split_ports)
+            self._by_step[id(step)] = cached = (step, batch)
+        return cached[1]
+
     def of(self, step: Step) -> FlowBatch:
         cached = self._by_step.get(id(step))
         if cached is None:

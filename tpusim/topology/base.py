@@ -187,3 +187,8 @@ class Topology(ABC):
     def describe(self) -> dict[str, Any]:
         """Topology-specific parameters for reports (shape, wraparound, arrangement...)."""
         return {}
+
+    def port_name(self, link: int) -> str:
+        """A readable name of the port a directed link leaves from (for traces)."""
+        kind = self.links.kind_names[int(self.links.kind[link])]
+        return f"{kind} port to {int(self.links.dst[link])}"

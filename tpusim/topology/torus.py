@@ -276,6 +276,12 @@ class Torus(Topology):
         shifted = self.coords(np.array(from_origin[::-1])) + offset
         return [int(n) for n in self.chip_at(shifted)]
 
+    def port_name(self, link: int) -> str:
+        """``ICI x+``, ``ICI z-``...: the axis and direction a link leaves its chip by."""
+        row = self._port_links[int(self.links.src[link])]
+        port = int(np.flatnonzero(row == link)[0])
+        return f"ICI {axis_name(port // 2)}{'+-'[port % 2]}"
+
     def describe(self) -> dict[str, Any]:
         return {
             "dims": list(self.dims),
