@@ -184,14 +184,16 @@ def test_decode_kv_cache_in_sram_is_faster_by_the_bandwidth_ratio():
     costs = ChipCostModel(system.chip, op_overhead_s=0.0)
     reads = {}
     for tier in ("hbm", "sram"):
+        # 2 layers x 8 seqs x 1024 tokens x 8 kv heads x 128 x (K, V) x 2 B = 64 MiB: fits
         program = decode_step(
             layers=2,
             d_model=4096,
             d_ff=16384,
             heads=32,
             head_dim=128,
-            batch=64,
-            context=4096,
+            kv_heads=8,
+            batch=8,
+            context=1024,
             kv_cache=tier,
             mesh={"data": 256},
         )
