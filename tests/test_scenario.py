@@ -120,6 +120,7 @@ workloads:
         (BASE.replace("{name: w,", "{name: w, colour: red,"), "colour: unknown key"),
         (BASE.replace("{name: w,", "{name: w, sweep: {q: [1, 2]},"), "sweep over 'q'"),
         (BASE.replace("m: 128,", "m: 128, after: [zz],"), "unknown op 'zz'"),
+        (BASE.replace("m: 128,", "m: 128, after: [mm],"), "dependency cycle among ops mm"),
         (BASE.replace("{name: w,", "{name: w, mesh: {data: 8},"), "mesh .* 8 devices"),
     ],
 )
