@@ -200,3 +200,22 @@ def test_decode_kv_cache_in_sram_is_faster_by_the_bandwidth_ratio():
         result = Simulation(system, program, costs=costs).run()
         reads[tier] = sum(r.end_at - r.start_at for r in result.ops if r.name.endswith("kv_read"))
     assert reads["hbm"] / reads["sram"] == pytest.approx(40e12 / IRONWOOD_HBM, rel=1e-12)
+
+
+def test_chip_zero_also_logs_and_everyone_waits_for_it_at_the_collective():
+    log_bytes = 2**30
+    ops = (
+        Op("mm", "matmul", m=1024, n=1024, k=1024),
+        Op("ar", "collective", collective="all-reduce", size_bytes=2**20, after=("mm",)),
+    )
+    plain = run("v5e-pod", *ops)
+    log = Op("log", "elementwise", bytes=log_bytes, after=("mm",))
+    ar_after_log = Op("ar", "collective", collective="all-reduce", size_bytes=2**20, after=("mm",))
+    logged = Simulation(
+        "v5e-pod", Program("p", ops, chip_overrides={0: ChipOverride(extra_ops=(log,))})
+    ).run()
+    log_s = next(r.end_at - r.start_at for r in logged.ops if r.name == "log")
+    assert log_s == pytest.approx(log_bytes / 819e9 + 0.5e-6, rel=1e-9)
+    # log and the synchronous all-reduce share chip 0's TensorCore: the step grows by log
+    assert logged.step_time_s == pytest.approx(plain.step_time_s + log_s, rel=1e-9)
+    assert {r.chips for r in logged.ops} == {"spmd (255 chips)", "chip 0"}
