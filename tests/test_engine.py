@@ -210,7 +210,6 @@ def test_chip_zero_also_logs_and_everyone_waits_for_it_at_the_collective():
     )
     plain = run("v5e-pod", *ops)
     log = Op("log", "elementwise", bytes=log_bytes, after=("mm",))
-    ar_after_log = Op("ar", "collective", collective="all-reduce", size_bytes=2**20, after=("mm",))
     logged = Simulation(
         "v5e-pod", Program("p", ops, chip_overrides={0: ChipOverride(extra_ops=(log,))})
     ).run()
