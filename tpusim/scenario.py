@@ -238,22 +238,19 @@ def write_outputs(
 
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(out / "summary.csv", index=False)
-    frames = []
     for system, label, results in details:
-        frame = results.ops_frame()
-        frame.insert(0, "workload", label)
-        frame.insert(0, "system", system)
-        frames.append(frame)
         safe = f"{system}-{label}".replace("/", "_").replace(",", "_").replace("=", "-")
         write_trace(out / f"trace-{safe}.json", results.ops)
-    if frames:
-        pd.concat(frames).to_csv(out / "ops.csv", index=False)
-        links = []
-        for system, label, results in details:
-            frame = results.links_frame()
-            frame.insert(0, "workload", label)
-            frame.insert(0, "system", system)
-            links.append(frame)
-        pd.concat(links).to_csv(out / "links.csv", index=False)
+    if details:
+        for name, table in (("ops", "ops_frame"), ("links", "links_frame")):
+            frames = [
+                getattr(results, table)().assign(system=system, workload=label)
+                for system, label, results in details
+            ]
+            merged = pd.concat(frames)
+            columns = ["system", "workload"] + [
+                c for c in merged if c not in ("system", "workload")
+            ]
+            merged[columns].to_csv(out / f"{name}.csv", index=False)
     resolved = scenario.spec.model_dump(mode="json", by_alias=True)
     (out / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
