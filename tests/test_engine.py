@@ -218,3 +218,21 @@ def test_chip_zero_also_logs_and_everyone_waits_for_it_at_the_collective():
     # log and the synchronous all-reduce share chip 0's TensorCore: the step grows by log
     assert logged.step_time_s == pytest.approx(plain.step_time_s + log_s, rel=1e-9)
     assert {r.chips for r in logged.ops} == {"spmd (255 chips)", "chip 0"}
+
+
+def test_explicit_groups_run_as_independent_collectives():
+    """Two groups of 2 neighbouring chips on a v5e row: each is a 2-chip all-reduce."""
+    op = Op(
+        "ar",
+        "collective",
+        collective="all-reduce",
+        size_bytes=2**24,
+        groups=((0, 1), (2, 3)),
+        algorithm="ring",
+    )
+    result = Simulation("v5e-pod", Program("p", (op,))).run()
+    direct, _ = simulate_collective("v5e-pod", "all-reduce", 2**24, chips=2, algorithm="ring")
+    assert result.step_time_s == pytest.approx(direct.time_s, rel=1e-9)
+    with pytest.raises(InputError, match="equal-sized"):
+        bad = Op("ar", "collective", collective="all-reduce", size_bytes=1e6, groups=((0, 1), (2,)))
+        Simulation("v5e-pod", Program("p", (bad,))).run()

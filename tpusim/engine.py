@@ -27,7 +27,7 @@ import numpy as np
 import simpy
 
 from tpusim.collectives import build_schedule, make_group
-from tpusim.collectives.base import Schedule
+from tpusim.collectives.base import Axis, Group, Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.collectives.runner import _Batches, execute
 from tpusim.config.loader import System, load_system
@@ -236,12 +236,24 @@ class Simulation:
             )
         return [p for a in op.axes for p in self.mesh_axes[a]]
 
+    def _group(self, op: Op, axes: list[str] | None) -> Group:
+        """Explicit chip groups (all the same size), else the mesh/physical axes."""
+        if not op.groups:
+            return make_group(self.topology, axes)
+        sizes = {len(g) for g in op.groups}
+        chips = np.array(op.groups, dtype=np.int64) if len(sizes) == 1 else None
+        if chips is None or chips.min() < 0 or chips.max() >= self.topology.num_chips:
+            raise ValueError(
+                f"groups must be equal-sized lists of chips 0..{self.topology.num_chips - 1}"
+            )
+        return Group(chips, (Axis("group", chips.shape[1], "any"),))
+
     def _schedule(self, op: Op) -> Schedule:
         axes = self._physical_axes(op)
-        key = (op.collective, op.size_bytes, tuple(axes or ()), op.algorithm)
+        key = (op.collective, op.size_bytes, tuple(axes or ()), op.algorithm, op.groups)
         if key not in self._schedules:
             try:
-                group = make_group(self.topology, axes)
+                group = self._group(op, axes)
                 self._schedules[key] = build_schedule(
                     op.collective,  # type: ignore[arg-type]  # checked by build_schedule
                     op.size_bytes,

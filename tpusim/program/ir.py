@@ -7,7 +7,8 @@ An :class:`Op` is one of
 - ``elementwise``: ``bytes`` streamed through the vector unit from ``memory``;
 - ``embedding``: ``rows`` lookups of ``row_bytes`` each (SparseCores where present);
 - ``collective``: ``collective`` (all-reduce, ...) of ``size_bytes`` (nccl-tests
-  convention) over mesh ``axes`` (empty: all chips); ``overlap=True`` makes it
+  convention) over mesh ``axes`` (empty: all chips) or explicit ``groups`` of chip
+  indices (as an HLO module's replica groups give them); ``overlap=True`` makes it
   asynchronous (XLA's ``-start``/``-done``): it runs on the ICI/DMA engines while
   the TensorCore goes on with ops that do not depend on it;
 - ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``).
@@ -56,6 +57,7 @@ class Op:
     size_bytes: float = 0.0
     axes: tuple[str, ...] = ()
     algorithm: str | None = None
+    groups: tuple[tuple[int, ...], ...] = ()
     overlap: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
 

@@ -28,7 +28,7 @@ from tpusim.config.loader import validate
 from tpusim.config.types import Bandwidth, Bytes, Frozen
 from tpusim.config.yamlio import PathKey, line_of, load_yaml
 from tpusim.errors import ConfigError
-from tpusim.program.ir import ChipOverride, Op, Program, ProgramError
+from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ChipOverride, Op, Program, ProgramError
 
 
 class OpSpec(Frozen):
@@ -69,7 +69,6 @@ class OpSpec(Frozen):
             raise ValueError("a collective op needs 'collective' and 'bytes'")
         if self.kind in ("elementwise", "host_transfer") and self.bytes is None:
             raise ValueError(f"a {self.kind} op needs 'bytes'")
-        extra = {"bandwidth_Bps": self.bandwidth} if self.bandwidth else {}
         return Op(
             name=self.name,
             kind=self.kind,
@@ -88,7 +87,7 @@ class OpSpec(Frozen):
             axes=tuple(self.axes),
             algorithm=self.algorithm,
             overlap=self.overlap,
-            **extra,
+            bandwidth_Bps=self.bandwidth or DEFAULT_HOST_BANDWIDTH_BPS,
         )
 
 
