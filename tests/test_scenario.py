@@ -37,7 +37,7 @@ def rows(record, workload):
 def test_demo_json_contract(demo):
     record, out = demo
     assert record["scenario"] == "demo" and record["out"] == str(out)
-    assert len(record["results"]) == 2 * 5  # 2 systems x (2 swept collectives + 3 programs)
+    assert len(record["results"]) == 2 * 6  # 2 systems x (2 swept collectives + 4 programs)
     for row in record["results"]:
         assert {"system", "workload", "step_time_s"} <= set(row)
 
@@ -82,12 +82,23 @@ def test_demo_training_and_decode_figures_are_consistent(demo):
     assert train["tokens_per_s"] == pytest.approx(256 * 2048 / train["step_time_s"])
 
 
+def test_demo_hlo_replay_matches_tpusim_hlo(demo):
+    from tpusim.cli import hlo_summary
+
+    record, _ = demo
+    fixture = DEMO.parent.parent / "tests" / "fixtures" / "hlo" / "transformer_8.hlo.txt"
+    for system, row in rows(record, "jax-transformer").items():
+        direct = hlo_summary(str(fixture), system, "flow")
+        assert row["step_time_s"] == pytest.approx(direct["step_time_s"], rel=1e-12)
+        assert row["flops_per_chip"] <= direct["flops_per_chip"]  # matmuls only vs all ops
+
+
 def test_demo_outputs_and_trace_format(demo):
     _, out = demo
     for name in ("summary.csv", "ops.csv", "links.csv", "resolved.yaml"):
         assert (out / name).stat().st_size > 0
     traces = sorted(out.glob("trace-*.json"))
-    assert len(traces) == 6
+    assert len(traces) == 8
     events = json.loads(traces[0].read_text())["traceEvents"]
     complete = [e for e in events if e["ph"] == "X"]
     assert complete and all({"name", "pid", "tid", "ts", "dur"} <= set(e) for e in complete)

@@ -251,6 +251,70 @@ def cmd_run(args: argparse.Namespace) -> None:
     print(f"\nwrote {out}/ (summary.csv, ops.csv, links.csv, trace-*.json, resolved.yaml)")
 
 
+def hlo_summary(
+    file: str, system_name: str, fidelity: str, device_chips: list[int] | None = None
+) -> dict[str, Any]:
+    """The ``tpusim hlo`` record: the module's figures and its replay on ``system_name``."""
+    from tpusim.engine import Simulation
+    from tpusim.program.hlo import load_hlo, replay_program
+
+    module, program = load_hlo(file)
+    system = load_system(system_name)
+    program = replay_program(module, program, system.num_chips, device_chips)
+    results = Simulation(system, program, fidelity).run()  # type: ignore[arg-type]
+    summary = results.summary()
+    return {
+        "system": system.name,
+        "file": file,
+        "chips": module.num_devices,
+        "num_ops": len(program.ops),
+        "flops_per_chip": module.flops_per_chip,
+        "collectives": {k: int(v) for k, v in sorted(module.collectives.items())},
+        "collective_bytes_per_chip": module.collective_bytes_per_chip,
+        **{
+            k: summary[k]
+            for k in (
+                "step_time_s",
+                "compute_time_s",
+                "communication_time_s",
+                "exposed_communication_time_s",
+                "mfu",
+            )
+        },
+        "unknown_ops": dict(module.unknown_ops),
+    }
+
+
+def cmd_hlo(args: argparse.Namespace) -> None:
+    try:
+        order = [int(c) for c in args.device_chips.split(",")] if args.device_chips else None
+    except ValueError:
+        raise InputError(
+            f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
+        ) from None
+    record = hlo_summary(args.file, args.system, args.fidelity, order)
+    if args.json:
+        _print_json(record)
+        return
+    collectives = ", ".join(f"{k} {v}" for k, v in record["collectives"].items()) or "none"
+    print(
+        "\n".join(
+            [
+                f"module          {record['file']} ({record['chips']} devices, "
+                f"{record['num_ops']} ops)",
+                f"system          {record['system']}",
+                f"FLOPs per chip  {record['flops_per_chip']:.4g}",
+                f"collectives     {collectives} "
+                f"({units.format_bytes(record['collective_bytes_per_chip'])} per chip)",
+                f"step            {units.format_time(record['step_time_s'])} (compute "
+                f"{units.format_time(record['compute_time_s'])}, communication "
+                f"{units.format_time(record['communication_time_s'])}, exposed "
+                f"{units.format_time(record['exposed_communication_time_s'])})",
+            ]
+        )
+    )
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return units.format_time(value)
@@ -276,6 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
+    p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")
+    p.add_argument("--system", required=True, help="shipped system name or path")
+    p.add_argument("--fidelity", choices=("analytic", "flow", "packet"), default="flow")
+    p.add_argument(
+        "--device-chips",
+        help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_hlo)
     return parser
 
 

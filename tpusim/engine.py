@@ -289,7 +289,10 @@ class Simulation:
         yield self.env.all_of([done[d] for d in op.after])
         label = cls if len(chips) == 1 else f"{cls} ({len(chips)} chips)"
         if op.kind != "collective":
-            duration, unit = self._compute_time_s(op, slowdown)
+            try:
+                duration, unit = self._compute_time_s(op, slowdown)
+            except ValueError as exc:
+                raise InputError(f"op '{op.name}': {exc}") from None
             with core.request() as req:
                 yield req
                 start = self.env.now
@@ -367,7 +370,9 @@ class Simulation:
             compute_time_s=compute,
             communication_time_s=self._comm_s,
             flops_per_chip=self.program.flops_per_chip,
-            peak_flops=self.system.chip.peak_flops_for(dtype),  # type: ignore[arg-type]
+            # MFU against the program's matmul dtype, bf16 where the chip lists none (fp32)
+            peak_flops=self.system.chip.peak_flops.get(dtype)  # type: ignore[call-overload]
+            or self.system.chip.peak_flops["bf16"],
             ops=sorted(self.records, key=lambda r: (r.start_at, r.chips, r.name)),
             link_bytes=self.network.link_bytes,
             links=self.topology.links,

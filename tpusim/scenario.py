@@ -15,6 +15,7 @@
          heads: 32, head_dim: 128, batch: 64, context: 8192, mesh: {data: 16, model: 16},
          tensor_axis: model}
       - {name: prog, kind: program, ops: [{name: mm, kind: matmul, m: 8192, n: 8192, k: 8192}]}
+      - {name: jax, kind: hlo, path: ../tests/fixtures/hlo/transformer_8.hlo.txt}
 
 ``sweep`` maps any field of a workload to a list of values; a workload with several
 swept fields runs their cross product. Errors name the file, the YAML path and the line.
@@ -95,8 +96,17 @@ class ProgramWorkload(ProgramSpec):
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
 
 
+class HloWorkload(Frozen):
+    """An XLA-compiled HLO module (a path, relative to the scenario file) replayed."""
+
+    kind: Literal["hlo"]
+    name: str
+    path: str
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+
+
 Workload = Annotated[
-    CollectiveWorkload | TrainingWorkload | DecodeWorkload | ProgramWorkload,
+    CollectiveWorkload | TrainingWorkload | DecodeWorkload | ProgramWorkload | HloWorkload,
     Field(discriminator="kind"),
 ]
 
@@ -167,6 +177,14 @@ def _program(workload: Any, file: str, index: int, scenario: Scenario) -> Any:
     return program_from_data(raw, file, scenario.lines, ("workloads", index))
 
 
+def _hlo_program(workload: Any, file: str, num_chips: int) -> Any:
+    from tpusim.program.hlo import load_hlo, replay_program
+
+    path = Path(workload.path)
+    module, program = load_hlo(path if path.is_absolute() else Path(file).parent / path)
+    return replay_program(module, program, num_chips)
+
+
 def run_scenario(
     scenario: Scenario, progress: bool = True
 ) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -206,7 +224,10 @@ def run_scenario(
                     }
                 )
                 continue
-            program = _program(workload, scenario.file, index, scenario)
+            if workload.kind == "hlo":
+                program = _hlo_program(workload, scenario.file, system.num_chips)
+            else:
+                program = _program(workload, scenario.file, index, scenario)
             results = Simulation(system, program, scenario.spec.fidelity).run()
         except ValueError as exc:
             raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None

@@ -134,7 +134,13 @@ class ChipCostModel:
         return bandwidth_Bps
 
     def achievable_flops(self, dtype: Dtype) -> float:
-        """Achievable FLOP/s of the chip for ``dtype``; ValueError naming the chip's dtypes."""
+        """Achievable FLOP/s of the chip for ``dtype``; ValueError naming the chip's dtypes.
+
+        fp32 without a published peak runs at the bf16 rate: XLA's default precision
+        computes an f32 dot on a TPU MXU as one bf16 pass.
+        """
+        if dtype == "fp32" and dtype not in self.chip.peak_flops:
+            dtype = "bf16"
         if dtype not in self.chip.peak_flops:
             raise ValueError(
                 f"chip {self.chip.name} has no peak for dtype '{dtype}' "
