@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from tpusim.collectives.runner import simulate_collective
@@ -236,3 +237,15 @@ def test_explicit_groups_run_as_independent_collectives():
     with pytest.raises(InputError, match="equal-sized"):
         bad = Op("ar", "collective", collective="all-reduce", size_bytes=1e6, groups=((0, 1), (2,)))
         Simulation("v5e-pod", Program("p", (bad,))).run()
+
+
+def test_explicit_group_on_a_line_is_folded_so_no_hop_spans_the_line():
+    """Chips 0..7 of a v5e row (no wraparound at 8): in the given order the closing hop
+    7 -> 0 is 7 hops; the folded ring 0,2,4,6,7,5,3,1 has no hop longer than 2."""
+    sim = Simulation("v5e-pod", Program("p", (Op("mm", "matmul", m=8, n=8, k=8),)))
+    order = sim._ring_order(np.arange(8))
+    assert order.tolist() == [0, 2, 4, 6, 7, 5, 3, 1]
+    ring = order.tolist()
+    assert max(abs(a - b) for a, b in zip(ring, ring[1:] + ring[:1], strict=True)) == 2
+    square = sim._ring_order(np.array([0, 1, 17, 16]))  # already a ring of 1-hop steps
+    assert square.tolist() == [0, 1, 2, 3]

@@ -246,7 +246,24 @@ class Simulation:
             raise ValueError(
                 f"groups must be equal-sized lists of chips 0..{self.topology.num_chips - 1}"
             )
-        return Group(chips, (Axis("group", chips.shape[1], "any"),))
+        return Group(chips[:, self._ring_order(chips[0])], (Axis("group", chips.shape[1], "any"),))
+
+    def _ring_order(self, chips: np.ndarray) -> np.ndarray:
+        """Positions of a group in the ring order with the shorter longest hop: as given,
+        or folded (0, 2, 4, ..., 3, 1), which keeps a line of chips from paying its
+        length on the closing hop. Judged on the first group; the others follow it."""
+        from tpusim.collectives.base import ring_order
+
+        def longest(order: np.ndarray) -> tuple[int, int]:
+            ring = chips[order]
+            hops = [
+                self.topology.hops(int(a), int(b))
+                for a, b in zip(ring, np.roll(ring, -1), strict=True)
+            ]
+            return max(hops), sum(hops)
+
+        natural, folded = np.arange(chips.size), ring_order(chips.size, "line")
+        return folded if longest(folded) < longest(natural) else natural
 
     def _schedule(self, op: Op) -> Schedule:
         axes = self._physical_axes(op)
