@@ -36,6 +36,7 @@ from tpusim.hardware import ChipCostModel, MemoryTracker
 from tpusim.network import Fidelity, make_network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
+from tpusim.results import link_utilization
 from tpusim.topology import Topology, build_topology
 
 
@@ -97,7 +98,7 @@ class Results:
     flops_per_chip: float
     peak_flops: float
     ops: list[OpRecord] = field(default_factory=list)
-    link_bytes: np.ndarray | None = None
+    link_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     links: Any = None
     max_hops: int = 0
     mean_hops: float = 0.0
@@ -130,25 +131,13 @@ class Results:
             "mfu": self.mfu,
             "max_hops": self.max_hops,
             "mean_hops": self.mean_hops,
-            "max_link_utilization": float(self._utilization().max(initial=0.0)),
-            "mean_link_utilization": float(self._utilization()[self._used()].mean())
-            if self._used().any()
-            else 0.0,
+            **link_utilization(self.link_bytes, self.links.bandwidth_Bps, self.step_time_s),
         }
-
-    def _used(self) -> np.ndarray:
-        return self.link_bytes > 0 if self.link_bytes is not None else np.zeros(0, dtype=bool)
-
-    def _utilization(self) -> np.ndarray:
-        if self.link_bytes is None or self.step_time_s <= 0:
-            return np.zeros(0)
-        return self.link_bytes / (self.links.bandwidth_Bps * self.step_time_s)
 
     def links_frame(self) -> Any:
         """The ``links`` table (:mod:`tpusim.results.tables`) of the links that carried bytes."""
         from tpusim.results import links_frame
 
-        assert self.link_bytes is not None
         frame = links_frame(self.links, self.link_bytes, self.step_time_s)
         return frame[frame["bytes"] > 0]
 

@@ -22,7 +22,7 @@ from tpusim.config.loader import System, load_system
 from tpusim.network import DEFAULT_PACKET_BYTES, Fidelity, Network, make_network
 from tpusim.network.base import FlowBatch
 from tpusim.network.routes import RouteCache
-from tpusim.results import links_frame
+from tpusim.results import link_utilization, links_frame
 from tpusim.topology import Topology
 
 if TYPE_CHECKING:
@@ -47,12 +47,8 @@ class _Batches:
         return cached[1]
 
     def of(self, step: Step) -> FlowBatch:
-        cached = self._by_step.get(id(step))
-        if cached is None:
-            batch = self.routes.batch(step.src, step.dst, step.bytes, self.split_ports)
-            self._by_step[id(step)] = (step, batch)
-        else:
-            batch = cached[1]
+        """The batch of ``step``, counting its hops as sent."""
+        batch = self.of_cached(step)
         self.hops.append(batch.hops)
         return batch
 
@@ -153,12 +149,6 @@ def run_collective(
     env.run(until=done)
     time_s = float(env.now)
     hops = np.concatenate(batches.hops) if batches.hops else np.zeros(1)
-    used = network.link_bytes > 0
-    util = (
-        network.link_bytes / (network.bandwidth_Bps * time_s)
-        if time_s > 0
-        else np.zeros_like(network.link_bytes)
-    )
     algbw = size / time_s if time_s > 0 else float("inf")
     chips_in = int(np.unique(np.ravel(pairs) if pairs else group.chips).size)
     return CollectiveResult(
@@ -178,9 +168,7 @@ def run_collective(
         mean_hops=float(hops.mean()) if hops.size else 0.0,
         num_steps=schedule.num_steps,
         num_flows=int(sum(h.size for h in batches.hops)),
-        max_link_utilization=float(util.max()) if util.size else 0.0,
-        mean_link_utilization=float(util[used].mean()) if used.any() else 0.0,
-        busiest_link_bytes=float(network.link_bytes.max()) if used.any() else 0.0,
+        **link_utilization(network.link_bytes, network.bandwidth_Bps, time_s),
         num_events=network.num_events,
     ), network
 

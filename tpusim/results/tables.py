@@ -62,6 +62,26 @@ COLLECTIVE_COLUMNS = (
 LINK_COLUMNS = ("src", "dst", "kind", "bandwidth_Bps", "latency_s", "bytes", "utilization")
 
 
+def link_utilization(
+    link_bytes: np.ndarray, bandwidth_Bps: np.ndarray, time_s: float
+) -> dict[str, float]:
+    """``max_link_utilization`` (over all links), ``mean_link_utilization`` (over links
+    that carried bytes) and ``busiest_link_bytes``; utilisation = bytes / (bw x time)."""
+    used = link_bytes > 0
+    if time_s <= 0 or not used.any():
+        return {
+            "max_link_utilization": 0.0,
+            "mean_link_utilization": 0.0,
+            "busiest_link_bytes": float(link_bytes.max(initial=0.0)),
+        }
+    util = link_bytes / (bandwidth_Bps * time_s)
+    return {
+        "max_link_utilization": float(util.max()),
+        "mean_link_utilization": float(util[used].mean()),
+        "busiest_link_bytes": float(link_bytes.max()),
+    }
+
+
 def collectives_frame(results: Iterable[Any]) -> pd.DataFrame:
     """One row per CollectiveResult (or record dict), columns as documented above."""
     import pandas as pd
