@@ -166,7 +166,8 @@ class _Rendezvous:
 class Simulation:
     """One program on one system. ``fidelity`` of the network; ``seed`` for anything
     random (kept so equal inputs give equal numbers); ``onchip`` and ``costs`` override
-    the chip's collective on-chip model and op cost model."""
+    the chip's collective on-chip model and op cost model; ``flow_tolerance``: see
+    :func:`tpusim.network.make_network`."""
 
     def __init__(
         self,
@@ -176,6 +177,7 @@ class Simulation:
         seed: int = 0,
         onchip: OnChipModel | None = None,
         costs: ChipCostModel | None = None,
+        flow_tolerance: float | None = None,
     ):
         self.system = load_system(system) if isinstance(system, str) else system
         self.program, self.fidelity = program, fidelity
@@ -185,7 +187,9 @@ class Simulation:
         self.onchip = onchip or OnChipModel.for_chip(self.system.chip)
         self.mesh_axes = map_mesh(self.topology, program.mesh) if program.mesh else {}
         self.env = simpy.Environment()
-        self.network = make_network(fidelity, self.env, self.topology)
+        self.network = make_network(
+            fidelity, self.env, self.topology, flow_tolerance=flow_tolerance
+        )
         self._batches = _Batches(RouteCache(self.topology), split_ports=False)
         self._schedules: dict[tuple[Any, ...], Schedule] = {}
         self._rendezvous: dict[str, _Rendezvous] = {}

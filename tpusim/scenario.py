@@ -17,27 +17,64 @@
       - {name: prog, kind: program, ops: [{name: mm, kind: matmul, m: 8192, n: 8192, k: 8192}]}
       - {name: jax, kind: hlo, path: ../tests/fixtures/hlo/transformer_8.hlo.txt}
 
-``sweep`` maps any field of a workload to a list of values; a workload with several
-swept fields runs their cross product. Errors name the file, the YAML path and the line.
+``sweep`` maps any field of a workload to a list of values, or to a geometric range
+``{from: 1 KiB, to: 1 GiB, factor: 4}``; a workload with several swept fields runs
+their cross product. ``per_system`` overrides fields for named systems (a mesh that
+fits that topology). A mesh axis of size ``auto`` takes the chips the other axes leave;
+``batch_per_shard`` (training) sets the global batch from the batch-sharding axes.
+
+Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
+:func:`tpusim.network.make_network`), ``assumptions`` (all-in power per chip and price
+per chip-hour, keyed by chip name, for energy and cost columns), ``plots`` and
+``claims`` (write figures and the vendor-claims table). Errors name the file, the YAML
+path and the line.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt
+import numpy as np
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from tpusim.config.loader import System, load_system, validate
-from tpusim.config.types import Bytes, Frozen
+from tpusim.config.types import Bytes, Frozen, Power
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError, InputError
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
+from tpusim.units import format_bytes, parse_bytes
 
 Fidelity = Literal["analytic", "flow", "packet"]
+
+
+class SweepRange(Frozen):
+    """Geometric values ``from``, ``from * factor``, ... up to ``to`` (sizes with units
+    or plain numbers)."""
+
+    start: float | int | str = Field(alias="from")
+    stop: float | int | str = Field(alias="to")
+    factor: float = Field(gt=1)
+
+    def values(self) -> list[float | int]:
+        as_bytes = isinstance(self.start, str) or isinstance(self.stop, str)
+        lo = parse_bytes(self.start) if as_bytes else float(self.start)
+        hi = parse_bytes(self.stop) if as_bytes else float(self.stop)
+        if not 0 < lo <= hi:
+            raise ValueError("a range needs 0 < from <= to")
+        count = math.floor(math.log(hi / lo) / math.log(self.factor) + 1e-9) + 1
+        out = [lo * self.factor**k for k in range(count)]
+        integral = not as_bytes and all(float(v).is_integer() for v in out)
+        return [round(v) for v in out] if integral or as_bytes else out
+
+
+Sweep = dict[str, list[Any] | SweepRange]
 
 
 class CollectiveWorkload(Frozen):
@@ -57,7 +94,17 @@ class CollectiveWorkload(Frozen):
     algorithm: (
         Literal["ring", "bidir-ring", "torus", "halving-doubling", "direct", "hierarchical"] | None
     ) = None
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class TopologyWorkload(Frozen):
+    """The system's topology metrics (diameter, mean hops, bisection, hop histogram)."""
+
+    kind: Literal["topology"]
+    name: str
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class _Model(Frozen):
@@ -67,25 +114,46 @@ class _Model(Frozen):
     d_ff: PositiveInt
     heads: PositiveInt
     head_dim: PositiveInt
-    batch: PositiveInt
     dtype: Literal["fp32", "bf16", "fp8", "int8", "int4", "fp4"] = "bf16"
-    mesh: dict[str, PositiveInt]
+    mesh: dict[str, PositiveInt | Literal["auto"]]
     tensor_axis: str | None = None
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_auto(self) -> _Model:
+        if sum(v == "auto" for v in self.mesh.values()) > 1:
+            raise ValueError("at most one mesh axis can be 'auto'")
+        return self
 
 
 class TrainingWorkload(_Model):
+    """``batch`` is the global batch in sequences; or ``batch_per_shard`` sequences per
+    shard of the batch axes (data, fsdp, expert), which keeps the work per chip the same
+    on systems of different sizes."""
+
     kind: Literal["training_step"]
     seq: PositiveInt
+    batch: PositiveInt | None = None
+    batch_per_shard: PositiveInt | None = None
     data_axis: str | None = "data"
     fsdp_axis: str | None = None
     experts: int = Field(0, ge=0)
     expert_axis: str | None = None
     top_k: PositiveInt = 2
 
+    @model_validator(mode="after")
+    def _one_batch(self) -> TrainingWorkload:
+        if (self.batch is None) == (self.batch_per_shard is None):
+            raise ValueError("give exactly one of 'batch' and 'batch_per_shard'")
+        return self
+
 
 class DecodeWorkload(_Model):
+    """``batch`` sequences per model replica (tensor-parallel group)."""
+
     kind: Literal["decode_step"]
+    batch: PositiveInt
     context: PositiveInt
     kv_heads: PositiveInt | None = None
     kv_cache: Literal["hbm", "sram"] = "hbm"
@@ -93,7 +161,8 @@ class DecodeWorkload(_Model):
 
 class ProgramWorkload(ProgramSpec):
     kind: Literal["program"]
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class HloWorkload(Frozen):
@@ -102,21 +171,44 @@ class HloWorkload(Frozen):
     kind: Literal["hlo"]
     name: str
     path: str
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 Workload = Annotated[
-    CollectiveWorkload | TrainingWorkload | DecodeWorkload | ProgramWorkload | HloWorkload,
+    CollectiveWorkload
+    | TopologyWorkload
+    | TrainingWorkload
+    | DecodeWorkload
+    | ProgramWorkload
+    | HloWorkload,
     Field(discriminator="kind"),
 ]
+
+_NOT_FIELDS = ("sweep", "per_system")
+
+
+class Assumptions(Frozen):
+    """Figures nothing publishes, keyed by chip name: all-in power per chip (energy
+    columns) and price per chip-hour in US dollars (cost columns). A chip missing here
+    falls back to its file's ``power.typical``; without a price there is no cost."""
+
+    power_per_chip_W: dict[str, Power] = Field(default_factory=dict, alias="power_per_chip")
+    price_per_chip_hour_usd: dict[str, PositiveFloat] = Field(
+        default_factory=dict, alias="price_per_chip_hour_usd"
+    )
 
 
 class ScenarioSpec(Frozen):
     name: str
     description: str = ""
     fidelity: Fidelity = "flow"
+    flow_tolerance: float | None = Field(None, ge=0, lt=1)
     systems: list[str] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
+    assumptions: Assumptions = Field(default_factory=Assumptions)
+    plots: bool = False
+    claims: bool = False
 
 
 class Scenario:
@@ -128,6 +220,7 @@ class Scenario:
         self.spec = validate(ScenarioSpec, self.data, self.file, self.lines)
         self.systems = [self._system(i, name) for i, name in enumerate(self.spec.systems)]
         self.runs = [run for i, w in enumerate(self.spec.workloads) for run in self._expand(i, w)]
+        self._check_names()
 
     def _error(self, problem: str, path: PathKey) -> ConfigError:
         return ConfigError(
@@ -142,30 +235,93 @@ class Scenario:
                 raise
             raise self._error(exc.problem, ("systems", index)) from None
 
+    def _check_names(self) -> None:
+        """``per_system`` keys name systems of the scenario; assumptions name its chips."""
+        names = self.spec.systems
+        for i, workload in enumerate(self.spec.workloads):
+            for name in workload.per_system:
+                if name not in names:
+                    raise self._error(
+                        f"'{name}' is not one of the scenario's systems ({', '.join(names)})",
+                        ("workloads", i, "per_system", name),
+                    )
+        chips = sorted({s.chip.name for s in self.systems})
+        for key in ("power_per_chip", "price_per_chip_hour_usd"):
+            for name in (self.data.get("assumptions") or {}).get(key) or {}:
+                if name not in chips:
+                    raise self._error(
+                        f"'{name}' is not a chip of the scenario's systems ({', '.join(chips)})",
+                        ("assumptions", key, name),
+                    )
+
+    def _sweep_values(self, index: int, name: str, values: Any) -> list[tuple[Any, str]]:
+        """(value, label) pairs of one swept field."""
+        if isinstance(values, SweepRange):
+            try:
+                expanded = values.values()
+            except Exception as exc:  # bad units or bounds
+                raise self._error(str(exc), ("workloads", index, "sweep", name)) from None
+            as_bytes = isinstance(values.start, str) or isinstance(values.stop, str)
+            return [
+                (v, format_bytes(v).replace(".0 ", " ") if as_bytes else str(v)) for v in expanded
+            ]
+        return [(v, str(v)) for v in values]
+
     def _expand(self, index: int, workload: Any) -> Iterator[tuple[int, Any]]:
         """The workload once per point of its sweep's cross product (validated again)."""
         raw = self.data["workloads"][index]
         fields = list(workload.sweep)
         for name in fields:
-            if name == "sweep" or name not in type(workload).model_fields:
+            if name in _NOT_FIELDS or name not in type(workload).model_fields:
                 raise self._error(
                     f"sweep over '{name}', which is not a field of a {workload.kind} workload",
                     ("workloads", index, "sweep", name),
                 )
-        for values in itertools.product(*(workload.sweep[f] for f in fields)):
-            point = {k: v for k, v in raw.items() if k != "sweep"} | dict(
-                zip(fields, values, strict=True)
-            )
-            label = ",".join(f"{f}={v}" for f, v in zip(fields, values, strict=True))
-            expanded = validate(type(workload), point, self.file, self.lines, ("workloads", index))
+        axes = [self._sweep_values(index, f, workload.sweep[f]) for f in fields]
+        for point in itertools.product(*axes):
+            data = {k: v for k, v in raw.items() if k != "sweep"} | {
+                f: value for f, (value, _) in zip(fields, point, strict=True)
+            }
+            label = ",".join(f"{f}={text}" for f, (_, text) in zip(fields, point, strict=True))
+            expanded = validate(type(workload), data, self.file, self.lines, ("workloads", index))
             yield index, (expanded, f"{workload.name}[{label}]" if label else workload.name)
+
+    def for_system(self, index: int, workload: Any, system: System) -> Any:
+        """``workload`` with its ``per_system`` override for ``system`` and its mesh's
+        ``auto`` axis and ``batch_per_shard`` resolved for the system's chip count."""
+        override = workload.per_system.get(system.name)
+        if override:
+            data = workload.model_dump(by_alias=True, exclude=set(_NOT_FIELDS)) | override
+            prefix: PathKey = ("workloads", index, "per_system", system.name)
+            workload = validate(type(workload), data, self.file, self.lines, prefix)
+        mesh = getattr(workload, "mesh", None)
+        if not mesh:
+            return workload
+        fixed = math.prod(v for v in mesh.values() if v != "auto")
+        resolved = dict(mesh)
+        for name, size in mesh.items():
+            if size == "auto":
+                if system.num_chips % fixed:
+                    raise self._error(
+                        f"{system.name}: {system.num_chips} chips do not divide by the "
+                        f"other mesh axes ({fixed} chips)",
+                        ("workloads", index, "mesh", name),
+                    )
+                resolved[name] = system.num_chips // fixed
+        update: dict[str, Any] = {"mesh": resolved}
+        if getattr(workload, "batch_per_shard", None):
+            axes = {workload.data_axis, workload.fsdp_axis, workload.expert_axis} - {None}
+            shards = math.prod(resolved.get(a, 1) for a in axes)
+            update["batch"] = workload.batch_per_shard * shards
+        return workload.model_copy(update=update)
 
 
 def _program(workload: Any, file: str, index: int, scenario: Scenario) -> Any:
     from tpusim.program.builders import decode_step, training_step
     from tpusim.program.ir import ProgramError
 
-    fields = workload.model_dump(exclude={"kind", "name", "sweep"})
+    fields = workload.model_dump(exclude={"kind", "name", "sweep", "per_system"})
+    fields.pop("batch_per_shard", None)
     try:
         if workload.kind == "training_step":
             return training_step(**fields)
@@ -173,7 +329,11 @@ def _program(workload: Any, file: str, index: int, scenario: Scenario) -> Any:
             return decode_step(**fields)
     except ProgramError as exc:
         raise scenario._error(str(exc), ("workloads", index)) from None
-    raw = {k: v for k, v in scenario.data["workloads"][index].items() if k not in ("kind", "sweep")}
+    raw = {
+        k: v
+        for k, v in scenario.data["workloads"][index].items()
+        if k not in ("kind", "sweep", "per_system")
+    }
     return program_from_data(raw, file, scenario.lines, ("workloads", index))
 
 
@@ -185,66 +345,168 @@ def _hlo_program(workload: Any, file: str, num_chips: int) -> Any:
     return replay_program(module, program, num_chips)
 
 
-def run_scenario(
-    scenario: Scenario, progress: bool = True
-) -> tuple[list[dict[str, Any]], list[Any]]:
-    """Every system x workload; returns summary rows and (label, Results) for op tables."""
+@dataclass
+class CollectiveLinks:
+    """Per-link bytes of the largest run of one collective workload on one system."""
+
+    system: str
+    workload: str
+    op: str
+    bytes: float
+    time_s: float
+    link_bytes: np.ndarray
+
+
+@dataclass
+class ScenarioRun:
+    """What :func:`run_scenario` produced. Unpacks as ``rows, details``.
+
+    ``rows``: one summary dict per system x workload point; ``details``: (system,
+    label, :class:`~tpusim.engine.Results`) of each simulated program; ``collectives``:
+    per-link bytes of each collective workload's largest size per system;
+    ``topologies``: system name -> Topology; ``wall_s``: seconds the run took.
+    """
+
+    rows: list[dict[str, Any]]
+    details: list[Any]
+    collectives: list[CollectiveLinks] = field(default_factory=list)
+    topologies: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.rows, self.details))
+
+
+def _tokens_per_step(workload: Any) -> float | None:
+    """Tokens one step of the whole system processes (training: global batch x seq;
+    decode: one token per sequence of every replica)."""
+    if workload.kind == "training_step":
+        return float(workload.batch * workload.seq)
+    if workload.kind == "decode_step":
+        tp = workload.mesh.get(workload.tensor_axis, 1) if workload.tensor_axis else 1
+        replicas = math.prod(workload.mesh.values()) // tp
+        return float(workload.batch * replicas)
+    return None
+
+
+def _economics(
+    row: dict[str, Any], system: System, assumptions: Assumptions, tokens: float | None
+) -> None:
+    """Energy and cost columns of a program row, where power and price are known."""
+    step, chips = row["step_time_s"], system.num_chips
+    chip = system.chip
+    power = assumptions.power_per_chip_W.get(chip.name)
+    if power is None and chip.power is not None:
+        power = chip.power.typical_W
+    row["chip_hours_per_step"] = chips * step / 3600.0
+    if tokens:
+        row["tokens_per_s"] = tokens / step
+        row["tokens_per_s_per_chip"] = tokens / step / chips
+    if power is not None:
+        row["power_per_chip_W"] = power
+        row["energy_per_step_J"] = power * chips * step
+        if tokens:
+            row["energy_per_token_J"] = row["energy_per_step_J"] / tokens
+    price = assumptions.price_per_chip_hour_usd.get(chip.name)
+    if price is not None:
+        row["cost_per_step_usd"] = price * row["chip_hours_per_step"]
+        if tokens:
+            row["cost_per_million_tokens_usd"] = row["cost_per_step_usd"] / tokens * 1e6
+
+
+def run_scenario(scenario: Scenario, progress: bool = True) -> ScenarioRun:
+    """Every system x workload; returns a :class:`ScenarioRun` (unpacks as rows, details)."""
     from tpusim.collectives.runner import run_collective
     from tpusim.engine import Simulation
+    from tpusim.network.routes import RouteCache
+    from tpusim.report import topology_summary
     from tpusim.topology import build_topology
 
-    rows: list[dict[str, Any]] = []
-    details: list[Any] = []
+    spec = scenario.spec
+    out = ScenarioRun([], [])
+    began = time.perf_counter()
     total = len(scenario.systems) * len(scenario.runs)
-    for n, (system, (index, (workload, label))) in enumerate(
-        itertools.product(scenario.systems, scenario.runs), start=1
-    ):
-        if progress:
-            print(f"[{n}/{total}] {system.name} {label}", file=sys.stderr, flush=True)
-        try:
-            if workload.kind == "collective":
-                result, _ = run_collective(
-                    build_topology(system),
-                    workload.op,
-                    workload.bytes,
-                    chip=system.chip,
-                    system_name=system.name,
-                    axes=workload.axes or None,
-                    chips=workload.chips,
-                    algorithm=workload.algorithm,
-                    fidelity=scenario.spec.fidelity,
+    n = 0
+    for system in scenario.systems:
+        topology = out.topologies[system.name] = build_topology(system)
+        routes = RouteCache(topology)
+        largest: dict[str, CollectiveLinks] = {}
+        for index, (workload, label) in scenario.runs:
+            n += 1
+            if progress:
+                print(
+                    f"[{n}/{total}] {system.name} {label} ({time.perf_counter() - began:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
                 )
-                rows.append(
-                    {
-                        "system": system.name,
-                        "workload": label,
-                        "kind": "collective",
-                        **result.record(),
-                        "step_time_s": result.time_s,
-                    }
-                )
-                continue
-            if workload.kind == "hlo":
-                program = _hlo_program(workload, scenario.file, system.num_chips)
-            else:
-                program = _program(workload, scenario.file, index, scenario)
-            results = Simulation(system, program, scenario.spec.fidelity).run()
-        except ValueError as exc:
-            raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
-        except InputError as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
-        row = {"system": system.name, "workload": label, "kind": workload.kind, **results.summary()}
-        row["workload"] = label
-        if workload.kind == "training_step":
-            row["tokens_per_s"] = workload.batch * workload.seq / results.step_time_s
-        if workload.kind == "decode_step":
-            row["per_token_latency_s"] = results.step_time_s
-            row["tokens_per_s"] = workload.batch / results.step_time_s
-        rows.append(row)
-        details.append((system.name, label, results))
-    return rows, details
+            try:
+                workload = scenario.for_system(index, workload, system)
+                if workload.kind == "topology":
+                    record = topology_summary(system, topology)
+                    row = {"system": system.name, "workload": label, "kind": "topology"}
+                    row |= {k: v for k, v in record.items() if not isinstance(v, dict)}
+                    row.pop("system", None)
+                    out.rows.append({"system": system.name, **row})
+                    continue
+                if workload.kind == "collective":
+                    result, network = run_collective(
+                        topology,
+                        workload.op,
+                        workload.bytes,
+                        chip=system.chip,
+                        system_name=system.name,
+                        axes=workload.axes or None,
+                        chips=workload.chips,
+                        algorithm=workload.algorithm,
+                        fidelity=spec.fidelity,
+                        routes=routes,
+                        flow_tolerance=spec.flow_tolerance,
+                    )
+                    out.rows.append(
+                        {
+                            "system": system.name,
+                            "workload": label,
+                            "kind": "collective",
+                            **result.record(),
+                            "step_time_s": result.time_s,
+                        }
+                    )
+                    seen = largest.get(workload.name)
+                    if seen is None or workload.bytes >= seen.bytes:
+                        largest[workload.name] = CollectiveLinks(
+                            system.name,
+                            workload.name,
+                            workload.op,
+                            workload.bytes,
+                            result.time_s,
+                            np.array(network.link_bytes, dtype=float),
+                        )
+                    continue
+                if workload.kind == "hlo":
+                    program = _hlo_program(workload, scenario.file, system.num_chips)
+                else:
+                    program = _program(workload, scenario.file, index, scenario)
+                results = Simulation(
+                    system, program, spec.fidelity, flow_tolerance=spec.flow_tolerance
+                ).run()
+            except ValueError as exc:
+                raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
+            except InputError as exc:
+                if isinstance(exc, ConfigError):
+                    raise
+                raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
+            row = {"system": system.name, "workload": label, "kind": workload.kind}
+            row |= results.summary()
+            row["workload"] = label
+            row["chips"] = system.num_chips
+            if workload.kind == "decode_step":
+                row["per_token_latency_s"] = results.step_time_s
+            _economics(row, system, spec.assumptions, _tokens_per_step(workload))
+            out.rows.append(row)
+            out.details.append((system.name, label, results))
+        out.collectives.extend(largest.values())
+    out.wall_s = time.perf_counter() - began
+    return out
 
 
 def write_outputs(

@@ -123,8 +123,14 @@ def run_collective(
     pairs: list[tuple[int, int]] | None = None,
     packet_bytes: float = DEFAULT_PACKET_BYTES,
     check_capacity: bool = False,
+    routes: RouteCache | None = None,
+    flow_tolerance: float | None = None,
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``.
+
+    ``flow_tolerance``: see :func:`tpusim.network.make_network`.
+    ``routes``: a :class:`RouteCache` of ``topology`` to reuse (runs of one collective
+    at several sizes then route each step once); a fresh one by default.
 
     The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
     (:meth:`OnChipModel.for_chip`), else there is none. Returns the result and the
@@ -140,11 +146,17 @@ def run_collective(
     else:
         model = OnChipModel.for_chip(chip, engine) if chip is not None else OnChipModel.none()
     env = simpy.Environment()
-    kwargs: dict[str, Any] = {"check_capacity": check_capacity} if fidelity == "flow" else {}
+    kwargs: dict[str, Any] = {}
+    if fidelity == "flow":
+        kwargs = {"check_capacity": check_capacity, "flow_tolerance": flow_tolerance}
     if fidelity == "packet":
         kwargs = {"packet_bytes": packet_bytes}
     network = make_network(fidelity, env, topology, **kwargs)
-    batches = _Batches(RouteCache(topology), split_ports=op == "collective-permute")
+    if routes is None:
+        routes = RouteCache(topology)
+    elif routes.topology is not topology:
+        raise ValueError("routes must be a RouteCache of the same topology")
+    batches = _Batches(routes, split_ports=op == "collective-permute")
     done = execute(env, network, schedule, model, batches)
     env.run(until=done)
     time_s = float(env.now)

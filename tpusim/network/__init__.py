@@ -35,12 +35,24 @@ def make_network(
     topology: Topology,
     packet_bytes: float = DEFAULT_PACKET_BYTES,
     check_capacity: bool = False,
+    flow_tolerance: float | None = None,
 ) -> Network:
-    """The network model of ``fidelity`` on ``topology`` inside ``env``."""
+    """The network model of ``fidelity`` on ``topology`` inside ``env``.
+
+    ``flow_tolerance`` (flow fidelity only) sets both the max-min rate tolerance and
+    the drain merge tolerance of :class:`FlowNetwork` (1% each by default)."""
     if fidelity == "analytic":
         return AnalyticNetwork(env, topology)
     if fidelity == "flow":
-        return FlowNetwork(env, topology, check_capacity=check_capacity)
+        if flow_tolerance is None:
+            return FlowNetwork(env, topology, check_capacity=check_capacity)
+        return FlowNetwork(
+            env,
+            topology,
+            check_capacity=check_capacity,
+            merge_tolerance=flow_tolerance,
+            rate_tolerance=flow_tolerance,
+        )
     if fidelity == "packet":
         return PacketNetwork(env, topology, packet_bytes=packet_bytes)
     raise ValueError(f"unknown fidelity '{fidelity}' (choose from {', '.join(FIDELITIES)})")

@@ -1,9 +1,11 @@
 """Turning transfers (src chip, dst chip, bytes) into flow batches with routes.
 
 Routes are the topology's deterministic routes, cached per (src, dst) pair: a
-collective repeats the same pairs step after step. Batches whose transfers all
-go to a direct neighbour (ring steps on a torus) are resolved in one vectorised
-lookup with no Python loop over transfers.
+collective repeats the same pairs step after step. Vectorised route lookups are
+also cached per whole (src array, dst array), so one cache shared by runs of the
+same collective at several sizes (a bandwidth curve) routes each step once.
+Batches whose transfers all go to a direct neighbour (ring steps on a torus) are
+resolved in one vectorised lookup with no Python loop over transfers.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class RouteCache:
     def __init__(self, topology: Topology):
         self.topology = topology
         self._paths: dict[tuple[int, int, int], np.ndarray] = {}
+        self._many: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray]] = {}
 
     def _links(self, src: int, dst: int, rotation: int = 0) -> np.ndarray:
         key = (src, dst, rotation)
@@ -55,8 +58,11 @@ class RouteCache:
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
         topo = self.topology
         if isinstance(topo, Boardfly) or (isinstance(topo, Torus) and not topo.twisted):
-            ptr, links = topo.route_links_many(src, dst)
-            return FlowBatch(src, dst, sizes, ptr, links)
+            key = (src.tobytes(), dst.tobytes())
+            routed = self._many.get(key)
+            if routed is None:
+                routed = self._many[key] = topo.route_links_many(src, dst)
+            return FlowBatch(src, dst, sizes, *routed)
         paths = [
             self._links(int(s), int(d)) if s != d else np.zeros(0, dtype=np.int64)
             for s, d in zip(src.tolist(), dst.tolist(), strict=True)
