@@ -338,3 +338,22 @@ def test_halving_doubling_flow_sees_partner_contention():
     analytic, _ = run(ring(n), "all-reduce", V, "analytic", algorithm="halving-doubling")
     assert flow.time_s == pytest.approx(total, rel=REL)
     assert flow.time_s > 1.5 * analytic.time_s
+
+
+def test_one_boardfly_level_defaults_to_direct_exchange():
+    """An all-reduce over the ``group`` axis of a 1,024-chip Boardfly (32 groups, one
+    global link per group pair): the 32 chips of a group run 32 parallel all-reduces
+    that all cross the same global links. Direct reduce-scatter + all-gather puts
+    32 x V/32 = V bytes on each global link per phase: 2 V / W in all. (A ring would
+    put all 32 chips' steps on one link: ~15x that.)"""
+    from tpusim.collectives import default_algorithm, make_group
+    from tpusim.collectives.runner import simulate_collective
+    from tpusim.config import load_system
+    from tpusim.topology import build_topology
+
+    system = load_system("tpu8i-1024")
+    group = make_group(build_topology(system), ["group"])
+    assert default_algorithm("all-reduce", group) == "hierarchical"
+    V, W = 352e6, system.link_bandwidth_Bps
+    result, _ = simulate_collective(system, "all-reduce", V, axes=["group"])
+    assert 2 * V / W <= result.time_s <= 1.1 * 2 * V / W

@@ -51,8 +51,10 @@ DIRECT_ALL_TO_ALL_MAX_CHIPS = {"torus": 1152, "other": 256}
 
 def default_algorithm(op: Op, group: Group) -> Algorithm:
     """The fastest algorithm tpusim knows for ``op`` on this group's structure (as XLA
-    would pick): multi-axis torus on torus axes, hierarchical on Boardfly and pods,
-    direct permute, and direct all-to-all up to 1,152 chips on a torus and 256
+    would pick): multi-axis torus on torus axes, hierarchical on Boardfly and pods
+    (also over one fully connected Boardfly level, where it exchanges directly: a ring
+    over the 32 groups of a 1,024-chip Boardfly puts every chip's step on one global
+    link and takes 15x longer), direct permute, and direct all-to-all up to 1,152 chips on a torus and 256
     elsewhere (beyond, level by level: n^2 flows with uneven routes make the flow
     fidelity slow, see README)."""
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
@@ -63,7 +65,9 @@ def default_algorithm(op: Op, group: Group) -> Algorithm:
         return "direct"
     if torus_axes:
         return "torus"
-    return "hierarchical" if len(group.axes) > 1 else "bidir-ring"
+    if len(group.axes) > 1 or group.axes[0].kind == "full":
+        return "hierarchical"
+    return "bidir-ring"
 
 
 def build_schedule(
