@@ -54,9 +54,9 @@ def default_algorithm(op: Op, group: Group) -> Algorithm:
     would pick): multi-axis torus on torus axes, hierarchical on Boardfly and pods
     (also over one fully connected Boardfly level, where it exchanges directly: a ring
     over the 32 groups of a 1,024-chip Boardfly puts every chip's step on one global
-    link and takes 15x longer), direct permute, and direct all-to-all up to 1,152 chips on a torus and 256
-    elsewhere (beyond, level by level: n^2 flows with uneven routes make the flow
-    fidelity slow, see README)."""
+    link and takes 15x longer), direct permute, and direct all-to-all up to 1,152
+    chips on a torus and 256 elsewhere (beyond, level by level: n^2 flows with uneven
+    routes make the flow fidelity slow, see README)."""
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     if op == "collective-permute":
         return "direct"
