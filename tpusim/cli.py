@@ -226,29 +226,67 @@ def _sweep_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (one per core) or more, got {value}")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> None:
+    import os
     from pathlib import Path
 
+    import pandas as pd
+
+    from tpusim.report import comparison_table, format_table, write_scenario_plots
     from tpusim.scenario import Scenario, run_scenario, write_outputs
 
     scenario = Scenario(args.scenario)
-    rows, details = run_scenario(scenario, progress=not args.quiet)
+    jobs = args.jobs or (os.cpu_count() or 1)
+    run = run_scenario(scenario, progress=not args.quiet, jobs=jobs)
     out = Path(args.out or Path("out") / scenario.spec.name)
-    write_outputs(out, scenario, rows, details)
+    write_outputs(out, scenario, run.rows, run.details)
+    table = comparison_table(run.rows)
+    table.to_csv(out / "comparison.csv", index_label="figure")
+    claims = None
+    if scenario.spec.claims:
+        from tpusim.claims import format_claims, vendor_claims
+
+        claims = vendor_claims(run.rows)
+        claims.to_csv(out / "claims.csv", index=False)
+    pictures = write_scenario_plots(out, run) if scenario.spec.plots else []
     if args.json:
-        _print_json({"scenario": scenario.spec.name, "results": rows, "out": str(out)})
+        record: dict[str, Any] = {
+            "scenario": scenario.spec.name,
+            "results": run.rows,
+            "out": str(out),
+            "comparison": {
+                system: {k: v for k, v in column.items() if pd.notna(v)}
+                for system, column in table.to_dict().items()
+            },
+            "plots": [str(p) for p in pictures],
+            "wall_s": run.wall_s,
+        }
+        if claims is not None:
+            record["claims"] = claims.to_dict("records")
+        _print_json(record)
         return
-    columns = [
-        "system",
-        "workload",
-        "step_time_s",
-        "compute_time_s",
-        "communication_time_s",
-        "exposed_communication_time_s",
-    ]
-    table = [{c: _cell(r.get(c)) for c in columns} for r in rows]
-    print(_table(table, columns))
-    print(f"\nwrote {out}/ (summary.csv, ops.csv, links.csv, trace-*.json, resolved.yaml)")
+    print(f"{scenario.spec.name}: {scenario.spec.description}".rstrip(": "))
+    print()
+    print(format_table(table))
+    if claims is not None:
+        print("\nVendor claims against tpusim\n")
+        print(format_claims(claims))
+    files = "summary.csv, comparison.csv, ops.csv, links.csv, trace-*.json, resolved.yaml"
+    if claims is not None:
+        files += ", claims.csv"
+    if pictures:
+        files += f", {len(pictures)} plots (PNG and SVG)"
+    print(f"\nwrote {out}/ ({files}) in {run.wall_s:.0f} s of simulation")
 
 
 def hlo_summary(
@@ -339,6 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default out/SCENARIO_NAME)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=0,
+        help="systems simulated at once, each in its own process "
+        "(default: one per CPU core; 1 runs in-process)",
+    )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
     p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")

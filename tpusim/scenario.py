@@ -47,7 +47,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Bytes, Frozen, Power
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
-from tpusim.errors import ConfigError, InputError
+from tpusim.errors import ConfigError, InputError, SimulationError, TpusimError
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.units import format_bytes, parse_bytes
 
@@ -414,8 +414,55 @@ def _economics(
             row["cost_per_million_tokens_usd"] = row["cost_per_step_usd"] / tokens * 1e6
 
 
-def run_scenario(scenario: Scenario, progress: bool = True) -> ScenarioRun:
-    """Every system x workload; returns a :class:`ScenarioRun` (unpacks as rows, details)."""
+def run_scenario(scenario: Scenario, progress: bool = True, jobs: int = 1) -> ScenarioRun:
+    """Every system x workload; returns a :class:`ScenarioRun` (unpacks as rows, details).
+
+    ``jobs`` > 1 runs that many systems at once in worker processes (each system's
+    workloads in order in one process, so its route cache is shared); the rows come
+    back in the scenario's order and are the same numbers as in-process.
+    """
+    began = time.perf_counter()
+    names = [s.name for s in scenario.systems]
+    if jobs > 1 and len(names) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # largest systems first, so the pool ends evenly
+        order = sorted(range(len(names)), key=lambda i: -scenario.systems[i].num_chips)
+        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
+            futures = {i: pool.submit(_run_system_file, scenario.file, i, progress) for i in order}
+            parts = [_raise_failure(futures[i].result()) for i in range(len(names))]
+    else:
+        parts = [_run_system(scenario, i, progress) for i in range(len(names))]
+    out = ScenarioRun([], [])
+    for part in parts:
+        out.rows += part.rows
+        out.details += part.details
+        out.collectives += part.collectives
+        out.topologies |= part.topologies
+    out.wall_s = time.perf_counter() - began
+    return out
+
+
+def _run_system_file(file: str, index: int, progress: bool) -> ScenarioRun | tuple[int, str]:
+    """:func:`_run_system` in a worker process (the scenario is loaded there again); a
+    tpusim error comes back as (exit code, message), which always pickles."""
+    try:
+        return _run_system(Scenario(file), index, progress)
+    except TpusimError as exc:
+        return exc.exit_code, str(exc)
+
+
+def _raise_failure(part: ScenarioRun | tuple[int, str]) -> ScenarioRun:
+    if isinstance(part, ScenarioRun):
+        return part
+    code, message = part
+    raise (InputError if code == 2 else SimulationError)(message)
+
+
+def _run_system(scenario: Scenario, system_index: int, progress: bool) -> ScenarioRun:
+    """Every workload of the scenario on one of its systems."""
     from tpusim.collectives.runner import run_collective
     from tpusim.engine import Simulation
     from tpusim.network.routes import RouteCache
@@ -423,89 +470,86 @@ def run_scenario(scenario: Scenario, progress: bool = True) -> ScenarioRun:
     from tpusim.topology import build_topology
 
     spec = scenario.spec
+    system = scenario.systems[system_index]
     out = ScenarioRun([], [])
     began = time.perf_counter()
-    total = len(scenario.systems) * len(scenario.runs)
-    n = 0
-    for system in scenario.systems:
-        topology = out.topologies[system.name] = build_topology(system)
-        routes = RouteCache(topology)
-        largest: dict[str, CollectiveLinks] = {}
-        for index, (workload, label) in scenario.runs:
-            n += 1
-            if progress:
-                print(
-                    f"[{n}/{total}] {system.name} {label} ({time.perf_counter() - began:.1f} s)",
-                    file=sys.stderr,
-                    flush=True,
+    total = len(scenario.runs)
+    topology = out.topologies[system.name] = build_topology(system)
+    routes = RouteCache(topology)
+    largest: dict[str, CollectiveLinks] = {}
+    for n, (index, (workload, label)) in enumerate(scenario.runs, start=1):
+        if progress:
+            print(
+                f"[{system.name} {n}/{total}] {label} ({time.perf_counter() - began:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        try:
+            workload = scenario.for_system(index, workload, system)
+            if workload.kind == "topology":
+                record = topology_summary(system, topology)
+                row = {"system": system.name, "workload": label, "kind": "topology"}
+                row |= {k: v for k, v in record.items() if not isinstance(v, dict)}
+                row["system"] = system.name
+                out.rows.append(row)
+                continue
+            if workload.kind == "collective":
+                result, network = run_collective(
+                    topology,
+                    workload.op,
+                    workload.bytes,
+                    chip=system.chip,
+                    system_name=system.name,
+                    axes=workload.axes or None,
+                    chips=workload.chips,
+                    algorithm=workload.algorithm,
+                    fidelity=spec.fidelity,
+                    routes=routes,
+                    flow_tolerance=spec.flow_tolerance,
                 )
-            try:
-                workload = scenario.for_system(index, workload, system)
-                if workload.kind == "topology":
-                    record = topology_summary(system, topology)
-                    row = {"system": system.name, "workload": label, "kind": "topology"}
-                    row |= {k: v for k, v in record.items() if not isinstance(v, dict)}
-                    row.pop("system", None)
-                    out.rows.append({"system": system.name, **row})
-                    continue
-                if workload.kind == "collective":
-                    result, network = run_collective(
-                        topology,
+                out.rows.append(
+                    {
+                        "system": system.name,
+                        "workload": label,
+                        "kind": "collective",
+                        **result.record(),
+                        "step_time_s": result.time_s,
+                    }
+                )
+                seen = largest.get(workload.name)
+                if seen is None or workload.bytes >= seen.bytes:
+                    largest[workload.name] = CollectiveLinks(
+                        system.name,
+                        workload.name,
                         workload.op,
                         workload.bytes,
-                        chip=system.chip,
-                        system_name=system.name,
-                        axes=workload.axes or None,
-                        chips=workload.chips,
-                        algorithm=workload.algorithm,
-                        fidelity=spec.fidelity,
-                        routes=routes,
-                        flow_tolerance=spec.flow_tolerance,
+                        result.time_s,
+                        np.array(network.link_bytes, dtype=float),
                     )
-                    out.rows.append(
-                        {
-                            "system": system.name,
-                            "workload": label,
-                            "kind": "collective",
-                            **result.record(),
-                            "step_time_s": result.time_s,
-                        }
-                    )
-                    seen = largest.get(workload.name)
-                    if seen is None or workload.bytes >= seen.bytes:
-                        largest[workload.name] = CollectiveLinks(
-                            system.name,
-                            workload.name,
-                            workload.op,
-                            workload.bytes,
-                            result.time_s,
-                            np.array(network.link_bytes, dtype=float),
-                        )
-                    continue
-                if workload.kind == "hlo":
-                    program = _hlo_program(workload, scenario.file, system.num_chips)
-                else:
-                    program = _program(workload, scenario.file, index, scenario)
-                results = Simulation(
-                    system, program, spec.fidelity, flow_tolerance=spec.flow_tolerance
-                ).run()
-            except ValueError as exc:
-                raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
-            except InputError as exc:
-                if isinstance(exc, ConfigError):
-                    raise
-                raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
-            row = {"system": system.name, "workload": label, "kind": workload.kind}
-            row |= results.summary()
-            row["workload"] = label
-            row["chips"] = system.num_chips
-            if workload.kind == "decode_step":
-                row["per_token_latency_s"] = results.step_time_s
-            _economics(row, system, spec.assumptions, _tokens_per_step(workload))
-            out.rows.append(row)
-            out.details.append((system.name, label, results))
-        out.collectives.extend(largest.values())
-    out.wall_s = time.perf_counter() - began
+                continue
+            if workload.kind == "hlo":
+                program = _hlo_program(workload, scenario.file, system.num_chips)
+            else:
+                program = _program(workload, scenario.file, index, scenario)
+            results = Simulation(
+                system, program, spec.fidelity, flow_tolerance=spec.flow_tolerance
+            ).run()
+        except ValueError as exc:
+            raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
+        except InputError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise scenario._error(f"{system.name}: {exc}", ("workloads", index)) from None
+        row = {"system": system.name, "workload": label, "kind": workload.kind}
+        row |= results.summary()
+        row["workload"] = label
+        row["chips"] = system.num_chips
+        if workload.kind == "decode_step":
+            row["per_token_latency_s"] = results.step_time_s
+        _economics(row, system, spec.assumptions, _tokens_per_step(workload))
+        out.rows.append(row)
+        out.details.append((system.name, label, results))
+    out.collectives.extend(largest.values())
     return out
 
 
