@@ -107,7 +107,8 @@ def hop_histograms(topologies: Mapping[str, Topology], path: str | Path | None =
         keep = hops >= 1  # h[0] is always 0 (pairs of distinct chips)
         offset = (i - (len(hists) - 1) / 2) * width
         ax.bar(hops[keep] + offset, frac[keep], width=width, label=name)
-    ax.set_xticks(range(1, longest))
+    every = 1 if longest <= 17 else (2 if longest <= 33 else 5)  # labels must not touch
+    ax.set_xticks([1, *range(every, longest, every)] if every > 1 else range(1, longest))
     ax.set_xlabel("hops (links on the route)")
     ax.set_ylabel("fraction of chip pairs (ordered pairs)")
     ax.set_title("Hop-count distribution over chip pairs")

@@ -132,7 +132,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
     if not curves.empty:
         for op, part in curves.groupby("op", sort=False):
             if part["bytes"].nunique() > 1:
-                fig = plots.busbw_vs_size(part, out / f"busbw-{op}")
+                fig = plots.busbw_vs_size(part)
                 fig.axes[0].set_title(f"{op}: bus bandwidth vs message size")
                 plots.save(fig, out / f"busbw-{op}")
                 written.append(out / f"busbw-{op}.png")
@@ -150,11 +150,12 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
             chosen[entry.system] = entry
     for system, entry in chosen.items():
         fig = plots.link_utilization_heatmap(
-            run.topologies[system], entry.link_bytes, entry.time_s, out / f"links-{system}"
+            run.topologies[system], entry.link_bytes, entry.time_s
         )
         ax = fig.axes[0]
+        shape = ax.get_title().split(": ", 1)[-1]
         ax.set_title(
-            f"{system}: mean outgoing link utilisation per chip\n"
+            f"{system} ({shape}): mean outgoing link utilisation per chip\n"
             f"during a {format_size(entry.bytes)} {entry.op}"
         )
         plots.save(fig, out / f"links-{system}")
@@ -175,7 +176,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
             )
         ]
         system, label, results = (trained or run.details)[0]
-        fig = plots.timeline(results.ops, out / "timeline")
+        fig = plots.timeline(results.ops)
         fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
         plots.save(fig, out / "timeline")
         written.append(out / "timeline.png")

@@ -236,8 +236,9 @@ class Scenario:
             raise self._error(exc.problem, ("systems", index)) from None
 
     def _check_names(self) -> None:
-        """``per_system`` keys name systems of the scenario; assumptions name its chips."""
-        names = self.spec.systems
+        """``per_system`` keys name systems of the scenario (by their ``name``);
+        assumptions name its chips."""
+        names = [s.name for s in self.systems]
         for i, workload in enumerate(self.spec.workloads):
             for name in workload.per_system:
                 if name not in names:
