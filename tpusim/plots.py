@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 
 
 def _pyplot() -> Any:
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "ipykernel" not in sys.modules:  # a notebook keeps its inline backend
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt

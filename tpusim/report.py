@@ -103,7 +103,8 @@ def comparison_table(rows: list[dict[str, Any]]) -> Any:
 
 
 def format_table(frame: Any) -> str:
-    """A comparison table as text: 4 significant digits, blanks for missing values."""
+    """A comparison table as text: 4 significant digits (whole numbers with thousands
+    separators from 10,000), blanks for missing values."""
     return frame.to_string(float_format=lambda v: f"{v:.4g}", na_rep="", justify="right")
 
 
@@ -149,9 +150,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
         if best is None or rank > (best.op == "all-reduce", best.bytes):
             chosen[entry.system] = entry
     for system, entry in chosen.items():
-        fig = plots.link_utilization_heatmap(
-            run.topologies[system], entry.link_bytes, entry.time_s
-        )
+        fig = plots.link_utilization_heatmap(run.topologies[system], entry.link_bytes, entry.time_s)
         ax = fig.axes[0]
         shape = ax.get_title().split(": ", 1)[-1]
         ax.set_title(
