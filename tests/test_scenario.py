@@ -133,6 +133,41 @@ workloads:
         (BASE.replace("m: 128,", "m: 128, after: [zz],"), "unknown op 'zz'"),
         (BASE.replace("m: 128,", "m: 128, after: [mm],"), "dependency cycle among ops mm"),
         (BASE.replace("{name: w,", "{name: w, mesh: {data: 8},"), "mesh .* 8 devices"),
+        (
+            BASE.replace("{name: w,", "{name: w, per_system: {v9-pod: {}},"),
+            r"workloads\[0\]\.per_system\.v9-pod: 'v9-pod' is not one of the scenario's systems",
+        ),
+        (
+            BASE + "assumptions: {power_per_chip: {tpu9: 1 kW}}\n",
+            r"assumptions\.power_per_chip\.tpu9: 'tpu9' is not a chip",
+        ),
+        (BASE + "assumptions: {power_per_chip: {v5e: 1 parsec}}\n", "power_per_chip"),
+        (
+            BASE + "  - {name: ar, kind: collective, op: all-reduce, bytes: 1 KiB,"
+            " sweep: {bytes: {from: 1 MiB, to: 1 KiB, factor: 2}}}\n",
+            r"workloads\[1\]\.sweep\.bytes: a range needs 0 < from <= to",
+        ),
+        (
+            BASE + "  - {name: ar, kind: collective, op: all-reduce, bytes: 1 KiB,"
+            " sweep: {bytes: {from: 1 KiB, to: 1 MiB, factor: 1}}}\n",
+            r"sweep\.bytes: .*a range takes from, to and factor \(factor: Input should be greater",
+        ),
+        (BASE + "flow_tolerance: 1.5\n", "flow_tolerance"),
+        (
+            BASE + "  - {name: d, kind: decode_step, layers: 1, d_model: 64, d_ff: 128, heads: 2,"
+            " head_dim: 32, batch: 1, context: 16, mesh: {a: auto, b: auto}}\n",
+            "at most one mesh axis can be 'auto'",
+        ),
+        (
+            BASE + "  - {name: d, kind: decode_step, layers: 1, d_model: 64, d_ff: 128, heads: 2,"
+            " head_dim: 32, batch: 1, context: 16, mesh: {a: auto, b: 3}}\n",
+            r"workloads\[1\]\.mesh\.a: v5e-pod: 256 chips do not divide by the other mesh axes",
+        ),
+        (
+            BASE + "  - {name: t, kind: training_step, layers: 1, d_model: 64, d_ff: 128, heads: 2,"
+            " head_dim: 32, seq: 16, batch: 256, batch_per_shard: 1, mesh: {data: auto}}\n",
+            "exactly one of 'batch' and 'batch_per_shard'",
+        ),
     ],
 )
 def test_bad_scenarios_exit_2_with_one_line(tmp_path, capsys, text, match):
@@ -142,6 +177,30 @@ def test_bad_scenarios_exit_2_with_one_line(tmp_path, capsys, text, match):
         *run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
     )
     assert __import__("re").search(match, line), line
+
+
+def test_bad_jobs_flag_is_one_line(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE)
+    line = assert_one_error_line(*run(capsys, "run", str(path), "--jobs", "-1"))
+    assert "--jobs" in line
+
+
+def test_sweep_range_is_geometric_from_to_inclusive(tmp_path):
+    from tpusim.scenario import Scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        BASE + "  - {name: ar, kind: collective, op: all-reduce, bytes: 1 KiB,"
+        " sweep: {bytes: {from: 1 KiB, to: 1 GiB, factor: 32}}}\n"
+        + "  - {name: mm, kind: program, ops: [{name: a, kind: matmul, m: 8, n: 8, k: 8}],"
+        " sweep: {ops: [[{name: b, kind: matmul, m: 16, n: 16, k: 16}]]}}\n"
+    )
+    runs = Scenario(path).runs
+    sizes = [w.bytes for i, (w, _) in runs if i == 1]
+    assert sizes == [2.0**10, 2.0**15, 2.0**20, 2.0**25, 2.0**30]
+    labels = [label for i, (_, label) in runs if i == 1]
+    assert labels[0] == "ar[bytes=1 KiB]" and labels[-1] == "ar[bytes=1 GiB]"
 
 
 def test_model_that_does_not_fit_is_out_of_memory_exit_1(tmp_path, capsys):

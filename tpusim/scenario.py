@@ -42,7 +42,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
 
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Bytes, Frozen, Power
@@ -74,7 +81,21 @@ class SweepRange(Frozen):
         return [round(v) for v in out] if integral or as_bytes else out
 
 
-Sweep = dict[str, list[Any] | SweepRange]
+def _sweep_value(value: Any) -> Any:
+    """A mapping is a range: validated here so its error names the range's key."""
+    if isinstance(value, dict):
+        try:
+            return SweepRange.model_validate(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise ValueError(
+                f"a range takes from, to and factor ({where}: {error['msg']})"
+            ) from None
+    return value
+
+
+Sweep = dict[str, Annotated[list[Any] | SweepRange, BeforeValidator(_sweep_value)]]
 
 
 class CollectiveWorkload(Frozen):
