@@ -39,8 +39,8 @@ def max_min_rates(
     to incremental rounds that touch only the entries of newly frozen flows, so
     patterns with thousands of distinct rates (all-to-all on Boardfly) stay cheap.
 
-    ``tolerance`` (relative, 0 is exact): a round also freezes every link whose fair
-    share is within ``tolerance`` of the new level, at that level. Such a flow gets at
+    ``tolerance`` (relative, 0 is exact): an incremental round also freezes every link
+    whose fair share is within ``tolerance`` of the new level, at that level. Such a flow gets at
     most that fraction less than its exact max-min rate (the rest of its link is left
     idle, so no link is ever oversubscribed), and a pattern whose rates spread over a
     ratio R needs about ln(R) / tolerance rounds instead of one per distinct rate.
@@ -58,9 +58,10 @@ def max_min_rates(
         step = (remaining[used] / crossing[used]).min()
         level += step
         remaining[used] -= step * crossing[used]
-        slack = np.maximum(capacity[used] * _REL_EPS, tolerance * level * crossing[used])
+        # exact here (symmetric patterns finish in these rounds); the tolerance applies
+        # in the incremental rounds, where patterns with many distinct rates end up
         full = np.zeros(capacity.size, dtype=bool)
-        full[used[remaining[used] <= slack]] = True
+        full[used[remaining[used] <= capacity[used] * _REL_EPS]] = True
         newly = flows[full[links]]
         rate[newly] = level
         frozen[newly] = True
