@@ -31,37 +31,60 @@ def timed(fn, *args, **kwargs):
 
 def main() -> int:
     (result, _), wall = timed(simulate_collective, "ironwood-pod", "all-reduce", 2**30)
-    print(f"ironwood-pod all-reduce 1 GiB flow: simulated {result.time_s * 1e3:.3f} ms, "
-          f"busbw {result.busbw_Bps / 1e9:.1f} GB/s, {result.num_events} events; "
-          f"wall {wall:.2f} s in-process (target 2 s)")
+    print(
+        f"ironwood-pod all-reduce 1 GiB flow: simulated {result.time_s * 1e3:.3f} ms, "
+        f"busbw {result.busbw_Bps / 1e9:.1f} GB/s, {result.num_events} events; "
+        f"wall {wall:.2f} s in-process (target 2 s)"
+    )
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tpusim", "collective", "ironwood-pod", "--op",
-                    "all-reduce", "--bytes", "1GiB", "--json"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpusim",
+            "collective",
+            "ironwood-pod",
+            "--op",
+            "all-reduce",
+            "--bytes",
+            "1GiB",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+    )
     print(f"  same as a fresh CLI process: {time.perf_counter() - start:.2f} s wall")
 
     (result, _), wall = timed(simulate_collective, "tpu8i-pod", "all-to-all", 2**30)
-    print(f"tpu8i-pod all-to-all 1 GiB flow ({result.algorithm}): simulated "
-          f"{result.time_s * 1e3:.3f} ms, busbw {result.busbw_Bps / 1e9:.1f} GB/s, "
-          f"{result.num_flows} flows, {result.num_events} events; wall {wall:.2f} s")
+    print(
+        f"tpu8i-pod all-to-all 1 GiB flow ({result.algorithm}): simulated "
+        f"{result.time_s * 1e3:.3f} ms, busbw {result.busbw_Bps / 1e9:.1f} GB/s, "
+        f"{result.num_flows} flows, {result.num_events} events; wall {wall:.2f} s"
+    )
     (result, _), wall = timed(simulate_collective, "tpu8i-pod", "all-reduce", 2**30)
-    print(f"tpu8i-pod all-reduce 1 GiB flow ({result.algorithm}): simulated "
-          f"{result.time_s * 1e3:.3f} ms, busbw {result.busbw_Bps / 1e9:.1f} GB/s, "
-          f"{result.num_flows} flows, {result.num_events} events; wall {wall:.2f} s")
+    print(
+        f"tpu8i-pod all-reduce 1 GiB flow ({result.algorithm}): simulated "
+        f"{result.time_s * 1e3:.3f} ms, busbw {result.busbw_Bps / 1e9:.1f} GB/s, "
+        f"{result.num_flows} flows, {result.num_events} events; wall {wall:.2f} s"
+    )
     if "--quick" in sys.argv:
         return 0
     largest = None
     for dims in PACKET_LADDER:
         topo = Torus(dims, (True,) * 3, link_bandwidth_Bps=100e9, hop_latency_s=1e-6)
-        (result, _), wall = timed(run_collective, topo, "all-reduce", 64 * 2**20,
-                                  fidelity="packet")
+        (result, _), wall = timed(run_collective, topo, "all-reduce", 64 * 2**20, fidelity="packet")
         chips = topo.num_chips
-        print(f"packet all-reduce 64 MiB on {'x'.join(map(str, dims))} ({chips} chips): "
-              f"simulated {result.time_s * 1e3:.3f} ms, wall {wall:.1f} s")
+        print(
+            f"packet all-reduce 64 MiB on {'x'.join(map(str, dims))} ({chips} chips): "
+            f"simulated {result.time_s * 1e3:.3f} ms, wall {wall:.1f} s"
+        )
         if wall > PACKET_BUDGET_S:
             break
         largest = chips
-    print(f"largest torus with a 64 MiB packet all-reduce under {PACKET_BUDGET_S:.0f} s: "
-          f"{largest} chips")
+    print(
+        f"largest torus with a 64 MiB packet all-reduce under {PACKET_BUDGET_S:.0f} s: "
+        f"{largest} chips"
+    )
     return 0
 
 

@@ -27,8 +27,10 @@ def run(*extra: str) -> float:
         )
         wall = time.perf_counter() - start
         plots = len(list(Path(out).glob("*.png")))
-    print(f"tpusim run generations.yaml {' '.join(extra) or '(default jobs)'}: "
-          f"{wall:.1f} s wall, {plots} PNG plots (target 120 s)")
+    print(
+        f"tpusim run generations.yaml {' '.join(extra) or '(default jobs)'}: "
+        f"{wall:.1f} s wall, {plots} PNG plots (target 120 s)"
+    )
     return wall
 
 

@@ -13,8 +13,13 @@ import subprocess
 import sys
 import time
 
-TARGETS_S = {"ironwood-pod": 5.0, "tpu8t-superpod": 5.0, "tpu8t-virgo": 30.0,
-             "tpu8i-pod": 5.0, "v5p-pod": 5.0}
+TARGETS_S = {
+    "ironwood-pod": 5.0,
+    "tpu8t-superpod": 5.0,
+    "tpu8t-virgo": 30.0,
+    "tpu8i-pod": 5.0,
+    "v5p-pod": 5.0,
+}
 
 
 def main() -> int:
@@ -22,8 +27,12 @@ def main() -> int:
     print(f"{'system':<16} {'chips':>8} {'diameter':>8} {'wall_s':>8} {'target_s':>8}")
     for name, target in TARGETS_S.items():
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "tpusim", "topo", name, "--json"],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "tpusim", "topo", name, "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         wall = time.perf_counter() - start
         rec = json.loads(out)
         failed |= wall > target

@@ -17,19 +17,30 @@ from tpusim.program import training_step
 
 
 def main() -> int:
-    program = training_step(layers=32, d_model=12288, d_ff=36864, heads=96, head_dim=128,
-                            seq=4096, batch=1536, mesh={"data": 384, "model": 24},
-                            data_axis="data", tensor_axis="model")
+    program = training_step(
+        layers=32,
+        d_model=12288,
+        d_ff=36864,
+        heads=96,
+        head_dim=128,
+        seq=4096,
+        batch=1536,
+        mesh={"data": 384, "model": 24},
+        data_axis="data",
+        tensor_axis="model",
+    )
     start = time.perf_counter()
     results = Simulation("ironwood-pod", program, "flow").run()
     wall = time.perf_counter() - start
     s = results.summary()
-    print(f"ironwood-pod 32-layer training step, flow fidelity: {len(program.ops)} ops; "
-          f"simulated step {s['step_time_s'] * 1e3:.2f} ms (compute "
-          f"{s['compute_time_s'] * 1e3:.2f} ms, communication "
-          f"{s['communication_time_s'] * 1e3:.2f} ms, exposed "
-          f"{s['exposed_communication_time_s'] * 1e3:.2f} ms), MFU {s['mfu']:.1%}; "
-          f"wall {wall:.2f} s (target 30 s)")
+    print(
+        f"ironwood-pod 32-layer training step, flow fidelity: {len(program.ops)} ops; "
+        f"simulated step {s['step_time_s'] * 1e3:.2f} ms (compute "
+        f"{s['compute_time_s'] * 1e3:.2f} ms, communication "
+        f"{s['communication_time_s'] * 1e3:.2f} ms, exposed "
+        f"{s['exposed_communication_time_s'] * 1e3:.2f} ms), MFU {s['mfu']:.1%}; "
+        f"wall {wall:.2f} s (target 30 s)"
+    )
     return 0 if wall < 30 else 1
 
 

@@ -105,7 +105,11 @@ def comparison_table(rows: list[dict[str, Any]]) -> Any:
 def format_table(frame: Any) -> str:
     """A comparison table as text: 4 significant digits (whole numbers with thousands
     separators from 10,000), blanks for missing values."""
-    return frame.to_string(float_format=lambda v: f"{v:.4g}", na_rep="", justify="right")
+
+    def cell(value: float) -> str:
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+    return frame.to_string(float_format=cell, na_rep="", justify="right")
 
 
 def write_scenario_plots(out: Any, run: Any) -> list[Any]:
