@@ -203,6 +203,25 @@ def test_sweep_range_is_geometric_from_to_inclusive(tmp_path):
     assert labels[0] == "ar[bytes=1 KiB]" and labels[-1] == "ar[bytes=1 GiB]"
 
 
+def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, capsys):
+    """A matmul of n^3 on v5e is compute-bound: 2 n^3 / peak (+ 0.5 us overhead)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
+        "  - {name: mm, kind: program, ops: [{name: a, kind: matmul, m: 4096, n: 4096, k: 4096}],\n"
+        "     sweep: {ops: [[{name: b, kind: matmul, m: 8192, n: 8192, k: 8192}]]},\n"
+        "     per_system: {v6e-pod: {ops: [{name: c, kind: matmul, m: 2048, n: 2048, k: 2048}]}}}\n"
+    )
+    code, out, _ = run(
+        capsys, "run", str(path), "--json", "--quiet", "--jobs", "1", "--out", str(tmp_path / "o")
+    )
+    assert code == 0
+    rows = {r["system"]: r for r in json.loads(out)["results"]}
+    for system, n in (("v5e-pod", 8192), ("v6e-pod", 2048)):
+        peak = load_chip(system.split("-")[0]).peak_flops["bf16"]
+        assert rows[system]["step_time_s"] == pytest.approx(2 * n**3 / peak + 0.5e-6, rel=1e-3)
+
+
 def test_model_that_does_not_fit_is_out_of_memory_exit_1(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(BASE.replace("{name: w,", "{name: w, memory: {hbm: 40 GB},"))

@@ -351,12 +351,9 @@ def _program(workload: Any, file: str, index: int, scenario: Scenario) -> Any:
             return decode_step(**fields)
     except ProgramError as exc:
         raise scenario._error(str(exc), ("workloads", index)) from None
-    raw = {
-        k: v
-        for k, v in scenario.data["workloads"][index].items()
-        if k not in ("kind", "sweep", "per_system")
-    }
-    return program_from_data(raw, file, scenario.lines, ("workloads", index))
+    # the expanded workload (sweep point and per_system override applied), as YAML data
+    data = workload.model_dump(by_alias=True, exclude={"kind", "sweep", "per_system"})
+    return program_from_data(data, file, scenario.lines, ("workloads", index))
 
 
 def _hlo_program(workload: Any, file: str, num_chips: int) -> Any:
