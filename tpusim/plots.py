@@ -82,6 +82,9 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
         # steps dividing 10 keep 1 KiB, 1 MiB, 1 GiB (2**10k) among the ticks
         step = next((s for s in (1, 2, 5, 10) if (hi - lo) / s <= 12), 10 * ((hi - lo) // 120 + 1))
         ticks = [2.0**e for e in range(lo, hi + 1) if e % step == 0]
+        measured = np.unique(sizes)
+        if measured.size <= 12:  # few sizes: tick exactly the sizes measured
+            ticks = [float(x) for x in measured]
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticklabels([_size_label(t) for t in ticks], rotation=45, ha="right")

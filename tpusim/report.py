@@ -158,7 +158,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
         ax = fig.axes[0]
         shape = ax.get_title().split(": ", 1)[-1]
         ax.set_title(
-            f"{system} ({shape}): mean outgoing link utilisation per chip\n"
+            f"{system}, {shape}: mean outgoing link utilisation per chip\n"
             f"during a {format_size(entry.bytes)} {entry.op}"
         )
         plots.save(fig, out / f"links-{system}")
