@@ -98,7 +98,15 @@ def _sweep_value(value: Any) -> Any:
 Sweep = dict[str, Annotated[list[Any] | SweepRange, BeforeValidator(_sweep_value)]]
 
 
-class CollectiveWorkload(Frozen):
+class _Variants(Frozen):
+    """What every workload kind takes besides its own fields: a ``sweep`` of some of
+    them and ``per_system`` overrides."""
+
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class CollectiveWorkload(_Variants):
     kind: Literal["collective"]
     name: str
     op: Literal[
@@ -115,20 +123,16 @@ class CollectiveWorkload(Frozen):
     algorithm: (
         Literal["ring", "bidir-ring", "torus", "halving-doubling", "direct", "hierarchical"] | None
     ) = None
-    sweep: Sweep = Field(default_factory=dict)
-    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-class TopologyWorkload(Frozen):
+class TopologyWorkload(_Variants):
     """The system's topology metrics (diameter, mean hops, bisection, hop histogram)."""
 
     kind: Literal["topology"]
     name: str
-    sweep: Sweep = Field(default_factory=dict)
-    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-class _Model(Frozen):
+class _Model(_Variants):
     name: str
     layers: PositiveInt
     d_model: PositiveInt
@@ -138,8 +142,6 @@ class _Model(Frozen):
     dtype: Literal["fp32", "bf16", "fp8", "int8", "int4", "fp4"] = "bf16"
     mesh: dict[str, PositiveInt | Literal["auto"]]
     tensor_axis: str | None = None
-    sweep: Sweep = Field(default_factory=dict)
-    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_auto(self) -> _Model:
@@ -180,20 +182,16 @@ class DecodeWorkload(_Model):
     kv_cache: Literal["hbm", "sram"] = "hbm"
 
 
-class ProgramWorkload(ProgramSpec):
+class ProgramWorkload(ProgramSpec, _Variants):
     kind: Literal["program"]
-    sweep: Sweep = Field(default_factory=dict)
-    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-class HloWorkload(Frozen):
+class HloWorkload(_Variants):
     """An XLA-compiled HLO module (a path, relative to the scenario file) replayed."""
 
     kind: Literal["hlo"]
     name: str
     path: str
-    sweep: Sweep = Field(default_factory=dict)
-    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 Workload = Annotated[
