@@ -52,11 +52,6 @@ def _finish(fig: Figure, path: str | Path | None) -> Figure:
     return fig
 
 
-def _size_label(x: float) -> str:
-    text = format_bytes(x)
-    return text.replace(".0 ", " ") if text.endswith("B") else text
-
-
 # -- 1. bus bandwidth vs message size ---------------------------------------------------
 def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure:
     """Bus bandwidth (GB/s) against message size, one line per (system, op)."""
@@ -87,7 +82,7 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
             ticks = [float(x) for x in measured]
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([_size_label(t) for t in ticks], rotation=45, ha="right")
+        ax.set_xticklabels([format_bytes(t) for t in ticks], rotation=45, ha="right")
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)

@@ -129,6 +129,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
     import pandas as pd
 
     from tpusim import plots
+    from tpusim.units import format_bytes
 
     out = Path(out)
     written: list[Path] = []
@@ -159,7 +160,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
         shape = ax.get_title().split(": ", 1)[-1]
         ax.set_title(
             f"{system}, {shape}: mean outgoing link utilisation per chip\n"
-            f"during a {format_size(entry.bytes)} {entry.op}"
+            f"during a {format_bytes(entry.bytes)} {entry.op}"
         )
         plots.save(fig, out / f"links-{system}")
         written.append(out / f"links-{system}.png")
@@ -185,12 +186,6 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
         written.append(out / "timeline.png")
         _close(fig)
     return written
-
-
-def format_size(size: float) -> str:
-    from tpusim.units import format_bytes
-
-    return format_bytes(size).replace(".0 ", " ")
 
 
 def _close(fig: Any) -> None:

@@ -282,9 +282,7 @@ class Scenario:
             except Exception as exc:  # bad units or bounds
                 raise self._error(str(exc), ("workloads", index, "sweep", name)) from None
             as_bytes = isinstance(values.start, str) or isinstance(values.stop, str)
-            return [
-                (v, format_bytes(v).replace(".0 ", " ") if as_bytes else str(v)) for v in expanded
-            ]
+            return [(v, format_bytes(v) if as_bytes else str(v)) for v in expanded]
         return [(v, str(v)) for v in values]
 
     def _expand(self, index: int, workload: Any) -> Iterator[tuple[int, Any]]:
