@@ -286,7 +286,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         files += ", claims.csv"
     if pictures:
         files += f", {len(pictures)} plots (PNG and SVG)"
-    print(f"\nwrote {out}/ ({files}) in {run.wall_s:.0f} s of simulation")
+    print(f"\nwrote {out}/ ({files}); simulated in {run.wall_s:.1f} s")
 
 
 def hlo_summary(
