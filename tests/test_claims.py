@@ -78,3 +78,15 @@ def test_compute_claim_from_the_published_peaks(table):
     assert f"{9600 * 12.6e15 / (9216 * 4614e12):.2f}x" in row.tpusim
     assert f"{9600 * 5976.9e12 / (9216 * 4614e12):.2f}x" in row.tpusim
     assert row.verdict.startswith("partly")
+
+
+def test_claims_command_prints_the_same_table(capsys, table):
+    import json
+
+    from helpers import run
+
+    code, out, _ = run(capsys, "claims", "--json")
+    assert code == 0
+    assert json.loads(out)["claims"] == table.to_dict("records")
+    code, out, _ = run(capsys, "claims")
+    assert code == 0 and out.count("verdict:") == 6

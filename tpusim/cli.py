@@ -56,6 +56,16 @@ def cmd_systems(args: argparse.Namespace) -> None:
         print(_table(rows, ["name", "chip", "topology", "chips", "description"]))
 
 
+def cmd_claims(args: argparse.Namespace) -> None:
+    from tpusim.claims import format_claims, vendor_claims
+
+    claims = vendor_claims()
+    if args.json:
+        _print_json({"claims": claims.to_dict("records")})
+    else:
+        print(format_claims(claims))
+
+
 def _topo_lines(rec: dict[str, Any]) -> list[str]:
     degree = rec["degree"]
     flops = ", ".join(f"{d} {units.format_flops(v)}" for d, v in rec["peak_flops"].items())
@@ -367,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("systems", help="list the shipped systems")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_systems)
+    p = sub.add_parser(
+        "claims", help="Google's TPU 8 claims against tpusim's figures (shipped systems)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_claims)
     p = sub.add_parser("topo", help="topology metrics of one or more systems")
     p.add_argument("system", nargs="+", help="shipped system name or path to a system YAML")
     p.add_argument("--json", action="store_true", help="print one JSON object")
