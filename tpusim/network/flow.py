@@ -39,8 +39,8 @@ def max_min_rates(
     to incremental rounds that touch only the entries of newly frozen flows, so
     patterns with thousands of distinct rates (all-to-all on Boardfly) stay cheap.
 
-    ``tolerance`` (relative, 0 is exact): an incremental round also freezes every link
-    whose fair share is within ``tolerance`` of the new level, at that level. Such a flow gets at
+    ``tolerance`` (relative, 0 is exact): a round also freezes every link whose fair
+    share is within ``tolerance`` of the new level, at that level. Such a flow gets at
     most that fraction less than its exact max-min rate (the rest of its link is left
     idle, so no link is ever oversubscribed), and a pattern whose rates spread over a
     ratio R needs about ln(R) / tolerance rounds instead of one per distinct rate.
@@ -58,10 +58,11 @@ def max_min_rates(
         step = (remaining[used] / crossing[used]).min()
         level += step
         remaining[used] -= step * crossing[used]
-        # exact here (symmetric patterns finish in these rounds); the tolerance applies
-        # in the incremental rounds, where patterns with many distinct rates end up
+        slack = capacity[used] * _REL_EPS
+        if tolerance:
+            slack = np.maximum(slack, (tolerance * level) * crossing[used])
         full = np.zeros(capacity.size, dtype=bool)
-        full[used[remaining[used] <= capacity[used] * _REL_EPS]] = True
+        full[used[remaining[used] <= slack]] = True
         newly = flows[full[links]]
         rate[newly] = level
         frozen[newly] = True
@@ -133,7 +134,8 @@ class _Block:
     """The flows of one batch still draining: all started together at ``started_at``.
 
     ``flow_of_entry`` / ``links``: each flow's route entries (flow index within the
-    block, directed link id), in flow order.
+    block, directed link id), in flow order. ``link_set``: the distinct links the
+    block used when it started (a superset once flows have drained).
     """
 
     bid: int
@@ -143,6 +145,7 @@ class _Block:
     latency: np.ndarray
     flow_of_entry: np.ndarray
     links: np.ndarray
+    link_set: np.ndarray
 
 
 class FlowNetwork(Network):
@@ -193,7 +196,7 @@ class FlowNetwork(Network):
         self._batches: dict[int, list] = {}  # id -> [flows still to arrive, event]
         self._next_batch = 0
         self._updated_at = env.now
-        self._rates_stale = False
+        self._seeds: list[np.ndarray] = []  # links whose flows' rates must be re-solved
         self._wakeup = env.event()
         self._process = env.process(self._run())
 
@@ -219,12 +222,13 @@ class FlowNetwork(Network):
             self.path_latency_s(batch)[routed],
             batch.routed_flow_of_entry,
             batch.links,
+            np.flatnonzero(np.bincount(batch.links, minlength=self._link_flows.size)),
         )
         self._blocks[bid] = block
         shares_links = bool(self._link_flows[batch.links].any())
         self._link_flows += np.bincount(batch.links, minlength=self._link_flows.size)
-        if shares_links or self._rates_stale:
-            self._rates_stale = True
+        if shares_links:
+            self._seeds.append(block.link_set)
         else:  # a separate component of the max-min problem: the others' rates stand
             block.rate = self._solve(block.flow_of_entry, block.links, block.remaining.size)
         if not self._wakeup.triggered:
@@ -240,7 +244,24 @@ class FlowNetwork(Network):
         self._updated_at = self.env.now
 
     def _recompute(self) -> None:
-        blocks = list(self._blocks.values())
+        """Re-solve the blocks connected, through shared links, to the links that
+        changed (the seeds); blocks in other components keep their rates, which a
+        whole solve would give them too (max-min fairness splits over components)."""
+        touched = np.zeros(self._link_flows.size, dtype=bool)
+        touched[np.concatenate(self._seeds)] = True
+        self._seeds = []
+        chosen: set[int] = set()
+        grew = True
+        while grew:
+            grew = False
+            for bid, block in self._blocks.items():
+                if bid not in chosen and touched[block.link_set].any():
+                    chosen.add(bid)
+                    touched[block.link_set] = True
+                    grew = True
+        blocks = [b for bid, b in self._blocks.items() if bid in chosen]
+        if not blocks:
+            return
         sizes = np.array([b.remaining.size for b in blocks])
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         flows = np.concatenate([b.flow_of_entry + o for b, o in zip(blocks, offsets, strict=False)])
@@ -248,7 +269,6 @@ class FlowNetwork(Network):
         rate = self._solve(flows, links, int(offsets[-1]))
         for block, start, stop in zip(blocks, offsets[:-1], offsets[1:], strict=True):
             block.rate = rate[start:stop]
-        self._rates_stale = False
 
     def _solve(self, inc_flow: np.ndarray, inc_link: np.ndarray, num_flows: int) -> np.ndarray:
         """Max-min rates of a set of flows (a whole component of the problem)."""
@@ -265,7 +285,7 @@ class FlowNetwork(Network):
                 yield self._wakeup
                 self._wakeup = self.env.event()
                 continue
-            if self._rates_stale:
+            if self._seeds:
                 self._recompute()
             self.num_events += 1
             first = min(float((b.remaining / b.rate).min()) for b in self._blocks.values())
@@ -304,8 +324,10 @@ class FlowNetwork(Network):
         if freed:
             gone = np.concatenate(freed)
             self._link_flows -= np.bincount(gone, minlength=self._link_flows.size)
-            # flows on links no remaining flow uses were a separate component
-            self._rates_stale = self._rates_stale or bool(self._link_flows[gone].any())
+            # links no remaining flow uses were a separate component: nothing to re-solve
+            still = gone[self._link_flows[gone] > 0]
+            if still.size:
+                self._seeds.append(still)
 
     def _arrive(self, bid: int, count: int, latency: float) -> None:
         def land(_event: simpy.Event | None = None) -> None:
