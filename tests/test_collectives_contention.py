@@ -250,6 +250,28 @@ def test_two_ring_allgathers_sharing_links_on_a_torus():
     assert packet == pytest.approx(flow, rel=0.05)
 
 
+def test_link_disjoint_traffic_keeps_its_rates_when_another_component_changes():
+    """Row 0 (x links of row 0) and row 2 carry independent contention: row 0 has two
+    flows sharing link 0->1 (one of them starts later), row 2 one flow. Each row's
+    finish times equal those of the row simulated alone (max-min splits over
+    components), and a start or drain in row 0 does not change row 2's rate."""
+    topo = Torus((4, 4), (False, False), link_bandwidth_Bps=W, hop_latency_s=A)
+    row0 = [(0.0, batch(topo, [(0, 2)], [8 * MiB])), (1e-4, batch(topo, [(0, 1)], [2 * MiB]))]
+    row2 = [(5e-5, batch(topo, [(8, 11)], [4 * MiB]))]
+    together, _ = finish_times("flow", topo, row0 + row2)
+    alone0, _ = finish_times("flow", topo, row0)
+    alone2, _ = finish_times("flow", topo, row2)
+    assert together == pytest.approx(alone0 + alone2, rel=1e-12)
+    # hand values: row 2 alone at W over 3 hops; row 0: the long flow at W until the
+    # short one starts at 100 us, then W/2 each on link 0->1 until the short one drains
+    assert alone2[0] == pytest.approx(5e-5 + 4 * MiB / W + 3 * A, rel=1e-12)
+    sent = 1e-4 - 0.0  # the long flow's head start at full rate
+    short_done = 1e-4 + 2 * MiB / (W / 2)
+    long_left = 8 * MiB - W * sent - (W / 2) * (short_done - 1e-4)
+    assert alone0[1] == pytest.approx(short_done + A, rel=1e-12)
+    assert alone0[0] == pytest.approx(short_done + long_left / W + 2 * A, rel=1e-12)
+
+
 # -- collectives: flow vs packet on contended patterns --------------------------------------------
 
 
