@@ -134,8 +134,8 @@ class _Block:
     """The flows of one batch still draining: all started together at ``started_at``.
 
     ``flow_of_entry`` / ``links``: each flow's route entries (flow index within the
-    block, directed link id), in flow order. ``link_set``: the distinct links the
-    block used when it started (a superset once flows have drained).
+    block, directed link id), in flow order. ``link_set``: the distinct links of the
+    block, found when a re-solve first needs them (a superset once flows drain).
     """
 
     bid: int
@@ -145,7 +145,12 @@ class _Block:
     latency: np.ndarray
     flow_of_entry: np.ndarray
     links: np.ndarray
-    link_set: np.ndarray
+    link_set: np.ndarray | None = None
+
+    def distinct_links(self) -> np.ndarray:
+        if self.link_set is None:
+            self.link_set = np.unique(self.links)
+        return self.link_set
 
 
 class FlowNetwork(Network):
@@ -222,13 +227,12 @@ class FlowNetwork(Network):
             self.path_latency_s(batch)[routed],
             batch.routed_flow_of_entry,
             batch.links,
-            np.flatnonzero(np.bincount(batch.links, minlength=self._link_flows.size)),
         )
         self._blocks[bid] = block
         shares_links = bool(self._link_flows[batch.links].any())
         self._link_flows += np.bincount(batch.links, minlength=self._link_flows.size)
         if shares_links:
-            self._seeds.append(block.link_set)
+            self._seeds.append(batch.links)
         else:  # a separate component of the max-min problem: the others' rates stand
             block.rate = self._solve(block.flow_of_entry, block.links, block.remaining.size)
         if not self._wakeup.triggered:
@@ -255,9 +259,9 @@ class FlowNetwork(Network):
         while grew:
             grew = False
             for bid, block in self._blocks.items():
-                if bid not in chosen and touched[block.link_set].any():
+                if bid not in chosen and touched[block.distinct_links()].any():
                     chosen.add(bid)
-                    touched[block.link_set] = True
+                    touched[block.distinct_links()] = True
                     grew = True
         blocks = [b for bid, b in self._blocks.items() if bid in chosen]
         if not blocks:
