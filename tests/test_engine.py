@@ -66,6 +66,25 @@ def test_async_all_reduce_overlapping_a_matmul_costs_the_max_not_the_sum():
     assert sync.step_time_s == pytest.approx(alone_mm + alone_ar.time_s, rel=1e-6)
 
 
+def test_communication_busy_time_counts_concurrent_collectives_once():
+    """Two identical async all-reduces issued together share every link and finish
+    together: their summed time is twice the time one was in flight, and the time
+    with a collective in flight is the step. A matmul after a sync all-reduce adds
+    nothing to it: busy = the all-reduce alone, as `tpusim collective` gives it."""
+    ar = {"collective": "all-reduce", "size_bytes": 2**26, "overlap": True}
+    both = run("ironwood-256", Op("a", "collective", **ar), Op("b", "collective", **ar))
+    assert both.communication_time_s == pytest.approx(2 * both.communication_busy_time_s)
+    assert both.communication_busy_time_s == pytest.approx(both.step_time_s, rel=1e-9)
+    alone, _ = simulate_collective("ironwood-256", "all-reduce", 2**26)
+    serial = run(
+        "ironwood-256",
+        Op("a", "collective", collective="all-reduce", size_bytes=2**26),
+        Op("mm", "matmul", m=4096, n=4096, k=4096, after=("a",)),
+    )
+    assert serial.communication_busy_time_s == pytest.approx(alone.time_s, rel=1e-9)
+    assert serial.summary()["communication_busy_time_s"] == serial.communication_busy_time_s
+
+
 def test_data_parallel_gradient_all_reduce_equals_tpusim_collective():
     grads = 512 * 2**20
     step = run(

@@ -104,6 +104,22 @@ class Results:
     mean_hops: float = 0.0
 
     @property
+    def communication_busy_time_s(self) -> float:
+        """Time during which at least one collective was in flight (the union of their
+        intervals; ``communication_time_s`` sums them, counting concurrent ones twice)."""
+        spans = sorted(
+            (op.start_at, op.end_at)
+            for op in self.ops
+            if op.kind == "collective" and op.unit == "ici"
+        )
+        busy, reach = 0.0, float("-inf")
+        for start, end in spans:
+            if end > reach:
+                busy += end - max(start, reach)
+                reach = end
+        return busy
+
+    @property
     def exposed_communication_time_s(self) -> float:
         """Step time not covered by compute on the TensorCore of the default class."""
         return max(0.0, self.step_time_s - self.compute_time_s)
@@ -126,6 +142,7 @@ class Results:
             "step_time_s": self.step_time_s,
             "compute_time_s": self.compute_time_s,
             "communication_time_s": self.communication_time_s,
+            "communication_busy_time_s": self.communication_busy_time_s,
             "exposed_communication_time_s": self.exposed_communication_time_s,
             "flops_per_chip": self.flops_per_chip,
             "mfu": self.mfu,

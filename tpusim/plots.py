@@ -191,39 +191,48 @@ def link_utilization_heatmap(
 
 # -- 4. step breakdown ------------------------------------------------------------------
 def step_breakdown(rows: Sequence[Mapping[str, Any]], path: str | Path | None = None) -> Figure:
-    """Stacked bars per system/workload: compute, exposed and overlapped communication (ms).
+    """Stacked bars per system/workload (ms): compute, then exposed communication on top,
+    so a bar is as tall as the step; hatched inside the compute bar, the communication
+    hidden under compute.
 
-    Each row needs ``compute_time_s``, ``exposed_communication_time_s`` and
-    ``communication_time_s``; it is labelled by ``system`` and ``program`` (or ``workload``).
+    Each row needs ``compute_time_s`` and ``exposed_communication_time_s``, and
+    ``communication_busy_time_s`` (time with a collective in flight) or else
+    ``communication_time_s``; it is labelled by ``system`` and ``program`` (or
+    ``workload``).
     """
     plt = _pyplot()
     labels: list[str] = []
     compute: list[float] = []
     exposed: list[float] = []
-    overlapped: list[float] = []
+    hidden: list[float] = []
     for row in rows:
         parts = [str(row[k]) for k in ("system", "program", "workload") if row.get(k)]
         labels.append("\n".join(parts) or f"#{len(labels)}")
-        comm = float(row.get("communication_time_s", 0.0))
-        exp = float(row["exposed_communication_time_s"])
-        compute.append(1e3 * float(row["compute_time_s"]))
+        busy = row.get("communication_busy_time_s", row.get("communication_time_s", 0.0))
+        exp, comp = float(row["exposed_communication_time_s"]), float(row["compute_time_s"])
+        compute.append(1e3 * comp)
         exposed.append(1e3 * exp)
-        overlapped.append(1e3 * max(0.0, comm - exp))
+        hidden.append(1e3 * min(comp, max(0.0, float(busy) - exp)))
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(labels) + 2) + 3, 4.5))
     x = np.arange(len(labels))
-    bottom = np.zeros(len(labels))
-    for values, name, colour, hatch in (
-        (compute, "compute", "tab:blue", None),
-        (exposed, "exposed communication", "tab:red", None),
-        (overlapped, "overlapped communication (hidden under compute)", "tab:orange", "//"),
-    ):
-        ax.bar(x, values, 0.6, bottom=bottom, label=name, color=colour, hatch=hatch)
-        bottom += np.asarray(values)
+    ax.bar(x, compute, 0.6, label="compute", color="tab:blue")
+    ax.bar(x, exposed, 0.6, bottom=compute, label="exposed communication", color="tab:red")
+    ax.bar(
+        x,
+        hidden,
+        0.6,
+        bottom=np.asarray(compute) - np.asarray(hidden),
+        label="communication hidden under compute",
+        fill=False,
+        hatch="//",
+        edgecolor="tab:orange",
+        linewidth=0,
+    )
     ax.set_xticks(x)
     ax.set_xticklabels(labels, fontsize="small")
     ax.set_xlabel("system / workload (name)")
     ax.set_ylabel("time (ms)")
-    ax.set_title("Step time breakdown: compute and communication")
+    ax.set_title("Step time breakdown: compute and communication (bar height = step time)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _finish(fig, path)
