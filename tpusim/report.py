@@ -121,7 +121,7 @@ def write_scenario_plots(out: Any, run: Any) -> list[Any]:
     * ``hops.png``: hop-count histograms of the systems with a topology workload;
     * ``links-<system>.png``: link utilisation per chip during the largest all-reduce
       (else the largest collective) on that system;
-    * ``steps.png``: compute / exposed / overlapped communication per program run;
+    * ``steps.png``: compute, exposed and hidden communication per program run;
     * ``timeline.png``: the first training step (else the first program) simulated.
     """
     from pathlib import Path
