@@ -49,23 +49,16 @@ def _verdict_ratio(measured: float, claimed: float) -> str:
     return "holds" if measured >= 0.9 * claimed else "does not hold"
 
 
-def _find(rows: list[dict[str, Any]] | None, system: str, **match: Any) -> dict[str, Any] | None:
-    for row in rows or []:
-        if row.get("system") != system:
-            continue
-        if all(row.get(k) == v for k, v in match.items()):
-            return row
-    return None
-
-
-def _workload_row(
-    rows: list[dict[str, Any]] | None, system: str, kind: str, label_prefix: str = ""
+def _row(
+    rows: list[dict[str, Any]] | None, system: str, prefix: str = "", **match: Any
 ) -> dict[str, Any] | None:
+    """The first row of ``system`` whose workload label starts with ``prefix`` and whose
+    other fields equal ``match``."""
     for row in rows or []:
         if (
             row.get("system") == system
-            and row.get("kind") == kind
-            and str(row.get("workload", "")).startswith(label_prefix)
+            and str(row.get("workload", "")).startswith(prefix)
+            and all(row.get(k) == v for k, v in match.items())
         ):
             return row
     return None
@@ -79,7 +72,7 @@ def _latency_s(system: System, op: Op, onchip: OnChipModel) -> float:
 
 
 def _allreduce_busbw(rows: list[dict[str, Any]] | None, system: System) -> float:
-    row = _find(rows, system.name, kind="collective", op="all-reduce", bytes=BANDWIDTH_BYTES)
+    row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=BANDWIDTH_BYTES)
     if row is not None:
         return float(row["busbw_Bps"])
     result, _ = run_collective(
@@ -161,8 +154,8 @@ def vendor_claims(rows: list[dict[str, Any]] | None = None) -> Any:
 
     # 4. 8i SRAM 3x Ironwood
     sram_ratio = tpu8i.chip.sram.capacity_bytes / ironwood.chip.sram.capacity_bytes
-    decode = _workload_row(rows, TPU8I, "decode_step", "decode[kv_cache=sram")
-    decode_hbm = _workload_row(rows, TPU8I, "decode_step", "decode[kv_cache=hbm")
+    decode = _row(rows, TPU8I, "decode[kv_cache=sram", kind="decode_step")
+    decode_hbm = _row(rows, TPU8I, "decode[kv_cache=hbm", kind="decode_step")
     extra = ""
     if decode is not None and decode_hbm is not None:
         extra = (
@@ -209,8 +202,8 @@ def vendor_claims(rows: list[dict[str, Any]] | None = None) -> Any:
         f"peak {pod[TPU8T]['fp4'] / 1e18:.1f} EF fp4 vs {pod[IRONWOOD]['fp8'] / 1e18:.1f} EF fp8 "
         f"= {mixed:.2f}x; same dtype (fp8) {same:.2f}x"
     )
-    train_iw = _workload_row(rows, IRONWOOD, "training_step", "dense-train")
-    train_8t = _workload_row(rows, TPU8T, "training_step", "dense-train")
+    train_iw = _row(rows, IRONWOOD, "dense-train", kind="training_step")
+    train_8t = _row(rows, TPU8T, "dense-train", kind="training_step")
     if train_iw is not None and train_8t is not None:
         step = train_8t["tokens_per_s"] / train_iw["tokens_per_s"]
         text += f"; simulated dense fp8 training step, tokens/s per pod {step:.2f}x"
