@@ -17,6 +17,7 @@ from tpusim import units
 from tpusim.config import load_system, shipped
 from tpusim.errors import InputError, TpusimError
 from tpusim.report import topology_summary
+from tpusim.vocabulary import FIDELITIES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -403,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
     p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")
     p.add_argument("--system", required=True, help="shipped system name or path")
-    p.add_argument("--fidelity", choices=("analytic", "flow", "packet"), default="flow")
+    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
     p.add_argument(
         "--device-chips",
         help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
@@ -414,9 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_collective(sub: Any) -> None:
-    from tpusim.collectives import ALGORITHMS, OPS
-    from tpusim.collectives.offload import ENGINES
-    from tpusim.network import FIDELITIES
+    from tpusim.collectives import algorithm_names
+    from tpusim.vocabulary import ENGINE_CHOICES, OPS
 
     p = sub.add_parser("collective", help="simulate one collective (or a sweep of sizes)")
     p.add_argument("system", help="shipped system name or path to a system YAML")
@@ -425,11 +425,11 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--sweep-bytes", help="LOW:HIGH, powers of two, e.g. 1KiB:1GiB")
     p.add_argument("--axes", help="torus axes to run over, e.g. x,z (one group per rest)")
     p.add_argument("--chips", type=int, help="run on the first N chips")
-    p.add_argument("--algorithm", choices=ALGORITHMS, help="default: the fastest known")
+    p.add_argument("--algorithm", choices=algorithm_names(), help="default: the fastest known")
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
     p.add_argument(
         "--engine",
-        choices=("auto", *ENGINES),
+        choices=ENGINE_CHOICES,
         default="auto",
         help="who reduces: auto = CAE, else SparseCore, else TensorCore",
     )

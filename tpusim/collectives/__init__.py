@@ -9,43 +9,41 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.collectives import bidir_ring, direct, halving_doubling, hierarchical, ring, torus
 from tpusim.collectives.base import (
-    ALGORITHMS,
-    OPS,
     Algorithm,
     AlgorithmError,
     Group,
-    Op,
     Schedule,
     Step,
     bus_factor,
 )
 from tpusim.collectives.groups import make_group
+from tpusim.collectives.registry import (
+    AlgorithmName,
+    algorithm_builder,
+    algorithm_names,
+    register_algorithm,
+)
+from tpusim.vocabulary import OPS, Op
 
 __all__ = [
-    "ALGORITHMS",
     "OPS",
     "Algorithm",
     "AlgorithmError",
+    "AlgorithmName",
     "Group",
     "Op",
     "Schedule",
     "Step",
+    "algorithm_builder",
+    "algorithm_names",
     "build_schedule",
     "bus_factor",
     "default_algorithm",
     "make_group",
+    "register_algorithm",
 ]
 
-_MODULES = {
-    "ring": ring,
-    "bidir-ring": bidir_ring,
-    "torus": torus,
-    "halving-doubling": halving_doubling,
-    "direct": direct,
-    "hierarchical": hierarchical,
-}
 DIRECT_ALL_TO_ALL_MAX_CHIPS = {"torus": 1152, "other": 256}
 
 
@@ -84,24 +82,23 @@ def build_schedule(
     if op not in OPS:
         raise AlgorithmError(f"unknown op '{op}' (choose from {', '.join(OPS)})")
     alg = algorithm or default_algorithm(op, group)
-    if alg not in _MODULES:
-        raise AlgorithmError(f"unknown algorithm '{alg}' (choose from {', '.join(ALGORITHMS)})")
+    build = algorithm_builder(alg)
     if op == "collective-permute" and alg != "direct":
         raise AlgorithmError("collective-permute is point to point: use --algorithm direct")
     if pairs and op != "collective-permute":
         raise AlgorithmError("pairs only apply to collective-permute")
     if op == "broadcast" and alg != "direct":
         pipelines = _scatter_then_gather(size, group, alg)
-    elif alg == "direct":
-        pipelines = direct.build(op, size, group, pairs=pairs)
+    elif pairs:
+        pipelines = build(op, size, group, pairs=pairs)
     else:
-        pipelines = _MODULES[alg].build(op, size, group)
+        pipelines = build(op, size, group)
     return Schedule(op, alg, size, group, pipelines)
 
 
 def _scatter_then_gather(size: float, group: Group, alg: Algorithm) -> list[list[Step]]:
     """Broadcast as the root scattering 1/n to every chip, then an all-gather."""
-    gather = _MODULES[alg].build("all-gather", size, group)
+    gather = algorithm_builder(alg)("all-gather", size, group)
     flat, n = group.flat, group.size
     part = size / max(1, len(gather)) / n
     root = np.repeat(flat[:, 0], n - 1)

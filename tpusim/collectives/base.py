@@ -20,26 +20,10 @@ from typing import Literal
 
 import numpy as np
 
-Op = Literal[
-    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "broadcast"
-]
-OPS: tuple[Op, ...] = (
-    "all-reduce",
-    "all-gather",
-    "reduce-scatter",
-    "all-to-all",
-    "collective-permute",
-    "broadcast",
-)
-Algorithm = Literal["ring", "bidir-ring", "torus", "halving-doubling", "direct", "hierarchical"]
-ALGORITHMS: tuple[Algorithm, ...] = (
-    "ring",
-    "bidir-ring",
-    "torus",
-    "halving-doubling",
-    "direct",
-    "hierarchical",
-)
+from tpusim.vocabulary import Op
+
+#: A registered algorithm's name (:mod:`tpusim.collectives.registry`).
+Algorithm = str
 AxisKind = Literal["ring", "line", "full", "any"]
 
 

@@ -30,9 +30,8 @@ from typing import Literal
 
 from tpusim.collectives.base import Step
 from tpusim.config.chip import ChipSpec
+from tpusim.vocabulary import Engine
 
-Engine = Literal["tensorcore", "sparsecore", "cae"]
-ENGINES: tuple[Engine, ...] = ("tensorcore", "sparsecore", "cae")
 TENSORCORE_STEP_OVERHEAD_S = 1.5e-6
 CAE_LATENCY_GAIN = 5.0
 REDUCE_TRAFFIC_PER_BYTE = 3.0  # read two operands, write one result

@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from tpusim.config.types import Bandwidth, Bytes, FlopRate, Frozen, Power, Source, Time
+from tpusim.vocabulary import Dtype
 
-Dtype = Literal["fp32", "bf16", "fp8", "int8", "int4", "fp4"]
 WraparoundRule = Literal["cubes-4x4x4", "full-axis-16", "always", "never"]
 
 

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
 
 from tpusim.errors import InputError
+from tpusim.vocabulary import OP_KINDS, MemoryTier, OpKind
 
-OpKind = Literal["matmul", "elementwise", "embedding", "collective", "host_transfer"]
-OP_KINDS: tuple[OpKind, ...] = ("matmul", "elementwise", "embedding", "collective", "host_transfer")
-MemoryTier = Literal["hbm", "sram"]
 DEFAULT_HOST_BANDWIDTH_BPS = 16e9  # PCIe per chip, one way: v4's published 16 GB/s
 
 

@@ -20,47 +20,38 @@ Quantities take units (``bytes: 256 MiB``). Errors name the file, the YAML path
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, PositiveInt
 
+from tpusim.collectives.registry import AlgorithmName
 from tpusim.config.loader import validate
 from tpusim.config.types import Bandwidth, Bytes, Frozen
 from tpusim.config.yamlio import PathKey, line_of, load_yaml
 from tpusim.errors import ConfigError
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ChipOverride, Op, Program, ProgramError
+from tpusim.vocabulary import Dtype, MemoryTier, OpKind
+from tpusim.vocabulary import Op as CollectiveOp
 
 
 class OpSpec(Frozen):
     """One op as written in YAML (see :class:`tpusim.program.ir.Op`)."""
 
     name: str
-    kind: Literal["matmul", "elementwise", "embedding", "collective", "host_transfer"]
+    kind: OpKind
     after: list[str] = Field(default_factory=list)
     m: PositiveInt = 1
     n: PositiveInt = 1
     k: PositiveInt = 1
     batch: PositiveInt = 1
-    dtype: Literal["fp32", "bf16", "fp8", "int8", "int4", "fp4"] = "bf16"
-    memory: Literal["hbm", "sram"] = "hbm"
+    dtype: Dtype = "bf16"
+    memory: MemoryTier = "hbm"
     bytes: Bytes | None = None
     rows: int = Field(0, ge=0)
     row_bytes: Bytes | None = None
-    collective: (
-        Literal[
-            "all-reduce",
-            "all-gather",
-            "reduce-scatter",
-            "all-to-all",
-            "collective-permute",
-            "broadcast",
-        ]
-        | None
-    ) = None
+    collective: CollectiveOp | None = None
     axes: list[str] = Field(default_factory=list)
-    algorithm: (
-        Literal["ring", "bidir-ring", "torus", "halving-doubling", "direct", "hierarchical"] | None
-    ) = None
+    algorithm: AlgorithmName | None = None
     overlap: bool = False
     bandwidth: Bandwidth | None = None
 
@@ -99,7 +90,7 @@ class OverrideSpec(Frozen):
 class ProgramSpec(Frozen):
     name: str = "program"
     mesh: dict[str, PositiveInt] | None = None
-    memory: dict[Literal["hbm", "sram"], Bytes] = Field(default_factory=dict)
+    memory: dict[MemoryTier, Bytes] = Field(default_factory=dict)
     ops: list[OpSpec] = Field(min_length=1)
     overrides: dict[int, OverrideSpec] = Field(default_factory=dict)
 
