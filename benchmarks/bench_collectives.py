@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from tpusim.collectives.runner import run_collective, simulate_collective
+from tpusim.engine import run_collective, simulate_collective
 from tpusim.topology import Torus
 
 PACKET_LADDER = [(4, 4, 4), (4, 4, 8), (4, 8, 8), (8, 8, 8)]

@@ -13,7 +13,7 @@ import pytest
 
 from tpusim.collectives.base import ring_order
 from tpusim.collectives.offload import OnChipModel
-from tpusim.collectives.runner import run_collective
+from tpusim.engine import run_collective
 from tpusim.network import FIDELITIES
 from tpusim.topology import Torus
 
@@ -347,8 +347,8 @@ def test_one_boardfly_level_defaults_to_direct_exchange():
     32 x V/32 = V bytes on each global link per phase: 2 V / W in all. (A ring would
     put all 32 chips' steps on one link: ~15x that.)"""
     from tpusim.collectives import default_algorithm, make_group
-    from tpusim.collectives.runner import simulate_collective
     from tpusim.config import load_system
+    from tpusim.engine import simulate_collective
     from tpusim.topology import build_topology
 
     system = load_system("tpu8i-1024")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tpusim.collectives import AlgorithmError, build_schedule, make_group
 from tpusim.collectives.offload import OnChipModel
-from tpusim.collectives.runner import run_collective
+from tpusim.engine import run_collective
 from tpusim.network import FIDELITIES, FlowNetwork, make_network, max_min_rates
 from tpusim.network.base import FlowBatch
 from tpusim.network.routes import RouteCache

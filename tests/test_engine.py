@@ -7,10 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpusim.collectives.runner import simulate_collective
 from tpusim.config import load_system
 from tpusim.config.chip import MemorySpec
-from tpusim.engine import Simulation, map_mesh
+from tpusim.engine import Simulation, map_mesh, simulate_collective
 from tpusim.errors import InputError, SimulationError
 from tpusim.hardware import ChipCostModel, OutOfMemoryError
 from tpusim.program import ChipOverride, Op, Program, ProgramError
@@ -262,9 +261,9 @@ def test_explicit_group_on_a_line_is_folded_so_no_hop_spans_the_line():
     """Chips 0..7 of a v5e row (no wraparound at 8): in the given order the closing hop
     7 -> 0 is 7 hops; the folded ring 0,2,4,6,7,5,3,1 has no hop longer than 2."""
     sim = Simulation("v5e-pod", Program("p", (Op("mm", "matmul", m=8, n=8, k=8),)))
-    order = sim._ring_order(np.arange(8))
+    order = sim.placement.ring_order(np.arange(8))
     assert order.tolist() == [0, 2, 4, 6, 7, 5, 3, 1]
     ring = order.tolist()
     assert max(abs(a - b) for a, b in zip(ring, ring[1:] + ring[:1], strict=True)) == 2
-    square = sim._ring_order(np.array([0, 1, 17, 16]))  # already a ring of 1-hop steps
+    square = sim.placement.ring_order(np.array([0, 1, 17, 16]))  # already a ring of 1-hop steps
     assert square.tolist() == [0, 1, 2, 3]

@@ -14,8 +14,8 @@ from tpusim.collectives.offload import (
     TENSORCORE_STEP_OVERHEAD_S,
     OnChipModel,
 )
-from tpusim.collectives.runner import link_table, run_collective
 from tpusim.config import load_chip, load_system
+from tpusim.engine import link_table, run_collective
 from tpusim.results import COLLECTIVE_COLUMNS, LINK_COLUMNS, collectives_frame
 from tpusim.topology import Torus, build_topology
 

@@ -11,8 +11,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from tpusim import plots
-from tpusim.collectives.runner import run_collective
-from tpusim.engine import Simulation
+from tpusim.engine import Simulation, run_collective
 from tpusim.program import Op, Program
 from tpusim.topology.boardfly import Boardfly
 from tpusim.topology.torus import Torus

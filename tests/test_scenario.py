@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_error_line, run
 
-from tpusim.collectives.runner import simulate_collective
 from tpusim.config import load_chip
+from tpusim.engine import simulate_collective
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
 

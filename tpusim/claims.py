@@ -23,8 +23,8 @@ from typing import Any
 
 from tpusim.collectives.base import Op
 from tpusim.collectives.offload import OnChipModel
-from tpusim.collectives.runner import run_collective
 from tpusim.config.loader import System, load_system
+from tpusim.engine import run_collective
 from tpusim.topology import build_topology
 
 TORUS_1024 = "torus-8x8x16"

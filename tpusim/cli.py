@@ -167,7 +167,7 @@ def _run_one(
     system: Any, topology: Any, args: argparse.Namespace, size: float, options: dict[str, Any]
 ) -> tuple[Any, Any]:
     from tpusim.collectives import AlgorithmError
-    from tpusim.collectives.runner import run_collective
+    from tpusim.engine import run_collective
 
     try:
         return run_collective(
@@ -178,7 +178,7 @@ def _run_one(
 
 
 def cmd_collective(args: argparse.Namespace) -> None:
-    from tpusim.collectives.runner import link_table
+    from tpusim.engine import link_table
     from tpusim.topology import build_topology
 
     if (args.bytes is None) == (args.sweep_bytes is None):

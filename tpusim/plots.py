@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from tpusim.engine import OpRecord
+    from tpusim.results.simulation import OpRecord
     from tpusim.topology.base import Topology
 
 

@@ -478,8 +478,7 @@ def _raise_failure(part: ScenarioRun | tuple[int, str]) -> ScenarioRun:
 
 def _run_system(scenario: Scenario, system_index: int, progress: bool) -> ScenarioRun:
     """Every workload of the scenario on one of its systems."""
-    from tpusim.collectives.runner import run_collective
-    from tpusim.engine import Simulation
+    from tpusim.engine import Simulation, run_collective
     from tpusim.network.routes import RouteCache
     from tpusim.report import topology_summary
     from tpusim.topology import build_topology

@@ -8,7 +8,10 @@ An :class:`Op` is one of
 - ``embedding``: ``rows`` lookups of ``row_bytes`` each (SparseCores where present);
 - ``collective``: ``collective`` (all-reduce, ...) of ``size_bytes`` (nccl-tests
   convention) over mesh ``axes`` (empty: all chips) or explicit ``groups`` of chip
-  indices (as an HLO module's replica groups give them); ``overlap=True`` makes it
+  indices (as an HLO module's replica groups give them) or the first ``num_chips``
+  chips; ``pairs`` (src, dst) of a collective-permute; ``split_ports`` spreads each
+  transfer over every port its minimal routes allow (``tpusim collective`` does for a
+  permute; programs do not); ``overlap=True`` makes it
   asynchronous (XLA's ``-start``/``-done``): it runs on the ICI/DMA engines while
   the TensorCore goes on with ops that do not depend on it;
 - ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``).
@@ -55,6 +58,9 @@ class Op:
     axes: tuple[str, ...] = ()
     algorithm: str | None = None
     groups: tuple[tuple[int, ...], ...] = ()
+    num_chips: int | None = None
+    pairs: tuple[tuple[int, int], ...] = ()
+    split_ports: bool = False
     overlap: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
 

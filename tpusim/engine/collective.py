@@ -1,0 +1,155 @@
+"""One collective on a network fidelity, and its record.
+
+``run_collective`` makes the collective a one-op program and runs it through
+:class:`tpusim.engine.Simulation` (the one simulation driver), then reads the
+schedule, hop statistics and link bytes into a :class:`CollectiveResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tpusim.collectives import bus_factor
+from tpusim.collectives.base import Algorithm, Schedule
+from tpusim.collectives.offload import OnChipModel
+from tpusim.config.chip import ChipSpec
+from tpusim.config.loader import System, load_system
+from tpusim.engine.simulation import Simulation
+from tpusim.errors import InputError
+from tpusim.network import DEFAULT_PACKET_BYTES, Network
+from tpusim.network.routes import RouteCache
+from tpusim.program.ir import Op as ProgramOp
+from tpusim.program.ir import Program
+from tpusim.results import link_utilization, links_frame
+from tpusim.results.simulation import CollectiveResult
+from tpusim.topology import Topology
+from tpusim.vocabulary import EngineChoice, Fidelity, Op
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def link_table(topology: Topology, network: Network, time_s: float) -> pd.DataFrame:
+    """The ``links`` table (see :mod:`tpusim.results.tables`) after a collective."""
+    return links_frame(topology.links, network.link_bytes, time_s)
+
+
+def run_collective(
+    topology: Topology,
+    op: Op,
+    size: float,
+    *,
+    chip: ChipSpec | None = None,
+    system_name: str = "",
+    axes: Sequence[str] | None = None,
+    chips: int | None = None,
+    algorithm: Algorithm | None = None,
+    fidelity: Fidelity = "flow",
+    engine: EngineChoice = "auto",
+    onchip: OnChipModel | None = None,
+    pairs: list[tuple[int, int]] | None = None,
+    packet_bytes: float = DEFAULT_PACKET_BYTES,
+    check_capacity: bool = False,
+    routes: RouteCache | None = None,
+    flow_tolerance: float | None = None,
+) -> tuple[CollectiveResult, Network]:
+    """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
+    a one-op program run by :class:`tpusim.engine.Simulation`.
+
+    ``flow_tolerance``: see :func:`tpusim.network.make_network`.
+    ``routes``: a :class:`RouteCache` of ``topology`` to reuse (runs of one collective
+    at several sizes then route each step once); a fresh one by default.
+
+    The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
+    (:meth:`OnChipModel.for_chip`), else there is none. Returns the result and the
+    network (whose ``link_bytes`` feed :func:`link_table`). Raises ValueError (or
+    AlgorithmError) for a bad size, group, op or algorithm.
+    """
+    if not size > 0:
+        raise ValueError(f"bytes must be > 0 (got {size:g})")
+    if routes is not None and routes.topology is not topology:
+        raise ValueError("routes must be a RouteCache of the same topology")
+    model = onchip or (OnChipModel.for_chip(chip, engine) if chip else OnChipModel.none())
+    collective = ProgramOp(
+        name=op,
+        kind="collective",
+        collective=op,
+        size_bytes=float(size),
+        axes=tuple(axes or ()),
+        algorithm=algorithm,
+        num_chips=chips,
+        pairs=tuple(pairs or ()),
+        split_ports=op == "collective-permute",
+    )
+    sim = Simulation(
+        None,
+        Program(op, (collective,)),
+        fidelity,
+        onchip=model,
+        flow_tolerance=flow_tolerance if fidelity == "flow" else None,
+        topology=topology,
+        routes=routes,
+        packet_bytes=packet_bytes,
+        check_capacity=check_capacity and fidelity == "flow",
+        port_rows=False,
+    )
+    schedule = _schedule(sim, collective)
+    sim.run()
+    return _result(sim, schedule, system_name, size, pairs), sim.network
+
+
+def _schedule(sim: Simulation, op: ProgramOp) -> Schedule:
+    """The collective's schedule; a bad group, op or algorithm raises the ValueError (or
+    AlgorithmError) it was, not the program-level InputError."""
+    try:
+        return sim.schedule(op)
+    except InputError as exc:
+        if isinstance(exc.__cause__, ValueError):
+            raise exc.__cause__ from None
+        raise
+
+
+def _result(
+    sim: Simulation, schedule: Schedule, system_name: str, size: float, pairs: list | None
+) -> CollectiveResult:
+    """The record of a one-collective simulation that has run."""
+    time_s = sim.comm.last_end_at
+    group = schedule.group
+    algbw = size / time_s if time_s > 0 else float("inf")
+    chips_in = int(np.unique(np.ravel(pairs) if pairs else group.chips).size)
+    return CollectiveResult(
+        system=system_name,
+        op=schedule.op,
+        bytes=float(size),
+        chips=chips_in,
+        group_size=group.size,
+        num_groups=group.num_groups,
+        algorithm=schedule.algorithm,
+        fidelity=sim.fidelity,
+        engine=sim.onchip.engine,
+        time_s=time_s,
+        algbw_Bps=algbw,
+        busbw_Bps=algbw * bus_factor(schedule.op, group.size),
+        max_hops=sim.hops.max_hops,
+        mean_hops=sim.hops.mean_hops,
+        num_steps=schedule.num_steps,
+        num_flows=sim.hops.num_flows,
+        **link_utilization(sim.network.link_bytes, sim.network.bandwidth_Bps, time_s),
+        num_events=sim.network.num_events,
+    )
+
+
+def simulate_collective(
+    system: System | str, op: Op, size: float, **options: Any
+) -> tuple[CollectiveResult, Network]:
+    """:func:`run_collective` on a loaded system or a shipped name / YAML path, with
+    the system's chip for the on-chip model."""
+    from tpusim.topology import build_topology
+
+    loaded = load_system(system) if isinstance(system, str) else system
+    return run_collective(
+        build_topology(loaded), op, size, chip=loaded.chip, system_name=loaded.name, **options
+    )

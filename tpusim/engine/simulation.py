@@ -1,0 +1,280 @@
+"""The simulation driver: one program on one system, the only place a SimPy
+environment is built.
+
+SPMD symmetry: chips that run the same ops at the same speed form one *class* and are
+simulated by one SimPy process per op, not one per chip; every chip with an MPMD
+override (a straggler, extra ops) is a class of its own. Each op runs through the
+handler of its kind (:mod:`tpusim.engine.handlers`); collectives are placed by
+:mod:`tpusim.engine.placement`; measurements go to observers
+(:mod:`tpusim.results.observers`). A collective some class never reaches is reported
+as a deadlock naming the chips and the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import simpy
+
+from tpusim.collectives import build_schedule
+from tpusim.collectives.base import Schedule
+from tpusim.collectives.offload import OnChipModel
+from tpusim.config.loader import System, load_system
+from tpusim.engine.handlers import ChipClass, members, op_handler
+from tpusim.engine.placement import Placement
+from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
+from tpusim.errors import InputError, SimulationError
+from tpusim.hardware import ChipCostModel, MemoryTracker
+from tpusim.network import DEFAULT_PACKET_BYTES, make_network
+from tpusim.network.routes import RouteCache
+from tpusim.program.ir import Op, Program
+from tpusim.results.observers import CommunicationTime, HopStats, LinkBytes, Observer, OpsTable
+from tpusim.results.simulation import OpRecord, Results
+from tpusim.topology import Topology, build_topology
+from tpusim.vocabulary import Dtype, Fidelity
+
+#: The class of every chip without an MPMD override.
+SPMD_CLASS = "spmd"
+
+
+class Simulation:
+    """One program on one system.
+
+    ``system``: a loaded system or a shipped name / YAML path; None runs on a bare
+    ``topology`` (network-only programs: collectives with ``onchip`` or no on-chip
+    cost). ``fidelity`` of the network; ``seed`` seeds :attr:`rng`, the simulation's
+    only source of randomness (for faults and random choices; equal inputs, equal
+    numbers). ``onchip`` and ``costs`` override the chip's collective on-chip model and
+    op cost model. ``flow_tolerance``, ``packet_bytes``, ``check_capacity``: see
+    :func:`tpusim.network.make_network`. ``topology`` and ``routes`` reuse a built
+    topology and its :class:`RouteCache` across runs. ``observers`` are told what happens
+    besides the built-in recorders; ``port_rows=False`` skips the per-port op rows.
+    """
+
+    def __init__(
+        self,
+        system: System | str | None,
+        program: Program,
+        fidelity: Fidelity = "flow",
+        seed: int = 0,
+        onchip: OnChipModel | None = None,
+        costs: ChipCostModel | None = None,
+        flow_tolerance: float | None = None,
+        *,
+        topology: Topology | None = None,
+        routes: RouteCache | None = None,
+        packet_bytes: float = DEFAULT_PACKET_BYTES,
+        check_capacity: bool = False,
+        observers: Sequence[Observer] = (),
+        port_rows: bool = True,
+    ):
+        self.system = load_system(system) if isinstance(system, str) else system
+        self.program, self.fidelity = program, fidelity
+        self.rng = np.random.default_rng(seed)
+        self.topology = topology or self._built_topology()
+        chip = self.system.chip if self.system else None
+        self.costs = costs or (ChipCostModel(chip) if chip else None)
+        self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
+        self.placement = Placement(self.topology, program.mesh)
+        self.env = simpy.Environment()
+        self.network = make_network(
+            fidelity,
+            self.env,
+            self.topology,
+            packet_bytes=packet_bytes,
+            check_capacity=check_capacity,
+            flow_tolerance=flow_tolerance,
+        )
+        self.ops_table, self.comm, self.hops = OpsTable(), CommunicationTime(), HopStats()
+        self.ops_table.wants_ports = port_rows
+        self.links = LinkBytes()
+        self.observers: list[Observer] = [self.ops_table, self.comm, self.hops, self.links]
+        self.observers += observers
+        self.batches = FlowBatches(routes or RouteCache(self.topology), self.observers)
+        self._schedules: dict[tuple[Any, ...], Schedule] = {}
+        self._rendezvous: dict[str, Rendezvous] = {}
+        self._started: dict[str, simpy.Event] = {}
+        self._port_cache: dict[tuple[int, int], list[str]] = {}
+        self.classes: dict[str, list[int]] = {}
+
+    def _built_topology(self) -> Topology:
+        if self.system is None:
+            raise ValueError("a simulation needs a system or a topology")
+        return build_topology(self.system)
+
+    # -- what handlers call ----------------------------------------------------------------
+    def report(self, record: OpRecord) -> None:
+        """Tell every observer that an op finished on a chip class."""
+        for observer in self.observers:
+            observer.op_finished(record)
+
+    def schedule(self, op: Op) -> Schedule:
+        """The schedule of collective ``op`` (built once per distinct collective).
+        Raises InputError naming the op for a bad group, axis, op or algorithm."""
+        axes = self.placement.physical_axes(op)
+        key: tuple[Any, ...] = (op.collective, op.size_bytes, tuple(axes or ()), op.algorithm)
+        key += (op.groups, op.num_chips, op.pairs)
+        if key not in self._schedules:
+            try:
+                group = self.placement.group(op, axes)
+                self._schedules[key] = build_schedule(
+                    op.collective,  # type: ignore[arg-type]  # checked by build_schedule
+                    op.size_bytes,
+                    group,
+                    op.algorithm,
+                    list(op.pairs) or None,
+                )
+            except ValueError as exc:  # kept as the cause: run_collective re-raises it
+                raise InputError(f"op '{op.name}': {exc}") from exc
+        return self._schedules[key]
+
+    def rendezvous(self, name: str, schedule: Schedule) -> Rendezvous:
+        """The rendezvous of collective ``name``: every class with chips in its groups."""
+        if name not in self._rendezvous:
+            chips = members(schedule.group.chips)
+            expected = {c for c, cs in self.classes.items() if chips.intersection(cs)}
+            self._rendezvous[name] = Rendezvous(self.env, expected)
+        return self._rendezvous[name]
+
+    def start_collective(self, op: Op, schedule: Schedule) -> simpy.Event:
+        """Run ``op``'s schedule on the network once; every class waits on the same event."""
+        if op.name not in self._started:
+            start = self.env.now
+            finished = execute_schedule(
+                self.env, self.network, schedule, self.onchip, self.batches, op.split_ports
+            )
+            self._started[op.name] = finished
+            finished.callbacks.append(_Ran(self, op.name, start))
+        return self._started[op.name]
+
+    def ports(self, op: Op, schedule: Schedule, chip: int) -> list[str]:
+        """Names of the ICI ports of ``chip`` that the collective's transfers leave by
+        (none unless an observer wants port rows)."""
+        if not any(o.wants_ports for o in self.observers):
+            return []
+        key = (id(schedule), chip)
+        if key not in self._port_cache:
+            batches = [
+                self.batches.of(step, op.split_ports) for p in schedule.pipelines for step in p
+            ]
+            used = np.unique(np.concatenate([b.links for b in batches] or [np.zeros(0, int)]))
+            mine = used[self.topology.links.src[used] == chip]
+            self._port_cache[key] = sorted({self.topology.port_name(int(link)) for link in mine})
+        return self._port_cache[key]
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self) -> Results:
+        """Simulate to completion. Raises SimulationError on a deadlock (exit code 1)
+        and OutOfMemoryError when the resident bytes do not fit."""
+        self.classes = self._chip_classes()
+        self._check_memory()
+        pending = {name: self._start_class(name, chips) for name, chips in self.classes.items()}
+        self.env.run()
+        for observer in self.observers:
+            observer.run_finished(float(self.env.now), self.network.link_bytes)
+        self._raise_if_deadlocked(pending)
+        return self._results()
+
+    def _chip_classes(self) -> dict[str, list[int]]:
+        """Chip classes: ``spmd`` for every chip without an override, one per override."""
+        num_chips = self.topology.num_chips
+        bad = [c for c in self.program.chip_overrides if not 0 <= c < num_chips]
+        if bad:
+            raise InputError(f"chip override for chip {bad[0]}: the system has {num_chips} chips")
+        overridden = sorted(self.program.chip_overrides)
+        classes = {f"chip {c}": [c] for c in overridden}
+        rest = sorted(set(range(num_chips)) - set(overridden))
+        return ({SPMD_CLASS: rest} if rest else {}) | classes
+
+    def _check_memory(self) -> None:
+        if self.system is None:
+            return
+        for chips in self.classes.values():
+            tracker = MemoryTracker(self.system.chip, chip_index=chips[0])
+            for tier, nbytes in self.program.memory_bytes.items():
+                tracker.allocate(f"{self.program.name} resident {tier}", nbytes, memory=tier)  # type: ignore[arg-type]
+
+    def _start_class(self, name: str, chips: list[int]) -> dict[str, simpy.Event]:
+        """One process per op of the class; returns the class's op-done events."""
+        override = self.program.chip_overrides.get(chips[0]) if name != SPMD_CLASS else None
+        ops = self.program.ops_for(chips[0])
+        cls = ChipClass(
+            name,
+            chips,
+            override.slowdown if override else 1.0,
+            simpy.Resource(self.env, capacity=1),
+            {op.name: self.env.event() for op in ops},
+        )
+        for op in ops:
+            self.env.process(self._op(cls, op))
+        return cls.done
+
+    def _op(self, cls: ChipClass, op: Op):
+        yield self.env.all_of([cls.done[d] for d in op.after])
+        yield from op_handler(op.kind)(self, cls, op)
+        cls.done[op.name].succeed()
+
+    def _results(self) -> Results:
+        spmd = next(iter(self.classes))
+        chip = self.system.chip if self.system else None
+        return Results(
+            system=self.system.name if self.system else "",
+            program=self.program.name,
+            fidelity=self.fidelity,
+            chips=self.topology.num_chips,
+            step_time_s=float(self.env.now),
+            compute_time_s=self.ops_table.busy_time_s(spmd),
+            communication_time_s=self.comm.total_s,
+            flops_per_chip=self.program.flops_per_chip,
+            peak_flops=mfu_peak_flops(chip.peak_flops, self.program) if chip else 0.0,
+            ops=self.ops_table.sorted_records(),
+            link_bytes=self.network.link_bytes,
+            links=self.topology.links,
+            max_hops=self.hops.max_hops,
+            mean_hops=self.hops.mean_hops,
+        )
+
+    def _raise_if_deadlocked(self, pending: dict[str, dict[str, simpy.Event]]) -> None:
+        for name, rendezvous in self._rendezvous.items():
+            if rendezvous.missing:
+                waiting = ", ".join(sorted(rendezvous.arrived))
+                absent = ", ".join(chips_text(self.classes[c]) for c in sorted(rendezvous.missing))
+                raise SimulationError(
+                    f"deadlock: collective '{name}' waits on {waiting}, but {absent} never reach it"
+                )
+        stuck = [
+            (c, op) for c, done in pending.items() for op, ev in done.items() if not ev.triggered
+        ]
+        if stuck:
+            cls, op = stuck[0]
+            raise SimulationError(
+                f"deadlock: op '{op}' on {chips_text(self.classes[cls])} "
+                f"never ran ({len(stuck)} ops stuck)"
+            )
+
+
+def mfu_peak_flops(peak_flops: Mapping[Dtype, float], program: Program) -> float:
+    """The peak MFU divides by: that of the program's first matmul dtype, bf16 where the
+    chip lists none for it (fp32) or the program has no matmul."""
+    dtype = next((op.dtype for op in program.ops if op.kind == "matmul"), "bf16")
+    return peak_flops.get(dtype) or peak_flops["bf16"]  # type: ignore[call-overload]
+
+
+class _Ran:
+    """Event callback telling the observers a collective ran from ``start`` to now."""
+
+    def __init__(self, sim: Simulation, name: str, start: float):
+        self.sim, self.name, self.start = sim, name, start
+
+    def __call__(self, _event: simpy.Event) -> None:
+        for observer in self.sim.observers:
+            observer.collective_ran(self.name, self.start, self.sim.env.now)
+
+
+def chips_text(chips: Sequence[int]) -> str:
+    """``chip 7`` or ``chips 0..255 (256 chips)``."""
+    if len(chips) == 1:
+        return f"chip {chips[0]}"
+    return f"chips {chips[0]}..{chips[-1]} ({len(chips)} chips)"

@@ -1,0 +1,141 @@
+"""What a simulation measured: :class:`OpRecord` rows and the :class:`Results` of a run.
+
+``Results.summary()`` is the JSON record ``tpusim run`` prints per program;
+``ops_frame()`` and ``links_frame()`` are the ``ops`` and ``links`` tables;
+:class:`CollectiveResult` is the record of one collective (``tpusim collective``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tpusim.results.tables import link_utilization, links_frame
+
+
+@dataclass
+class OpRecord:
+    """One op on one chip class: ``start_at``/``end_at`` in s, ``unit`` that ran it
+    (``tensorcore``, ``sparsecore``, ``host``, ``ici`` for a collective, or the name of
+    an ICI port the collective's transfers leave by), ``flops`` per chip."""
+
+    name: str
+    kind: str
+    chips: str
+    unit: str
+    start_at: float
+    end_at: float
+    flops: float
+
+
+@dataclass
+class Results:
+    """What a simulation measured; ``summary()`` is the JSON record of ``tpusim run``.
+
+    Times in s; ``peak_flops`` (FLOP/s per chip) is the peak of the program's matmul
+    dtype that MFU divides by; ``link_bytes`` per directed link of ``links``.
+    """
+
+    system: str
+    program: str
+    fidelity: str
+    chips: int
+    step_time_s: float
+    compute_time_s: float
+    communication_time_s: float
+    flops_per_chip: float
+    peak_flops: float
+    ops: list[OpRecord] = field(default_factory=list)
+    link_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    links: Any = None
+    max_hops: int = 0
+    mean_hops: float = 0.0
+
+    @property
+    def communication_busy_time_s(self) -> float:
+        """Time during which at least one collective was in flight (the union of their
+        intervals; ``communication_time_s`` sums them, counting concurrent ones twice)."""
+        spans = sorted(
+            (op.start_at, op.end_at)
+            for op in self.ops
+            if op.kind == "collective" and op.unit == "ici"
+        )
+        busy, reach = 0.0, float("-inf")
+        for start, end in spans:
+            if end > reach:
+                busy += end - max(start, reach)
+                reach = end
+        return busy
+
+    @property
+    def exposed_communication_time_s(self) -> float:
+        """Step time not covered by compute on the TensorCore of the default class."""
+        return max(0.0, self.step_time_s - self.compute_time_s)
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: useful FLOPs per chip / (step time x peak)."""
+        if self.step_time_s <= 0:
+            return 0.0
+        return self.flops_per_chip / (self.step_time_s * self.peak_flops)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "workload": self.program,
+            "fidelity": self.fidelity,
+            "chips": self.chips,
+            "step_time_s": self.step_time_s,
+            "compute_time_s": self.compute_time_s,
+            "communication_time_s": self.communication_time_s,
+            "communication_busy_time_s": self.communication_busy_time_s,
+            "exposed_communication_time_s": self.exposed_communication_time_s,
+            "flops_per_chip": self.flops_per_chip,
+            "mfu": self.mfu,
+            "max_hops": self.max_hops,
+            "mean_hops": self.mean_hops,
+            **link_utilization(self.link_bytes, self.links.bandwidth_Bps, self.step_time_s),
+        }
+
+    def links_frame(self) -> Any:
+        """The ``links`` table (:mod:`tpusim.results.tables`) of the links that carried bytes."""
+        frame = links_frame(self.links, self.link_bytes, self.step_time_s)
+        return frame[frame["bytes"] > 0]
+
+    def ops_frame(self) -> Any:
+        """The ``ops`` table: name, kind, chips (class), unit, start_at, end_at, flops."""
+        import pandas as pd
+
+        return pd.DataFrame([vars(r) for r in self.ops])
+
+
+@dataclass
+class CollectiveResult:
+    """One simulated collective. Times in s, bandwidths in bytes/s; ``bytes`` follows
+    nccl-tests; ``chips`` counts every chip taking part (``group_size`` per group)."""
+
+    system: str
+    op: str
+    bytes: float
+    chips: int
+    group_size: int
+    num_groups: int
+    algorithm: str
+    fidelity: str
+    engine: str
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+    max_hops: int
+    mean_hops: float
+    num_steps: int
+    num_flows: int
+    max_link_utilization: float
+    mean_link_utilization: float
+    busiest_link_bytes: float
+    num_events: int
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
