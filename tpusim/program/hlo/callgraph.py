@@ -83,6 +83,8 @@ def calls(ins: Instruction) -> tuple[Call, ...]:
         keys = ("branch_computations", "true_computation", "false_computation")
         names = called_names(ins, keys)
         return tuple(Call(c, "branch" if i == 0 else "other_branch") for i, c in enumerate(names))
+    if "calls" not in ins.attrs and "to_apply" not in ins.attrs:  # most ops: a fast exit
+        return ()
     role = _ROLE_OF_CALL_OP.get(ins.opcode, "applied") if ins.opcode in CALL_OPS else "applied"
     return tuple(Call(c, role) for c in called_names(ins, ("calls", "to_apply")))
 
@@ -94,6 +96,8 @@ class Policy:
     ``unroll_up_to``: a loop of at most this many iterations is walked once per
     iteration (``None``: never); a longer one is walked once standing for all of them.
     ``loop_trip_counts=False`` walks every loop body as if it ran once.
+    Site names (:attr:`Site.op_name`) are unique when at most one callee of each call
+    site is followed (as the lowering does: loop bodies, not their conditions).
     """
 
     follow: frozenset[CallRole]
@@ -183,8 +187,8 @@ def _runs(
     """The frames one call runs: one per unrolled iteration, else one for all of them."""
     callee = computations[call.callee]
     caller, loop = site.frame, call.role in ("loop_body", "loop_condition")
-    base = Frame(callee, f"{site.op_name}/", caller.num_executions, call.role, site)
-    base = replace(base, path=(*caller.path, call.callee))
+    path = (*caller.path, call.callee)
+    base = Frame(callee, f"{site.op_name}/", caller.num_executions, call.role, site, None, path)
     if not loop:
         yield base
     elif policy.unroll_up_to is not None and call.num_runs <= policy.unroll_up_to:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls
-from tpusim.program.hlo.callgraph import walk as walk_sites
+from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.module import HloModule, parse_hlo
@@ -59,7 +58,7 @@ def chip_dtype(dtype: str) -> Dtype:
 def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
     """The ENTRY computation of ``module`` as a :class:`Program` (see the module doc)."""
     lowering = _Lowering(module)
-    for site in walk_sites(module.computations, module.entry, _LOWERED):
+    for site in walk(module.computations, module.entry, _LOWERED):
         lowering.visit(site)
     return Program(name or module.name or "hlo", tuple(lowering.ops))
 

@@ -71,9 +71,10 @@ KNOWN_OPS = (
 
 def collective_kind(opcode: str) -> tuple[Op, bool] | None:
     """(kind, is_async_start) of a collective opcode; None for other ops and for ``-done``."""
-    for kind in COLLECTIVE_KINDS:
-        if opcode == kind:
-            return kind, False
-        if opcode == f"{kind}-start":
-            return kind, True
-    return None
+    return _COLLECTIVE_OPCODES.get(opcode)
+
+
+_COLLECTIVE_OPCODES: dict[str, tuple[Op, bool]] = {
+    **{kind: (kind, False) for kind in COLLECTIVE_KINDS},
+    **{f"{kind}-start": (kind, True) for kind in COLLECTIVE_KINDS},
+}
