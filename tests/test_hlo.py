@@ -27,6 +27,7 @@ from tpusim.program.hlo import (
     parse_replica_groups,
     parse_shape,
 )
+from tpusim.program.hlo.callgraph import Policy, walk
 from tpusim.program.ir import ProgramError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
@@ -122,7 +123,7 @@ def test_program_is_a_valid_small_dag(stem):
         if op.kind == "collective":
             assert op.axes == ()
             assert op.size_bytes > 0
-            assert module.collective_groups[op.name]
+            assert op.groups and max(d for g in op.groups for d in g) < module.num_devices
     total = sum(op.size_bytes for op in program.ops if op.kind == "collective")
     assert total == pytest.approx(module.collective_bytes_per_chip)
 
@@ -442,3 +443,62 @@ def test_trip_count_defaults_to_one():
     module = parse_hlo(text, "s.hlo")
     assert module.collectives == Counter({"all-reduce": 1})
     assert module.num_devices == 2
+
+
+# ------------------------------------------------------------------ the call graph walk
+def test_walk_counts_loop_executions_or_unrolls_them():
+    module = parse_hlo(SMALL.replace("TRIPS", "3"), "s.hlo")
+    follow = frozenset({"loop_body"})
+    counted = [
+        s for s in walk(module.computations, "main", Policy(follow)) if s.op_name.endswith("ar")
+    ]
+    assert [(s.op_name, s.num_executions) for s in counted] == [("loop/ar", 3)]
+    unrolled = Policy(follow, unroll_up_to=3)
+    sites = [s for s in walk(module.computations, "main", unrolled) if s.instruction.name == "ar"]
+    assert [(s.op_name, s.num_executions) for s in sites] == [(f"loop/{i}/ar", 1) for i in range(3)]
+    assert [s.frame.previous.prefix if s.frame.previous else None for s in sites] == [
+        None,
+        "loop/0/",
+        "loop/1/",
+    ]
+    loop = [s for s in walk(module.computations, "main", unrolled) if s.op_name == "loop"]
+    assert [f.prefix for f in loop[0].runs] == ["loop/0/", "loop/1/", "loop/2/"]  # callees first
+
+
+def test_recursion_is_an_error_naming_the_call():
+    text = SMALL.replace("TRIPS", "2").replace(
+        "  ROOT %c = pred[] constant(true)",
+        "  %again = pred[] call(%q), to_apply=%cond\n  ROOT %c = pred[] constant(true)",
+    )
+    with pytest.raises(ProgramError, match=r"^s\.hlo:\d+: 'again' calls 'cond'.*recursion"):
+        parse_hlo(text, "s.hlo")
+
+
+def test_unknown_branch_computation():
+    text = SMALL.replace("TRIPS", "2").replace(
+        "  ROOT %c = pred[] constant(true)",
+        "  %k = s32[] constant(0)\n"
+        "  %br = pred[] conditional(%k), branch_computations={%add, %nowhere}\n"
+        "  ROOT %c = pred[] constant(true)",
+    )
+    with pytest.raises(ProgramError, match="calls unknown computation 'nowhere'"):
+        parse_hlo(text, "s.hlo")
+
+
+def test_conditional_costs_its_costliest_branch_and_runs_its_first():
+    lines = SMALL.replace("TRIPS", "2").splitlines()
+    entry_root = next(i for i, line in enumerate(lines) if "while(%in)" in line)
+    lines[entry_root] = lines[entry_root].replace("ROOT %loop", "%loop")
+    lines.insert(entry_root + 1, "  %k = s32[] constant(0)")
+    lines.insert(
+        entry_root + 2,
+        "  ROOT %pick = (s32[], f32[4,8,16]{2,1,0}) conditional(%k, %loop, %loop), "
+        "branch_computations={%cond, %body}",
+    )
+    module = parse_hlo("\n".join(lines), "c.hlo")
+    loop_flops = 2 * (2 * 4 * 8 * 16 * 16 + 4 * 8 * 16)
+    body_flops = module.flops() - loop_flops
+    assert body_flops == 2 * 4 * 8 * 16 * 16 + 4 * 8 * 16  # %body (dot + reduction) > %cond (0)
+    assert module.collectives == Counter({"all-reduce": 2})  # the first branch (%cond) runs
+    program = hlo_to_program(module, "c")
+    assert program.flops_per_chip == 2 * 2 * 4 * 8 * 16 * 16  # the loop only: %cond has no dot

@@ -10,7 +10,7 @@ from helpers import assert_one_error_line, run
 
 from tpusim.cli import hlo_summary
 from tpusim.engine import Simulation
-from tpusim.program.hlo import load_hlo, replay_program
+from tpusim.program.hlo import hlo_to_program, load_hlo, parse_hlo, replay_program
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hlo"
 MODULES = sorted(FIXTURES.glob("*.hlo.txt"))
@@ -48,6 +48,22 @@ def test_every_collective_runs_on_its_replica_groups():
         assert members == sorted(set(members)) and max(members) < module.num_devices
     result = Simulation("v5e-pod", replay, "analytic").run()
     assert result.communication_time_s > 0
+
+
+def test_replay_needs_nothing_but_its_arguments():
+    """The groups travel on the program's ops: replaying with a module that was parsed
+    separately and never lowered gives the same chips as the usual load_hlo path."""
+    path = FIXTURES / "tpu_async_8.hlo.txt"
+    program = hlo_to_program(parse_hlo(path.read_text(), str(path)), "p")
+    fresh = parse_hlo(path.read_text(), str(path))  # never given to hlo_to_program
+    order = [7, 6, 5, 4, 3, 2, 1, 0]
+    got = replay_program(fresh, program, 16, order)
+    want = replay_program(*load_hlo(path), 16, order)
+    assert [op.groups for op in got.ops] == [op.groups for op in want.ops]
+    by_name = {op.name: op for op in got.ops}
+    # [2,4]<=[4,2]T(1,0): devices (0,2,4,6), (1,3,5,7) on chips 7-d: not one group of all
+    assert by_name["all-reduce-start"].groups == ((7, 5, 3, 1), (6, 4, 2, 0))
+    assert by_name["all-reduce.3"].groups == ((7, 3), (6, 2), (5, 1), (4, 0))
 
 
 def test_hlo_json_contract(capsys):

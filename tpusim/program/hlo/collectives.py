@@ -1,0 +1,133 @@
+"""The collectives an HLO module runs, with sizes in the nccl-tests convention.
+
+``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all``,
+``collective-permute``, their ``-start``/``-done`` pairs and an ``async-start``
+wrapping one are recorded as :class:`HloCollective`: all-reduce, all-to-all and
+collective-permute by their operand bytes, all-gather by its gathered output bytes,
+reduce-scatter by its full input bytes (a tuple-shaped collective counts all its
+elements); with the group size and the explicit device groups. An async pair counts
+once. A collective inside a ``while`` body counts once per iteration.
+
+Collectives are found in every computation that runs from ENTRY: loop bodies and
+conditions, the first branch of a conditional, called, fused and async-wrapped
+computations (:data:`RUNS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tpusim.program.hlo.callgraph import Policy, Site, walk
+from tpusim.program.hlo.cost import operand_bytes
+from tpusim.program.hlo.opcodes import KNOWN_OPS, collective_kind
+from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.replica_groups import parse_replica_groups
+from tpusim.program.ir import ProgramError
+
+#: The calls whose computations run when the module runs (what collectives count).
+RUNS = Policy(frozenset({"loop_body", "loop_condition", "branch", "call", "fused", "async"}))
+_PAIR_RE = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
+
+Groups = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class HloCollective:
+    """One collective instruction (an async pair counts once); ``count`` = executions."""
+
+    name: str
+    kind: str
+    size_bytes: float
+    group_size: int
+    groups: Groups
+    is_async: bool
+    computation: str
+    line: int
+    count: int = 1
+
+
+def collective_sites(computations: Mapping[str, Computation], entry: str) -> list[Site]:
+    """The collective instructions that run from ``entry``, in program order."""
+    return [
+        site for site in walk(computations, entry, RUNS) if collective_kind(site.instruction.opcode)
+    ]
+
+
+def explicit_groups(site: Site, file: str) -> list[list[int]]:
+    """Device groups as written (``[]`` for ``{}``); ProgramError ``file:line`` if unreadable."""
+    ins = site.instruction
+    try:
+        if ins.opcode.startswith("collective-permute"):
+            pairs = _PAIR_RE.findall(ins.attrs.get("source_target_pairs", ""))
+            return [[int(a), int(b)] for a, b in pairs]
+        return parse_replica_groups(ins.attrs.get("replica_groups", "{}"))
+    except ValueError as exc:
+        raise ProgramError(f"{file}:{ins.line}: {ins.name}: {exc}") from None
+
+
+def num_devices(attrs: Mapping[str, str], sites: list[Site], file: str) -> int:
+    """Devices the module runs on: ``num_partitions`` x ``replica_count`` (1 when absent),
+    or more if a collective names a higher device id."""
+    declared = 1
+    for key in ("num_partitions", "replica_count"):
+        if key in attrs:
+            with contextlib.suppress(ValueError):
+                declared *= int(attrs[key])
+    seen = [d for site in sites for g in explicit_groups(site, file) for d in g]
+    return max(declared, max(seen) + 1 if seen else 1)
+
+
+def collective_record(site: Site, devices: int, file: str) -> HloCollective:
+    """The :class:`HloCollective` of a collective site on a module of ``devices`` devices."""
+    ins, frame = site.instruction, site.frame
+    found = collective_kind(ins.opcode)
+    if found is None:
+        raise ValueError(f"'{ins.name}' ({ins.opcode}) is not a collective")
+    kind, is_start = found
+    is_async = is_start or frame.role == "async"
+    groups = explicit_groups(site, file)
+    if kind == "collective-permute":
+        group_size = len({d for g in groups for d in g}) if groups else 1
+    else:
+        groups = groups or [list(range(devices))]
+        group_size = len(groups[0]) if groups[0] else devices
+    size = _size_bytes(frame.computation, ins, kind, is_async, group_size)
+    as_tuples = tuple(tuple(g) for g in groups)
+    return HloCollective(
+        name=ins.name,
+        kind=kind,
+        size_bytes=size,
+        group_size=group_size,
+        groups=as_tuples,
+        is_async=is_async,
+        computation=frame.computation.name,
+        line=ins.line,
+        count=site.num_executions,
+    )
+
+
+def _size_bytes(
+    comp: Computation, ins: Instruction, kind: str, is_async: bool, group_size: int
+) -> float:
+    """nccl-tests size: all-gather the gathered output, the others their operands."""
+    operands = operand_bytes(comp, ins)
+    if kind == "all-gather":
+        return float(operands * group_size if is_async else ins.shape.bytes)
+    return float(operands)
+
+
+def unknown_ops(computations: Mapping[str, Computation], entry: str) -> Counter[str]:
+    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, counted
+    once per instruction however often it runs."""
+    seen: set[tuple[str, str]] = set()
+    out: Counter[str] = Counter()
+    for site in walk(computations, entry, RUNS):
+        key = (site.frame.computation.name, site.instruction.name)
+        if site.instruction.opcode not in KNOWN_OPS and key not in seen:
+            seen.add(key)
+            out[site.instruction.opcode] += 1
+    return out

@@ -1,0 +1,151 @@
+"""FLOPs and bytes of HLO instructions, per chip (the module is the per-device SPMD program).
+
+- ``dot``: 2 x prod(result dims) x prod(lhs contracting dims);
+- ``convolution``: 2 x prod(output dims) x prod(kernel dims) / kernel output features,
+  i.e. 2 x output elements x kernel spatial size x input features per group (an
+  approximation: padding, dilation and strides are taken as already reflected in
+  the output shape);
+- elementwise arithmetic (``add``, ``multiply``, ``compare``, ...): 1 FLOP per output
+  element; ``reduce`` and ``all-reduce``/``reduce-scatter``: 1 FLOP per input element
+  (the reduction). Transcendentals (``exp``, ``tanh``, ...) and data movement cost no
+  FLOPs, as in XLA's ``HloCostAnalysis``;
+- ``fusion``/``call``/``async-start``/``custom-call``: the cost of the called
+  computation, recursively; ``conditional``: its costliest branch (as XLA's cost
+  analysis takes the maximum; the program and the collective counts take the first);
+- ``while``: (body + condition) x trip count, the trip count read from the
+  ``backend_config`` ``"known_trip_count":{"n":"10"}`` and 1 when absent.
+  ``flops(..., loop_trip_counts=False)`` counts every loop body once, which is what
+  XLA's ``compiled.cost_analysis()`` reports.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from tpusim.program.hlo.callgraph import CallRole, Policy, Site, calls, walk
+from tpusim.program.hlo.opcodes import ELEMENTWISE_FLOP_OPS, REDUCING_OPS
+from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.shapes import Shape
+from tpusim.program.hlo.syntax import int_list
+
+#: What FLOPs count: loops, calls, fusions, async and custom-call bodies, not the
+#: branches of a conditional (costed as their maximum by the conditional itself).
+_COSTED: frozenset[CallRole] = frozenset(
+    {"loop_body", "loop_condition", "call", "fused", "async", "custom"}
+)
+#: (batch, m, n, k, HLO element type) of one matrix multiplication.
+MatmulPart = tuple[int, int, int, int, str]
+
+
+def flops(computations: Mapping[str, Computation], start: str, loop_trip_counts: bool) -> float:
+    """FLOPs per chip of one run of ``start`` (see the module doc for the model)."""
+    policy = Policy(_COSTED, loop_trip_counts=loop_trip_counts)
+    total = 0.0
+    for site in walk(computations, start, policy):
+        total += site.num_executions * _site_flops(computations, site, loop_trip_counts)
+    return total
+
+
+def _site_flops(computations: Mapping[str, Computation], site: Site, trips: bool) -> float:
+    ins = site.instruction
+    if ins.opcode != "conditional":
+        return instruction_flops(site.frame.computation, ins)
+    branches = [c.callee for c in calls(ins)]
+    return max((flops(computations, b, trips) for b in branches), default=0.0)
+
+
+def instruction_flops(comp: Computation, ins: Instruction) -> float:
+    """FLOPs of ``ins`` itself, without the computations it calls."""
+    op = ins.opcode
+    if op == "dot":
+        lhs = operand_shape(comp, ins, 0)
+        contracting = int_list(ins.attrs.get("lhs_contracting_dims", "{}"))
+        k = math.prod(lhs.dims[d] for d in contracting) if lhs else 1
+        return 2.0 * ins.shape.num_elements * k
+    if op == "convolution":
+        kernel = operand_shape(comp, ins, 1)
+        if kernel is None or not kernel.dims:
+            return 2.0 * ins.shape.num_elements
+        return 2.0 * ins.shape.num_elements * math.prod(kernel.dims) / kernel_out(ins, kernel)
+    if op in ELEMENTWISE_FLOP_OPS:
+        return float(ins.shape.num_elements)
+    if op in REDUCING_OPS:
+        return float(sum(_operand_elements(comp, ins)))
+    return 0.0
+
+
+def operand_shape(comp: Computation, ins: Instruction, index: int) -> Shape | None:
+    """Shape of operand ``index`` of ``ins`` (None when absent)."""
+    if index >= len(ins.operands):
+        return None
+    src = comp.instructions.get(ins.operands[index])
+    return src.shape if src else None
+
+
+def _operand_elements(comp: Computation, ins: Instruction) -> list[int]:
+    """Elements of the data operands (reduce: the first half, the rest are inits)."""
+    shapes = [comp.instructions[o].shape for o in ins.operands if o in comp.instructions]
+    if ins.opcode == "reduce":
+        shapes = shapes[: max(1, len(shapes) // 2)]
+    return [leaf.num_elements for s in shapes for leaf in s.leaves()]
+
+
+def operand_bytes(comp: Computation, ins: Instruction) -> float:
+    """Bytes of all operands of ``ins`` (tuples: all their elements)."""
+    return sum(comp.instructions[o].shape.bytes for o in ins.operands if o in comp.instructions)
+
+
+def kernel_out(ins: Instruction, kernel: Shape) -> int:
+    """Output features of a convolution's kernel (``o`` in ``dim_labels``, else the last)."""
+    labels = ins.attrs.get("dim_labels", "")
+    parts = re.match(r"[^_]*_([^-]*)->", labels)
+    if parts and "o" in parts.group(1) and len(parts.group(1)) == len(kernel.dims):
+        return kernel.dims[parts.group(1).index("o")]
+    return kernel.dims[-1]
+
+
+def dot_dims(comp: Computation, ins: Instruction) -> tuple[int, int, int, int]:
+    """(batch, m, n, k) of a dot with 2*batch*m*n*k == its FLOPs."""
+    lhs = comp.instructions[ins.operands[0]].shape.dims if ins.operands else ()
+    rhs_ins = comp.instructions.get(ins.operands[1]) if len(ins.operands) > 1 else None
+    rhs = rhs_ins.shape.dims if rhs_ins else ()
+    lc = int_list(ins.attrs.get("lhs_contracting_dims", "{}"))
+    lb = int_list(ins.attrs.get("lhs_batch_dims", "{}"))
+    rc = int_list(ins.attrs.get("rhs_contracting_dims", "{}"))
+    rb = int_list(ins.attrs.get("rhs_batch_dims", "{}"))
+    k = math.prod(lhs[d] for d in lc if d < len(lhs))
+    batch = math.prod(lhs[d] for d in lb if d < len(lhs))
+    m = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+    n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+    if batch * m * n != ins.shape.num_elements:  # odd layouts: keep the FLOPs exact
+        batch, m, n = 1, ins.shape.num_elements, 1
+    return batch, m, n, k
+
+
+def matmul_parts(computations: Mapping[str, Computation], site: Site) -> list[MatmulPart]:
+    """(batch, m, n, k, dtype) of each dot/convolution the site's instruction is or fuses."""
+    if site.instruction.opcode != "fusion":
+        return _own_matmul(site.frame.computation, site.instruction)
+    policy = Policy(frozenset({"fused"}))
+    fused = [c.callee for c in calls(site.instruction) if c.role == "fused"]
+    return [
+        part
+        for callee in fused
+        for inner in walk(computations, callee, policy)
+        for part in _own_matmul(inner.frame.computation, inner.instruction)
+    ]
+
+
+def _own_matmul(comp: Computation, ins: Instruction) -> list[MatmulPart]:
+    if ins.opcode == "dot":
+        return [(*dot_dims(comp, ins), ins.shape.dtype)]
+    if ins.opcode != "convolution":
+        return []
+    total = instruction_flops(comp, ins)
+    kernel = operand_shape(comp, ins, 1)
+    n = kernel_out(ins, kernel) if kernel and kernel.dims else 1
+    m = max(1, ins.shape.num_elements // max(n, 1))
+    k = max(1, round(total / (2 * m * n)))
+    return [(1, m, n, k, ins.shape.dtype)]

@@ -1,0 +1,168 @@
+"""An HLO module's ENTRY computation as a :class:`~tpusim.program.ir.Program`.
+
+Dots, convolutions and fusions with dots become ``matmul`` ops (one per dot),
+collectives ``collective`` ops carrying their device groups (device ids; see
+:func:`~tpusim.program.hlo.replay.replay_program`), other costly ops ``elementwise``
+ops of their operand + result bytes (an unknown opcode: its result bytes). Parameters,
+constants, tuples, get-tuple-element, bitcast, copy and ``-done`` halves become no op;
+dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
+are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
+ones become one copy whose ops stand for every iteration (``<while>/<op>``, sizes and
+batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) callee.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls, walk
+from tpusim.program.hlo.collectives import HloCollective
+from tpusim.program.hlo.cost import matmul_parts, operand_bytes
+from tpusim.program.hlo.module import HloModule, parse_hlo
+from tpusim.program.hlo.opcodes import (
+    CONTROL_FLOW_OPS,
+    KNOWN_OPS,
+    PASS_THROUGH_OPS,
+    collective_kind,
+)
+from tpusim.program.ir import Op, Program, ProgramError
+from tpusim.vocabulary import Dtype
+
+#: Loops with more iterations become one scaled copy of the body: past a few hundred
+#: copies the op count (and simulation time) grows with no new information per copy.
+MAX_UNROLL = 256
+#: The program runs the loop bodies, the taken branch and called computations; fusions
+#: and async-wrapped computations are single ops.
+_LOWERED = Policy(frozenset({"loop_body", "branch", "call"}), unroll_up_to=MAX_UNROLL)
+_CHIP_DTYPE: dict[str, Dtype] = {
+    "bf16": "bf16",
+    "f16": "bf16",
+    "s8": "int8",
+    "u8": "int8",
+    "s4": "int4",
+    "u4": "int4",
+}
+
+Deps = frozenset[str]
+
+
+def chip_dtype(dtype: str) -> Dtype:
+    """The chip dtype an HLO element type runs as (f8* -> fp8, f4* -> fp4, else fp32)."""
+    if dtype.startswith("f8"):
+        return "fp8"
+    if dtype.startswith("f4"):
+        return "fp4"
+    return _CHIP_DTYPE.get(dtype, "fp32")
+
+
+def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
+    """The ENTRY computation of ``module`` as a :class:`Program` (see the module doc)."""
+    lowering = _Lowering(module)
+    for site in walk(module.computations, module.entry, _LOWERED):
+        lowering.visit(site)
+    return Program(name or module.name or "hlo", tuple(lowering.ops))
+
+
+def load_hlo(path: str | Path) -> tuple[HloModule, Program]:
+    """Read an HLO text file; :class:`ProgramError` if it cannot be read or parsed."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProgramError(f"{path}: cannot read HLO file: {exc}") from None
+    module = parse_hlo(text, str(path))
+    return module, hlo_to_program(module, path.name.split(".")[0])
+
+
+class _Lowering:
+    """Ops emitted so far and, per site name, the ops a use of its value waits for."""
+
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self.records = {(c.computation, c.name): c for c in module.collective_list}
+        self.ops: list[Op] = []
+        self.deps: dict[str, Deps] = {}
+
+    def visit(self, site: Site) -> None:
+        ins = site.instruction
+        opc = ins.opcode
+        if opc == "parameter":
+            self.deps[site.op_name] = self._frame_input(site.frame)
+        elif opc in PASS_THROUGH_OPS or opc.endswith("-done") or opc == "async-update":
+            self.deps[site.op_name] = self._before(site)
+        elif opc in CONTROL_FLOW_OPS:
+            last = site.runs[-1] if site.runs else None
+            self.deps[site.op_name] = self._root_deps(last) if last else self._before(site)
+        elif (record := self._collective(site)) is not None:
+            self._emit_collective(site, record)
+        elif parts := matmul_parts(self.module.computations, site):
+            self._emit_matmuls(site, parts)
+        else:
+            self._emit_elementwise(site)
+
+    def _before(self, site: Site) -> Deps:
+        prefix = site.frame.prefix
+        return frozenset().union(
+            *(self.deps.get(prefix + o, frozenset()) for o in site.instruction.operands)
+        )
+
+    def _root_deps(self, frame: Frame) -> Deps:
+        return self.deps.get(frame.prefix + frame.computation.root.name, frozenset())
+
+    def _frame_input(self, frame: Frame) -> Deps:
+        """What a computation's parameters stand for: the previous iteration's result,
+        the call site's operands, or nothing at ENTRY."""
+        if frame.previous is not None:
+            return self._root_deps(frame.previous)
+        return self._before(frame.caller) if frame.caller is not None else frozenset()
+
+    def _collective(self, site: Site) -> HloCollective | None:
+        ins = site.instruction
+        if collective_kind(ins.opcode):
+            return self.records.get((site.frame.computation.name, ins.name))
+        if ins.opcode != "async-start":
+            return None
+        record = None
+        for callee in (c.callee for c in calls(ins) if c.role == "async"):
+            for inner in self.module.computations[callee].instructions:
+                record = self.records.get((callee, inner), record)
+        return record
+
+    def _emit_collective(self, site: Site, record: HloCollective) -> None:
+        op = Op(
+            site.op_name,
+            "collective",
+            after=tuple(sorted(self._before(site))),
+            collective=record.kind,
+            size_bytes=record.size_bytes * site.num_executions,
+            axes=(),
+            groups=record.groups,
+            overlap=record.is_async,
+        )
+        self.ops.append(op)
+        self.deps[site.op_name] = frozenset({site.op_name})
+
+    def _emit_matmuls(self, site: Site, parts: list[tuple[int, int, int, int, str]]) -> None:
+        prev = tuple(sorted(self._before(site)))
+        for j, (batch, m, n, k, dtype) in enumerate(parts):
+            name = site.op_name if len(parts) == 1 else f"{site.op_name}/dot{j}"
+            scaled = batch * site.num_executions
+            op = Op(
+                name, "matmul", after=prev, m=m, n=n, k=k, batch=scaled, dtype=chip_dtype(dtype)
+            )
+            self.ops.append(op)
+            prev = (name,)
+        self.deps[site.op_name] = frozenset(prev)
+
+    def _emit_elementwise(self, site: Site) -> None:
+        ins, comp = site.instruction, site.frame.computation
+        nbytes = ins.shape.bytes
+        if ins.opcode in KNOWN_OPS:
+            nbytes += operand_bytes(comp, ins)
+        before = self._before(site)
+        if nbytes <= 0:
+            self.deps[site.op_name] = before
+            return
+        scaled = float(nbytes) * site.num_executions
+        self.ops.append(Op(site.op_name, "elementwise", after=tuple(sorted(before)), bytes=scaled))
+        self.deps[site.op_name] = frozenset({site.op_name})

@@ -1,0 +1,194 @@
+"""HLO module text -> computations of instructions (shapes, operands, attributes).
+
+The grammar read is what ``compiled.as_text()`` prints: an ``HloModule name, k=v, ...``
+header, computations ``[ENTRY] %name (params) -> shape {`` ... ``}`` of one instruction
+per line (``[ROOT] %name = shape opcode(operands), attr=value, ...``), and sections such
+as ``FileNames`` that are skipped. Errors are :class:`ProgramError` ``file:line: ...``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tpusim.program.hlo.shapes import Shape, parse_shape
+from tpusim.program.hlo.syntax import match_close, split_top
+from tpusim.program.ir import ProgramError
+
+_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\)\s*->\s*.*)?\{\s*$")
+_INSTR_RE = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|[a-z][a-z0-9]*(?=\s)")
+
+
+@dataclass
+class Instruction:
+    """One line ``name = shape opcode(operands), attrs`` (``line``: 1-based in the file)."""
+
+    name: str
+    shape: Shape
+    opcode: str
+    operands: list[str]
+    attrs: dict[str, str]
+    line: int
+    is_root: bool = False
+
+
+@dataclass
+class Computation:
+    """A named computation: its instructions in text order (``line``: its header)."""
+
+    name: str
+    instructions: dict[str, Instruction]
+    is_entry: bool
+    line: int
+
+    @property
+    def root(self) -> Instruction:
+        """The ``ROOT`` instruction, else the last one."""
+        roots = [i for i in self.instructions.values() if i.is_root]
+        return roots[0] if roots else list(self.instructions.values())[-1]
+
+
+@dataclass
+class ParsedText:
+    """What the text holds: module name and attributes, computations, the ENTRY's name."""
+
+    name: str
+    attrs: dict[str, str]
+    computations: dict[str, Computation]
+    entry: str
+
+
+def parse_text(text: str, file: str) -> ParsedText:
+    """Read HLO module text; :class:`ProgramError` ``file:line: ...`` on bad input."""
+    lines = text.splitlines()
+    parsed = ParsedText("", {}, {}, "")
+    current: Computation | None = None
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line or line.startswith("//"):
+            continue
+        if current is None:
+            current = _outside(parsed, line, file, lineno)
+        elif line == "}":
+            _close(parsed, current, file, lineno)
+            current = None
+        else:
+            _add_instruction(current, line, file, lineno)
+    _check_complete(parsed, current, file, len(lines))
+    return parsed
+
+
+def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computation | None:
+    """A line between computations: the module header, a computation header or skipped."""
+    if line.startswith("HloModule"):
+        head, _, rest = line.partition(",")
+        parsed.name = head.split()[1] if len(head.split()) > 1 else ""
+        for part in split_top(rest):
+            key, eq, value = part.strip().partition("=")
+            if eq:
+                parsed.attrs[key.strip()] = value.strip()
+        return None
+    hm = _HEADER_RE.match(line)
+    if hm and (hm.group(1) or hm.group(3)):
+        computation = Computation(hm.group(2), {}, bool(hm.group(1)), lineno)
+        if computation.is_entry:
+            parsed.entry = computation.name
+        return computation
+    if not parsed.computations and not parsed.name:
+        raise ProgramError(f"{file}:{lineno}: not HLO text (expected 'HloModule ...')")
+    return None  # FileNames / StackFrames sections and the like
+
+
+def _close(parsed: ParsedText, current: Computation, file: str, lineno: int) -> None:
+    if not current.instructions:
+        raise ProgramError(f"{file}:{lineno}: computation '{current.name}' is empty")
+    parsed.computations[current.name] = current
+
+
+def _add_instruction(current: Computation, line: str, file: str, lineno: int) -> None:
+    try:
+        ins = parse_instruction(line)
+    except ValueError as exc:
+        raise ProgramError(f"{file}:{lineno}: {exc}: {line[:80]}") from None
+    ins.line = lineno
+    current.instructions[ins.name] = ins
+
+
+def _check_complete(
+    parsed: ParsedText, current: Computation | None, file: str, num_lines: int
+) -> None:
+    if current is not None:
+        raise ProgramError(
+            f"{file}:{num_lines}: file ends inside computation '{current.name}' "
+            f"(opened at line {current.line}): truncated?"
+        )
+    if not parsed.computations:
+        raise ProgramError(f"{file}:{max(num_lines, 1)}: no HLO computation found")
+    if not parsed.entry:
+        raise ProgramError(f"{file}:{num_lines}: no ENTRY computation")
+
+
+def parse_instruction(text: str) -> Instruction:
+    """One instruction line (``line`` left 0); ValueError saying what is malformed."""
+    text = re.sub(r"/\*index=\d+\*/", "", text)
+    m = _INSTR_RE.match(text)
+    if not m:
+        raise ValueError("not an instruction ('name = shape opcode(operands), attributes')")
+    is_root, name, rest = bool(m.group(1)), m.group(2), m.group(3).strip()
+    shape, rest = _split_shape(rest)
+    om = re.match(r"([a-z][\w\-]*)\(", rest)
+    if not om:
+        raise ValueError(f"expected 'opcode(' after the shape, got '{rest[:40]}'")
+    opcode = om.group(1)
+    open_at = om.end() - 1
+    close = match_close(rest, open_at)
+    if close < 0:
+        raise ValueError(f"unbalanced parentheses in the operands of {opcode}")
+    operand_text = re.sub(r"/\*.*?\*/", "", rest[open_at + 1 : close])
+    operands = [] if opcode in ("constant", "parameter") else _operands(operand_text)
+    attrs = _attributes(rest[close + 1 :].strip())
+    return Instruction(name, shape, opcode, operands, attrs, 0, is_root)
+
+
+def _split_shape(rest: str) -> tuple[Shape, str]:
+    """The result shape at the start of ``rest`` and the text after it."""
+    if rest.startswith("("):
+        end = match_close(rest, 0)
+        if end < 0:
+            raise ValueError("unbalanced tuple shape")
+        return parse_shape(rest[: end + 1]), rest[end + 1 :].lstrip()
+    sm = _SHAPE_RE.match(rest)
+    if not sm:
+        raise ValueError(f"bad shape in '{rest[:40]}'")
+    return parse_shape(sm.group(0)), rest[sm.end() :].lstrip()
+
+
+def _operands(operand_text: str) -> list[str]:
+    """Names of the operands (``%x``, or a bare name; literals are dropped)."""
+    operands = []
+    for part in split_top(operand_text):
+        refs = re.findall(r"%([\w.\-]+)", part)
+        if refs:
+            operands.append(refs[-1])
+        elif part.strip() and re.fullmatch(r"[A-Za-z_][\w.\-]*", part.strip().split()[-1]):
+            operands.append(part.strip().split()[-1])
+    return operands
+
+
+def _attributes(tail: str) -> dict[str, str]:
+    """``, key=value, ...`` after the operands -> {key: value}."""
+    attrs: dict[str, str] = {}
+    if not tail:
+        return attrs
+    if not tail.startswith(","):
+        raise ValueError(f"unexpected text after the operands: '{tail[:40]}'")
+    for part in split_top(tail[1:]):
+        part = part.strip()
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ValueError(f"bad attribute '{part[:40]}'")
+        attrs[key.strip()] = value.strip()
+    return attrs

@@ -1,0 +1,84 @@
+"""Device groups of a collective's ``replica_groups=`` attribute, in every form XLA prints.
+
+- explicit ``{{0,1},{2,3}}``;
+- iota ``[2,4]<=[8]`` (devices 0..7 in order, cut into 2 groups of 4);
+- transposed iota ``[4,2]<=[2,4]T(1,0)`` (the iota reshaped to ``[2,4]``, transposed);
+- empty ``{}``: every device (one group of ``num_devices``);
+- mesh ``mesh['axis_0'=8,'axis_1'=1] {'axis_0'}``: devices in iota order (or the
+  ``<=[dims]T(perm)`` order that may follow the mesh) over the named axes, one group
+  per combination of the axes not listed.
+
+Anything else is a ValueError naming the text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from tpusim.program.hlo.syntax import int_list
+
+_IOTA_RE = re.compile(r"\[([\d,\s]+)\]\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?")
+_MESH_RE = re.compile(
+    r"mesh\[([^\]]*)\]\s*(?:<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?)?\s*\{([^}]*)\}"
+)
+
+
+def parse_replica_groups(text: str, num_devices: int | None = None) -> list[list[int]]:
+    """Device groups of a ``replica_groups=`` value; ValueError naming an unknown form.
+
+    ``{}`` means all devices (needs ``num_devices``; ``[]`` when unknown).
+    """
+    text = text.strip()
+    if re.fullmatch(r"\{\s*\}", text):
+        return [list(range(num_devices))] if num_devices else []
+    if text.startswith("{"):
+        return _explicit(text)
+    if m := _IOTA_RE.fullmatch(text):
+        return _iota(int_list(m.group(1)), int_list(m.group(2)), m.group(3))
+    if m := _MESH_RE.fullmatch(text):
+        return _mesh(text, m)
+    raise ValueError(f"unknown replica group syntax '{text}'")
+
+
+def _explicit(text: str) -> list[list[int]]:
+    inner = text[1:-1] if text.endswith("}") else None
+    if inner is None or re.sub(r"\{[^{}]*\}|[\s,]", "", inner):
+        raise ValueError(f"unknown replica group syntax '{text}'")
+    return [int_list(g) for g in re.findall(r"\{([^{}]*)\}", inner)]
+
+
+def _iota_ids(dims: list[int], perm: str | None) -> np.ndarray:
+    """Device ids 0..prod(dims)-1 reshaped to ``dims`` and transposed by ``T(perm)``."""
+    ids = np.arange(math.prod(dims)).reshape(dims)
+    return ids.transpose(int_list(perm)) if perm else ids
+
+
+def _iota(shape: list[int], dims: list[int], perm: str | None) -> list[list[int]]:
+    ids = _iota_ids(dims, perm)
+    if math.prod(shape) != ids.size:
+        raise ValueError(f"iota replica groups {shape} do not hold {ids.size} devices")
+    return ids.reshape(shape[0], -1).tolist() if len(shape) > 1 else [ids.ravel().tolist()]
+
+
+def _mesh(text: str, m: re.Match[str]) -> list[list[int]]:
+    axes = re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))
+    if not axes:
+        raise ValueError(f"unknown replica group syntax '{text}'")
+    names = [a for a, _ in axes]
+    sizes = [int(s) for _, s in axes]
+    ids = _iota_ids(int_list(m.group(2)), m.group(3)) if m.group(2) else np.arange(math.prod(sizes))
+    ids = ids.reshape(sizes)
+    chosen = re.findall(r"'([^']+)'", m.group(4))
+    if (
+        not chosen
+        or any(c not in names for c in chosen)
+        or re.sub(r"'[^']*'|[\s,]", "", m.group(4))
+    ):
+        raise ValueError(f"unknown replica group syntax '{text}' (axes {m.group(4)!r})")
+    keep = [i for i, n in enumerate(names) if n not in chosen]
+    inside = [names.index(c) for c in chosen]
+    size = math.prod(sizes[i] for i in inside)
+    return ids.transpose(keep + inside).reshape(-1, size).tolist()

@@ -1,0 +1,67 @@
+"""Lexical helpers for HLO text: top-level splitting, bracket matching, names, integers."""
+
+from __future__ import annotations
+
+import re
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def strip_name(name: str) -> str:
+    """``%fused.1`` -> ``fused.1``."""
+    return name.strip().lstrip("%")
+
+
+def int_list(text: str) -> list[int]:
+    """Every integer in ``text``, in order (``{1,0}`` -> ``[1, 0]``)."""
+    return [int(x) for x in re.findall(r"-?\d+", text)]
+
+
+def split_top(text: str, sep: str = ",") -> list[str]:
+    """Split ``text`` at ``sep`` outside brackets, braces, parentheses and quotes."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote, i = 0, False, 0
+    while i < len(text):
+        ch = text[i]
+        cur.append(ch)
+        if quote:
+            if ch == "\\" and i + 1 < len(text):
+                cur.append(text[i + 1])
+                i += 1
+            elif ch == '"':
+                quote = False
+        elif ch == '"':
+            quote = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            cur.pop()
+            parts.append("".join(cur))
+            cur = []
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+def match_close(text: str, start: int) -> int:
+    """Index of the bracket closing the one at ``start`` (-1 when unbalanced)."""
+    stack: list[str] = []
+    quote = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if quote:
+            if ch == '"' and text[i - 1] != "\\":
+                quote = False
+        elif ch == '"':
+            quote = True
+        elif ch in _CLOSING:
+            stack.append(_CLOSING[ch])
+        elif ch in ")]}":
+            if not stack or stack.pop() != ch:
+                return -1
+            if not stack:
+                return i
+    return -1
