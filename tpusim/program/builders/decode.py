@@ -1,4 +1,15 @@
-"""The LLM decode step: one new token for each sequence of a batch, on one chip."""
+"""The LLM decode step: one new token for each sequence of a batch, on one chip.
+
+The attention is one elementwise op ``L<i>.attn.kv_read`` that reads the cache,
+``batch * context * kv_heads_local * head_dim * 2 (K and V) * bytes``, from the
+``kv_cache`` tier: a fused attention kernel whose scores stay on chip. Its time is
+exactly the cache bytes over that tier's bandwidth (plus the per-op overhead). Its
+FLOPs (``4 * batch * heads_local * context * head_dim``) are not in the program
+(elementwise ops have none): at ``heads / kv_heads`` FLOPs per byte its intensity
+is far below any TPU's ridge point, so it is memory-bound. The cache cannot be a
+matmul operand: the cost model treats a batched matmul's second operand as shared
+across the batch, while each sequence has its own K and V.
+"""
 
 from __future__ import annotations
 
@@ -40,12 +51,11 @@ class DecodeShape:
             self.batch * self.context * self.kv_heads * self.head_dim * 2 * self.bytes_per_element
         )
 
-    def weight_bytes_per_layer(self) -> float:
-        """QKV, output, up and down matrices and two norm scales (tensor-local)."""
+    def weights_per_layer(self) -> int:
+        """Parameters of the QKV, output, up and down matrices and the two norm scales
+        (tensor-local)."""
         d, h, kvh, hd = self.d_model, self.heads, self.kv_heads, self.head_dim
-        return (d * (h + 2 * kvh) * hd + h * hd * d + 2 * d * self.d_ff + 2 * d) * (
-            self.bytes_per_element
-        )
+        return d * (h + 2 * kvh) * hd + h * hd * d + 2 * d * self.d_ff + 2 * d
 
 
 def decode_step(
@@ -74,15 +84,7 @@ def decode_step(
     ``batch * d_model`` activations, the MLP norm, up, activation, down, and a second
     all-reduce.
 
-    The attention is one elementwise op ``L<i>.attn.kv_read`` that reads the cache,
-    ``batch * context * kv_heads_local * head_dim * 2 (K and V) * bytes``, from the
-    ``kv_cache`` tier: a fused attention kernel whose scores stay on chip. Its time is
-    exactly the cache bytes over that tier's bandwidth (plus the per-op overhead). Its
-    FLOPs (``4 * batch * heads_local * context * head_dim``) are not in the program
-    (elementwise ops have none): at ``heads / kv_heads`` FLOPs per byte its intensity
-    is far below any TPU's ridge point, so it is memory-bound. The cache cannot be a
-    matmul operand: the cost model treats a batched matmul's second operand as shared
-    across the batch, while each sequence has its own K and V.
+    The attention reads the KV cache as one elementwise op (see the module docstring).
 
     ``memory_bytes``: the weights (``layers * parameters_per_layer / tensor`` x bytes)
     in ``"hbm"``, the KV cache (``layers * batch * context * kv_heads_local * head_dim
@@ -105,7 +107,7 @@ def decode_step(
     chain = Chain(out)
     for layer in range(layers):
         decode_layer(chain, shape, f"L{layer}")
-    memory = {"hbm": float(layers * shape.weight_bytes_per_layer())}
+    memory = {"hbm": float(layers * shape.weights_per_layer() * b)}
     memory[kv_cache] = memory.get(kv_cache, 0.0) + float(layers * shape.cache_bytes_per_layer)
     return Program(
         name=f"decode_step[L{layers},d{d_model},B{batch},ctx{context},kv:{kv_cache}]",
