@@ -305,6 +305,9 @@ def test_decode_tensor_parallel():
         (dict(batch=16, mesh={"data": 8}, experts=4, top_k=5), "top_k"),
         (dict(batch=16, mesh={"data": 8}, fsdp_axis="data"), "fsdp_axis"),
         (dict(batch=16, mesh={"data": 0}), "mesh axis 'data'"),
+        (dict(batch=16, mesh={"data": 8}, expert_axis="data"), "expert_axis"),
+        (dict(batch=16, mesh={"data": 8}, tensor_axis="data"), "tensor_axis"),
+        (dict(batch=16, mesh={"data": 8}, experts=-1), "experts"),
     ],
 )
 def test_training_step_bad_inputs(kwargs, field):

@@ -104,10 +104,6 @@ class Schedule:
     def num_steps(self) -> int:
         return sum(len(p) for p in self.pipelines)
 
-    @property
-    def num_transfers(self) -> int:
-        return sum(s.src.size for p in self.pipelines for s in p)
-
 
 def bus_factor(op: Op, n: int) -> float:
     """nccl-tests' busbw / algbw factor for ``op`` on ``n`` chips."""

@@ -20,14 +20,15 @@ Everything here is a pure function of the chip spec: no simulation state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
-from tpusim.config.chip import ChipSpec, Dtype
+from tpusim.config.chip import ChipSpec
+from tpusim.vocabulary import MEMORY_TIERS, Dtype, MemoryTier
 
-Memory = Literal["hbm", "sram"]
+Memory = MemoryTier
+"""A memory tier an op's operands live in (the vocabulary's ``MemoryTier``)."""
+MEMORIES: tuple[Memory, ...] = MEMORY_TIERS
 Bound = Literal["compute", "memory"]
-
-MEMORIES: tuple[Memory, ...] = get_args(Memory)
 
 DTYPE_BYTES: dict[Dtype, float] = {
     "fp32": 4.0,
@@ -38,6 +39,14 @@ DTYPE_BYTES: dict[Dtype, float] = {
     "fp4": 0.5,
 }
 """Bytes per element of each dtype a chip may give a peak for."""
+
+FLOPS_PER_MAC = 2.0
+"""FLOPs of one multiply-accumulate (a multiply and an add), the convention of every
+published peak FLOP/s."""
+
+TENSORCORE_REDUCTION_PASSES = 3.0
+"""HBM passes of a reduction on the TensorCore: read two operands, write one. (With a
+CAE the reduction happens in-line as the data streams: one pass.)"""
 
 SUBLANES = 8
 """Rows of a vector register: the streamed (``m``) dimension of a matmul pads to this."""
@@ -170,8 +179,8 @@ class ChipCostModel:
         _positive(m=m, n=n, k=k, batch=batch)
         rate = self.achievable_flops(dtype)
         s = self.mxu_size
-        flops = 2.0 * batch * m * n * k
-        padded = 2.0 * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
+        flops = FLOPS_PER_MAC * batch * m * n * k
+        padded = FLOPS_PER_MAC * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
         nbytes = DTYPE_BYTES[dtype] * (batch * m * k + k * n + batch * m * n)
         compute_s = padded / rate
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
@@ -208,7 +217,7 @@ class ChipCostModel:
         """
         _non_negative(bytes=bytes)
         cae = self.chip.cae is not None
-        nbytes = bytes if cae else 3.0 * bytes
+        nbytes = bytes if cae else TENSORCORE_REDUCTION_PASSES * bytes
         memory_s = nbytes / self.memory_bandwidth_Bps("hbm")
         return self._cost(0.0, memory_s, 0.0, 0.0, nbytes, "cae" if cae else "tensorcore")
 

@@ -17,9 +17,41 @@ import simpy
 
 from tpusim.network.base import FlowBatch, Network
 
-_REL_EPS = 1e-9  # flows within this relative time of the earliest drain drain together
+FULL_LINK_REL_SLACK = 1e-9
+"""A link whose unused bandwidth is at most this fraction of its capacity counts as
+full (dimensionless). Progressive filling subtracts ``level * crossing`` round after
+round; the float round-off of that is ~1e-16 relative, so 1e-9 absorbs it with a wide
+margin while staying far below any rate difference that matters (a 1e-9 relative
+rate error moves a 1 s collective by 1 ns)."""
+
+DRAIN_REL_TIME_TOL = 1e-9
+"""Flows whose remaining time is within this fraction of the earliest drain time
+drain with it (dimensionless): they differ from it only by float round-off, and
+draining them together saves an event each."""
+
+MIN_DRAIN_HORIZON_S = 1e-30
+"""Floor (seconds) on the earliest drain time in the drain horizon, so that a flow
+draining at the current instant (time 0 left) still gets a positive relative window;
+far below any physical duration (a byte at 1 Pb/s takes 8e-15 s)."""
+
+DRAIN_BYTE_SLACK = 1e-9
+"""Bytes a flow may have left and still count as drained: ``remaining -= rate * dt``
+leaves round-off residues (~1e-16 relative) of up to this order on transfers of ~1e7
+bytes, larger ones are covered by :data:`DRAIN_REL_TIME_TOL`; a nanobyte is never a
+real remainder."""
+
 DEFAULT_MERGE_TOLERANCE = 1e-2
+"""Default ``merge_tolerance`` (fraction of a flow's age): 1% earliness per flow in
+exchange for one event per group of near-simultaneous drains (see FlowNetwork)."""
+
 DEFAULT_RATE_TOLERANCE = 1e-2
+"""Default ``rate_tolerance`` (relative): max-min rates to 1%, which makes Boardfly's
+~1,000 distinct rates ~10x cheaper to solve; symmetric patterns stay exact."""
+
+SIMPLE_ROUNDS = 8
+"""Progressive-filling rounds done as full passes over the entries before switching
+to incremental rounds: symmetric collectives finish within a few rounds, for which a
+full pass is cheaper than building the CSR indexes of the incremental solver."""
 
 
 def max_min_rates(
@@ -35,7 +67,7 @@ def max_min_rates(
     Every flow must cross at least one link. Each round raises every unfrozen flow
     by the smallest fair share left on any link, then freezes the flows of the links
     that became full. Symmetric patterns (collectives on tori) need a few rounds,
-    each a pass over the entries; after ``_SIMPLE_ROUNDS`` rounds the rest switches
+    each a pass over the entries; after ``SIMPLE_ROUNDS`` rounds the rest switches
     to incremental rounds that touch only the entries of newly frozen flows, so
     patterns with thousands of distinct rates (all-to-all on Boardfly) stay cheap.
 
@@ -53,7 +85,7 @@ def max_min_rates(
     frozen = np.zeros(num_flows, dtype=bool)
     level = 0.0
     flows, links = inc_flow, inc_link
-    for _ in range(_SIMPLE_ROUNDS):
+    for _ in range(SIMPLE_ROUNDS):
         if not flows.size:
             return rate
         crossing = np.bincount(links, minlength=capacity.size)
@@ -61,7 +93,7 @@ def max_min_rates(
         step = (remaining[used] / crossing[used]).min()
         level += step
         remaining[used] -= step * crossing[used]
-        slack = capacity[used] * _REL_EPS
+        slack = capacity[used] * FULL_LINK_REL_SLACK
         if tolerance:
             slack = np.maximum(slack, (tolerance * level) * crossing[used])
         full = np.zeros(capacity.size, dtype=bool)
@@ -75,9 +107,6 @@ def max_min_rates(
     if flows.size:
         _incremental_rounds(flows, links, capacity, remaining, level, rate, frozen, tolerance)
     return rate
-
-
-_SIMPLE_ROUNDS = 8
 
 
 def _incremental_rounds(
@@ -111,7 +140,7 @@ def _incremental_rounds(
         step = share.min()
         level += step
         left -= step * crossing
-        slack = np.maximum(cap * _REL_EPS, tolerance * level * crossing)
+        slack = np.maximum(cap * FULL_LINK_REL_SLACK, tolerance * level * crossing)
         full = np.flatnonzero(open_links & (left <= slack))
         open_links[full] = False
         newly = flow_local[by_link[_ranges(link_ptr, full)]]
@@ -120,6 +149,7 @@ def _incremental_rounds(
         rate[flow_ids[newly]] = level
         frozen[flow_ids[newly]] = True
         crossing -= np.bincount(local[by_flow[_ranges(flow_ptr, newly)]], minlength=used.size)
+        # crossing holds whole counts as floats: > 0.5 means "at least one flow left"
         open_links &= crossing > 0.5
 
 
@@ -309,10 +339,10 @@ class FlowNetwork(Network):
         freed = []
         for bid in list(self._blocks):
             block = self._blocks[bid]
-            horizon = max(first, 1e-30) * _REL_EPS + self.merge_tolerance * (
-                self.env.now - block.started_at
+            horizon = max(first, MIN_DRAIN_HORIZON_S) * DRAIN_REL_TIME_TOL + (
+                self.merge_tolerance * (self.env.now - block.started_at)
             )
-            done = block.remaining <= block.rate * horizon + 1e-9
+            done = block.remaining <= block.rate * horizon + DRAIN_BYTE_SLACK
             if not done.any():
                 continue
             for latency, count in _latency_groups(block.latency[done]):

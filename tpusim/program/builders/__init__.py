@@ -1,0 +1,41 @@
+"""Builders of common programs: a transformer training step and an LLM decode step.
+
+Both are pure functions of the model shape and the logical mesh, returning an SPMD
+:class:`~tpusim.program.ir.Program` of what *one chip* runs. Every op names its
+dependencies; names are ``L<layer>.<block>.<op>.<phase>`` (``L3.attn.qkv.fwd``).
+
+Model (both builders): a pre-norm transformer layer of attention (QKV projection,
+scores, attention x V, output projection) and an MLP of two matrices (up, down; no
+gate, no biases), plus two norms. Embeddings and the LM head are left out: the
+programs cover the ``layers`` transformer layers only.
+
+Modules, one concept each:
+
+* :mod:`.model`: parameter counts and FLOPs of a program;
+* :mod:`.checks`: argument checks of the Python API (one function per builder);
+* :mod:`.mesh`: which mesh axes a collective spans;
+* :mod:`.oplist`: an op accumulator that checks names and chains dependencies;
+* :mod:`.layers`: the per-layer op templates (attention, MLP, MoE) and how one
+  template becomes forward or backward ops;
+* :mod:`.training`: :func:`training_step` (see its module docstring for the model);
+* :mod:`.decode`: :func:`decode_step`.
+"""
+
+from tpusim.program.builders.decode import decode_step
+from tpusim.program.builders.model import parameters_per_layer, step_flops
+from tpusim.program.builders.training import (
+    ADAM_STATE_BYTES,
+    BACKWARD_ELEMENTWISE_FACTOR,
+    FSDP_PREFETCH_LAYERS,
+    training_step,
+)
+
+__all__ = [
+    "ADAM_STATE_BYTES",
+    "BACKWARD_ELEMENTWISE_FACTOR",
+    "FSDP_PREFETCH_LAYERS",
+    "decode_step",
+    "parameters_per_layer",
+    "step_flops",
+    "training_step",
+]

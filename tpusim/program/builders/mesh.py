@@ -1,0 +1,33 @@
+"""Mesh axes as the builders use them: sizes of named axes and collective groups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tpusim.program.ir import ProgramError
+
+
+def axis_size(mesh: dict[str, int], field_name: str, axis: str | None) -> int:
+    """Size of ``axis`` in ``mesh`` (1 for ``None``).
+
+    Raises :class:`ProgramError` naming ``field_name`` if the mesh has no such axis.
+    """
+    if axis is None:
+        return 1
+    if axis not in mesh:
+        raise ProgramError(
+            f"{field_name} '{axis}' is not an axis of the mesh (axes: {', '.join(mesh)})"
+        )
+    return mesh[axis]
+
+
+def collective_axes(mesh: dict[str, int], axes: Iterable[str | None]) -> tuple[str, ...]:
+    """Distinct named axes of more than one chip, in the order given: the axes a
+    collective spans (empty when it would be a one-chip group, which is left out)."""
+    return tuple(a for a in dict.fromkeys(axes) if a is not None and mesh[a] > 1)
+
+
+def batch_axes(*axes: str | None) -> tuple[str, ...]:
+    """The distinct named axes among ``axes`` (the data, fsdp and expert axes, which
+    all shard the batch), in the order given."""
+    return tuple(dict.fromkeys(a for a in axes if a))
