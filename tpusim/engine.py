@@ -46,9 +46,7 @@ def map_mesh(topology: Topology, mesh: dict[str, int]) -> dict[str, list[str]]:
     Raises InputError when the mesh does not fit: sizes that do not multiply out to
     the chip count or a logical axis that would split a physical one.
     """
-    from tpusim.collectives.groups import _structure
-
-    _, physical = _structure(topology)
+    _, physical = topology.axis_structure()
     total = int(np.prod(list(mesh.values()))) if mesh else 1
     if total != topology.num_chips:
         raise InputError(

@@ -20,6 +20,9 @@ from typing import Literal
 
 import numpy as np
 
+from tpusim.topology.base import Axis
+from tpusim.topology.base import AxisKind as AxisKind  # re-exported from its old home
+
 Op = Literal[
     "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "broadcast"
 ]
@@ -40,22 +43,10 @@ ALGORITHMS: tuple[Algorithm, ...] = (
     "direct",
     "hierarchical",
 )
-AxisKind = Literal["ring", "line", "full", "any"]
 
 
 class AlgorithmError(ValueError):
     """The algorithm cannot run this collective on this group (wrong shape, wrong op)."""
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One axis of a group: ``ring`` (a wrapped torus axis), ``line`` (a torus axis
-    without wraparound), ``full`` (chips all directly linked, a Boardfly board) or
-    ``any`` (no known structure)."""
-
-    name: str
-    size: int
-    kind: AxisKind
 
 
 @dataclass(frozen=True)
