@@ -200,3 +200,7 @@ def test_chip_ids_are_checked():
         topo.route(0, 3)
     with pytest.raises(ValueError, match=r"chip -1 is not in 0\.\.2"):
         topo.hops_from(-1)
+    with pytest.raises(ValueError, match=r"chip 5 is not in 0\.\.2"):
+        topo.route_links_many(np.array([0, 1]), np.array([1, 5]))
+    with pytest.raises(ValueError, match=r"chip -2 is not in 0\.\.2"):
+        topo.route_links_many(np.array([-2]), np.array([1]))

@@ -230,13 +230,10 @@ class Topology(ABC):
         """
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         if not self._default_routes:
-            paths = [
-                self.link_ids(self.route(s, d)) if s != d else np.zeros(0, dtype=np.int64)
-                for s, d in zip(src.tolist(), dst.tolist(), strict=True)
-            ]
-            ptr = np.zeros(len(paths) + 1, dtype=np.int64)
-            ptr[1:] = np.cumsum([p.size for p in paths])
-            return ptr, np.concatenate([np.zeros(0, dtype=np.int64), *paths])
+            return self._routes_pair_by_pair(src, dst)
+        outside = (dst < 0) | (dst >= self.num_chips)
+        if np.any(outside):
+            self.check_chip(int(dst[outside][0]))  # raises, naming the chip
         sources, tree = np.unique(src, return_inverse=True)
         trees = [self._tree(self.check_chip(int(s))) for s in sources]
         empty = np.zeros((0, self.num_nodes), dtype=np.int64)
@@ -253,6 +250,18 @@ class Topology(ABC):
     @property
     def _default_routes(self) -> bool:
         return type(self).route is Topology.route
+
+    def _routes_pair_by_pair(
+        self, src: np.ndarray, dst: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`route_links_many` through one :meth:`route` call per pair."""
+        paths = [
+            self.link_ids(self.route(s, d)) if s != d else np.zeros(0, dtype=np.int64)
+            for s, d in zip(src.tolist(), dst.tolist(), strict=True)
+        ]
+        ptr = np.zeros(len(paths) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([p.size for p in paths])
+        return ptr, np.concatenate([np.zeros(0, dtype=np.int64), *paths])
 
     @cached_property
     def _adjacency(self) -> Adjacency:
