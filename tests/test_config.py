@@ -4,14 +4,23 @@ one-line ``file.yaml:LINE path: problem`` errors a bad config produces."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
 
 from tpusim.config import load_chip, load_system, shipped
-from tpusim.config.system import wraparound_for
+from tpusim.config.system import (
+    BoardflyTopologySpec,
+    TorusTopologySpec,
+    register_topology_spec,
+    topology_spec_kinds,
+    twisted_torus_problem,
+    wraparound_for,
+)
 from tpusim.errors import ConfigError, InputError
 
 GRADES = {"primary", "secondary", "derived", "assumption"}
@@ -390,6 +399,59 @@ def test_twisted_without_wraparound(tmp_path):
     path = write(tmp_path, "twist2.yaml", text)
     with pytest.raises(ConfigError, match=where(path, 3, "topology") + ".*wraparound"):
         load_system(str(path))
+
+
+def test_twisted_shape_with_wraparound_false_on_one_axis(tmp_path):
+    text = (
+        "name: x\nchip: v5p\n"
+        "topology: {kind: torus, dims: [3, 6], twisted: true, wraparound: [true, false]}\n"
+    )
+    path = write(tmp_path, "twist4.yaml", text)
+    with pytest.raises(
+        ConfigError, match=where(path, 3, "topology") + "twisted tori need wraparound on every axis"
+    ):
+        load_system(str(path))
+
+
+def test_twisted_shape_the_chip_rule_does_not_wrap(tmp_path):
+    # v5p wraps only slices of whole 4x4x4 cubes: 3x3x6 can twist, but the chip does not wrap it
+    text = "name: x\nchip: v5p\ntopology:\n  kind: torus\n  dims: [3, 3, 6]\n  twisted: true\n"
+    path = write(tmp_path, "twist5.yaml", text)
+    with pytest.raises(
+        ConfigError, match=where(path, 3, "topology") + "twisted tori need wraparound on every axis"
+    ):
+        load_system(str(path))
+
+
+def test_twisted_rule_is_one_function():
+    assert twisted_torus_problem([4, 4, 8], None) is None
+    assert twisted_torus_problem([6, 3], [True, True]) is None
+    shape = "twisted tori need a k x k x 2k or 2k x k shape with k >= 3 (got 2x2x4)"
+    assert twisted_torus_problem([2, 2, 4], None) == shape
+    assert "wraparound" in (twisted_torus_problem([4, 4, 8], [True, False, True]) or "")
+
+
+def test_config_does_not_import_the_topology_layer():
+    code = "import sys, tpusim.config.loader; print('tpusim.topology' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_unknown_topology_kind_lists_the_registered_ones(tmp_path):
+    path = write(tmp_path, "k.yaml", "name: x\nchip: v5e\ntopology: {kind: hypercube}\n")
+    with pytest.raises(ConfigError, match=where(path, 3, "topology") + ".*'torus', 'boardfly'"):
+        load_system(str(path))
+    assert topology_spec_kinds()[:2] == ("torus", "boardfly")
+
+
+def test_a_topology_kind_cannot_be_taken_twice():
+    register_topology_spec(TorusTopologySpec)  # the same class again: nothing happens
+
+    class OtherTorus(BoardflyTopologySpec):
+        kind: Literal["torus"]  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match="topology kind 'torus' is already TorusTopologySpec"):
+        register_topology_spec(OtherTorus)
 
 
 def test_twisted_shape_that_can_twist_loads(tmp_path):

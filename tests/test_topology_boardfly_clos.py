@@ -547,3 +547,41 @@ def test_clos_custom_fabric_name_and_invalid_arguments():
         fabric(pods=0)
     with pytest.raises(ValueError, match=">= 1"):
         fabric(cpl=0)
+
+
+# -- capabilities the collectives and the plots use ----------------------------------------
+
+
+def test_boardfly_axis_structure_and_plot_layout():
+    topo = boardfly(2, 3, 4)
+    chips, axes = topo.axis_structure()
+    assert chips.shape == (4, 3, 2)
+    assert chips[2, 1, 0] == (2 * 3 + 1) * 2  # group-major ids
+    assert [(a.name, a.size, a.kind) for a in axes] == [
+        ("group", 4, "full"),
+        ("board", 3, "full"),
+        ("chip", 2, "full"),
+    ]
+    layout = topo.plot_layout()
+    assert layout.shape == (4, 6)
+    values = np.arange(topo.num_chips, dtype=float)
+    assert layout.grid(values).tolist() == values.reshape(4, 6).tolist()
+    assert layout.title == "Boardfly p=2 a=3 g=4"
+    assert topo.vectorised_routes and not topo.has_port_routes
+
+
+def test_clos_axis_structure_puts_pods_first():
+    pod = Torus((2, 3), (False, True), link_bandwidth_Bps=BW, hop_latency_s=LAT)
+    topo = fabric(pod, pods=3)
+    chips, axes = topo.axis_structure()
+    pod_chips, pod_axes = pod.axis_structure()
+    assert chips.shape == (3, 2, 3)
+    for i in range(3):
+        assert (chips[i] == pod_chips + 6 * i).all()
+    assert [(a.name, a.size, a.kind) for a in axes] == [
+        ("pod", 3, "any"),
+        ("x", 2, "line"),
+        ("y", 3, "ring"),
+    ]
+    assert axes[1:] == pod_axes
+    assert not topo.vectorised_routes  # its own route(), pair by pair

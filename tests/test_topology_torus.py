@@ -478,3 +478,75 @@ def test_twisted_bisection_cuts_long_axis_links():
         crossing = sum(1 for u in left for v in adj[u] if v not in left)
         best = min(best, crossing)
     assert topo.bisection_bandwidth_Bps == pytest.approx(best * BW)
+
+
+def test_twisting_messages_name_the_allowed_shapes_and_wraparound():
+    with pytest.raises(ValueError, match=r"k x k x 2k or 2k x k shape with k >= 3 \(got 4x4x4\)"):
+        make((4, 4, 4), twisted=True)
+    with pytest.raises(ValueError, match="twisted tori need wraparound on every axis"):
+        make((4, 4, 8), (True, False, True), twisted=True)
+
+
+# -- capabilities the collectives, the network and the plots use --------------------------
+
+
+@pytest.mark.parametrize(
+    "dims, wrap, kinds",
+    [
+        ((4, 3, 2), (True, True, True), ["ring", "ring", "line"]),  # a size-2 axis gains no link
+        ((5, 4), (False, True), ["line", "ring"]),
+        ((6,), (True,), ["ring"]),
+    ],
+)
+def test_axis_structure_is_chips_by_coordinates(dims, wrap, kinds):
+    topo = make(dims, wrap)
+    chips, axes = topo.axis_structure()
+    assert chips.shape == dims
+    for coord in itertools.product(*(range(d) for d in dims)):
+        assert chips[coord] == coord_ids(dims)(coord)
+    assert [(a.name, a.size, a.kind) for a in axes] == [
+        ("xyz"[i], d, k) for i, (d, k) in enumerate(zip(dims, kinds, strict=True))
+    ]
+
+
+def test_plot_layout_is_x_by_y_mean_over_z():
+    topo = make((3, 2, 4))
+    layout = topo.plot_layout()
+    assert layout.shape == (2, 3)
+    assert "mean over z" in layout.title and "3x2x4 torus" in layout.title
+    c = topo.coords(np.arange(topo.num_chips))
+    grid = layout.grid(c[:, 2].astype(float))  # each cell averages z = 0..3
+    assert grid.tolist() == [[1.5] * 3] * 2
+    assert layout.grid(np.arange(24.0))[1, 2] == np.mean([2 + 3 + 6 * z for z in range(4)])
+    line = make((5,)).plot_layout()
+    assert line.shape == (1, 5) and line.row.tolist() == [0] * 5
+
+
+@pytest.mark.parametrize(
+    "dims, src, dst, first_axes",
+    [
+        ((4, 5, 3), (0, 0, 0), (2, 3, 1), [0, 1, 2]),
+        ((4, 5, 3), (1, 0, 2), (1, 2, 0), [1, 2]),
+        ((4, 5), (1, 1), (3, 1), [0]),
+        ((4, 5), (1, 1), (1, 1), [None]),
+    ],
+)
+def test_port_routes_leave_by_one_moving_axis_each(dims, src, dst, first_axes):
+    topo = make(dims, [False] * len(dims))
+    s, d = (int(topo.chip_at(np.array(c))) for c in (src, dst))
+    routes = topo.port_routes(s, d)
+    assert topo.has_port_routes and len(routes) == len(first_axes)
+    for route, axis in zip(routes, first_axes, strict=True):
+        assert route[0] == s and route[-1] == d
+        assert len(route) - 1 == topo.hops(s, d)  # every one is minimal
+        if axis is not None:
+            moved = topo.coords(route[1]) - topo.coords(s)
+            assert np.flatnonzero(moved).tolist() == [axis]
+    assert routes[0] == topo.route(s, d)
+
+
+def test_twisted_port_routes_repeat_the_one_minimal_route():
+    topo = make((3, 3, 6), twisted=True)
+    routes = topo.port_routes(0, 40)
+    assert len(routes) == len(topo.moving_axes(0, 40)) >= 2
+    assert all(r == topo.route(0, 40) for r in routes)

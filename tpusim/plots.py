@@ -141,35 +141,13 @@ def link_utilization_heatmap(
     time_s: float,
     path: str | Path | None = None,
 ) -> Figure:
-    """Mean outgoing-link utilisation per chip: a torus as an x-by-y grid (mean over z),
-    a Boardfly as groups (rows) by chips within the group (columns)."""
-    from tpusim.topology.boardfly import Boardfly
-    from tpusim.topology.torus import Torus
-
+    """Mean outgoing-link utilisation per chip, laid out by the topology's
+    :meth:`~tpusim.topology.base.Topology.plot_layout` (a torus as an x-by-y grid, mean
+    over z; a Boardfly as groups (rows) by chips within the group (columns))."""
     plt = _pyplot()
     per_chip = 100.0 * chip_link_utilization(topology, link_bytes, time_s)
-    if isinstance(topology, Torus):
-        dims = topology.dims
-        coords = topology.coords(np.arange(topology.num_chips))
-        nx = dims[0]
-        ny = dims[1] if len(dims) > 1 else 1
-        grid = np.zeros((ny, nx))
-        hits = np.zeros((ny, nx))
-        ys = coords[:, 1] if len(dims) > 1 else np.zeros(topology.num_chips, dtype=int)
-        np.add.at(grid, (ys, coords[:, 0]), per_chip)
-        np.add.at(hits, (ys, coords[:, 0]), 1)
-        grid = grid / np.maximum(hits, 1)
-        xlabel, ylabel = "x coordinate (chip index)", "y coordinate (chip index)"
-        shape = "x".join(str(d) for d in dims)
-        name = f"{shape} torus" + (" (mean over z)" if len(dims) > 2 else "")
-    elif isinstance(topology, Boardfly):
-        grid = per_chip.reshape(topology.g, topology.chips_per_group)
-        xlabel, ylabel = "chip within group (index)", "group (index)"
-        name = f"Boardfly p={topology.p} a={topology.a} g={topology.g}"
-    else:
-        grid = per_chip[None, :]
-        xlabel, ylabel = "chip (index)", "row (index)"
-        name = f"{type(topology).__name__} ({topology.num_chips} chips)"
+    layout = topology.plot_layout()
+    grid = layout.grid(per_chip)
     rows, cols = grid.shape
     fig, ax = plt.subplots(figsize=(min(12, 2.5 + 0.45 * cols), min(9, 1.8 + 0.45 * rows)))
     image = ax.imshow(grid, origin="lower", cmap="viridis", aspect="auto", vmin=0)
@@ -183,9 +161,9 @@ def link_utilization_heatmap(
         for (r, c), value in np.ndenumerate(grid):
             colour = "black" if image.norm(value) > 0.5 else "white"  # readable on viridis
             ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=8, color=colour)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"Mean outgoing link utilisation per chip: {name}")
+    ax.set_xlabel(layout.xlabel)
+    ax.set_ylabel(layout.ylabel)
+    ax.set_title(f"Mean outgoing link utilisation per chip: {layout.title}")
     return _finish(fig, path)
 
 

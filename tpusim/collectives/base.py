@@ -16,30 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
+from tpusim.topology.base import Axis
+from tpusim.topology.base import AxisKind as AxisKind  # re-exported from its old home
 from tpusim.vocabulary import Op
 
 #: A registered algorithm's name (:mod:`tpusim.collectives.registry`).
 Algorithm = str
-AxisKind = Literal["ring", "line", "full", "any"]
 
 
 class AlgorithmError(ValueError):
     """The algorithm cannot run this collective on this group (wrong shape, wrong op)."""
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One axis of a group: ``ring`` (a wrapped torus axis), ``line`` (a torus axis
-    without wraparound), ``full`` (chips all directly linked, a Boardfly board) or
-    ``any`` (no known structure)."""
-
-    name: str
-    size: int
-    kind: AxisKind
 
 
 @dataclass(frozen=True)

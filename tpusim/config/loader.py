@@ -20,6 +20,7 @@ from tpusim.config.system import (
     SystemSpec,
     TorusTopologySpec,
     chip_count,
+    twisted_torus_problem,
     wraparound_for,
 )
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -250,15 +251,19 @@ def _load_system_file(path: Path) -> System:
             path="chips",
             line=line_of(lines, ("chips",)),
         )
-    from tpusim.topology import check_system  # shapes only the topology layer can judge
-
-    try:
-        check_system(system)
-    except ValueError as exc:
-        raise ConfigError(
-            str(exc), file=file, path="topology", line=line_of(lines, ("topology",))
-        ) from None
+    _check_twist(system, lines)
     return system
+
+
+def _check_twist(system: System, lines: dict[PathKey, int]) -> None:
+    """A twisted torus whose wraparound comes from the chip's rule must wrap every axis
+    (the spec's validator has checked the shape and any wraparound written out)."""
+    topo = system.spec.topology
+    if isinstance(topo, TorusTopologySpec) and topo.twisted:
+        problem = twisted_torus_problem(topo.dims, system.wraparound)
+        if problem is not None:
+            line = line_of(lines, ("topology",))
+            raise ConfigError(problem, file=system.file, path="topology", line=line)
 
 
 def load_system(name_or_path: str, base: Path | None = None) -> System:

@@ -17,19 +17,60 @@ and a multi-pod system::
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, GetPydanticSchema, PositiveInt, model_validator
+from pydantic_core import core_schema
 
 from tpusim.config.chip import ChipSpec, WraparoundRule
 from tpusim.config.types import Bandwidth, Frozen, Source, Time
 
 
-class TorusTopologySpec(Frozen):
+class BaseTopologySpec(Frozen):
+    """What every topology spec has: its ``kind`` (a ``Literal`` of one name in each
+    subclass, the tag that picks the spec) and the chip count of the shape it describes.
+
+    A new kind subclasses this and is added with :func:`register_topology_spec`.
+    """
+
+    kind: str
+
+    @property
+    def num_chips(self) -> int:
+        """Chips in one pod of this shape."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how many chips it has")
+
+
+def twist_axes(dims: Sequence[int]) -> tuple[int, list[int]] | None:
+    """(long axis, short axes) if ``dims`` is a twistable k x k x 2k or 2k x k shape."""
+    if len(dims) not in (2, 3):
+        return None
+    long_axes = [a for a, d in enumerate(dims) if d == 2 * min(dims)]
+    short = [a for a, d in enumerate(dims) if d == min(dims)]
+    if len(long_axes) != 1 or len(short) != len(dims) - 1 or min(dims) < 3:
+        return None
+    return long_axes[0], short
+
+
+def twisted_torus_problem(dims: Sequence[int], wraparound: Sequence[bool] | None) -> str | None:
+    """Why a torus of ``dims`` with ``wraparound`` per axis (None: not known yet)
+    cannot be twisted, or None if it can: the one statement of the rule."""
+    shape = "x".join(map(str, dims))
+    if twist_axes(dims) is None:
+        return f"twisted tori need a k x k x 2k or 2k x k shape with k >= 3 (got {shape})"
+    if wraparound is not None and not all(wraparound):
+        return f"twisted tori need wraparound on every axis (got {shape} without it on some)"
+    return None
+
+
+class TorusTopologySpec(BaseTopologySpec):
     """An n-dimensional torus or mesh; ``wraparound`` is one bool or one per axis.
 
     Left out, wraparound follows the chip's TPU rule (see :func:`wraparound_for`).
-    ``twisted`` asks for the TPU v4/v5p twisted torus (k x k x 2k or 2k x k shapes).
+    ``twisted`` asks for the TPU v4/v5p twisted torus (k x k x 2k or 2k x k shapes
+    with k >= 3, wraparound on every axis; see :func:`twisted_torus_problem`).
     """
 
     kind: Literal["torus"]
@@ -45,8 +86,22 @@ class TorusTopologySpec(Frozen):
             )
         return self
 
+    @model_validator(mode="after")
+    def _twistable(self) -> TorusTopologySpec:
+        if self.twisted:
+            wrap = self.wraparound
+            written = None if wrap is None else wrap if isinstance(wrap, list) else [wrap]
+            problem = twisted_torus_problem(self.dims, written)
+            if problem is not None:
+                raise ValueError(problem)
+        return self
 
-class BoardflyTopologySpec(Frozen):
+    @property
+    def num_chips(self) -> int:
+        return math.prod(self.dims)
+
+
+class BoardflyTopologySpec(BaseTopologySpec):
     """TPU 8i Boardfly: chips on a board, boards in a group and groups all fully connected.
 
     ``arrangement`` chooses which chip ends each board-to-board and group-to-group
@@ -65,8 +120,26 @@ class BoardflyTopologySpec(Frozen):
     global_link_bandwidth_Bps: Bandwidth | None = Field(None, alias="global_link_bandwidth")
     global_hop_latency_s: Time | None = Field(None, alias="global_hop_latency")
 
+    @property
+    def num_chips(self) -> int:
+        return self.chips_per_board * self.boards_per_group * self.groups
 
-TopologySpec = Annotated[TorusTopologySpec | BoardflyTopologySpec, Field(discriminator="kind")]
+
+#: Topology specs by kind: the shipped ones, then any added by register_topology_spec.
+_TOPOLOGY_SPECS: dict[str, type[BaseTopologySpec]] = {
+    "torus": TorusTopologySpec,
+    "boardfly": BoardflyTopologySpec,
+}
+
+
+def _topology_union(_source: Any, handler: Any) -> core_schema.CoreSchema:
+    """The registered specs as one union tagged by ``kind`` (rebuilt on registration)."""
+    choices = {kind: handler.generate_schema(spec) for kind, spec in _TOPOLOGY_SPECS.items()}
+    return core_schema.tagged_union_schema(choices, discriminator="kind")
+
+
+#: A topology spec of any registered kind, picked by its ``kind`` key.
+TopologySpec = Annotated[BaseTopologySpec, GetPydanticSchema(_topology_union)]
 
 
 class IciOverride(Frozen):
@@ -122,6 +195,30 @@ class SystemSpec(Frozen):
         return self
 
 
+def register_topology_spec(spec: type[BaseTopologySpec]) -> None:
+    """Accept ``topology: {kind: ...}`` of ``spec``'s kind in system files from now on.
+
+    ``spec.kind`` must be annotated ``Literal["name"]``. Registering the same class
+    again does nothing; ValueError if another spec already has that kind.
+    """
+    kinds = get_args(spec.model_fields["kind"].annotation)
+    if len(kinds) != 1 or not isinstance(kinds[0], str):
+        raise ValueError(f"{spec.__name__}.kind must be a Literal of one name")
+    kind = kinds[0]
+    known = _TOPOLOGY_SPECS.get(kind)
+    if known is spec:
+        return
+    if known is not None:
+        raise ValueError(f"topology kind '{kind}' is already {known.__name__}")
+    _TOPOLOGY_SPECS[kind] = spec
+    SystemSpec.model_rebuild(force=True)  # regenerates the union of topology specs
+
+
+def topology_spec_kinds() -> tuple[str, ...]:
+    """Kinds a system file's ``topology`` may have, in registration order."""
+    return tuple(_TOPOLOGY_SPECS)
+
+
 def wraparound_for(dims: list[int], rule: WraparoundRule) -> tuple[bool, ...]:
     """Wraparound per axis under a chip's TPU rule.
 
@@ -139,23 +236,23 @@ def wraparound_for(dims: list[int], rule: WraparoundRule) -> tuple[bool, ...]:
 
 def chip_count(spec: SystemSpec) -> int:
     """Chips in one pod described by ``spec.topology`` (not multiplied by pods)."""
-    topo = spec.topology
-    if isinstance(topo, TorusTopologySpec):
-        count = 1
-        for d in topo.dims:
-            count *= d
-        return count
-    assert topo is not None
-    return topo.chips_per_board * topo.boards_per_group * topo.groups
+    assert spec.topology is not None
+    return spec.topology.num_chips
 
 
 __all__ = [
+    "BaseTopologySpec",
     "BoardflyTopologySpec",
     "ChipSpec",
     "FabricSpec",
     "IciOverride",
     "SystemSpec",
+    "TopologySpec",
     "TorusTopologySpec",
     "chip_count",
+    "register_topology_spec",
+    "topology_spec_kinds",
+    "twist_axes",
+    "twisted_torus_problem",
     "wraparound_for",
 ]

@@ -25,7 +25,7 @@ def map_mesh(topology: Topology, mesh: dict[str, int]) -> dict[str, list[str]]:
     Raises InputError when the mesh does not fit: sizes that do not multiply out to
     the chip count or a logical axis that would split a physical one.
     """
-    physical = make_group(topology).axes
+    _, physical = topology.axis_structure()
     total = int(np.prod(list(mesh.values()))) if mesh else 1
     if total != topology.num_chips:
         raise InputError(

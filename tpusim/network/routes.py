@@ -1,11 +1,13 @@
 """Turning transfers (src chip, dst chip, bytes) into flow batches with routes.
 
-Routes are the topology's deterministic routes, cached per (src, dst) pair: a
-collective repeats the same pairs step after step. Vectorised route lookups are
-also cached per whole (src array, dst array), so one cache shared by runs of the
-same collective at several sizes (a bandwidth curve) routes each step once.
-Batches whose transfers all go to a direct neighbour (ring steps on a torus) are
-resolved in one vectorised lookup with no Python loop over transfers.
+Routes are the topology's deterministic routes. A topology whose batch routes are
+vectorised (:attr:`~tpusim.topology.base.Topology.vectorised_routes`) routes a whole
+batch at once, cached per whole (src array, dst array), so one cache shared by runs
+of the same collective at several sizes (a bandwidth curve) routes each step once;
+any other is routed pair by pair, cached per (src, dst) pair: a collective repeats
+the same pairs step after step. Batches whose transfers all go to a direct neighbour
+(ring steps on a torus) are resolved in one vectorised lookup with no Python loop
+over transfers.
 """
 
 from __future__ import annotations
@@ -13,36 +15,43 @@ from __future__ import annotations
 import numpy as np
 
 from tpusim.network.base import FlowBatch
-from tpusim.topology import Boardfly, Topology, Torus
+from tpusim.topology import Topology
+
+_NO_LINKS = np.zeros(0, dtype=np.int64)
 
 
 class RouteCache:
     """Builds :class:`FlowBatch` es on ``topology``; ``split_ports`` splits a transfer
-    on a torus over one dimension-order route per moving axis (each starts on a
-    different port), as a point-to-point copy does on TPU ICI."""
+    evenly over the topology's port routes where it has them
+    (:attr:`~tpusim.topology.base.Topology.has_port_routes`: on a torus one
+    dimension-order route per moving axis, each starting on a different port, as a
+    point-to-point copy does on TPU ICI)."""
 
     def __init__(self, topology: Topology):
         self.topology = topology
-        self._paths: dict[tuple[int, int, int], np.ndarray] = {}
+        self._paths: dict[tuple[int, int], np.ndarray] = {}
+        self._ports: dict[tuple[int, int], list[np.ndarray]] = {}
         self._many: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray]] = {}
 
-    def _links(self, src: int, dst: int, rotation: int = 0) -> np.ndarray:
-        key = (src, dst, rotation)
+    def _links(self, src: int, dst: int) -> np.ndarray:
+        key = (src, dst)
         path = self._paths.get(key)
         if path is None:
             topo = self.topology
-            if rotation and isinstance(topo, Torus):
-                axes = topo.moving_axes(src, dst)
-                order = axes[rotation:] + axes[:rotation]
-                nodes = topo.route(
-                    src,
-                    dst,
-                    axis_order=order + [a for a in range(len(topo.dims)) if a not in order],
-                )
-            else:
-                nodes = topo.route(src, dst)
-            path = self._paths[key] = topo.link_ids(nodes)
+            path = self._paths[key] = topo.link_ids(topo.route(src, dst))
         return path
+
+    def _port_links(self, src: int, dst: int) -> list[np.ndarray]:
+        key = (src, dst)
+        paths = self._ports.get(key)
+        if paths is None:
+            topo = self.topology
+            if src == dst:
+                paths = [_NO_LINKS]
+            else:
+                paths = [topo.link_ids(nodes) for nodes in topo.port_routes(src, dst)]
+            self._ports[key] = paths
+        return paths
 
     def batch(
         self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray, split_ports: bool = False
@@ -50,35 +59,34 @@ class RouteCache:
         """Flows for the transfers; a chip sending to itself gives an empty route."""
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         sizes = np.asarray(sizes, dtype=np.float64)
-        if split_ports and isinstance(self.topology, Torus):
+        topo = self.topology
+        if split_ports and topo.has_port_routes:
             return self._split(src, dst, sizes)
         if src.size and not np.any(src == dst):
-            links = self.topology.find_links(src, dst)
+            links = topo.find_links(src, dst)
             if np.all(links >= 0):  # every transfer goes to a neighbour: one hop each
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
-        topo = self.topology
-        if isinstance(topo, Boardfly) or (isinstance(topo, Torus) and not topo.twisted):
+        if topo.vectorised_routes:
             key = (src.tobytes(), dst.tobytes())
             routed = self._many.get(key)
             if routed is None:
                 routed = self._many[key] = topo.route_links_many(src, dst)
             return FlowBatch(src, dst, sizes, *routed)
         paths = [
-            self._links(int(s), int(d)) if s != d else np.zeros(0, dtype=np.int64)
+            self._links(int(s), int(d)) if s != d else _NO_LINKS
             for s, d in zip(src.tolist(), dst.tolist(), strict=True)
         ]
         return self._pack(src, dst, sizes, paths)
 
     def _split(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> FlowBatch:
-        assert isinstance(self.topology, Torus)
         out_src, out_dst, out_size, paths = [], [], [], []
         for s, d, b in zip(src.tolist(), dst.tolist(), sizes.tolist(), strict=True):
-            parts = max(1, len(self.topology.moving_axes(s, d)))
-            for r in range(parts):
+            parts = self._port_links(s, d)
+            for links in parts:
                 out_src.append(s)
                 out_dst.append(d)
-                out_size.append(b / parts)
-                paths.append(self._links(s, d, r) if s != d else np.zeros(0, dtype=np.int64))
+                out_size.append(b / len(parts))
+                paths.append(links)
         return self._pack(np.array(out_src), np.array(out_dst), np.array(out_size), paths)
 
     @staticmethod

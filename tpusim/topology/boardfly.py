@@ -30,11 +30,15 @@ global, local, board, local, which is Google's published diameter.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from tpusim.topology.base import LinkTable, Topology
+from tpusim.config.system import BoardflyTopologySpec
+from tpusim.topology.base import Axis, LinkTable, PlotLayout, Topology
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
 
 Arrangement = Literal["absolute", "relative"]
 
@@ -112,7 +116,7 @@ class Boardfly(Topology):
         return self._ends_cache
 
     # -- links -------------------------------------------------------------------------
-    def _build_links(self) -> LinkTable:
+    def build_links(self) -> LinkTable:
         groups = []
         base = np.arange(0, self.num_chips, self.p)  # first chip of every board
         for u in range(self.p):
@@ -191,7 +195,7 @@ class Boardfly(Topology):
         return int(np.argmin(costs))
 
     def route(self, src: int, dst: int) -> list[int]:
-        src, dst = self._check_chip(src), self._check_chip(dst)
+        src, dst = self.check_chip(src), self.check_chip(dst)
         gs, s = divmod(src, self.chips_per_group)
         gd, d = divmod(dst, self.chips_per_group)
         if gs == gd:
@@ -251,6 +255,10 @@ class Boardfly(Topology):
         ptr[1:] = np.cumsum(counts)
         return ptr, links
 
+    @property
+    def vectorised_routes(self) -> bool:
+        return True
+
     def _hops_to_groups(self, gs: int, s: int) -> np.ndarray:
         """(g, chips_per_group) hops from in-group chip s of group gs to every chip."""
         hops = self._in_group[0]
@@ -261,7 +269,7 @@ class Boardfly(Topology):
         return result
 
     def hops_from(self, src: int) -> np.ndarray:
-        gs, s = divmod(self._check_chip(src), self.chips_per_group)
+        gs, s = divmod(self.check_chip(src), self.chips_per_group)
         return self._hops_to_groups(gs, s).ravel()
 
     def hop_histogram(self) -> np.ndarray:
@@ -285,6 +293,28 @@ class Boardfly(Topology):
         if self.a == 1:
             yield "first half of every board", ids % self.p < self.p // 2
 
+    def axis_structure(self) -> tuple[np.ndarray, tuple[Axis, ...]]:
+        """``chips[group, board, chip]``; every level is fully connected (``full``), so
+        collectives exchange directly, spreading over all links."""
+        ids = np.arange(self.num_chips, dtype=np.int64)
+        return ids.reshape(self.g, self.a, self.p), (
+            Axis("group", self.g, "full"),
+            Axis("board", self.a, "full"),
+            Axis("chip", self.p, "full"),
+        )
+
+    def plot_layout(self) -> PlotLayout:
+        """Groups (rows) by chips within the group (columns)."""
+        group, within = np.divmod(np.arange(self.num_chips), self.chips_per_group)
+        return PlotLayout(
+            row=group,
+            col=within,
+            shape=(self.g, self.chips_per_group),
+            xlabel="chip within group (index)",
+            ylabel="group (index)",
+            title=f"Boardfly p={self.p} a={self.a} g={self.g}",
+        )
+
     def describe(self) -> dict[str, Any]:
         return {
             "chips_per_board": self.p,
@@ -296,6 +326,25 @@ class Boardfly(Topology):
             "link_bandwidth_Bps": dict(self.bw),
             "hop_latency_s": dict(self.latency),
         }
+
+
+def build_boardfly(system: System) -> Boardfly:
+    """The Boardfly of a loaded one-pod system (``topology: {kind: boardfly}``)."""
+    spec = system.spec.topology
+    assert isinstance(spec, BoardflyTopologySpec)
+    return Boardfly(
+        spec.chips_per_board,
+        spec.boards_per_group,
+        spec.groups,
+        link_bandwidth_Bps=system.link_bandwidth_Bps,
+        hop_latency_s=system.hop_latency_s,
+        board_link_bandwidth_Bps=spec.board_link_bandwidth_Bps,
+        global_link_bandwidth_Bps=spec.global_link_bandwidth_Bps,
+        global_hop_latency_s=spec.global_hop_latency_s,
+        links_per_board_pair=spec.links_per_board_pair,
+        links_per_group_pair=spec.links_per_group_pair,
+        arrangement=spec.arrangement,
+    )
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -14,11 +14,15 @@ chip -> leaf -> spine -> leaf -> chip (4 hops, each paying ``hop_latency_s``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpusim.topology.base import LinkTable, Topology
+from tpusim.topology.base import Axis, LinkTable, Topology
+from tpusim.topology.registry import build_topology
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
 
 
 class ClosFabric(Topology):
@@ -58,7 +62,7 @@ class ClosFabric(Topology):
         pod, local = np.divmod(np.asarray(chips, dtype=np.int64), self.pod_chips)
         return self.num_chips + pod * self.leaves_per_pod + local // self.chips_per_leaf
 
-    def _build_links(self) -> LinkTable:
+    def build_links(self) -> LinkTable:
         pod_links = self.pod.links
         tables = [pod_links.offset(i * self.pod_chips) for i in range(self.pods)]
         chips = np.arange(self.num_chips, dtype=np.int64)
@@ -95,14 +99,14 @@ class ClosFabric(Topology):
         )
 
     def route(self, src: int, dst: int) -> list[int]:
-        src, dst = self._check_chip(src), self._check_chip(dst)
+        src, dst = self.check_chip(src), self.check_chip(dst)
         (ps, s), (pd, d) = divmod(src, self.pod_chips), divmod(dst, self.pod_chips)
         if ps == pd:
             return [n + ps * self.pod_chips for n in self.pod.route(s, d)]
         return [src, int(self.leaf_of(src)), self.spine, int(self.leaf_of(dst)), dst]
 
     def hops_from(self, src: int) -> np.ndarray:
-        ps, s = divmod(self._check_chip(src), self.pod_chips)
+        ps, s = divmod(self.check_chip(src), self.pod_chips)
         hops = np.full(self.num_chips, 4, dtype=np.int64)
         hops[ps * self.pod_chips : (ps + 1) * self.pod_chips] = self.pod.hops_from(s)
         return hops
@@ -122,6 +126,12 @@ class ClosFabric(Topology):
         side[self.num_chips : self.spine] = side[first_chip_of_leaf]
         yield "first half of the chips (pod-major)", side
 
+    def axis_structure(self) -> tuple[np.ndarray, tuple[Axis, ...]]:
+        """``pod`` first (no known structure between pods), then the pod's own axes."""
+        pod_chips, pod_axes = self.pod.axis_structure()
+        chips = np.stack([pod_chips + i * self.pod_chips for i in range(self.pods)])
+        return chips, (Axis("pod", self.pods, "any"), *pod_axes)
+
     def describe(self) -> dict[str, Any]:
         return {
             "pods": self.pods,
@@ -134,3 +144,18 @@ class ClosFabric(Topology):
             "hop_latency_s": self.hop_latency_s,
             "pod": self.pod.describe(),
         }
+
+
+def build_clos(system: System) -> ClosFabric:
+    """Pods of a loaded multi-pod system joined by its fabric (``fabric: {kind: clos}``);
+    the pod is built by its own kind's builder."""
+    fabric = system.spec.fabric
+    assert system.pod is not None and fabric is not None and system.spec.pods is not None
+    return ClosFabric(
+        build_topology(system.pod),
+        system.spec.pods,
+        bandwidth_per_chip_Bps=system.fabric_bandwidth_per_chip_Bps,
+        hop_latency_s=fabric.hop_latency_s,
+        chips_per_leaf=fabric.chips_per_leaf,
+        name=fabric.name,
+    )

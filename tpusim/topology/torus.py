@@ -17,26 +17,22 @@ every distance and a deterministic minimal route for every pair by translation.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from tpusim.topology.base import LinkTable, Topology
+from tpusim.config.system import TorusTopologySpec, twist_axes, twisted_torus_problem
+from tpusim.topology.base import Axis, LinkTable, PlotLayout, Topology
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
+
+__all__ = ["Torus", "axis_name", "build_torus", "twist_axes"]
 
 
 def axis_name(axis: int) -> str:
+    """``x``, ``y``, ``z`` for the first three axes, then ``a3``, ``a4``..."""
     return "xyz"[axis] if axis < 3 else f"a{axis}"
-
-
-def twist_axes(dims: Sequence[int]) -> tuple[int, list[int]] | None:
-    """(long axis, short axes) if ``dims`` is a twistable k x k x 2k or 2k x k shape."""
-    if len(dims) not in (2, 3):
-        return None
-    long_axes = [a for a, d in enumerate(dims) if d == 2 * min(dims)]
-    short = [a for a, d in enumerate(dims) if d == min(dims)]
-    if len(long_axes) != 1 or len(short) != len(dims) - 1 or min(dims) < 3:
-        return None
-    return long_axes[0], short
 
 
 class Torus(Topology):
@@ -44,6 +40,7 @@ class Torus(Topology):
     bandwidth (bytes/s, one direction) and latency (s)."""
 
     kind = "torus"
+    has_port_routes: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -60,12 +57,10 @@ class Torus(Topology):
         self.wraparound = tuple(bool(w) for w in wraparound)
         self.twisted = bool(twisted)
         if twisted:
+            problem = twisted_torus_problem(self.dims, self.wraparound)
             twist = twist_axes(self.dims)
-            if twist is None or not all(self.wraparound):
-                raise ValueError(
-                    f"twisted tori need a k x k x 2k or 2k x k shape with k >= 3 and "
-                    f"wraparound on every axis (got {'x'.join(map(str, self.dims))})"
-                )
+            if problem is not None or twist is None:
+                raise ValueError(problem)
             self._long, self._short = twist
         self.link_bandwidth_Bps = float(link_bandwidth_Bps)
         self.hop_latency_s = float(hop_latency_s)
@@ -95,7 +90,7 @@ class Torus(Topology):
         return c % np.asarray(self.dims)
 
     # -- links ------------------------------------------------------------------------
-    def _build_links(self) -> LinkTable:
+    def build_links(self) -> LinkTable:
         ids = np.arange(self.num_chips, dtype=np.int64)
         c = self.coords(ids)
         groups = []
@@ -127,7 +122,7 @@ class Torus(Topology):
     def route(self, src: int, dst: int, axis_order: Sequence[int] | None = None) -> list[int]:
         """Dimension-order route; ``axis_order`` (default x, y, z) picks the order of axes,
         which is how a transfer is split over several first ports."""
-        src, dst = self._check_chip(src), self._check_chip(dst)
+        src, dst = self.check_chip(src), self.check_chip(dst)
         if self.twisted:
             return self._twisted_route(src, dst)
         path, here = [src], self.coords(src).copy()
@@ -138,6 +133,24 @@ class Torus(Topology):
                 here[axis] = (here[axis] + (1 if steps > 0 else -1)) % self.dims[axis]
                 path.append(int((here * self.strides).sum()))
         return path
+
+    def port_routes(self, src: int, dst: int) -> list[list[int]]:
+        """One dimension-order route per moving axis, route ``r`` starting along the
+        ``r``-th moving axis (then the others in order), so each leaves ``src`` by a
+        different port; one route if ``src == dst`` or only one axis moves. A twisted
+        torus has one minimal route per pair, repeated once per moving axis."""
+        axes = self.moving_axes(src, dst)
+        routes = [self.route(src, dst)]
+        for r in range(1, len(axes)):
+            order = axes[r:] + axes[:r]
+            rest = [a for a in range(len(self.dims)) if a not in order]
+            routes.append(self.route(src, dst, axis_order=order + rest))
+        return routes
+
+    @property
+    def vectorised_routes(self) -> bool:
+        """Dimension-order routes are vectorised; a twisted torus routes pair by pair."""
+        return not self.twisted
 
     @property
     def _port_links(self) -> np.ndarray:
@@ -157,9 +170,10 @@ class Torus(Topology):
 
     def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Dimension-order routes of many pairs at once, as CSR ``(ptr, link ids)``;
-        the same routes as :meth:`route`, without a Python loop over pairs."""
+        the same routes as :meth:`route`, without a Python loop over pairs (on a twisted
+        torus, with one: see :attr:`vectorised_routes`)."""
         if self.twisted:
-            raise ValueError("vectorised routes are for untwisted tori")
+            return super().route_links_many(src, dst)
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         here = self.coords(src)
         delta = self.coords(dst) - here
@@ -203,7 +217,7 @@ class Torus(Topology):
         return np.minimum(d, self.dims[axis] - d) if self._wrap[axis] else d
 
     def hops_from(self, src: int) -> np.ndarray:
-        src = self._check_chip(src)
+        src = self.check_chip(src)
         c = self.coords(np.arange(self.num_chips))
         if self.twisted:
             return self._bfs[0][self.chip_at(c - self.coords(src))]
@@ -213,8 +227,8 @@ class Torus(Topology):
 
     def hops(self, src: int, dst: int) -> int:
         if self.twisted:
-            return int(self.hops_from(src)[self._check_chip(dst)])
-        delta = self.coords(self._check_chip(dst)) - self.coords(self._check_chip(src))
+            return int(self.hops_from(src)[self.check_chip(dst)])
+        delta = self.coords(self.check_chip(dst)) - self.coords(self.check_chip(src))
         return int(sum(self._axis_distance(delta[a], a) for a in range(len(self.dims))))
 
     def hop_histogram(self) -> np.ndarray:
@@ -276,6 +290,31 @@ class Torus(Topology):
         shifted = self.coords(np.array(from_origin[::-1])) + offset
         return [int(n) for n in self.chip_at(shifted)]
 
+    def axis_structure(self) -> tuple[np.ndarray, tuple[Axis, ...]]:
+        """``chips[x, y, z]``; an axis is a ``ring`` if its wraparound adds a link, else a
+        ``line``."""
+        ids = np.arange(self.num_chips, dtype=np.int64)
+        chips = ids.reshape(tuple(reversed(self.dims))).transpose()
+        axes = tuple(
+            Axis(axis_name(a), k, "ring" if self._wrap[a] else "line")
+            for a, k in enumerate(self.dims)
+        )
+        return chips, axes
+
+    def plot_layout(self) -> PlotLayout:
+        """An x-by-y grid, each cell the mean over z (and further axes)."""
+        c = self.coords(np.arange(self.num_chips))
+        flat = len(self.dims) == 1
+        shape = "x".join(str(d) for d in self.dims)
+        return PlotLayout(
+            row=np.zeros(self.num_chips, dtype=np.int64) if flat else c[:, 1],
+            col=c[:, 0],
+            shape=(1 if flat else self.dims[1], self.dims[0]),
+            xlabel="x coordinate (chip index)",
+            ylabel="y coordinate (chip index)",
+            title=f"{shape} torus" + (" (mean over z)" if len(self.dims) > 2 else ""),
+        )
+
     def port_name(self, link: int) -> str:
         """``ICI x+``, ``ICI z-``...: the axis and direction a link leaves its chip by."""
         row = self._port_links[int(self.links.src[link])]
@@ -290,3 +329,16 @@ class Torus(Topology):
             "link_bandwidth_Bps": self.link_bandwidth_Bps,
             "hop_latency_s": self.hop_latency_s,
         }
+
+
+def build_torus(system: System) -> Torus:
+    """The torus of a loaded one-pod system (``topology: {kind: torus}``)."""
+    spec = system.spec.topology
+    assert isinstance(spec, TorusTopologySpec)
+    return Torus(
+        spec.dims,
+        system.wraparound,
+        twisted=spec.twisted,
+        link_bandwidth_Bps=system.link_bandwidth_Bps,
+        hop_latency_s=system.hop_latency_s,
+    )
