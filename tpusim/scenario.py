@@ -28,6 +28,11 @@ Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 per chip-hour, keyed by chip name, for energy and cost columns), ``plots`` and
 ``claims`` (write figures and the vendor-claims table). Errors name the file, the YAML
 path and the line.
+
+Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
+class validates it and its ``run`` produces one record per system and sweep point
+(:mod:`tpusim.results.records`); :meth:`Scenario.outputs` and
+:func:`tpusim.results.writers.write_outputs` write the files.
 """
 
 from __future__ import annotations

@@ -6,15 +6,17 @@ sweep point), ``kind``, then its own fields. A record also names its figures for
 comparison table (:meth:`~Record.figures`, and :meth:`~Record.sweep_figures` for
 figures that summarise several records, such as a collective's size sweep).
 
-=======================  ============================================================
-record                   columns after system, workload, kind
-=======================  ============================================================
-:class:`TopologyRecord`  the ``tpusim topo`` figures that are numbers or names
+=========================  ==========================================================
+record                     columns after system, workload, kind
+=========================  ==========================================================
+:class:`TopologyRecord`    the ``tpusim topo`` figures that are numbers or names
 :class:`CollectiveRecord`  the ``tpusim collective`` record, then ``step_time_s``
-:class:`ProgramRecord`   the simulation summary (``step_time_s``, ``mfu``...), then the
-                         :class:`Economics` columns that are known
-:class:`DecodeRecord`    a program's, with ``per_token_latency_s`` before economics
-=======================  ============================================================
+:class:`ProgramRecord`     the simulation summary (``step_time_s``, ``mfu``...), then
+                           the :class:`Economics` columns that are known
+:class:`DecodeRecord`      a program's, with ``per_token_latency_s`` before economics
+=========================  ==========================================================
+
+A scenario's rows read back as records (:func:`tpusim.workloads.record_from_row`).
 """
 
 from __future__ import annotations
