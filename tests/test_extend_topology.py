@@ -19,9 +19,9 @@ import pytest
 from pydantic import PositiveInt
 
 from tpusim.collectives.offload import OnChipModel
-from tpusim.collectives.runner import run_collective
 from tpusim.config import System, load_system
 from tpusim.config.system import BaseTopologySpec
+from tpusim.engine import run_collective
 from tpusim.errors import ConfigError
 from tpusim.topology import LinkTable, Topology, build_topology, register_topology
 

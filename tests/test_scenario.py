@@ -83,7 +83,7 @@ def test_demo_training_and_decode_figures_are_consistent(demo):
 
 
 def test_demo_hlo_replay_matches_tpusim_hlo(demo):
-    from tpusim.cli import hlo_summary
+    from tpusim.workloads.hlo import hlo_summary
 
     record, _ = demo
     fixture = DEMO.parent.parent / "tests" / "fixtures" / "hlo" / "transformer_8.hlo.txt"
@@ -123,7 +123,16 @@ workloads:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        (BASE.replace("kind: program", "kind: telepathy"), "workloads"),
+        (
+            BASE.replace("kind: program", "kind: telepathy"),
+            r":4 workloads\[0\]\.kind: unknown kind 'telepathy' \(choose from .*program",
+        ),
+        (BASE.replace("kind: program, ", ""), r":4 workloads\[0\]\.kind: required key is missing"),
+        (
+            BASE + "  - {name: ar, kind: collective, op: all-reduce, bytes: 1 KiB,"
+            " algorithm: spiral}\n",
+            r":5 workloads\[1\]\.algorithm: unknown algorithm 'spiral' \(choose from ring",
+        ),
         (
             BASE.replace("systems: [v5e-pod]", "systems: [v99-pod]"),
             r":2 systems\[0\]: unknown system",

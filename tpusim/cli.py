@@ -18,6 +18,9 @@ from tpusim.config import load_system, shipped
 from tpusim.errors import InputError, TpusimError
 from tpusim.report import topology_summary
 from tpusim.vocabulary import FIDELITIES
+from tpusim.workloads.hlo import hlo_summary
+
+__all__ = ["build_parser", "hlo_summary", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -251,87 +254,54 @@ def cmd_run(args: argparse.Namespace) -> None:
     import os
     from pathlib import Path
 
-    import pandas as pd
-
-    from tpusim.report import comparison_table, format_table, write_scenario_plots
-    from tpusim.scenario import Scenario, run_scenario, write_outputs
+    from tpusim.results.writers import write_outputs
+    from tpusim.scenario import Scenario, run_scenario
 
     scenario = Scenario(args.scenario)
-    jobs = args.jobs or (os.cpu_count() or 1)
-    run = run_scenario(scenario, progress=not args.quiet, jobs=jobs)
+    run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
     out = Path(args.out or Path("out") / scenario.spec.name)
-    write_outputs(out, scenario, run.rows, run.details)
-    table = comparison_table(run.rows)
-    table.to_csv(out / "comparison.csv", index_label="figure")
-    claims = None
-    if scenario.spec.claims:
-        from tpusim.claims import format_claims, vendor_claims
-
-        claims = vendor_claims(run.rows)
-        claims.to_csv(out / "claims.csv", index=False)
-    pictures = write_scenario_plots(out, run) if scenario.spec.plots else []
+    outputs = scenario.outputs(run)
+    pictures = [p for p in write_outputs(out, outputs).get("plots", []) if p.suffix == ".png"]
     if args.json:
-        record: dict[str, Any] = {
-            "scenario": scenario.spec.name,
-            "results": run.rows,
-            "out": str(out),
-            "comparison": {
-                system: {k: v for k, v in column.items() if pd.notna(v)}
-                for system, column in table.to_dict().items()
-            },
-            "plots": [str(p) for p in pictures],
-            "wall_s": run.wall_s,
-        }
-        if claims is not None:
-            record["claims"] = claims.to_dict("records")
-        _print_json(record)
-        return
-    print(f"{scenario.spec.name}: {scenario.spec.description}".rstrip(": "))
-    print()
-    print(format_table(table))
-    if claims is not None:
-        print("\nVendor claims against tpusim\n")
-        print(format_claims(claims))
+        _print_json(_run_record(scenario.spec.name, outputs, out, pictures))
+    else:
+        print("\n".join(_run_lines(scenario.spec, outputs, out, pictures)))
+
+
+def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[str, Any]:
+    """The ``tpusim run --json`` object."""
+    import pandas as pd
+
+    record: dict[str, Any] = {
+        "scenario": name,
+        "results": outputs.run.rows,
+        "out": str(out),
+        "comparison": {
+            system: {k: v for k, v in column.items() if pd.notna(v)}
+            for system, column in outputs.comparison.to_dict().items()
+        },
+        "plots": [str(p) for p in pictures],
+        "wall_s": outputs.run.wall_s,
+    }
+    if outputs.claims is not None:
+        record["claims"] = outputs.claims.to_dict("records")
+    return record
+
+
+def _run_lines(spec: Any, outputs: Any, out: Any, pictures: list[Any]) -> list[str]:
+    """The text ``tpusim run`` prints: the comparison table, the claims, the files."""
+    from tpusim.claims import format_claims
+    from tpusim.report import format_table
+
+    lines = [f"{spec.name}: {spec.description}".rstrip(": "), "", format_table(outputs.comparison)]
     files = "summary.csv, comparison.csv, ops.csv, links.csv, trace-*.json, resolved.yaml"
-    if claims is not None:
+    if outputs.claims is not None:
+        lines += ["\nVendor claims against tpusim\n", format_claims(outputs.claims)]
         files += ", claims.csv"
     if pictures:
         files += f", {len(pictures)} plots (PNG and SVG)"
-    print(f"\nwrote {out}/ ({files}); simulated in {run.wall_s:.1f} s")
-
-
-def hlo_summary(
-    file: str, system_name: str, fidelity: str, device_chips: list[int] | None = None
-) -> dict[str, Any]:
-    """The ``tpusim hlo`` record: the module's figures and its replay on ``system_name``."""
-    from tpusim.engine import Simulation
-    from tpusim.program.hlo import load_hlo, replay_program
-
-    module, program = load_hlo(file)
-    system = load_system(system_name)
-    program = replay_program(module, program, system.num_chips, device_chips)
-    results = Simulation(system, program, fidelity).run()  # type: ignore[arg-type]
-    summary = results.summary()
-    return {
-        "system": system.name,
-        "file": file,
-        "chips": module.num_devices,
-        "num_ops": len(program.ops),
-        "flops_per_chip": module.flops_per_chip,
-        "collectives": {k: int(v) for k, v in sorted(module.collectives.items())},
-        "collective_bytes_per_chip": module.collective_bytes_per_chip,
-        **{
-            k: summary[k]
-            for k in (
-                "step_time_s",
-                "compute_time_s",
-                "communication_time_s",
-                "exposed_communication_time_s",
-                "mfu",
-            )
-        },
-        "unknown_ops": dict(module.unknown_ops),
-    }
+    lines.append(f"\nwrote {out}/ ({files}); simulated in {outputs.run.wall_s:.1f} s")
+    return lines
 
 
 def cmd_hlo(args: argparse.Namespace) -> None:
@@ -362,12 +332,6 @@ def cmd_hlo(args: argparse.Namespace) -> None:
             ]
         )
     )
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return units.format_time(value)
-    return "" if value is None else str(value)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,10 +1,24 @@
 """Records as pandas DataFrames with documented columns (``*_s`` times, ``*_Bps``
-bandwidths, ``num_*`` counts). pandas is imported only when a table is asked for."""
+bandwidths, ``num_*`` counts). pandas is imported only when a table is asked for.
 
+:mod:`tpusim.results.records` holds the typed record of each workload kind of a
+scenario run; :mod:`tpusim.results.writers` writes a run's files, one writer each."""
+
+from tpusim.results.records import (
+    CollectiveLinks,
+    CollectiveRecord,
+    DecodeRecord,
+    Economics,
+    ProgramRecord,
+    Record,
+    ScenarioRun,
+    TopologyRecord,
+)
 from tpusim.results.tables import (
     COLLECTIVE_COLUMNS,
     LINK_COLUMNS,
     collectives_frame,
+    comparison_frame,
     link_utilization,
     links_frame,
 )
@@ -12,7 +26,16 @@ from tpusim.results.tables import (
 __all__ = [
     "COLLECTIVE_COLUMNS",
     "LINK_COLUMNS",
+    "CollectiveLinks",
+    "CollectiveRecord",
+    "DecodeRecord",
+    "Economics",
+    "ProgramRecord",
+    "Record",
+    "ScenarioRun",
+    "TopologyRecord",
     "collectives_frame",
+    "comparison_frame",
     "link_utilization",
     "links_frame",
 ]

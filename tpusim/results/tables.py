@@ -24,11 +24,15 @@ num_events              network events (flow: rate recomputations)
 then fabric switches), ``kind`` (ici, local, board, global, or the fabric's
 name), ``bandwidth_Bps``, ``latency_s``, ``bytes`` carried, ``utilization``
 (bytes / (bandwidth x time_s)).
+
+``comparison`` (one column per system, one row per figure, the figure's unit in its
+name): each record's :meth:`~tpusim.results.records.Record.figures` in record order,
+then each record type's :meth:`~tpusim.results.records.Record.sweep_figures`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +40,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tpusim.results.records import Record
 
 COLLECTIVE_COLUMNS = (
     "system",
@@ -107,3 +113,24 @@ def links_frame(links: Any, link_bytes: np.ndarray, time_s: float) -> pd.DataFra
         },
         columns=list(LINK_COLUMNS),
     )
+
+
+def comparison_frame(records: Sequence[Record]) -> pd.DataFrame:
+    """The comparison table of a scenario run's records (see above); a figure a
+    system lacks is NaN."""
+    import pandas as pd
+
+    table: dict[str, dict[str, float]] = {}
+
+    def put(figure: str, system: str, value: float | None) -> None:
+        if value is not None:
+            table.setdefault(figure, {})[system] = float(value)
+
+    for record in records:
+        for figure, value in record.figures():
+            put(figure, record.system, value)
+    for kind in dict.fromkeys(type(r) for r in records):
+        for figure, system, value in kind.sweep_figures([r for r in records if type(r) is kind]):
+            put(figure, system, value)
+    systems = list(dict.fromkeys(r.system for r in records))
+    return pd.DataFrame.from_dict(table, orient="index").reindex(columns=systems)

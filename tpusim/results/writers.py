@@ -1,0 +1,188 @@
+"""The files of a scenario run, one writer each, by name.
+
+A writer is ``write(out, outputs) -> paths``: it writes its file(s) into the folder
+``out`` from :class:`Outputs` and returns the paths it wrote (none when it has
+nothing to write). :func:`write_outputs` runs every registered writer in registration
+order. Built in:
+
+==============  ===================================================================
+name            file(s)
+==============  ===================================================================
+``summary``     ``summary.csv``: one row per record (:mod:`tpusim.results.records`)
+``traces``      ``trace-<system>-<workload>.json`` per simulated program
+``ops``         ``ops.csv``: every op of every simulated program
+``links``       ``links.csv``: the links that carried bytes, per simulated program
+``resolved``    ``resolved.yaml``: the scenario as validated (defaults filled in)
+``comparison``  ``comparison.csv``: figures x systems (:func:`comparison_frame`)
+``claims``      ``claims.csv``: vendor claims against the run, if the scenario asks
+==============  ===================================================================
+
+:mod:`tpusim.report` adds ``plots`` (PNG and SVG figures, if the scenario asks).
+Adding a file is a function and one :func:`register_writer` call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from tpusim.results.records import ScenarioRun
+from tpusim.results.tables import comparison_frame
+from tpusim.results.trace import write_trace
+
+
+@dataclass
+class Outputs:
+    """What the writers read: a scenario run, the scenario as validated (YAML data),
+    whether it asks for plots and for the claims table; the comparison and claims
+    tables are computed once, on first use (the command line prints them too)."""
+
+    run: ScenarioRun
+    resolved: dict[str, Any] = field(default_factory=dict)
+    with_plots: bool = False
+    with_claims: bool = False
+
+    @cached_property
+    def comparison(self) -> Any:
+        """The comparison table (DataFrame: figures x systems)."""
+        return comparison_frame(self.run.records)
+
+    @cached_property
+    def claims(self) -> Any:
+        """The vendor-claims table (:func:`tpusim.claims.vendor_claims`), or None when
+        the scenario does not ask for it."""
+        if not self.with_claims:
+            return None
+        from tpusim.claims import vendor_claims
+
+        return vendor_claims(self.run.rows)
+
+
+Writer = Callable[[Path, Outputs], list[Path]]
+
+_WRITERS: dict[str, Writer] = {}
+
+
+def register_writer(name: str, write: Writer) -> None:
+    """Run ``write`` in every :func:`write_outputs`, after the writers registered before.
+
+    Raises ValueError when the name is taken by another function (registering the
+    same one again is a no-op).
+    """
+    known = _WRITERS.get(name)
+    if known is not None and known is not write:
+        raise ValueError(f"output writer '{name}' is already registered")
+    _WRITERS[name] = write
+
+
+def unregister_writer(name: str) -> None:
+    """Stop writing ``name`` (a no-op when it is not registered)."""
+    _WRITERS.pop(name, None)
+
+
+def writer_names() -> tuple[str, ...]:
+    """Registered writers, in the order they run."""
+    return tuple(_WRITERS)
+
+
+def write_outputs(out: str | Path, outputs: Outputs) -> dict[str, list[Path]]:
+    """Create the folder ``out`` and run every writer into it; returns the paths each
+    writer wrote, by writer name."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return {name: write(folder, outputs) for name, write in _WRITERS.items()}
+
+
+def write_summary(out: Path, outputs: Outputs) -> list[Path]:
+    """``summary.csv``: one row per record, columns in first-seen order."""
+    import pandas as pd
+
+    path = out / "summary.csv"
+    pd.DataFrame(outputs.run.rows).to_csv(path, index=False)
+    return [path]
+
+
+def trace_name(system: str, label: str) -> str:
+    """The trace file of one program: ``/``, ``,`` and ``=`` made file-name safe."""
+    safe = f"{system}-{label}".replace("/", "_").replace(",", "_").replace("=", "-")
+    return f"trace-{safe}.json"
+
+
+def write_traces(out: Path, outputs: Outputs) -> list[Path]:
+    """One Chrome/Perfetto trace per simulated program (:mod:`tpusim.results.trace`)."""
+    paths = []
+    for system, label, results in outputs.run.details:
+        path = out / trace_name(system, label)
+        write_trace(path, results.ops)
+        paths.append(path)
+    return paths
+
+
+def _program_table(out: Path, outputs: Outputs, name: str, table: str) -> list[Path]:
+    """``<name>.csv``: the ``table`` frame of every simulated program, with system and
+    workload columns first; nothing without a simulated program."""
+    import pandas as pd
+
+    details = outputs.run.details
+    if not details:
+        return []
+    frames = [
+        getattr(results, table)().assign(system=system, workload=label)
+        for system, label, results in details
+    ]
+    merged = pd.concat(frames)
+    columns = ["system", "workload"] + [c for c in merged if c not in ("system", "workload")]
+    path = out / f"{name}.csv"
+    merged[columns].to_csv(path, index=False)
+    return [path]
+
+
+def write_ops(out: Path, outputs: Outputs) -> list[Path]:
+    """``ops.csv``: name, kind, chips, unit, start_at, end_at, flops of every op."""
+    return _program_table(out, outputs, "ops", "ops_frame")
+
+
+def write_links(out: Path, outputs: Outputs) -> list[Path]:
+    """``links.csv``: the links that carried bytes (:mod:`tpusim.results.tables`)."""
+    return _program_table(out, outputs, "links", "links_frame")
+
+
+def write_resolved(out: Path, outputs: Outputs) -> list[Path]:
+    """``resolved.yaml``: the scenario as validated, keys in schema order."""
+    import yaml
+
+    path = out / "resolved.yaml"
+    path.write_text(yaml.safe_dump(outputs.resolved, sort_keys=False))
+    return [path]
+
+
+def write_comparison(out: Path, outputs: Outputs) -> list[Path]:
+    """``comparison.csv``: one row per figure (index column ``figure``), one column per
+    system."""
+    path = out / "comparison.csv"
+    outputs.comparison.to_csv(path, index_label="figure")
+    return [path]
+
+
+def write_claims(out: Path, outputs: Outputs) -> list[Path]:
+    """``claims.csv``: claim, source, tpusim, assumptions, verdict (if asked for)."""
+    if outputs.claims is None:
+        return []
+    path = out / "claims.csv"
+    outputs.claims.to_csv(path, index=False)
+    return [path]
+
+
+for _name, _write in (
+    ("summary", write_summary),
+    ("traces", write_traces),
+    ("ops", write_ops),
+    ("links", write_links),
+    ("resolved", write_resolved),
+    ("comparison", write_comparison),
+    ("claims", write_claims),
+):
+    register_writer(_name, _write)

@@ -1,0 +1,55 @@
+"""``kind: collective``: one collective over the system (sizes follow nccl-tests)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, PositiveInt
+
+from tpusim.collectives.registry import AlgorithmName
+from tpusim.config.types import Bytes
+from tpusim.results.records import CollectiveLinks, CollectiveRecord
+from tpusim.vocabulary import Op
+from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.spec import WorkloadSpec
+
+
+class CollectiveWorkload(WorkloadSpec):
+    """``op`` of ``bytes`` over the torus ``axes`` (one group per rest), the first
+    ``chips`` chips, or every chip; ``algorithm`` defaults to the fastest known."""
+
+    kind: Literal["collective"]
+    name: str
+    op: Op
+    bytes: Bytes
+    axes: list[str] = Field(default_factory=list)
+    chips: PositiveInt | None = None
+    algorithm: AlgorithmName | None = None
+
+
+def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
+    """The collective through :func:`~tpusim.collectives.runner.run_collective`; the
+    outcome keeps its per-link bytes."""
+    from tpusim.engine import run_collective
+
+    system = context.system
+    result, network = run_collective(
+        context.topology,
+        spec.op,
+        spec.bytes,
+        chip=system.chip,
+        system_name=system.name,
+        axes=spec.axes or None,
+        chips=spec.chips,
+        algorithm=spec.algorithm,
+        fidelity=context.fidelity,
+        routes=context.routes,
+        flow_tolerance=context.flow_tolerance,
+    )
+    link_bytes = np.array(network.link_bytes, dtype=float)
+    links = CollectiveLinks(system.name, spec.name, spec.op, spec.bytes, result.time_s, link_bytes)
+    return Outcome(CollectiveRecord.of(result, context.label), links=links)
+
+
+register_workload("collective", CollectiveWorkload, run, record=CollectiveRecord)

@@ -1,0 +1,69 @@
+"""``kind: hlo``: an XLA-compiled HLO module replayed on the system, and the ``tpusim
+hlo`` record of one module (:func:`hlo_summary`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from tpusim.config.loader import load_system
+from tpusim.vocabulary import Fidelity
+from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.simulate import run_program
+from tpusim.workloads.spec import WorkloadSpec
+
+#: The summary figures ``tpusim hlo`` reports from the replay, in its JSON order.
+REPLAY_FIGURES = (
+    "step_time_s",
+    "compute_time_s",
+    "communication_time_s",
+    "exposed_communication_time_s",
+    "mfu",
+)
+
+
+class HloWorkload(WorkloadSpec):
+    """An XLA-compiled HLO module (a path, relative to the scenario file) replayed."""
+
+    kind: Literal["hlo"]
+    name: str
+    path: str
+
+
+def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
+    """The module replayed with device d on chip d, simulated."""
+    from tpusim.program.hlo import load_hlo, replay_program
+
+    path = Path(spec.path)
+    module, program = load_hlo(path if path.is_absolute() else Path(context.file).parent / path)
+    program = replay_program(module, program, context.system.num_chips)
+    return run_program(program, context, spec.kind)
+
+
+def hlo_summary(
+    file: str, system_name: str, fidelity: Fidelity, device_chips: list[int] | None = None
+) -> dict[str, Any]:
+    """The ``tpusim hlo`` record: the module's figures (FLOPs per chip, collectives by
+    HLO op name, their bytes per chip) and its replay on ``system_name`` (times in s),
+    device d on chip ``device_chips[d]`` (default d)."""
+    from tpusim.engine import Simulation
+    from tpusim.program.hlo import load_hlo, replay_program
+
+    module, program = load_hlo(file)
+    system = load_system(system_name)
+    program = replay_program(module, program, system.num_chips, device_chips)
+    summary = Simulation(system, program, fidelity).run().summary()
+    return {
+        "system": system.name,
+        "file": file,
+        "chips": module.num_devices,
+        "num_ops": len(program.ops),
+        "flops_per_chip": module.flops_per_chip,
+        "collectives": {k: int(v) for k, v in sorted(module.collectives.items())},
+        "collective_bytes_per_chip": module.collective_bytes_per_chip,
+        **{k: summary[k] for k in REPLAY_FIGURES},
+        "unknown_ops": dict(module.unknown_ops),
+    }
+
+
+register_workload("hlo", HloWorkload, run)

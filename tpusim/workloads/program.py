@@ -1,0 +1,28 @@
+"""``kind: program``: a program written inline in the scenario (the YAML program
+format of :mod:`tpusim.program.yaml_program`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from tpusim.program.yaml_program import ProgramSpec, program_from_data
+from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.simulate import run_program
+from tpusim.workloads.spec import VARIANT_KEYS, WorkloadSpec
+
+
+class ProgramWorkload(ProgramSpec, WorkloadSpec):
+    """The ops (with dependencies), mesh, memory and per-chip overrides of a program."""
+
+    kind: Literal["program"]
+
+
+def run(spec: ProgramWorkload, context: WorkloadContext) -> Outcome:
+    """The program as written (sweep point and per-system override applied), simulated;
+    its errors name the workload's ops in the scenario file."""
+    data = spec.model_dump(by_alias=True, exclude={"kind", *VARIANT_KEYS})
+    program = program_from_data(data, context.file, context.lines, context.path)
+    return run_program(program, context, spec.kind)
+
+
+register_workload("program", ProgramWorkload, run)

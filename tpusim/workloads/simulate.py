@@ -1,0 +1,52 @@
+"""The step every program-shaped workload shares: simulate a program on the context's
+system and make its record, economics included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpusim.results.records import DecodeRecord, Economics, ProgramRecord
+from tpusim.workloads.registry import Outcome, WorkloadContext
+
+
+def simulate(program: Any, context: WorkloadContext) -> Any:
+    """``program`` through :class:`~tpusim.engine.Simulation` at the context's fidelity
+    and flow tolerance; returns its :class:`~tpusim.engine.Results`."""
+    from tpusim.engine import Simulation
+
+    return Simulation(
+        context.system, program, context.fidelity, flow_tolerance=context.flow_tolerance
+    ).run()
+
+
+def program_outcome(
+    results: Any,
+    context: WorkloadContext,
+    kind: str,
+    tokens_per_step: float | None = None,
+    decode: bool = False,
+) -> Outcome:
+    """The record of a simulated program: its summary, the system's chip count and
+    the step's economics (``tokens_per_step`` for the token columns); ``decode`` makes
+    it a :class:`DecodeRecord`, whose step time is the latency per token."""
+    system = context.system
+    economics = Economics.of(
+        results.step_time_s,
+        system.num_chips,
+        tokens_per_step,
+        context.power_per_chip_W,
+        context.price_per_chip_hour_usd,
+    )
+    values: dict[str, Any] = {"workload": context.label, "kind": kind, "chips": system.num_chips}
+    if decode:
+        values["per_token_latency_s"] = results.step_time_s
+    record_type = DecodeRecord if decode else ProgramRecord
+    record = record_type.of(results.summary(), economics=economics, **values)
+    return Outcome(record, results=results)
+
+
+def run_program(
+    program: Any, context: WorkloadContext, kind: str, tokens_per_step: float | None = None
+) -> Outcome:
+    """Simulate ``program`` and make its outcome (see :func:`program_outcome`)."""
+    return program_outcome(simulate(program, context), context, kind, tokens_per_step)

@@ -1,0 +1,105 @@
+"""What every workload spec takes besides its own fields (a ``sweep`` of some of them,
+``per_system`` overrides), and the model fields training and decode steps share."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, PositiveInt, ValidationError, model_validator
+
+from tpusim.config.types import Frozen
+from tpusim.units import parse_bytes
+from tpusim.vocabulary import Dtype
+
+#: Slack on the log-ratio when counting range points, so ``to`` itself is included
+#: despite rounding (a relative error of 1e-9 on the number of factors).
+RANGE_COUNT_SLACK = 1e-9
+
+
+class SweepRange(Frozen):
+    """Geometric values ``from``, ``from * factor``, ... up to ``to`` (sizes with units
+    or plain numbers)."""
+
+    start: float | int | str = Field(alias="from")
+    stop: float | int | str = Field(alias="to")
+    factor: float = Field(gt=1)
+
+    @property
+    def in_bytes(self) -> bool:
+        """Whether the bounds are sizes with units (values are then whole bytes)."""
+        return isinstance(self.start, str) or isinstance(self.stop, str)
+
+    def values(self) -> list[float | int]:
+        """The range's values; raises ValueError unless 0 < from <= to (or on a bad unit)."""
+        as_bytes = self.in_bytes
+        lo = parse_bytes(self.start) if as_bytes else float(self.start)
+        hi = parse_bytes(self.stop) if as_bytes else float(self.stop)
+        if not 0 < lo <= hi:
+            raise ValueError("a range needs 0 < from <= to")
+        count = math.floor(math.log(hi / lo) / math.log(self.factor) + RANGE_COUNT_SLACK) + 1
+        out = [lo * self.factor**k for k in range(count)]
+        integral = not as_bytes and all(float(v).is_integer() for v in out)
+        return [round(v) for v in out] if integral or as_bytes else out
+
+
+def _sweep_value(value: Any) -> Any:
+    """A mapping is a range: validated here so its error names the range's key."""
+    if isinstance(value, dict):
+        try:
+            return SweepRange.model_validate(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise ValueError(
+                f"a range takes from, to and factor ({where}: {error['msg']})"
+            ) from None
+    return value
+
+
+Sweep = dict[str, Annotated[list[Any] | SweepRange, BeforeValidator(_sweep_value)]]
+
+#: Keys of a workload that are not fields of the work itself.
+VARIANT_KEYS = ("sweep", "per_system")
+
+
+class WorkloadSpec(Frozen):
+    """Base of every workload kind's spec: the kind's own fields, plus a ``sweep`` of
+    some of them and ``per_system`` overrides. A subclass declares ``kind:
+    Literal["its-kind"]`` and ``name: str`` (a program's name has a default)."""
+
+    sweep: Sweep = Field(default_factory=dict)
+    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    if TYPE_CHECKING:  # declared by each subclass, where its place in resolved.yaml is
+        kind: str
+        name: str
+
+    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, Any]:
+        """Fields that follow from the mesh resolved for a system (none by default)."""
+        return {}
+
+
+class ModelWorkload(WorkloadSpec):
+    """A transformer's shape and its device mesh; a mesh axis of size ``auto`` takes
+    the chips the other axes leave on each system."""
+
+    name: str
+    layers: PositiveInt
+    d_model: PositiveInt
+    d_ff: PositiveInt
+    heads: PositiveInt
+    head_dim: PositiveInt
+    dtype: Dtype = "bf16"
+    mesh: dict[str, PositiveInt | Literal["auto"]]
+    tensor_axis: str | None = None
+
+    @model_validator(mode="after")
+    def _one_auto(self) -> ModelWorkload:
+        if sum(v == "auto" for v in self.mesh.values()) > 1:
+            raise ValueError("at most one mesh axis can be 'auto'")
+        return self
+
+    def builder_fields(self) -> dict[str, Any]:
+        """The fields the program builder takes (everything but kind, name, variants)."""
+        return self.model_dump(exclude={"kind", "name", *VARIANT_KEYS})
