@@ -230,8 +230,16 @@ class Scenario:
     def outputs(self, run: ScenarioRun) -> Outputs:
         """What the writers of :mod:`tpusim.results.writers` write for ``run``: the
         scenario as validated (``resolved.yaml``), and plots and claims if it asks."""
+        from tpusim.claims import vendor_claims
+
         resolved = self.spec.model_dump(mode="json", by_alias=True)
-        return Outputs(run, resolved, with_plots=self.spec.plots, with_claims=self.spec.claims)
+        return Outputs(
+            run,
+            resolved,
+            with_plots=self.spec.plots,
+            with_claims=self.spec.claims,
+            claims_of=vendor_claims,
+        )
 
 
 def run_scenario(scenario: Scenario, progress: bool = True, jobs: int = 1) -> ScenarioRun:

@@ -59,13 +59,11 @@ def run_collective(
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
     a one-op program run by :class:`tpusim.engine.Simulation`.
 
-    ``flow_tolerance``: see :func:`tpusim.network.make_network`.
-    ``routes``: a :class:`RouteCache` of ``topology`` to reuse (runs of one collective
-    at several sizes then route each step once); a fresh one by default.
-
+    ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a
+    :class:`RouteCache` of ``topology`` to reuse across sizes (fresh by default).
     The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
     (:meth:`OnChipModel.for_chip`), else there is none. Returns the result and the
-    network (whose ``link_bytes`` feed :func:`link_table`). Raises ValueError (or
+    network (its ``link_bytes`` feed :func:`link_table`). Raises ValueError (or
     AlgorithmError) for a bad size, group, op or algorithm.
     """
     if not size > 0:

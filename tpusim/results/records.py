@@ -135,7 +135,7 @@ class CollectiveRecord(Record):
 
     @classmethod
     def of(cls, result: Any, workload: str) -> CollectiveRecord:
-        """From a :class:`~tpusim.collectives.runner.CollectiveResult`."""
+        """From a :class:`~tpusim.results.simulation.CollectiveResult`."""
         record = result.record()
         names = [f.name for f in fields(cls) if f.name not in ("workload", "kind", "step_time_s")]
         return cls(

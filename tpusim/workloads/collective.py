@@ -29,7 +29,7 @@ class CollectiveWorkload(WorkloadSpec):
 
 
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
-    """The collective through :func:`~tpusim.collectives.runner.run_collective`; the
+    """The collective through :func:`~tpusim.engine.run_collective`; the
     outcome keeps its per-link bytes."""
     from tpusim.engine import run_collective
 
