@@ -92,11 +92,3 @@ class ChipSpec(Frozen):
             raise ValueError("peak_flops must give at least bf16")
         return self
 
-    def peak_flops_for(self, dtype: Dtype) -> float:
-        """Peak FLOP/s for ``dtype``; raises KeyError naming the dtypes the chip has."""
-        try:
-            return self.peak_flops[dtype]
-        except KeyError:
-            raise KeyError(
-                f"chip {self.name} has no peak for {dtype} (has {', '.join(self.peak_flops)})"
-            ) from None
