@@ -374,8 +374,9 @@ PROP_SETTINGS = settings(
 def test_bytes_delivered_equal_bytes_sent(case):
     dims, wrap, op, alg, size = case
     topo = make_torus(dims, wrap)
-    schedule = schedule_or_reject(topo, op, alg, size)
-    _, net = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
+    schedule_or_reject(topo, op, alg, size)
+    result, net = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
+    schedule = build_schedule(op, size, make_group(topo), result.algorithm)
     expected = np.zeros(len(topo.links))
     for b in schedule_batches(topo, schedule, op):
         np.add.at(expected, b.links, np.repeat(b.bytes, b.hops))

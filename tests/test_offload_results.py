@@ -8,59 +8,75 @@ import numpy as np
 import pytest
 
 from tpusim.collectives.base import Step
-from tpusim.collectives.offload import (
-    CAE_LATENCY_GAIN,
-    REDUCE_TRAFFIC_PER_BYTE,
-    TENSORCORE_STEP_OVERHEAD_S,
-    OnChipModel,
-)
+from tpusim.collectives.offload import CAE_LATENCY_GAIN, REDUCE_TRAFFIC_PER_BYTE, OnChipModel
 from tpusim.config import load_chip, load_system
 from tpusim.engine import link_table, run_collective
 from tpusim.results import COLLECTIVE_COLUMNS, LINK_COLUMNS, collectives_frame
 from tpusim.topology import Torus, build_topology
 
 
-def test_engine_chosen_by_what_the_chip_has():
+def test_engine_follows_the_chips_offload_default():
+    """SparseCore offload is the default on Ironwood only (MaxText's flag library); v5p
+    and v6e keep it opt-in; 8i has its CAE."""
     assert OnChipModel.for_chip(load_chip("tpu8i")).engine == "cae"
     assert OnChipModel.for_chip(load_chip("ironwood")).engine == "sparsecore"
+    assert OnChipModel.for_chip(load_chip("v5p")).engine == "tensorcore"
+    assert OnChipModel.for_chip(load_chip("v6e")).engine == "tensorcore"
     assert OnChipModel.for_chip(load_chip("v5e")).engine == "tensorcore"
+    assert OnChipModel.for_chip(load_chip("v5p"), "sparsecore").engine == "sparsecore"
+    assert OnChipModel.for_chip(load_chip("v5p"), "none") == OnChipModel.none()
     with pytest.raises(ValueError, match="no CAE"):
         OnChipModel.for_chip(load_chip("ironwood"), "cae")
     with pytest.raises(ValueError, match="no SparseCores"):
         OnChipModel.for_chip(load_chip("v5e"), "sparsecore")
 
 
-def test_cae_is_five_times_lower_step_overhead_and_tensorcore_pays_reductions():
+def test_cae_divides_launch_and_step_costs_and_tensorcore_reductions_overlap():
     chip = load_chip("tpu8i")
+    costs = chip.collectives
     cae, tc = OnChipModel.for_chip(chip, "cae"), OnChipModel.for_chip(chip, "tensorcore")
+    assert cae.launch_s == pytest.approx(costs.launch_s / CAE_LATENCY_GAIN)
+    assert cae.step_sync_s == pytest.approx(costs.step_sync_s / CAE_LATENCY_GAIN)
+    assert (tc.launch_s, tc.step_sync_s) == (costs.launch_s, costs.step_sync_s)
     step = Step.of(np.array([0]), np.array([1]), 1e6, reduce=True)
-    assert cae.step_time_s(step) == pytest.approx(TENSORCORE_STEP_OVERHEAD_S / CAE_LATENCY_GAIN)
-    hbm = chip.hbm.bandwidth_Bps
-    assert tc.step_time_s(step) == pytest.approx(
-        TENSORCORE_STEP_OVERHEAD_S + 1e6 * REDUCE_TRAFFIC_PER_BYTE / hbm
+    reduce_s = 1e6 * REDUCE_TRAFFIC_PER_BYTE / chip.hbm.bandwidth_Bps
+    assert cae.after_transfer_s(step, 0.0) == pytest.approx(cae.step_sync_s)
+    # pipelined: only the part of the reduction that outlasts the transfer costs time
+    assert tc.after_transfer_s(step, 0.0) == pytest.approx(tc.step_sync_s + reduce_s)
+    assert tc.after_transfer_s(step, reduce_s / 4) == pytest.approx(
+        tc.step_sync_s + 0.75 * reduce_s
     )
-    assert OnChipModel.none().step_time_s(step) == 0.0
+    assert tc.after_transfer_s(step, 2 * reduce_s) == pytest.approx(tc.step_sync_s)
+    assert OnChipModel.none().after_transfer_s(step, 0.0) == 0.0
 
 
 @pytest.mark.parametrize("engine", ["cae", "tensorcore"])
-def test_small_all_reduce_pays_hops_plus_on_chip_overhead(engine):
-    """Latency-bound: a bidirectional-ring all-reduce of 1 KiB on a ring of 8 takes
-    2(n-1) steps of (hop latency + step overhead + reduction)."""
+def test_ring_all_reduce_pays_launch_steps_efficiency_and_unhidden_reductions(engine):
+    """Unidirectional ring all-reduce of 1 KiB on 8 chips: launch + 2(n-1) steps of
+    (hop latency + chunk / (bandwidth x efficiency) + step sync), plus, in the n-1
+    reduce-scatter steps, whatever of the reduction outlasts the step's transfer."""
     chip = load_chip("tpu8i")
     n, a, w = 8, 1e-6, 200e9
     topo = Torus((n,), (True,), link_bandwidth_Bps=w, hop_latency_s=a)
-    result, _ = run_collective(
-        topo, "all-reduce", 1024, chip=chip, engine=engine, algorithm="bidir-ring"
-    )
+    result, _ = run_collective(topo, "all-reduce", 1024, chip=chip, engine=engine, algorithm="ring")
     model = OnChipModel.for_chip(chip, engine)
     chunk = 1024 / n
-    per_step = a + chunk / 2 / w + model.step_overhead_s
-    reduce = (
-        (n - 1) * chunk / model.reduce_bandwidth_Bps
-        if math.isfinite(model.reduce_bandwidth_Bps)
-        else 0.0
-    )
-    assert result.time_s == pytest.approx(2 * (n - 1) * per_step + reduce, rel=1e-9)
+    transfer = a + chunk / (w * model.link_efficiency)
+    unhidden = max(0.0, chunk / model.reduce_bandwidth_Bps - transfer)
+    expected = model.launch_s + 2 * (n - 1) * (transfer + model.step_sync_s) + (n - 1) * unhidden
+    assert result.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_link_efficiency_scales_the_bandwidth_term_only():
+    """A bandwidth-bound ring all-gather takes 1/efficiency as long as on the nominal
+    links; the latency terms do not scale."""
+    n, w = 4, 1e9
+    topo = Torus((n,), (True,), link_bandwidth_Bps=w, hop_latency_s=0.0)
+    for efficiency in (1.0, 0.8, 0.5):
+        model = OnChipModel("tensorcore", 0.0, 0.0, math.inf, efficiency)
+        result, _ = run_collective(topo, "all-gather", 4e6, algorithm="ring", onchip=model)
+        assert result.time_s == pytest.approx((n - 1) * 1e6 / (w * efficiency), rel=1e-9)
+        assert result.max_link_utilization == pytest.approx(efficiency, rel=1e-9)
 
 
 def test_cae_claim_maps_to_lower_latency_not_bandwidth():

@@ -365,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: one per CPU core; 1 runs in-process)",
     )
     p.set_defaults(func=cmd_run)
+    from tpusim.validation.commands import add_parsers as add_validation_parsers
+
+    add_validation_parsers(sub)
     p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
     p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")
     p.add_argument("--system", required=True, help="shipped system name or path")
@@ -389,13 +392,19 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--sweep-bytes", help="LOW:HIGH, powers of two, e.g. 1KiB:1GiB")
     p.add_argument("--axes", help="torus axes to run over, e.g. x,z (one group per rest)")
     p.add_argument("--chips", type=int, help="run on the first N chips")
-    p.add_argument("--algorithm", choices=algorithm_names(), help="default: the fastest known")
+    p.add_argument(
+        "--algorithm",
+        choices=("auto", *algorithm_names()),
+        default="auto",
+        help="auto (default): the fastest predicted under the cost model",
+    )
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
     p.add_argument(
         "--engine",
         choices=ENGINE_CHOICES,
         default="auto",
-        help="who reduces: auto = CAE, else SparseCore, else TensorCore",
+        help="who runs the collective: auto = the chip's default (collectives.offload in "
+        "its file); none = the network alone, no on-chip cost, nominal link bandwidth",
     )
     p.add_argument(
         "--no-offload",

@@ -29,8 +29,10 @@ FIDELITIES: tuple[Fidelity, ...] = get_args(Fidelity)
 #: Who runs a collective's reductions and pays its per-step overhead.
 Engine = Literal["tensorcore", "sparsecore", "cae"]
 ENGINES: tuple[Engine, ...] = get_args(Engine)
-#: ``Engine`` or ``auto``: the CAE if the chip has one, else SparseCores, else TensorCore.
-EngineChoice = Literal["auto", "tensorcore", "sparsecore", "cae"]
+#: ``Engine`` or ``none`` (no cost beyond the network): what a cost model was built for.
+CostEngine = Literal["tensorcore", "sparsecore", "cae", "none"]
+#: ``Engine``, ``none`` or ``auto``: the chip's default (its ``collectives.offload``).
+EngineChoice = Literal["auto", "tensorcore", "sparsecore", "cae", "none"]
 ENGINE_CHOICES: tuple[EngineChoice, ...] = get_args(EngineChoice)
 
 #: Memory tiers an op's operands live in.

@@ -1,8 +1,9 @@
 """Collective algorithms: one module per algorithm, each turning a collective on a
 group of chips into a :class:`~tpusim.collectives.base.Schedule` of flow batches.
 
-``build_schedule`` picks the module (or the default for the group's structure)
-and ``run_collective`` (in :mod:`.runner`) simulates it on a network fidelity.
+``build_schedule`` builds the named algorithm, or with ``auto`` the fastest predicted
+one (:mod:`.select`); :func:`tpusim.engine.run_collective` simulates it on a network
+fidelity.
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ from tpusim.collectives.registry import (
     algorithm_names,
     register_algorithm,
 )
+from tpusim.collectives.select import AUTO, Predictor, choose, too_big
 from tpusim.vocabulary import OPS, Op
 
 __all__ = [
+    "AUTO",
     "OPS",
     "Algorithm",
     "AlgorithmError",
     "AlgorithmName",
     "Group",
     "Op",
+    "Predictor",
     "Schedule",
     "Step",
     "algorithm_builder",
@@ -44,22 +48,16 @@ __all__ = [
     "register_algorithm",
 ]
 
-DIRECT_ALL_TO_ALL_MAX_CHIPS = {"torus": 1152, "other": 256}
-
 
 def default_algorithm(op: Op, group: Group) -> Algorithm:
-    """The fastest algorithm tpusim knows for ``op`` on this group's structure (as XLA
-    would pick): multi-axis torus on torus axes, hierarchical on Boardfly and pods
-    (also over one fully connected Boardfly level, where it exchanges directly: a ring
-    over the 32 groups of a 1,024-chip Boardfly puts every chip's step on one global
-    link and takes 15x longer), direct permute, and direct all-to-all up to 1,152
-    chips on a torus and 256 elsewhere (beyond, level by level: n^2 flows with uneven
-    routes make the flow fidelity slow, see README)."""
+    """A structural guess for when no cost model is at hand (``build_schedule`` without a
+    predictor): direct permute and small all-to-all, multi-axis torus on torus axes,
+    hierarchical on Boardfly and pods, else the bidirectional ring. With a topology and
+    a cost model, ``auto`` (:mod:`tpusim.collectives.select`) picks by predicted time."""
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     if op == "collective-permute":
         return "direct"
-    limit = DIRECT_ALL_TO_ALL_MAX_CHIPS["torus" if torus_axes else "other"]
-    if op == "all-to-all" and group.size <= limit:
+    if op == "all-to-all" and not too_big("direct", group, torus_axes):
         return "direct"
     if torus_axes:
         return "torus"
@@ -74,26 +72,49 @@ def build_schedule(
     group: Group,
     algorithm: Algorithm | None = None,
     pairs: list[tuple[int, int]] | None = None,
+    predictor: Predictor | None = None,
 ) -> Schedule:
     """Schedule of ``op`` with ``size`` bytes (nccl-tests convention) on ``group``.
 
-    Raises AlgorithmError when the algorithm does not fit the op or the group.
+    ``algorithm`` None or ``auto``: with a ``predictor`` the fastest predicted of every
+    registered algorithm that can run it (:func:`tpusim.collectives.select.choose`),
+    without one :func:`default_algorithm`. Raises AlgorithmError when the algorithm does
+    not fit the op or the group.
     """
     if op not in OPS:
         raise AlgorithmError(f"unknown op '{op}' (choose from {', '.join(OPS)})")
-    alg = algorithm or default_algorithm(op, group)
+    if pairs and op != "collective-permute":
+        raise AlgorithmError("pairs only apply to collective-permute")
+    if algorithm not in (None, AUTO):
+        return _build_named(op, size, group, algorithm, pairs)
+    if predictor is None:
+        return _build_named(op, size, group, default_algorithm(op, group), pairs)
+    torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
+    candidates = []
+    for name in algorithm_names():
+        if too_big(name, group, torus_axes):
+            continue
+        try:
+            candidates.append(_build_named(op, size, group, name, pairs))
+        except ValueError:  # AlgorithmError, or a phase that cannot run this op
+            continue
+    return choose(op, group, candidates, predictor)[0]
+
+
+def _build_named(
+    op: Op, size: float, group: Group, alg: Algorithm, pairs: list[tuple[int, int]] | None
+) -> Schedule:
     build = algorithm_builder(alg)
     if op == "collective-permute" and alg != "direct":
         raise AlgorithmError("collective-permute is point to point: use --algorithm direct")
-    if pairs and op != "collective-permute":
-        raise AlgorithmError("pairs only apply to collective-permute")
+    if pairs:
+        return Schedule(op, alg, size, group, build(op, size, group, pairs=pairs))
     if op == "broadcast" and alg != "direct":
-        pipelines = _scatter_then_gather(size, group, alg)
-    elif pairs:
-        pipelines = build(op, size, group, pairs=pairs)
-    else:
-        pipelines = build(op, size, group)
-    return Schedule(op, alg, size, group, pipelines)
+        try:
+            return Schedule(op, alg, size, group, build(op, size, group))
+        except ValueError:  # no broadcast of its own: scatter, then its all-gather
+            return Schedule(op, alg, size, group, _scatter_then_gather(size, group, alg))
+    return Schedule(op, alg, size, group, build(op, size, group))
 
 
 def _scatter_then_gather(size: float, group: Group, alg: Algorithm) -> list[list[Step]]:

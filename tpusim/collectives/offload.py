@@ -1,73 +1,100 @@
-"""Who reduces, and what each collective step costs on the chip.
+"""The cost model of a collective beyond the network: who reduces, and what it costs.
 
-Every step of a collective pays, after its data has arrived, an on-chip cost:
+The network (:mod:`tpusim.network`) charges each transfer its route's per-hop latency
+(``ici.hop_latency``) and bytes / bandwidth. On top of it a collective pays, from the
+chip's ``collectives:`` block (:class:`~tpusim.config.chip.CollectiveCostSpec`):
 
-    step_time = step_overhead_s + reduce_bytes / reduce_bandwidth_Bps
+    time = launch_s + sum over steps of [ transfer_s / link_efficiency
+                                          + step_sync_s
+                                          + max(0, reduce_s - transfer_s) ]
 
-- ``tensorcore``: the TensorCore's vector unit reduces. A step pays
-  ``TENSORCORE_STEP_OVERHEAD_S`` (issue, synchronisation, DMA set-up) and the
-  reduction streams two operands in and one result out of HBM, so it runs at
-  HBM bandwidth / 3.
-- ``sparsecore``: SparseCores run the collective (XLA's SparseCore offload on
-  v5p and later): same step overhead, but the reduction of one chunk overlaps the
-  transfer of the next, so it adds nothing.
-- ``cae`` (TPU 8i): the Collectives Acceleration Engine reduces in line, and its
-  step overhead is the TensorCore's divided by ``CAE_LATENCY_GAIN`` = 5, Google's
-  "reducing on-chip latency by up to 5x".
+- ``launch_s``: once per collective (issue and rendezvous).
+- ``step_sync_s``: once per algorithm step (the chips agree the step is done).
+- ``link_efficiency``: the fraction of nominal link bandwidth transfers reach; the
+  network runs at ``link_bandwidth * link_efficiency``.
+- reductions are pipelined with the transfers (a chunk is reduced while the next one
+  arrives), so only the part of ``reduce_s = reduce_bytes / reduce_bandwidth_Bps`` that
+  outlasts the step's transfer costs time.
 
-``TENSORCORE_STEP_OVERHEAD_S`` = 1.5 us is derived from the scaling book's
-measured v5e all-gather: 3 ring steps predicted at 3 us (1 us per hop), measured
-"closer to 8 us", i.e. about 1.7 us of on-chip cost per step. All three numbers
-are assumptions (nothing finer is published); pass your own :class:`OnChipModel`
-to change them, or ``engine="tensorcore"`` to switch the offload off.
+Who reduces (``engine``):
+
+- ``tensorcore``: the vector unit reads two operands and writes one result in HBM, so
+  it reduces at HBM bandwidth / 3 (``REDUCE_TRAFFIC_PER_BYTE``; derived).
+- ``sparsecore``: SparseCores run the collective and reduce in line (no reduction cost;
+  assumption). XLA offloads all-gather, reduce-scatter and all-reduce to SparseCores by
+  default on Ironwood only; on v5p and v6e the offload is opt-in (MaxText
+  ``benchmarks/xla_flags_library.py``: "On Ironwood, by default:
+  xla_tpu_enable_sparse_core_collective_offload_all_gather as True ... reduce_scatter
+  ... all_reduce as True"; the ``ENABLE_SPARSECORE_OFFLOADING_*`` flag sets turn it on
+  elsewhere), so shipped chip files set ``offload: sparsecore`` for Ironwood and 8t only.
+- ``cae`` (TPU 8i): the Collectives Acceleration Engine reduces in line and divides the
+  launch and step costs by ``CAE_LATENCY_GAIN`` = 5, Google's "reducing on-chip latency
+  by up to 5x" (published claim used as the model: the CAE verdict holds by construction).
+- ``none``: no cost beyond the network at nominal bandwidth, for checking closed forms.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 from tpusim.collectives.base import Step
 from tpusim.config.chip import ChipSpec
-from tpusim.vocabulary import Engine
+from tpusim.vocabulary import CostEngine, EngineChoice
 
-TENSORCORE_STEP_OVERHEAD_S = 1.5e-6
 CAE_LATENCY_GAIN = 5.0
-REDUCE_TRAFFIC_PER_BYTE = 3.0  # read two operands, write one result
+"""On-chip latency gain of TPU 8i's CAE (dimensionless; published "up to 5x", TPU8)."""
+
+REDUCE_TRAFFIC_PER_BYTE = 3.0
+"""HBM bytes moved per byte reduced on the TensorCore: read two operands, write one
+(dimensionless; derived)."""
 
 
 @dataclass(frozen=True)
 class OnChipModel:
-    """Per-step on-chip cost of a collective: fixed overhead (s) plus the reduction
-    of ``reduce_bytes`` at ``reduce_bandwidth_Bps`` (inf: overlapped with transfers)."""
+    """Costs of a collective beyond the network (see the module docstring). Times in s."""
 
-    engine: Engine | Literal["none"]
-    step_overhead_s: float
+    engine: CostEngine
+    launch_s: float
+    step_sync_s: float
     reduce_bandwidth_Bps: float
+    link_efficiency: float = 1.0
 
-    def step_time_s(self, step: Step) -> float:
-        reduce = step.reduce_bytes / self.reduce_bandwidth_Bps if step.reduce_bytes else 0.0
-        return self.step_overhead_s + reduce
+    def reduce_time_s(self, step: Step) -> float:
+        """Seconds to reduce what a chip receives in ``step`` (0 when nothing is reduced)."""
+        return step.reduce_bytes / self.reduce_bandwidth_Bps if step.reduce_bytes else 0.0
+
+    def after_transfer_s(self, step: Step, transfer_s: float) -> float:
+        """Seconds a step costs after its last byte arrived ``transfer_s`` after it began:
+        the synchronisation plus the reduction that did not overlap the transfer."""
+        return self.step_sync_s + max(0.0, self.reduce_time_s(step) - transfer_s)
 
     @staticmethod
     def none() -> OnChipModel:
-        """No on-chip cost at all: the pure network, for comparing with closed forms."""
-        return OnChipModel("none", 0.0, math.inf)
+        """No cost beyond the network, at nominal bandwidth: for closed forms."""
+        return OnChipModel("none", 0.0, 0.0, math.inf, 1.0)
 
     @staticmethod
-    def for_chip(chip: ChipSpec, engine: Engine | Literal["auto"] = "auto") -> OnChipModel:
-        """The model of ``engine`` on ``chip``; ``auto`` picks the CAE if the chip has one,
-        else SparseCores if it has any, else the TensorCore."""
-        if engine == "auto":
-            has_sc = chip.sparsecores is not None and chip.sparsecores.count > 0
-            engine = "cae" if chip.cae is not None else "sparsecore" if has_sc else "tensorcore"
-        if engine == "cae" and chip.cae is None:
+    def for_chip(chip: ChipSpec, engine: EngineChoice = "auto") -> OnChipModel:
+        """The model of ``engine`` on ``chip``; ``auto`` is the chip's ``collectives.offload``.
+
+        Raises ValueError when the chip lacks the engine asked for."""
+        if engine == "none":
+            return OnChipModel.none()
+        costs = chip.collectives
+        picked = costs.offload if engine == "auto" else engine
+        if picked == "cae" and chip.cae is None:
             raise ValueError(f"chip {chip.name} has no CAE")
-        if engine == "sparsecore" and (chip.sparsecores is None or chip.sparsecores.count == 0):
+        if picked == "sparsecore" and (chip.sparsecores is None or chip.sparsecores.count == 0):
             raise ValueError(f"chip {chip.name} has no SparseCores")
-        if engine == "tensorcore":
-            hbm_bw = chip.hbm.bandwidth_Bps or math.inf
-            return OnChipModel(engine, TENSORCORE_STEP_OVERHEAD_S, hbm_bw / REDUCE_TRAFFIC_PER_BYTE)
-        overhead = TENSORCORE_STEP_OVERHEAD_S / (CAE_LATENCY_GAIN if engine == "cae" else 1.0)
-        return OnChipModel(engine, overhead, math.inf)
+        gain = CAE_LATENCY_GAIN if picked == "cae" else 1.0
+        reduce_Bps = math.inf
+        if picked == "tensorcore":
+            reduce_Bps = (chip.hbm.bandwidth_Bps or math.inf) / REDUCE_TRAFFIC_PER_BYTE
+        return OnChipModel(
+            picked,
+            costs.launch_s / gain,
+            costs.step_sync_s / gain,
+            reduce_Bps,
+            costs.link_efficiency,
+        )

@@ -50,6 +50,8 @@ def algorithm_builder(name: str) -> Builder:
 
 
 def _known(name: str) -> str:
+    if name == "auto":  # cost-based selection (tpusim.collectives.select)
+        return name
     algorithm_builder(name)  # AlgorithmError is a ValueError: pydantic reports it
     return name
 

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from tpusim.config.types import Bandwidth, Bytes, FlopRate, Frozen, Power, Source, Time
-from tpusim.vocabulary import Dtype
+from tpusim.vocabulary import Dtype, Engine
 
 WraparoundRule = Literal["cubes-4x4x4", "full-axis-16", "always", "never"]
 
@@ -56,6 +56,28 @@ class IciSpec(Frozen):
     wraparound_rule: WraparoundRule = "always"
 
 
+class CollectiveCostSpec(Frozen):
+    """On-chip and protocol costs of a collective, separate from the network's per-hop
+    latency (``ici.hop_latency``) and link bandwidth.
+
+    - ``launch``: fixed cost once per collective (issue, rendezvous of the chips).
+    - ``step_sync``: synchronisation cost once per algorithm step.
+    - ``link_efficiency``: fraction of the nominal link bandwidth a collective's transfers
+      reach (packet headers, flow control, DMA gaps), in (0, 1].
+    - ``offload``: who runs collectives by default: ``sparsecore`` where XLA offloads them
+      there by default, ``cae`` on a chip with a Collectives Acceleration Engine, else
+      ``tensorcore``.
+
+    Defaults (all graded ``assumption`` in :mod:`tpusim.collectives.offload`) apply to a chip
+    file that omits the block; shipped chips give calibrated values with sources.
+    """
+
+    launch_s: Time = Field(2e-6, alias="launch")
+    step_sync_s: Time = Field(0.5e-6, alias="step_sync")
+    link_efficiency: float = Field(0.9, gt=0.0, le=1.0)
+    offload: Engine = "tensorcore"
+
+
 class DcnSpec(Frozen):
     """Data-centre network bandwidth per chip (one direction)."""
 
@@ -82,6 +104,7 @@ class ChipSpec(Frozen):
     hbm: MemorySpec
     sram: MemorySpec
     ici: IciSpec
+    collectives: CollectiveCostSpec = Field(default_factory=CollectiveCostSpec)
     dcn: DcnSpec
     power: PowerSpec | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
@@ -90,5 +113,14 @@ class ChipSpec(Frozen):
     def _needs_bf16(self) -> ChipSpec:
         if "bf16" not in self.peak_flops:
             raise ValueError("peak_flops must give at least bf16")
+        return self
+
+    @model_validator(mode="after")
+    def _offload_exists(self) -> ChipSpec:
+        offload = self.collectives.offload
+        if offload == "cae" and self.cae is None:
+            raise ValueError("collectives.offload is cae but the chip has no cae")
+        if offload == "sparsecore" and (self.sparsecores is None or not self.sparsecores.count):
+            raise ValueError("collectives.offload is sparsecore but the chip has no SparseCores")
         return self
 

@@ -29,7 +29,7 @@ Time = Annotated[float, _parser("time"), Field(ge=0)]
 FlopRate = Annotated[float, _parser("flops"), Field(gt=0)]
 Power = Annotated[float, _parser("power"), Field(gt=0)]
 
-Grade = Literal["primary", "secondary", "derived", "assumption"]
+Grade = Literal["primary", "secondary", "derived", "calibrated", "assumption"]
 
 
 class Frozen(BaseModel):

@@ -135,7 +135,7 @@ def _result(
         mean_hops=sim.hops.mean_hops,
         num_steps=schedule.num_steps,
         num_flows=sim.hops.num_flows,
-        **link_utilization(sim.network.link_bytes, sim.network.bandwidth_Bps, time_s),
+        **link_utilization(sim.network.link_bytes, sim.topology.links.bandwidth_Bps, time_s),
         num_events=sim.network.num_events,
     )
 

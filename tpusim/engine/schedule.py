@@ -55,12 +55,16 @@ def execute_schedule(
     split_ports: bool = False,
 ) -> simpy.Event:
     """Start every pipeline of ``schedule`` now; the event fires when all have finished.
-    Each pipeline is one SimPy process."""
+    Each pipeline is one SimPy process: the collective's launch cost, then per step the
+    transfer and what the step costs after it (:meth:`OnChipModel.after_transfer_s`)."""
 
     def pipeline(steps: list[Step]):
+        if onchip.launch_s > 0:
+            yield env.timeout(onchip.launch_s)
         for step in steps:
+            began = env.now
             yield network.send(batches.send(step, split_ports))
-            cost = onchip.step_time_s(step)
+            cost = onchip.after_transfer_s(step, env.now - began)
             if cost > 0:
                 yield env.timeout(cost)
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from tpusim.collectives import build_schedule
+from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
@@ -86,6 +86,7 @@ class Simulation:
             packet_bytes=packet_bytes,
             check_capacity=check_capacity,
             flow_tolerance=flow_tolerance,
+            link_efficiency=self.onchip.link_efficiency,
         )
         self.ops_table, self.comm, self.hops = OpsTable(), CommunicationTime(), HopStats()
         self.ops_table.wants_ports = port_rows
@@ -94,6 +95,7 @@ class Simulation:
         self.observers += observers
         self.batches = FlowBatches(routes or RouteCache(self.topology), self.observers)
         self._schedules: dict[tuple[Any, ...], Schedule] = {}
+        self._predictors: dict[bool, Predictor] = {}
         self._rendezvous: dict[str, Rendezvous] = {}
         self._started: dict[str, simpy.Event] = {}
         self._port_cache: dict[tuple[int, int], list[str]] = {}
@@ -125,10 +127,21 @@ class Simulation:
                     group,
                     op.algorithm,
                     list(op.pairs) or None,
+                    self.predictor(op.split_ports),
                 )
             except ValueError as exc:  # kept as the cause: run_collective re-raises it
                 raise InputError(f"op '{op.name}': {exc}") from exc
         return self._schedules[key]
+
+    def predictor(self, split_ports: bool) -> Predictor:
+        """What ``auto`` predicts algorithms with: the analytic model of this network
+        under this cost model, on the simulation's route cache."""
+        key = bool(split_ports)
+        if key not in self._predictors:
+            self._predictors[key] = Predictor(
+                self.topology, self.onchip, lambda step: self.batches.of(step, key)
+            )
+        return self._predictors[key]
 
     def rendezvous(self, name: str, schedule: Schedule) -> Rendezvous:
         """The rendezvous of collective ``name``: every class with chips in its groups."""

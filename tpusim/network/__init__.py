@@ -36,11 +36,27 @@ def make_network(
     packet_bytes: float = DEFAULT_PACKET_BYTES,
     check_capacity: bool = False,
     flow_tolerance: float | None = None,
+    link_efficiency: float = 1.0,
 ) -> Network:
     """The network model of ``fidelity`` on ``topology`` inside ``env``.
 
     ``flow_tolerance`` (flow fidelity only) sets both the max-min rate tolerance and
-    the drain merge tolerance of :class:`FlowNetwork` (1% each by default)."""
+    the drain merge tolerance of :class:`FlowNetwork` (1% each by default);
+    ``link_efficiency`` scales every link's bandwidth (:meth:`Network.set_link_efficiency`)."""
+    network = _network(fidelity, env, topology, packet_bytes, check_capacity, flow_tolerance)
+    if link_efficiency != 1.0:
+        network.set_link_efficiency(link_efficiency)
+    return network
+
+
+def _network(
+    fidelity: Fidelity,
+    env: simpy.Environment,
+    topology: Topology,
+    packet_bytes: float,
+    check_capacity: bool,
+    flow_tolerance: float | None,
+) -> Network:
     if fidelity == "analytic":
         return AnalyticNetwork(env, topology)
     if fidelity == "flow":

@@ -86,6 +86,13 @@ class Network(ABC):
         self.num_events = 0
         self._latencies: dict[int, tuple[FlowBatch, np.ndarray]] = {}
 
+    def set_link_efficiency(self, efficiency: float) -> None:
+        """Transfers reach ``efficiency`` (0, 1] of every link's nominal bandwidth (see
+        :class:`~tpusim.config.chip.CollectiveCostSpec`); call before the first send."""
+        if not 0 < efficiency <= 1:
+            raise ValueError(f"link efficiency must be in (0, 1] (got {efficiency:g})")
+        self.bandwidth_Bps = self.topology.links.bandwidth_Bps * efficiency
+
     def _account(self, batch: FlowBatch) -> None:
         if batch.links.size < self.link_bytes.size // SCATTER_ADD_LINKS_PER_ENTRY:
             np.add.at(self.link_bytes, batch.links, batch.bytes_per_entry)

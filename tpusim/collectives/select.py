@@ -1,0 +1,128 @@
+"""Choosing a collective's algorithm by predicted cost: ``--algorithm auto``.
+
+As NCCL's tuner does, ``auto`` predicts every registered algorithm that can run the
+collective on its group and keeps the fastest. The prediction is the analytic
+fidelity's time under the current cost model (:class:`~tpusim.collectives.offload.OnChipModel`):
+
+    launch_s + max over pipelines of sum over steps of
+        [ max(flow alone on its route, busiest link + smallest path latency)
+          + step_sync_s + non-overlapped reduction ]
+
+Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
+sends over all its links' bandwidth, plus the smallest link latency), and one whose
+bound already exceeds the best prediction is not routed at all: a 1 GiB all-reduce
+on a 9,216-chip pod never routes the binomial tree. Direct all-pairs exchanges on
+more than ``DIRECT_MAX_CHIPS`` chips are not candidates (their n^2 flows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from tpusim.collectives.base import AlgorithmError, Group, Schedule, Step
+from tpusim.collectives.offload import OnChipModel
+from tpusim.network.analytic import AnalyticNetwork
+from tpusim.network.base import FlowBatch
+from tpusim.topology import Topology
+from tpusim.vocabulary import Op
+
+AUTO = "auto"
+"""The algorithm name that asks for cost-based selection."""
+
+DIRECT_MAX_CHIPS = {"torus": 1152, "other": 256}
+"""Largest group (chips) on which a one-step all-pairs exchange (``direct``) is a
+candidate, on torus axes and elsewhere: beyond, its n^2 flows with uneven routes make
+routing and the flow fidelity slow (assumption; a speed limit, not a physical one)."""
+
+ALL_PAIRS_ALGORITHMS = ("direct",)
+"""Algorithms whose steps exchange between every pair of the group's chips."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """An algorithm and its predicted time (s); ``routed`` is False when its lower bound
+    ``bound_s`` already exceeded a better prediction and it was not predicted in full."""
+
+    algorithm: str
+    bound_s: float
+    time_s: float
+    routed: bool
+
+
+class Predictor:
+    """Predicts schedules' times on ``topology`` under ``onchip``; ``batch_of(step)``
+    gives a step's routed flow batch (the engine passes its cache, so the chosen
+    schedule's routes are computed once)."""
+
+    def __init__(
+        self, topology: Topology, onchip: OnChipModel, batch_of: Callable[[Step], FlowBatch]
+    ):
+        self.onchip, self.batch_of = onchip, batch_of
+        self.network = AnalyticNetwork(simpy.Environment(), topology)
+        self.network.set_link_efficiency(onchip.link_efficiency)
+        links = topology.links
+        n = topology.num_chips
+        self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
+        self.min_latency_s = float(links.latency_s.min()) if len(links) else 0.0
+
+    def lower_bound_s(self, schedule: Schedule) -> float:
+        """A time no fidelity can beat (no routes needed)."""
+        return self._total(schedule, self._step_bound_s)
+
+    def time_s(self, schedule: Schedule) -> float:
+        """The analytic fidelity's time of ``schedule`` (routes every step)."""
+        return self._total(schedule, self._step_time_s)
+
+    def _total(self, schedule: Schedule, step_s: Callable[[Step], float]) -> float:
+        pipelines = [p for p in schedule.pipelines if p]
+        if not pipelines:
+            return 0.0
+        return self.onchip.launch_s + max(sum(step_s(s) for s in p) for p in pipelines)
+
+    def _step_bound_s(self, step: Step) -> float:
+        moving = step.src != step.dst
+        if not moving.any():
+            return self.onchip.step_sync_s
+        sent = np.bincount(step.src[moving], weights=step.bytes[moving])
+        used = np.flatnonzero(sent)
+        inject_s = float((sent[used] / self.out_Bps[used]).max())
+        return inject_s + self.min_latency_s + self.onchip.step_sync_s
+
+    def _step_time_s(self, step: Step) -> float:
+        transfer_s = self.network.batch_time_s(self.batch_of(step))
+        return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
+
+
+def too_big(algorithm: str, group: Group, torus_axes: bool) -> bool:
+    """True when ``algorithm`` is an all-pairs exchange on a group past DIRECT_MAX_CHIPS."""
+    limit = DIRECT_MAX_CHIPS["torus" if torus_axes else "other"]
+    return algorithm in ALL_PAIRS_ALGORITHMS and group.size > limit
+
+
+def choose(
+    op: Op,
+    group: Group,
+    candidates: list[Schedule],
+    predictor: Predictor,
+) -> tuple[Schedule, list[Prediction]]:
+    """The fastest of ``candidates`` (schedules of ``op`` on ``group``) and every
+    prediction made, in the order tried. Raises AlgorithmError when there is none."""
+    if not candidates:
+        raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
+    bounds = [predictor.lower_bound_s(s) for s in candidates]
+    best, best_s, predictions = candidates[0], math.inf, []
+    for i in np.argsort(bounds, kind="stable"):
+        schedule, bound_s = candidates[i], bounds[i]
+        if bound_s >= best_s:
+            predictions.append(Prediction(schedule.algorithm, bound_s, math.inf, False))
+            continue
+        time_s = predictor.time_s(schedule)
+        predictions.append(Prediction(schedule.algorithm, bound_s, time_s, True))
+        if time_s < best_s:
+            best, best_s = schedule, time_s
+    return best, predictions

@@ -1,0 +1,142 @@
+"""``tpusim validate`` and ``tpusim calibrate``: parsers and what they print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tpusim.vocabulary import FIDELITIES
+
+RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
+
+
+def add_parsers(sub: Any) -> None:
+    """The two subcommands, on the CLI's subparsers."""
+    p = sub.add_parser(
+        "validate", help="simulate the shipped public measurements and report the errors"
+    )
+    _common(p)
+    p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
+    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser(
+        "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
+    )
+    _common(p)
+    p.add_argument(
+        "--out", default="calibration.yaml", help="overlay YAML to write (default %(default)s)"
+    )
+    p.add_argument(
+        "--fidelity",
+        choices=FIDELITIES,
+        default="analytic",
+        help="fidelity the fit simulates at (default %(default)s; the report uses flow)",
+    )
+    p.set_defaults(func=cmd_calibrate)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--measurements",
+        nargs="+",
+        help="measurement YAML files (default: the shipped configs/measurements/*.yaml)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_validate(args: argparse.Namespace) -> None:
+    from tpusim.config.calibration import load_calibration
+    from tpusim.validation.measurements import load_measurements
+    from tpusim.validation.validate import summary, validate
+
+    measurements = load_measurements(args.measurements)
+    calibration = load_calibration(args.calibration) if args.calibration else None
+    cases = validate(measurements, calibration, args.fidelity)
+    stats = summary(cases)
+    if args.json:
+        print(json.dumps({"cases": [c.row() for c in cases], **stats}, indent=2))
+        return
+    print(_cases_table([c.row() for c in cases]))
+    print()
+    print(_summary_lines(stats))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> None:
+    from tpusim.config.calibration import load_calibration
+    from tpusim.validation.fit import calibrate, write_overlay
+    from tpusim.validation.measurements import load_measurements
+    from tpusim.validation.validate import summary, validate
+
+    measurements = load_measurements(args.measurements)
+    fits = calibrate(measurements, args.fidelity)
+    write_overlay(fits, args.out)
+    chips = {f.chip for f in fits}
+    cases = validate([m for m in measurements if m.chip in chips], load_calibration(args.out))
+    record = {
+        "calibration": args.out,
+        "chips": [
+            {
+                "chip": f.chip,
+                "hop_latency_s": f.terms.hop_latency_s,
+                "launch_s": f.terms.launch_s,
+                "step_sync_s": f.terms.step_sync_s,
+                "link_efficiency": f.terms.link_efficiency,
+                "fit_on": list(f.terms.fit_on),
+                "at_bound": list(f.at_bound),
+                **{
+                    split: summary([c for c in cases if c.measurement.chip == f.chip])[split]
+                    for split in ("fit", "holdout")
+                },
+            }
+            for f in fits
+        ],
+        **summary(cases),
+    }
+    if args.json:
+        print(json.dumps(record, indent=2))
+        return
+    for chip in record["chips"]:
+        print(
+            f"{chip['chip']:<10} hop latency {chip['hop_latency_s'] * 1e6:.3g} us, launch "
+            f"{chip['launch_s'] * 1e6:.3g} us, step sync {chip['step_sync_s'] * 1e6:.3g} us, "
+            f"link efficiency {chip['link_efficiency']:.3f} ({len(chip['fit_on'])} points)"
+            + (f"; at bound: {', '.join(chip['at_bound'])}" if chip["at_bound"] else "")
+        )
+    print()
+    print(_summary_lines(record))
+    print(f"\nwrote {args.out} (apply with --calibration {args.out})")
+
+
+def _summary_lines(stats: dict[str, Any]) -> str:
+    lines = []
+    for label, part in (("all", stats), ("fit", stats["fit"]), ("holdout", stats["holdout"])):
+        total = part["total"]
+        share = part["within_10pct"] / total if total else 0.0
+        lines.append(
+            f"{label:<8} {total:>3} points, {part['within_10pct']:>3} within 10% ({share:.0%}), "
+            f"median |error| {part['median_abs_error']:.1%}"
+        )
+    return "\n".join(lines)
+
+
+def _cases_table(rows: list[dict[str, Any]]) -> str:
+    from tpusim import units
+
+    shown = [
+        {
+            "id": r["id"],
+            "op": r["op"],
+            "bytes": units.format_bytes(r["bytes"]),
+            "measured": units.format_time(r["measured_s"]),
+            "simulated": units.format_time(r["simulated_s"]),
+            "error": f"{r['error']:+.1%}",
+            "split": r["split"],
+            "algorithm": r["algorithm"],
+        }
+        for r in rows
+    ]
+    widths = {c: max(len(c), *(len(str(r[c])) for r in shown)) for c in RESULT_COLUMNS}
+    lines = ["  ".join(c.ljust(widths[c]) for c in RESULT_COLUMNS)]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in RESULT_COLUMNS) for r in shown]
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""``tpusim calibrate``: the cost terms of each chip generation fitted to the ``fit``
+measurements by least squares, and written as a calibration overlay.
+
+Fitted terms, per chip generation with measurements: the per-hop router latency
+(``ici.hop_latency``), the launch cost per collective and the synchronisation cost per
+step (``collectives.launch``, ``collectives.step_sync``) and the link efficiency
+(``collectives.link_efficiency``). A simulated time is linear in (hop latency, launch,
+step sync, 1 / efficiency) as long as the chosen algorithm and the critical path stay
+the same, so each round measures that linear map by finite differences (one simulation
+per term and case), solves the bounded linear least-squares problem on relative errors
+(``scipy.optimize.lsq_linear``) with a weak pull towards the chip file's values (so a
+term the data cannot see stays where it was), and repeats from the new values
+(the algorithm ``auto`` picks may change with the terms). ``holdout`` points are
+never used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+from tpusim.config.calibration import Calibration, ChipCalibration
+from tpusim.config.loader import load_chip
+from tpusim.validation.measurements import Measurement
+from tpusim.validation.validate import simulate_case
+from tpusim.vocabulary import Fidelity
+
+TERMS = ("hop_latency_s", "launch_s", "step_sync_s", "inverse_efficiency")
+LOWER = np.array([0.0, 0.0, 0.0, 1.0])
+"""Bounds of the terms (s, s, s, dimensionless): no negative cost, efficiency <= 1."""
+UPPER = np.array([5e-6, 50e-6, 10e-6, 2.0])
+"""Upper bounds: 5 us per hop, 50 us per launch, 10 us per step, efficiency >= 0.5
+(assumptions: wide enough that no shipped fit sits on them; a fit that does is
+reported)."""
+SCALE = np.array([1e-6, 5e-6, 1e-6, 0.2])
+"""Typical size of each term: finite-difference steps are 1% of it, and the pull
+towards the chip file's values is measured in these units."""
+PRIOR_WEIGHT = 0.05
+"""Weight of the pull towards the chip file's values, against relative errors of
+weight 1 per measurement (dimensionless)."""
+ROUNDS = 3
+"""Linearise-and-solve rounds (the fit moves by well under 1% in the last one on the
+shipped data)."""
+
+
+@dataclass(frozen=True)
+class ChipFit:
+    """A chip generation's fitted terms and what they were fitted on."""
+
+    chip: str
+    terms: ChipCalibration
+    at_bound: tuple[str, ...]
+
+
+def _theta(terms: ChipCalibration) -> np.ndarray:
+    return np.array(
+        [terms.hop_latency_s, terms.launch_s, terms.step_sync_s, 1.0 / terms.link_efficiency]
+    )
+
+
+def _terms(theta: np.ndarray, fit_on: Sequence[str]) -> ChipCalibration:
+    return ChipCalibration(
+        hop_latency=float(theta[0]),
+        launch=float(theta[1]),
+        step_sync=float(theta[2]),
+        link_efficiency=float(1.0 / theta[3]),
+        fit_on=tuple(fit_on),
+    )
+
+
+def chip_terms(chip: str) -> ChipCalibration:
+    """The terms a chip file gives today (the starting point and the prior)."""
+    spec = load_chip(chip)
+    costs = spec.collectives
+    return ChipCalibration(
+        hop_latency=spec.ici.hop_latency_s,
+        launch=costs.launch_s,
+        step_sync=costs.step_sync_s,
+        link_efficiency=costs.link_efficiency,
+    )
+
+
+def _times(
+    cases: Sequence[Measurement], chip: str, theta: np.ndarray, fidelity: Fidelity
+) -> np.ndarray:
+    overlay = Calibration(chips={chip: _terms(theta, ())})
+    return np.array([simulate_case(m, overlay, fidelity).simulated_s for m in cases])
+
+
+def fit_chip(chip: str, cases: Sequence[Measurement], fidelity: Fidelity = "analytic") -> ChipFit:
+    """The terms of ``chip`` fitted to ``cases`` (its ``fit`` measurements)."""
+    prior = _theta(chip_terms(chip))
+    theta = np.clip(prior, LOWER, UPPER)
+    measured = np.array([m.measured_s for m in cases])
+    for _ in range(ROUNDS):
+        base = _times(cases, chip, theta, fidelity)
+        jac = np.empty((len(cases), len(TERMS)))
+        for j, step in enumerate(SCALE * 0.01):
+            moved = theta.copy()
+            moved[j] += step
+            jac[:, j] = (_times(cases, chip, moved, fidelity) - base) / step
+        offset = base - jac @ theta
+        rows = np.vstack([jac / measured[:, None], np.diag(PRIOR_WEIGHT / SCALE)])
+        rhs = np.concatenate([(measured - offset) / measured, PRIOR_WEIGHT * prior / SCALE])
+        theta = lsq_linear(rows, rhs, bounds=(LOWER, UPPER)).x
+    at_bound = tuple(
+        t
+        for t, v, lo, hi in zip(TERMS, theta, LOWER, UPPER, strict=True)
+        if np.isclose(v, lo, rtol=0, atol=1e-12) or np.isclose(v, hi, rtol=1e-9)
+    )
+    fit_on = [m.id for m in cases]
+    return ChipFit(chip, _terms(theta, fit_on), at_bound)
+
+
+def calibrate(
+    measurements: Sequence[Measurement], fidelity: Fidelity = "analytic"
+) -> list[ChipFit]:
+    """One fit per chip generation that has ``fit`` measurements, in chip-name order."""
+    chips = sorted({m.chip for m in measurements if m.split == "fit"})
+    return [
+        fit_chip(chip, [m for m in measurements if m.chip == chip and m.split == "fit"], fidelity)
+        for chip in chips
+    ]
+
+
+def overlay_yaml(fits: Sequence[ChipFit]) -> str:
+    """The overlay file for ``fits`` (:mod:`tpusim.config.calibration`)."""
+    lines = [
+        "# Written by `tpusim calibrate`: cost terms fitted per chip generation by least",
+        "# squares on the `fit` measurements of configs/measurements/ (holdout points unused).",
+        "chips:",
+    ]
+    for fit in fits:
+        t = fit.terms
+        lines += [
+            f"  {fit.chip}:",
+            f"    hop_latency: {t.hop_latency_s * 1e6:.4g} us",
+            f"    launch: {t.launch_s * 1e6:.4g} us",
+            f"    step_sync: {t.step_sync_s * 1e6:.4g} us",
+            f"    link_efficiency: {t.link_efficiency:.4g}",
+            f"    fit_on: [{', '.join(t.fit_on)}]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_overlay(fits: Sequence[ChipFit], path: str | Path) -> None:
+    """Write the overlay YAML of ``fits`` to ``path``."""
+    Path(path).write_text(overlay_yaml(fits))
