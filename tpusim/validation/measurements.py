@@ -180,7 +180,8 @@ def measured_seconds(case: CaseSpec) -> float:
     factor = bus_factor(case.op, group_size(case.slice, case.axes))
     if factor <= 0:
         raise ValueError("measured_busbw needs a group of more than one chip")
-    return float(case.bytes) * factor / float(case.measured_busbw)
+    busbw_Bps = float(case.measured_busbw)  # type: ignore[arg-type]  # one of three is set
+    return float(case.bytes) * factor / busbw_Bps
 
 
 def shipped_measurement_files() -> list[Path]:
@@ -191,7 +192,7 @@ def shipped_measurement_files() -> list[Path]:
 def _duplicate_key(file: Path) -> tuple[str, int] | None:
     """The first mapping key that appears twice in ``file`` (YAML keeps the last silently)."""
     node = yaml.compose(file.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    stack = [(node, ())] if node is not None else []
+    stack: list[tuple[yaml.Node, PathKey]] = [(node, ())] if node is not None else []
     while stack:
         current, path = stack.pop()
         if isinstance(current, yaml.MappingNode):
