@@ -196,3 +196,13 @@ def test_duplicate_source_key_across_files(tmp_path):
     second = _write(tmp_path, SOURCE + CASE.format(id="c2"), "b.yaml")
     with pytest.raises(InputError, match=r"b\.yaml source\.key: duplicate source key 't'"):
         load_measurements([first, second])
+
+
+def test_busbw_on_a_single_chip_group_is_an_error(tmp_path):
+    path = _case_file(tmp_path, "measured_time: 8 us", "measured_busbw: 30 GB/s")
+    path.write_text(path.read_text().replace("slice: [4, 4]", "slice: [4, 1]"))
+    with pytest.raises(
+        InputError, match=r"cases\[0\]\.measured_busbw: .*more than one chip"
+    ) as info:
+        load_measurements([path])
+    assert str(info.value).startswith(f"{path}:{CASE_FIRST_LINE + 6} ")
