@@ -188,6 +188,10 @@ def cmd_collective(args: argparse.Namespace) -> None:
         raise InputError("give exactly one of --bytes SIZE and --sweep-bytes LOW:HIGH")
     options = _collective_options(args)
     system = load_system(args.system)
+    if args.calibration:
+        from tpusim.config.calibration import calibrated_system, load_calibration
+
+        system = calibrated_system(system, load_calibration(args.calibration))
     topology = build_topology(system)
     if args.sweep_bytes is not None:
         rows = [
@@ -311,7 +315,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         raise InputError(
             f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
         ) from None
-    record = hlo_summary(args.file, args.system, args.fidelity, order)
+    record = hlo_summary(args.file, args.system, args.fidelity, order, args.calibration)
     if args.json:
         _print_json(record)
         return
@@ -376,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--device-chips",
         help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
     )
+    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_hlo)
     return parser
@@ -414,6 +419,7 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--pairs", help="collective-permute chip pairs SRC:DST[,SRC:DST...]")
     p.add_argument("--packet-bytes", help="packet size for --fidelity packet (default 64KiB)")
     p.add_argument("--links-csv", help="write the per-link table to this CSV file")
+    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_collective)
 

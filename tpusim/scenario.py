@@ -24,7 +24,8 @@ fits that topology). A mesh axis of size ``auto`` takes the chips the other axes
 ``batch_per_shard`` (training) sets the global batch from the batch-sharding axes.
 
 Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
-:func:`tpusim.network.make_network`), ``assumptions`` (all-in power per chip and price
+:func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
+calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`), ``assumptions`` (all-in power per chip and price
 per chip-hour, keyed by chip name, for energy and cost columns), ``plots`` and
 ``claims`` (write figures and the vendor-claims table). Errors name the file, the YAML
 path and the line.
@@ -49,6 +50,7 @@ from pydantic import Field, PositiveFloat
 
 import tpusim.report  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.chip import ChipSpec
+from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Frozen, Power
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -101,6 +103,7 @@ class ScenarioSpec(Frozen):
     description: str = ""
     fidelity: Fidelity = "flow"
     flow_tolerance: float | None = Field(None, ge=0, lt=1)
+    calibration: str | None = None
     systems: list[str] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
     assumptions: Assumptions = Field(default_factory=Assumptions)
@@ -115,6 +118,7 @@ class Scenario:
         self.file = str(file)
         self.data, self.lines = load_yaml(file)
         self.spec = validate(ScenarioSpec, self.data, self.file, self.lines)
+        self.calibration = self._calibration()
         self.systems = [self._system(i, name) for i, name in enumerate(self.spec.systems)]
         self.runs = [run for i, w in enumerate(self.spec.workloads) for run in self._expand(i, w)]
         self._check_names()
@@ -124,9 +128,19 @@ class Scenario:
             problem, file=self.file, path=format_path(path), line=line_of(self.lines, path)
         )
 
+    def _calibration(self) -> Calibration | None:
+        """The ``calibration:`` overlay (a path relative to the scenario file), if any."""
+        if self.spec.calibration is None:
+            return None
+        path = Path(self.file).parent / self.spec.calibration
+        if not path.is_file():
+            raise self._error(f"calibration file '{path}' does not exist", ("calibration",))
+        return load_calibration(path)
+
     def _system(self, index: int, name: str) -> System:
         try:
-            return load_system(name, base=Path(self.file).parent)
+            system = load_system(name, base=Path(self.file).parent)
+            return calibrated_system(system, self.calibration)
         except ConfigError as exc:
             if exc.file and exc.path:  # the system file itself is broken: it says where
                 raise

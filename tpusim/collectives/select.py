@@ -5,10 +5,16 @@ collective on its group and keeps the fastest. The prediction is the analytic
 fidelity's time under the current cost model (:class:`~tpusim.collectives.offload.OnChipModel`):
 
     launch_s + max over pipelines of sum over steps of
-        [ max(flow alone on its route, busiest link + smallest path latency)
+        [ max(flow alone on its route, busiest link + longest route crossing it)
           + step_sync_s + non-overlapped reduction ]
 
-Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
+and, for a schedule of several pipelines, at least the launch plus the busiest link's
+bytes summed over all of them (pipelines that drift apart share links).
+
+Predictions of several pipelines are approximate (their pipelines share links in
+ways only a simulation follows), so when more than one algorithm is predicted within
+``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
+(the engine passes ``simulate``) and the fastest is kept. Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
 sends over all its links' bandwidth, plus the smallest link latency), and one whose
 bound already exceeds the best prediction is not routed at all: a 1 GiB all-reduce
 on a 9,216-chip pod never routes the binomial tree. Direct all-pairs exchanges on
@@ -39,6 +45,11 @@ DIRECT_MAX_CHIPS = {"torus": 1152, "other": 256}
 candidate, on torus axes and elsewhere: beyond, its n^2 flows with uneven routes make
 routing and the flow fidelity slow (assumption; a speed limit, not a physical one)."""
 
+REFINE_MARGIN = 0.15
+"""Algorithms predicted within this fraction of the best are simulated to choose
+(dimensionless): the largest under-prediction seen on the selection test grid is 14%
+(the torus algorithm's broadcast on a 2x4 mesh, whose pipelines collide)."""
+
 ALL_PAIRS_ALGORITHMS = ("direct",)
 """Algorithms whose steps exchange between every pair of the group's chips."""
 
@@ -57,12 +68,17 @@ class Prediction:
 class Predictor:
     """Predicts schedules' times on ``topology`` under ``onchip``; ``batch_of(step)``
     gives a step's routed flow batch (the engine passes its cache, so the chosen
-    schedule's routes are computed once)."""
+    schedule's routes are computed once); ``simulate(schedule)``, if given, is the
+    schedule's time simulated alone at the run's fidelity (for close calls)."""
 
     def __init__(
-        self, topology: Topology, onchip: OnChipModel, batch_of: Callable[[Step], FlowBatch]
+        self,
+        topology: Topology,
+        onchip: OnChipModel,
+        batch_of: Callable[[Step], FlowBatch],
+        simulate: Callable[[Schedule], float] | None = None,
     ):
-        self.onchip, self.batch_of = onchip, batch_of
+        self.onchip, self.batch_of, self.simulate = onchip, batch_of, simulate
         self.network = AnalyticNetwork(simpy.Environment(), topology)
         self.network.set_link_efficiency(onchip.link_efficiency)
         links = topology.links
@@ -75,14 +91,39 @@ class Predictor:
         return self._total(schedule, self._step_bound_s)
 
     def time_s(self, schedule: Schedule) -> float:
-        """The analytic fidelity's time of ``schedule`` (routes every step)."""
-        return self._total(schedule, self._step_time_s)
+        """The analytic fidelity's time of ``schedule`` (routes every step), and at least
+        the launch plus the busiest link's bytes over all pipelines: concurrent pipelines
+        that drift apart (the torus algorithm's parts on axes of unequal length) end up
+        sharing links, which a pipeline-by-pipeline sum cannot see."""
+        critical = self._total(schedule, self._step_time_s)
+        pipelines = [p for p in schedule.pipelines if p]
+        if len(pipelines) < 2:
+            return critical
+        load = np.zeros(self.network.bandwidth_Bps.size)
+        repeats: dict[int, tuple[Step, int]] = {}
+        for step in (s for p in pipelines for s in p):
+            kept = repeats.get(id(step))
+            repeats[id(step)] = (step, kept[1] + 1 if kept else 1)
+        for step, count in repeats.values():
+            batch = self.batch_of(step)
+            load += count * np.bincount(
+                batch.links, weights=batch.bytes_per_entry, minlength=load.size
+            )
+        shared = self.onchip.launch_s + float((load / self.network.bandwidth_Bps).max())
+        return max(critical, shared)
 
     def _total(self, schedule: Schedule, step_s: Callable[[Step], float]) -> float:
         pipelines = [p for p in schedule.pipelines if p]
         if not pipelines:
             return 0.0
-        return self.onchip.launch_s + max(sum(step_s(s) for s in p) for p in pipelines)
+        known: dict[int, float] = {}  # a ring repeats one Step object: cost it once
+
+        def cost(step: Step) -> float:
+            if id(step) not in known:
+                known[id(step)] = step_s(step)
+            return known[id(step)]
+
+        return self.onchip.launch_s + max(sum(cost(s) for s in p) for p in pipelines)
 
     def _step_bound_s(self, step: Step) -> float:
         moving = step.src != step.dst
@@ -125,4 +166,18 @@ def choose(
         predictions.append(Prediction(schedule.algorithm, bound_s, time_s, True))
         if time_s < best_s:
             best, best_s = schedule, time_s
+    close = [
+        s
+        for s, p in zip(candidates, _in_order(candidates, predictions), strict=True)
+        if p.routed and p.time_s <= best_s * (1 + REFINE_MARGIN)
+    ]
+    if len(close) > 1 and predictor.simulate is not None:
+        simulated = [predictor.simulate(s) for s in close]
+        best = close[int(np.argmin(simulated))]
     return best, predictions
+
+
+def _in_order(candidates: list[Schedule], predictions: list[Prediction]) -> list[Prediction]:
+    """``predictions`` (in the order tried) in the order of ``candidates``."""
+    by_name = {p.algorithm: p for p in predictions}
+    return [by_name[s.algorithm] for s in candidates]

@@ -123,4 +123,3 @@ class ChipSpec(Frozen):
         if offload == "sparsecore" and (self.sparsecores is None or not self.sparsecores.count):
             raise ValueError("collectives.offload is sparsecore but the chip has no SparseCores")
         return self
-

@@ -79,6 +79,7 @@ class Simulation:
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
         self.placement = Placement(self.topology, program.mesh)
         self.env = simpy.Environment()
+        self._network_options = {"packet_bytes": packet_bytes, "flow_tolerance": flow_tolerance}
         self.network = make_network(
             fidelity,
             self.env,
@@ -139,9 +140,28 @@ class Simulation:
         key = bool(split_ports)
         if key not in self._predictors:
             self._predictors[key] = Predictor(
-                self.topology, self.onchip, lambda step: self.batches.of(step, key)
+                self.topology,
+                self.onchip,
+                lambda step: self.batches.of(step, key),
+                lambda schedule: self._trial_time_s(schedule, key),
             )
         return self._predictors[key]
+
+    def _trial_time_s(self, schedule: Schedule, split_ports: bool) -> float:
+        """``schedule`` run alone on a fresh network of this fidelity (nothing recorded)."""
+        env = simpy.Environment()
+        network = make_network(
+            self.fidelity,
+            env,
+            self.topology,
+            packet_bytes=self._network_options["packet_bytes"],
+            flow_tolerance=self._network_options["flow_tolerance"],
+            link_efficiency=self.onchip.link_efficiency,
+        )
+        batches = FlowBatches(self.batches.routes, ())
+        execute_schedule(env, network, schedule, self.onchip, batches, split_ports)
+        env.run()
+        return float(env.now)
 
     def rendezvous(self, name: str, schedule: Schedule) -> Rendezvous:
         """The rendezvous of collective ``name``: every class with chips in its groups."""

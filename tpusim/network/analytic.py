@@ -4,12 +4,14 @@ A batch takes the larger of two lower bounds on any fair sharing of the links:
 
 - every flow alone on its route: ``bytes / min_link_bandwidth + path_latency``;
 - the busiest link: ``link_bytes / link_bandwidth`` for the link with the most load
-  per unit bandwidth, plus the smallest path latency in the batch (its last byte
-  must still cross its route).
+  per unit bandwidth, plus the longest path latency among the flows that cross it
+  (sharing it fairly, flows of equal size finish it together, and the one with the
+  longest route arrives last).
 
 On uncontended patterns the second never exceeds the first and the model is the
 classic alpha-beta one; on contended ones (all-to-all, permutes sharing links) it is
-what a max-min fair network reaches when the bottleneck link's flows are all alike.
+what a max-min fair network gives when the bottleneck link's flows are all alike,
+and a lower bound on it otherwise, up to the latency term.
 Instant: one SimPy timeout per batch.
 """
 
@@ -19,6 +21,11 @@ import numpy as np
 import simpy
 
 from tpusim.network.base import FlowBatch, Network
+
+
+HOT_LINK_REL_TOL = 1e-9
+"""Links within this fraction of the busiest link's drain time count as busiest
+(dimensionless): equal loads differ only by float round-off."""
 
 
 class AnalyticNetwork(Network):
@@ -38,10 +45,18 @@ class AnalyticNetwork(Network):
         slowest = np.full(len(batch), np.inf)
         slowest[has_route] = np.minimum.reduceat(per_entry, batch.ptr[:-1][has_route])
         alone = float((np.where(has_route, batch.bytes / slowest, 0.0) + latency).max())
+        return max(alone, self._busiest_link_s(batch, latency))
+
+    def _busiest_link_s(self, batch: FlowBatch, latency: np.ndarray) -> float:
+        """The busiest link's bytes / bandwidth plus the longest route crossing it."""
         load = np.bincount(batch.links, weights=batch.bytes_per_entry)
+        drain = np.zeros(load.size)
         used = np.flatnonzero(load)
-        busiest = float((load[used] / self.bandwidth_Bps[used]).max())
-        return max(alone, busiest + float(latency[has_route].min()))
+        drain[used] = load[used] / self.bandwidth_Bps[used]
+        busiest = float(drain.max())
+        hot_entry = drain[batch.links] >= busiest * (1 - HOT_LINK_REL_TOL)
+        entry_latency = np.repeat(latency, batch.hops)
+        return busiest + float(entry_latency[hot_entry].max())
 
     def _send(self, batch: FlowBatch) -> simpy.Event:
         self.num_events += 1

@@ -27,12 +27,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--out", default="calibration.yaml", help="overlay YAML to write (default %(default)s)"
     )
-    p.add_argument(
-        "--fidelity",
-        choices=FIDELITIES,
-        default="analytic",
-        help="fidelity the fit simulates at (default %(default)s; the report uses flow)",
-    )
+    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -72,7 +67,9 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     fits = calibrate(measurements, args.fidelity)
     write_overlay(fits, args.out)
     chips = {f.chip for f in fits}
-    cases = validate([m for m in measurements if m.chip in chips], load_calibration(args.out))
+    cases = validate(
+        [m for m in measurements if m.chip in chips], load_calibration(args.out), args.fidelity
+    )
     record = {
         "calibration": args.out,
         "chips": [

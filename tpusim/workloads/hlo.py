@@ -41,16 +41,24 @@ def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
 
 
 def hlo_summary(
-    file: str, system_name: str, fidelity: Fidelity, device_chips: list[int] | None = None
+    file: str,
+    system_name: str,
+    fidelity: Fidelity,
+    device_chips: list[int] | None = None,
+    calibration: str | None = None,
 ) -> dict[str, Any]:
     """The ``tpusim hlo`` record: the module's figures (FLOPs per chip, collectives by
     HLO op name, their bytes per chip) and its replay on ``system_name`` (times in s),
-    device d on chip ``device_chips[d]`` (default d)."""
+    device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
+    file applied if given."""
+    from tpusim.config.calibration import calibrated_system, load_calibration
     from tpusim.engine import Simulation
     from tpusim.program.hlo import load_hlo, replay_program
 
     module, program = load_hlo(file)
     system = load_system(system_name)
+    if calibration is not None:
+        system = calibrated_system(system, load_calibration(calibration))
     program = replay_program(module, program, system.num_chips, device_chips)
     summary = Simulation(system, program, fidelity).run().summary()
     return {
