@@ -25,10 +25,10 @@ fits that topology). A mesh axis of size ``auto`` takes the chips the other axes
 
 Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 :func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
-calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`), ``assumptions`` (all-in power per chip and price
-per chip-hour, keyed by chip name, for energy and cost columns), ``plots`` and
-``claims`` (write figures and the vendor-claims table). Errors name the file, the YAML
-path and the line.
+calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`),
+``assumptions`` (all-in power per chip and price per chip-hour, keyed by chip name,
+for energy and cost columns), ``plots`` and ``claims`` (write figures and the
+vendor-claims table). Errors name the file, the YAML path and the line.
 
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
@@ -49,8 +49,8 @@ from typing import Any
 from pydantic import Field, PositiveFloat
 
 import tpusim.report  # noqa: F401  (registers the "plots" output writer)
-from tpusim.config.chip import ChipSpec
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
+from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Frozen, Power
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml

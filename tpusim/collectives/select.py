@@ -14,7 +14,9 @@ bytes summed over all of them (pipelines that drift apart share links).
 Predictions of several pipelines are approximate (their pipelines share links in
 ways only a simulation follows), so when more than one algorithm is predicted within
 ``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
-(the engine passes ``simulate``) and the fastest is kept. Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
+(the engine passes ``simulate``) and the fastest is kept.
+
+Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
 sends over all its links' bandwidth, plus the smallest link latency), and one whose
 bound already exceeds the best prediction is not routed at all: a 1 GiB all-reduce
 on a 9,216-chip pod never routes the binomial tree. Direct all-pairs exchanges on

@@ -104,7 +104,9 @@ class ChipSpec(Frozen):
     hbm: MemorySpec
     sram: MemorySpec
     ici: IciSpec
-    collectives: CollectiveCostSpec = Field(default_factory=CollectiveCostSpec)
+    collectives: CollectiveCostSpec = Field(
+        default_factory=lambda: CollectiveCostSpec.model_validate({})
+    )
     dcn: DcnSpec
     power: PowerSpec | None = None
     sources: dict[str, Source] = Field(default_factory=dict)

@@ -79,7 +79,7 @@ class Simulation:
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
         self.placement = Placement(self.topology, program.mesh)
         self.env = simpy.Environment()
-        self._network_options = {"packet_bytes": packet_bytes, "flow_tolerance": flow_tolerance}
+        self._packet_bytes, self._flow_tolerance = packet_bytes, flow_tolerance
         self.network = make_network(
             fidelity,
             self.env,
@@ -154,8 +154,8 @@ class Simulation:
             self.fidelity,
             env,
             self.topology,
-            packet_bytes=self._network_options["packet_bytes"],
-            flow_tolerance=self._network_options["flow_tolerance"],
+            packet_bytes=self._packet_bytes,
+            flow_tolerance=self._flow_tolerance,
             link_efficiency=self.onchip.link_efficiency,
         )
         batches = FlowBatches(self.batches.routes, ())

@@ -22,7 +22,6 @@ import simpy
 
 from tpusim.network.base import FlowBatch, Network
 
-
 HOT_LINK_REL_TOL = 1e-9
 """Links within this fraction of the busiest link's drain time count as busiest
 (dimensionless): equal loads differ only by float round-off."""
