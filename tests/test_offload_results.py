@@ -45,7 +45,8 @@ def test_cae_is_five_times_lower_step_overhead_and_tensorcore_pays_reductions():
 @pytest.mark.parametrize("engine", ["cae", "tensorcore"])
 def test_small_all_reduce_pays_hops_plus_on_chip_overhead(engine):
     """Latency-bound: a bidirectional-ring all-reduce of 1 KiB on a ring of 8 takes
-    2(n-1) steps of (hop latency + step overhead + reduction)."""
+    2 ceil((n-1)/2) = 8 steps of (hop latency + step overhead + reduction): per phase
+    3 steps of a whole chunk each way and one of the antipodal half chunk."""
     chip = load_chip("tpu8i")
     n, a, w = 8, 1e-6, 200e9
     topo = Torus((n,), (True,), link_bandwidth_Bps=w, hop_latency_s=a)
@@ -54,13 +55,15 @@ def test_small_all_reduce_pays_hops_plus_on_chip_overhead(engine):
     )
     model = OnChipModel.for_chip(chip, engine)
     chunk = 1024 / n
-    per_step = a + chunk / 2 / w + model.step_overhead_s
+    steps = n // 2
+    network = steps * a + (steps - 1 + 0.5) * chunk / w
     reduce = (
         (n - 1) * chunk / model.reduce_bandwidth_Bps
         if math.isfinite(model.reduce_bandwidth_Bps)
         else 0.0
     )
-    assert result.time_s == pytest.approx(2 * (n - 1) * per_step + reduce, rel=1e-9)
+    expected = 2 * (network + steps * model.step_overhead_s) + reduce
+    assert result.time_s == pytest.approx(expected, rel=1e-9)
 
 
 def test_cae_claim_maps_to_lower_latency_not_bandwidth():
