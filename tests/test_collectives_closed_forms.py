@@ -65,8 +65,11 @@ def test_bidirectional_ring_on_wrapped_ring(fidelity, n, op):
     V = 16 * MiB
     result, _ = run(ring(n), op, V, fidelity, algorithm="bidir-ring")
     phases = 2 if op == "all-reduce" else 1
-    expected = phases * (n - 1) * (A + V / (2 * n * W))
+    # ceil((n-1)/2) steps: each shard goes the shorter way round (antipodal: half each way)
+    steps = (n - 1 + 1) // 2
+    expected = phases * (steps * A + (n - 1) * V / (2 * n * W))
     assert result.time_s == pytest.approx(expected, rel=REL)
+    assert result.num_steps == phases * steps
 
 
 @pytest.mark.parametrize("fidelity", FIDELITIES)
@@ -74,9 +77,8 @@ def test_bidirectional_ring_is_faster_than_unidirectional_on_bandwidth(fidelity)
     V, n = 16 * MiB, 8
     uni, _ = run(ring(n), "all-reduce", V, fidelity, algorithm="ring")
     bi, _ = run(ring(n), "all-reduce", V, fidelity, algorithm="bidir-ring")
-    # bandwidth term halves; the latency term is the same
-    lat = 2 * (n - 1) * A
-    assert bi.time_s - lat == pytest.approx((uni.time_s - lat) / 2, rel=REL)
+    # bandwidth term halves; the latency steps drop from n - 1 to ceil((n-1)/2) per phase
+    assert bi.time_s - 2 * 4 * A == pytest.approx((uni.time_s - 2 * (n - 1) * A) / 2, rel=REL)
 
 
 # -- ring on a line: the folded ring order -----------------------------------------------------
@@ -248,13 +250,15 @@ def test_point_to_point_splits_over_moving_axes(fidelity, dims, src_coord, dst_c
 
 def torus_split_allgather(k: int, V: float) -> float:
     """2-D k x k wrapped torus, all-gather split in 2 parts of V/2: each part gathers
-    along one axis (k - 1 bidirectional ring steps) then the other, the two parts on
-    different axes at every moment."""
+    along one axis (a bidirectional ring: ceil((k-1)/2) steps, each direction of a
+    link carrying (k-1)/2 shards) then the other, the two parts on different axes at
+    every moment."""
     N = k * k
     part = V / 2
     shard = part / N  # what each chip holds of its part at the start
-    first = (k - 1) * (A + shard / 2 / W)  # each direction carries half the chunk
-    second = (k - 1) * (A + k * shard / 2 / W)
+    steps = k // 2  # ceil((k-1)/2)
+    first = steps * A + (k - 1) * shard / 2 / W
+    second = steps * A + (k - 1) * k * shard / 2 / W
     return first + second
 
 
@@ -267,7 +271,7 @@ def test_torus_allgather_on_2d_torus_uses_both_axes(fidelity):
     assert result.time_s == pytest.approx(expected, rel=REL)
     # bandwidth term = (N-1)/N * V / (2W * n_axes) (formulas.md 1.4 with the exact factor)
     N = k * k
-    assert expected - 2 * (k - 1) * A == pytest.approx((N - 1) / N * V / (2 * W * 2), rel=1e-12)
+    assert expected - 2 * (k // 2) * A == pytest.approx((N - 1) / N * V / (2 * W * 2), rel=1e-12)
 
 
 @pytest.mark.parametrize("fidelity", FIDELITIES)

@@ -153,6 +153,46 @@ def ring_steps(
     return [step] * count
 
 
+def bidir_ring_steps(
+    chips: np.ndarray, axis: int, kind: AxisKind, shard: float, reduce: bool
+) -> list[Step]:
+    """Bidirectional ring all-gather along ``axis`` (k chips) in ceil((k-1)/2) steps, or
+    with ``reduce`` its mirror, the reduce-scatter; ``shard`` is one chip's block (V/k).
+
+    In step s = 1 .. floor((k-1)/2) every chip sends a whole shard to BOTH ring
+    neighbours (the shard that originated s - 1 positions behind it on that side); when
+    k is even the antipodal shard goes half each way in one last step. Each direction
+    of every ring link carries (k-1)/2 shards: T = ceil((k-1)/2) a + (k-1)/k V/(2W).
+    A reduce-scatter chip adds both shards it receives (2 x shard per full step).
+    """
+    k = chips.shape[axis]
+    both = (False, True)
+    steps = ring_steps(chips, axis, kind, 2 * shard, (k - 1) // 2, reduce, both)
+    if k % 2 == 0:
+        steps += ring_steps(chips, axis, kind, shard, 1, reduce, both)
+    return steps
+
+
+def bidir_relay_steps(chips: np.ndarray, axis: int, kind: AxisKind, chunk: float) -> list[Step]:
+    """All-to-all relayed along a bidirectional ring (k chips, ``chunk`` = V/k for each
+    destination): the chunk for the chip at ring distance d travels the shorter way
+    (antipodal: half each way), forwarded one hop per step along that direction only.
+
+    Step j = 1 .. floor(k/2) forwards on each side the chunks still travelling:
+    floor((k-1)/2) - j + 1 whole ones (if positive) plus the antipodal half when k
+    is even. Each link direction carries k V / 8 in all for even k ((k^2 - 1) V / (8k)
+    for odd k): T = floor(k/2) a + k V / (8W) (formulas.md 1.6 with V per chip).
+    """
+    k = chips.shape[axis]
+    whole, half = (k - 1) // 2, 0.5 if k % 2 == 0 else 0.0
+    return [
+        ring_steps(
+            chips, axis, kind, 2 * (max(0, whole - j + 1) + half) * chunk, 1, False, (False, True)
+        )[0]
+        for j in range(1, k // 2 + 1)
+    ]
+
+
 def snake(chips: np.ndarray) -> np.ndarray:
     """(groups, size) positions in boustrophedon order: consecutive chips are
     neighbours on a torus or mesh."""

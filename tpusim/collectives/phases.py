@@ -4,13 +4,22 @@ A phase runs on every line of chips along one array axis of a group (all other
 positions fixed), vectorised over all of them. ``data`` is the bytes each chip
 holds for this pipeline when the phase starts (reduce-scatter shrinks it by the
 axis size, all-gather grows it).
+
+Per axis of k chips (one-direction link bandwidth W, hop latency a, ``data`` = D):
+
+- wrapped (``ring``): bidirectional ring, ceil((k-1)/2) steps,
+  ceil((k-1)/2) a + (k-1)/k D / (2W) for a reduce-scatter of D or an all-gather to D
+  (:func:`~tpusim.collectives.base.bidir_ring_steps`);
+- ``line``: the folded one-way ring, k - 1 steps of 2 hops (k - 1)(2a + D/(kW));
+- ``full`` (all chips linked): one all-pairs step, a + D/(kW);
+- all-to-all: one all-pairs step on every kind.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tpusim.collectives.base import Axis, Step, ring_steps
+from tpusim.collectives.base import AlgorithmError, Axis, Step, bidir_ring_steps, ring_steps
 
 
 def reduce_scatter(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[Step]:
@@ -20,9 +29,9 @@ def reduce_scatter(chips: np.ndarray, axis: int, info: Axis, data: float) -> lis
         return []
     if info.kind == "full":
         return [all_pairs_step(chips, axis, data / k, reduce_bytes=(k - 1) * data / k)]
-    return ring_steps(
-        chips, axis, info.kind, data / k, k - 1, reduce=True, directions=_directions(info)
-    )
+    if info.kind == "ring":
+        return bidir_ring_steps(chips, axis, info.kind, data / k, reduce=True)
+    return ring_steps(chips, axis, info.kind, data / k, k - 1, reduce=True)
 
 
 def all_gather(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[Step]:
@@ -32,9 +41,9 @@ def all_gather(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[St
         return []
     if info.kind == "full":
         return [all_pairs_step(chips, axis, data)]
-    return ring_steps(
-        chips, axis, info.kind, data, k - 1, reduce=False, directions=_directions(info)
-    )
+    if info.kind == "ring":
+        return bidir_ring_steps(chips, axis, info.kind, data, reduce=False)
+    return ring_steps(chips, axis, info.kind, data, k - 1, reduce=False)
 
 
 def all_to_all(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[Step]:
@@ -42,10 +51,6 @@ def all_to_all(chips: np.ndarray, axis: int, info: Axis, data: float) -> list[St
     if info.size == 1:
         return []
     return [all_pairs_step(chips, axis, data / info.size)]
-
-
-def _directions(info: Axis) -> tuple[bool, ...]:
-    return (False, True) if info.kind == "ring" else (False,)
 
 
 def all_pairs_step(chips: np.ndarray, axis: int, size: float, reduce_bytes: float = 0.0) -> Step:
@@ -109,7 +114,10 @@ def alltoall_axes(
 def axis_phases(
     op: str, chips: np.ndarray, order: list[int], axes: tuple[Axis, ...], size: float
 ) -> list[Step]:
-    """Steps of ``op`` (nccl-tests size ``size`` for this pipeline) run axis by axis."""
+    """Steps of ``op`` (nccl-tests size ``size`` for this pipeline) run axis by axis.
+
+    Raises AlgorithmError for an op that does not run axis by axis (broadcast, permute).
+    """
     n = int(np.prod([a.size for a in axes]))
     if op == "all-reduce":
         return all_reduce_axes(chips, order, axes, size)
@@ -119,4 +127,4 @@ def axis_phases(
         return gather_axes(chips, list(reversed(order)), axes, size / n)
     if op == "all-to-all":
         return alltoall_axes(chips, order, axes, size)
-    raise ValueError(f"{op} does not run axis by axis")
+    raise AlgorithmError(f"{op} does not run axis by axis")

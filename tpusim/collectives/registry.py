@@ -16,7 +16,17 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from tpusim.collectives import bidir_ring, direct, halving_doubling, hierarchical, ring, torus
+from tpusim.collectives import (
+    bidir_ring,
+    direct,
+    direct_axes,
+    halving_doubling,
+    hierarchical,
+    recursive_doubling,
+    ring,
+    torus,
+    tree,
+)
 from tpusim.collectives.base import AlgorithmError, Step
 
 Builder = Callable[..., list[list[Step]]]
@@ -66,5 +76,8 @@ for _name, _module in (
     ("halving-doubling", halving_doubling),
     ("direct", direct),
     ("hierarchical", hierarchical),
+    ("recursive-doubling", recursive_doubling),
+    ("tree", tree),
+    ("direct-axes", direct_axes),
 ):
     register_algorithm(_name, _module.build)
