@@ -36,19 +36,31 @@ def test_every_case_is_traceable(shipped):
         assert m.bytes > 0 and math.isfinite(m.measured_s) and m.measured_s > 0, m.id
 
 
+WHOLE_SERIES_HELD_OUT = "The whole series of this file is held out"
+
+
 def test_split_follows_the_every_third_point_rule(shipped):
     """Within a (source, chip, op, slice, axes) series sorted by bytes, the 2nd, 5th, 8th...
-    point is holdout and the rest fit (no file holds out a whole series)."""
+    point is holdout and the rest fit, except in a file whose header holds out its whole
+    series and says why (only ever more holdout, never less)."""
 
     def series(m: Measurement):
         return (m.source, m.chip, m.op, m.slice, m.axes)
 
+    whole = {
+        m.source
+        for m in shipped
+        if WHOLE_SERIES_HELD_OUT in Path(m.file).read_text().split("source:")[0]
+    }
+    assert whole == {"amb-issue-71"}
     for _, group in itertools.groupby(sorted(shipped, key=series), key=series):
         points = sorted(group, key=lambda m: m.bytes)
         expected = ["holdout" if i % 3 == 1 else "fit" for i in range(len(points))]
+        if points[0].source in whole:
+            expected = ["holdout"] * len(points)
         assert [m.split for m in points] == expected, points[0].id
     holdout = sum(m.split == "holdout" for m in shipped) / len(shipped)
-    assert 0.25 <= holdout <= 0.5
+    assert 0.25 <= holdout <= 0.55
 
 
 def test_busbw_case_converted_by_hand(shipped):
