@@ -278,11 +278,18 @@ def test_link_disjoint_traffic_keeps_its_rates_when_another_component_changes():
 def test_alltoall_on_4x4x4_torus_flow_vs_packet():
     topo = Torus((4, 4, 4), (True, True, True), link_bandwidth_Bps=W, hop_latency_s=A)
     V = 1 * MiB
-    flow, fnet = run_collective(topo, "all-to-all", V, fidelity="flow", onchip=NONE)
-    packet, pnet = run_collective(
-        topo, "all-to-all", V, fidelity="packet", onchip=NONE, packet_bytes=16384
+    flow, fnet = run_collective(
+        topo, "all-to-all", V, fidelity="flow", onchip=NONE, algorithm="direct"
     )
-    assert flow.algorithm == packet.algorithm == "direct"
+    packet, pnet = run_collective(
+        topo,
+        "all-to-all",
+        V,
+        fidelity="packet",
+        onchip=NONE,
+        packet_bytes=16384,
+        algorithm="direct",
+    )
     assert packet.time_s == pytest.approx(flow.time_s, rel=0.05)
     np.testing.assert_allclose(pnet.link_bytes, fnet.link_bytes, rtol=1e-12)
     # hand value: along each axis of 4 (ties go +) a + link carries (1 + 2) x 16 chunks of
@@ -294,12 +301,13 @@ def test_alltoall_on_4x4x4_torus_flow_vs_packet():
 def test_allreduce_on_small_boardfly_flow_vs_packet():
     topo = Boardfly(2, 3, 4, link_bandwidth_Bps=W, hop_latency_s=A)
     V = 16 * MiB
-    flow, _ = run_collective(topo, "all-reduce", V, fidelity="flow", onchip=NONE)
-    packet, _ = run_collective(topo, "all-reduce", V, fidelity="packet", onchip=NONE)
-    analytic, _ = run_collective(topo, "all-reduce", V, fidelity="analytic", onchip=NONE)
-    assert flow.algorithm == "hierarchical"
+    kwargs = {"onchip": NONE, "algorithm": "hierarchical"}
+    flow, _ = run_collective(topo, "all-reduce", V, fidelity="flow", **kwargs)
+    packet, _ = run_collective(topo, "all-reduce", V, fidelity="packet", **kwargs)
+    analytic, _ = run_collective(topo, "all-reduce", V, fidelity="analytic", **kwargs)
     assert packet.time_s == pytest.approx(flow.time_s, rel=0.05)
-    assert flow.time_s > analytic.time_s  # the pattern really is contended
+    assert analytic.time_s <= flow.time_s * (1 + 1e-9)  # a lower bound that sees the
+    assert analytic.time_s == pytest.approx(flow.time_s, rel=0.10)  # shared links
 
 
 @pytest.mark.slow
@@ -418,13 +426,22 @@ def test_no_link_above_its_bandwidth(case):
 @PROP_SETTINGS
 @given(torus_case())
 def test_flow_never_faster_than_analytic_and_runs_are_deterministic(case):
+    """The analytic fidelity is a bound up to its documented slack: per step, the spread
+    of route latencies (it charges the busiest link's longest route)."""
     dims, wrap, op, alg, size = case
     topo = make_torus(dims, wrap)
     schedule_or_reject(topo, op, alg, size)
     flow1, net1 = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
     flow2, net2 = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
-    analytic, _ = run_collective(topo, op, size, algorithm=alg, fidelity="analytic", onchip=NONE)
-    assert flow1.time_s >= analytic.time_s * (1 - 1e-9)
+    kwargs = {"algorithm": flow1.algorithm, "onchip": NONE}
+    analytic, _ = run_collective(topo, op, size, fidelity="analytic", **kwargs)
+    schedule = build_schedule(op, size, make_group(topo), flow1.algorithm)
+    spread = sum(
+        (b.hops.max() - b.hops[b.hops > 0].min()) * A
+        for b in schedule_batches(topo, schedule, op)
+        if (b.hops > 0).any()
+    )
+    assert flow1.time_s >= analytic.time_s * (1 - 1e-9) - spread
     assert flow1.record() == flow2.record()
     np.testing.assert_array_equal(net1.link_bytes, net2.link_bytes)
 

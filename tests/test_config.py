@@ -23,7 +23,7 @@ from tpusim.config.system import (
 )
 from tpusim.errors import ConfigError, InputError
 
-GRADES = {"primary", "secondary", "derived", "assumption"}
+GRADES = {"primary", "secondary", "derived", "calibrated", "assumption"}
 NOT_NUMBERS = {"name", "full_name", "year", "sources", "wraparound_rule"}
 UNIT_TEXT = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*[A-Za-z/]+\s*$")
 
@@ -281,7 +281,7 @@ def test_unknown_nested_key(tmp_path):
 
 def test_unknown_key_in_chip_file(tmp_path):
     chip = shipped("chips")["v5e"].read_text(encoding="utf-8")
-    chip = chip.replace("  hop_latency: 1 us\n", "  hop_latency: 1 us\n  hop_latencyy: 2 us\n")
+    chip = chip.replace("  ports: 4\n", "  ports: 4\n  hop_latencyy: 2 us\n")
     path = write(tmp_path, "chip.yaml", chip)
     line = chip.splitlines().index("  hop_latencyy: 2 us") + 1
     with pytest.raises(ConfigError, match=where(path, line, "ici.hop_latencyy") + "unknown key"):

@@ -9,9 +9,10 @@ A batch takes the larger of two lower bounds on any fair sharing of the links:
   longest route arrives last).
 
 On uncontended patterns the second never exceeds the first and the model is the
-classic alpha-beta one; on contended ones (all-to-all, permutes sharing links) it is
-what a max-min fair network gives when the bottleneck link's flows are all alike,
-and a lower bound on it otherwise, up to the latency term.
+classic alpha-beta one. On contended ones (all-to-all, permutes sharing links) it is
+what a max-min fair network gives when the bottleneck's flows are alike; otherwise it
+can differ from the flow fidelity by at most the spread of route latencies through
+the bottleneck (a few hop latencies), small beside any sizeable drain time.
 Instant: one SimPy timeout per batch.
 """
 
