@@ -9,8 +9,8 @@ step sync, 1 / efficiency) as long as the chosen algorithm and the critical path
 the same, so each round measures that linear map by finite differences (one simulation
 per term and case), solves the bounded linear least-squares problem on relative errors
 (``scipy.optimize.lsq_linear``) with a prior centred on the chip file's values
-(:data:`PRIOR_SPREAD`; a term the data cannot see stays where it was), and repeats from the new values
-(the algorithm ``auto`` picks may change with the terms), keeping a step only when
+(:data:`PRIOR_SPREAD`; a term the data cannot see stays where it was), and repeats from
+the new values (the algorithm ``auto`` picks may change with the terms), keeping a step only when
 the simulated cost does not grow (halving it until it does not: Gauss-Newton with
 backtracking). ``holdout`` points are never used.
 """
