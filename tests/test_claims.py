@@ -52,7 +52,7 @@ def best_latency_s(system_name: str, op: str) -> float:
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     times = []
     for name in algorithm_names():
-        if too_big(name, group, torus_axes):  # all-pairs on > 256 Boardfly chips: not tried
+        if too_big(name, group, torus_axes, op):  # all-pairs on > 256 Boardfly chips: not tried
             continue
         try:
             result, _ = run_collective(

@@ -92,7 +92,7 @@ def build_schedule(
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     candidates = []
     for name in algorithm_names():
-        if too_big(name, group, torus_axes):
+        if too_big(name, group, torus_axes, op):
             continue
         try:
             candidates.append(_build_named(op, size, group, name, pairs))

@@ -20,7 +20,8 @@ Algorithms are predicted in order of a cheap lower bound (per step: the bytes a 
 sends over all its links' bandwidth, plus the smallest link latency), and one whose
 bound already exceeds the best prediction is not routed at all: a 1 GiB all-reduce
 on a 9,216-chip pod never routes the binomial tree. Direct all-pairs exchanges on
-more than ``DIRECT_MAX_CHIPS`` chips are not candidates (their n^2 flows).
+more than ``DIRECT_MAX_CHIPS`` chips and ring relay all-to-alls on more than
+``RELAY_ALL_TO_ALL_MAX_CHIPS`` are not candidates (their n^2 transfers).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ REFINE_MARGIN = 0.15
 
 ALL_PAIRS_ALGORITHMS = ("direct",)
 """Algorithms whose steps exchange between every pair of the group's chips."""
+
+RELAY_ALL_TO_ALL_MAX_CHIPS = 256
+"""Largest group (chips) on which a ring relay all-to-all (``ring``, ``bidir-ring``) is
+a candidate: it takes ~n distinct steps of n transfers (n^2 arrays to build) and its
+bandwidth term grows with n (V(n-1)/(4W) on a bidirectional ring), so past a few hundred
+chips it is both slow to build and never the fastest (assumption; a speed limit)."""
+
+RELAY_ALGORITHMS = ("ring", "bidir-ring")
+"""Algorithms whose all-to-all relays chunks around a ring."""
 
 
 @dataclass(frozen=True)
@@ -141,10 +151,15 @@ class Predictor:
         return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
 
 
-def too_big(algorithm: str, group: Group, torus_axes: bool) -> bool:
-    """True when ``algorithm`` is an all-pairs exchange on a group past DIRECT_MAX_CHIPS."""
+def too_big(algorithm: str, group: Group, torus_axes: bool, op: Op | None = None) -> bool:
+    """True when ``algorithm`` is not a candidate for ``op`` on ``group`` for its size: an
+    all-pairs exchange past DIRECT_MAX_CHIPS, a ring relay all-to-all past
+    RELAY_ALL_TO_ALL_MAX_CHIPS."""
     limit = DIRECT_MAX_CHIPS["torus" if torus_axes else "other"]
-    return algorithm in ALL_PAIRS_ALGORITHMS and group.size > limit
+    if algorithm in ALL_PAIRS_ALGORITHMS and group.size > limit:
+        return True
+    relay = op == "all-to-all" and algorithm in RELAY_ALGORITHMS
+    return relay and group.size > RELAY_ALL_TO_ALL_MAX_CHIPS
 
 
 def choose(
