@@ -65,6 +65,11 @@ class FlowBatch:
         return np.repeat(np.cumsum(self.routed) - 1, self.hops)
 
     @cached_property
+    def link_order(self) -> np.ndarray:
+        """Indices of ``links`` sorted by link id (stable): the flow solver's link index."""
+        return np.argsort(self.links, kind="stable")
+
+    @cached_property
     def bytes_per_entry(self) -> np.ndarray:
         return np.repeat(self.bytes, self.hops)
 
