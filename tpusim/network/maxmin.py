@@ -12,6 +12,7 @@ already groups them (entries in flow order; ``link_order`` in a few runs by link
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,9 +63,14 @@ class MaxMinProblem:
     ``link_order`` (speed only): a permutation of the entries under which ``inc_link``
     is made of a few sorted runs (each batch's entries sorted by link), or a function
     returning one, called only when a solve needs more than one round; without it the
-    entries are sorted by link then. Solving after :meth:`remove` gives the rates a
-    new problem of the remaining flows would give, to the last bit: removed flows
-    count as frozen from the start, and every link's count is that of live flows.
+    entries are sorted by link then.
+
+    Re-solving after :meth:`remove` gives the rates a new problem of the remaining
+    flows would give, bit for bit, but restarts progressive filling at the round that
+    froze the first removed flow: the rounds before it are the same with or without
+    the removed flows (a link they cross fills at their rate or later, so it bounded
+    no earlier round), except for the bytes/s left on those links, which are replayed
+    from the rounds' recorded steps and crossings with the removed flows taken out.
     """
 
     def __init__(
@@ -83,7 +89,10 @@ class MaxMinProblem:
         self.live_counts = np.bincount(live, minlength=self.capacity.size)
         self._link_order = link_order
         self._flows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._index: _Index | None = None
+        self._last: _Filling | None = None  # the last solve's rounds, for a restart
+        self._removed: list[np.ndarray] = []  # links of flows removed since then
+        self._restart_round = 0
 
     def remove(self, flows: np.ndarray) -> np.ndarray:
         """Remove ``flows`` (live flow indices); returns the link ids they crossed."""
@@ -91,32 +100,66 @@ class MaxMinProblem:
         freed = links[_ranges(ptr, hops, flows)]
         self.dead[flows] = True
         self.live_counts -= np.bincount(freed, minlength=self.capacity.size)
+        if self._last is not None and flows.size:
+            self._removed.append(freed)
+            first = int(self._last.round_of[flows].min())
+            self._restart_round = min(self._restart_round, first)
         return freed
 
     def rates(self, tolerance: float = 0.0) -> np.ndarray:
         """Max-min rates (bytes/s) of the live flows; removed flows get 0."""
-        rate = np.zeros(self.num_flows)
-        used = np.flatnonzero(self.live_counts)
-        if not used.size:
-            return rate
-        cap = self.capacity[used]
-        level = _first_level(cap, self.live_counts[used].astype(np.float64), tolerance)
-        if level is not None:  # every link in use filled in the first round
-            rate[self.inc_flow] = level
-            rate[self.dead] = 0.0
-            return rate
-        all_used, link_ptr, link_len, flow_of_link_entry = self._by_link()
-        ptr, hops, links = self._by_flow()
-        local = np.zeros(self.capacity.size, dtype=np.int64)
-        local[all_used] = np.arange(all_used.size)
+        last, self._last = self._last, None
+        removed, self._removed = self._removed, []
+        restart, self._restart_round = self._restart_round, 0
+        if last is not None and last.tolerance == tolerance and restart > 0 and removed:
+            filling = self._restarted(last, restart, removed)
+        else:
+            used = np.flatnonzero(self.live_counts)
+            rate = np.zeros(self.num_flows)
+            if not used.size:
+                return rate
+            cap, counts = self.capacity[used], self.live_counts[used].astype(np.float64)
+            level = _first_level(cap, counts, tolerance)
+            if level is not None:  # every link in use filled in the first round
+                rate[self.inc_flow] = level
+                rate[self.dead] = 0.0
+                return rate
+            filling = self._fresh(tolerance, rate)
+        _run_rounds(filling, self._indexed())
+        self._last = filling
+        self._restart_round = len(filling.steps)
+        return filling.rate.copy()
 
-        def links_of(flows: np.ndarray) -> np.ndarray:
-            return local[links[_ranges(ptr, hops, flows)]]
+    def _fresh(self, tolerance: float, rate: np.ndarray) -> _Filling:
+        """Progressive filling from level 0 over every link with live flows."""
+        index = self._indexed()
+        crossing = self.live_counts[index.used].astype(np.float64)
+        cap = self.capacity[index.used]
+        open_ids = np.flatnonzero(crossing)
+        rows = [cap[open_ids], crossing[open_ids], cap[open_ids] * FULL_LINK_REL_SLACK]
+        round_of = np.full(self.num_flows, -1, dtype=np.int64)
+        done = self.dead.copy()
+        return _Filling(tolerance, rate, done, round_of, crossing, open_ids, np.stack(rows))
 
-        crossing = self.live_counts[all_used].astype(np.float64)
-        index = (links_of, link_ptr, link_len, flow_of_link_entry)
-        _fill(index, self.capacity[all_used], crossing, self.dead.copy(), tolerance, rate)
-        return rate
+    def _restarted(self, last: _Filling, restart: int, removed: list[np.ndarray]) -> _Filling:
+        """The last solve's filling rewound to the start of round ``restart``, with the
+        ``removed`` flows' links (global ids, one per flow crossing) corrected."""
+        index = self._indexed()
+        gone, d = np.unique(index.local[np.concatenate(removed)], return_counts=True)
+        _replay(last, restart, gone, d.astype(np.float64))
+        open_ids, state, level = last.snapshots[restart]
+        live = state[1] > 0.5  # a link left with no flow is closed, as in a fresh solve
+        open_ids, state = open_ids[live], np.compress(live, state, axis=1)
+        round_of = last.round_of
+        done = self.dead | ((round_of >= 0) & (round_of < restart))
+        round_of[~done] = -1
+        rate = np.where(done, last.rate, 0.0)
+        rate[self.dead] = 0.0
+        crossing = np.zeros(index.used.size)
+        crossing[open_ids] = state[1]
+        f = _Filling(last.tolerance, rate, done, round_of, crossing, open_ids, state)
+        f.level, f.snapshots, f.steps = level, last.snapshots[:restart], last.steps[:restart]
+        return f
 
     def _by_flow(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR by flow: row pointers, hops per flow and the link of each entry in flow
@@ -131,13 +174,14 @@ class MaxMinProblem:
             self._flows = (ptr, hops, links)
         return self._flows
 
-    def _by_link(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """CSR by link over every link any entry crosses: those link ids, row
-        pointers, entries per link and the flow of each entry in link order. Timsort on
-        a few sorted runs (``link_order``) is linear in the entries."""
-        if self._links is None:
+    def _indexed(self) -> _Index:
+        """Both CSRs over every link any entry crosses, in local link ids. Timsort on a
+        few sorted runs (``link_order``) is linear in the entries."""
+        if self._index is None:
             counts = np.bincount(self.inc_link, minlength=self.capacity.size)
             used = np.flatnonzero(counts)
+            local = np.zeros(self.capacity.size, dtype=np.int64)
+            local[used] = np.arange(used.size)
             link_len = counts[used]
             link_ptr = np.zeros(used.size + 1, dtype=np.int64)
             np.cumsum(link_len, out=link_ptr[1:])
@@ -146,8 +190,42 @@ class MaxMinProblem:
                 order = np.argsort(self.inc_link, kind="stable")
             else:
                 order = order[np.argsort(self.inc_link[order], kind="stable")]
-            self._links = (used, link_ptr, link_len, self.inc_flow[order])
-        return self._links
+            ptr, hops, links = self._by_flow()
+            flow_csr = (ptr, hops, local[links])
+            self._index = _Index(used, local, flow_csr, (link_ptr, link_len, self.inc_flow[order]))
+        return self._index
+
+
+@dataclass
+class _Index:
+    """A problem's CSRs: ``used`` global ids of the local links, ``local`` their
+    inverse; by flow (row pointers, hops, local link of each entry); by link (row
+    pointers, entries per link, flow of each entry)."""
+
+    used: np.ndarray
+    local: np.ndarray
+    by_flow: tuple[np.ndarray, np.ndarray, np.ndarray]
+    by_link: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class _Filling:
+    """Progressive filling in progress. ``crossing``: live unfrozen flows per local
+    link (whole counts as floats); the open links are kept compacted (``open_ids``;
+    rows of ``state``: bytes/s left, crossing, full-link slack). ``snapshots[k]``:
+    (open_ids, state, level) at the start of round k; ``steps[k]``: its step (bytes/s);
+    ``round_of``: the round that froze each flow (-1: not frozen)."""
+
+    tolerance: float
+    rate: np.ndarray
+    done: np.ndarray
+    round_of: np.ndarray
+    crossing: np.ndarray
+    open_ids: np.ndarray
+    state: np.ndarray
+    level: float = 0.0
+    snapshots: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
+    steps: list[float] = field(default_factory=list)
 
 
 def _first_level(cap: np.ndarray, crossing: np.ndarray, tolerance: float) -> float | None:
@@ -159,47 +237,55 @@ def _first_level(cap: np.ndarray, crossing: np.ndarray, tolerance: float) -> flo
     return float(level) if bool((left <= slack).all()) else None
 
 
-def _fill(
-    index: tuple[Callable[[np.ndarray], np.ndarray], np.ndarray, np.ndarray, np.ndarray],
-    cap: np.ndarray,
-    crossing: np.ndarray,
-    done: np.ndarray,
-    tolerance: float,
-    rate: np.ndarray,
-) -> None:
-    """Progressive filling over the links in use (fills ``rate`` in place).
-
-    ``index``: ``links_of(flows)`` giving the (local) links of ``flows``, and the link
-    CSR (row pointers, lengths, flow of each entry). ``crossing``: live unfrozen flows
-    per link, as floats holding whole counts; ``done``: flows frozen or removed. The
-    open links are kept compacted (``open_ids``; rows of ``state``: bytes/s left,
-    crossing, full-link slack), so a round costs the links still open.
-    """
-    links_of, link_ptr, link_len, flow_of_link_entry = index
-    stamp = np.zeros(rate.size, dtype=np.int64)
-    level = 0.0
-    open_ids = np.flatnonzero(crossing)
-    state = np.stack([cap[open_ids], crossing[open_ids], cap[open_ids] * FULL_LINK_REL_SLACK])
-    left, cross, slack = state
+def _run_rounds(f: _Filling, index: _Index) -> None:
+    """Progressive filling until every link is closed (fills ``f.rate``), recording
+    each round's starting state and step."""
+    flow_ptr, hops, flow_links = index.by_flow
+    link_ptr, link_len, flow_of_link_entry = index.by_link
+    stamp = np.zeros(f.rate.size, dtype=np.int64)
+    open_ids, state = f.open_ids, f.state
     while open_ids.size:
+        f.snapshots.append((open_ids, state.copy(), f.level))
+        left, cross, slack = state
         step = (left / cross).min()
-        level += step
+        f.steps.append(step)
+        f.level += step
         left -= step * cross
-        if tolerance:
-            slack = np.maximum(state[2], tolerance * level * cross)
+        if f.tolerance:
+            slack = np.maximum(state[2], f.tolerance * f.level * cross)
         is_full = left <= slack
         rows = open_ids[is_full]
-        newly = _unseen(flow_of_link_entry[_ranges(link_ptr, link_len, rows)], done, stamp)
-        done[newly] = True
-        rate[newly] = level
-        crossing -= np.bincount(links_of(newly), minlength=cap.size)
-        cross[:] = crossing[open_ids]
+        newly = _unseen(flow_of_link_entry[_ranges(link_ptr, link_len, rows)], f.done, stamp)
+        f.done[newly] = True
+        f.rate[newly] = f.level
+        f.round_of[newly] = len(f.steps) - 1
+        freed = flow_links[_ranges(flow_ptr, hops, newly)]
+        f.crossing -= np.bincount(freed, minlength=f.crossing.size)
+        cross[:] = f.crossing[open_ids]
         # crossing holds whole counts as floats: > 0.5 means "at least one flow left"
         keep = cross > 0.5
         keep[is_full] = False
         if not keep.all():  # compress: boolean indexing of a 2-D array's columns is slow
             open_ids, state = open_ids[keep], np.compress(keep, state, axis=1)
-            left, cross, slack = state
+    f.open_ids, f.state = open_ids, state
+
+
+def _replay(last: _Filling, restart: int, gone: np.ndarray, d: np.ndarray) -> None:
+    """Correct the snapshots of rounds 0..``restart`` for the links ``gone`` (local ids)
+    that lost ``d`` flows each, all unfrozen through those rounds: their crossings drop
+    by ``d`` and their bytes/s left are recomputed round by round as a fresh solve
+    would; a link left with no flow gets infinite bytes left (never the minimum share,
+    never full, closed after the round), as if it had closed."""
+    left = None
+    for k in range(restart + 1):
+        open_ids, state, _level = last.snapshots[k]
+        pos = np.searchsorted(open_ids, gone)
+        if left is not None:
+            state[0, pos] = left
+        state[1, pos] -= d
+        state[0, pos[state[1, pos] < 0.5]] = np.inf
+        if k < restart:
+            left = state[0, pos] - last.steps[k] * state[1, pos]
 
 
 def _unseen(flows: np.ndarray, done: np.ndarray, stamp: np.ndarray) -> np.ndarray:
