@@ -89,7 +89,13 @@ class FlowNetwork(Network):
     State is kept per batch (one block each), so starting or retiring a batch only
     touches that batch's arrays; rates are recomputed for everything only when a
     batch shares links with other active flows (otherwise the batch is its own
-    component of the max-min problem and the others' rates stand).
+    component of the max-min problem and the others' rates stand). The last
+    component's :class:`~tpusim.network.maxmin.MaxMinProblem` is kept: while its set
+    of batches stands, drained flows are removed from it and the re-solve reuses its
+    indexes and restarts at the first round they change (the same rates, bit for bit,
+    as a solve from scratch). The fastest flows drain first and froze last, so a
+    re-solve is typically a round or two (a 1 GiB all-reduce on tpu8i-pod: 248
+    rounds over 250 solves, against ~60 rounds per solve from scratch).
 
     Checks, when ``check_capacity`` is set, that no link is ever offered more than
     its bandwidth (``max_link_load`` keeps the worst load / capacity seen).
