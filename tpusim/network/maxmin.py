@@ -12,7 +12,7 @@ already groups them (entries in flow order; ``link_order`` in a few runs by link
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class MaxMinProblem:
             filling = self._fresh(tolerance, rate)
         _run_rounds(filling, self._indexed())
         self._last = filling
-        self._restart_round = len(filling.steps)
+        self._restart_round = len(filling.history.steps)
         return filling.rate.copy()
 
     def _fresh(self, tolerance: float, rate: np.ndarray) -> _Filling:
@@ -138,18 +138,20 @@ class MaxMinProblem:
         open_ids = np.flatnonzero(crossing)
         rows = [cap[open_ids], crossing[open_ids], cap[open_ids] * FULL_LINK_REL_SLACK]
         round_of = np.full(self.num_flows, -1, dtype=np.int64)
-        done = self.dead.copy()
-        return _Filling(tolerance, rate, done, round_of, crossing, open_ids, np.stack(rows))
+        done, history = self.dead.copy(), _History(index.used.size)
+        return _Filling(
+            tolerance, rate, done, round_of, crossing, open_ids, np.stack(rows), history
+        )
 
     def _restarted(self, last: _Filling, restart: int, removed: list[np.ndarray]) -> _Filling:
         """The last solve's filling rewound to the start of round ``restart``, with the
         ``removed`` flows' links (global ids, one per flow crossing) corrected."""
         index = self._indexed()
         gone, d = np.unique(index.local[np.concatenate(removed)], return_counts=True)
-        _replay(last, restart, gone, d.astype(np.float64))
-        open_ids, state, level = last.snapshots[restart]
-        live = state[1] > 0.5  # a link left with no flow is closed, as in a fresh solve
-        open_ids, state = open_ids[live], np.compress(live, state, axis=1)
+        history = last.history
+        history.replay(restart, gone, d.astype(np.float64))
+        open_ids, state, level = history.state_at(restart, self.capacity[index.used])
+        history.truncate(restart)
         round_of = last.round_of
         done = self.dead | ((round_of >= 0) & (round_of < restart))
         round_of[~done] = -1
@@ -157,8 +159,8 @@ class MaxMinProblem:
         rate[self.dead] = 0.0
         crossing = np.zeros(index.used.size)
         crossing[open_ids] = state[1]
-        f = _Filling(last.tolerance, rate, done, round_of, crossing, open_ids, state)
-        f.level, f.snapshots, f.steps = level, last.snapshots[:restart], last.steps[:restart]
+        f = _Filling(last.tolerance, rate, done, round_of, crossing, open_ids, state, history)
+        f.level = level
         return f
 
     def _by_flow(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -208,13 +210,68 @@ class _Index:
     by_link: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+class _History:
+    """Each round's starting state, for restarts: the bytes/s left and crossing of
+    every local link as a row of a 2-D array (valid where the link was open), the open
+    links, the level, and the round's step (bytes/s)."""
+
+    def __init__(self, num_links: int):
+        self.left = np.empty((16, num_links))
+        self.cross = np.empty((16, num_links))
+        self.open_ids: list[np.ndarray] = []
+        self.levels: list[float] = []
+        self.steps: list[float] = []
+
+    def record(self, open_ids: np.ndarray, state: np.ndarray, level: float) -> None:
+        k = len(self.open_ids)
+        if k == self.left.shape[0]:
+            self.left = np.concatenate([self.left, np.empty_like(self.left)])
+            self.cross = np.concatenate([self.cross, np.empty_like(self.cross)])
+        self.left[k, open_ids] = state[0]
+        self.cross[k, open_ids] = state[1]
+        self.open_ids.append(open_ids)
+        self.levels.append(level)
+
+    def truncate(self, num_rounds: int) -> None:
+        del self.open_ids[num_rounds:], self.levels[num_rounds:], self.steps[num_rounds:]
+
+    def state_at(self, k: int, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """Open links, state rows and level at the start of round ``k``; a link with
+        no flow left is closed, as in a fresh solve."""
+        open_ids = self.open_ids[k]
+        open_ids = open_ids[self.cross[k, open_ids] > 0.5]
+        rows = [
+            self.left[k, open_ids],
+            self.cross[k, open_ids],
+            cap[open_ids] * FULL_LINK_REL_SLACK,
+        ]
+        return open_ids, np.stack(rows), self.levels[k]
+
+    def replay(self, restart: int, gone: np.ndarray, d: np.ndarray) -> None:
+        """Correct rounds 0..``restart`` for the links ``gone`` (local ids) that lost
+        ``d`` flows each, all unfrozen through those rounds: their crossings drop by
+        ``d`` and their bytes/s left are recomputed as a fresh solve would, one
+        ``left -= step * crossing`` per round (``subtract.accumulate`` does them in
+        order); a link left with no flow gets infinite bytes left (never the minimum
+        share, never full), as if it had closed."""
+        rounds = slice(0, restart + 1)
+        cross = self.cross[rounds, gone] - d
+        self.cross[rounds, gone] = cross
+        terms = np.empty_like(cross)
+        terms[0] = self.left[0, gone]
+        terms[1:] = np.asarray(self.steps[:restart])[:, None] * cross[:-1]
+        left = np.subtract.accumulate(terms, axis=0)
+        left[cross < 0.5] = np.inf
+        self.left[rounds, gone] = left
+
+
 @dataclass
 class _Filling:
     """Progressive filling in progress. ``crossing``: live unfrozen flows per local
     link (whole counts as floats); the open links are kept compacted (``open_ids``;
-    rows of ``state``: bytes/s left, crossing, full-link slack). ``snapshots[k]``:
-    (open_ids, state, level) at the start of round k; ``steps[k]``: its step (bytes/s);
-    ``round_of``: the round that froze each flow (-1: not frozen)."""
+    rows of ``state``: bytes/s left, crossing, full-link slack); ``history``: each
+    round's starting state; ``round_of``: the round that froze each flow (-1: not
+    frozen)."""
 
     tolerance: float
     rate: np.ndarray
@@ -223,9 +280,8 @@ class _Filling:
     crossing: np.ndarray
     open_ids: np.ndarray
     state: np.ndarray
+    history: _History
     level: float = 0.0
-    snapshots: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
-    steps: list[float] = field(default_factory=list)
 
 
 def _first_level(cap: np.ndarray, crossing: np.ndarray, tolerance: float) -> float | None:
@@ -244,11 +300,12 @@ def _run_rounds(f: _Filling, index: _Index) -> None:
     link_ptr, link_len, flow_of_link_entry = index.by_link
     stamp = np.zeros(f.rate.size, dtype=np.int64)
     open_ids, state = f.open_ids, f.state
+    steps = f.history.steps
     while open_ids.size:
-        f.snapshots.append((open_ids, state.copy(), f.level))
+        f.history.record(open_ids, state, f.level)
         left, cross, slack = state
         step = (left / cross).min()
-        f.steps.append(step)
+        steps.append(step)
         f.level += step
         left -= step * cross
         if f.tolerance:
@@ -258,7 +315,7 @@ def _run_rounds(f: _Filling, index: _Index) -> None:
         newly = _unseen(flow_of_link_entry[_ranges(link_ptr, link_len, rows)], f.done, stamp)
         f.done[newly] = True
         f.rate[newly] = f.level
-        f.round_of[newly] = len(f.steps) - 1
+        f.round_of[newly] = len(steps) - 1
         freed = flow_links[_ranges(flow_ptr, hops, newly)]
         f.crossing -= np.bincount(freed, minlength=f.crossing.size)
         cross[:] = f.crossing[open_ids]
@@ -268,24 +325,6 @@ def _run_rounds(f: _Filling, index: _Index) -> None:
         if not keep.all():  # compress: boolean indexing of a 2-D array's columns is slow
             open_ids, state = open_ids[keep], np.compress(keep, state, axis=1)
     f.open_ids, f.state = open_ids, state
-
-
-def _replay(last: _Filling, restart: int, gone: np.ndarray, d: np.ndarray) -> None:
-    """Correct the snapshots of rounds 0..``restart`` for the links ``gone`` (local ids)
-    that lost ``d`` flows each, all unfrozen through those rounds: their crossings drop
-    by ``d`` and their bytes/s left are recomputed round by round as a fresh solve
-    would; a link left with no flow gets infinite bytes left (never the minimum share,
-    never full, closed after the round), as if it had closed."""
-    left = None
-    for k in range(restart + 1):
-        open_ids, state, _level = last.snapshots[k]
-        pos = np.searchsorted(open_ids, gone)
-        if left is not None:
-            state[0, pos] = left
-        state[1, pos] -= d
-        state[0, pos[state[1, pos] < 0.5]] = np.inf
-        if k < restart:
-            left = state[0, pos] - last.steps[k] * state[1, pos]
 
 
 def _unseen(flows: np.ndarray, done: np.ndarray, stamp: np.ndarray) -> np.ndarray:
