@@ -140,6 +140,7 @@ class FlowNetwork(Network):
         self._seeds: list[np.ndarray] = []  # links whose flows' rates must be re-solved
         # the last max-min problem solved: its blocks' ids, itself, each block's first flow
         self._problem: tuple[tuple[int, ...], MaxMinProblem, dict[int, int]] | None = None
+        self._alone: dict[int, tuple[FlowBatch, np.ndarray]] = {}  # id(batch) -> its rates
         self._wakeup = env.event()
         self._process = env.process(self._run())
 
@@ -175,7 +176,7 @@ class FlowNetwork(Network):
         if shares_links:
             self._seeds.append(batch.links)
         else:  # a separate component of the max-min problem: the others' rates stand
-            self._solve([block])
+            block.rate = self._alone_rates(block)
         if not self._wakeup.triggered:
             self._wakeup.succeed()
         return done
@@ -208,6 +209,17 @@ class FlowNetwork(Network):
         blocks = [b for bid, b in self._blocks.items() if bid in chosen]
         if blocks:
             self._solve(blocks)
+
+    def _alone_rates(self, block: _Block) -> np.ndarray:
+        """Rates of a new block alone on its links, solved once per batch: they depend
+        on the batch's routes only, and a ring sends the same batch step after step."""
+        batch = block.batch
+        cached = self._alone.get(id(batch))
+        if cached is None or cached[0] is not batch:  # the batch is kept: its id stays unique
+            rate = self._solve([block])
+            rate.flags.writeable = False
+            self._alone[id(batch)] = cached = (batch, rate)
+        return cached[1]
 
     def _solve(self, blocks: list[_Block]) -> np.ndarray:
         """Max-min rates of the live flows of ``blocks`` (a whole component of the
