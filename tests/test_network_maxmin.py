@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tpusim.network import maxmin
 from tpusim.network.maxmin import MaxMinProblem, max_min_rates
 
 
@@ -37,6 +38,22 @@ def _fresh_rates(inc_flow, inc_link, capacity, num_flows, dead, tol):
 def test_resolve_after_removals_equals_a_new_problem(seed, distinct, tol):
     """Remove flows the way the flow network does (the fastest first, a few at a time,
     sometimes twice between solves) and compare every solve with a fresh one."""
+    _check_removals(seed, distinct, tol)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.01]))
+def test_resolve_with_a_short_history_equals_a_new_problem(seed, tol):
+    """With room for only 2 recorded rounds, re-solves restart earlier: same rates."""
+    original = maxmin.HISTORY_MAX_BYTES
+    maxmin.HISTORY_MAX_BYTES = 2 * 8 * 40  # 2 rounds of up to 40 links
+    try:
+        _check_removals(seed, True, tol)
+    finally:
+        maxmin.HISTORY_MAX_BYTES = original
+
+
+def _check_removals(seed: int, distinct: bool, tol: float) -> None:
     rnd = np.random.default_rng(seed)
     inc_flow, inc_link, capacity, n = _random_problem(rnd, distinct)
     problem = MaxMinProblem(inc_flow, inc_link, capacity, n)

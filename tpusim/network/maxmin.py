@@ -24,6 +24,15 @@ margin while staying far below any rate difference that matters (a 1e-9 relative
 rate error moves a 1 s collective by 1 ns)."""
 
 
+HISTORY_MAX_BYTES = 64 * 2**20
+"""Memory (bytes) each of a solve's two per-round histories (bytes/s left, crossing;
+8 bytes per link per round) may take; rounds past it are not recorded, and a
+re-solve restarts at the last recorded round at the latest (the same rates, only
+slower). An assumption: far above what collectives need (a 1 GiB all-reduce on
+tpu8i-pod records ~60 rounds of ~7,000 links, 3 MiB), a bound for exact solves
+(``tolerance`` 0) with thousands of distinct rates on very large topologies."""
+
+
 def max_min_rates(
     inc_flow: np.ndarray,
     inc_link: np.ndarray,
@@ -67,10 +76,11 @@ class MaxMinProblem:
 
     Re-solving after :meth:`remove` gives the rates a new problem of the remaining
     flows would give, bit for bit, but restarts progressive filling at the round that
-    froze the first removed flow: the rounds before it are the same with or without
-    the removed flows (a link they cross fills at their rate or later, so it bounded
-    no earlier round), except for the bytes/s left on those links, which are replayed
-    from the rounds' recorded steps and crossings with the removed flows taken out.
+    froze the first removed flow (or the last one recorded before it): the rounds
+    before it are the same with or without the removed flows (a link they cross fills
+    at their rate or later, so it bounded no earlier round), except for the bytes/s
+    left on those links, which are replayed from the rounds' recorded steps and
+    crossings with the removed flows taken out.
     """
 
     def __init__(
@@ -127,7 +137,7 @@ class MaxMinProblem:
             filling = self._fresh(tolerance, rate)
         _run_rounds(filling, self._indexed())
         self._last = filling
-        self._restart_round = len(filling.history.steps)
+        self._restart_round = len(filling.history.open_ids) - 1  # the latest recorded
         return filling.rate.copy()
 
     def _fresh(self, tolerance: float, rate: np.ndarray) -> _Filling:
@@ -216,17 +226,22 @@ class _History:
     links, the level, and the round's step (bytes/s)."""
 
     def __init__(self, num_links: int):
-        self.left = np.empty((16, num_links))
-        self.cross = np.empty((16, num_links))
+        self.max_rows = max(1, HISTORY_MAX_BYTES // (8 * max(num_links, 1)))
+        self.left = np.empty((min(16, self.max_rows), num_links))
+        self.cross = np.empty_like(self.left)
         self.open_ids: list[np.ndarray] = []
         self.levels: list[float] = []
         self.steps: list[float] = []
 
     def record(self, open_ids: np.ndarray, state: np.ndarray, level: float) -> None:
+        """Record the start of the next round (nothing past :data:`HISTORY_MAX_BYTES`)."""
         k = len(self.open_ids)
+        if k == self.max_rows:
+            return
         if k == self.left.shape[0]:
-            self.left = np.concatenate([self.left, np.empty_like(self.left)])
-            self.cross = np.concatenate([self.cross, np.empty_like(self.cross)])
+            more = min(k, self.max_rows - k)
+            self.left = np.concatenate([self.left, np.empty((more, self.left.shape[1]))])
+            self.cross = np.concatenate([self.cross, np.empty((more, self.cross.shape[1]))])
         self.left[k, open_ids] = state[0]
         self.cross[k, open_ids] = state[1]
         self.open_ids.append(open_ids)
