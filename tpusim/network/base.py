@@ -14,7 +14,7 @@ hop, not once per packet).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -23,7 +23,14 @@ import simpy
 from tpusim.topology import Topology
 from tpusim.vocabulary import FIDELITIES, Fidelity
 
-__all__ = ["FIDELITIES", "SCATTER_ADD_LINKS_PER_ENTRY", "Fidelity", "FlowBatch", "Network"]
+__all__ = [
+    "FIDELITIES",
+    "SCATTER_ADD_LINKS_PER_ENTRY",
+    "Fidelity",
+    "FlowBatch",
+    "LinkOrder",
+    "Network",
+]
 
 SCATTER_ADD_LINKS_PER_ENTRY = 64
 """A batch with fewer route entries than ``links / 64`` adds its link bytes with
@@ -33,12 +40,29 @@ links ``np.add.at`` stays the cheaper one up to ~10,000 entries (links / 20); bo
 give the same sums, so the value only affects speed."""
 
 
+class LinkOrder:
+    """The entries of a route array (directed link ids) sorted by link, stable: the
+    flow solver's link index. Sorted when first asked, once for every batch that
+    shares the route array (a route cache hands the same one to every size of a sweep)."""
+
+    def __init__(self, links: np.ndarray):
+        self.links = links
+        self._order: np.ndarray | None = None
+
+    def order(self) -> np.ndarray:
+        if self._order is None:
+            self._order = np.argsort(self.links, kind="stable")
+        return self._order
+
+
 @dataclass(frozen=True)
 class FlowBatch:
     """Flows that start at the same instant.
 
     ``ptr`` (n+1) and ``links`` are the CSR route of each flow (directed link ids
     of the topology); ``bytes`` per flow; ``src``/``dst`` chip ids (for records).
+    ``sorted_links``: the :class:`LinkOrder` of ``links`` if the caller shares one
+    (speed only).
     """
 
     src: np.ndarray
@@ -46,6 +70,7 @@ class FlowBatch:
     bytes: np.ndarray
     ptr: np.ndarray
     links: np.ndarray
+    sorted_links: LinkOrder | None = field(default=None, compare=False, repr=False)
 
     def __len__(self) -> int:
         return int(self.bytes.size)
@@ -63,6 +88,14 @@ class FlowBatch:
     def routed_flow_of_entry(self) -> np.ndarray:
         """For each entry of ``links``, its flow's index among the routed flows."""
         return np.repeat(np.cumsum(self.routed) - 1, self.hops)
+
+    @cached_property
+    def link_order(self) -> np.ndarray:
+        """Indices of ``links`` sorted by link id (stable): the flow solver's link index."""
+        shared = self.sorted_links
+        if shared is None or shared.links is not self.links:
+            shared = LinkOrder(self.links)
+        return shared.order()
 
     @cached_property
     def bytes_per_entry(self) -> np.ndarray:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpusim.network.base import FlowBatch
+from tpusim.network.base import FlowBatch, LinkOrder
 from tpusim.topology import Topology
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
@@ -31,7 +31,7 @@ class RouteCache:
         self.topology = topology
         self._paths: dict[tuple[int, int], np.ndarray] = {}
         self._ports: dict[tuple[int, int], list[np.ndarray]] = {}
-        self._many: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray]] = {}
+        self._many: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, LinkOrder]] = {}
 
     def _links(self, src: int, dst: int) -> np.ndarray:
         key = (src, dst)
@@ -70,7 +70,8 @@ class RouteCache:
             key = (src.tobytes(), dst.tobytes())
             routed = self._many.get(key)
             if routed is None:
-                routed = self._many[key] = topo.route_links_many(src, dst)
+                ptr, links = topo.route_links_many(src, dst)
+                routed = self._many[key] = (ptr, links, LinkOrder(links))
             return FlowBatch(src, dst, sizes, *routed)
         paths = [
             self._links(int(s), int(d)) if s != d else _NO_LINKS

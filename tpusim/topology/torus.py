@@ -190,10 +190,11 @@ class Torus(Topology):
             n = counts[:, axis]
             flow = np.repeat(np.arange(src.size), n)
             j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-            sign = np.sign(steps[flow, axis])
-            pos = here[flow].copy()
-            pos[:, axis] = (pos[:, axis] + sign * j) % self.dims[axis]
-            nodes = (pos * self.strides).sum(axis=1)
+            sign = np.sign(steps[:, axis])[flow]
+            # the chip j steps along the axis: only that coordinate moves (1-D, per entry)
+            start = here[:, axis][flow]
+            moved = (start + sign * j) % self.dims[axis] - start
+            nodes = (here @ self.strides)[flow] + moved * self.strides[axis]
             links[before[flow] + j] = table[nodes, 2 * axis + (sign < 0)]
             before += n
             here[:, axis] = (here[:, axis] + steps[:, axis]) % self.dims[axis]
