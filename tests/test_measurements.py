@@ -226,3 +226,32 @@ def test_busbw_on_a_single_chip_group_is_an_error(tmp_path):
     ) as info:
         load_measurements([path])
     assert str(info.value).startswith(f"{path}:{CASE_FIRST_LINE + 6} ")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "offset"),
+    [
+        ("chip: v5e", "chip: v9x", 1),
+        ("op: all-gather", "op: scatter", 4),
+        ("bytes: 128 KiB", "bytes: 0 KiB", 5),
+        ("bytes: 128 KiB", "bytes: -4 KiB", 5),
+    ],
+)
+def test_validate_and_calibrate_exit_2_with_one_line(tmp_path, capsys, old, new, offset):
+    """The CLI: a bad measurement file is one line on stderr naming file and line, exit 2."""
+    from helpers import run
+
+    path = _case_file(tmp_path, old, new)
+    for command in ("validate", "calibrate"):
+        code, out, err = run(capsys, command, "--measurements", str(path))
+        assert code == 2 and out == ""
+        assert err.startswith(f"tpusim: error: {path}:{CASE_FIRST_LINE + offset} ")
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_file_without_source_exits_2(tmp_path, capsys):
+    from helpers import run
+
+    path = _write(tmp_path, "cases:\n" + CASE.format(id="c1"))
+    code, _, err = run(capsys, "validate", "--measurements", str(path))
+    assert code == 2 and f"{path}:1 source: required key is missing" in err

@@ -76,3 +76,9 @@ def test_calibrate_writes_an_overlay_validate_accepts(tmp_path, capsys):
         assert chip["fit_on"] and not held_out.intersection(chip["fit_on"])
     code, stdout, _ = run(capsys, "validate", "--calibration", str(out), "--json")
     assert code == 0 and json.loads(stdout)["total"] == record["total"]
+
+
+def test_calibrate_to_a_missing_folder_exits_2_before_fitting(tmp_path, capsys):
+    out = tmp_path / "missing" / "cal.yaml"
+    code, _, err = run(capsys, "calibrate", "--out", str(out))
+    assert code == 2 and "does not exist" in err and len(err.strip().splitlines()) == 1

@@ -44,8 +44,12 @@ def apply(chip: str, terms, grade: str, note: str) -> None:
     text = _set(text, r"^(  launch: ).*$", _quantity_us(terms.launch_s))
     text = _set(text, r"^(  step_sync: ).*$", _quantity_us(terms.step_sync_s))
     text = _set(text, r"^(  link_efficiency: ).*$", f"{terms.link_efficiency:.3g}")
-    for key in ("ici.hop_latency", "collectives.launch", "collectives.step_sync",
-                "collectives.link_efficiency"):
+    for key in (
+        "ici.hop_latency",
+        "collectives.launch",
+        "collectives.step_sync",
+        "collectives.link_efficiency",
+    ):
         entry = f'{{source: tpusim-calibrate, grade: {grade}, note: "{note}"}}'
         text = _source(text, key, entry)
     path.write_text(text)

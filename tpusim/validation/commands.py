@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
+from tpusim.errors import InputError
 from tpusim.vocabulary import FIDELITIES
 
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
@@ -64,8 +66,14 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     from tpusim.validation.validate import summary, validate
 
     measurements = load_measurements(args.measurements)
+    folder = Path(args.out).resolve().parent
+    if not folder.is_dir():  # before minutes of fitting, not after
+        raise InputError(f"--out {args.out}: folder {folder} does not exist")
     fits = calibrate(measurements, args.fidelity)
-    write_overlay(fits, args.out)
+    try:
+        write_overlay(fits, args.out)
+    except OSError as exc:
+        raise InputError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     chips = {f.chip for f in fits}
     cases = validate(
         [m for m in measurements if m.chip in chips], load_calibration(args.out), args.fidelity
