@@ -263,26 +263,43 @@ def run_scenario(scenario: Scenario, progress: bool = True, jobs: int = 1) -> Sc
     workloads in order in one process, so its route cache is shared); the rows come
     back in the scenario's order and are the same numbers as in-process. Workers are
     forked on Linux, so workload kinds registered at runtime reach them there.
+    Workers ignore Ctrl-C: the KeyboardInterrupt reaches this process, which kills
+    them at once (queued systems never start) and lets it propagate.
     """
     began = time.perf_counter()
-    names = [s.name for s in scenario.systems]
-    if jobs > 1 and len(names) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # largest systems first, so the pool ends evenly
-        order = sorted(range(len(names)), key=lambda i: -scenario.systems[i].num_chips)
-        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
-            futures = {i: pool.submit(_run_system_file, scenario.file, i, progress) for i in order}
-            parts = [_raise_failure(futures[i].result()) for i in range(len(names))]
+    count = len(scenario.systems)
+    if jobs > 1 and count > 1:
+        parts = _run_in_workers(scenario, progress, min(jobs, count))
     else:
-        parts = [_run_system(scenario, i, progress) for i in range(len(names))]
+        parts = [_run_system(scenario, i, progress) for i in range(count)]
     out = ScenarioRun()
     for part in parts:
         out.extend(part)
     out.wall_s = time.perf_counter() - began
     return out
+
+
+def _run_in_workers(scenario: Scenario, progress: bool, workers: int) -> list[ScenarioRun]:
+    """Each system's :func:`_run_system` in a pool of ``workers`` processes, largest
+    systems first (so the pool ends evenly); the parts in the scenario's order. Leaving
+    the ``with`` block, normally or by an exception, terminates the workers."""
+    import multiprocessing
+
+    count = len(scenario.systems)
+    order = sorted(range(count), key=lambda i: -scenario.systems[i].num_chips)
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    with context.Pool(workers, initializer=_ignore_interrupts) as pool:
+        pending = {
+            i: pool.apply_async(_run_system_file, (scenario.file, i, progress)) for i in order
+        }
+        return [_raise_failure(pending[i].get()) for i in range(count)]
+
+
+def _ignore_interrupts() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it terminates the pool)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_system_file(file: str, index: int, progress: bool) -> ScenarioRun | tuple[int, str]:
