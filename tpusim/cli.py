@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from tpusim import units
@@ -463,9 +467,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     disk) is an error on one line, exit 2.
     """
     try:
-        args = build_parser().parse_args(argv)
-        args.func(args)
-        sys.stdout.flush()
+        with _interrupts_handled():
+            args = build_parser().parse_args(argv)
+            args.func(args)
+            sys.stdout.flush()
     except TpusimError as exc:
         print(f"tpusim: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -497,6 +502,32 @@ def _raised_by_print(exc: OSError) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_globals.get("__name__") in _PRINTING_MODULES
+
+
+@contextmanager
+def _interrupts_handled() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt once, with warnings silenced from then on (code
+    unwinding in the middle of an update must not print); a second Ctrl-C exits at
+    once. The previous handler is restored on the way out (``main`` may run in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _first_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _first_interrupt(signum: int, frame: Any) -> None:
+    warnings.simplefilter("ignore")
+    signal.signal(signal.SIGINT, _second_interrupt)
+    raise KeyboardInterrupt
+
+
+def _second_interrupt(signum: int, frame: Any) -> None:
+    print("tpusim: interrupted", file=sys.stderr, flush=True)
+    os._exit(INTERRUPTED_EXIT_CODE)
 
 
 def _drop_stdout() -> None:
