@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
-import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from tpusim import units
 from tpusim.config import load_system, shipped
+from tpusim.console import INTERRUPTED_EXIT_CODE, drop_stdout, interrupts_handled, raised_by_print
 from tpusim.errors import InputError, TpusimError
 from tpusim.report import topology_summary
 from tpusim.results.files import (
@@ -454,10 +451,6 @@ def _add_collective(sub: Any) -> None:
     p.set_defaults(func=cmd_collective)
 
 
-#: Exit code of a run stopped by Ctrl-C (published: 128 + SIGINT, the shell convention).
-INTERRUPTED_EXIT_CODE = 130
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tpusim`` and ``python -m tpusim``; returns the exit code.
 
@@ -467,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     disk) is an error on one line, exit 2.
     """
     try:
-        with _interrupts_handled():
+        with interrupts_handled():
             args = build_parser().parse_args(argv)
             args.func(args)
             sys.stdout.flush()
@@ -478,66 +471,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tpusim: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     except BrokenPipeError:
-        _drop_stdout()
+        drop_stdout()
         return 0
     except OSError as exc:  # not one of tpusim's own files: each names its flag
-        if exc.filename is None and _raised_by_print(exc):
-            _drop_stdout()
+        if exc.filename is None and raised_by_print(exc):
+            drop_stdout()
             print(f"tpusim: error: stdout: cannot write ({exc.strerror})", file=sys.stderr)
         else:
             where = exc.filename if exc.filename is not None else "input/output"
             print(f"tpusim: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0
-
-
-#: Modules whose only unnamed writes are ``print`` to stdout (a file write names its path).
-_PRINTING_MODULES = ("tpusim.cli", "tpusim.validation.commands")
-
-
-def _raised_by_print(exc: OSError) -> bool:
-    """True when ``exc`` came from printing to (or flushing) stdout: the innermost
-    Python frame it passed is one of the command modules, which write nothing else."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_globals.get("__name__") in _PRINTING_MODULES
-
-
-@contextmanager
-def _interrupts_handled() -> Iterator[None]:
-    """Ctrl-C raises KeyboardInterrupt once, with warnings silenced from then on (code
-    unwinding in the middle of an update must not print); a second Ctrl-C exits at
-    once. The previous handler is restored on the way out (``main`` may run in-process)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, _first_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _first_interrupt(signum: int, frame: Any) -> None:
-    warnings.simplefilter("ignore")
-    signal.signal(signal.SIGINT, _second_interrupt)
-    raise KeyboardInterrupt
-
-
-def _second_interrupt(signum: int, frame: Any) -> None:
-    print("tpusim: interrupted", file=sys.stderr, flush=True)
-    os._exit(INTERRUPTED_EXIT_CODE)
-
-
-def _drop_stdout() -> None:
-    """Point stdout at /dev/null so that the interpreter's final flush of what is
-    still buffered cannot fail again (the Python docs' recipe for SIGPIPE)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is not a file (captured in tests)
-        pass
 
 
 if __name__ == "__main__":
