@@ -157,6 +157,29 @@ def test_ctrl_c_during_run_stops_promptly_and_writes_nothing(jobs, tmp_path):
     assert not out.exists()  # nothing half-written
 
 
+def test_a_killed_worker_is_one_line_not_a_hang(tmp_path):
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SLOW)
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--jobs", "2"]
+    proc = subprocess.Popen(
+        _command(argv, tmp_path), stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "a2a[" in line:  # the workers exist and are simulating
+            break
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    os.kill(int(children[0]), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert err.splitlines()[-1] == (
+        "tpusim: error: a worker process died (killed, or out of memory); try --jobs 1"
+    )
+
+
 def test_ctrl_c_during_collective(tmp_path):
     # a sweep of 13 sizes on 9,216 chips: well over 10 s, so still running at 2 s
     argv = ["collective", "ironwood-pod", "--op", "all-to-all", "--sweep-bytes", "1MiB:4GiB"]
