@@ -115,7 +115,7 @@ def _allreduce_busbw(rows: list[dict[str, Any]] | None, system: System) -> float
         system_name=system.name,
         flow_tolerance=BUSBW_FLOW_TOLERANCE,
     )
-    return result.busbw_Bps
+    return result.busbw_Bps or 0.0  # None only for a collective that took no time
 
 
 def vendor_claims(rows: list[dict[str, Any]] | None = None) -> Any:

@@ -8,15 +8,23 @@ stderr and no traceback.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from tpusim import units
 from tpusim.config import load_system, shipped
+from tpusim.console import INTERRUPTED_EXIT_CODE, drop_stdout, interrupts_handled, raised_by_print
 from tpusim.errors import InputError, TpusimError
 from tpusim.report import topology_summary
+from tpusim.results.files import (
+    atomic_csv,
+    check_file_target,
+    check_folder_target,
+    json_text,
+    output_error,
+)
 from tpusim.vocabulary import FIDELITIES
 from tpusim.workloads.hlo import hlo_summary
 
@@ -31,7 +39,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_json(record: Any) -> None:
-    print(json.dumps(record, indent=2, sort_keys=False))
+    """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`)."""
+    print(json_text(record))
 
 
 def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -187,6 +196,8 @@ def cmd_collective(args: argparse.Namespace) -> None:
     if (args.bytes is None) == (args.sweep_bytes is None):
         raise InputError("give exactly one of --bytes SIZE and --sweep-bytes LOW:HIGH")
     options = _collective_options(args)
+    if args.links_csv:
+        check_file_target(args.links_csv, "--links-csv")
     system = load_system(args.system)
     if args.calibration:
         from tpusim.config.calibration import calibrated_system, load_calibration
@@ -205,7 +216,10 @@ def cmd_collective(args: argparse.Namespace) -> None:
         return
     result, network = _run_one(system, topology, args, _size(args.bytes, "--bytes"), options)
     if args.links_csv:
-        link_table(topology, network, result.time_s).to_csv(args.links_csv, index=False)
+        try:
+            atomic_csv(link_table(topology, network, result.time_s), args.links_csv, index=False)
+        except OSError as exc:
+            raise output_error("--links-csv", args.links_csv, exc) from None
     rec = result.record()
     if args.json:
         _print_json(rec)
@@ -214,7 +228,6 @@ def cmd_collective(args: argparse.Namespace) -> None:
 
 
 def _collective_lines(rec: dict[str, Any]) -> list[str]:
-    bw = units.format_bandwidth
     return [
         f"system          {rec['system']}",
         f"collective      {rec['op']} of {units.format_bytes(rec['bytes'])} "
@@ -222,7 +235,8 @@ def _collective_lines(rec: dict[str, Any]) -> list[str]:
         f"chips           {rec['chips']:,} in {rec['num_groups']:,} group(s) of "
         f"{rec['group_size']:,}",
         f"time            {units.format_time(rec['time_s'])}",
-        f"algbw / busbw   {bw(rec['algbw_Bps'])} / {bw(rec['busbw_Bps'])}",
+        f"algbw / busbw   {_bandwidth_text(rec['algbw_Bps'])} / "
+        f"{_bandwidth_text(rec['busbw_Bps'])}",
         f"hops            max {rec['max_hops']}, mean {rec['mean_hops']:.2f}",
         f"links           max utilisation {rec['max_link_utilization']:.1%}, mean "
         f"{rec['mean_link_utilization']:.1%} (links used), busiest "
@@ -232,13 +246,22 @@ def _collective_lines(rec: dict[str, Any]) -> list[str]:
     ]
 
 
+def _bandwidth_text(value: float | None) -> str:
+    """A bandwidth, or "n/a" for a collective that took no time (None)."""
+    return "n/a" if value is None else units.format_bandwidth(value)
+
+
+def _gbps_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1e9:.2f}"
+
+
 def _sweep_table(rows: list[dict[str, Any]]) -> str:
     header = f"{'size':>10} {'time':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  algorithm"
     lines = [header]
     for r in rows:
         lines.append(
             f"{units.format_bytes(r['bytes']):>10} {units.format_time(r['time_s']):>10} "
-            f"{r['algbw_Bps'] / 1e9:>11.2f} {r['busbw_Bps'] / 1e9:>11.2f}  "
+            f"{_gbps_text(r['algbw_Bps']):>11} {_gbps_text(r['busbw_Bps']):>11}  "
             f"{r['algorithm']}"
         )
     return "\n".join(lines)
@@ -255,17 +278,21 @@ def _jobs(text: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    import os
     from pathlib import Path
 
     from tpusim.results.writers import write_outputs
     from tpusim.scenario import Scenario, run_scenario
 
     scenario = Scenario(args.scenario)
-    run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
     out = Path(args.out or Path("out") / scenario.spec.name)
+    check_folder_target(out, "--out")  # before minutes of simulation, not after
+    run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
     outputs = scenario.outputs(run)
-    pictures = [p for p in write_outputs(out, outputs).get("plots", []) if p.suffix == ".png"]
+    try:
+        written = write_outputs(out, outputs)
+    except OSError as exc:
+        raise output_error("--out", out, exc) from None
+    pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]
     if args.json:
         _print_json(_run_record(scenario.spec.name, outputs, out, pictures))
     else:
@@ -425,15 +452,35 @@ def _add_collective(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``tpusim`` and ``python -m tpusim``; returns the exit code."""
+    """Entry point of ``tpusim`` and ``python -m tpusim``; returns the exit code.
+
+    A tpusim error prints one line and returns its exit code (2 for bad input, 1 for
+    a failed simulation); Ctrl-C prints ``tpusim: interrupted`` and returns 130; a
+    closed stdout (``| head``) returns 0; a stdout that cannot be written (a full
+    disk) is an error on one line, exit 2.
+    """
     try:
-        args = build_parser().parse_args(argv)
-        args.func(args)
+        with interrupts_handled():
+            args = build_parser().parse_args(argv)
+            args.func(args)
+            sys.stdout.flush()
     except TpusimError as exc:
         print(f"tpusim: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("tpusim: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     except BrokenPipeError:
+        drop_stdout()
         return 0
+    except OSError as exc:  # not one of tpusim's own files: each names its flag
+        if exc.filename is None and raised_by_print(exc):
+            drop_stdout()
+            print(f"tpusim: error: stdout: cannot write ({exc.strerror})", file=sys.stderr)
+        else:
+            where = exc.filename if exc.filename is not None else "input/output"
+            print(f"tpusim: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -36,12 +36,16 @@ def _pyplot() -> Any:
 
 
 def save(fig: Figure, path: str | Path) -> tuple[Path, Path]:
-    """Write ``fig`` as ``path.png`` and ``path.svg`` (creating the folder); return both."""
+    """Write ``fig`` as ``path.png`` and ``path.svg`` (creating the folder); return both.
+    Each is written to a temporary file and renamed into place
+    (:func:`tpusim.results.files.atomic_write`)."""
+    from tpusim.results.files import atomic_write
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     png, svg = path.with_suffix(".png"), path.with_suffix(".svg")
-    fig.savefig(png, dpi=150, bbox_inches="tight")
-    fig.savefig(svg, bbox_inches="tight")
+    atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"), True)
+    atomic_write(svg, lambda f: fig.savefig(f, format="svg", bbox_inches="tight"), True)
     return png, svg
 
 

@@ -263,26 +263,56 @@ def run_scenario(scenario: Scenario, progress: bool = True, jobs: int = 1) -> Sc
     workloads in order in one process, so its route cache is shared); the rows come
     back in the scenario's order and are the same numbers as in-process. Workers are
     forked on Linux, so workload kinds registered at runtime reach them there.
+    Workers ignore Ctrl-C: the KeyboardInterrupt reaches this process, which kills
+    them at once (queued systems never start) and lets it propagate.
     """
     began = time.perf_counter()
-    names = [s.name for s in scenario.systems]
-    if jobs > 1 and len(names) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # largest systems first, so the pool ends evenly
-        order = sorted(range(len(names)), key=lambda i: -scenario.systems[i].num_chips)
-        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
-            futures = {i: pool.submit(_run_system_file, scenario.file, i, progress) for i in order}
-            parts = [_raise_failure(futures[i].result()) for i in range(len(names))]
+    count = len(scenario.systems)
+    if jobs > 1 and count > 1:
+        parts = _run_in_workers(scenario, progress, min(jobs, count))
     else:
-        parts = [_run_system(scenario, i, progress) for i in range(len(names))]
+        parts = [_run_system(scenario, i, progress) for i in range(count)]
     out = ScenarioRun()
     for part in parts:
         out.extend(part)
     out.wall_s = time.perf_counter() - began
     return out
+
+
+def _run_in_workers(scenario: Scenario, progress: bool, workers: int) -> list[ScenarioRun]:
+    """Each system's :func:`_run_system` in a pool of ``workers`` processes, largest
+    systems first (so the pool ends evenly); the parts in the scenario's order. On any
+    exception (Ctrl-C included) the queued systems are cancelled and the running
+    workers terminated; a worker that dies (killed, out of memory) is a
+    SimulationError."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    count = len(scenario.systems)
+    order = sorted(range(count), key=lambda i: -scenario.systems[i].num_chips)
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    ours_before = set(multiprocessing.active_children())
+    with ProcessPoolExecutor(workers, context, initializer=_ignore_interrupts) as pool:
+        try:
+            futures = {i: pool.submit(_run_system_file, scenario.file, i, progress) for i in order}
+            return [_raise_failure(futures[i].result()) for i in range(count)]
+        except BrokenProcessPool:
+            raise SimulationError(
+                "a worker process died (killed, or out of memory); try --jobs 1"
+            ) from None
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in set(multiprocessing.active_children()) - ours_before:
+                child.terminate()
+            raise
+
+
+def _ignore_interrupts() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it terminates the pool)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_system_file(file: str, index: int, progress: bool) -> ScenarioRun | tuple[int, str]:
@@ -316,11 +346,10 @@ def _run_system(scenario: Scenario, system_index: int, progress: bool) -> Scenar
     for n, (index, (workload, label)) in enumerate(scenario.runs, start=1):
         if progress:
             elapsed = time.perf_counter() - began
-            print(
-                f"[{system.name} {n}/{total}] {label} ({elapsed:.1f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+            # one write per line: workers share stderr, and print() writes the
+            # newline separately, which interleaves their lines
+            sys.stderr.write(f"[{system.name} {n}/{total}] {label} ({elapsed:.1f} s)\n")
+            sys.stderr.flush()
         context = scenario.context(index, label, system, topology, routes)
         outcome = _run_workload(scenario, index, workload, context)
         out.records.append(outcome.record)

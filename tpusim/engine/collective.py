@@ -116,7 +116,9 @@ def _result(
     """The record of a one-collective simulation that has run."""
     time_s = sim.comm.last_end_at
     group = schedule.group
-    algbw = size / time_s if time_s > 0 else float("inf")
+    # a collective that takes no time (one chip, nothing to move) has no bandwidth:
+    # None (JSON null), not infinity, which JSON cannot hold
+    algbw = size / time_s if time_s > 0 else None
     chips_in = int(np.unique(np.ravel(pairs) if pairs else group.chips).size)
     return CollectiveResult(
         system=system_name,
@@ -130,7 +132,7 @@ def _result(
         engine=sim.onchip.engine,
         time_s=time_s,
         algbw_Bps=algbw,
-        busbw_Bps=algbw * bus_factor(schedule.op, group.size),
+        busbw_Bps=None if algbw is None else algbw * bus_factor(schedule.op, group.size),
         max_hops=sim.hops.max_hops,
         mean_hops=sim.hops.mean_hops,
         num_steps=schedule.num_steps,

@@ -121,8 +121,8 @@ class CollectiveRecord(Record):
     fidelity: str
     engine: str
     time_s: float
-    algbw_Bps: float
-    busbw_Bps: float
+    algbw_Bps: float | None
+    busbw_Bps: float | None
     max_hops: int
     mean_hops: float
     num_steps: int
@@ -160,6 +160,8 @@ class CollectiveRecord(Record):
             if small is not large:
                 time_us = small.time_s * 1e6
                 out.append((f"{name} {format_bytes(small.bytes)}: time (us)", system, time_us))
+            if large.busbw_Bps is None:  # took no time: no bandwidth to compare
+                continue
             busbw_GBps = large.busbw_Bps / 1e9
             out.append((f"{name} {format_bytes(large.bytes)}: busbw (GB/s)", system, busbw_GBps))
         return out

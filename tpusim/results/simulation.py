@@ -126,8 +126,8 @@ class CollectiveResult:
     fidelity: str
     engine: str
     time_s: float
-    algbw_Bps: float
-    busbw_Bps: float
+    algbw_Bps: float | None
+    busbw_Bps: float | None
     max_hops: int
     mean_hops: float
     num_steps: int

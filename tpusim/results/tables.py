@@ -11,7 +11,8 @@ bytes                   size in the nccl-tests convention (bytes)
 chips                   chips taking part; ``group_size`` per group,
                         ``num_groups`` groups running at once
 time_s                  completion time of the whole collective (s)
-algbw_Bps, busbw_Bps    bytes / time_s, and algbw x nccl-tests' bus factor
+algbw_Bps, busbw_Bps    bytes / time_s, and algbw x nccl-tests' bus factor; None
+                        (JSON null, empty in CSV) when time_s is 0 (one chip)
 max_hops, mean_hops     over every flow of every step
 num_steps, num_flows    schedule steps, flows sent
 max_link_utilization    max over links of bytes / (bandwidth x time_s)

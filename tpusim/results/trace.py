@@ -9,9 +9,10 @@ named and sorted with metadata events; every op a complete event (``ph: "X"``) w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from tpusim.results.files import atomic_write_text, json_text
 
 UNITS = ("tensorcore", "sparsecore", "cae", "host", "ici")  # then one thread per ICI port
 
@@ -57,5 +58,7 @@ def trace_events(ops: list[Any]) -> list[dict[str, Any]]:
 
 
 def write_trace(path: str | Path, ops: list[Any]) -> None:
-    """Write ``{"traceEvents": [...], "displayTimeUnit": "ns"}`` to ``path``."""
-    Path(path).write_text(json.dumps({"traceEvents": trace_events(ops), "displayTimeUnit": "ns"}))
+    """Write ``{"traceEvents": [...], "displayTimeUnit": "ns"}`` to ``path`` (strict
+    JSON, written atomically: :mod:`tpusim.results.files`)."""
+    trace = {"traceEvents": trace_events(ops), "displayTimeUnit": "ns"}
+    atomic_write_text(path, json_text(trace, indent=None))

@@ -29,6 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tpusim.results.files import atomic_csv, atomic_write_text, staged_folder
 from tpusim.results.records import ScenarioRun
 from tpusim.results.tables import comparison_frame
 from tpusim.results.trace import write_trace
@@ -91,10 +92,20 @@ def writer_names() -> tuple[str, ...]:
 
 def write_outputs(out: str | Path, outputs: Outputs) -> dict[str, list[Path]]:
     """Create the folder ``out`` and run every writer into it; returns the paths each
-    writer wrote, by writer name."""
+    writer wrote (in ``out``), by writer name.
+
+    The writers write into a hidden staging folder inside ``out`` whose files are
+    moved into ``out`` only once every writer has finished
+    (:func:`tpusim.results.files.staged_folder`): a failed or interrupted write
+    leaves ``out`` as it was. Raises the OSError of a failed write.
+    """
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    return {name: write(folder, outputs) for name, write in _WRITERS.items()}
+    with staged_folder(folder) as staging:
+        written = {name: write(staging, outputs) for name, write in _WRITERS.items()}
+    return {
+        name: [folder / Path(p).relative_to(staging) for p in paths]
+        for name, paths in written.items()
+    }
 
 
 def write_summary(out: Path, outputs: Outputs) -> list[Path]:
@@ -102,7 +113,7 @@ def write_summary(out: Path, outputs: Outputs) -> list[Path]:
     import pandas as pd
 
     path = out / "summary.csv"
-    pd.DataFrame(outputs.run.rows).to_csv(path, index=False)
+    atomic_csv(pd.DataFrame(outputs.run.rows), path, index=False)
     return [path]
 
 
@@ -137,7 +148,7 @@ def _program_table(out: Path, outputs: Outputs, name: str, table: str) -> list[P
     merged = pd.concat(frames)
     columns = ["system", "workload"] + [c for c in merged if c not in ("system", "workload")]
     path = out / f"{name}.csv"
-    merged[columns].to_csv(path, index=False)
+    atomic_csv(merged[columns], path, index=False)
     return [path]
 
 
@@ -156,7 +167,7 @@ def write_resolved(out: Path, outputs: Outputs) -> list[Path]:
     import yaml
 
     path = out / "resolved.yaml"
-    path.write_text(yaml.safe_dump(outputs.resolved, sort_keys=False))
+    atomic_write_text(path, yaml.safe_dump(outputs.resolved, sort_keys=False))
     return [path]
 
 
@@ -164,7 +175,7 @@ def write_comparison(out: Path, outputs: Outputs) -> list[Path]:
     """``comparison.csv``: one row per figure (index column ``figure``), one column per
     system."""
     path = out / "comparison.csv"
-    outputs.comparison.to_csv(path, index_label="figure")
+    atomic_csv(outputs.comparison, path, index_label="figure")
     return [path]
 
 
@@ -173,7 +184,7 @@ def write_claims(out: Path, outputs: Outputs) -> list[Path]:
     if outputs.claims is None:
         return []
     path = out / "claims.csv"
-    outputs.claims.to_csv(path, index=False)
+    atomic_csv(outputs.claims, path, index=False)
     return [path]
 
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
-from tpusim.errors import InputError
+from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 from tpusim.vocabulary import FIDELITIES
 
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
@@ -52,7 +50,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     cases = validate(measurements, calibration, args.fidelity)
     stats = summary(cases)
     if args.json:
-        print(json.dumps({"cases": [c.row() for c in cases], **stats}, indent=2))
+        print(json_text({"cases": [c.row() for c in cases], **stats}))
         return
     print(_cases_table([c.row() for c in cases]))
     print()
@@ -61,19 +59,17 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     from tpusim.config.calibration import load_calibration
-    from tpusim.validation.fit import calibrate, write_overlay
+    from tpusim.validation.fit import calibrate, overlay_yaml
     from tpusim.validation.measurements import load_measurements
     from tpusim.validation.validate import summary, validate
 
     measurements = load_measurements(args.measurements)
-    folder = Path(args.out).resolve().parent
-    if not folder.is_dir():  # before minutes of fitting, not after
-        raise InputError(f"--out {args.out}: folder {folder} does not exist")
+    check_file_target(args.out, "--out")  # before minutes of fitting, not after
     fits = calibrate(measurements, args.fidelity)
     try:
-        write_overlay(fits, args.out)
+        atomic_write_text(args.out, overlay_yaml(fits))
     except OSError as exc:
-        raise InputError(f"--out {args.out}: cannot write ({exc.strerror})") from None
+        raise output_error("--out", args.out, exc) from None
     chips = {f.chip for f in fits}
     cases = validate(
         [m for m in measurements if m.chip in chips], load_calibration(args.out), args.fidelity
@@ -99,7 +95,7 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         **summary(cases),
     }
     if args.json:
-        print(json.dumps(record, indent=2))
+        print(json_text(record))
         return
     for chip in record["chips"]:
         print(

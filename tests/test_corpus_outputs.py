@@ -1,0 +1,312 @@
+"""Hostile outputs (issue 16): output paths, stdout, strict JSON, Ctrl-C, determinism.
+
+Every case of ``tests/corpus/outputs/cases.yaml`` runs ``python -m tpusim`` in a
+subprocess (30 s, 8 GiB of address space) and must exit as the table says with at
+most one line on stderr, never a traceback. The other tests interrupt runs with
+SIGINT, break the write phase, and check that runs are byte-for-byte deterministic
+with one and two worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
+from tpusim.results.writers import register_writer, unregister_writer, write_outputs
+from tpusim.scenario import Scenario, run_scenario
+
+CORPUS = Path(__file__).parent / "corpus" / "outputs"
+ROOT = Path(__file__).resolve().parent.parent
+CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())
+TIMEOUT_S = 30
+ADDRESS_SPACE_BYTES = 8 * 2**30
+#: How soon after SIGINT an interrupted run must have exited (s).
+INTERRUPT_DEADLINE_S = 5.0
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _command(argv: list[str], tmp: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tpusim",
+        *(a.replace("{dir}", str(CORPUS)).replace("{tmp}", str(tmp)) for a in argv),
+    ]
+
+
+def _run_case(case: dict, tmp: Path) -> subprocess.CompletedProcess:
+    stdout_to = case.get("stdout_to")
+    with open(stdout_to, "w") if stdout_to else open(os.devnull) as sink:
+        return subprocess.run(
+            _command(case["argv"], tmp),
+            stdout=sink if stdout_to else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT_S,
+            preexec_fn=_limit_memory,
+            env=_env(),
+            cwd=tmp,
+        )
+
+
+def _at(record: object, dotted: str) -> object:
+    for key in dotted.split("."):
+        record = record[int(key)] if isinstance(record, list) else record[key]  # type: ignore[index]
+    return record
+
+
+def test_case_ids_are_unique():
+    ids = [c["id"] for c in CASES]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_corpus_case(case, tmp_path):
+    done = _run_case(case, tmp_path)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == case["exit"], done.stderr
+    lines = done.stderr.splitlines()
+    if case["exit"] == 0:
+        assert lines == []
+    else:
+        assert len(lines) == 1, done.stderr
+        assert re.search(case["stderr"], lines[0]), lines[0]
+    if case["exit"] == 0 and "--json" in case["argv"] and not case.get("stdout_to"):
+        record = json.loads(done.stdout, parse_constant=_no_constant)
+        for path, expected in (case.get("json") or {}).items():
+            assert _at(record, path) == expected, path
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON")
+
+
+# -- Ctrl-C --------------------------------------------------------------------------
+SLOW = """\
+name: slow
+systems: [v5e-pod, v6e-pod, ironwood-256]
+workloads:
+  - name: a2a
+    kind: collective
+    op: all-to-all
+    bytes: 64 MiB
+    sweep: {bytes: {from: 1 KiB, to: 4 GiB, factor: 2}}
+"""
+
+
+def _interrupt(argv: list[str], tmp: Path, started: str) -> tuple[int, list[str], float]:
+    """Start tpusim, wait for a stderr line containing ``started`` (the simulation is
+    under way), send SIGINT; returns exit code, stderr lines and seconds to exit."""
+    proc = subprocess.Popen(
+        _command(argv, tmp),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_limit_memory,
+        env=_env(),
+        cwd=tmp,
+    )
+    lines = []
+    assert proc.stderr is not None
+    for line in proc.stderr:  # bounded: the run takes longer than this wait
+        lines.append(line.rstrip("\n"))
+        if started in line:
+            break
+    time.sleep(0.5)  # well inside the simulation, not at its first line
+    sent_at = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, rest = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    lines += rest.splitlines()
+    return proc.returncode, lines, time.perf_counter() - sent_at
+
+
+@pytest.mark.parametrize("jobs", ["2", "1"])
+def test_ctrl_c_during_run_stops_promptly_and_writes_nothing(jobs, tmp_path):
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SLOW)
+    out = tmp_path / "out"
+    code, lines, waited_s = _interrupt(
+        ["run", str(scenario), "--out", str(out), "--jobs", jobs], tmp_path, "a2a["
+    )
+    assert code == 130, lines
+    assert not any("Traceback" in line for line in lines)
+    assert lines[-1] == "tpusim: interrupted"
+    assert all(line.startswith("[") for line in lines[:-1]), lines  # progress lines only
+    assert waited_s < INTERRUPT_DEADLINE_S
+    assert not out.exists()  # nothing half-written
+
+
+def test_a_killed_worker_is_one_line_not_a_hang(tmp_path):
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SLOW)
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--jobs", "2"]
+    proc = subprocess.Popen(
+        _command(argv, tmp_path), stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "a2a[" in line:  # the workers exist and are simulating
+            break
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    os.kill(int(children[0]), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert err.splitlines()[-1] == (
+        "tpusim: error: a worker process died (killed, or out of memory); try --jobs 1"
+    )
+
+
+def test_ctrl_c_during_collective(tmp_path):
+    # a sweep of 13 sizes on 9,216 chips: well over 10 s, so still running at 2 s
+    argv = ["collective", "ironwood-pod", "--op", "all-to-all", "--sweep-bytes", "1MiB:4GiB"]
+    proc = subprocess.Popen(
+        _command(argv, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_limit_memory,
+        env=_env(),
+    )
+    time.sleep(2.0)  # past the imports, inside building or simulating
+    assert proc.poll() is None
+    sent_at = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert (proc.returncode, err, out) == (130, "tpusim: interrupted\n", "")
+    assert time.perf_counter() - sent_at < INTERRUPT_DEADLINE_S
+
+
+# -- nothing half-written ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_outputs():
+    scenario = Scenario(CORPUS / "tiny.yaml")
+    return scenario.outputs(run_scenario(scenario, progress=False))
+
+
+def test_a_failing_writer_leaves_the_folder_as_it_was(tiny_outputs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.csv").write_text("the previous run\n")
+
+    def broken(folder: Path, outputs: object) -> list[Path]:
+        (folder / "half.csv").write_text("a,b\n1,")
+        raise OSError(28, "No space left on device")
+
+    register_writer("broken", broken)
+    try:
+        with pytest.raises(OSError, match="No space"):
+            write_outputs(out, tiny_outputs)
+    finally:
+        unregister_writer("broken")
+    assert sorted(p.name for p in out.iterdir()) == ["summary.csv"]
+    assert (out / "summary.csv").read_text() == "the previous run\n"
+
+
+def test_a_failed_write_into_a_new_folder_leaves_no_folder(tiny_outputs, tmp_path):
+    def broken(folder: Path, outputs: object) -> list[Path]:
+        raise OSError(28, "No space left on device")
+
+    register_writer("broken", broken)
+    try:
+        with pytest.raises(OSError):
+            write_outputs(tmp_path / "new", tiny_outputs)
+    finally:
+        unregister_writer("broken")
+    assert not (tmp_path / "new").exists()
+
+
+def test_write_outputs_leaves_no_staging_folder(tiny_outputs, tmp_path):
+    written = write_outputs(tmp_path / "out", tiny_outputs)
+    names = {p.name for p in (tmp_path / "out").iterdir()}
+    assert not any(n.startswith(STAGING_PREFIX) for n in names)
+    assert {p.name for paths in written.values() for p in paths} == names
+
+
+def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path):
+    path = tmp_path / "a.txt"
+    atomic_write_text(path, "old")
+
+    def half(handle) -> None:
+        handle.write("new, half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        atomic_write(path, half)
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_run_out_in_a_read_only_folder(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    case = {"argv": ["run", "{dir}/tiny.yaml", "--quiet", "--out", str(locked / "out")]}
+    done = _run_case(case, tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert re.search(r"--out .*locked/out: cannot write \(Permission denied\)", done.stderr)
+
+
+# -- determinism ---------------------------------------------------------------------
+def _run_demo(tmp: Path, name: str, jobs: str) -> tuple[dict, Path]:
+    out = tmp / name
+    done = subprocess.run(
+        _command(
+            [
+                "run",
+                str(ROOT / "scenarios" / "demo.yaml"),
+                "--quiet",
+                "--json",
+                "--out",
+                str(out),
+                "--jobs",
+                jobs,
+            ],
+            tmp,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 2,
+        env=_env(),
+        cwd=tmp,
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout, parse_constant=_no_constant)
+    del record["wall_s"], record["out"]  # the only fields that may differ
+    return record, out
+
+
+def test_runs_are_byte_identical_with_one_and_two_workers(tmp_path):
+    one, out_one = _run_demo(tmp_path, "one", "1")
+    two, out_two = _run_demo(tmp_path, "two", "2")
+    again, _ = _run_demo(tmp_path, "again", "1")
+    assert one == two == again
+    files = sorted(p.name for p in out_one.iterdir())
+    assert {"summary.csv", "ops.csv", "links.csv"} <= set(files)
+    assert files == sorted(p.name for p in out_two.iterdir())
+    for name in files:
+        assert (out_one / name).read_bytes() == (out_two / name).read_bytes(), name
