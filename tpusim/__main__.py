@@ -1,7 +1,18 @@
-"""``python -m tpusim``: the same as the ``tpusim`` command."""
+"""``python -m tpusim`` and the ``tpusim`` command: the command line, with a Ctrl-C that
+arrives while the (heavy) modules are still importing also ending in one line."""
 
 import sys
 
-from tpusim.cli import main
 
-sys.exit(main())
+def run() -> int:
+    """Import the command line and run it; returns the exit code."""
+    try:
+        from tpusim.cli import main
+    except KeyboardInterrupt:
+        print("tpusim: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as tpusim.console.INTERRUPTED_EXIT_CODE
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(run())
