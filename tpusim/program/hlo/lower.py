@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls, walk
+from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.module import HloModule, parse_hlo
@@ -28,9 +28,10 @@ from tpusim.program.hlo.opcodes import (
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype
 
-#: Loops with more iterations become one scaled copy of the body: past a few hundred
-#: copies the op count (and simulation time) grows with no new information per copy.
-MAX_UNROLL = 256
+#: Largest HLO text file read, bytes (256 MiB; assumption: compiled modules of the
+#: largest models, metadata included, are tens of MB; the parsed module takes ~10x its
+#: text in memory, and a device such as /dev/zero must not be read forever).
+MAX_HLO_FILE_BYTES = 256 * 2**20
 #: The program runs the loop bodies, the taken branch and called computations; fusions
 #: and async-wrapped computations are single ops.
 _LOWERED = Policy(frozenset({"loop_body", "branch", "call"}), unroll_up_to=MAX_UNROLL)
@@ -64,12 +65,22 @@ def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
 
 
 def load_hlo(path: str | Path) -> tuple[HloModule, Program]:
-    """Read an HLO text file; :class:`ProgramError` if it cannot be read or parsed."""
+    """Read an HLO text file; :class:`ProgramError` if it cannot be read or parsed, or is
+    over :data:`MAX_HLO_FILE_BYTES`."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        with path.open("rb") as f:
+            data = f.read(MAX_HLO_FILE_BYTES + 1)
+    except OSError as exc:
         raise ProgramError(f"{path}: cannot read HLO file: {exc}") from None
+    if len(data) > MAX_HLO_FILE_BYTES:
+        limit = MAX_HLO_FILE_BYTES // 2**20
+        raise ProgramError(f"{path}: HLO file larger than {limit} MiB, the limit")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ProgramError(f"{path}:{line}: not UTF-8 text (byte {exc.start})") from None
     module = parse_hlo(text, str(path))
     return module, hlo_to_program(module, path.name.split(".")[0])
 

@@ -65,3 +65,15 @@ def match_close(text: str, start: int) -> int:
             if not stack:
                 return i
     return -1
+
+
+def nesting_depth(text: str, open_ch: str, close_ch: str) -> int:
+    """Deepest nesting of ``open_ch``/``close_ch`` pairs in ``text`` (quotes not skipped)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch == open_ch:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == close_ch:
+            depth -= 1
+    return deepest
