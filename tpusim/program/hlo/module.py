@@ -14,7 +14,7 @@ from functools import cached_property
 
 from tpusim.program.hlo import collectives as coll
 from tpusim.program.hlo.callgraph import CallGraphError, Site, calls, check_call_graph
-from tpusim.program.hlo.cost import flops
+from tpusim.program.hlo.cost import check_dot, flops
 from tpusim.program.hlo.parse import Computation, parse_text
 from tpusim.program.ir import ProgramError
 
@@ -99,6 +99,10 @@ def _check_references(module: HloModule) -> None:
                     raise ProgramError(
                         f"{module.file}:{ins.line}: '{ins.name}' uses unknown operand '{op}'"
                     )
+            try:
+                check_dot(comp, ins)
+            except ValueError as exc:
+                raise ProgramError(f"{module.file}:{ins.line}: {exc}") from None
             for call in calls(ins):
                 if call.callee not in module.computations:
                     raise ProgramError(
