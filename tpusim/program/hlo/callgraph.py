@@ -185,15 +185,18 @@ class RecursiveCallError(CallGraphError):
         super().__init__(ins, f"calls '{callee}', which is already running (recursion)")
 
 
-def check_call_graph(computations: Mapping[str, Computation], start: str) -> None:
+def check_call_graph(computations: Mapping[str, Computation], start: str) -> int:
     """Check that every walk from ``start`` ends, fast: no call cycle, calls at most
     :data:`MAX_CALL_DEPTH` deep, at most :data:`MAX_WALK_SITES` instruction runs to
     visit and :data:`MAX_EXECUTIONS` runs of any one. Time linear in the module's
-    size, memory no deeper than the module. Raises :class:`CallGraphError` (a
+    size, memory no deeper than the module. Returns the instruction runs a walk
+    following every call visits, loops of up to :data:`MAX_UNROLL` iterations unrolled
+    (an upper bound on every walk). Raises :class:`CallGraphError` (a
     :class:`RecursiveCallError` for a cycle) naming the calling instruction."""
     order = _post_order(computations, start)
-    _check_sizes(computations, order)
+    size = _check_sizes(computations, order)
     _check_executions(computations, order)
+    return size
 
 
 def _edges(comp: Computation) -> Iterator[tuple[Instruction, Call]]:
@@ -223,8 +226,9 @@ def _post_order(computations: Mapping[str, Computation], start: str) -> list[str
     return order
 
 
-def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> None:
-    """Call depth and instruction runs a walk visits (loops unrolled up to MAX_UNROLL)."""
+def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> int:
+    """Call depth and instruction runs a walk visits (loops unrolled up to MAX_UNROLL)
+    from the last computation of ``order`` (the start)."""
     height: dict[str, int] = {}
     sites: dict[str, int] = {}
     for name in order:  # callees first
@@ -247,6 +251,7 @@ def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> N
                         "to walk (calls nested or repeated, loops unrolled up to "
                         f"{MAX_UNROLL}; limit {MAX_WALK_SITES:,})",
                     )
+    return sites[order[-1]]
 
 
 def _frames(call: Call) -> int:
