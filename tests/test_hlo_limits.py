@@ -120,3 +120,33 @@ def test_small_element_types_have_their_width(dtype, nbytes):
 def test_unknown_element_type_is_refused(dtype):
     with pytest.raises(ValueError, match=f"unknown element type '{dtype}'"):
         parse_shape(f"{dtype}[8]")
+
+
+ZERO_SIZE = """HloModule z, num_partitions=4
+
+%add (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+
+ENTRY %main (a: f32[8,0], b: f32[0,4], c: f32[8,4]) -> f32[8,4] {
+  %a = f32[8,0]{1,0} parameter(0)
+  %b = f32[0,4]{1,0} parameter(1)
+  %c = f32[8,4]{1,0} parameter(2)
+  %d = f32[8,4]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %e = f32[0]{0} all-reduce(%a), replica_groups={{0,1,2,3}}, to_apply=%add
+  %real = f32[8,4]{1,0} all-reduce(%c), replica_groups={{0,1,2,3}}, to_apply=%add
+  ROOT %n = f32[8,4]{1,0} add(%d, %real)
+}
+"""
+
+
+def test_zero_size_ops_lower_to_no_op_and_pass_dependencies():
+    from tpusim.program.hlo import hlo_to_program
+
+    program = hlo_to_program(parse_hlo(ZERO_SIZE, "z.hlo"))
+    by_name = {op.name: op for op in program.ops}
+    assert sorted(by_name) == ["n", "real"]  # the k=0 dot and the 0-byte all-reduce: no op
+    assert by_name["real"].size_bytes == 8 * 4 * 4
+    assert by_name["n"].after == ("real",)

@@ -3,7 +3,8 @@
 Dots, convolutions and fusions with dots become ``matmul`` ops (one per dot),
 collectives ``collective`` ops carrying their device groups (device ids; see
 :func:`~tpusim.program.hlo.replay.replay_program`), other costly ops ``elementwise``
-ops of their operand + result bytes (an unknown opcode: its result bytes). Parameters,
+ops of their operand + result bytes (an unknown opcode: its result bytes); an op with
+no work (a zero-size array, a loop run zero times) becomes no op. Parameters,
 constants, tuples, get-tuple-element, bitcast, copy and ``-done`` halves become no op;
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
 are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
@@ -140,6 +141,9 @@ class _Lowering:
         return record
 
     def _emit_collective(self, site: Site, record: HloCollective) -> None:
+        if record.size_bytes * site.num_executions <= 0:  # zero-size, or a loop run 0 times
+            self.deps[site.op_name] = self._before(site)
+            return
         op = Op(
             site.op_name,
             "collective",
@@ -155,6 +159,9 @@ class _Lowering:
 
     def _emit_matmuls(self, site: Site, parts: list[tuple[int, int, int, int, str]]) -> None:
         prev = tuple(sorted(self._before(site)))
+        if site.num_executions == 0:
+            parts = []
+        parts = [part for part in parts if min(part[:4]) > 0]  # zero-size: no work
         for j, (batch, m, n, k, dtype) in enumerate(parts):
             name = site.op_name if len(parts) == 1 else f"{site.op_name}/dot{j}"
             scaled = batch * site.num_executions
@@ -171,9 +178,9 @@ class _Lowering:
         if ins.opcode in KNOWN_OPS:
             nbytes += operand_bytes(comp, ins)
         before = self._before(site)
-        if nbytes <= 0:
+        scaled = float(nbytes) * site.num_executions
+        if scaled <= 0:
             self.deps[site.op_name] = before
             return
-        scaled = float(nbytes) * site.num_executions
         self.ops.append(Op(site.op_name, "elementwise", after=tuple(sorted(before)), bytes=scaled))
         self.deps[site.op_name] = frozenset({site.op_name})
