@@ -62,3 +62,22 @@ def long_line(num_operands: int) -> str:
     shape = "(" + ", ".join(["f32[8]"] * num_operands) + ")"
     body = [f"%t = {shape} tuple({operands})", "ROOT %n = f32[8]{0} negate(%a)"]
     return _HEAD + _computation("main", body, True)
+
+
+def arrows_line(count: int) -> str:
+    """A valid module after a line of ``count`` ``)->`` outside any computation (a
+    regex with two ``.*`` around ``->`` once took quadratic time on it)."""
+    body = ["ROOT %n = f32[8]{0} negate(%a)"]
+    return _HEAD + "%a (" + ")->" * count + "\n\n" + _computation("main", body, True)
+
+
+def spaced_mesh(spaces: int) -> str:
+    """An all-reduce whose mesh replica groups hold ``spaces`` blanks before the axes."""
+    groups = "mesh['a'=4]" + " " * spaces + "{'a'}"
+    head = _HEAD.replace("num_partitions=1", "num_partitions=4")
+    add = (
+        "%add (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
+        "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\n\n"
+    )
+    body = [f"ROOT %r = f32[8]{{0}} all-reduce(%a), replica_groups={groups}, to_apply=%add"]
+    return head + add + _computation("main", body, True)

@@ -15,7 +15,10 @@ from tpusim.program.hlo.shapes import Shape, parse_shape
 from tpusim.program.hlo.syntax import match_close, split_top
 from tpusim.program.ir import ProgramError
 
-_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\)\s*->\s*.*)?\{\s*$")
+#: ``[ENTRY] %name (params) -> shape {``; one ``.*`` only, so a long line is one scan
+#: (``(...)\s*->`` is checked after, see :func:`_outside`).
+_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
+_ARROW_RE = re.compile(r"\)\s*->")
 _INSTR_RE = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _STRAY_RE = re.compile(r"^(ROOT\s+%?|%)[\w.\-]+\s*=|^\}$")
 _SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|[a-z][a-z0-9]*(?=\s)")
@@ -93,7 +96,7 @@ def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computati
                 parsed.attrs[key.strip()] = value.strip()
         return None
     hm = _HEADER_RE.match(line)
-    if hm and (hm.group(1) or hm.group(3)):
+    if hm and (hm.group(1) or (hm.group(3) and _ARROW_RE.search(hm.group(3)))):
         computation = Computation(hm.group(2), {}, bool(hm.group(1)), lineno)
         if computation.name in parsed.computations:
             first = parsed.computations[computation.name].line

@@ -23,7 +23,7 @@ from tpusim.program.hlo.syntax import int_list
 
 _IOTA_RE = re.compile(r"\[([\d,\s]+)\]\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?")
 _MESH_RE = re.compile(
-    r"mesh\[([^\]]*)\]\s*(?:<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?)?\s*\{([^}]*)\}"
+    r"mesh\[([^\]]*)\](?:\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?)?\s*\{([^}]*)\}"
 )
 
 
