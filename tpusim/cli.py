@@ -343,6 +343,9 @@ def cmd_hlo(args: argparse.Namespace) -> None:
             f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
         ) from None
     record = hlo_summary(args.file, args.system, args.fidelity, order, args.calibration)
+    if record["unknown_ops"]:
+        ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
+        print(f"tpusim: warning: {args.file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
     if args.json:
         _print_json(record)
         return

@@ -18,8 +18,9 @@ reads the groups the lowering put on each collective op, so it works whatever wa
 called before it.
 """
 
+from tpusim.program.hlo.callgraph import MAX_UNROLL
 from tpusim.program.hlo.collectives import HloCollective
-from tpusim.program.hlo.lower import MAX_UNROLL, hlo_to_program, load_hlo
+from tpusim.program.hlo.lower import hlo_to_program, load_hlo
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import COLLECTIVE_KINDS
 from tpusim.program.hlo.parse import Computation, Instruction

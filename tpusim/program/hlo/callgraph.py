@@ -44,6 +44,23 @@ _ROLE_OF_CALL_OP: dict[str, CallRole] = {
     "custom-call": "custom",
 }
 _TRIP_COUNT_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+#: Loops with more iterations become one scaled copy of the body when lowered: past a
+#: few hundred copies the op count (and simulation time) grows with no new
+#: information per copy (assumption).
+MAX_UNROLL = 256
+#: Most runs of one instruction (2**63 - 1): XLA keeps a loop's ``known_trip_count``
+#: in an int64 (published, XLA ``backend_configs.proto``); past it, nested loops'
+#: products are no count XLA could run.
+MAX_EXECUTIONS = 2**63 - 1
+#: Deepest chain of calls from ENTRY, computations (assumption: compiled modules nest
+#: loop, branch, call, fusion and reducer a few levels; deeper text only exhausts
+#: the stack of the walk).
+MAX_CALL_DEPTH = 64
+#: Most instruction runs a walk of the module may visit, loops of up to
+#: :data:`MAX_UNROLL` iterations unrolled (assumption: at ~6 us a visit and several
+#: walks per replay, a million is about a minute before the engine starts; more is
+#: a module that calls computations from many places, nested, and would hang).
+MAX_WALK_SITES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -56,9 +73,16 @@ class Call:
 
 
 def trip_count(ins: Instruction) -> int:
-    """A ``while``'s ``backend_config`` ``"known_trip_count":{"n":"10"}``; 1 when absent."""
+    """A ``while``'s ``backend_config`` ``"known_trip_count":{"n":"10"}``; 1 when absent.
+
+    Raises :class:`CallGraphError` past :data:`MAX_EXECUTIONS`.
+    """
     m = _TRIP_COUNT_RE.search(ins.attrs.get("backend_config", ""))
-    return int(m.group(1)) if m else 1
+    if not m:
+        return 1
+    if len(m.group(1)) > 19 or int(m.group(1)) > MAX_EXECUTIONS:
+        raise CallGraphError(ins, f"has trip count {m.group(1)[:24]} over 2**63-1 (int64)")
+    return int(m.group(1))
 
 
 def called_names(ins: Instruction, keys: tuple[str, ...]) -> list[str]:
@@ -146,12 +170,105 @@ class Site:
         return self.frame.num_executions
 
 
-class RecursiveCallError(ValueError):
+class CallGraphError(ValueError):
+    """A call graph no walk can run; ``line`` is the offending instruction's."""
+
+    def __init__(self, ins: Instruction, problem: str) -> None:
+        super().__init__(f"'{ins.name}' {problem}")
+        self.line = ins.line
+
+
+class RecursiveCallError(CallGraphError):
     """A computation calls itself (directly or not); ``line`` is the calling instruction's."""
 
     def __init__(self, ins: Instruction, callee: str) -> None:
-        super().__init__(f"'{ins.name}' calls '{callee}', which is already running (recursion)")
-        self.line = ins.line
+        super().__init__(ins, f"calls '{callee}', which is already running (recursion)")
+
+
+def check_call_graph(computations: Mapping[str, Computation], start: str) -> int:
+    """Check that every walk from ``start`` ends, fast: no call cycle, calls at most
+    :data:`MAX_CALL_DEPTH` deep, at most :data:`MAX_WALK_SITES` instruction runs to
+    visit and :data:`MAX_EXECUTIONS` runs of any one. Time linear in the module's
+    size, memory no deeper than the module. Returns the instruction runs a walk
+    following every call visits, loops of up to :data:`MAX_UNROLL` iterations unrolled
+    (an upper bound on every walk). Raises :class:`CallGraphError` (a
+    :class:`RecursiveCallError` for a cycle) naming the calling instruction."""
+    order = _post_order(computations, start)
+    size = _check_sizes(computations, order)
+    _check_executions(computations, order)
+    return size
+
+
+def _edges(comp: Computation) -> Iterator[tuple[Instruction, Call]]:
+    return ((ins, call) for ins in comp.instructions.values() for call in calls(ins))
+
+
+def _post_order(computations: Mapping[str, Computation], start: str) -> list[str]:
+    """Computations reached from ``start``, each after its callees (an iterative DFS)."""
+    order: list[str] = []
+    active, done = {start}, set()
+    stack = [(start, _edges(computations[start]))]
+    while stack:
+        name, edges = stack[-1]
+        step = next(edges, None)
+        if step is None:
+            stack.pop()
+            active.discard(name)
+            done.add(name)
+            order.append(name)
+            continue
+        ins, call = step
+        if call.callee in active:
+            raise RecursiveCallError(ins, call.callee)
+        if call.callee not in done:
+            active.add(call.callee)
+            stack.append((call.callee, _edges(computations[call.callee])))
+    return order
+
+
+def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> int:
+    """Call depth and instruction runs a walk visits (loops unrolled up to MAX_UNROLL)
+    from the last computation of ``order`` (the start)."""
+    height: dict[str, int] = {}
+    sites: dict[str, int] = {}
+    for name in order:  # callees first
+        height[name], sites[name] = 1, 0
+        for ins in computations[name].instructions.values():
+            sites[name] += 1
+            for call in calls(ins):
+                height[name] = max(height[name], 1 + height[call.callee])
+                if height[name] > MAX_CALL_DEPTH:
+                    raise CallGraphError(
+                        ins,
+                        f"calls '{call.callee}': a chain of {height[name]} nested "
+                        f"computations (limit {MAX_CALL_DEPTH})",
+                    )
+                sites[name] += _frames(call) * sites[call.callee]
+                if sites[name] > MAX_WALK_SITES:
+                    raise CallGraphError(
+                        ins,
+                        f"calls '{call.callee}': over {MAX_WALK_SITES:,} instruction runs "
+                        "to walk (calls nested or repeated, loops unrolled up to "
+                        f"{MAX_UNROLL}; limit {MAX_WALK_SITES:,})",
+                    )
+    return sites[order[-1]]
+
+
+def _frames(call: Call) -> int:
+    """Frames a walk makes of one call: each iteration of a loop it may unroll, else 1."""
+    loop = call.role in ("loop_body", "loop_condition")
+    return call.num_runs if loop and call.num_runs <= MAX_UNROLL else 1
+
+
+def _check_executions(computations: Mapping[str, Computation], order: list[str]) -> None:
+    """Most runs of any computation per run of the start (loop trip counts multiplied)."""
+    runs = dict.fromkeys(order, 0)
+    runs[order[-1]] = 1
+    for name in reversed(order):  # callers first
+        for ins, call in _edges(computations[name]):
+            runs[call.callee] = max(runs[call.callee], runs[name] * call.num_runs)
+            if runs[call.callee] > MAX_EXECUTIONS:
+                raise CallGraphError(ins, "runs over 2**63-1 times (nested loop trip counts)")
 
 
 def walk(computations: Mapping[str, Computation], start: str, policy: Policy) -> Iterator[Site]:

@@ -15,14 +15,13 @@ computations (:data:`RUNS`).
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tpusim.program.hlo.callgraph import Policy, Site, walk
 from tpusim.program.hlo.cost import operand_bytes
+from tpusim.program.hlo.devices import check_groups, check_ids, check_pairs, declared_devices
 from tpusim.program.hlo.opcodes import KNOWN_OPS, collective_kind
 from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.hlo.replica_groups import parse_replica_groups
@@ -30,7 +29,6 @@ from tpusim.program.ir import ProgramError
 
 #: The calls whose computations run when the module runs (what collectives count).
 RUNS = Policy(frozenset({"loop_body", "loop_condition", "branch", "call", "fused", "async"}))
-_PAIR_RE = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
 
 Groups = tuple[tuple[int, ...], ...]
 
@@ -57,28 +55,41 @@ def collective_sites(computations: Mapping[str, Computation], entry: str) -> lis
     ]
 
 
-def explicit_groups(site: Site, file: str) -> list[list[int]]:
-    """Device groups as written (``[]`` for ``{}``); ProgramError ``file:line`` if unreadable."""
+def explicit_groups(site: Site, file: str, declared: int | None = None) -> list[list[int]]:
+    """Device groups (or a permute's source-target pairs) as written, ``[]`` for ``{}``.
+
+    Raises ProgramError ``file:line`` if unreadable or not valid device groups (see
+    :mod:`.devices`; ids checked against ``declared`` devices when given).
+    """
     ins = site.instruction
     try:
         if ins.opcode.startswith("collective-permute"):
-            pairs = _PAIR_RE.findall(ins.attrs.get("source_target_pairs", ""))
-            return [[int(a), int(b)] for a, b in pairs]
-        return parse_replica_groups(ins.attrs.get("replica_groups", "{}"))
+            groups = parse_replica_groups(ins.attrs.get("source_target_pairs", "{}"))
+            check_pairs(groups)
+        else:
+            groups = parse_replica_groups(ins.attrs.get("replica_groups", "{}"))
+            check_groups(groups)
+        check_ids(groups, declared)
     except ValueError as exc:
         raise ProgramError(f"{file}:{ins.line}: {ins.name}: {exc}") from None
+    return groups
 
 
-def num_devices(attrs: Mapping[str, str], sites: list[Site], file: str) -> int:
-    """Devices the module runs on: ``num_partitions`` x ``replica_count`` (1 when absent),
-    or more if a collective names a higher device id."""
-    declared = 1
-    for key in ("num_partitions", "replica_count"):
-        if key in attrs:
-            with contextlib.suppress(ValueError):
-                declared *= int(attrs[key])
-    seen = [d for site in sites for g in explicit_groups(site, file) for d in g]
-    return max(declared, max(seen) + 1 if seen else 1)
+def num_devices(attrs: Mapping[str, str], sites: list[Site], file: str, line: int = 1) -> int:
+    """Devices the module runs on: ``num_partitions`` x ``replica_count`` when declared,
+    else the highest device id a collective names + 1 (1 when none).
+
+    Raises ProgramError ``file:line`` (the header's ``line`` for a bad declaration).
+    """
+    try:
+        declared = declared_devices(attrs)
+    except ValueError as exc:
+        raise ProgramError(f"{file}:{line}: {exc}") from None
+    highest = max(
+        (d for site in sites for g in explicit_groups(site, file, declared) for d in g),
+        default=-1,
+    )
+    return declared if declared is not None else highest + 1 or 1
 
 
 def collective_record(site: Site, devices: int, file: str) -> HloCollective:

@@ -76,6 +76,23 @@ def instruction_flops(comp: Computation, ins: Instruction) -> float:
     return 0.0
 
 
+def check_dot(comp: Computation, ins: Instruction) -> None:
+    """A ``dot``'s dimension numbers name axes its operands have; ValueError if not."""
+    if ins.opcode != "dot":
+        return
+    if len(ins.operands) != 2:
+        raise ValueError(f"dot '{ins.name}' has {len(ins.operands)} operands, not 2")
+    for side, index in (("lhs", 0), ("rhs", 1)):
+        shape = operand_shape(comp, ins, index)
+        rank = len(shape.dims) if shape is not None else 0
+        for kind in ("contracting", "batch"):
+            key = f"{side}_{kind}_dims"
+            if any(not 0 <= d < rank for d in int_list(ins.attrs.get(key, "{}"))):
+                raise ValueError(
+                    f"dot '{ins.name}': {key} names an axis its rank-{rank} {side} lacks"
+                )
+
+
 def operand_shape(comp: Computation, ins: Instruction, index: int) -> Shape | None:
     """Shape of operand ``index`` of ``ins`` (None when absent)."""
     if index >= len(ins.operands):

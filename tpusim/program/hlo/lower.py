@@ -3,7 +3,8 @@
 Dots, convolutions and fusions with dots become ``matmul`` ops (one per dot),
 collectives ``collective`` ops carrying their device groups (device ids; see
 :func:`~tpusim.program.hlo.replay.replay_program`), other costly ops ``elementwise``
-ops of their operand + result bytes (an unknown opcode: its result bytes). Parameters,
+ops of their operand + result bytes (an unknown opcode: its result bytes); an op with
+no work (a zero-size array, a loop run zero times) becomes no op. Parameters,
 constants, tuples, get-tuple-element, bitcast, copy and ``-done`` halves become no op;
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
 are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls, walk
+from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.module import HloModule, parse_hlo
@@ -28,9 +29,10 @@ from tpusim.program.hlo.opcodes import (
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype
 
-#: Loops with more iterations become one scaled copy of the body: past a few hundred
-#: copies the op count (and simulation time) grows with no new information per copy.
-MAX_UNROLL = 256
+#: Largest HLO text file read, bytes (256 MiB; assumption: compiled modules of the
+#: largest models, metadata included, are tens of MB; the parsed module takes ~10x its
+#: text in memory, and a device such as /dev/zero must not be read forever).
+MAX_HLO_FILE_BYTES = 256 * 2**20
 #: The program runs the loop bodies, the taken branch and called computations; fusions
 #: and async-wrapped computations are single ops.
 _LOWERED = Policy(frozenset({"loop_body", "branch", "call"}), unroll_up_to=MAX_UNROLL)
@@ -64,12 +66,22 @@ def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
 
 
 def load_hlo(path: str | Path) -> tuple[HloModule, Program]:
-    """Read an HLO text file; :class:`ProgramError` if it cannot be read or parsed."""
+    """Read an HLO text file; :class:`ProgramError` if it cannot be read or parsed, or is
+    over :data:`MAX_HLO_FILE_BYTES`."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        with path.open("rb") as f:
+            data = f.read(MAX_HLO_FILE_BYTES + 1)
+    except OSError as exc:
         raise ProgramError(f"{path}: cannot read HLO file: {exc}") from None
+    if len(data) > MAX_HLO_FILE_BYTES:
+        limit = MAX_HLO_FILE_BYTES // 2**20
+        raise ProgramError(f"{path}: HLO file larger than {limit} MiB, the limit")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ProgramError(f"{path}:{line}: not UTF-8 text (byte {exc.start})") from None
     module = parse_hlo(text, str(path))
     return module, hlo_to_program(module, path.name.split(".")[0])
 
@@ -129,6 +141,9 @@ class _Lowering:
         return record
 
     def _emit_collective(self, site: Site, record: HloCollective) -> None:
+        if record.size_bytes * site.num_executions <= 0:  # zero-size, or a loop run 0 times
+            self.deps[site.op_name] = self._before(site)
+            return
         op = Op(
             site.op_name,
             "collective",
@@ -144,6 +159,9 @@ class _Lowering:
 
     def _emit_matmuls(self, site: Site, parts: list[tuple[int, int, int, int, str]]) -> None:
         prev = tuple(sorted(self._before(site)))
+        if site.num_executions == 0:
+            parts = []
+        parts = [part for part in parts if min(part[:4]) > 0]  # zero-size: no work
         for j, (batch, m, n, k, dtype) in enumerate(parts):
             name = site.op_name if len(parts) == 1 else f"{site.op_name}/dot{j}"
             scaled = batch * site.num_executions
@@ -160,9 +178,9 @@ class _Lowering:
         if ins.opcode in KNOWN_OPS:
             nbytes += operand_bytes(comp, ins)
         before = self._before(site)
-        if nbytes <= 0:
+        scaled = float(nbytes) * site.num_executions
+        if scaled <= 0:
             self.deps[site.op_name] = before
             return
-        scaled = float(nbytes) * site.num_executions
         self.ops.append(Op(site.op_name, "elementwise", after=tuple(sorted(before)), bytes=scaled))
         self.deps[site.op_name] = frozenset({site.op_name})

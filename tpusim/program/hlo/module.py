@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tpusim.program.hlo import collectives as coll
-from tpusim.program.hlo.callgraph import EVERY_CALL, RecursiveCallError, Site, calls, walk
-from tpusim.program.hlo.cost import flops
+from tpusim.program.hlo.callgraph import CallGraphError, Site, calls, check_call_graph
+from tpusim.program.hlo.cost import check_dot, flops
 from tpusim.program.hlo.parse import Computation, parse_text
 from tpusim.program.ir import ProgramError
 
@@ -28,6 +28,7 @@ class HloModule:
     attrs: dict[str, str]
     computations: dict[str, Computation]
     entry: str
+    line: int = 1  # of the ``HloModule`` header
 
     @cached_property
     def _collective_sites(self) -> list[Site]:
@@ -36,7 +37,7 @@ class HloModule:
     @cached_property
     def num_devices(self) -> int:
         """Devices of the SPMD program (declared, or the highest device id named + 1)."""
-        return coll.num_devices(self.attrs, self._collective_sites, self.file)
+        return coll.num_devices(self.attrs, self._collective_sites, self.file, self.line)
 
     @cached_property
     def collective_list(self) -> tuple[coll.HloCollective, ...]:
@@ -74,14 +75,17 @@ class HloModule:
 
 def parse_hlo(text: str, file: str = "<hlo>") -> HloModule:
     """Parse HLO module text; :class:`ProgramError` ``file:line: ...`` on bad input
-    (syntax, unknown operands or computations, recursion, unreadable replica groups)."""
+    (syntax, unknown operands or computations, a call graph no walk can run, see
+    :func:`~tpusim.program.hlo.callgraph.check_call_graph`, bad device groups, see
+    :mod:`.devices`)."""
     parsed = parse_text(text, file)
-    module = HloModule(parsed.name, file, parsed.attrs, parsed.computations, parsed.entry)
-    _check_references(module)
+    module = HloModule(
+        parsed.name, file, parsed.attrs, parsed.computations, parsed.entry, parsed.line
+    )
     try:
-        for _ in walk(module.computations, module.entry, EVERY_CALL):
-            pass
-    except RecursiveCallError as exc:
+        _check_references(module)
+        check_call_graph(module.computations, module.entry)
+    except CallGraphError as exc:
         raise ProgramError(f"{file}:{exc.line}: {exc}") from None
     module.collective_list  # noqa: B018  (reads every replica group: errors now, not later)
     return module
@@ -95,6 +99,10 @@ def _check_references(module: HloModule) -> None:
                     raise ProgramError(
                         f"{module.file}:{ins.line}: '{ins.name}' uses unknown operand '{op}'"
                     )
+            try:
+                check_dot(comp, ins)
+            except ValueError as exc:
+                raise ProgramError(f"{module.file}:{ins.line}: {exc}") from None
             for call in calls(ins):
                 if call.callee not in module.computations:
                     raise ProgramError(

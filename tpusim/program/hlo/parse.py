@@ -15,8 +15,12 @@ from tpusim.program.hlo.shapes import Shape, parse_shape
 from tpusim.program.hlo.syntax import match_close, split_top
 from tpusim.program.ir import ProgramError
 
-_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\)\s*->\s*.*)?\{\s*$")
+#: ``[ENTRY] %name (params) -> shape {``; one ``.*`` only, so a long line is one scan
+#: (``(...)\s*->`` is checked after, see :func:`_outside`).
+_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
+_ARROW_RE = re.compile(r"\)\s*->")
 _INSTR_RE = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_STRAY_RE = re.compile(r"^(ROOT\s+%?|%)[\w.\-]+\s*=|^\}$")
 _SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|[a-z][a-z0-9]*(?=\s)")
 
 
@@ -57,6 +61,7 @@ class ParsedText:
     attrs: dict[str, str]
     computations: dict[str, Computation]
     entry: str
+    line: int = 1  # of the ``HloModule`` header
 
 
 def parse_text(text: str, file: str) -> ParsedText:
@@ -84,19 +89,33 @@ def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computati
     if line.startswith("HloModule"):
         head, _, rest = line.partition(",")
         parsed.name = head.split()[1] if len(head.split()) > 1 else ""
+        parsed.line = lineno
         for part in split_top(rest):
             key, eq, value = part.strip().partition("=")
             if eq:
                 parsed.attrs[key.strip()] = value.strip()
         return None
     hm = _HEADER_RE.match(line)
-    if hm and (hm.group(1) or hm.group(3)):
+    if hm and (hm.group(1) or (hm.group(3) and _ARROW_RE.search(hm.group(3)))):
         computation = Computation(hm.group(2), {}, bool(hm.group(1)), lineno)
+        if computation.name in parsed.computations:
+            first = parsed.computations[computation.name].line
+            raise ProgramError(
+                f"{file}:{lineno}: computation '{computation.name}' is defined twice "
+                f"(first at line {first})"
+            )
         if computation.is_entry:
+            if parsed.entry:
+                raise ProgramError(
+                    f"{file}:{lineno}: a second ENTRY computation ('{parsed.entry}' is one)"
+                )
             parsed.entry = computation.name
         return computation
     if not parsed.computations and not parsed.name:
         raise ProgramError(f"{file}:{lineno}: not HLO text (expected 'HloModule ...')")
+    if _STRAY_RE.match(line):
+        what = "'}'" if line == "}" else "instruction"
+        raise ProgramError(f"{file}:{lineno}: {what} outside any computation: {line[:80]}")
     return None  # FileNames / StackFrames sections and the like
 
 
@@ -112,6 +131,12 @@ def _add_instruction(current: Computation, line: str, file: str, lineno: int) ->
     except ValueError as exc:
         raise ProgramError(f"{file}:{lineno}: {exc}: {line[:80]}") from None
     ins.line = lineno
+    if ins.name in current.instructions:
+        first = current.instructions[ins.name].line
+        raise ProgramError(
+            f"{file}:{lineno}: '{ins.name}' is defined twice in '{current.name}' "
+            f"(first at line {first})"
+        )
     current.instructions[ins.name] = ins
 
 

@@ -45,7 +45,7 @@ def _device_chips(module: HloModule, num_chips: int, device_chips: list[int] | N
     devices = module.num_devices
     if devices > num_chips:
         raise ProgramError(
-            f"{module.file}:1: the module runs on {devices} devices but the "
+            f"{module.file}:{module.line}: the module runs on {devices} devices but the "
             f"system has {num_chips} chips"
         )
     chips = list(range(devices)) if device_chips is None else list(device_chips)
@@ -55,7 +55,7 @@ def _device_chips(module: HloModule, num_chips: int, device_chips: list[int] | N
         or not all(0 <= c < num_chips for c in chips)
     ):
         raise ProgramError(
-            f"{module.file}:1: the device order must list {devices} distinct chips "
+            f"{module.file}:{module.line}: the device order must list {devices} distinct chips "
             f"in 0..{num_chips - 1}"
         )
     return chips

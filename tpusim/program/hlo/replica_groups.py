@@ -18,11 +18,12 @@ import re
 
 import numpy as np
 
+from tpusim.program.hlo.devices import MAX_DEVICES
 from tpusim.program.hlo.syntax import int_list
 
 _IOTA_RE = re.compile(r"\[([\d,\s]+)\]\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?")
 _MESH_RE = re.compile(
-    r"mesh\[([^\]]*)\]\s*(?:<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?)?\s*\{([^}]*)\}"
+    r"mesh\[([^\]]*)\](?:\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?)?\s*\{([^}]*)\}"
 )
 
 
@@ -50,9 +51,20 @@ def _explicit(text: str) -> list[list[int]]:
     return [int_list(g) for g in re.findall(r"\{([^{}]*)\}", inner)]
 
 
+def _device_count(dims: list[int]) -> int:
+    """prod(dims); ValueError past :data:`~tpusim.program.hlo.devices.MAX_DEVICES`,
+    before any array of them is built."""
+    count = math.prod(dims)
+    if count > MAX_DEVICES:
+        raise ValueError(f"replica groups over {count} devices (limit {MAX_DEVICES:,})")
+    return count
+
+
 def _iota_ids(dims: list[int], perm: str | None) -> np.ndarray:
     """Device ids 0..prod(dims)-1 reshaped to ``dims`` and transposed by ``T(perm)``."""
-    ids = np.arange(math.prod(dims)).reshape(dims)
+    ids = np.arange(_device_count(dims)).reshape(dims)
+    if perm and sorted(int_list(perm)) != list(range(len(dims))):
+        raise ValueError(f"T({perm}) is no order of the {len(dims)} axes of {dims}")
     return ids.transpose(int_list(perm)) if perm else ids
 
 
@@ -69,7 +81,8 @@ def _mesh(text: str, m: re.Match[str]) -> list[list[int]]:
         raise ValueError(f"unknown replica group syntax '{text}'")
     names = [a for a, _ in axes]
     sizes = [int(s) for _, s in axes]
-    ids = _iota_ids(int_list(m.group(2)), m.group(3)) if m.group(2) else np.arange(math.prod(sizes))
+    count = _device_count(sizes)
+    ids = _iota_ids(int_list(m.group(2)), m.group(3)) if m.group(2) else np.arange(count)
     ids = ids.reshape(sizes)
     chosen = re.findall(r"'([^']+)'", m.group(4))
     if (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 _CLOSING = {"(": ")", "[": "]", "{": "}"}
@@ -18,17 +19,20 @@ def int_list(text: str) -> list[int]:
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
-    """Split ``text`` at ``sep`` outside brackets, braces, parentheses and quotes."""
+    """Split ``text`` at ``sep`` outside brackets, braces, parentheses and quotes.
+
+    Only the characters that matter are visited (a regex finds them), so a long
+    attribute list costs a scan, not a Python step per character.
+    """
     parts: list[str] = []
-    cur: list[str] = []
-    depth, quote, i = 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        cur.append(ch)
+    depth, quote, start, escaped = 0, False, 0, -1
+    for m in _special_re(sep).finditer(text):
+        i, ch = m.start(), m.group()
+        if i == escaped:
+            continue
         if quote:
-            if ch == "\\" and i + 1 < len(text):
-                cur.append(text[i + 1])
-                i += 1
+            if ch == "\\":
+                escaped = i + 1
             elif ch == '"':
                 quote = False
         elif ch == '"':
@@ -38,12 +42,16 @@ def split_top(text: str, sep: str = ",") -> list[str]:
         elif ch in ")]}":
             depth -= 1
         elif ch == sep and depth == 0:
-            cur.pop()
-            parts.append("".join(cur))
-            cur = []
-        i += 1
-    parts.append("".join(cur))
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
     return parts
+
+
+@functools.cache
+def _special_re(sep: str) -> re.Pattern[str]:
+    """Brackets, quotes, backslashes and ``sep``: what :func:`split_top` looks at."""
+    return re.compile(r'[()\[\]{}"\\]|' + re.escape(sep))
 
 
 def match_close(text: str, start: int) -> int:
@@ -65,3 +73,15 @@ def match_close(text: str, start: int) -> int:
             if not stack:
                 return i
     return -1
+
+
+def nesting_depth(text: str, open_ch: str, close_ch: str) -> int:
+    """Deepest nesting of ``open_ch``/``close_ch`` pairs in ``text`` (quotes not skipped)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch == open_ch:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == close_ch:
+            depth -= 1
+    return deepest
