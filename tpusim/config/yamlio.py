@@ -74,9 +74,11 @@ def _walk(root: yaml.Node, file: str) -> dict[PathKey, int]:
             raise ConfigError(problem, file, format_path(path), node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             _check_keys(node, path, file)
-        for key, child, line in _children(node):
+        children = _children(node)
+        for key, _, line in children:
             lines.setdefault((*path, key), line)
-            stack.append((child, (*path, key)))
+        # reversed, so nodes are walked in document order: an anchor before its aliases
+        stack.extend(((child, (*path, key)) for key, child, _ in reversed(children)))
     return lines
 
 
