@@ -23,16 +23,26 @@ MAX_YAML_NODES = 100_000
 #: input would exhaust Python's recursion in the parser and validators.
 MAX_YAML_DEPTH = 100
 
-#: Most chips in one topology (one pod). Over twice TPU 8t Virgo (134,400 chips, the
-#: largest shipped system); a topology's link and route tables grow with chips x links.
-MAX_CHIPS = 200_000
+#: Most chips in one topology (one pod). Seven times the largest shipped pod (TPU 8t,
+#: 9,600 chips); a collective's flows grow faster than its chips (a 32,768-chip torus
+#: all-reduce: 6 million flows, 2 GB, half a minute; 196,608 chips: over 20 GB).
+MAX_CHIPS = 65_536
+
+#: Most chips in a multi-pod system (pods x chips per pod). Over TPU 8t Virgo
+#: (134,400 chips, the largest shipped system).
+MAX_SYSTEM_CHIPS = 200_000
 
 #: Most chips on one torus axis. A real TPU torus axis has at most 28 chips (v5p); a
 #: ring of n chips takes ~2n collective steps, so a 100,000-chip line takes hours.
 MAX_AXIS_CHIPS = 4_096
 
-#: Most bidirectional links in one topology: MAX_CHIPS chips of 8 ports each, over
-#: the 6 ICI ports of a 3D torus chip and the links of Boardfly's fully connected groups.
+#: Most chips in a Boardfly. The TPU 8i pod has 1,152; its metrics and routes cost
+#: grows with the square of the chips (8,192 chips take seconds, 20,000 half a minute),
+#: so 16,384 chips (14 times the pod) keep ``tpusim topo`` within about ten seconds.
+MAX_BOARDFLY_CHIPS = 16_384
+
+#: Most bidirectional links in one topology: 200,000 chips of 8 ports each, over the
+#: 6 ICI ports of a 3D torus chip and the links of Boardfly's fully connected groups.
 MAX_LINKS = 1_600_000
 
 #: Slowest accepted link (bytes/s, one direction). 1 kB/s is a million times slower

@@ -15,12 +15,12 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from tpusim.config.chip import ChipSpec
+from tpusim.config.limits import MAX_SYSTEM_CHIPS
 from tpusim.config.system import (
     FabricSpec,
     SystemSpec,
     TorusTopologySpec,
     chip_count,
-    size_problem,
     twisted_torus_problem,
     wraparound_for,
 )
@@ -283,10 +283,11 @@ def _load_system_cached(path: Path) -> System:
 
 
 def _check_pods(spec: SystemSpec, pod: System, file: str, lines: dict[PathKey, int]) -> None:
-    """A multi-pod system has at most MAX_CHIPS chips in all (checked before building)."""
+    """A multi-pod system has at most MAX_SYSTEM_CHIPS chips (checked before building)."""
     assert spec.pods is not None
-    problem = size_problem(pod.num_chips * spec.pods, 0)
-    if problem is not None:
+    chips = pod.num_chips * spec.pods
+    if chips > MAX_SYSTEM_CHIPS:
+        problem = f"{chips:,} chips is over the limit of {MAX_SYSTEM_CHIPS:,} chips per system"
         raise ConfigError(problem, file=file, path="pods", line=line_of(lines, ("pods",)))
 
 

@@ -25,7 +25,7 @@ from pydantic import Field, GetPydanticSchema, PositiveInt, model_validator
 from pydantic_core import core_schema
 
 from tpusim.config.chip import ChipSpec, WraparoundRule
-from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_CHIPS, MAX_LINKS
+from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_BOARDFLY_CHIPS, MAX_CHIPS, MAX_LINKS
 from tpusim.config.types import Bandwidth, Frozen, HopLatency, Source
 
 
@@ -153,9 +153,14 @@ class BoardflyTopologySpec(BaseTopologySpec):
 
     @model_validator(mode="after")
     def _size(self) -> BoardflyTopologySpec:
-        """At most MAX_CHIPS chips and MAX_LINKS links (on boards, between the boards
-        of a group, between groups), checked before anything is built."""
+        """At most MAX_BOARDFLY_CHIPS chips and MAX_LINKS links (on boards, between
+        the boards of a group, between groups), checked before anything is built."""
         p, a, g = self.chips_per_board, self.boards_per_group, self.groups
+        if self.num_chips > MAX_BOARDFLY_CHIPS:
+            raise ValueError(
+                f"{self.num_chips:,} chips is over the limit of {MAX_BOARDFLY_CHIPS:,} "
+                "chips per Boardfly"
+            )
         links = (
             g * a * p * (p - 1) // 2
             + g * a * (a - 1) // 2 * self.links_per_board_pair
