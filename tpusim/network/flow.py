@@ -272,13 +272,14 @@ class FlowNetwork(Network):
                 self._recompute()
             self.num_events += 1
             first = min(float((b.remaining / b.rate).min()) for b in self._blocks.values())
-            timer = self.env.timeout(max(first, 0.0))
+            timer, waited_from = self.env.timeout(max(first, 0.0)), self.env.now
             yield timer | self._wakeup
             if self._wakeup.triggered:
                 self._wakeup = self.env.event()
             # A wait shorter than the clock's float resolution at this instant leaves
             # env.now unchanged; the flows still had that time (else they never drain).
-            lag = max(first - (self.env.now - self._updated_at), 0.0)
+            # (A Timeout is ``triggered`` from creation; ``processed`` once it fired.)
+            lag = max(first - (self.env.now - waited_from), 0.0) if timer.processed else 0.0
             self._advance()
             if timer.processed or timer.triggered:
                 self._drain(first, lag)
