@@ -48,33 +48,37 @@ def _maybe(key: str, strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[dict
     return st.one_of(st.just({}), strategy.map(lambda v: {key: v}))
 
 
-dims = st.one_of(st.lists(st.integers(min_value=-2, max_value=10**6), max_size=4), values)
-topologies = st.one_of(
-    st.fixed_dictionaries(
-        {"kind": st.just("torus"), "dims": dims},
-        optional={"wraparound": values, "twisted": values},
-    ),
-    st.fixed_dictionaries(
-        {
-            "kind": st.just("boardfly"),
-            "chips_per_board": numbers,
-            "boards_per_group": numbers,
-            "groups": numbers,
-        }
-    ),
-    values,
+small = st.integers(min_value=1, max_value=8)
+dims = st.one_of(st.lists(small, min_size=1, max_size=3), st.lists(numbers, max_size=4), values)
+tori = st.fixed_dictionaries(
+    {"kind": st.just("torus"), "dims": dims},
+    optional={"wraparound": st.one_of(st.booleans(), values), "twisted": st.booleans()},
 )
-systems = st.fixed_dictionaries(
-    {"name": st.one_of(st.just("fuzz"), values), "chip": st.sampled_from(["v5e", "tpu8i", 3])},
+boardflies = st.fixed_dictionaries(
+    {
+        "kind": st.just("boardfly"),
+        "chips_per_board": st.one_of(small, numbers),
+        "boards_per_group": st.one_of(small, numbers),
+        "groups": st.one_of(small, numbers),
+    }
+)
+good_quantities = st.sampled_from(["45 GB/s", "1 PB/s", "1 kB/s", "1 us", "0 s", "1 s"])
+icis = st.fixed_dictionaries(
+    {},
     optional={
-        "topology": topologies,
-        "ici": st.fixed_dictionaries(
-            {}, optional={"link_bandwidth": scalars, "hop_latency": scalars}
-        ),
-        "chips": numbers,
-        "pods": numbers,
-        "extra": values,
+        "link_bandwidth": st.one_of(good_quantities, scalars),
+        "hop_latency": st.one_of(good_quantities, scalars),
     },
+)
+#: Mostly well-formed systems with hostile values in places, so both branches run.
+systems = st.fixed_dictionaries(
+    {"name": st.just("fuzz"), "chip": st.sampled_from(["v5e", "tpu8i"])},
+    optional={"topology": st.one_of(tori, boardflies, values), "ici": st.one_of(icis, values)},
+)
+#: Anything at all under the top-level keys.
+wild_systems = st.fixed_dictionaries(
+    {"name": values, "chip": st.one_of(st.just("v5e"), values)},
+    optional={"topology": values, "chips": numbers, "pods": numbers, "extra": values},
 )
 
 
@@ -90,7 +94,10 @@ def _write(folder: Path, data: Any, duplicate_line: int | None) -> Path:
 
 
 @settings(max_examples=150, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
-@given(data=systems, duplicate_line=st.one_of(st.none(), st.integers(0, 50)))
+@given(
+    data=st.one_of(systems, systems, wild_systems),
+    duplicate_line=st.one_of(st.none(), st.none(), st.integers(0, 50)),
+)
 def test_fuzzed_system_loads_or_is_refused(data, duplicate_line):
     with tempfile.TemporaryDirectory() as folder:
         path = _write(Path(folder), data, duplicate_line)
@@ -112,24 +119,33 @@ sweeps = st.one_of(
 workloads = st.fixed_dictionaries(
     {
         "name": st.sampled_from(["a", "b", ""]),
-        "kind": st.sampled_from(["collective", "program", "nope"]),
-        "op": st.sampled_from(["all-reduce", "all-gather", "x"]),
-        "bytes": st.one_of(quantities, numbers),
+        "kind": st.sampled_from(["collective", "collective", "collective", "program", "nope"]),
+        "op": st.sampled_from(["all-reduce", "all-gather", "all-reduce", "x"]),
+        "bytes": st.one_of(st.sampled_from(["1 KiB", "1 MiB", 4096]), quantities, numbers),
     },
-    optional={"sweep": st.dictionaries(st.sampled_from(["bytes", "op", "x"]), sweeps, max_size=2)},
+    optional={
+        "sweep": st.dictionaries(
+            st.sampled_from(["bytes", "op", "x"]),
+            st.one_of(st.lists(st.sampled_from(["1 KiB", "2 KiB", 8]), max_size=4), sweeps),
+            max_size=2,
+        )
+    },
 )
 scenarios = st.fixed_dictionaries(
     {
         "name": st.just("fuzz"),
-        "systems": st.one_of(st.just(["v5e-pod"]), values),
-        "workloads": st.lists(workloads, max_size=3),
+        "systems": st.one_of(st.just(["v5e-pod"]), st.just(["v5e-pod"]), values),
+        "workloads": st.lists(workloads, min_size=1, max_size=3, unique_by=lambda w: w["name"]),
     },
-    optional={"max_points": numbers, "fidelity": st.sampled_from(["flow", "packet", "x"])},
+    optional={
+        "max_points": st.one_of(st.integers(1, 2000), numbers),
+        "fidelity": st.sampled_from(["flow", "packet", "analytic", "x"]),
+    },
 )
 
 
 @settings(max_examples=100, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
-@given(data=scenarios, duplicate_line=st.one_of(st.none(), st.integers(0, 50)))
+@given(data=scenarios, duplicate_line=st.one_of(st.none(), st.none(), st.integers(0, 50)))
 def test_fuzzed_scenario_loads_or_is_refused(data, duplicate_line):
     with tempfile.TemporaryDirectory() as folder:
         path = _write(Path(folder), data, duplicate_line)
