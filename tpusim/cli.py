@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from tpusim import units
+from tpusim.cli_flags import (
+    axes_flag,
+    check_packet_work,
+    jobs_flag,
+    pairs_flag,
+    positive_flag,
+    size_flag,
+    sweep_sizes,
+)
 from tpusim.config import load_system, shipped
+from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.console import INTERRUPTED_EXIT_CODE, drop_stdout, interrupts_handled, raised_by_print
 from tpusim.errors import InputError, TpusimError
 from tpusim.report import topology_summary
@@ -121,57 +131,23 @@ def cmd_topo(args: argparse.Namespace) -> None:
     print("\n\n".join("\n".join(_topo_lines(rec)) for rec in records))
 
 
-def _size(text: str, flag: str) -> float:
-    try:
-        value = units.parse(text, "bytes")
-    except units.UnitError as exc:
-        raise InputError(f"{flag}: {exc}") from None
-    if not value > 0:
-        raise InputError(f"{flag} {text}: must be > 0 bytes")
-    return value
-
-
-def _sweep_sizes(text: str) -> list[float]:
-    """``1KiB:1GiB`` -> every power of two from the first size to the second."""
-    lo_text, sep, hi_text = text.partition(":")
-    if not sep:
-        raise InputError(f"--sweep-bytes {text}: expected LOW:HIGH such as 1KiB:1GiB")
-    lo, hi = _size(lo_text, "--sweep-bytes"), _size(hi_text, "--sweep-bytes")
-    if hi < lo:
-        raise InputError(f"--sweep-bytes {text}: HIGH is below LOW")
-    sizes, size = [], lo
-    while size <= hi * (1 + 1e-12):
-        sizes.append(size)
-        size *= 2
-    return sizes
-
-
-def _pairs(text: str | None) -> list[tuple[int, int]] | None:
-    if text is None:
-        return None
-    try:
-        return [(int(a), int(b)) for a, b in (p.split(":") for p in text.split(","))]
-    except ValueError:
-        raise InputError(f"--pairs {text}: expected SRC:DST[,SRC:DST...] chip ids") from None
-
-
 def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
-    if args.axes and args.chips is not None:
+    if args.axes is not None and args.chips is not None:
         raise InputError("give --axes or --chips, not both")
     if args.chips is not None and args.chips < 1:
         raise InputError(f"--chips {args.chips}: must be >= 1")
     if args.packet_bytes is not None and args.fidelity != "packet":
         raise InputError("--packet-bytes only applies to --fidelity packet")
     options: dict[str, Any] = {
-        "axes": args.axes.split(",") if args.axes else None,
+        "axes": axes_flag(args.axes),
         "chips": args.chips,
         "algorithm": args.algorithm,
         "fidelity": args.fidelity,
         "engine": "tensorcore" if args.no_offload else args.engine,
-        "pairs": _pairs(args.pairs),
+        "pairs": pairs_flag(args.pairs),
     }
     if args.packet_bytes is not None:
-        options["packet_bytes"] = _size(args.packet_bytes, "--packet-bytes")
+        options["packet_bytes"] = size_flag(args.packet_bytes, "--packet-bytes")
     return options
 
 
@@ -203,18 +179,20 @@ def cmd_collective(args: argparse.Namespace) -> None:
         from tpusim.config.calibration import calibrated_system, load_calibration
 
         system = calibrated_system(system, load_calibration(args.calibration))
+    if args.sweep_bytes is not None:
+        sizes = sweep_sizes(args.sweep_bytes, args.max_points)
+    else:
+        sizes = [size_flag(args.bytes, "--bytes")]
+    check_packet_work(system.num_chips, sizes, options)
     topology = build_topology(system)
     if args.sweep_bytes is not None:
-        rows = [
-            _run_one(system, topology, args, size, options)[0].record()
-            for size in _sweep_sizes(args.sweep_bytes)
-        ]
+        rows = [_run_one(system, topology, args, size, options)[0].record() for size in sizes]
         if args.json:
             _print_json({"system": system.name, "op": args.op, "sweep": rows})
         else:
             print(_sweep_table(rows))
         return
-    result, network = _run_one(system, topology, args, _size(args.bytes, "--bytes"), options)
+    result, network = _run_one(system, topology, args, sizes[0], options)
     if args.links_csv:
         try:
             atomic_csv(link_table(topology, network, result.time_s), args.links_csv, index=False)
@@ -267,23 +245,13 @@ def _sweep_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (one per core) or more, got {value}")
-    return value
-
-
 def cmd_run(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from tpusim.results.writers import write_outputs
     from tpusim.scenario import Scenario, run_scenario
 
-    scenario = Scenario(args.scenario)
+    scenario = Scenario(args.scenario, max_points=args.max_points)
     out = Path(args.out or Path("out") / scenario.spec.name)
     check_folder_target(out, "--out")  # before minutes of simulation, not after
     run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
@@ -393,11 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--jobs",
-        type=_jobs,
+        type=jobs_flag,
         default=0,
         help="systems simulated at once, each in its own process "
         "(default: one per CPU core; 1 runs in-process)",
     )
+    _add_max_points(p, "workload points (sweep points over all workloads)", None)
     p.set_defaults(func=cmd_run)
     from tpusim.validation.commands import add_parsers as add_validation_parsers
 
@@ -451,7 +420,17 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--links-csv", help="write the per-link table to this CSV file")
     p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_max_points(p, "sizes of --sweep-bytes", MAX_SWEEP_POINTS)
     p.set_defaults(func=cmd_collective)
+
+
+def _add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) -> None:
+    p.add_argument(
+        "--max-points",
+        type=positive_flag,
+        default=default,
+        help=f"most {what} to run (default {MAX_SWEEP_POINTS:,}; refused above it)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,11 +46,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PositiveFloat
+from pydantic import Field, PositiveFloat, PositiveInt
 
 import tpusim.report  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.chip import ChipSpec
+from tpusim.config.limits import MAX_SWEEP_POINTS, packet_work_problem, points_problem
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Frozen, Power
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -109,19 +110,76 @@ class ScenarioSpec(Frozen):
     assumptions: Assumptions = Field(default_factory=Assumptions)
     plots: bool = False
     claims: bool = False
+    max_points: PositiveInt = MAX_SWEEP_POINTS
 
 
 class Scenario:
-    """A validated scenario file: its systems loaded, its workloads expanded by sweeps."""
+    """A validated scenario file: its systems loaded, its workloads expanded by sweeps.
 
-    def __init__(self, file: str | Path):
+    ``max_points`` (the CLI's ``--max-points``) overrides the file's ``max_points``:
+    the most workload points (sweep points summed over workloads) it may have.
+    """
+
+    def __init__(self, file: str | Path, max_points: int | None = None):
         self.file = str(file)
         self.data, self.lines = load_yaml(file)
         self.spec = validate(ScenarioSpec, self.data, self.file, self.lines)
+        self.max_points = max_points or self.spec.max_points
+        self._check_workload_names()
+        self._check_points()
         self.calibration = self._calibration()
         self.systems = [self._system(i, name) for i, name in enumerate(self.spec.systems)]
         self.runs = [run for i, w in enumerate(self.spec.workloads) for run in self._expand(i, w)]
         self._check_names()
+        self._check_packet_work()
+
+    def _check_packet_work(self) -> None:
+        """At packet fidelity, no system over MAX_PACKET_CHIPS and no collective whose
+        estimated packet-hops exceed MAX_PACKET_HOPS (checked before running)."""
+        from tpusim.network.packet import DEFAULT_PACKET_BYTES
+
+        if self.spec.fidelity != "packet":
+            return
+        sizes = [float(getattr(w, "bytes", 1)) for _, (w, _) in self.runs]
+        for i, system in enumerate(self.systems):
+            problem = packet_work_problem(system.num_chips, max(sizes), DEFAULT_PACKET_BYTES)
+            if problem is not None:
+                raise self._error(f"{system.name}: {problem}", ("systems", i))
+
+    def _check_workload_names(self) -> None:
+        """Two workloads of one name would write colliding rows and trace files."""
+        first: dict[str, int] = {}
+        for i, workload in enumerate(self.spec.workloads):
+            path: PathKey = ("workloads", i, "name")
+            line = line_of(self.lines, path) or 0
+            if workload.name in first:
+                raise self._error(
+                    f"workload name '{workload.name}' is also on line {first[workload.name]}", path
+                )
+            first[workload.name] = line
+
+    def _sweep_count(self, index: int, name: str, values: Any) -> int:
+        """Values of one swept field, counted without listing a range; none is an error."""
+        path: PathKey = ("workloads", index, "sweep", name)
+        try:
+            count = values.count() if isinstance(values, SweepRange) else len(values)
+        except Exception as exc:  # bad units or bounds
+            raise self._error(str(exc), path) from None
+        if count == 0:
+            raise self._error("an empty sweep runs nothing; give at least one value", path)
+        return count
+
+    def _check_points(self) -> None:
+        """At most ``max_points`` workload points in all, counted before any is listed."""
+        total = 0
+        for index, workload in enumerate(self.spec.workloads):
+            sweep = workload.sweep
+            total += math.prod(self._sweep_count(index, f, sweep[f]) for f in sweep)
+            how = "raise it with max_points: in the scenario or --max-points"
+            problem = points_problem(total, self.max_points, how)
+            if problem is not None:
+                where: PathKey = ("workloads", index, "sweep") if sweep else ("workloads", index)
+                raise self._error(problem, where)
 
     def _error(self, problem: str, path: PathKey) -> ConfigError:
         return ConfigError(
@@ -169,10 +227,7 @@ class Scenario:
     def _sweep_values(self, index: int, name: str, values: Any) -> list[tuple[Any, str]]:
         """(value, label) pairs of one swept field."""
         if isinstance(values, SweepRange):
-            try:
-                expanded = values.values()
-            except Exception as exc:  # bad units or bounds
-                raise self._error(str(exc), ("workloads", index, "sweep", name)) from None
+            expanded = values.values()  # bounds and count checked by _check_points
             return [(v, format_bytes(v) if values.in_bytes else str(v)) for v in expanded]
         return [(v, str(v)) for v in values]
 
@@ -295,7 +350,10 @@ def _run_in_workers(scenario: Scenario, progress: bool, workers: int) -> list[Sc
     ours_before = set(multiprocessing.active_children())
     with ProcessPoolExecutor(workers, context, initializer=_ignore_interrupts) as pool:
         try:
-            futures = {i: pool.submit(_run_system_file, scenario.file, i, progress) for i in order}
+            futures = {
+                i: pool.submit(_run_system_file, scenario.file, i, progress, scenario.max_points)
+                for i in order
+            }
             return [_raise_failure(futures[i].result()) for i in range(count)]
         except BrokenProcessPool:
             raise SimulationError(
@@ -315,11 +373,13 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run_system_file(file: str, index: int, progress: bool) -> ScenarioRun | tuple[int, str]:
+def _run_system_file(
+    file: str, index: int, progress: bool, max_points: int
+) -> ScenarioRun | tuple[int, str]:
     """:func:`_run_system` in a worker process (the scenario is loaded there again); a
     tpusim error comes back as (exit code, message), which always pickles."""
     try:
-        return _run_system(Scenario(file), index, progress)
+        return _run_system(Scenario(file, max_points), index, progress)
     except TpusimError as exc:
         return exc.exit_code, str(exc)
 

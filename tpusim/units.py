@@ -99,7 +99,9 @@ def _fail(text: object, kind: str, detail: str = "") -> UnitError:
 def parse(text: str | int | float, kind: Kind) -> float:
     """Parse ``text`` as a quantity of ``kind`` and return it in SI units.
 
-    Numbers (and numeric strings) are returned unchanged as floats.
+    Numbers (and numeric strings) are returned unchanged as floats. Raises
+    UnitError for a bad unit or a value that is not finite (``1e400``, ``.inf``,
+    ``.nan``, or a finite number whose unit overflows it).
     """
     if kind not in _TABLES:
         raise ValueError(f"unknown kind {kind!r}; expected one of {get_args(Kind)}")
@@ -114,10 +116,10 @@ def parse(text: str | int | float, kind: Kind) -> float:
     if m is None:
         raise _fail(text, kind)
     number, unit = float(m["num"]), m["unit"]
-    if not unit:
-        return number
-    factor = _TABLES[kind].get(unit)
+    factor = _TABLES[kind].get(unit) if unit else 1.0
     if factor is not None:
+        if not math.isfinite(number * factor):
+            raise _fail(text, kind, "not a finite number")
         return number * factor
     other = next((k for k, table in _TABLES.items() if unit in table), None)
     detail = f"{unit!r} is a {_NOUN[other]} unit" if other else f"unknown unit {unit!r}"

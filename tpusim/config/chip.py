@@ -11,7 +11,16 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from tpusim.config.types import Bandwidth, Bytes, FlopRate, Frozen, Power, Source, Time
+from tpusim.config.types import (
+    Bandwidth,
+    Bytes,
+    FlopRate,
+    Frozen,
+    HopLatency,
+    Power,
+    Source,
+    Time,
+)
 from tpusim.vocabulary import Dtype, Engine
 
 WraparoundRule = Literal["cubes-4x4x4", "full-axis-16", "always", "never"]
@@ -52,7 +61,7 @@ class IciSpec(Frozen):
 
     ports: PositiveInt
     link_bandwidth_Bps: Bandwidth = Field(alias="link_bandwidth")
-    hop_latency_s: Time = Field(alias="hop_latency")
+    hop_latency_s: HopLatency = Field(alias="hop_latency")
     wraparound_rule: WraparoundRule = "always"
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from tpusim.config.chip import ChipSpec
+from tpusim.config.limits import MAX_SYSTEM_CHIPS
 from tpusim.config.system import (
     FabricSpec,
     SystemSpec,
@@ -132,7 +133,7 @@ def _check_sources(
 
 def load_chip(name_or_path: str, base: Path | None = None) -> ChipSpec:
     """A chip by shipped name (``ironwood``) or YAML path (relative to ``base`` if given)."""
-    return _load_chip_file(_locate(name_or_path, "chips", base).resolve())
+    return _load_chip_file(_resolve(_locate(name_or_path, "chips", base)))
 
 
 @dataclass(frozen=True)
@@ -222,17 +223,43 @@ def _reference(
         raise ConfigError(
             f"{kind[:-1]} file '{located}' does not exist", file=file, path=key, line=line
         )
-    return loader(str(located.resolve()))
+    target = _resolve(located, file, key, line)
+    if target in _LOADING:
+        chain = " -> ".join(p.name for p in (*_LOADING[_LOADING.index(target) :], target))
+        raise ConfigError(f"systems name each other in a cycle ({chain})", file, key, line)
+    return loader(str(target))
+
+
+def _resolve(path: Path, file: str | None = None, key: str = "", line: int | None = None) -> Path:
+    """``path`` made absolute with symlinks followed; a symlink loop is a ConfigError."""
+    try:
+        return path.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:
+        problem = f"cannot resolve '{path}' ({exc.__class__.__name__}: a symlink loop?)"
+        raise ConfigError(problem, file=file or str(path), path=key, line=line) from None
+
+
+#: System files being loaded, outermost first: a pod naming one of them is a cycle.
+_LOADING: list[Path] = []
+
+
+def _load_system_file(path: Path) -> System:
+    _LOADING.append(path)
+    try:
+        return _load_system_cached(path)
+    finally:
+        _LOADING.pop()
 
 
 @cache
-def _load_system_file(path: Path) -> System:
+def _load_system_cached(path: Path) -> System:
     data, lines = load_yaml(path)
     spec = validate(SystemSpec, data, str(path), lines)
     _check_sources(spec.sources, data, str(path), lines)
     file, base = str(path), path.parent
     if spec.pod is not None:
         pod = _reference(data, "pod", file, lines, "systems", load_system, base)
+        _check_pods(spec, pod, file, lines)
         if pod.pod is not None:
             raise ConfigError(
                 "a pod cannot itself be multi-pod",
@@ -255,6 +282,15 @@ def _load_system_file(path: Path) -> System:
     return system
 
 
+def _check_pods(spec: SystemSpec, pod: System, file: str, lines: dict[PathKey, int]) -> None:
+    """A multi-pod system has at most MAX_SYSTEM_CHIPS chips (checked before building)."""
+    assert spec.pods is not None
+    chips = pod.num_chips * spec.pods
+    if chips > MAX_SYSTEM_CHIPS:
+        problem = f"{chips:,} chips is over the limit of {MAX_SYSTEM_CHIPS:,} chips per system"
+        raise ConfigError(problem, file=file, path="pods", line=line_of(lines, ("pods",)))
+
+
 def _check_twist(system: System, lines: dict[PathKey, int]) -> None:
     """A twisted torus whose wraparound comes from the chip's rule must wrap every axis
     (the spec's validator has checked the shape and any wraparound written out)."""
@@ -268,4 +304,4 @@ def _check_twist(system: System, lines: dict[PathKey, int]) -> None:
 
 def load_system(name_or_path: str, base: Path | None = None) -> System:
     """A system by shipped name (``ironwood-pod``) or YAML path; validated and resolved."""
-    return _load_system_file(_locate(name_or_path, "systems", base).resolve())
+    return _load_system_file(_resolve(_locate(name_or_path, "systems", base)))

@@ -25,7 +25,8 @@ from pydantic import Field, GetPydanticSchema, PositiveInt, model_validator
 from pydantic_core import core_schema
 
 from tpusim.config.chip import ChipSpec, WraparoundRule
-from tpusim.config.types import Bandwidth, Frozen, Source, Time
+from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_BOARDFLY_CHIPS, MAX_CHIPS, MAX_LINKS
+from tpusim.config.types import Bandwidth, Frozen, HopLatency, Source
 
 
 class BaseTopologySpec(Frozen):
@@ -41,6 +42,16 @@ class BaseTopologySpec(Frozen):
     def num_chips(self) -> int:
         """Chips in one pod of this shape."""
         raise NotImplementedError(f"{type(self).__name__} does not say how many chips it has")
+
+
+def size_problem(num_chips: int, num_links: int) -> str | None:
+    """Why a topology of ``num_chips`` chips and ``num_links`` bidirectional links is
+    too large to build (MAX_CHIPS, MAX_LINKS), or None."""
+    if num_chips > MAX_CHIPS:
+        return f"{num_chips:,} chips is over the limit of {MAX_CHIPS:,} chips per topology"
+    if num_links > MAX_LINKS:
+        return f"{num_links:,} links is over the limit of {MAX_LINKS:,} links per topology"
+    return None
 
 
 def twist_axes(dims: Sequence[int]) -> tuple[int, list[int]] | None:
@@ -77,6 +88,22 @@ class TorusTopologySpec(BaseTopologySpec):
     dims: list[PositiveInt] = Field(min_length=1)
     wraparound: bool | list[bool] | None = None
     twisted: bool = False
+
+    @model_validator(mode="after")
+    def _size(self) -> TorusTopologySpec:
+        """Checked before anything is built: no axis over MAX_AXIS_CHIPS, at most
+        MAX_CHIPS chips and MAX_LINKS links (one per chip per axis longer than 1)."""
+        for axis, size in enumerate(self.dims):
+            if size > MAX_AXIS_CHIPS:
+                raise ValueError(
+                    f"axis {axis} has {size:,} chips, over the limit of {MAX_AXIS_CHIPS:,} "
+                    "chips per torus axis"
+                )
+        links = self.num_chips * sum(d > 1 for d in self.dims)
+        problem = size_problem(self.num_chips, links)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _wrap_per_axis(self) -> TorusTopologySpec:
@@ -118,11 +145,31 @@ class BoardflyTopologySpec(BaseTopologySpec):
     arrangement: Literal["absolute", "relative"] = "absolute"
     board_link_bandwidth_Bps: Bandwidth | None = Field(None, alias="board_link_bandwidth")
     global_link_bandwidth_Bps: Bandwidth | None = Field(None, alias="global_link_bandwidth")
-    global_hop_latency_s: Time | None = Field(None, alias="global_hop_latency")
+    global_hop_latency_s: HopLatency | None = Field(None, alias="global_hop_latency")
 
     @property
     def num_chips(self) -> int:
         return self.chips_per_board * self.boards_per_group * self.groups
+
+    @model_validator(mode="after")
+    def _size(self) -> BoardflyTopologySpec:
+        """At most MAX_BOARDFLY_CHIPS chips and MAX_LINKS links (on boards, between
+        the boards of a group, between groups), checked before anything is built."""
+        p, a, g = self.chips_per_board, self.boards_per_group, self.groups
+        if self.num_chips > MAX_BOARDFLY_CHIPS:
+            raise ValueError(
+                f"{self.num_chips:,} chips is over the limit of {MAX_BOARDFLY_CHIPS:,} "
+                "chips per Boardfly"
+            )
+        links = (
+            g * a * p * (p - 1) // 2
+            + g * a * (a - 1) // 2 * self.links_per_board_pair
+            + g * (g - 1) // 2 * self.links_per_group_pair
+        )
+        problem = size_problem(self.num_chips, links)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 #: Topology specs by kind: the shipped ones, then any added by register_topology_spec.
@@ -146,7 +193,7 @@ class IciOverride(Frozen):
     """Per-system override of the chip's ICI link bandwidth (one direction) and hop latency."""
 
     link_bandwidth_Bps: Bandwidth | None = Field(None, alias="link_bandwidth")
-    hop_latency_s: Time | None = Field(None, alias="hop_latency")
+    hop_latency_s: HopLatency | None = Field(None, alias="hop_latency")
 
 
 class FabricSpec(Frozen):
@@ -159,7 +206,7 @@ class FabricSpec(Frozen):
     kind: Literal["clos"] = "clos"
     name: str = "dcn"
     bandwidth_per_chip_Bps: Bandwidth | None = Field(None, alias="bandwidth_per_chip")
-    hop_latency_s: Time = Field(alias="hop_latency")
+    hop_latency_s: HopLatency = Field(alias="hop_latency")
     chips_per_leaf: PositiveInt = 64
 
 
@@ -251,6 +298,7 @@ __all__ = [
     "TorusTopologySpec",
     "chip_count",
     "register_topology_spec",
+    "size_problem",
     "topology_spec_kinds",
     "twist_axes",
     "twisted_torus_problem",

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from tpusim import units
+from tpusim.config.limits import (
+    MAX_HOP_LATENCY_S,
+    MAX_LINK_BANDWIDTH_BPS,
+    MIN_LINK_BANDWIDTH_BPS,
+    whole_bytes_problem,
+)
 
 
 def _parser(kind: units.Kind) -> BeforeValidator:
@@ -23,9 +29,39 @@ def _parser(kind: units.Kind) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
-Bytes = Annotated[float, _parser("bytes"), Field(gt=0)]
-Bandwidth = Annotated[float, _parser("bandwidth"), Field(gt=0)]
+def _whole_bytes(value: float) -> float:
+    problem = whole_bytes_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _plausible_bandwidth(value: float) -> float:
+    if not MIN_LINK_BANDWIDTH_BPS <= value <= MAX_LINK_BANDWIDTH_BPS:
+        raise ValueError(
+            f"{units.format_bandwidth(value)} is outside the plausible range "
+            f"{units.format_bandwidth(MIN_LINK_BANDWIDTH_BPS)} .. "
+            f"{units.format_bandwidth(MAX_LINK_BANDWIDTH_BPS)}"
+        )
+    return value
+
+
+def _plausible_latency(value: float) -> float:
+    if value > MAX_HOP_LATENCY_S:
+        raise ValueError(
+            f"{units.format_time(value)} is over the plausible "
+            f"{units.format_time(MAX_HOP_LATENCY_S)} per hop"
+        )
+    return value
+
+
+#: A size: a whole number of bytes, > 0.
+Bytes = Annotated[float, _parser("bytes"), AfterValidator(_whole_bytes)]
+#: A data rate (bytes/s) within MIN_LINK_BANDWIDTH_BPS .. MAX_LINK_BANDWIDTH_BPS.
+Bandwidth = Annotated[float, _parser("bandwidth"), AfterValidator(_plausible_bandwidth)]
 Time = Annotated[float, _parser("time"), Field(ge=0)]
+#: Latency of one hop (s): 0 .. MAX_HOP_LATENCY_S.
+HopLatency = Annotated[float, _parser("time"), Field(ge=0), AfterValidator(_plausible_latency)]
 FlopRate = Annotated[float, _parser("flops"), Field(gt=0)]
 Power = Annotated[float, _parser("power"), Field(gt=0)]
 
@@ -33,9 +69,12 @@ Grade = Literal["primary", "secondary", "derived", "calibrated", "assumption"]
 
 
 class Frozen(BaseModel):
-    """Base of every config model: immutable, unknown keys rejected, YAML names as aliases."""
+    """Base of every config model: immutable, unknown keys rejected, YAML names as
+    aliases, no infinite or NaN float."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class Source(Frozen):

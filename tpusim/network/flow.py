@@ -272,21 +272,28 @@ class FlowNetwork(Network):
                 self._recompute()
             self.num_events += 1
             first = min(float((b.remaining / b.rate).min()) for b in self._blocks.values())
-            timer = self.env.timeout(max(first, 0.0))
+            timer, waited_from = self.env.timeout(max(first, 0.0)), self.env.now
             yield timer | self._wakeup
             if self._wakeup.triggered:
                 self._wakeup = self.env.event()
+            # A wait shorter than the clock's float resolution at this instant leaves
+            # env.now unchanged; the flows still had that time (else they never drain).
+            # (A Timeout is ``triggered`` from creation; ``processed`` once it fired.)
+            lag = max(first - (self.env.now - waited_from), 0.0) if timer.processed else 0.0
             self._advance()
             if timer.processed or timer.triggered:
-                self._drain(first)
+                self._drain(first, lag)
 
-    def _drain(self, first: float) -> None:
-        """Retire the flows whose remaining bytes ran out (within tolerance)."""
+    def _drain(self, first: float, lag: float = 0.0) -> None:
+        """Retire the flows whose remaining bytes ran out (within tolerance), counting
+        ``lag`` seconds of waiting the clock could not represent."""
         freed = []
         for bid in list(self._blocks):
             block = self._blocks[bid]
-            horizon = max(first, MIN_DRAIN_HORIZON_S) * DRAIN_REL_TIME_TOL + (
-                self.merge_tolerance * (self.env.now - block.started_at)
+            horizon = (
+                lag
+                + max(first, MIN_DRAIN_HORIZON_S) * DRAIN_REL_TIME_TOL
+                + (self.merge_tolerance * (self.env.now - block.started_at))
             )
             done = block.remaining <= block.rate * horizon + DRAIN_BYTE_SLACK
             num_done = int(done.sum())

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from tpusim import units
@@ -189,25 +188,6 @@ def shipped_measurement_files() -> list[Path]:
     return sorted((configs_dir() / "measurements").glob("*.yaml"))
 
 
-def _duplicate_key(file: Path) -> tuple[str, int] | None:
-    """The first mapping key that appears twice in ``file`` (YAML keeps the last silently)."""
-    node = yaml.compose(file.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    stack: list[tuple[yaml.Node, PathKey]] = [(node, ())] if node is not None else []
-    while stack:
-        current, path = stack.pop()
-        if isinstance(current, yaml.MappingNode):
-            seen: set[str] = set()
-            for key_node, value_node in current.value:
-                key = str(key_node.value)
-                if key in seen:
-                    return format_path((*path, key)), key_node.start_mark.line + 1
-                seen.add(key)
-                stack.append((value_node, (*path, key)))
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend((item, (*path, i)) for i, item in enumerate(current.value))
-    return None
-
-
 def _case_to_measurement(
     spec: MeasurementFile, index: int, file: str, lines: dict[PathKey, int]
 ) -> Measurement:
@@ -243,10 +223,7 @@ def load_measurement_file(file: Path) -> list[Measurement]:
     Raises ConfigError (``file:line path: problem``) on any bad value, a missing
     ``source`` block or ``source.url``, an unknown key or a duplicate key.
     """
-    data, lines = load_yaml(file)
-    duplicate = _duplicate_key(file)
-    if duplicate is not None:
-        raise ConfigError("duplicate key", file=str(file), path=duplicate[0], line=duplicate[1])
+    data, lines = load_yaml(file)  # refuses a duplicate key, naming its line
     spec = validate(MeasurementFile, data, str(file), lines)
     return [_case_to_measurement(spec, i, str(file), lines) for i in range(len(spec.cases))]
 

@@ -30,15 +30,28 @@ class SweepRange(Frozen):
         """Whether the bounds are sizes with units (values are then whole bytes)."""
         return isinstance(self.start, str) or isinstance(self.stop, str)
 
-    def values(self) -> list[float | int]:
-        """The range's values; raises ValueError unless 0 < from <= to (or on a bad unit)."""
+    def bounds(self) -> tuple[float, float]:
+        """(from, to) as numbers (bytes when in_bytes); raises ValueError unless
+        0 < from <= to, both finite (or on a bad unit)."""
         as_bytes = self.in_bytes
         lo = parse_bytes(self.start) if as_bytes else float(self.start)
         hi = parse_bytes(self.stop) if as_bytes else float(self.stop)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError("a range needs finite from and to")
         if not 0 < lo <= hi:
             raise ValueError("a range needs 0 < from <= to")
-        count = math.floor(math.log(hi / lo) / math.log(self.factor) + RANGE_COUNT_SLACK) + 1
-        out = [lo * self.factor**k for k in range(count)]
+        return lo, hi
+
+    def count(self) -> int:
+        """How many values the range has, without listing them (ValueError as bounds)."""
+        lo, hi = self.bounds()
+        return math.floor(math.log(hi / lo) / math.log(self.factor) + RANGE_COUNT_SLACK) + 1
+
+    def values(self) -> list[float | int]:
+        """The range's values (ValueError as :meth:`bounds`); check :meth:`count` first."""
+        as_bytes = self.in_bytes
+        lo, _ = self.bounds()
+        out = [lo * self.factor**k for k in range(self.count())]
         integral = not as_bytes and all(float(v).is_integer() for v in out)
         return [round(v) for v in out] if integral or as_bytes else out
 

@@ -1,0 +1,162 @@
+"""Hostile-input corpus for config, units, YAML, systems, scenarios and CLI flags (issue 16).
+
+Every case of ``tests/corpus/inputs/cases.yaml`` runs ``python -m tpusim`` in a
+subprocess, bounded at 30 s and 8 GiB of address space, and must exit with its code,
+print exactly one stderr line matching its pattern, never a traceback, and valid JSON
+on stdout when ``--json`` succeeds. Big or unusual members (an 11 MB file, a symlink
+loop, a sweep of a million values) are written at test time by the generators here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+CORPUS = Path(__file__).parent / "corpus" / "inputs"
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 30
+ADDRESS_SPACE_BYTES = 8 * 2**30
+
+CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
+
+
+def _system(extra: str = "") -> str:
+    return f"name: gen\nchip: v5e\ntopology: {{kind: torus, dims: [4]}}\n{extra}"
+
+
+def big_file(tmp: Path) -> None:
+    """11,000,000 bytes: over MAX_YAML_BYTES before a byte is parsed."""
+    line = "# " + "x" * 97 + "\n"
+    (tmp / "big.yaml").write_text(_system() + line * ((11_000_000 - len(_system())) // 100))
+    size = (tmp / "big.yaml").stat().st_size
+    with (tmp / "big.yaml").open("a") as handle:
+        handle.write("#" * (11_000_000 - size - 1) + "\n")
+
+
+def many_keys(tmp: Path) -> None:
+    """150,000 keys (under 3 MB): over MAX_YAML_NODES without any alias."""
+    keys = "".join(f"  k{i}: {i}\n" for i in range(150_000))
+    (tmp / "many.yaml").write_text(_system("extra:\n" + keys))
+
+
+def _deep(tmp: Path, depth: int) -> None:
+    (tmp / "deep.yaml").write_text(
+        "name: deep\nchip: v5e\ntopology:\n  kind: torus\n  dims: "
+        + "[" * depth
+        + "]" * depth
+        + "\n"
+    )
+
+
+def deep_nesting(tmp: Path) -> None:
+    """dims nested 500 lists deep: over MAX_YAML_DEPTH."""
+    _deep(tmp, 500)
+
+
+def deeper_nesting(tmp: Path) -> None:
+    """dims nested 5,000 lists deep: over the YAML parser's own limit."""
+    _deep(tmp, 5000)
+
+
+def symlink_loop(tmp: Path) -> None:
+    (tmp / "loop.yaml").symlink_to("loop.yaml")
+
+
+def not_utf8(tmp: Path) -> None:
+    """Latin-1 on line 2."""
+    (tmp / "latin1.yaml").write_bytes(b"name: gen\ndescription: caf\xe9\n")
+
+
+def _sweep_scenario(name: str, count: int) -> str:
+    values = ", ".join(str(k + 1) for k in range(count))
+    return (
+        f"name: {name}\nsystems: [v5e-pod]\nworkloads:\n"
+        f"  - name: ar\n    kind: collective\n    op: all-reduce\n    bytes: 1 MiB\n"
+        f"    sweep: {{bytes: [{values}]}}\n"
+    )
+
+
+def sweep_list(tmp: Path) -> None:
+    """A sweep list of 1,500 sizes (about 15 kB): over MAX_SWEEP_POINTS."""
+    (tmp / "sweep-list.yaml").write_text(_sweep_scenario("sweep-list", 1500))
+
+
+def sweep_list_million(tmp: Path) -> None:
+    """A sweep list of 10^6 sizes (under 10 MB): refused by the node limit first."""
+    (tmp / "sweep-million.yaml").write_text(_sweep_scenario("sweep-million", 1_000_000))
+
+
+_MAKERS = [big_file, many_keys, deep_nesting, deeper_nesting, symlink_loop, not_utf8]
+GENERATORS: dict[str, Callable[[Path], None]] = {
+    f.__name__: f for f in [*_MAKERS, sweep_list, sweep_list_million]
+}
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "tpusim", *argv],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        preexec_fn=_limit_memory,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_case_ids_are_unique():
+    ids = [case["id"] for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+def test_committed_members_are_small():
+    assert all(p.stat().st_size <= 20_000 for p in CORPUS.iterdir())
+
+
+def _run_case(case: dict, tmp: Path) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    generate = case.get("generate")
+    if generate is not None:
+        GENERATORS[generate](tmp)
+    argv = [a.replace("{dir}", str(CORPUS)).replace("{tmp}", str(tmp)) for a in case["argv"]]
+    return argv, _run(argv, tmp)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every case run once, two at a time (the machine's cores), by id."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            case["id"]: pool.submit(_run_case, case, tmp_path_factory.mktemp(case["id"]))
+            for case in CASES
+        }
+        return {key: future.result() for key, future in futures.items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_corpus_case(case, outcomes):
+    argv, done = outcomes[case["id"]]
+    assert "Traceback" not in done.stderr
+    assert done.returncode == case["exit"], done.stderr
+    lines = done.stderr.splitlines()
+    if case["exit"] == 0:
+        assert lines == []
+    else:
+        assert len(lines) == 1, done.stderr
+        assert re.search(case["stderr"], lines[0]), lines[0]
+    if case["exit"] == 0 and "--json" in argv:
+        json.loads(done.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))

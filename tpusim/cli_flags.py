@@ -1,0 +1,113 @@
+"""Values of command-line flags: sizes, sweeps, axes, chip pairs, counts.
+
+Each parser turns a flag's text into a value or raises
+:class:`~tpusim.errors.InputError` naming the flag and the value (``--bytes 0.5:
+0.5 is not a whole number of bytes``), or, for argparse ``type=`` functions,
+``argparse.ArgumentTypeError``. Limits come from :mod:`tpusim.config.limits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from tpusim import units
+from tpusim.config.limits import (
+    MAX_SWEEP_POINTS,
+    packet_work_problem,
+    points_problem,
+    whole_bytes_problem,
+)
+from tpusim.errors import InputError
+
+__all__ = [
+    "axes_flag",
+    "check_packet_work",
+    "jobs_flag",
+    "pairs_flag",
+    "positive_flag",
+    "size_flag",
+    "sweep_sizes",
+]
+
+
+def size_flag(text: str, flag: str) -> float:
+    """A size flag's value in bytes: finite, > 0 and whole."""
+    try:
+        value = units.parse(text, "bytes")
+    except units.UnitError as exc:
+        raise InputError(f"{flag} {text}: {exc}") from None
+    problem = whole_bytes_problem(value)
+    if problem is not None:
+        raise InputError(f"{flag} {text}: {problem}")
+    return value
+
+
+def sweep_sizes(text: str, max_points: int = MAX_SWEEP_POINTS) -> list[float]:
+    """``1KiB:1GiB`` -> every power of two from the first size to the second; at most
+    ``max_points`` of them (counted before any is listed)."""
+    lo_text, sep, hi_text = text.partition(":")
+    if not sep:
+        raise InputError(f"--sweep-bytes {text}: expected LOW:HIGH such as 1KiB:1GiB")
+    lo, hi = size_flag(lo_text, "--sweep-bytes"), size_flag(hi_text, "--sweep-bytes")
+    if hi < lo:
+        raise InputError(f"--sweep-bytes {text}: HIGH is below LOW")
+    count = math.floor(math.log2(hi * (1 + 1e-12) / lo)) + 1
+    problem = points_problem(count, max_points, "raise it with --max-points")
+    if problem is not None:
+        raise InputError(f"--sweep-bytes {text}: {problem}")
+    return [lo * 2.0**k for k in range(count)]
+
+
+def pairs_flag(text: str | None) -> list[tuple[int, int]] | None:
+    if text is None:
+        return None
+    try:
+        return [(int(a), int(b)) for a, b in (p.split(":") for p in text.split(","))]
+    except ValueError:
+        raise InputError(f"--pairs {text}: expected SRC:DST[,SRC:DST...] chip ids") from None
+
+
+def axes_flag(text: str | None) -> list[str] | None:
+    """``x,z`` -> ["x", "z"]; None when not given; an empty name is an error."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise InputError(f"--axes {text!r}: expected axis names such as x,z")
+    return names
+
+
+def check_packet_work(num_chips: int, sizes: list[float], options: dict[str, Any]) -> None:
+    """At packet fidelity, refuse a collective too large to simulate before starting it
+    (``options`` as the collective command builds them; ``num_chips`` the system's)."""
+    from tpusim.network.packet import DEFAULT_PACKET_BYTES
+
+    if options["fidelity"] != "packet":
+        return
+    chips = min(options["chips"] or num_chips, num_chips)
+    packet = options.get("packet_bytes", DEFAULT_PACKET_BYTES)
+    problem = packet_work_problem(chips, max(sizes), packet)
+    if problem is not None:
+        raise InputError(problem)
+
+
+def jobs_flag(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (one per core) or more, got {value}")
+    return value
+
+
+def positive_flag(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value

@@ -1,0 +1,110 @@
+"""Limits on input size, each checked before anything is allocated or run.
+
+Every limit is far above what a real TPU system, scenario or file needs and far
+below what would exhaust memory or run for hours; each says why its value and, where
+a real user might need more, how to raise it. Grade of every value: assumption
+(chosen for this tool, not measured or published).
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Largest YAML file read (bytes). Shipped configs and scenarios are under 20 kB and
+#: measurement files under 100 kB; parsing 10 MB of YAML takes seconds, 50 MB minutes.
+MAX_YAML_BYTES = 10_000_000
+
+#: Most YAML nodes in one file, counting every alias as the nodes it expands to. A
+#: "billion laughs" alias bomb is a few hundred bytes that expand to 10^9 nodes; the
+#: largest shipped file has under 5,000 nodes.
+MAX_YAML_NODES = 100_000
+
+#: Deepest nesting of YAML mappings and lists. Configs nest under 10 deep; deeper
+#: input would exhaust Python's recursion in the parser and validators.
+MAX_YAML_DEPTH = 100
+
+#: Most chips in one topology (one pod). Seven times the largest shipped pod (TPU 8t,
+#: 9,600 chips); a collective's flows grow faster than its chips (a 32,768-chip torus
+#: all-reduce: 6 million flows, 2 GB, half a minute; 196,608 chips: over 20 GB).
+MAX_CHIPS = 65_536
+
+#: Most chips in a multi-pod system (pods x chips per pod). Over TPU 8t Virgo
+#: (134,400 chips, the largest shipped system).
+MAX_SYSTEM_CHIPS = 200_000
+
+#: Most chips on one torus axis. A real TPU torus axis has at most 28 chips (v5p); a
+#: ring of n chips takes ~2n collective steps, so a 100,000-chip line takes hours.
+MAX_AXIS_CHIPS = 4_096
+
+#: Most chips in a Boardfly. The TPU 8i pod has 1,152; its metrics and routes cost
+#: grows with the square of the chips (8,192 chips take seconds, 20,000 half a minute),
+#: so 16,384 chips (14 times the pod) keep ``tpusim topo`` within about ten seconds.
+MAX_BOARDFLY_CHIPS = 16_384
+
+#: Most bidirectional links in one topology: 200,000 chips of 8 ports each, over the
+#: 6 ICI ports of a 3D torus chip and the links of Boardfly's fully connected groups.
+MAX_LINKS = 1_600_000
+
+#: Slowest accepted link (bytes/s, one direction). 1 kB/s is a million times slower
+#: than any interconnect; below it a 1 GiB collective takes over 10 days.
+MIN_LINK_BANDWIDTH_BPS = 1e3
+
+#: Fastest accepted link (bytes/s, one direction): 1 PB/s, over 1,000 times the
+#: fastest ICI link (TPU 8t). Faster links make transfer times fall below the float
+#: resolution of the simulation clock, so the event loop would stop advancing.
+MAX_LINK_BANDWIDTH_BPS = 1e15
+
+#: Longest accepted hop latency (s). ICI hops take about a microsecond and data-centre
+#: hops tens of microseconds; a second per hop is already a WAN round trip.
+MAX_HOP_LATENCY_S = 1.0
+
+#: Most sweep points in one scenario or one ``--sweep-bytes``. A point simulates one
+#: workload on every system (a second or more each): 1,000 points is already about an
+#: hour. Raise it with ``--max-points`` (``tpusim run``, ``tpusim collective``) or
+#: ``max_points:`` in the scenario.
+MAX_SWEEP_POINTS = 1_000
+
+#: Most chips simulated at packet fidelity (one SimPy event per packet per hop). A
+#: 4,096-chip v4 pod is the largest a packet run finishes in minutes; use flow fidelity.
+MAX_PACKET_CHIPS = 4_096
+
+#: Most packet-hops a packet-fidelity collective may need (estimated before running as
+#: chips x 2 x ceil(bytes / packet_bytes), a ring all-reduce's count). About 20 us of
+#: wall time each: 2 million is under a minute. Use larger packets or flow fidelity.
+MAX_PACKET_HOPS = 2_000_000
+
+
+def whole_bytes_problem(value: float) -> str | None:
+    """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole."""
+    if not math.isfinite(value):
+        return f"{value} is not a finite number of bytes"
+    if value <= 0:
+        return "must be > 0 bytes"
+    if value != math.floor(value):
+        return f"{value:g} is not a whole number of bytes"
+    return None
+
+
+def packet_work_problem(num_chips: int, size_bytes: float, packet_bytes: float) -> str | None:
+    """Why a packet-fidelity collective of ``size_bytes`` per chip over ``num_chips``
+    chips with ``packet_bytes`` packets is too large to simulate, or None."""
+    if num_chips > MAX_PACKET_CHIPS:
+        return (
+            f"packet fidelity on {num_chips:,} chips is over the limit of "
+            f"{MAX_PACKET_CHIPS:,} (one event per packet per hop); use --fidelity flow"
+        )
+    hops = num_chips * 2 * math.ceil(size_bytes / packet_bytes)
+    if hops > MAX_PACKET_HOPS:
+        return (
+            f"packet fidelity would simulate about {hops:,} packet-hops, over the limit of "
+            f"{MAX_PACKET_HOPS:,}; use larger packets (--packet-bytes) or --fidelity flow"
+        )
+    return None
+
+
+def points_problem(count: int, limit: int, how: str) -> str | None:
+    """Why ``count`` sweep points are too many under ``limit``, or None; ``how`` says
+    how to raise the limit."""
+    if count > limit:
+        return f"{count:,} sweep points, over the limit of {limit:,} ({how})"
+    return None
