@@ -33,7 +33,9 @@ def test_ctrl_c_during_start_up_is_one_line(delay_s):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
-    assert proc.returncode in (0, 130)
+    # -SIGINT: the signal landed before the interpreter installed its handler (the
+    # process ends as any killed process does: silently)
+    assert proc.returncode in (0, 130, -signal.SIGINT)
     assert len(err.strip().splitlines()) <= 1
     if proc.returncode == 130:
         assert err.strip() == "tpusim: interrupted"
