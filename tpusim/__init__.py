@@ -4,4 +4,21 @@ Layers, each importing only those before it: :mod:`tpusim.units`,
 :mod:`tpusim.config`, :mod:`tpusim.topology`; the command line is :mod:`tpusim.cli`.
 """
 
+import os as _os
+import sys as _sys
+
 __version__ = "0.1.0"
+
+
+def _interrupted_while_starting(_signum, _frame):  # pragma: no cover - timing dependent
+    print("tpusim: interrupted", file=_sys.stderr)
+    raise SystemExit(130)  # 128 + SIGINT, as tpusim.console.INTERRUPTED_EXIT_CODE
+
+
+# Started as the command (``python -m tpusim``: argv[0] is still "-m" while the package
+# imports; the ``tpusim`` script): a Ctrl-C before the command line installs its own
+# handler is one line too. Imported as a library (notebooks, tests), nothing changes.
+if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "") == "tpusim":
+    import signal as _signal
+
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
