@@ -47,3 +47,32 @@ def test_ctrl_c_during_start_up_is_one_line(delay_s):
     assert len(err) <= 1
     if proc.returncode == 130:
         assert err == ["tpusim: interrupted"]
+
+
+def test_out_of_memory_is_one_line_exit_1():
+    """A legal run larger than the address space allowed: one line, exit 1."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (600 * 2**20, 600 * 2**20))
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpusim",
+            "collective",
+            "ironwood-pod",
+            "--op",
+            "all-to-all",
+            "--bytes",
+            "1GiB",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=cap,
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().startswith("tpusim: error: out of memory")

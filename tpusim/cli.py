@@ -439,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     A tpusim error prints one line and returns its exit code (2 for bad input, 1 for
     a failed simulation); Ctrl-C prints ``tpusim: interrupted`` and returns 130; a
     closed stdout (``| head``) returns 0; a stdout that cannot be written (a full
-    disk) is an error on one line, exit 2.
+    disk) is an error on one line, exit 2; running out of memory is one line, exit 1.
     """
     try:
         with interrupts_handled():
@@ -455,6 +455,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         drop_stdout()
         return 0
+    except MemoryError:  # a legal but huge run past the machine's (or ulimit's) memory
+        print(
+            "tpusim: error: out of memory (the run is too large for this machine: try a "
+            "smaller system, fewer sweep points or a lower fidelity)",
+            file=sys.stderr,
+        )
+        return 1
     except OSError as exc:  # not one of tpusim's own files: each names its flag
         if exc.filename is None and raised_by_print(exc):
             drop_stdout()
