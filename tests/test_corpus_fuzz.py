@@ -2,23 +2,20 @@
 ``tpusim`` exits 0 or 2, never prints a traceback, never runs past the time bound, and
 prints valid JSON (no NaN or Infinity) when it succeeds with ``--json``.
 
-Each example runs in a subprocess capped at ``TIME_BOUND_S`` and 8 GiB of address space.
+Each example runs in a subprocess under the corpus bounds (30 s, 8 GiB of address space;
+:mod:`corpus_support`).
 """
 
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
-import sys
 
 import pytest
 import yaml
+from corpus_support import ROOT, run_tpusim
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-TIME_BOUND_S = 30
-ADDRESS_SPACE_BYTES = 8 * 2**30
 
 NUMBERS = st.one_of(
     st.integers(min_value=-(10**25), max_value=10**25),
@@ -34,18 +31,8 @@ VALUES = st.one_of(NUMBERS, QUANTITIES, st.text(max_size=8), st.booleans(), st.n
 DIMS = st.lists(NUMBERS, min_size=0, max_size=4)
 
 
-def _limit():
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-
-
 def run_cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tpusim", *argv],
-        capture_output=True,
-        text=True,
-        timeout=TIME_BOUND_S,
-        preexec_fn=_limit,
-    )
+    return run_tpusim(list(argv), ROOT)
 
 
 def check(done: subprocess.CompletedProcess, json_out: bool) -> None:

@@ -6,21 +6,16 @@ at a time)."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import re
-import resource
 import subprocess
-import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
+from corpus_support import ROOT, check_outcome, expand, run_tpusim
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "hlo"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())
-TIMEOUT_S = 30
-ADDRESS_SPACE_BYTES = 8 * 2**30
 
 
 def _generators():
@@ -29,14 +24,6 @@ def _generators():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _cap_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-
-
-def _argv(case: dict, tmp: Path) -> list[str]:
-    return [a.replace("{dir}", str(CORPUS)).replace("{tmp}", str(tmp)) for a in case["argv"]]
 
 
 def test_case_ids_are_unique_and_files_small():
@@ -49,14 +36,7 @@ def _run(case: dict, tmp: Path) -> subprocess.CompletedProcess[str]:
     if "generate" in case:
         text = eval(case["generate"], vars(_generators()))
         (tmp / "generated.hlo.txt").write_text(text)
-    return subprocess.run(
-        [sys.executable, "-m", "tpusim", *_argv(case, tmp)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        preexec_fn=_cap_memory,
-        cwd=Path(__file__).resolve().parent.parent,
-    )
+    return run_tpusim(expand(case["argv"], CORPUS, tmp), ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +50,4 @@ def results(tmp_path_factory) -> dict[str, Future[subprocess.CompletedProcess[st
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_corpus_case(case, results):
-    proc = results[case["id"]].result()
-    assert "Traceback" not in proc.stderr
-    assert proc.returncode == case["exit"], proc.stderr
-    lines = proc.stderr.splitlines()
-    if "stderr" in case:
-        assert len(lines) == 1, proc.stderr
-        assert re.search(case["stderr"], lines[0]), lines[0]
-    else:
-        assert lines == []
-    if proc.returncode == 0 and "--json" in case["argv"]:
-        json.loads(proc.stdout)
+    check_outcome(case, case["argv"], results[case["id"]].result())

@@ -9,23 +9,16 @@ loop, a sweep of a million values) are written at test time by the generators he
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import resource
 import subprocess
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
+from corpus_support import check_outcome, expand, run_tpusim
 
 CORPUS = Path(__file__).parent / "corpus" / "inputs"
-ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT_S = 30
-ADDRESS_SPACE_BYTES = 8 * 2**30
 
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
 
@@ -102,23 +95,6 @@ GENERATORS: dict[str, Callable[[Path], None]] = {
 }
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-
-
-def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [sys.executable, "-m", "tpusim", *argv],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        preexec_fn=_limit_memory,
-        cwd=cwd,
-        env=env,
-    )
-
-
 def test_case_ids_are_unique():
     ids = [case["id"] for case in CASES]
     assert len(ids) == len(set(ids))
@@ -132,8 +108,8 @@ def _run_case(case: dict, tmp: Path) -> tuple[list[str], subprocess.CompletedPro
     generate = case.get("generate")
     if generate is not None:
         GENERATORS[generate](tmp)
-    argv = [a.replace("{dir}", str(CORPUS)).replace("{tmp}", str(tmp)) for a in case["argv"]]
-    return argv, _run(argv, tmp)
+    argv = expand(case["argv"], CORPUS, tmp)
+    return argv, run_tpusim(argv, tmp)
 
 
 @pytest.fixture(scope="module")
@@ -150,13 +126,4 @@ def outcomes(tmp_path_factory):
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_corpus_case(case, outcomes):
     argv, done = outcomes[case["id"]]
-    assert "Traceback" not in done.stderr
-    assert done.returncode == case["exit"], done.stderr
-    lines = done.stderr.splitlines()
-    if case["exit"] == 0:
-        assert lines == []
-    else:
-        assert len(lines) == 1, done.stderr
-        assert re.search(case["stderr"], lines[0]), lines[0]
-    if case["exit"] == 0 and "--json" in argv:
-        json.loads(done.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    check_outcome(case, argv, done)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -21,22 +20,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from corpus_support import ROOT, TIMEOUT_S, cap_memory, check_outcome, expand, run_tpusim
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
 from tpusim.results.writers import register_writer, unregister_writer, write_outputs
 from tpusim.scenario import Scenario, run_scenario
 
 CORPUS = Path(__file__).parent / "corpus" / "outputs"
-ROOT = Path(__file__).resolve().parent.parent
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())
-TIMEOUT_S = 30
-ADDRESS_SPACE_BYTES = 8 * 2**30
 #: How soon after SIGINT an interrupted run must have exited (s).
 INTERRUPT_DEADLINE_S = 5.0
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
 
 
 def _env() -> dict[str, str]:
@@ -44,27 +37,16 @@ def _env() -> dict[str, str]:
 
 
 def _command(argv: list[str], tmp: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "tpusim",
-        *(a.replace("{dir}", str(CORPUS)).replace("{tmp}", str(tmp)) for a in argv),
-    ]
+    return [sys.executable, "-m", "tpusim", *expand(argv, CORPUS, tmp)]
 
 
 def _run_case(case: dict, tmp: Path) -> subprocess.CompletedProcess:
     stdout_to = case.get("stdout_to")
-    with open(stdout_to, "w") if stdout_to else open(os.devnull) as sink:
-        return subprocess.run(
-            _command(case["argv"], tmp),
-            stdout=sink if stdout_to else subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=TIMEOUT_S,
-            preexec_fn=_limit_memory,
-            env=_env(),
-            cwd=tmp,
-        )
+    argv = expand(case["argv"], CORPUS, tmp)
+    if not stdout_to:
+        return run_tpusim(argv, tmp)
+    with open(stdout_to, "w") as sink:
+        return run_tpusim(argv, tmp, stdout=sink)
 
 
 def _at(record: object, dotted: str) -> object:
@@ -81,18 +63,9 @@ def test_case_ids_are_unique():
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_corpus_case(case, tmp_path):
     done = _run_case(case, tmp_path)
-    assert "Traceback" not in done.stderr
-    assert done.returncode == case["exit"], done.stderr
-    lines = done.stderr.splitlines()
-    if case["exit"] == 0:
-        assert lines == []
-    else:
-        assert len(lines) == 1, done.stderr
-        assert re.search(case["stderr"], lines[0]), lines[0]
-    if case["exit"] == 0 and "--json" in case["argv"] and not case.get("stdout_to"):
-        record = json.loads(done.stdout, parse_constant=_no_constant)
-        for path, expected in (case.get("json") or {}).items():
-            assert _at(record, path) == expected, path
+    record = check_outcome(case, case["argv"], done)
+    for path, expected in (case.get("json") or {}).items():
+        assert _at(record, path) == expected, path
 
 
 def _no_constant(name: str) -> None:
@@ -120,7 +93,7 @@ def _interrupt(argv: list[str], tmp: Path, started: str) -> tuple[int, list[str]
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_limit_memory,
+        preexec_fn=cap_memory,
         env=_env(),
         cwd=tmp,
     )
@@ -188,7 +161,7 @@ def test_ctrl_c_during_collective(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_limit_memory,
+        preexec_fn=cap_memory,
         env=_env(),
     )
     time.sleep(2.0)  # past the imports, inside building or simulating
