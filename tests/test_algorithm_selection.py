@@ -100,3 +100,17 @@ def test_analytic_is_within_10_percent_of_flow_on_contended_patterns(topology, o
         analytic, _ = run_collective(topo, op, size, fidelity="analytic", **kwargs)
         flow, _ = run_collective(topo, op, size, fidelity="flow", **kwargs)
         assert analytic.time_s == pytest.approx(flow.time_s, rel=0.10)
+
+
+def test_auto_on_a_group_past_the_limit_runs_the_structural_default():
+    """134,400 chips: no candidate search (it would take minutes), hierarchical on pods."""
+    from tpusim.collectives import AUTO_MAX_CHIPS, default_algorithm, make_group
+    from tpusim.config import load_system
+    from tpusim.engine import simulate_collective
+    from tpusim.topology import build_topology
+
+    system = load_system("tpu8t-virgo")
+    assert system.num_chips > AUTO_MAX_CHIPS
+    group = make_group(build_topology(system))
+    result, _ = simulate_collective(system, "all-reduce", 1024, fidelity="analytic")
+    assert result.algorithm == default_algorithm("all-reduce", group) == "hierarchical"

@@ -25,7 +25,7 @@ from tpusim.collectives.registry import (
     algorithm_names,
     register_algorithm,
 )
-from tpusim.collectives.select import AUTO, Predictor, choose, too_big
+from tpusim.collectives.select import AUTO, AUTO_MAX_CHIPS, Predictor, choose, too_big
 from tpusim.vocabulary import OPS, Op
 
 __all__ = [
@@ -78,8 +78,8 @@ def build_schedule(
 
     ``algorithm`` None or ``auto``: with a ``predictor`` the fastest predicted of every
     registered algorithm that can run it (:func:`tpusim.collectives.select.choose`),
-    without one :func:`default_algorithm`. Raises AlgorithmError when the algorithm does
-    not fit the op or the group.
+    without one, or on a group of more than ``AUTO_MAX_CHIPS``, :func:`default_algorithm`.
+    Raises AlgorithmError when the algorithm does not fit the op or the group.
     """
     if op not in OPS:
         raise AlgorithmError(f"unknown op '{op}' (choose from {', '.join(OPS)})")
@@ -87,7 +87,7 @@ def build_schedule(
         raise AlgorithmError("pairs only apply to collective-permute")
     if algorithm not in (None, AUTO):
         return _build_named(op, size, group, algorithm, pairs)
-    if predictor is None:
+    if predictor is None or group.size > AUTO_MAX_CHIPS:
         return _build_named(op, size, group, default_algorithm(op, group), pairs)
     torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     candidates = []

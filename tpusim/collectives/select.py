@@ -48,6 +48,12 @@ DIRECT_MAX_CHIPS = {"torus": 1152, "other": 256}
 candidate, on torus axes and elsewhere: beyond, its n^2 flows with uneven routes make
 routing and the flow fidelity slow (assumption; a speed limit, not a physical one)."""
 
+AUTO_MAX_CHIPS = 16_384
+"""Largest group (chips) on which ``auto`` predicts every algorithm; a bigger one (the
+134,400-chip Virgo system) runs the structural default, hierarchical on pods, because
+building and routing every candidate there takes minutes (assumption; a speed limit,
+covering every single pod and Boardfly tpusim ships)."""
+
 REFINE_MARGIN = 0.15
 """Algorithms predicted within this fraction of the best are simulated to choose
 (dimensionless): the largest under-prediction seen on the selection test grid is 14%
