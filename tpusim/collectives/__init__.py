@@ -54,12 +54,11 @@ def default_algorithm(op: Op, group: Group) -> Algorithm:
     predictor): direct permute and small all-to-all, multi-axis torus on torus axes,
     hierarchical on Boardfly and pods, else the bidirectional ring. With a topology and
     a cost model, ``auto`` (:mod:`tpusim.collectives.select`) picks by predicted time."""
-    torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     if op == "collective-permute":
         return "direct"
-    if op == "all-to-all" and not too_big("direct", group, torus_axes):
+    if op == "all-to-all" and not too_big("direct", group):
         return "direct"
-    if torus_axes:
+    if group.on_torus_axes:
         return "torus"
     if len(group.axes) > 1 or group.axes[0].kind == "full":
         return "hierarchical"
@@ -89,10 +88,9 @@ def build_schedule(
         return _build_named(op, size, group, algorithm, pairs)
     if predictor is None or group.size > AUTO_MAX_CHIPS:
         return _build_named(op, size, group, default_algorithm(op, group), pairs)
-    torus_axes = all(a.kind in ("ring", "line") for a in group.axes)
     candidates = []
     for name in algorithm_names():
-        if too_big(name, group, torus_axes, op):
+        if too_big(name, group, op):
             continue
         try:
             candidates.append(_build_named(op, size, group, name, pairs))

@@ -49,6 +49,11 @@ class Group:
         return int(np.prod(self.chips.shape[1:]))
 
     @property
+    def on_torus_axes(self) -> bool:
+        """Every axis is a torus axis (a wrapped ring or a line)."""
+        return all(a.kind in ("ring", "line") for a in self.axes)
+
+    @property
     def flat(self) -> np.ndarray:
         """(groups, size) chips in mixed-radix position order (first axis slowest)."""
         return self.chips.reshape(self.num_groups, self.size)

@@ -157,11 +157,11 @@ class Predictor:
         return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
 
 
-def too_big(algorithm: str, group: Group, torus_axes: bool, op: Op | None = None) -> bool:
+def too_big(algorithm: str, group: Group, op: Op | None = None) -> bool:
     """True when ``algorithm`` is not a candidate for ``op`` on ``group`` for its size: an
     all-pairs exchange past DIRECT_MAX_CHIPS, a ring relay all-to-all past
     RELAY_ALL_TO_ALL_MAX_CHIPS."""
-    limit = DIRECT_MAX_CHIPS["torus" if torus_axes else "other"]
+    limit = DIRECT_MAX_CHIPS["torus" if group.on_torus_axes else "other"]
     if algorithm in ALL_PAIRS_ALGORITHMS and group.size > limit:
         return True
     relay = op == "all-to-all" and algorithm in RELAY_ALGORITHMS
@@ -180,27 +180,20 @@ def choose(
         raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
     bounds = [predictor.lower_bound_s(s) for s in candidates]
     best, best_s, predictions = candidates[0], math.inf, []
+    predicted_s = [math.inf] * len(candidates)  # by candidate; inf: pruned, not routed
     for i in np.argsort(bounds, kind="stable"):
         schedule, bound_s = candidates[i], bounds[i]
         if bound_s >= best_s:
             predictions.append(Prediction(schedule.algorithm, bound_s, math.inf, False))
             continue
-        time_s = predictor.time_s(schedule)
+        predicted_s[i] = time_s = predictor.time_s(schedule)
         predictions.append(Prediction(schedule.algorithm, bound_s, time_s, True))
         if time_s < best_s:
             best, best_s = schedule, time_s
     close = [
-        s
-        for s, p in zip(candidates, _in_order(candidates, predictions), strict=True)
-        if p.routed and p.time_s <= best_s * (1 + REFINE_MARGIN)
+        s for s, t in zip(candidates, predicted_s, strict=True) if t <= best_s * (1 + REFINE_MARGIN)
     ]
     if len(close) > 1 and predictor.simulate is not None:
         simulated = [predictor.simulate(s) for s in close]
         best = close[int(np.argmin(simulated))]
     return best, predictions
-
-
-def _in_order(candidates: list[Schedule], predictions: list[Prediction]) -> list[Prediction]:
-    """``predictions`` (in the order tried) in the order of ``candidates``."""
-    by_name = {p.algorithm: p for p in predictions}
-    return [by_name[s.algorithm] for s in candidates]

@@ -21,7 +21,7 @@ from tpusim.collectives.phases import axis_phases
 
 
 def build(op: Op, size: float, group: Group, split: bool = True) -> list[list[Step]]:
-    if any(a.kind not in ("ring", "line") for a in group.axes):
+    if not group.on_torus_axes:
         raise AlgorithmError(
             "torus needs a group made of torus axes (use --axes or all chips of a torus system)"
         )

@@ -27,7 +27,7 @@ from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
 from tpusim.errors import InputError, SimulationError
 from tpusim.hardware import ChipCostModel, MemoryTracker
-from tpusim.network import DEFAULT_PACKET_BYTES, make_network
+from tpusim.network import DEFAULT_PACKET_BYTES, Network, make_network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
 from tpusim.results.observers import CommunicationTime, HopStats, LinkBytes, Observer, OpsTable
@@ -80,15 +80,7 @@ class Simulation:
         self.placement = Placement(self.topology, program.mesh)
         self.env = simpy.Environment()
         self._packet_bytes, self._flow_tolerance = packet_bytes, flow_tolerance
-        self.network = make_network(
-            fidelity,
-            self.env,
-            self.topology,
-            packet_bytes=packet_bytes,
-            check_capacity=check_capacity,
-            flow_tolerance=flow_tolerance,
-            link_efficiency=self.onchip.link_efficiency,
-        )
+        self.network = self._new_network(self.env, check_capacity)
         self.ops_table, self.comm, self.hops = OpsTable(), CommunicationTime(), HopStats()
         self.ops_table.wants_ports = port_rows
         self.links = LinkBytes()
@@ -147,17 +139,22 @@ class Simulation:
             )
         return self._predictors[key]
 
-    def _trial_time_s(self, schedule: Schedule, split_ports: bool) -> float:
-        """``schedule`` run alone on a fresh network of this fidelity (nothing recorded)."""
-        env = simpy.Environment()
-        network = make_network(
+    def _new_network(self, env: simpy.Environment, check_capacity: bool = False) -> Network:
+        """A network of this simulation's fidelity, options and link efficiency in ``env``."""
+        return make_network(
             self.fidelity,
             env,
             self.topology,
             packet_bytes=self._packet_bytes,
+            check_capacity=check_capacity,
             flow_tolerance=self._flow_tolerance,
             link_efficiency=self.onchip.link_efficiency,
         )
+
+    def _trial_time_s(self, schedule: Schedule, split_ports: bool) -> float:
+        """``schedule`` run alone on a fresh network of this fidelity (nothing recorded)."""
+        env = simpy.Environment()
+        network = self._new_network(env)
         batches = FlowBatches(self.batches.routes, ())
         execute_schedule(env, network, schedule, self.onchip, batches, split_ports)
         env.run()
