@@ -25,7 +25,13 @@ from tpusim.cli_flags import (
 )
 from tpusim.config import load_system, shipped
 from tpusim.config.limits import MAX_SWEEP_POINTS
-from tpusim.console import INTERRUPTED_EXIT_CODE, drop_stdout, interrupts_handled, raised_by_print
+from tpusim.console import (
+    INTERRUPTED_EXIT_CODE,
+    drop_stdout,
+    interrupts_handled,
+    raised_by_print,
+    text_table,
+)
 from tpusim.errors import InputError, TpusimError
 from tpusim.report import topology_summary
 from tpusim.results.files import (
@@ -53,13 +59,6 @@ def _print_json(record: Any) -> None:
     print(json_text(record))
 
 
-def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
-    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
-    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
-    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
-    return "\n".join(lines)
-
-
 def cmd_systems(args: argparse.Namespace) -> None:
     rows = []
     for name in shipped("systems"):
@@ -76,7 +75,7 @@ def cmd_systems(args: argparse.Namespace) -> None:
     if args.json:
         _print_json({"systems": rows})
     else:
-        print(_table(rows, ["name", "chip", "topology", "chips", "description"]))
+        print(text_table(rows, ["name", "chip", "topology", "chips", "description"]))
 
 
 def cmd_claims(args: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = [
     "drop_stdout",
     "interrupts_handled",
     "raised_by_print",
+    "text_table",
 ]
 
 #: Exit code of a run stopped by Ctrl-C (published: 128 + SIGINT, the shell convention).
@@ -76,3 +77,11 @@ def drop_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # stdout is not a file (captured in tests)
         pass
+
+
+def text_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    """``rows`` as left-aligned text columns under a header line (the commands' tables)."""
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(lines)

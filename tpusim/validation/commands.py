@@ -123,6 +123,7 @@ def _summary_lines(stats: dict[str, Any]) -> str:
 
 def _cases_table(rows: list[dict[str, Any]]) -> str:
     from tpusim import units
+    from tpusim.console import text_table
 
     shown = [
         {
@@ -137,7 +138,4 @@ def _cases_table(rows: list[dict[str, Any]]) -> str:
         }
         for r in rows
     ]
-    widths = {c: max(len(c), *(len(str(r[c])) for r in shown)) for c in RESULT_COLUMNS}
-    lines = ["  ".join(c.ljust(widths[c]) for c in RESULT_COLUMNS)]
-    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in RESULT_COLUMNS) for r in shown]
-    return "\n".join(lines)
+    return text_table(shown, RESULT_COLUMNS)
