@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from tpusim.config.chip import ChipSpec
 from tpusim.config.limits import MAX_SYSTEM_CHIPS
+from tpusim.config.model import ModelSpec
 from tpusim.config.system import (
     FabricSpec,
     SystemSpec,
@@ -28,11 +29,12 @@ from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
 
 Model = TypeVar("Model", bound=BaseModel)
-ConfigKind = Literal["chips", "systems"]
+ConfigKind = Literal["chips", "systems", "models"]
 
 
 def configs_dir() -> Path:
-    """The folder holding ``chips/`` and ``systems/``: inside the wheel, else the repository's."""
+    """The folder holding ``chips/``, ``systems/`` and ``models/``: inside the wheel,
+    else the repository's."""
     packaged = Path(__file__).resolve().parent.parent / "_configs"
     if packaged.is_dir():
         return packaged
@@ -134,6 +136,19 @@ def _check_sources(
 def load_chip(name_or_path: str, base: Path | None = None) -> ChipSpec:
     """A chip by shipped name (``ironwood``) or YAML path (relative to ``base`` if given)."""
     return _load_chip_file(_resolve(_locate(name_or_path, "chips", base)))
+
+
+@cache
+def _load_model_file(path: Path) -> ModelSpec:
+    data, lines = load_yaml(path)
+    model = validate(ModelSpec, data, str(path), lines)
+    _check_sources(model.sources, data, str(path), lines)
+    return model
+
+
+def load_model(name_or_path: str, base: Path | None = None) -> ModelSpec:
+    """A model preset by shipped name (``llama-3.1-70b``) or YAML path."""
+    return _load_model_file(_resolve(_locate(name_or_path, "models", base)))
 
 
 @dataclass(frozen=True)

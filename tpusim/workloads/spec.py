@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PositiveInt, ValidationError, model_validator
 
+from tpusim.config.model import NEUTRAL_SHAPE
 from tpusim.config.types import Frozen
+from tpusim.errors import ConfigError
 from tpusim.units import parse_bytes
 from tpusim.vocabulary import Dtype
 
@@ -95,9 +97,16 @@ class WorkloadSpec(Frozen):
 
 class ModelWorkload(WorkloadSpec):
     """A transformer's shape and its device mesh; a mesh axis of size ``auto`` takes
-    the chips the other axes leave on each system."""
+    the chips the other axes leave on each system.
+
+    ``model: NAME`` (a preset of ``configs/models/`` or a YAML path) fills every shape
+    field the workload does not give; fields given explicitly override the preset's
+    (``layers: 2`` runs a two-layer fragment of it). A preset feature the workload
+    kind does not model (a field it lacks, at a value other than the builders'
+    neutral default) is an error, never silently dropped."""
 
     name: str
+    model: str | None = None
     layers: PositiveInt
     d_model: PositiveInt
     d_ff: PositiveInt
@@ -107,6 +116,13 @@ class ModelWorkload(WorkloadSpec):
     mesh: dict[str, PositiveInt | Literal["auto"]]
     tensor_axis: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_model(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("model") is None:
+            return data
+        return expand_preset(cls, data)
+
     @model_validator(mode="after")
     def _one_auto(self) -> ModelWorkload:
         if sum(v == "auto" for v in self.mesh.values()) > 1:
@@ -115,4 +131,27 @@ class ModelWorkload(WorkloadSpec):
 
     def builder_fields(self) -> dict[str, Any]:
         """The fields the program builder takes (everything but kind, name, variants)."""
-        return self.model_dump(exclude={"kind", "name", *VARIANT_KEYS})
+        return self.model_dump(exclude={"kind", "name", "model", *VARIANT_KEYS})
+
+
+def expand_preset(cls: type[ModelWorkload], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the shape fields of its ``model`` preset filled in where absent;
+    raises ValueError for an unknown model or a preset feature ``cls`` lacks."""
+    from tpusim.config.loader import load_model
+
+    try:
+        preset = load_model(str(data["model"]))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    out = dict(data)
+    kind = data.get("kind", "this")
+    for key, value in preset.builder_fields().items():
+        if key in out:
+            continue
+        if key in cls.model_fields:
+            out[key] = value
+        elif value != NEUTRAL_SHAPE[key]:
+            raise ValueError(
+                f"model {preset.name} has {key}={value}, which a {kind} workload does not model"
+            )
+    return out
