@@ -80,7 +80,7 @@ def slice_group(
     topology's axis structure. A wrapped axis the slice does not cover whole becomes a
     line. Raises ValueError when the shape has the wrong number of axes or does not fit."""
     chips, axes = topology.axis_structure()
-    names = "x".join(f"{a.name}={a.size}" for a in axes)
+    names = ", ".join(f"{a.name}={a.size}" for a in axes)
     where = list(offset) if offset is not None else [0] * len(shape)
     if len(shape) != len(axes) or len(where) != len(axes):
         raise ValueError(
@@ -235,6 +235,7 @@ def run_jobs(
             routes=routes,
             observers=[observer],
             placement=JobPlacement(topology, job),
+            port_rows=False,
             **shared,
         )
         shared = {"env": sim.env, "network": sim.network}

@@ -222,10 +222,19 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     from tpusim.jobs import run_jobs
 
     placed = place_jobs(spec, context)
-    args = (context.system, context.topology, context.routes)
-    options = {"fidelity": context.fidelity, "flow_tolerance": context.flow_tolerance}
-    together = run_jobs(*args, placed, **options)
-    alone = [run_jobs(*args, [job], **options).times_s[0] for job in placed]
+
+    def simulate(jobs: list[Any]) -> Any:
+        return run_jobs(
+            context.system,
+            context.topology,
+            context.routes,
+            jobs,
+            fidelity=context.fidelity,
+            flow_tolerance=context.flow_tolerance,
+        )
+
+    together = simulate(placed)
+    alone = [simulate([job]).times_s[0] for job in placed]
     users = sum((b > 0).astype(int) for b in together.link_bytes.values())
     rows = [
         {
