@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_error_line, run
 
-from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import load_chip, load_system
 from tpusim.engine import Simulation, run_collective
 from tpusim.program.ir import Op, Program

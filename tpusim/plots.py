@@ -275,23 +275,41 @@ def shared_links_heatmap(
     users = (per_job > 0).sum(axis=0)
     capacity = links.bandwidth_Bps * time_s if time_s > 0 else np.inf
     shared_util = np.where(users > 1, 100.0 * per_job.sum(axis=0) / capacity, 0.0)
-    layout = topology.plot_layout()
+    row, col, shape, xlabel, ylabel = _wrapped_layout(topology.plot_layout())
     out = links.src < n
-    cells = (layout.row[links.src[out]], layout.col[links.src[out]])
+    cells = (row[links.src[out]], col[links.src[out]])
     panels = []
     for values in (users, shared_util):
-        grid = np.zeros(layout.shape)
+        grid = np.zeros(shape)
         np.maximum.at(grid, cells, values[out])
         panels.append(grid)
-    rows, cols = layout.shape
-    fig, axes = plt.subplots(1, 2, figsize=(min(16, 4 + 0.9 * cols), min(9, 2.2 + 0.45 * rows)))
-    labels = ("jobs on the most-shared outgoing link", "busiest shared link utilisation (%)")
-    for ax, grid, label, cmap in zip(axes, panels, labels, ("magma", "viridis"), strict=True):
-        top = max(2.0, float(grid.max())) if cmap == "magma" else None
+    fig, axes = plt.subplots(
+        1, 2, figsize=(min(16, 4 + 0.9 * shape[1]), min(9, 2.4 + 0.45 * shape[0]))
+    )
+    titles = ("jobs on the most-shared outgoing link", "busiest shared link utilisation (%)")
+    for ax, grid, title, unit in zip(axes, panels, titles, ("jobs", "%"), strict=True):
+        top = max(2.0 if unit == "jobs" else 1.0, float(grid.max()))
+        cmap = "magma" if unit == "jobs" else "viridis"
         image = ax.imshow(grid, origin="lower", cmap=cmap, aspect="auto", vmin=0, vmax=top)
-        fig.colorbar(image, ax=ax).set_label(label)
-        ax.set_xlabel(layout.xlabel)
-        ax.set_ylabel(layout.ylabel)
-        ax.set_title(f"{label}\n(largest over the chips of each cell)", fontsize="medium")
-    fig.suptitle(f"Links shared by jobs {', '.join(job_link_bytes)}: {layout.title}")
+        fig.colorbar(image, ax=ax).set_label(unit)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}\n(largest over the chips of each cell)", fontsize="medium")
+    fig.suptitle(f"Links shared by jobs {', '.join(job_link_bytes)}")
     return _finish(fig, path)
+
+
+#: Chips per row when a one-row plot layout of many chips is folded into a grid.
+FOLDED_ROW_CHIPS = 32
+
+
+def _wrapped_layout(layout: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int], str, str]:
+    """(row, col, shape, xlabel, ylabel) of ``layout``; a single row of more than
+    ``FOLDED_ROW_CHIPS`` cells is folded into rows of that many."""
+    rows, cols = layout.shape
+    if rows > 1 or cols <= FOLDED_ROW_CHIPS:
+        return layout.row, layout.col, layout.shape, layout.xlabel, layout.ylabel
+    width = FOLDED_ROW_CHIPS
+    shape = (-(-cols // width), width)
+    xlabel, ylabel = f"{layout.xlabel} mod {width}", f"{layout.xlabel} // {width}"
+    return layout.col // width, layout.col % width, shape, xlabel, ylabel
