@@ -175,3 +175,19 @@ def test_bad_jobs_are_one_line_naming_the_entry(tmp_path, capsys, jobs, words):
     line = assert_one_error_line(code, out, err)
     for word in words:
         assert word in line, line
+
+
+def test_collective_over_one_axis_of_a_slice_runs_one_ring_per_line(tmp_path, capsys):
+    """``axes: [z]`` of a 4x4x4 slice: 16 lines of 4 chips at once, as on a standalone
+    4x4x4 mesh with ``--axes z``."""
+    jobs = (
+        "      - {name: a, slice: 4x4x4, offset: [2, 2, 6],"
+        " collective: {op: reduce-scatter, bytes: 32 MiB, axes: [z]}}\n"
+    )
+    row = _row(capsys, tmp_path, _scenario(tmp_path, "torus-8x8x16", jobs))
+    mesh = load_system(_system(tmp_path, "mesh4", [4, 4, 4], wrap=False))
+    alone, _ = run_collective(
+        build_topology(mesh), "reduce-scatter", 32 * MiB, chip=mesh.chip, axes=["z"]
+    )
+    assert alone.num_groups == 16
+    assert row["jobs"][0]["time_s"] == pytest.approx(alone.time_s, rel=1e-3)
