@@ -19,7 +19,8 @@ job's time together and alone and its slowdown (:class:`JobsRecord`); the ``jobs
 output writer draws the shared-link heatmap ``jobs-<system>-<workload>.png``
 (:func:`tpusim.plots.shared_links_heatmap`). How the jobs share the network:
 :mod:`tpusim.jobs`. Jobs that share a chip, or a slice that does not fit at its offset,
-are bad input naming the entry.
+are bad input naming the entry. Sharing shows at ``flow`` and ``packet`` fidelity; the
+``analytic`` network has no contention, so there every slowdown is 1.
 """
 
 from __future__ import annotations
