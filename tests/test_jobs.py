@@ -13,11 +13,16 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import assert_one_error_line, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tpusim.config.loader import load_chip, load_system
 from tpusim.engine import Simulation, run_collective
+from tpusim.jobs import Job, chips_group, run_jobs
+from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
 from tpusim.topology import build_topology
 from tpusim.workloads import record_from_row
@@ -191,3 +196,37 @@ def test_collective_over_one_axis_of_a_slice_runs_one_ring_per_line(tmp_path, ca
     )
     assert alone.num_groups == 16
     assert row["jobs"][0]["time_s"] == pytest.approx(alone.time_s, rel=1e-3)
+
+
+OPS = ["all-gather", "reduce-scatter", "all-reduce", "all-to-all"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    order=st.permutations(range(256)),
+    sizes=st.lists(st.integers(2, 8), min_size=2, max_size=4),
+    ops=st.lists(st.sampled_from(OPS), min_size=4, max_size=4),
+    kib=st.lists(st.integers(1, 4096), min_size=4, max_size=4),
+)
+def test_random_jobs_conserve_bytes_and_repeat_exactly(order, sizes, ops, kib):
+    """Random disjoint chip sets on ironwood-256, each running a collective: the bytes
+    every job put on each link add up to the shared network's, each job puts the same
+    bytes on the same links as alone (routes do not depend on load), and a second run
+    gives the same times."""
+    system = load_system("ironwood-256")
+    topology = build_topology(system)
+    routes = RouteCache(topology)
+    jobs, start = [], 0
+    for i, size in enumerate(sizes):
+        chips = list(order[start : start + size])
+        start += size
+        work = Op(ops[i], "collective", collective=ops[i], size_bytes=kib[i] * 1024.0)
+        jobs.append(Job(f"j{i}", chips_group(topology, chips, None), Program(f"j{i}", (work,))))
+    together = run_jobs(system, topology, routes, jobs)
+    network_bytes = together.results[0].link_bytes
+    assert sum(together.link_bytes.values()) == pytest.approx(network_bytes, rel=1e-9, abs=1e-3)
+    for job in jobs:
+        alone = run_jobs(system, topology, routes, [job])
+        assert np.array_equal(alone.link_bytes[job.name] > 0, together.link_bytes[job.name] > 0)
+        assert alone.link_bytes[job.name] == pytest.approx(together.link_bytes[job.name])
+    assert run_jobs(system, topology, routes, jobs).times_s == together.times_s
