@@ -51,6 +51,10 @@ class Simulation:
     :func:`tpusim.network.make_network`. ``topology`` and ``routes`` reuse a built
     topology and its :class:`RouteCache` across runs. ``observers`` are told what happens
     besides the built-in recorders; ``port_rows=False`` skips the per-port op rows.
+    ``env``, ``network`` and ``placement`` let several simulations share one SimPy
+    environment and network, each placing its collectives on its own chips
+    (:mod:`tpusim.jobs`: each starts with :meth:`start`, the environment runs once,
+    each ends with :meth:`finish`).
     """
 
     def __init__(
@@ -69,6 +73,9 @@ class Simulation:
         check_capacity: bool = False,
         observers: Sequence[Observer] = (),
         port_rows: bool = True,
+        env: simpy.Environment | None = None,
+        network: Network | None = None,
+        placement: Placement | None = None,
     ):
         self.system = load_system(system) if isinstance(system, str) else system
         self.program, self.fidelity = program, fidelity
@@ -77,10 +84,10 @@ class Simulation:
         chip = self.system.chip if self.system else None
         self.costs = costs or (ChipCostModel(chip) if chip else None)
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
-        self.placement = Placement(self.topology, program.mesh)
-        self.env = simpy.Environment()
+        self.placement = placement or Placement(self.topology, program.mesh)
+        self.env = env or simpy.Environment()
         self._packet_bytes, self._flow_tolerance = packet_bytes, flow_tolerance
-        self.network = self._new_network(self.env, check_capacity)
+        self.network = network or self._new_network(self.env, check_capacity)
         self.ops_table, self.comm, self.hops = OpsTable(), CommunicationTime(), HopStats()
         self.ops_table.wants_ports = port_rows
         self.links = LinkBytes()
@@ -198,10 +205,21 @@ class Simulation:
     def run(self) -> Results:
         """Simulate to completion. Raises SimulationError on a deadlock (exit code 1)
         and OutOfMemoryError when the resident bytes do not fit."""
+        pending = self.start()
+        self.env.run()
+        return self.finish(pending)
+
+    def start(self) -> dict[str, dict[str, simpy.Event]]:
+        """Make the chip classes, check memory and start one process per op without
+        running the environment; returns each class's op-done events for
+        :meth:`finish`. Raises OutOfMemoryError when the resident bytes do not fit."""
         self.classes = self._chip_classes()
         self._check_memory()
-        pending = {name: self._start_class(name, chips) for name, chips in self.classes.items()}
-        self.env.run()
+        return {name: self._start_class(name, chips) for name, chips in self.classes.items()}
+
+    def finish(self, pending: dict[str, dict[str, simpy.Event]]) -> Results:
+        """Once the environment has run: tell the observers, raise SimulationError on
+        a deadlock, return the results."""
         for observer in self.observers:
             observer.run_finished(float(self.env.now), self.network.link_bytes)
         self._raise_if_deadlocked(pending)

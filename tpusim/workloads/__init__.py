@@ -5,7 +5,16 @@ One module per kind (its spec class and its ``run``), registered in
 (in alphabetical order: the order of the choices in error messages).
 """
 
-from tpusim.workloads import collective, decode_step, hlo, program, topology, training_step
+from tpusim.workloads import (
+    collective,
+    decode_step,
+    goodput,
+    hlo,
+    jobs,
+    program,
+    topology,
+    training_step,
+)
 from tpusim.workloads.registry import (
     Outcome,
     Workload,
@@ -31,7 +40,9 @@ __all__ = [
     "WorkloadSpec",
     "collective",
     "decode_step",
+    "goodput",
     "hlo",
+    "jobs",
     "program",
     "program_outcome",
     "record_from_row",
