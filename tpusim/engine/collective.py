@@ -16,6 +16,7 @@ from tpusim.collectives import bus_factor
 from tpusim.collectives.base import Algorithm, Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
+from tpusim.config.faults import FaultPlan, Routing
 from tpusim.config.loader import System, load_system
 from tpusim.engine.simulation import Simulation
 from tpusim.errors import InputError
@@ -55,6 +56,9 @@ def run_collective(
     check_capacity: bool = False,
     routes: RouteCache | None = None,
     flow_tolerance: float | None = None,
+    faults: FaultPlan | None = None,
+    routing: Routing = "minimal",
+    seed: int = 0,
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
     a one-op program run by :class:`tpusim.engine.Simulation`.
@@ -62,9 +66,13 @@ def run_collective(
     ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a
     :class:`RouteCache` of ``topology`` to reuse across sizes (fresh by default).
     The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
-    (:meth:`OnChipModel.for_chip`), else there is none. Returns the result and the
-    network (its ``link_bytes`` feed :func:`link_table`). Raises ValueError (or
-    AlgorithmError) for a bad size, group, op or algorithm.
+    (:meth:`OnChipModel.for_chip`), else there is none. ``faults``, ``routing`` and
+    ``seed``: see :class:`tpusim.engine.Simulation` (the network's ``fault_report``
+    then holds the JSON fields ``failed_links``, ``rerouted_flows``, ``adapted``...).
+    Returns the result and the network (its ``link_bytes`` feed :func:`link_table`).
+    Raises ValueError (or AlgorithmError) for a bad size, group, op or algorithm,
+    InputError for a fault naming no link or chip, SimulationError for a collective a
+    failed chip stops.
     """
     if not size > 0:
         raise ValueError(f"bytes must be > 0 (got {size:g})")
@@ -93,6 +101,9 @@ def run_collective(
         packet_bytes=packet_bytes,
         check_capacity=check_capacity and fidelity == "flow",
         port_rows=False,
+        faults=faults,
+        routing=routing,
+        seed=seed,
     )
     schedule = _schedule(sim, collective)
     sim.run()
