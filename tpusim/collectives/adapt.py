@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tpusim.collectives.base import Axis, Group, snake
+from tpusim.collectives.base import Axis, AxisKind, Group, snake
 from tpusim.topology import Topology
 
 
@@ -69,8 +69,14 @@ def without_chips(group: Group, down: list[int]) -> tuple[Group, list[str]]:
             f"excluding chips {down} leaves groups of different sizes; "
             "exclude works on a single group or one chip per group"
         )
+    kind: AxisKind = "any"
     order = snake(group.chips) if group.on_torus_axes else group.flat
+    if len(group.axes) == 1 and group.axes[0].kind == "ring" and len(down) == 1:
+        # one chip out of a ring: the rest is a line starting after it
+        at = np.argmax(order == down[0], axis=1)
+        if np.unique(at).size == 1:
+            order, kind = np.roll(order, -(int(at[0]) + 1), axis=1), "line"
     keep = ~np.isin(order, down)
     left = order[keep].reshape(group.num_groups, -1)
     note = f"chips {', '.join(map(str, down))} down: group shrinks to {left.shape[1]} chips"
-    return Group(left, (Axis("survivors", int(left.shape[1]), "any"),)), [note]
+    return Group(left, (Axis("survivors", int(left.shape[1]), kind),)), [note]

@@ -112,6 +112,16 @@ class FaultState:
         for fault in self.schedule.link_faults:
             if fault.at_s == 0:
                 network.degrade_links(fault.links, fault.fraction)
+        for chip_fault in self.schedule.chip_faults:
+            if chip_fault.at_s == 0:
+                self._cut_off(network, chip_fault.chip)
+
+    def _cut_off(self, network: Network, chip: int) -> None:
+        """Under ``exclude`` a down chip's links go down with it (nothing routes through
+        it); a spare cube replaces the chip, so its links stay."""
+        if self.plan.on_chip_failure == "exclude":
+            links = self.topology.links
+            network.degrade_links(np.flatnonzero((links.src == chip) | (links.dst == chip)), 0.0)
 
     def start(self, env: simpy.Environment, network: Network) -> None:
         """Processes that apply the later faults at their instants."""
@@ -120,7 +130,7 @@ class FaultState:
                 env.process(self._links_fail(env, network, at_s))
         for fault in self.schedule.chip_faults:
             if fault.at_s > 0:
-                env.process(self._chip_fails(env, fault))
+                env.process(self._chip_fails(env, network, fault))
 
     def _links_fail(self, env: simpy.Environment, network: Network, at_s: float):
         yield env.timeout(at_s)
@@ -129,9 +139,10 @@ class FaultState:
                 network.degrade_links(fault.links, fault.fraction)
         self.epoch += 1
 
-    def _chip_fails(self, env: simpy.Environment, fault: ChipFault):
+    def _chip_fails(self, env: simpy.Environment, network: Network, fault: ChipFault):
         yield env.timeout(fault.at_s)
         self.epoch += 1
+        self._cut_off(network, fault.chip)
         for name, (members, failed) in self._running.items():
             if fault.chip in members:
                 if self.plan.on_chip_failure == "fail":
@@ -241,5 +252,6 @@ def _check_cubes(topology: Topology) -> None:
     if not torus or any(a.size % CUBE_EDGE_CHIPS for a in axes):
         shape = "x".join(str(a.size) for a in axes)
         raise InputError(
-            f"on_chip_failure: spare_cube needs a 3-D torus built of 4x4x4 cubes (this one is {shape})"
+            "on_chip_failure: spare_cube needs a 3-D torus built of 4x4x4 cubes "
+            f"(this one is {shape})"
         )

@@ -186,6 +186,7 @@ class Network(ABC):
 
     def _links_changed(self, links: np.ndarray) -> None:
         """Hook: ``links`` changed capacity now. Default: nothing in flight changes."""
+        return None
 
     def surviving_routes(self) -> SurvivingRoutes:
         """Shortest routes over the links still up (rebuilt when more links fail)."""

@@ -153,6 +153,7 @@ class SurvivingRoutes:
         keys = links.src[self._ids] * topology.num_nodes + links.dst[self._ids]
         order = np.argsort(keys, kind="stable")
         self._keys, self._key_ids = keys[order], self._ids[order]
+        self._isolated = np.bincount(links.src[self._ids], minlength=topology.num_nodes) == 0
 
     def _tree(self, src: int) -> tuple[np.ndarray, np.ndarray]:
         tree = self._trees.get(src)
@@ -161,7 +162,21 @@ class SurvivingRoutes:
         return tree
 
     def links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR ``(ptr, link ids)`` of the surviving routes of the pairs (src[k], dst[k])."""
+        """CSR ``(ptr, link ids)`` of the surviving routes of the pairs (src[k], dst[k]).
+        A pair with an end whose every link is down (a chip that failed) gets no route:
+        its bytes are lost with the chip."""
+        isolated = self._isolated[src] | self._isolated[dst]
+        if isolated.any():
+            ptr, links = (
+                self.links_many(src[~isolated], dst[~isolated])
+                if (~isolated).any()
+                else (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+            )
+            hops = np.zeros(src.size, dtype=np.int64)
+            hops[~isolated] = np.diff(ptr)
+            out = np.zeros(src.size + 1, dtype=np.int64)
+            np.cumsum(hops, out=out[1:])
+            return out, links
         sources, which = np.unique(src, return_inverse=True)
         trees = [self._tree(int(s)) for s in sources]
         dist = np.stack([t[0] for t in trees])

@@ -236,7 +236,11 @@ class FlowNetwork(Network):
         moved = FlowBatch(src, dst, left, ptr, links)
         self.rerouted_flows += num
         self._account(moved)
-        self._start_block(moved, block.owner)
+        lost = int((~moved.routed).sum())  # to or from a chip that went down
+        if lost:
+            self._arrive(block.owner, lost, 0.0)
+        if lost < num:
+            self._start_block(moved, block.owner)
 
     # -- the solver process -------------------------------------------------------------
     def _advance(self) -> None:

@@ -25,12 +25,17 @@ from tpusim.network.base import FlowBatch, Network
 
 __all__ = ["ROUTINGS", "UGAL_CANDIDATES", "UGAL_CHUNKS", "Router", "Routing", "make_router"]
 
-UGAL_CANDIDATES = 8
+UGAL_CANDIDATES = 16
 """Non-minimal (Valiant) candidates each flow weighs against its minimal route under
-UGAL (count). Assumption (speed against quality): UGAL as published weighs one; a few
-more keep flows of one batch from piling onto the same intermediate group (on TPU 8i's
-36 groups, 8 random candidates leave a free one with probability > 0.9 until most
-groups are taken)."""
+UGAL (count). Assumption (speed against quality): UGAL as published weighs one; more
+keep the flows of one batch from piling onto the same intermediate group (32 chips of
+a TPU 8i group sending to the next group: 8 candidates leave two flows sharing a global
+link, 2.0x the injection bound; 16 reach 1.03x). Fewer are weighed when a batch is
+large (:data:`UGAL_ROUTE_BUDGET`)."""
+
+UGAL_ROUTE_BUDGET = 2_000_000
+"""Most candidate routes UGAL builds per batch (count; speed and memory only): a batch
+of n flows weighs max(1, min(UGAL_CANDIDATES, budget // n)) Valiant candidates."""
 
 UGAL_CHUNKS = 64
 """Rounds in which the flows of one batch choose under UGAL (count). Assumption: within a
@@ -87,7 +92,8 @@ class Router:
 
     def _ugal(self, batch: FlowBatch, network: Network) -> FlowBatch:
         options = [(batch.ptr, batch.links)]
-        options += [self._valiant_routes(batch, network) for _ in range(self.candidates)]
+        count = max(1, min(self.candidates, UGAL_ROUTE_BUDGET // max(len(batch), 1)))
+        options += [self._valiant_routes(batch, network) for _ in range(count)]
         load = _active_flows(network).astype(np.float64)
         bandwidth, latency = network.bandwidth_Bps, network.latency_s
         n = len(batch)
