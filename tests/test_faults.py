@@ -192,9 +192,7 @@ def test_packet_fidelity_rejects_faults_in_one_line():
 
 
 def test_analytic_fidelity_routes_around_a_static_fault():
-    res, net = run_collective(
-        ring16(), "all-gather", V, fidelity="analytic", faults=plan(down(0, 1))
-    )
+    res, _ = run_collective(ring16(), "all-gather", V, fidelity="analytic", faults=plan(down(0, 1)))
     line, _ = run_collective(ring16(False), "all-gather", V, fidelity="analytic")
     assert res.time_s == pytest.approx(line.time_s, rel=0.02)
 
