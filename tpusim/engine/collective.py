@@ -61,18 +61,14 @@ def run_collective(
     seed: int = 0,
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
-    a one-op program run by :class:`tpusim.engine.Simulation`.
+    a one-op program run by :class:`tpusim.engine.Simulation` (``faults``, ``routing``,
+    ``seed``: see there; the network's ``fault_report`` holds their JSON fields).
 
-    ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a
-    :class:`RouteCache` of ``topology`` to reuse across sizes (fresh by default).
-    The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
-    (:meth:`OnChipModel.for_chip`), else there is none. ``faults``, ``routing`` and
-    ``seed``: see :class:`tpusim.engine.Simulation` (the network's ``fault_report``
-    then holds the JSON fields ``failed_links``, ``rerouted_flows``, ``adapted``...).
-    Returns the result and the network (its ``link_bytes`` feed :func:`link_table`).
-    Raises ValueError (or AlgorithmError) for a bad size, group, op or algorithm,
-    InputError for a fault naming no link or chip, SimulationError for a collective a
-    failed chip stops.
+    ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a reusable
+    :class:`RouteCache` of ``topology``. On-chip cost from ``onchip``, else ``chip`` and
+    ``engine``, else none. Returns the result and the network. Raises ValueError (or
+    AlgorithmError) for a bad size, group, op or algorithm, InputError for a fault naming
+    no link or chip, SimulationError for a collective a failed chip stops.
     """
     if not size > 0:
         raise ValueError(f"bytes must be > 0 (got {size:g})")
@@ -91,20 +87,11 @@ def run_collective(
         split_ports=op == "collective-permute",
     )
     sim = Simulation(
-        None,
-        Program(op, (collective,)),
-        fidelity,
-        onchip=model,
-        flow_tolerance=flow_tolerance if fidelity == "flow" else None,
-        topology=topology,
-        routes=routes,
-        packet_bytes=packet_bytes,
-        check_capacity=check_capacity and fidelity == "flow",
-        port_rows=False,
-        faults=faults,
-        routing=routing,
-        seed=seed,
-    )
+        None, Program(op, (collective,)), fidelity, seed, onchip=model, topology=topology,
+        flow_tolerance=flow_tolerance if fidelity == "flow" else None, routes=routes,
+        packet_bytes=packet_bytes, check_capacity=check_capacity and fidelity == "flow",
+        port_rows=False, faults=faults, routing=routing,
+    )  # fmt: skip
     schedule = _schedule(sim, collective)
     sim.run()
     return _result(sim, schedule, system_name, size, pairs), sim.network
