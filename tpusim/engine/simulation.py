@@ -185,6 +185,7 @@ class Simulation:
         (:meth:`FaultState.attempts`)."""
         if op.name not in self._started:
             start = self.env.now
+            finished: simpy.Event
             if self.faults.active:
                 finished = self.env.process(self.faults.attempts(self, op, schedule))
             else:
