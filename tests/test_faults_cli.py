@@ -114,3 +114,25 @@ def test_faults_command_bad_flags_exit_2(capsys, flags):
         capsys, "faults", "v5e-pod", "--op", "all-reduce", "--bytes", "1MiB", *flags
     )
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_scenario_top_level_faults_and_run_flags(capsys, tmp_path):
+    """Top-level fault keys reach every collective workload; ``per_system`` overrides
+    them; ``tpusim run --faults`` sets them on top (bad entries: exit 2, one line)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: faulty\nsystems: [v5e-pod]\nfail_links: 2\nseed: 3\nworkloads:\n"
+        "  - {kind: collective, name: a, op: all-reduce, bytes: 16MiB}\n"
+        "  - {kind: collective, name: b, op: all-reduce, bytes: 16MiB, fail_links: 0}\n"
+    )
+    code, out, _ = run_cli(capsys, "run", str(scenario), "--out", str(tmp_path / "o"), "--json")
+    assert code == 0
+    rows = {r["workload"]: r for r in json.loads(out)["results"]}
+    assert rows["a"]["time_s"] > rows["b"]["time_s"]  # two links down against none
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("faults:\n  - {kind: link_down, link: [0, 9]}\n")
+    code, _, err = run_cli(
+        capsys, "run", str(scenario), "--out", str(tmp_path / "o2"), "--faults", str(bad), "--quiet"
+    )
+    assert code == 2 and "link [0, 9] does not exist" in err
+    assert len(err.strip().splitlines()) == 1

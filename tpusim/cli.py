@@ -253,10 +253,13 @@ def _sweep_table(rows: list[dict[str, Any]]) -> str:
 def cmd_run(args: argparse.Namespace) -> None:
     from pathlib import Path
 
+    from tpusim.faults_cli import run_fault_flags
     from tpusim.results.writers import write_outputs
     from tpusim.scenario import Scenario, run_scenario
 
-    scenario = Scenario(args.scenario, max_points=args.max_points)
+    scenario = Scenario(
+        args.scenario, max_points=args.max_points, fault_flags=run_fault_flags(args)
+    )
     out = Path(args.out or Path("out") / scenario.spec.name)
     check_folder_target(out, "--out")  # before minutes of simulation, not after
     run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
@@ -372,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: one per CPU core; 1 runs in-process)",
     )
     _add_max_points(p, "workload points (sweep points over all workloads)", None)
+    from tpusim.faults_cli import add_fault_flags
+
+    add_fault_flags(p, default_routing=None)
     p.set_defaults(func=cmd_run)
     from tpusim.validation.commands import add_parsers as add_validation_parsers
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from tpusim import units
 from tpusim.cli_flags import size_flag
-from tpusim.config.faults import ROUTINGS, FaultPlan, load_faults
+from tpusim.config.faults import ROUTINGS, FaultPlan, load_faults, plan_flags
 from tpusim.errors import InputError
 from tpusim.vocabulary import FIDELITIES, OPS
 
@@ -33,20 +33,33 @@ MAX_TRIALS = 10_000
 """Most trials per count ``tpusim faults`` accepts (a guard against typos, not a model limit)."""
 
 
-def add_fault_flags(p: argparse.ArgumentParser) -> None:
+def add_fault_flags(p: argparse.ArgumentParser, default_routing: str | None = "minimal") -> None:
     """``--faults FILE``, ``--fail-links N``, ``--seed S``, ``--routing R``."""
-    p.add_argument("--faults", help="YAML file of faults (see README: Faults)")
+    p.add_argument("--faults", help="YAML file of faults (see README: Faults and routing)")
     p.add_argument("--fail-links", type=int, help="N random links down from the start")
     p.add_argument("--seed", type=int, help="seed of the random failures (default 0)")
-    p.add_argument("--routing", choices=ROUTINGS, default="minimal", help="path choice per flow")
+    p.add_argument(
+        "--routing", choices=ROUTINGS, default=default_routing, help="path choice per flow"
+    )
 
 
-def fault_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``run_collective`` keywords from the fault flags (empty on the healthy path)."""
+def _check_flags(args: argparse.Namespace) -> None:
     if args.fail_links is not None and args.fail_links < 0:
         raise InputError(f"--fail-links {args.fail_links}: must be >= 0")
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed {args.seed}: must be >= 0")
+
+
+def run_fault_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """``tpusim run``'s fault flags as workload keys set on every workload taking them."""
+    _check_flags(args)
+    plan = load_faults(args.faults) if args.faults else None
+    return plan_flags(plan, args.fail_links, args.seed) | {"routing": args.routing}
+
+
+def fault_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_collective`` keywords from the fault flags (empty on the healthy path)."""
+    _check_flags(args)
     options: dict[str, Any] = {}
     plan = load_faults(args.faults) if args.faults else None
     if plan is not None or args.fail_links:

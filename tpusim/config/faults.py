@@ -19,8 +19,9 @@ This module checks each entry on its own (kinds, fields, fractions in (0, 1], ti
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -98,6 +99,33 @@ class FaultPlan(Frozen):
 
 
 NO_FAULTS = FaultPlan()
+
+#: The fault keys a scenario takes at its top level (defaults for every workload kind
+#: that has them as fields) and the command line sets on top of everything.
+FAULT_FIELDS = ("faults", "fail_links", "seed", "on_chip_failure", "routing")
+
+
+def with_fault_defaults(
+    data: dict[str, Any], fields: Collection[str], top: dict[str, Any], flags: dict[str, Any]
+) -> dict[str, Any]:
+    """A workload's raw ``data`` with the scenario's top-level fault keys (``top``, the
+    scenario's raw mapping) as defaults and the command line's ``flags`` on top, for
+    the keys among the workload kind's ``fields``."""
+    wanted = [k for k in FAULT_FIELDS if k in fields]
+    out = {k: top[k] for k in wanted if top.get(k) is not None} | data
+    return out | {k: flags[k] for k in wanted if flags.get(k) is not None}
+
+
+def plan_flags(plan: FaultPlan | None, fail_links: int | None, seed: int | None) -> dict[str, Any]:
+    """The command line's fault flags as raw workload keys (``--faults FILE`` read into
+    ``plan``, ``--fail-links``, ``--seed``)."""
+    out: dict[str, Any] = {"fail_links": fail_links, "seed": seed}
+    if plan is not None:
+        out["faults"] = [f.model_dump(exclude_none=True) for f in plan.faults]
+        out["on_chip_failure"] = plan.on_chip_failure
+        out["fail_links"] = plan.fail_links if fail_links is None else fail_links
+        out["seed"] = plan.seed if seed is None else seed
+    return out
 
 
 def load_faults(file: str | Path) -> FaultPlan:
