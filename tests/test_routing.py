@@ -86,3 +86,12 @@ def test_packet_fidelity_rejects_non_minimal_routing(tpu8i):
 
     with pytest.raises(InputError, match="packet fidelity"):
         run_collective(tpu8i, "all-gather", MIB, chips=8, fidelity="packet", routing="ugal")
+
+
+def test_routed_hops_count_the_paths_taken(tpu8i):
+    _, ugal = _exchange(tpu8i, "ugal")
+    _, valiant = _exchange(tpu8i, "valiant")
+    # minimal group-to-group routes are at most 7 hops (local-board-local-global-...);
+    # through a third group they cross two global links
+    assert valiant.fault_report["routed_max_hops"] > 7
+    assert valiant.fault_report["routed_mean_hops"] > ugal.fault_report["routed_mean_hops"] > 1

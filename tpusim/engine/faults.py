@@ -242,6 +242,8 @@ def record(
         "adapted": list(notes),
         "routing": routing,
         "nonminimal_flows": int(router.nonminimal_flows) if router is not None else 0,
+        "routed_max_hops": network.routed_hops[2],
+        "routed_mean_hops": network.routed_hops[1] / max(network.routed_hops[0], 1),
     }
 
 

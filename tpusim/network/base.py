@@ -153,6 +153,9 @@ class Network(ABC):
         self.fault_report: dict[str, Any] = {}
         self._surviving: SurvivingRoutes | None = None
         self._rerouted: dict[int, tuple[FlowBatch, FlowBatch, int]] = {}
+        #: Routed flows sent, their hops in all and the longest route, on the paths
+        #: actually taken (counted only under a routing policy or failures).
+        self.routed_hops = (0, 0, 0)
 
     def set_link_efficiency(self, efficiency: float) -> None:
         """Transfers reach ``efficiency`` (0, 1] of every link's nominal bandwidth (see
@@ -180,6 +183,19 @@ class Network(ABC):
         self._surviving = None
         self._rerouted.clear()
         self._links_changed(np.asarray(links, dtype=np.int64))
+
+    def _routed(self, batch: FlowBatch) -> FlowBatch:
+        """``batch`` on the paths the routing policy and the failures leave, counted in
+        :attr:`routed_hops` (flows, hops, longest route) for reports."""
+        if self.routing is not None:
+            batch = self.routing(batch, self)
+        if self.dead is not None:
+            batch = self.around_failures(batch)
+        hops = batch.hops
+        flows, total, longest = self.routed_hops
+        self.routed_hops = (flows + int((hops > 0).sum()), total + int(hops.sum()),
+                            max(longest, int(hops.max(initial=0))))  # fmt: skip
+        return batch
 
     def link_flow_counts(self) -> np.ndarray:
         """Flows on each directed link now (for adaptive routing). Default: none (a
@@ -245,10 +261,8 @@ class Network(ABC):
         """Start every flow of ``batch`` now; the event fires when all have arrived.
         The routing policy (if any) picks each flow's path; flows whose path crosses a
         failed link take the shortest surviving one."""
-        if self.routing is not None:
-            batch = self.routing(batch, self)
-        if self.dead is not None:
-            batch = self.around_failures(batch)
+        if self.routing is not None or self.dead is not None:
+            batch = self._routed(batch)
         self._account(batch)
         return self._send(batch)
 
