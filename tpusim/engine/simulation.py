@@ -53,6 +53,10 @@ class Simulation:
     :func:`tpusim.network.make_network`. ``topology`` and ``routes`` reuse a built
     topology and its :class:`RouteCache` across runs. ``observers`` are told what happens
     besides the built-in recorders; ``port_rows=False`` skips the per-port op rows.
+    ``faults`` (a :class:`~tpusim.config.faults.FaultPlan`) and ``routing`` (minimal,
+    valiant, ugal): see :mod:`tpusim.engine.faults`; random failures and routes are drawn
+    from :attr:`rng`. Raises InputError for a fault naming no link or chip, or for faults
+    or non-minimal routing at the packet fidelity.
     """
 
     def __init__(
