@@ -147,7 +147,9 @@ def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.packet_bytes is not None:
         options["packet_bytes"] = size_flag(args.packet_bytes, "--packet-bytes")
-    return options
+    from tpusim.faults_cli import fault_options
+
+    return options | fault_options(args)
 
 
 def _run_one(
@@ -197,11 +199,15 @@ def cmd_collective(args: argparse.Namespace) -> None:
             atomic_csv(link_table(topology, network, result.time_s), args.links_csv, index=False)
         except OSError as exc:
             raise output_error("--links-csv", args.links_csv, exc) from None
-    rec = result.record()
+    rec = result.record() | network.fault_report
     if args.json:
         _print_json(rec)
     else:
         print("\n".join(_collective_lines(rec)))
+        if "failed_links" in rec:
+            from tpusim.faults_cli import fault_lines
+
+            print("\n".join(fault_lines(rec)))
 
 
 def _collective_lines(rec: dict[str, Any]) -> list[str]:
@@ -247,10 +253,13 @@ def _sweep_table(rows: list[dict[str, Any]]) -> str:
 def cmd_run(args: argparse.Namespace) -> None:
     from pathlib import Path
 
+    from tpusim.faults_cli import run_fault_flags
     from tpusim.results.writers import write_outputs
     from tpusim.scenario import Scenario, run_scenario
 
-    scenario = Scenario(args.scenario, max_points=args.max_points)
+    scenario = Scenario(
+        args.scenario, max_points=args.max_points, fault_flags=run_fault_flags(args)
+    )
     out = Path(args.out or Path("out") / scenario.spec.name)
     check_folder_target(out, "--out")  # before minutes of simulation, not after
     run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
@@ -366,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: one per CPU core; 1 runs in-process)",
     )
     _add_max_points(p, "workload points (sweep points over all workloads)", None)
+    from tpusim.faults_cli import add_fault_flags
+
+    add_fault_flags(p, default_routing=None)
     p.set_defaults(func=cmd_run)
     from tpusim.validation.commands import add_parsers as add_validation_parsers
 
@@ -373,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tpusim.models_cli import add_parsers as add_models_parsers
 
     add_models_parsers(sub)
+    from tpusim.faults_cli import add_parsers as add_faults_parsers
+
+    add_faults_parsers(sub)
     p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
     p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")
     p.add_argument("--system", required=True, help="shipped system name or path")
@@ -423,6 +438,9 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_max_points(p, "sizes of --sweep-bytes", MAX_SWEEP_POINTS)
+    from tpusim.faults_cli import add_fault_flags
+
+    add_fault_flags(p)
     p.set_defaults(func=cmd_collective)
 
 

@@ -28,7 +28,10 @@ Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`),
 ``assumptions`` (all-in power per chip and price per chip-hour, keyed by chip name,
 for energy and cost columns), ``plots`` and ``claims`` (write figures and the
-vendor-claims table). Errors name the file, the YAML path and the line.
+vendor-claims table), and the fault keys ``faults``, ``fail_links``, ``seed``,
+``on_chip_failure`` and ``routing`` (:mod:`tpusim.config.faults`: defaults for every
+workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Errors
+name the file, the YAML path and the line.
 
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
@@ -46,11 +49,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 import tpusim.report  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.chip import ChipSpec
+from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing, with_fault_defaults
 from tpusim.config.limits import MAX_SWEEP_POINTS, packet_work_problem, points_problem
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Frozen, Power
@@ -111,17 +115,30 @@ class ScenarioSpec(Frozen):
     plots: bool = False
     claims: bool = False
     max_points: PositiveInt = MAX_SWEEP_POINTS
+    faults: list[FaultSpec] = Field(default_factory=list)
+    fail_links: NonNegativeInt | None = None
+    seed: NonNegativeInt | None = None
+    on_chip_failure: ChipFailurePolicy | None = None
+    routing: Routing | None = None
 
 
 class Scenario:
     """A validated scenario file: its systems loaded, its workloads expanded by sweeps.
 
     ``max_points`` (the CLI's ``--max-points``) overrides the file's ``max_points``:
-    the most workload points (sweep points summed over workloads) it may have.
+    the most workload points (sweep points summed over workloads) it may have;
+    ``fault_flags`` (the CLI's fault flags, :func:`~tpusim.config.faults.plan_flags`)
+    set the fault keys of every workload that takes them.
     """
 
-    def __init__(self, file: str | Path, max_points: int | None = None):
+    def __init__(
+        self,
+        file: str | Path,
+        max_points: int | None = None,
+        fault_flags: dict[str, Any] | None = None,
+    ):
         self.file = str(file)
+        self.fault_flags = fault_flags or {}
         self.data, self.lines = load_yaml(file)
         self.spec = validate(ScenarioSpec, self.data, self.file, self.lines)
         self.max_points = max_points or self.spec.max_points
@@ -248,6 +265,8 @@ class Scenario:
             data = {k: v for k, v in raw.items() if k != "sweep"} | {
                 f: value for f, (value, _) in zip(fields, point, strict=True)
             }
+            kind_fields = type(workload).model_fields
+            data = with_fault_defaults(data, kind_fields, self.data, self.fault_flags)
             label = ",".join(f"{f}={text}" for f, (_, text) in zip(fields, point, strict=True))
             expanded = validate(type(workload), data, self.file, self.lines, ("workloads", index))
             yield index, (expanded, f"{workload.name}[{label}]" if label else workload.name)
@@ -351,7 +370,14 @@ def _run_in_workers(scenario: Scenario, progress: bool, workers: int) -> list[Sc
     with ProcessPoolExecutor(workers, context, initializer=_ignore_interrupts) as pool:
         try:
             futures = {
-                i: pool.submit(_run_system_file, scenario.file, i, progress, scenario.max_points)
+                i: pool.submit(
+                    _run_system_file,
+                    scenario.file,
+                    i,
+                    progress,
+                    scenario.max_points,
+                    scenario.fault_flags,
+                )
                 for i in order
             }
             return [_raise_failure(futures[i].result()) for i in range(count)]
@@ -374,12 +400,12 @@ def _ignore_interrupts() -> None:
 
 
 def _run_system_file(
-    file: str, index: int, progress: bool, max_points: int
+    file: str, index: int, progress: bool, max_points: int, fault_flags: dict[str, Any]
 ) -> ScenarioRun | tuple[int, str]:
     """:func:`_run_system` in a worker process (the scenario is loaded there again); a
     tpusim error comes back as (exit code, message), which always pickles."""
     try:
-        return _run_system(Scenario(file, max_points), index, progress)
+        return _run_system(Scenario(file, max_points, fault_flags), index, progress)
     except TpusimError as exc:
         return exc.exit_code, str(exc)
 

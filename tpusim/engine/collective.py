@@ -16,6 +16,7 @@ from tpusim.collectives import bus_factor
 from tpusim.collectives.base import Algorithm, Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
+from tpusim.config.faults import FaultPlan, Routing
 from tpusim.config.loader import System, load_system
 from tpusim.engine.simulation import Simulation
 from tpusim.errors import InputError
@@ -55,16 +56,19 @@ def run_collective(
     check_capacity: bool = False,
     routes: RouteCache | None = None,
     flow_tolerance: float | None = None,
+    faults: FaultPlan | None = None,
+    routing: Routing = "minimal",
+    seed: int = 0,
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
-    a one-op program run by :class:`tpusim.engine.Simulation`.
+    a one-op program run by :class:`tpusim.engine.Simulation` (``faults``, ``routing``,
+    ``seed``: see there; the network's ``fault_report`` holds their JSON fields).
 
-    ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a
-    :class:`RouteCache` of ``topology`` to reuse across sizes (fresh by default).
-    The on-chip cost comes from ``onchip``, else from ``chip`` and ``engine``
-    (:meth:`OnChipModel.for_chip`), else there is none. Returns the result and the
-    network (its ``link_bytes`` feed :func:`link_table`). Raises ValueError (or
-    AlgorithmError) for a bad size, group, op or algorithm.
+    ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a reusable
+    :class:`RouteCache` of ``topology``. On-chip cost from ``onchip``, else ``chip`` and
+    ``engine``, else none. Returns the result and the network. Raises ValueError (or
+    AlgorithmError) for a bad size, group, op or algorithm, InputError for a fault naming
+    no link or chip, SimulationError for a collective a failed chip stops.
     """
     if not size > 0:
         raise ValueError(f"bytes must be > 0 (got {size:g})")
@@ -83,17 +87,11 @@ def run_collective(
         split_ports=op == "collective-permute",
     )
     sim = Simulation(
-        None,
-        Program(op, (collective,)),
-        fidelity,
-        onchip=model,
-        flow_tolerance=flow_tolerance if fidelity == "flow" else None,
-        topology=topology,
-        routes=routes,
-        packet_bytes=packet_bytes,
-        check_capacity=check_capacity and fidelity == "flow",
-        port_rows=False,
-    )
+        None, Program(op, (collective,)), fidelity, seed, onchip=model, topology=topology,
+        flow_tolerance=flow_tolerance if fidelity == "flow" else None, routes=routes,
+        packet_bytes=packet_bytes, check_capacity=check_capacity and fidelity == "flow",
+        port_rows=False, faults=faults, routing=routing,
+    )  # fmt: skip
     schedule = _schedule(sim, collective)
     sim.run()
     return _result(sim, schedule, system_name, size, pairs), sim.network

@@ -53,10 +53,12 @@ def execute_schedule(
     onchip: OnChipModel,
     batches: FlowBatches,
     split_ports: bool = False,
+    slowdown: float = 1.0,
 ) -> simpy.Event:
     """Start every pipeline of ``schedule`` now; the event fires when all have finished.
     Each pipeline is one SimPy process: the collective's launch cost, then per step the
-    transfer and what the step costs after it (:meth:`OnChipModel.after_transfer_s`)."""
+    transfer and what the step costs after it (:meth:`OnChipModel.after_transfer_s`),
+    ``slowdown`` times longer (the slowest chip of a lock-step collective)."""
 
     def pipeline(steps: list[Step]):
         if onchip.launch_s > 0:
@@ -65,6 +67,8 @@ def execute_schedule(
             began = env.now
             yield network.send(batches.send(step, split_ports))
             cost = onchip.after_transfer_s(step, env.now - began)
+            if slowdown != 1.0:
+                cost *= slowdown
             if cost > 0:
                 yield env.timeout(cost)
 

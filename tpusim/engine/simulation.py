@@ -21,7 +21,9 @@ import simpy
 from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
+from tpusim.config.faults import FaultPlan, Routing
 from tpusim.config.loader import System, load_system
+from tpusim.engine.faults import FaultState
 from tpusim.engine.handlers import ChipClass, members, op_handler
 from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
@@ -55,6 +57,10 @@ class Simulation:
     environment and network, each placing its collectives on its own chips
     (:mod:`tpusim.jobs`: each starts with :meth:`start`, the environment runs once,
     each ends with :meth:`finish`).
+    ``faults`` (a :class:`~tpusim.config.faults.FaultPlan`) and ``routing`` (minimal,
+    valiant, ugal): see :mod:`tpusim.engine.faults`; random failures and routes are drawn
+    from :attr:`rng`. Raises InputError for a fault naming no link or chip, or for faults
+    or non-minimal routing at the packet fidelity.
     """
 
     def __init__(
@@ -76,11 +82,15 @@ class Simulation:
         env: simpy.Environment | None = None,
         network: Network | None = None,
         placement: Placement | None = None,
+        faults: FaultPlan | None = None,
+        routing: Routing = "minimal",
     ):
         self.system = load_system(system) if isinstance(system, str) else system
         self.program, self.fidelity = program, fidelity
         self.rng = np.random.default_rng(seed)
         self.topology = topology or self._built_topology()
+        self.faults = FaultState(self.topology, faults, routing, fidelity, self.rng)
+        program = self.program = self.faults.slowed(program)
         chip = self.system.chip if self.system else None
         self.costs = costs or (ChipCostModel(chip) if chip else None)
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
@@ -117,10 +127,12 @@ class Simulation:
         Raises InputError naming the op for a bad group, axis, op or algorithm."""
         axes = self.placement.physical_axes(op)
         key: tuple[Any, ...] = (op.collective, op.size_bytes, tuple(axes or ()), op.algorithm)
-        key += (op.groups, op.num_chips, op.pairs)
+        key += (op.groups, op.num_chips, op.pairs, self.faults.epoch)
         if key not in self._schedules:
             try:
-                group = self.placement.group(op, axes)
+                group = self.faults.adapt(
+                    self.placement.group(op, axes), self.network, op.name, self.env.now
+                )
                 self._schedules[key] = build_schedule(
                     op.collective,  # type: ignore[arg-type]  # checked by build_schedule
                     op.size_bytes,
@@ -147,8 +159,9 @@ class Simulation:
         return self._predictors[key]
 
     def _new_network(self, env: simpy.Environment, check_capacity: bool = False) -> Network:
-        """A network of this simulation's fidelity, options and link efficiency in ``env``."""
-        return make_network(
+        """A network of this simulation's fidelity, options and link efficiency in ``env``,
+        with its routing policy and the faults present from the start."""
+        network = make_network(
             self.fidelity,
             env,
             self.topology,
@@ -157,6 +170,8 @@ class Simulation:
             flow_tolerance=self._flow_tolerance,
             link_efficiency=self.onchip.link_efficiency,
         )
+        self.faults.prepare(network)
+        return network
 
     def _trial_time_s(self, schedule: Schedule, split_ports: bool) -> float:
         """``schedule`` run alone on a fresh network of this fidelity (nothing recorded)."""
@@ -176,15 +191,26 @@ class Simulation:
         return self._rendezvous[name]
 
     def start_collective(self, op: Op, schedule: Schedule) -> simpy.Event:
-        """Run ``op``'s schedule on the network once; every class waits on the same event."""
+        """Run ``op``'s schedule on the network once; every class waits on the same event.
+        With faults, the collective is retried as the chip-failure policy says
+        (:meth:`FaultState.attempts`)."""
         if op.name not in self._started:
             start = self.env.now
-            finished = execute_schedule(
-                self.env, self.network, schedule, self.onchip, self.batches, op.split_ports
-            )
+            finished: simpy.Event
+            if self.faults.active:
+                finished = self.env.process(self.faults.attempts(self, op, schedule))
+            else:
+                finished = self.run_schedule(op, schedule)
             self._started[op.name] = finished
             finished.callbacks.append(_Ran(self, op.name, start))
         return self._started[op.name]
+
+    def run_schedule(self, op: Op, schedule: Schedule) -> simpy.Event:
+        """One attempt of ``op``'s schedule on the network, starting now."""
+        slowdown = self.faults.slowdown_of(schedule.group.chips)
+        return execute_schedule(
+            self.env, self.network, schedule, self.onchip, self.batches, op.split_ports, slowdown
+        )
 
     def ports(self, op: Op, schedule: Schedule, chip: int) -> list[str]:
         """Names of the ICI ports of ``chip`` that the collective's transfers leave by
@@ -215,11 +241,14 @@ class Simulation:
         :meth:`finish`. Raises OutOfMemoryError when the resident bytes do not fit."""
         self.classes = self._chip_classes()
         self._check_memory()
-        return {name: self._start_class(name, chips) for name, chips in self.classes.items()}
+        pending = {name: self._start_class(name, chips) for name, chips in self.classes.items()}
+        self.faults.start(self.env, self.network)
+        return pending
 
     def finish(self, pending: dict[str, dict[str, simpy.Event]]) -> Results:
         """Once the environment has run: tell the observers, raise SimulationError on
         a deadlock, return the results."""
+        self.faults.report(self.network)
         for observer in self.observers:
             observer.run_finished(float(self.env.now), self.network.link_bytes)
         self._raise_if_deadlocked(pending)

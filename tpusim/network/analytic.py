@@ -22,6 +22,7 @@ import numpy as np
 import simpy
 
 from tpusim.network.base import FlowBatch, Network
+from tpusim.topology import Topology
 
 HOT_LINK_REL_TOL = 1e-9
 """Links within this fraction of the busiest link's drain time count as busiest
@@ -33,8 +34,25 @@ class AnalyticNetwork(Network):
 
     fidelity = "analytic"
 
+    def __init__(self, env: simpy.Environment, topology: Topology):
+        super().__init__(env, topology)
+        # id(batch) -> (batch, seconds): a ring sends the same batch step after step
+        self._times: dict[int, tuple[FlowBatch, float]] = {}
+
+    def _links_changed(self, links: np.ndarray) -> None:
+        self._times.clear()
+
     def batch_time_s(self, batch: FlowBatch) -> float:
-        """Seconds until the last flow of ``batch`` arrives (the larger of the two bounds)."""
+        """Seconds until the last flow of ``batch`` arrives (the larger of the two bounds);
+        cached per batch while link capacities stand."""
+        cached = self._times.get(id(batch))
+        if cached is not None and cached[0] is batch:
+            return cached[1]
+        time_s = self._batch_time_s(batch)
+        self._times[id(batch)] = (batch, time_s)
+        return time_s
+
+    def _batch_time_s(self, batch: FlowBatch) -> float:
         if len(batch) == 0:
             return 0.0
         has_route = batch.hops > 0

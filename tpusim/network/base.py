@@ -14,12 +14,15 @@ hop, not once per packet).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import simpy
 
+from tpusim.network.faults import SurvivingRoutes
 from tpusim.topology import Topology
 from tpusim.vocabulary import FIDELITIES, Fidelity
 
@@ -101,6 +104,25 @@ class FlowBatch:
     def bytes_per_entry(self) -> np.ndarray:
         return np.repeat(self.bytes, self.hops)
 
+    def with_routes(self, which: np.ndarray, ptr: np.ndarray, links: np.ndarray) -> FlowBatch:
+        """This batch with the flows of mask ``which`` on new routes (CSR ``ptr``,
+        ``links``, one row per flow of ``which`` in order); the others keep theirs."""
+        n = len(self)
+        hops = self.hops.copy()
+        new_hops = np.diff(ptr)
+        hops[which] = new_hops
+        out_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(hops, out=out_ptr[1:])
+        out = np.empty(int(out_ptr[-1]), dtype=np.int64)
+        old_flow = np.repeat(np.arange(n), self.hops)
+        keep = ~which[old_flow]
+        offset = np.arange(self.links.size) - self.ptr[old_flow]
+        out[(out_ptr[old_flow] + offset)[keep]] = self.links[keep]
+        rows = np.repeat(np.arange(new_hops.size), new_hops)
+        flows = np.flatnonzero(which)[rows]
+        out[out_ptr[flows] + np.arange(links.size) - ptr[rows]] = links
+        return FlowBatch(self.src, self.dst, self.bytes, out_ptr, out)
+
 
 class Network(ABC):
     """Moves flow batches over a topology inside a SimPy environment.
@@ -118,13 +140,99 @@ class Network(ABC):
         self.link_bytes = np.zeros(len(links))
         self.num_events = 0
         self._latencies: dict[int, tuple[FlowBatch, np.ndarray]] = {}
+        self._efficiency = 1.0
+        #: Fraction of its bandwidth each directed link keeps (None while all are healthy).
+        self.link_fraction: np.ndarray | None = None
+        #: Directed links that are down (None while all are healthy).
+        self.dead: np.ndarray | None = None
+        #: Flows sent around a failed link (at send time or in flight).
+        self.rerouted_flows = 0
+        #: Chooses each flow's path at send time (None: the topology's minimal routes).
+        self.routing: Callable[[FlowBatch, Network], FlowBatch] | None = None
+        #: What faults and routing did, for the JSON record (empty on the healthy path).
+        self.fault_report: dict[str, Any] = {}
+        self._surviving: SurvivingRoutes | None = None
+        self._rerouted: dict[int, tuple[FlowBatch, FlowBatch, int]] = {}
+        #: Routed flows sent, their hops in all and the longest route, on the paths
+        #: actually taken (counted only under a routing policy or failures).
+        self.routed_hops = (0, 0, 0)
 
     def set_link_efficiency(self, efficiency: float) -> None:
         """Transfers reach ``efficiency`` (0, 1] of every link's nominal bandwidth (see
         :class:`~tpusim.config.chip.CollectiveCostSpec`); call before the first send."""
         if not 0 < efficiency <= 1:
             raise ValueError(f"link efficiency must be in (0, 1] (got {efficiency:g})")
-        self.bandwidth_Bps = self.topology.links.bandwidth_Bps * efficiency
+        self._efficiency = efficiency
+        self._set_bandwidth()
+
+    def _set_bandwidth(self) -> None:
+        nominal = self.topology.links.bandwidth_Bps * self._efficiency
+        fraction = self.link_fraction
+        self.bandwidth_Bps = nominal if fraction is None else nominal * fraction
+
+    def degrade_links(self, links: np.ndarray, fraction: float) -> None:
+        """From now on the directed ``links`` keep ``fraction`` [0, 1] of their bandwidth
+        (0: down; a link never recovers: the lowest fraction stands). Flows in flight
+        on a link that went down reroute where the fidelity models it (:meth:`_links_changed`);
+        later sends route around it."""
+        if self.link_fraction is None:
+            self.link_fraction = np.ones(len(self.topology.links))
+        self.link_fraction[links] = np.minimum(self.link_fraction[links], fraction)
+        self._set_bandwidth()
+        self.dead = self.link_fraction == 0
+        self._surviving = None
+        self._rerouted.clear()
+        self._links_changed(np.asarray(links, dtype=np.int64))
+
+    def _routed(self, batch: FlowBatch) -> FlowBatch:
+        """``batch`` on the paths the routing policy and the failures leave, counted in
+        :attr:`routed_hops` (flows, hops, longest route) for reports."""
+        if self.routing is not None:
+            batch = self.routing(batch, self)
+        if self.dead is not None:
+            batch = self.around_failures(batch)
+        hops = batch.hops
+        flows, total, longest = self.routed_hops
+        self.routed_hops = (flows + int((hops > 0).sum()), total + int(hops.sum()),
+                            max(longest, int(hops.max(initial=0))))  # fmt: skip
+        return batch
+
+    def link_flow_counts(self) -> np.ndarray:
+        """Flows on each directed link now (for adaptive routing). Default: none (a
+        fidelity that keeps no flows in flight)."""
+        return np.zeros(len(self.topology.links))
+
+    def _links_changed(self, links: np.ndarray) -> None:
+        """Hook: ``links`` changed capacity now. Default: nothing in flight changes."""
+        return None
+
+    def surviving_routes(self) -> SurvivingRoutes:
+        """Shortest routes over the links still up (rebuilt when more links fail)."""
+        if self._surviving is None:
+            alive = (
+                np.ones(len(self.topology.links), dtype=bool) if self.dead is None else ~self.dead
+            )
+            self._surviving = SurvivingRoutes(self.topology, alive)
+        return self._surviving
+
+    def around_failures(self, batch: FlowBatch) -> FlowBatch:
+        """``batch`` with every flow whose route crosses a failed link on the shortest
+        surviving route (counted in :attr:`rerouted_flows`); the same batch if none does."""
+        cached = self._rerouted.get(id(batch))
+        if cached is not None and cached[0] is batch:  # a ring repeats its step's batch
+            self.rerouted_flows += cached[2]
+            return cached[1]
+        dead = self.dead
+        if dead is None or not batch.links.size or not dead[batch.links].any():
+            return batch
+        hit = np.zeros(len(batch), dtype=bool)
+        hit[np.repeat(np.arange(len(batch)), batch.hops)[dead[batch.links]]] = True
+        ptr, links = self.surviving_routes().links_many(batch.src[hit], batch.dst[hit])
+        num = int(hit.sum())
+        self.rerouted_flows += num
+        out = batch.with_routes(hit, ptr, links)
+        self._rerouted[id(batch)] = (batch, out, num)
+        return out
 
     def _account(self, batch: FlowBatch) -> None:
         if batch.links.size < self.link_bytes.size // SCATTER_ADD_LINKS_PER_ENTRY:
@@ -150,7 +258,11 @@ class Network(ABC):
         return out
 
     def send(self, batch: FlowBatch) -> simpy.Event:
-        """Start every flow of ``batch`` now; the event fires when all have arrived."""
+        """Start every flow of ``batch`` now; the event fires when all have arrived.
+        The routing policy (if any) picks each flow's path; flows whose path crosses a
+        failed link take the shortest surviving one."""
+        if self.routing is not None or self.dead is not None:
+            batch = self._routed(batch)
         self._account(batch)
         return self._send(batch)
 

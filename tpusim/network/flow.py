@@ -67,6 +67,7 @@ class _Block:
     dead: np.ndarray
     num_live: int
     link_set: np.ndarray | None = None
+    owner: int = -1
 
     def distinct_links(self, num_links: int) -> np.ndarray:
         """Distinct link ids of the block (``num_links``: links of the topology);
@@ -156,8 +157,15 @@ class FlowNetwork(Network):
         routed = batch.routed
         if not routed.all():  # chip to itself: arrives at once
             self._arrive(bid, int((~routed).sum()), 0.0)
-        if not routed.any():
-            return done
+        if routed.any():
+            self._start_block(batch, bid)
+        return done
+
+    def _start_block(self, batch: FlowBatch, owner: int) -> None:
+        """The routed flows of ``batch`` start draining now; they arrive for batch
+        ``owner`` (the batch they belong to, or were rerouted from)."""
+        routed = batch.routed
+        bid = owner if owner not in self._blocks else self._new_id()
         block = _Block(
             bid,
             self.env.now,
@@ -169,6 +177,7 @@ class FlowNetwork(Network):
             batch,
             np.zeros(int(routed.sum()), dtype=bool),
             int(routed.sum()),
+            owner=owner,
         )
         self._blocks[bid] = block
         shares_links = bool(self._link_flows[batch.links].any())
@@ -179,7 +188,59 @@ class FlowNetwork(Network):
             block.rate = self._alone_rates(block)
         if not self._wakeup.triggered:
             self._wakeup.succeed()
-        return done
+
+    def _new_id(self) -> int:
+        bid = self._next_batch
+        self._next_batch += 1
+        return bid
+
+    # -- faults -------------------------------------------------------------------------
+    def link_flow_counts(self) -> np.ndarray:
+        return self._link_flows.astype(np.float64)
+
+    def _links_changed(self, links: np.ndarray) -> None:
+        """Links changed capacity now: flows in flight on a link that went down take
+        the shortest surviving route with the bytes they have left (bytes delivered
+        stay delivered); every rate that depends on a changed link is re-solved."""
+        self._advance()
+        self._problem = None
+        self._alone.clear()
+        dead = self.dead
+        if dead is not None:
+            for block in list(self._blocks.values()):
+                hit = dead[block.links] & ~block.dead[block.flow_of_entry]
+                if hit.any():
+                    flows = np.zeros(block.remaining.size, dtype=bool)
+                    flows[block.flow_of_entry[hit]] = True
+                    self._reroute(block, flows)
+        self._seeds.append(links)
+        if not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def _reroute(self, block: _Block, flows: np.ndarray) -> None:
+        """Move the live ``flows`` (a mask) of ``block`` to surviving routes."""
+        left = block.remaining[flows]
+        hops = np.bincount(block.flow_of_entry, minlength=flows.size)[flows]
+        entries = flows[block.flow_of_entry]
+        np.subtract.at(self.link_bytes, block.links[entries], np.repeat(left, hops))
+        which = np.flatnonzero(block.batch.routed)[flows]
+        src, dst = block.batch.src[which], block.batch.dst[which]
+        num = int(flows.sum())
+        freed = self._freed_links(block, flows, num)
+        self._link_flows -= np.bincount(freed, minlength=self._link_flows.size)
+        if num == block.num_live:
+            del self._blocks[block.bid]
+        else:
+            block.retire(flows)
+        ptr, links = self.surviving_routes().links_many(src, dst)
+        moved = FlowBatch(src, dst, left, ptr, links)
+        self.rerouted_flows += num
+        self._account(moved)
+        lost = int((~moved.routed).sum())  # to or from a chip that went down
+        if lost:
+            self._arrive(block.owner, lost, 0.0)
+        if lost < num:
+            self._start_block(moved, block.owner)
 
     # -- the solver process -------------------------------------------------------------
     def _advance(self) -> None:
@@ -230,7 +291,11 @@ class FlowNetwork(Network):
             capacity = self.bandwidth_Bps
             flows, links = problem.inc_flow, problem.inc_link
             load = np.bincount(links, weights=rate[flows], minlength=capacity.size)
-            self.max_link_load = max(self.max_link_load, float((load / capacity).max()))
+            up = capacity > 0  # a failed link (capacity 0) must carry nothing
+            worst = float((load[up] / capacity[up]).max()) if up.any() else 0.0
+            if bool((load[~up] > 0).any()):
+                worst = np.inf
+            self.max_link_load = max(self.max_link_load, worst)
         start = 0
         for block in blocks:
             block.rate = rate[start : start + block.remaining.size]
@@ -300,7 +365,7 @@ class FlowNetwork(Network):
             if not num_done:
                 continue
             for latency, count in _latency_groups(block.latency[done]):
-                self._arrive(bid, count, latency)
+                self._arrive(block.owner, count, latency)
             freed.append(self._freed_links(block, done, num_done))
             if num_done == block.num_live:
                 del self._blocks[bid]

@@ -32,6 +32,9 @@ class RouteCache:
         self._paths: dict[tuple[int, int], np.ndarray] = {}
         self._ports: dict[tuple[int, int], list[np.ndarray]] = {}
         self._many: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, LinkOrder]] = {}
+        # neighbour lookups of whole batches (-1 where a transfer is not one hop), kept
+        # for runs that rebuild their schedules (a Monte Carlo over failed links)
+        self._hops: dict[tuple[bytes, bytes], np.ndarray] = {}
 
     def _links(self, src: int, dst: int) -> np.ndarray:
         key = (src, dst)
@@ -62,12 +65,14 @@ class RouteCache:
         topo = self.topology
         if split_ports and topo.has_port_routes:
             return self._split(src, dst, sizes)
+        key = (src.tobytes(), dst.tobytes())
         if src.size and not np.any(src == dst):
-            links = topo.find_links(src, dst)
+            links = self._hops.get(key)
+            if links is None:
+                links = self._hops[key] = topo.find_links(src, dst)
             if np.all(links >= 0):  # every transfer goes to a neighbour: one hop each
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
         if topo.vectorised_routes:
-            key = (src.tobytes(), dst.tobytes())
             routed = self._many.get(key)
             if routed is None:
                 ptr, links = topo.route_links_many(src, dst)

@@ -242,6 +242,22 @@ class Topology(ABC):
         ptr, a, b = route_steps(dist, pred, tree.reshape(-1), dst)
         return ptr, self.find_links(a, b)
 
+    def valiant_intermediates(
+        self, src: np.ndarray, dst: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Intermediate chip of each pair for Valiant routing (route to it minimally,
+        then minimally on to the destination); a pair whose intermediate is its source
+        stays minimal. Default: a uniformly random chip (Valiant 1982)."""
+        return rng.integers(0, self.num_chips, size=np.asarray(src).size)
+
+    def chip_position(self, chip: int) -> str:
+        """Where ``chip`` sits, by the axes of :meth:`axis_structure`: ``x=1, y=0, z=3``."""
+        chips, axes = self.axis_structure()
+        where = np.argwhere(chips == self.check_chip(chip))
+        if not where.size:
+            return f"chip {chip}"
+        return ", ".join(f"{a.name}={int(i)}" for a, i in zip(axes, where[0], strict=True))
+
     # -- shared machinery ----------------------------------------------------------
     @cached_property
     def links(self) -> LinkTable:

@@ -259,6 +259,27 @@ class Boardfly(Topology):
     def vectorised_routes(self) -> bool:
         return True
 
+    def valiant_intermediates(
+        self, src: np.ndarray, dst: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Dragonfly Valiant (Kim et al. 2008) at the group level: a flow between two
+        groups goes through a random third group, entering it minimally and leaving it
+        from the chip that ends the intermediate group's global link to the destination
+        group; a flow inside one group stays minimal (its intermediate is its source)."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        gs, gd = src // self.chips_per_group, dst // self.chips_per_group
+        mid = src.copy()
+        cross = gs != gd
+        if self.g < 3 or not cross.any():
+            return mid
+        # a random group other than both ends: draw among g - 2 and skip past them
+        k = rng.integers(0, self.g - 2, size=int(cross.sum()))
+        lo, hi = np.minimum(gs[cross], gd[cross]), np.maximum(gs[cross], gd[cross])
+        k = k + (k >= lo)
+        k = k + (k >= hi)
+        mid[cross] = k * self.chips_per_group + self._global_ends[k, gd[cross], 0]
+        return mid
+
     def _hops_to_groups(self, gs: int, s: int) -> np.ndarray:
         """(g, chips_per_group) hops from in-group chip s of group gs to every chip."""
         hops = self._in_group[0]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveInt
 
 from tpusim.collectives.registry import AlgorithmName
+from tpusim.config.faults import ChipFailurePolicy, FaultPlan, FaultSpec, Routing
 from tpusim.config.types import Bytes
 from tpusim.results.records import CollectiveLinks, CollectiveRecord
 from tpusim.vocabulary import Op
@@ -17,7 +18,10 @@ from tpusim.workloads.spec import WorkloadSpec
 
 class CollectiveWorkload(WorkloadSpec):
     """``op`` of ``bytes`` over the torus ``axes`` (one group per rest), the first
-    ``chips`` chips, or every chip; ``algorithm`` defaults to the fastest known."""
+    ``chips`` chips, or every chip; ``algorithm`` defaults to the fastest known.
+    ``faults``, ``fail_links``, ``seed`` and ``on_chip_failure`` (see
+    :mod:`tpusim.config.faults`) and ``routing`` apply to this collective; per system
+    through ``per_system``."""
 
     kind: Literal["collective"]
     name: str
@@ -26,6 +30,18 @@ class CollectiveWorkload(WorkloadSpec):
     axes: list[str] = Field(default_factory=list)
     chips: PositiveInt | None = None
     algorithm: AlgorithmName | None = None
+    faults: list[FaultSpec] = Field(default_factory=list)
+    fail_links: NonNegativeInt = 0
+    seed: NonNegativeInt = 0
+    on_chip_failure: ChipFailurePolicy = "fail"
+    routing: Routing = "minimal"
+
+    def fault_plan(self) -> FaultPlan | None:
+        """The faults of this collective (None: healthy)."""
+        plan = FaultPlan(
+            faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
+        )
+        return None if plan.empty else plan
 
 
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
@@ -46,6 +62,9 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
         fidelity=context.fidelity,
         routes=context.routes,
         flow_tolerance=context.flow_tolerance,
+        faults=spec.fault_plan(),
+        routing=spec.routing,
+        seed=spec.seed,
     )
     link_bytes = np.array(network.link_bytes, dtype=float)
     links = CollectiveLinks(system.name, spec.name, spec.op, spec.bytes, result.time_s, link_bytes)

@@ -1,0 +1,138 @@
+"""Faults and routing choices: what breaks, when, and what the runtime does about it.
+
+A fault plan is a list of faults plus random link failures, read from a scenario
+(``faults:``, ``fail_links:``, ``seed:``, ``on_chip_failure:``) or a file given to
+``tpusim collective|run --faults FILE``::
+
+    faults:
+      - {kind: link_down, link: [0, 1]}                       # chips 0 and 1, both directions
+      - {kind: link_degraded, link: [5, 6], bandwidth_fraction: 0.5}
+      - {kind: chip_down, chip: 3, at: 2 ms}                  # `at` optional: from the start
+      - {kind: slow_chip, chip: 7, slowdown: 1.5}
+    fail_links: 4          # random healthy links down from the start (drawn from the run's seed)
+    on_chip_failure: fail  # fail | exclude | spare_cube
+
+This module checks each entry on its own (kinds, fields, fractions in (0, 1], times
+>= 0); whether a link or chip exists is checked against the topology by
+:func:`tpusim.network.faults.resolve_faults`, which names the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from tpusim.config.loader import validate
+from tpusim.config.types import Frozen, Time
+from tpusim.config.yamlio import load_yaml
+
+FaultKind = Literal["link_down", "link_degraded", "chip_down", "slow_chip"]
+#: What a collective does when a chip of its group is down: ``fail`` (exit 1),
+#: ``exclude`` (the group shrinks), ``spare_cube`` (the OCS swaps in a spare 4x4x4 cube).
+ChipFailurePolicy = Literal["fail", "exclude", "spare_cube"]
+#: How flows choose their path: ``minimal`` (the topology's route), ``valiant`` (via a
+#: random intermediate), ``ugal`` (minimal or Valiant per flow, by current load).
+Routing = Literal["minimal", "valiant", "ugal"]
+ROUTINGS: tuple[Routing, ...] = ("minimal", "valiant", "ugal")
+
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "link_down": ("link",),
+    "link_degraded": ("link", "bandwidth_fraction"),
+    "chip_down": ("chip",),
+    "slow_chip": ("chip", "slowdown"),
+}
+_FIELDS = ("link", "chip", "bandwidth_fraction", "slowdown")
+
+
+class FaultSpec(Frozen):
+    """One fault. ``link``: the two chips a link joins (both directions fail);
+    ``chip``: a chip index; ``at``: when it happens (s, from the start by default);
+    ``bandwidth_fraction``: what a degraded link keeps, in (0, 1]; ``slowdown``: how
+    many times slower a slow chip computes (> 0)."""
+
+    kind: FaultKind
+    link: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] | None = None
+    chip: Annotated[int, Field(ge=0)] | None = None
+    at: Time = 0.0
+    bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    slowdown: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> FaultSpec:
+        needs = _NEEDS[self.kind]
+        for name in _FIELDS:
+            given = getattr(self, name) is not None
+            if name in needs and not given:
+                raise ValueError(f"{self.kind} needs '{name}'")
+            if name not in needs and given:
+                raise ValueError(f"{self.kind} takes no '{name}'")
+        if self.kind == "slow_chip" and self.at:
+            raise ValueError("slow_chip takes no 'at' (it is slow for the whole run)")
+        return self
+
+
+class FaultPlan(Frozen):
+    """Faults of a run: the listed ``faults``, ``fail_links`` random links down from the
+    start (drawn from ``seed``, else the run's seed), and the ``on_chip_failure`` policy."""
+
+    faults: list[FaultSpec] = Field(default_factory=list)
+    fail_links: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(ge=0)] | None = None
+    on_chip_failure: ChipFailurePolicy = "fail"
+
+    @property
+    def empty(self) -> bool:
+        """No fault at all (the healthy path)."""
+        return not self.faults and not self.fail_links
+
+    def with_random(self, fail_links: int | None, seed: int | None) -> FaultPlan:
+        """This plan with ``fail_links`` / ``seed`` replaced where given."""
+        update: dict[str, int] = {}
+        if fail_links is not None:
+            update["fail_links"] = fail_links
+        if seed is not None:
+            update["seed"] = seed
+        return self.model_copy(update=update)
+
+
+NO_FAULTS = FaultPlan()
+
+#: The fault keys a scenario takes at its top level (defaults for every workload kind
+#: that has them as fields) and the command line sets on top of everything.
+FAULT_FIELDS = ("faults", "fail_links", "seed", "on_chip_failure", "routing")
+
+
+def with_fault_defaults(
+    data: dict[str, Any], fields: Collection[str], top: dict[str, Any], flags: dict[str, Any]
+) -> dict[str, Any]:
+    """A workload's raw ``data`` with the scenario's top-level fault keys (``top``, the
+    scenario's raw mapping) as defaults and the command line's ``flags`` on top, for
+    the keys among the workload kind's ``fields``."""
+    wanted = [k for k in FAULT_FIELDS if k in fields]
+    out = {k: top[k] for k in wanted if top.get(k) is not None} | data
+    return out | {k: flags[k] for k in wanted if flags.get(k) is not None}
+
+
+def plan_flags(plan: FaultPlan | None, fail_links: int | None, seed: int | None) -> dict[str, Any]:
+    """The command line's fault flags as raw workload keys (``--faults FILE`` read into
+    ``plan``, ``--fail-links``, ``--seed``)."""
+    out: dict[str, Any] = {"fail_links": fail_links, "seed": seed}
+    if plan is not None:
+        out["faults"] = [f.model_dump(exclude_none=True) for f in plan.faults]
+        out["on_chip_failure"] = plan.on_chip_failure
+        out["fail_links"] = plan.fail_links if fail_links is None else fail_links
+        out["seed"] = plan.seed if seed is None else seed
+    return out
+
+
+def load_faults(file: str | Path) -> FaultPlan:
+    """The fault plan in YAML ``file`` (a mapping with ``faults:`` etc., or a bare list
+    of faults). Raises ConfigError naming the file, the entry and the line."""
+    data, lines = load_yaml(file)
+    if isinstance(data, list):
+        data = {"faults": data}
+        lines = {("faults", *key): line for key, line in lines.items()}
+    return validate(FaultPlan, data, str(file), lines)
