@@ -63,13 +63,15 @@ def summary(
     slo: Slo | None = None,
     power_per_chip_W: float | None = None,
     price_per_chip_hour_usd: float | None = None,
+    rate_per_s: float | None = None,
 ) -> dict[str, Any]:
-    """The run's figures (see the module docstring); ``chips`` of every replica."""
+    """The run's figures (see the module docstring); ``chips`` of every replica;
+    ``rate_per_s`` the offered rate (default: measured from the arrivals)."""
     lat = latencies(requests)
     done = [r for r in requests if r.finished_at is not None]
     arrivals = [r.arrival_at for r in requests]
     span = arrivals[-1] - arrivals[0]
-    rate = (len(requests) - 1) / span if span > 0 else None
+    measured = (len(requests) - 1) / span if span > 0 else None
     end = max((r.finished_at for r in done), default=arrivals[0])
     duration = end - min(arrivals)
     out_tokens = sum(r.output_tokens for r in done)
@@ -79,7 +81,8 @@ def summary(
         "requests": len(requests),
         "completed": len(done),
         "rejected": sum(r.rejected for r in requests),
-        "rate_per_s": rate,
+        "rate_per_s": rate_per_s if rate_per_s is not None else measured,
+        "measured_rate_per_s": measured,
         "duration_s": duration,
         **_percentiles("ttft", lat["ttft"]),
         **_percentiles("tpot", lat["tpot"]),

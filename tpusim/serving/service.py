@@ -105,10 +105,13 @@ class Service:
             )  # fmt: skip
         except ProgramError as exc:
             raise InputError(f"{self.model.name} on tp={tp}, ep={ep}: {exc}") from None
-        capacity = kv_capacity(
-            shape, self.system.chip, block_size=d.block_size, max_tokens=d.max_tokens,
-            max_sequences=d.max_sequences, tied_embeddings=self.model.tied_embeddings,
-        )  # fmt: skip
+        try:
+            capacity = kv_capacity(
+                shape, self.system.chip, block_size=d.block_size, max_tokens=d.max_tokens,
+                max_sequences=d.max_sequences, tied_embeddings=self.model.tied_embeddings,
+            )  # fmt: skip
+        except InputError as exc:
+            raise InputError(f"{self.model.name} in {d.dtype}: {exc}") from None
         return shape, capacity
 
     def _fit(self) -> tuple[ReplicaShape, KvCapacity]:
