@@ -62,9 +62,10 @@ def activation_bytes(s: ReplicaShape, max_tokens: int, max_sequences: int) -> fl
     intermediate and the logits (fp32), as vLLM measures with a dummy run at its token
     budget. An assumption on what stays live, not a measured figure."""
     t = math.ceil(max_tokens / s.ep)
+    routed = s.expert_d_ff_local * s.top_k if s.experts else 0
     widest = max(
         (s.heads_local + 2 * s.kv_heads_local) * s.head_dim,
-        (s.mlp_matrices - 1) * max(s.d_ff_local, s.expert_d_ff_local * s.top_k),
+        (s.mlp_matrices - 1) * max(s.d_ff_local, routed),
     )
     logits = math.ceil(max_sequences / s.ep) * math.ceil(s.vocab / s.tp) * LOGIT_BYTES
     return t * (2 * s.d_model + widest) * s.bytes_per_element + logits
