@@ -163,15 +163,16 @@ def test_bad_input_exits_2_with_one_line(capsys, argv, match):
 
 
 def test_serve_json_has_the_issue_fields(capsys):
-    code, out, _ = run(capsys, "serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--tp", "2",
-                       "--rate", "5", "--requests", "50", "--output-tokens", "16", "--json")  # fmt: skip
+    argv = ["--tp", "2", "--rate", "5", "--requests", "50", "--output-tokens", "16", "--json"]
+    code, out, _ = run(capsys, "serve", "tpu8i-pod", "--model", "llama-3.1-8b", *argv)
     assert code == 0
     row = json.loads(out)
-    fields = (
-        "system model replicas chips_per_replica requests completed rejected rate_per_s "
-        "ttft_p50_s ttft_p99_s tpot_p50_s tpot_p99_s e2e_p50_s e2e_p99_s output_tokens_per_s "
-        "tokens_per_s_per_chip kv_cache_capacity_tokens preemptions"
-    ).split()
+    fields = [
+        "system", "model", "replicas", "chips_per_replica", "requests", "completed",
+        "rejected", "rate_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+        "e2e_p50_s", "e2e_p99_s", "output_tokens_per_s", "tokens_per_s_per_chip",
+        "kv_cache_capacity_tokens", "preemptions",
+    ]  # fmt: skip
     assert [f for f in fields if f not in row] == []
     assert row["completed"] + row["rejected"] == row["requests"] == 50
     assert row["rate_per_s"] == 5.0

@@ -111,5 +111,5 @@ def test_shape_errors_name_the_field():
     fields = load_model("llama-3.1-70b").builder_fields()
     with pytest.raises(ProgramError, match=r"kv_heads \(8\) is not divisible"):
         replica_shape(fields, tp=16, ep=1, replicas=1, dtype="bf16", kv_cache="hbm")
-    with pytest.raises(ProgramError, match="ep .2. needs a mixture-of-experts"):
+    with pytest.raises(ProgramError, match=r"ep \(2\) needs a mixture-of-experts"):
         replica_shape(fields, tp=1, ep=2, replicas=1, dtype="bf16", kv_cache="hbm")

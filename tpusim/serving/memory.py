@@ -119,8 +119,9 @@ def kv_capacity(
         raise InputError(
             f"the model does not fit {s.chips} chip(s) of {chip.name}: each needs "
             f"{format_bytes(weights + acts)} (weights {format_bytes(weights)} + activations "
-            f"{format_bytes(acts)}) but {HBM_UTILIZATION:g} x {format_bytes(chip.hbm.capacity_bytes)}"
-            f" = {format_bytes(usable)} is usable: short by {format_bytes(short)} per chip "
+            f"{format_bytes(acts)}) but {HBM_UTILIZATION:g} x "
+            f"{format_bytes(chip.hbm.capacity_bytes)} = {format_bytes(usable)} is usable: "
+            f"short by {format_bytes(short)} per chip "
             "(give more chips with --tp/--ep/--chips or a smaller --dtype)"
         )
     per_token = s.layers * s.kv_bytes_per_token_layer()

@@ -72,7 +72,7 @@ def summary(
     arrivals = [r.arrival_at for r in requests]
     span = arrivals[-1] - arrivals[0]
     measured = (len(requests) - 1) / span if span > 0 else None
-    end = max((r.finished_at for r in done), default=arrivals[0])
+    end = max((float(r.finished_at or 0.0) for r in done), default=arrivals[0])
     duration = end - min(arrivals)
     out_tokens = sum(r.output_tokens for r in done)
     all_tokens = out_tokens + sum(r.prompt_tokens for r in done)

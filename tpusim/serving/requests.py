@@ -72,7 +72,7 @@ def token_count(text: str, flag: str) -> TokenCount:
 
 
 def _distribution(value: dict[str, Any], flag: str) -> TokenCount:
-    (kind, args), = value.items()
+    ((kind, args),) = value.items()
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
         lo, hi = args
         if all(isinstance(v, int) for v in args) and 1 <= lo <= hi:
@@ -119,9 +119,7 @@ def synthetic_requests(
     rng = np.random.default_rng(seed)
     at = arrival_times(rng, n, rate_per_s, arrival, burstiness)
     prompts, outputs = prompt.draw(rng, n), output.draw(rng, n)
-    return [
-        Request(i, float(at[i]), int(prompts[i]), int(outputs[i])) for i in range(n)
-    ]
+    return [Request(i, float(at[i]), int(prompts[i]), int(outputs[i])) for i in range(n)]
 
 
 def read_trace(path: str | Path) -> list[Request]:

@@ -35,9 +35,10 @@ DEFAULT_MAX_SEQUENCES = 256
 class Deployment:
     """What to serve where: ``system`` and ``model`` (shipped names or YAML paths),
     ``tp`` x ``ep`` chips per replica (None: from ``chips``, else the fewest that fit),
-    ``replicas``, the weights' ``dtype``, the KV tier and the scheduler limits."""
+    ``replicas``, the weights' ``dtype``, the KV tier and the scheduler limits;
+    ``system`` may also be a loaded system."""
 
-    system: str
+    system: str | System
     model: str
     tp: int | None = None
     ep: int | None = None
@@ -80,7 +81,7 @@ class Service:
     def __init__(self, deployment: Deployment):
         d = deployment
         self.deployment = d
-        self.system: System = load_system(d.system)
+        self.system: System = load_system(d.system) if isinstance(d.system, str) else d.system
         self.model: ModelSpec = load_model(d.model)
         self.shape, self.capacity = self._fit()
         if self.shape.chips * d.replicas > self.system.num_chips:

@@ -5,7 +5,15 @@ One module per kind (its spec class and its ``run``), registered in
 (in alphabetical order: the order of the choices in error messages).
 """
 
-from tpusim.workloads import collective, decode_step, hlo, program, topology, training_step
+from tpusim.workloads import (
+    collective,
+    decode_step,
+    hlo,
+    program,
+    serving,
+    topology,
+    training_step,
+)
 from tpusim.workloads.registry import (
     Outcome,
     Workload,
@@ -37,6 +45,7 @@ __all__ = [
     "record_from_row",
     "register_workload",
     "run_program",
+    "serving",
     "simulate",
     "topology",
     "training_step",

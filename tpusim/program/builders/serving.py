@@ -181,7 +181,9 @@ def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: 
     if s.kv_cache == "sram":
         sram, hbm = batch.kv_tokens, 0
     if sram:
-        chain.add(f"{prefix}.attn.kv_read_sram", "elementwise", bytes=sram * per_token, memory="sram")
+        chain.add(
+            f"{prefix}.attn.kv_read_sram", "elementwise", bytes=sram * per_token, memory="sram"
+        )
     if hbm:
         chain.add(f"{prefix}.attn.kv_read", "elementwise", bytes=hbm * per_token, memory="hbm")
     if batch.prefill_tokens:
@@ -220,9 +222,7 @@ def projection_out(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     if s.attention == "mla":
         h = s.heads_local
         chain.add(f"{prefix}.attn.v_up", "matmul", batch=h, k=s.kv_lora_rank, n=s.head_dim, **mm)
-    chain.add(
-        f"{prefix}.attn.out", "matmul", k=s.heads_local * s.head_dim, n=s.d_model, **mm
-    )
+    chain.add(f"{prefix}.attn.out", "matmul", k=s.heads_local * s.head_dim, n=s.d_model, **mm)
     tensor_allreduce(chain, s, t, f"{prefix}.attn.tp_allreduce")
 
 
@@ -329,7 +329,9 @@ def serving_iteration(s: ReplicaShape, batch: IterationBatch, layers: int | None
     for layer in range(count):
         layer_ops(chain, s, batch, batch.tokens, layer >= s.dense_layers, f"L{layer}")
     output_ops(chain, s, batch.sequences)
-    return Program(name=f"serving_iteration[T{batch.tokens},S{batch.sequences}]", ops=tuple(out.ops))
+    return Program(
+        name=f"serving_iteration[T{batch.tokens},S{batch.sequences}]", ops=tuple(out.ops)
+    )
 
 
 def layer_program(s: ReplicaShape, tokens: int) -> Program:
