@@ -112,35 +112,35 @@ class Scheduler:
 
     def schedule(self, now: float) -> Plan:
         """The next iteration's plan (see the module docstring)."""
-        plan, budget = Plan(), self.max_tokens
-        preempted = False
-        for req in list(self.running):
-            if budget == 0 or len(plan.chunks) == self.max_sequences:
+        plan, budget, bs = Plan(), self.max_tokens, self.block_size
+        chunks, preempted = plan.chunks, False
+        for req in list(self.running):  # a copy: preemption edits the list
+            if budget == 0 or len(chunks) == self.max_sequences:
                 break
             if not req.running:  # preempted for an older request
                 continue
-            chunk = min(req.pending, budget)
-            if not self._make_room(req, req.computed + chunk, now):
+            chunk = min(req.prompt_tokens + req.generated - req.computed, budget)
+            need = -(-(req.computed + chunk) // bs) - req.blocks
+            if need > self.free_blocks and not self._make_room(req, need, now):
                 preempted = True
                 continue
-            plan.chunks.append((req, chunk))
+            self.free_blocks -= need
+            req.blocks += need
+            chunks.append((req, chunk))
             budget -= chunk
         if not preempted:
-            budget = self._admit(plan, budget, now)
+            self._admit(plan, budget, now)
         plan.batch = self._batch(plan)
         return plan
 
-    def _make_room(self, req: Request, tokens: int, now: float) -> bool:
-        """Allocate blocks for ``req`` to hold ``tokens``, preempting the youngest
-        running requests as needed; False when ``req`` itself had to go."""
-        need = self.blocks_for(tokens) - req.blocks
+    def _make_room(self, req: Request, need: int, now: float) -> bool:
+        """Preempt the youngest running requests until ``need`` blocks are free; False
+        when ``req`` itself had to go."""
         while need > self.free_blocks:
             victim = self.running[-1]
             self._preempt(victim, now)
             if victim is req:
                 return False
-        self.free_blocks -= need
-        req.blocks += need
         return True
 
     def _preempt(self, req: Request, now: float) -> None:
@@ -195,16 +195,17 @@ class Scheduler:
         done = []
         for req, chunk in plan.chunks:
             req.computed += chunk
-            if req.pending:
+            if req.prompt_tokens + req.generated > req.computed:
                 continue
             req.generated += 1
             if req.first_token_at is None:
                 req.first_token_at = now
             if req.generated == req.output_tokens:
                 req.finished_at = now
-                self.running.remove(req)
                 req.running = False
                 self.free_blocks += req.blocks
                 req.blocks = 0
                 done.append(req)
+        if done:
+            self.running = [r for r in self.running if r.running]
         return done
