@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tpusim.config.chip import ChipSpec
 from tpusim.errors import InputError
-from tpusim.program.builders.serving import LOGIT_BYTES, ReplicaShape
+from tpusim.program.builders.serving import LOGIT_BYTES, ReplicaShape, weight_parameters
 from tpusim.units import format_bytes
 
 #: Fraction of HBM the server may use (weights, activations, KV cache): vLLM's
@@ -37,23 +37,8 @@ DEFAULT_BLOCK_SIZE = 16
 
 
 def weights_bytes(s: ReplicaShape, tied_embeddings: bool = False) -> float:
-    """Weight bytes one chip holds: its shards of the attention, MLPs, experts,
-    embeddings and LM head, and whole copies of the norms, MLA's down-projections and
-    the router."""
-    d = s.d_model
-    if s.attention == "gqa":
-        attn = d * (s.heads_local + 2 * s.kv_heads_local) * s.head_dim
-    else:
-        h, r = s.heads_local, s.rope_head_dim
-        attn = d * s.q_lora_rank + s.q_lora_rank + d * (s.kv_lora_rank + r) + s.kv_lora_rank
-        attn += s.q_lora_rank * h * (s.head_dim + r) + 2 * s.kv_lora_rank * h * s.head_dim
-    attn += s.heads_local * s.head_dim * d
-    dense_mlp = s.mlp_matrices * d * s.d_ff_local
-    expert = s.mlp_matrices * d * s.expert_d_ff_local
-    moe_mlp = (s.experts_local + s.shared_experts) * expert + d * s.experts
-    layers = s.layers * (attn + 2 * d) + s.dense_layers * dense_mlp + s.moe_layers * moe_mlp
-    embeddings = (1 if tied_embeddings else 2) * math.ceil(s.vocab / s.tp) * d
-    return float(layers + embeddings + d) * s.bytes_per_element
+    """Weight bytes one chip holds (:func:`weight_parameters` in the shape's dtype)."""
+    return weight_parameters(s, tied_embeddings) * s.bytes_per_element
 
 
 def activation_bytes(s: ReplicaShape, max_tokens: int, max_sequences: int) -> float:

@@ -142,9 +142,10 @@ def replica_shape(
         divides("expert_d_ff", expert_ff, tp, "the tensor-parallel degree")
     elif ep > 1:
         raise ProgramError(f"ep ({ep}) needs a mixture-of-experts model (experts is 0)")
-    dense = int(f.get("dense_layers") or 0) if experts else int(f["layers"])
+    layers = int(f["layers"])
+    dense = min(int(f.get("dense_layers") or 0), layers) if experts else layers
     return ReplicaShape(
-        layers=int(f["layers"]), moe_layers=int(f["layers"]) - dense, d_model=int(f["d_model"]),
+        layers=layers, moe_layers=layers - dense, d_model=int(f["d_model"]),
         vocab=int(f.get("vocab") or 0), attention="mla" if mla else "gqa",
         heads_local=heads // tp, kv_heads_local=1 if mla else kv // tp,
         head_dim=int(f["head_dim"]), q_lora_rank=int(f.get("q_lora_rank") or 0),
@@ -353,3 +354,22 @@ def output_program(s: ReplicaShape, sequences: int) -> Program:
     out = OpList()
     output_ops(Chain(out), s, sequences)
     return Program(name=f"serving_output[S{sequences}]", ops=tuple(out.ops))
+
+
+def weight_parameters(s: ReplicaShape, tied_embeddings: bool = False) -> int:
+    """Parameters one chip holds: its shards of the attention, MLPs, experts, embeddings
+    and LM head, and whole copies of the norms, MLA's down-projections and the router."""
+    d = s.d_model
+    if s.attention == "gqa":
+        attn = d * (s.heads_local + 2 * s.kv_heads_local) * s.head_dim
+    else:
+        h, r = s.heads_local, s.rope_head_dim
+        attn = d * s.q_lora_rank + s.q_lora_rank + d * (s.kv_lora_rank + r) + s.kv_lora_rank
+        attn += s.q_lora_rank * h * (s.head_dim + r) + 2 * s.kv_lora_rank * h * s.head_dim
+    attn += s.heads_local * s.head_dim * d
+    dense_mlp = s.mlp_matrices * d * s.d_ff_local
+    expert = s.mlp_matrices * d * s.expert_d_ff_local
+    moe_mlp = (s.experts_local + s.shared_experts) * expert + d * s.experts
+    layers = s.layers * (attn + 2 * d) + s.dense_layers * dense_mlp + s.moe_layers * moe_mlp
+    embeddings = (1 if tied_embeddings else 2) * math.ceil(s.vocab / s.tp) * d
+    return layers + embeddings + d
