@@ -67,6 +67,8 @@ def add_parsers(sub: Any) -> None:
     _deployment_flags(p)
     _stream_flags(p)
     p.add_argument("--find-capacity", action="store_true", help="bisect the rate to the SLO")
+    p.add_argument("--rates", help="a latency curve: requests/s R1,R2,... (or 'auto')")
+    p.add_argument("--plot", help="with --rates: write the curve to PLOT.png and PLOT.svg")
     p.add_argument("--slo-ttft", type=_time, help="p99 time-to-first-token SLO, e.g. 2s")
     p.add_argument("--slo-tpot", type=_time, help="p99 time-per-output-token SLO, e.g. 50ms")
     p.add_argument("--power-per-chip", type=_positive_float, help="all-in W per chip")
@@ -120,6 +122,10 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("tpusim serve: --find-capacity varies the rate; it takes no --trace")
     if args.trace and args.rate is not None:
         raise InputError("tpusim serve: --trace gives the arrivals; drop --rate")
+    if args.plot and not args.rates:
+        raise InputError("tpusim serve: --plot draws the --rates curve; give --rates")
+    if args.rates and (args.find_capacity or args.trace):
+        raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
     if args.dtype not in ("fp32", "bf16", "fp8", "int8", "int4", "fp4"):
         raise InputError(f"tpusim serve: --dtype {args.dtype} is unknown")
 
@@ -129,6 +135,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     _check(args)
     row = serve(args, deployment_of(args))
+    if "curve" in row:
+        _print_curve(args, row)
+        return
     if args.json:
         print(json_text(row))
     else:
@@ -147,3 +156,34 @@ def format_row(row: dict[str, Any]) -> str:
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"  {name:<30} {text}{' ' + unit if unit and value is not None else ''}")
     return "\n".join(lines)
+
+
+def rates_flag(text: str) -> list[float] | None:
+    """``--rates``: ``auto`` (None) or positive requests/s, comma-separated."""
+    if text == "auto":
+        return None
+    try:
+        rates = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise InputError(f"tpusim serve: --rates: not numbers: {text!r}") from None
+    if not rates or any(not 0 < r < float("inf") for r in rates):
+        raise InputError(f"tpusim serve: --rates must be positive numbers, got {text!r}")
+    return rates
+
+
+def _print_curve(args: argparse.Namespace, row: dict[str, Any]) -> None:
+    if args.json:
+        print(json_text(row))
+        return
+    columns = ("rate_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+               "tokens_per_s_per_chip", "preemptions")  # fmt: skip
+    print(f"{row['model']} on {row['system']} (tp {row['tp']}, ep {row['ep']}, {row['dtype']})")
+    print("  ".join(f"{c:>22}" for c in columns))
+    for point in row["curve"]:
+        print("  ".join(f"{_num(point.get(c)):>22}" for c in columns))
+    if row.get("plot"):
+        print(f"wrote {row['plot']}")
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -35,6 +35,8 @@ def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
         "power_per_chip_W": options.power_per_chip,
         "price_per_chip_hour_usd": options.price_per_chip_hour,
     }
+    if getattr(options, "rates", None):
+        return service.describe() | curve(service, stream, options, slo, prompt.mean, output.mean)
     if options.find_capacity and slo is not None:
         start = saturated_rate_per_s(service, prompt.mean, output.mean)
         row = find_capacity(service, stream, slo, start)
@@ -54,3 +56,24 @@ def summary_economics(
     from tpusim.serving.metrics import economics as per_million
 
     return per_million(row.get("output_tokens_per_s"), chips, **economics)  # type: ignore[arg-type]
+
+
+def curve(
+    service: Service, stream: Any, options: Any, slo: Slo | None, prompt: float, output: float
+) -> dict[str, Any]:
+    """``--rates``: the latency curve (``auto``: fractions of the saturated rate), and its
+    plot when ``options.plot`` names a file."""
+    from tpusim.serving.cli import rates_flag
+    from tpusim.serving.plots import DEFAULT_RATE_FRACTIONS, latency_curve, plot_latency_vs_rate
+
+    rates = rates_flag(options.rates)
+    if rates is None:
+        top = saturated_rate_per_s(service, prompt, output)
+        rates = [f * top for f in DEFAULT_RATE_FRACTIONS]
+    rows = latency_curve(service, stream, rates, slo)
+    out: dict[str, Any] = {"curve": rows}
+    if options.plot:
+        title = f"{service.model.name} on {service.system.name}"
+        png, _ = plot_latency_vs_rate({service.system.name: rows}, options.plot, title, slo)
+        out["plot"] = str(png)
+    return out
