@@ -15,6 +15,9 @@ from tpusim.units import parse_time
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.spec import WorkloadSpec
 
+#: Joules per megajoule (display).
+J_PER_MJ = 1e6
+
 
 class ServingWorkload(WorkloadSpec):
     """The ``tpusim serve`` options as fields (see ``tpusim serve --help``); SLO times
@@ -54,6 +57,7 @@ class ServingRecord(Record):
     tp: int
     ep: int
     rate_per_s: float | None = None
+    requests: int = 0
     completed: int = 0
     rejected: int = 0
     ttft_p50_s: float | None = None
