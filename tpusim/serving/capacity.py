@@ -2,9 +2,9 @@
 p99 TPOT meet it (and nothing is rejected), by bisection on the rate.
 
 Every trial serves the same stream shape (count, token counts, seed) at a new rate,
-so the search is deterministic. It starts from the saturated decode rate (every
-sequence slot decoding), which no deployment beats, halves until a rate meets the
-SLO, then bisects until the bracket is within ``tolerance`` (relative).
+so the search is deterministic. It starts from an estimate of the saturated rate
+(:func:`saturated_rate_per_s`), doubles or halves until one rate meets the SLO and
+twice it does not, then bisects until the bracket is within ``tolerance`` (relative).
 """
 
 from __future__ import annotations
@@ -26,13 +26,23 @@ Stream = Callable[[float], list[Request]]
 
 
 def saturated_rate_per_s(service: Service, prompt_tokens: float, output_tokens: float) -> float:
-    """Requests/s when every sequence slot of every replica decodes at its mean context:
-    ``max_sequences / (output_tokens * iteration time)``, an upper bound on capacity."""
-    slots = service.deployment.max_sequences
+    """An estimate of the rate (requests/s) a saturated deployment serves: each request
+    costs its prompt at the full-budget prefill's time per token plus its output at the
+    full-slot decode's time per token (at the mean context); prefill and decode
+    iterations taken apart, so it errs low where they share iterations well."""
+    d = service.deployment
+    slots, budget = d.max_sequences, d.max_tokens
     context = int(prompt_tokens + output_tokens / 2)
-    batch = ReplicaBatch(decode=slots, kv_tokens=slots * context)
-    per_replica = slots / (output_tokens * service.costs.time_s(batch))
-    return per_replica * service.deployment.replicas
+    decode = service.costs.time_s(ReplicaBatch(decode=slots, kv_tokens=slots * context))
+    chunk = int(min(budget, max(1.0, prompt_tokens)))
+    chunks = max(1, budget // chunk)
+    prefill_batch = ReplicaBatch(
+        decode=0, chunk_tokens=chunks * chunk, chunks=chunks,
+        prefill_pairs=chunks * chunk * (chunk + 1) / 2,
+    )  # fmt: skip
+    prefill = service.costs.time_s(prefill_batch) / (chunks * chunk)
+    per_request_s = prompt_tokens * prefill + output_tokens * decode / slots
+    return d.replicas / per_request_s
 
 
 def trial(service: Service, stream: Stream, rate: float, slo: Slo) -> dict[str, Any]:

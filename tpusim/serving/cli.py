@@ -62,7 +62,9 @@ def _time(text: str) -> float:
 def add_parsers(sub: Any) -> None:
     """``tpusim serve`` on the CLI's subparsers."""
     p = sub.add_parser("serve", help="an LLM inference service: latency at a rate, or capacity")
-    p.add_argument("system", help="shipped system name or path to a system YAML")
+    p.add_argument(
+        "system", help="shipped system name or YAML path (with --rates: several, comma-separated)"
+    )
     p.add_argument("--model", required=True, help="model preset name or YAML path")
     _deployment_flags(p)
     _stream_flags(p)
@@ -103,12 +105,13 @@ def _stream_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
-def deployment_of(args: argparse.Namespace) -> Any:
-    """The :class:`~tpusim.serving.Deployment` the flags describe."""
+def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
+    """The :class:`~tpusim.serving.Deployment` the flags describe (on ``system``, default
+    the positional one)."""
     from tpusim.serving.service import Deployment
 
     return Deployment(
-        system=args.system, model=args.model, tp=args.tp, ep=args.ep, chips=args.chips,
+        system=system or args.system, model=args.model, tp=args.tp, ep=args.ep, chips=args.chips,
         replicas=args.replicas, dtype=args.dtype, kv_cache=args.kv_cache,
         block_size=args.block_size, max_tokens=args.max_tokens, max_sequences=args.max_seqs,
         fidelity=args.fidelity,
@@ -131,13 +134,16 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from tpusim.serving.run import serve
+    from tpusim.serving.run import curves, serve
 
     _check(args)
-    row = serve(args, deployment_of(args))
-    if "curve" in row:
-        _print_curve(args, row)
+    if args.rates:
+        systems = [s for s in args.system.split(",") if s]
+        _print_curve(args, curves(args, [deployment_of(args, s) for s in systems]))
         return
+    if "," in args.system:
+        raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
+    row = serve(args, deployment_of(args))
     if args.json:
         print(json_text(row))
     else:
@@ -175,9 +181,10 @@ def _print_curve(args: argparse.Namespace, row: dict[str, Any]) -> None:
     if args.json:
         print(json_text(row))
         return
-    columns = ("rate_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
-               "tokens_per_s_per_chip", "preemptions")  # fmt: skip
-    print(f"{row['model']} on {row['system']} (tp {row['tp']}, ep {row['ep']}, {row['dtype']})")
+    columns = ("system", "rate_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+               "tpot_p99_s", "tokens_per_s_per_chip", "preemptions")  # fmt: skip
+    first = row["systems"][0]
+    print(f"{first['model']} (tp {first['tp']}, ep {first['ep']}, {first['dtype']})")
     print("  ".join(f"{c:>22}" for c in columns))
     for point in row["curve"]:
         print("  ".join(f"{_num(point.get(c)):>22}" for c in columns))

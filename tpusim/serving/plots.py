@@ -16,9 +16,9 @@ from tpusim.serving.metrics import Slo, summary
 from tpusim.serving.scheduler import Request
 from tpusim.serving.service import Service
 
-#: Rates of the default curve, as fractions of the saturated decode rate (a design
+#: Rates of the default curve, as fractions of the estimated saturated rate (a design
 #: choice: from light load to past the knee).
-DEFAULT_RATE_FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+DEFAULT_RATE_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5)
 #: Milliseconds per second (display).
 MS_PER_S = 1e3
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tpusim.serving.capacity import find_capacity, saturated_rate_per_s
 from tpusim.serving.metrics import Slo, summary
-from tpusim.serving.requests import read_trace, synthetic_requests, token_count
+from tpusim.serving.requests import TokenCount, read_trace, synthetic_requests, token_count
 from tpusim.serving.service import Deployment, Service
 
 #: The offered rate when none is given (requests/s; a design choice).
@@ -21,22 +21,11 @@ def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
     ``power_per_chip``, ``price_per_chip_hour``) on ``deployment``; the JSON row.
     Raises InputError for bad input."""
     service = Service(deployment)
-    prompt = token_count(str(options.prompt_tokens), "--prompt-tokens")
-    output = token_count(str(options.output_tokens), "--output-tokens")
-    slo = Slo(options.slo_ttft, options.slo_tpot) if options.slo_ttft and options.slo_tpot else None
-
-    def stream(rate: float) -> list[Any]:
-        return synthetic_requests(
-            options.requests, rate, prompt, output, seed=options.seed,
-            arrival=options.arrival, burstiness=options.burstiness,
-        )  # fmt: skip
-
+    prompt, output, slo, stream = _stream(options)
     economics = {
         "power_per_chip_W": options.power_per_chip,
         "price_per_chip_hour_usd": options.price_per_chip_hour,
     }
-    if getattr(options, "rates", None):
-        return service.describe() | curve(service, stream, options, slo, prompt.mean, output.mean)
     if options.find_capacity and slo is not None:
         start = saturated_rate_per_s(service, prompt.mean, output.mean)
         row = find_capacity(service, stream, slo, start)
@@ -49,6 +38,21 @@ def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
     return service.describe() | row | {"engine_runs": service.costs.engine_runs}
 
 
+def _stream(options: Any) -> tuple[TokenCount, TokenCount, Slo | None, Any]:
+    """The token counts, the SLO (if both parts are given) and the stream of a rate."""
+    prompt = token_count(str(options.prompt_tokens), "--prompt-tokens")
+    output = token_count(str(options.output_tokens), "--output-tokens")
+    slo = Slo(options.slo_ttft, options.slo_tpot) if options.slo_ttft and options.slo_tpot else None
+
+    def stream(rate: float) -> list[Any]:
+        return synthetic_requests(
+            options.requests, rate, prompt, output, seed=options.seed,
+            arrival=options.arrival, burstiness=options.burstiness,
+        )  # fmt: skip
+
+    return prompt, output, slo, stream
+
+
 def summary_economics(
     row: dict[str, Any], chips: int, economics: dict[str, float | None]
 ) -> dict[str, Any]:
@@ -58,22 +62,31 @@ def summary_economics(
     return per_million(row.get("output_tokens_per_s"), chips, **economics)  # type: ignore[arg-type]
 
 
-def curve(
-    service: Service, stream: Any, options: Any, slo: Slo | None, prompt: float, output: float
-) -> dict[str, Any]:
-    """``--rates``: the latency curve (``auto``: fractions of the saturated rate), and its
-    plot when ``options.plot`` names a file."""
+def curves(options: Any, deployments: list[Deployment]) -> dict[str, Any]:
+    """``--rates``: the latency curve of each deployment (``auto``: fractions of its
+    saturated rate) as ``{"systems": [...], "curve": [rows]}``, and one plot of them all
+    when ``options.plot`` names a file."""
     from tpusim.serving.cli import rates_flag
     from tpusim.serving.plots import DEFAULT_RATE_FRACTIONS, latency_curve, plot_latency_vs_rate
 
-    rates = rates_flag(options.rates)
-    if rates is None:
-        top = saturated_rate_per_s(service, prompt, output)
-        rates = [f * top for f in DEFAULT_RATE_FRACTIONS]
-    rows = latency_curve(service, stream, rates, slo)
-    out: dict[str, Any] = {"curve": rows}
+    prompt, output, slo, stream = _stream(options)
+    given = rates_flag(options.rates)
+    described, by_system = [], {}
+    for deployment in deployments:
+        service = Service(deployment)
+        rates = given
+        if rates is None:
+            top = saturated_rate_per_s(service, prompt.mean, output.mean)
+            rates = [f * top for f in DEFAULT_RATE_FRACTIONS]
+        described.append(service.describe())
+        by_system[service.system.name] = latency_curve(service, stream, rates, slo)
+    out: dict[str, Any] = {
+        "systems": described,
+        "curve": [row for rows in by_system.values() for row in rows],
+    }
     if options.plot:
-        title = f"{service.model.name} on {service.system.name}"
-        png, _ = plot_latency_vs_rate({service.system.name: rows}, options.plot, title, slo)
+        first = described[0]
+        title = f"{first['model']}, {first['dtype']}, tp {first['tp']} x ep {first['ep']}"
+        png, _ = plot_latency_vs_rate(by_system, options.plot, title, slo)
         out["plot"] = str(png)
     return out
