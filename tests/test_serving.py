@@ -155,6 +155,7 @@ def test_trace_rows_become_requests(tmp_path):
         (["--model", "llama-3.1-8b", "--find-capacity"], "needs --slo-ttft and --slo-tpot"),
         (["--model", "llama-3.1-8b", "--prompt-tokens", "{uniform: [5, 1]}"], "--prompt-tokens"),
         (["--model", "llama-3.1-8b", "--replicas", "2000"], "need 2000 chips"),
+        (["--model", "llama-3.1-8b", "--disaggregate", "1:0"], "expected P:D"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, argv, match):
@@ -176,3 +177,35 @@ def test_serve_json_has_the_issue_fields(capsys):
     assert [f for f in fields if f not in row] == []
     assert row["completed"] + row["rejected"] == row["requests"] == 50
     assert row["rate_per_s"] == 5.0
+
+
+def test_disaggregated_low_load_adds_one_kv_transfer(service):
+    """One request at a time on 1 prefill + 1 decode replica: TTFT is one prefill; the
+    rest takes the colocated decode time plus one KV transfer."""
+    from tpusim.serving.disaggregated import DisaggregatedService
+
+    prompt, output = 512, 8
+    two = Service(dataclasses.replace(service.deployment, replicas=2))
+    split = DisaggregatedService(two, 1, 1)
+    colocated, apart = _spaced(2, prompt, output), _spaced(2, prompt, output)
+    service.run(colocated)
+    split.run(apart)
+    transfer = split.transfer_s(0, 0, prompt)
+    assert transfer > 0
+    for c, a in zip(colocated, apart, strict=True):
+        assert a.first_token_at == pytest.approx(c.first_token_at)
+        decode_c, decode_a = c.finished_at - c.first_token_at, a.finished_at - a.first_token_at
+        assert decode_a == pytest.approx(decode_c + transfer, rel=1e-12)
+
+
+def test_disaggregated_conservation(service):
+    from tpusim.serving.disaggregated import DisaggregatedService
+
+    three = Service(dataclasses.replace(service.deployment, replicas=3))
+    split = DisaggregatedService(three, 1, 2)
+    requests = synthetic_requests(
+        300, 40.0, TokenCount("uniform", 100, 900), TokenCount("uniform", 1, 60), seed=4
+    )
+    split.run(requests)
+    assert all(r.finished_at is not None and r.generated == r.output_tokens for r in requests)
+    assert all(r.finished_at >= r.first_token_at >= r.arrival_at for r in requests)

@@ -15,7 +15,7 @@ from typing import Any
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.metrics import Slo, meets, summary
 from tpusim.serving.scheduler import Request
-from tpusim.serving.service import Service
+from tpusim.serving.service import Runner
 
 #: Relative width of the final bracket (a design choice: 2% of the rate).
 DEFAULT_TOLERANCE = 0.02
@@ -25,7 +25,7 @@ MAX_HALVINGS = 30
 Stream = Callable[[float], list[Request]]
 
 
-def saturated_rate_per_s(service: Service, prompt_tokens: float, output_tokens: float) -> float:
+def saturated_rate_per_s(service: Runner, prompt_tokens: float, output_tokens: float) -> float:
     """An estimate of the rate (requests/s) a saturated deployment serves: each request
     costs its prompt at the full-budget prefill's time per token plus its output at the
     full-slot decode's time per token (at the mean context); prefill and decode
@@ -45,7 +45,7 @@ def saturated_rate_per_s(service: Service, prompt_tokens: float, output_tokens: 
     return d.replicas / per_request_s
 
 
-def trial(service: Service, stream: Stream, rate: float, slo: Slo) -> dict[str, Any]:
+def trial(service: Runner, stream: Stream, rate: float, slo: Slo) -> dict[str, Any]:
     """Serve ``stream(rate)``; the summary and whether it met the SLO."""
     requests = stream(rate)
     service.run(requests)
@@ -55,7 +55,7 @@ def trial(service: Service, stream: Stream, rate: float, slo: Slo) -> dict[str, 
 
 
 def _bracket(
-    service: Service, stream: Stream, slo: Slo, rate: float
+    service: Runner, stream: Stream, slo: Slo, rate: float
 ) -> tuple[float, float, dict[str, Any] | None, int]:
     """(lo, hi, summary at lo, trials): ``lo`` meets the SLO and ``hi = 2 lo`` does not,
     by doubling or halving from ``rate``; ``summary`` None when nothing met it."""
@@ -74,7 +74,7 @@ def _bracket(
 
 
 def find_capacity(
-    service: Service,
+    service: Runner,
     stream: Stream,
     slo: Slo,
     start_rate_per_s: float,

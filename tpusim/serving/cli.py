@@ -22,7 +22,7 @@ TABLE_FIELDS = (
     ("tpot_p50_s", "s"), ("tpot_p99_s", "s"), ("e2e_p50_s", "s"), ("e2e_p99_s", "s"),
     ("output_tokens_per_s", "tok/s"), ("tokens_per_s_per_chip", "tok/s"),
     ("kv_cache_capacity_tokens", "tokens"), ("preemptions", None),
-    ("goodput_rate_per_s", "req/s"), ("capacity_rate_per_s", "req/s"),
+    ("goodput_rate_per_s", "req/s"), ("kv_transfer_p50_s", "s"), ("capacity_rate_per_s", "req/s"),
     ("capacity_rate_per_s_per_chip", "req/s"),
 )  # fmt: skip
 
@@ -45,6 +45,13 @@ def _positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
+
+
+def _split(text: str) -> tuple[int, int]:
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected P:D, whole numbers >= 1, got {text!r}")
+    return int(parts[0]), int(parts[1])
 
 
 def _time(text: str) -> float:
@@ -86,6 +93,10 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=_positive_int, help="tensor-parallel degree")
     p.add_argument("--ep", type=_positive_int, help="expert-parallel degree (MoE)")
     p.add_argument("--replicas", type=_positive_int, default=1)
+    p.add_argument(
+        "--disaggregate", type=_split, metavar="P:D",
+        help="P prefill and D decode replicas, KV moved over the network (replaces --replicas)",
+    )  # fmt: skip
     p.add_argument("--dtype", default="bf16", help="weights and activations (bf16, fp8, ...)")
     p.add_argument("--kv-cache", choices=("hbm", "sram", "tiered"), default="hbm")
     p.add_argument("--block-size", type=_positive_int, default=16, help="tokens per KV block")
@@ -125,6 +136,10 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("tpusim serve: --find-capacity varies the rate; it takes no --trace")
     if args.trace and args.rate is not None:
         raise InputError("tpusim serve: --trace gives the arrivals; drop --rate")
+    if args.disaggregate and args.replicas != 1:
+        raise InputError("tpusim serve: --disaggregate P:D sets the replicas; drop --replicas")
+    if args.disaggregate and args.rates:
+        raise InputError("tpusim serve: --rates runs colocated replicas; drop --disaggregate")
     if args.plot and not args.rates:
         raise InputError("tpusim serve: --plot draws the --rates curve; give --rates")
     if args.rates and (args.find_capacity or args.trace):

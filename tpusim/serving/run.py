@@ -3,12 +3,14 @@ on a deployment, or the capacity search, as one row of figures."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tpusim.serving.capacity import find_capacity, saturated_rate_per_s
+from tpusim.serving.disaggregated import DisaggregatedService, transfer_summary
 from tpusim.serving.metrics import Slo, summary
 from tpusim.serving.requests import TokenCount, read_trace, synthetic_requests, token_count
-from tpusim.serving.service import Deployment, Service
+from tpusim.serving.service import Deployment, Runner, Service
 
 #: The offered rate when none is given (requests/s; a design choice).
 DEFAULT_RATE_PER_S = 1.0
@@ -20,7 +22,7 @@ def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
     ``output_tokens``, ``seed``, ``find_capacity``, ``slo_ttft``, ``slo_tpot``,
     ``power_per_chip``, ``price_per_chip_hour``) on ``deployment``; the JSON row.
     Raises InputError for bad input."""
-    service = Service(deployment)
+    service = runner(deployment, getattr(options, "disaggregate", None))
     prompt, output, slo, stream = _stream(options)
     economics = {
         "power_per_chip_W": options.power_per_chip,
@@ -35,7 +37,18 @@ def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
         requests = read_trace(options.trace) if options.trace else stream(rate)  # type: ignore[arg-type]
         service.run(requests)
         row = summary(requests, service.chips, slo, **economics, rate_per_s=rate)
+    if isinstance(service, DisaggregatedService):
+        row |= transfer_summary(service)
     return service.describe() | row | {"engine_runs": service.costs.engine_runs}
+
+
+def runner(deployment: Deployment, split: tuple[int, int] | None) -> Runner:
+    """A :class:`Service`, or with ``split`` (prefill, decode replicas) a disaggregated
+    one of ``prefill + decode`` replicas."""
+    if split is None:
+        return Service(deployment)
+    service = Service(dataclasses.replace(deployment, replicas=sum(split)))
+    return DisaggregatedService(service, *split)
 
 
 def _stream(options: Any) -> tuple[TokenCount, TokenCount, Slo | None, Any]:

@@ -12,7 +12,7 @@ other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
@@ -70,6 +70,20 @@ class ServingRun:
 
     requests: list[Request]
     replicas: list[ReplicaRun] = field(default_factory=list)
+
+
+class Runner(Protocol):
+    """What serves a stream: a :class:`Service` or a disaggregated one."""
+
+    deployment: Deployment
+    costs: IterationCosts
+
+    @property
+    def chips(self) -> int: ...
+
+    def run(self, requests: list[Request]) -> ServingRun: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 class Service:
