@@ -79,3 +79,16 @@ def test_latency_curve_plot_is_written(tmp_path, capsys):
     curve = json.loads(out)["curve"]
     assert [p["rate_per_s"] for p in curve] == [2.0, 8.0]
     assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_shipped_serving_scenario_validates():
+    from pathlib import Path
+
+    from tpusim.scenario import Scenario
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
+    scenario = Scenario(path)
+    kinds = {w.kind for _, (w, _) in scenario.runs}
+    assert kinds == {"serving"} and len(scenario.runs) == 3  # per system
+    assert all(w.find_capacity for _, (w, _) in scenario.runs)
+    assert [s.name for s in scenario.systems] == ["tpu8i-pod", "ironwood-256", "tpu8t-superpod"]
