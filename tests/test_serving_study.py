@@ -92,3 +92,26 @@ def test_shipped_serving_scenario_validates():
     assert kinds == {"serving"} and len(scenario.runs) == 3  # per system
     assert all(w.find_capacity for _, (w, _) in scenario.runs)
     assert [s.name for s in scenario.systems] == ["tpu8i-pod", "ironwood-256", "tpu8t-superpod"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ("slo_ttft: 2 parsecs, slo_tpot: 1 ms", r"slo_ttft: '2 parsecs'"),
+        ("find_capacity: true, slo_tpot: 1 ms", "find_capacity needs slo_ttft and slo_tpot"),
+        ("tp: 16", r"kv_heads \(8\) is not divisible"),
+    ],
+)
+def test_bad_serving_workload_is_one_line(tmp_path, capsys, fields, match):
+    import re
+
+    from tests.helpers import assert_one_error_line
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nsystems: [tpu8i-pod]\nworkloads:\n"
+        f"  - {{name: sv, kind: serving, model: llama-3.1-8b, {fields}}}\n"
+    )
+    out = str(tmp_path / "o")
+    line = assert_one_error_line(*run(capsys, "run", str(path), "--out", out, "--quiet"))
+    assert re.search(match, line) and "s.yaml:4" in line

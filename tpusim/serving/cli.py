@@ -8,7 +8,7 @@ from typing import Any
 
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
-from tpusim.vocabulary import FIDELITIES
+from tpusim.vocabulary import DTYPES, FIDELITIES
 
 #: Default stream: 1,000 requests of 1,024 prompt and 256 output tokens at 1 req/s
 #: (a design choice, in the range of vLLM's and MLPerf's serving benchmarks).
@@ -97,7 +97,7 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
         "--disaggregate", type=_split, metavar="P:D",
         help="P prefill and D decode replicas, KV moved over the network (replaces --replicas)",
     )  # fmt: skip
-    p.add_argument("--dtype", default="bf16", help="weights and activations (bf16, fp8, ...)")
+    p.add_argument("--dtype", choices=DTYPES, default="bf16", help="weights, activations, KV")
     p.add_argument("--kv-cache", choices=("hbm", "sram", "tiered"), default="hbm")
     p.add_argument("--block-size", type=_positive_int, default=16, help="tokens per KV block")
     p.add_argument("--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS)
@@ -144,8 +144,6 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("tpusim serve: --plot draws the --rates curve; give --rates")
     if args.rates and (args.find_capacity or args.trace):
         raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
-    if args.dtype not in ("fp32", "bf16", "fp8", "int8", "int4", "fp4"):
-        raise InputError(f"tpusim serve: --dtype {args.dtype} is unknown")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:

@@ -7,11 +7,12 @@ from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
+from tpusim.config.types import Time
 from tpusim.errors import InputError
 from tpusim.results.records import Figure, Record
-from tpusim.units import parse_time
+from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.spec import WorkloadSpec
 
@@ -30,7 +31,7 @@ class ServingWorkload(WorkloadSpec):
     ep: PositiveInt | None = None
     chips: PositiveInt | None = None
     replicas: PositiveInt = 1
-    dtype: str = "bf16"
+    dtype: Dtype = "bf16"
     kv_cache: Literal["hbm", "sram", "tiered"] = "hbm"
     rate: PositiveFloat = 1.0
     arrival: Literal["poisson", "gamma"] = "poisson"
@@ -42,9 +43,17 @@ class ServingWorkload(WorkloadSpec):
     max_tokens: PositiveInt = 8192
     max_sequences: PositiveInt = 256
     find_capacity: bool = False
-    slo_ttft: str | float | None = None
-    slo_tpot: str | float | None = None
+    slo_ttft: Time | None = None
+    slo_tpot: Time | None = None
     trace: str | None = Field(None, description="CSV of arrival_s,prompt_tokens,output_tokens")
+
+    @model_validator(mode="after")
+    def _capacity_needs_slo(self) -> ServingWorkload:
+        if self.find_capacity and (self.slo_ttft is None or self.slo_tpot is None):
+            raise ValueError("find_capacity needs slo_ttft and slo_tpot")
+        if self.find_capacity and self.trace:
+            raise ValueError("find_capacity varies the rate; it takes no trace")
+        return self
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,10 +107,6 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else x * 1e3
 
 
-def _seconds(value: str | float | None) -> float | None:
-    return None if value is None else parse_time(value)
-
-
 def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     """Serve on the context's system; a bad deployment is a ConfigError at the workload."""
     from tpusim.serving.run import serve
@@ -117,7 +122,7 @@ def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
         **spec.model_dump(include={"requests", "seed", "arrival", "burstiness", "trace"}),
         rate=None if spec.trace else spec.rate, find_capacity=spec.find_capacity,
         prompt_tokens=_tokens(spec.prompt_tokens), output_tokens=_tokens(spec.output_tokens),
-        slo_ttft=_seconds(spec.slo_ttft), slo_tpot=_seconds(spec.slo_tpot),
+        slo_ttft=spec.slo_ttft, slo_tpot=spec.slo_tpot,
         power_per_chip=context.power_per_chip_W,
         price_per_chip_hour=context.price_per_chip_hour_usd,
     )  # fmt: skip
