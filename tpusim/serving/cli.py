@@ -92,16 +92,25 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chips", type=_positive_int, help="chips per replica (default: fewest)")
     p.add_argument("--tp", type=_positive_int, help="tensor-parallel degree")
     p.add_argument("--ep", type=_positive_int, help="expert-parallel degree (MoE)")
-    p.add_argument("--replicas", type=_positive_int, default=1)
+    p.add_argument("--replicas", type=_positive_int, default=1, help="model replicas (1)")
     p.add_argument(
         "--disaggregate", type=_split, metavar="P:D",
         help="P prefill and D decode replicas, KV moved over the network (replaces --replicas)",
     )  # fmt: skip
     p.add_argument("--dtype", choices=DTYPES, default="bf16", help="weights, activations, KV")
-    p.add_argument("--kv-cache", choices=("hbm", "sram", "tiered"), default="hbm")
+    p.add_argument(
+        "--kv-cache", choices=("hbm", "sram", "tiered"), default="hbm",
+        help="KV cache tier (tiered: SRAM first, then HBM)",
+    )  # fmt: skip
     p.add_argument("--block-size", type=_positive_int, default=16, help="tokens per KV block")
-    p.add_argument("--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS)
-    p.add_argument("--max-seqs", type=_positive_int, default=DEFAULT_MAX_SEQUENCES)
+    p.add_argument(
+        "--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS,
+        help="token budget per iteration (%(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-seqs", type=_positive_int, default=DEFAULT_MAX_SEQUENCES,
+        help="sequences per iteration (%(default)s)",
+    )  # fmt: skip
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
 
 
@@ -110,10 +119,11 @@ def _stream_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrival", choices=("poisson", "gamma"), default="poisson")
     p.add_argument("--burstiness", type=_positive_float, default=1.0, help="gamma CV")
     p.add_argument("--trace", help="CSV of arrival_s,prompt_tokens,output_tokens")
-    p.add_argument("--requests", type=_positive_int, default=DEFAULT_REQUESTS)
-    p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS)
-    p.add_argument("--output-tokens", default=DEFAULT_OUTPUT_TOKENS)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--requests", type=_positive_int, default=DEFAULT_REQUESTS, help="(%(default)s)")
+    tokens = "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}'"
+    p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, help=tokens)
+    p.add_argument("--output-tokens", default=DEFAULT_OUTPUT_TOKENS, help=tokens)
+    p.add_argument("--seed", type=int, default=0, help="seeds arrivals and token counts")
 
 
 def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
