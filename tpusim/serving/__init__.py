@@ -6,9 +6,11 @@
 * :mod:`.requests`: arrivals (Poisson, gamma, trace CSV) and token counts;
 * :mod:`.service`: a deployment and the loop over iterations of each replica;
 * :mod:`.metrics`: TTFT, TPOT, end-to-end latency, throughput, goodput at an SLO;
+* :mod:`.disaggregated`: prefill and decode on separate replicas, KV moved between;
 * :mod:`.capacity`: the highest rate meeting an SLO (bisection);
+* :mod:`.plots`: the latency-vs-rate curve;
 * :mod:`.claims`: performance per dollar between two deployments;
-* :mod:`.cli`: ``tpusim serve``.
+* :mod:`.run`, :mod:`.cli`: what ``tpusim serve`` and ``kind: serving`` run.
 """
 
 from tpusim.serving.metrics import Slo, summary
