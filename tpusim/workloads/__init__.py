@@ -12,6 +12,7 @@ from tpusim.workloads import (
     hlo,
     jobs,
     program,
+    serving,
     topology,
     training_step,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "record_from_row",
     "register_workload",
     "run_program",
+    "serving",
     "simulate",
     "topology",
     "training_step",

@@ -1,13 +1,17 @@
 """``kind: decode_step``: one LLM decode step with a KV cache, built by
-:func:`tpusim.program.builders.decode_step`."""
+:func:`tpusim.program.builders.decode_step` (a stack of plain layers), or, when any
+whole-model field is set (``vocab``, ``mlp: gated``, ``attention: mla``, ``experts``,
+``expert_axis``... as a ``model:`` preset sets them), by
+:func:`~tpusim.program.builders.decode.model_decode_step`."""
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import PositiveInt
+from pydantic import Field, PositiveInt
 
+from tpusim.program.builders.decode import MODEL_FIELDS
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
@@ -16,29 +20,56 @@ from tpusim.workloads.spec import ModelWorkload
 
 
 class DecodeWorkload(ModelWorkload):
-    """``batch`` sequences per model replica (tensor-parallel group)."""
+    """``batch`` sequences per model replica (tensor x expert group)."""
 
     kind: Literal["decode_step"]
     batch: PositiveInt
     context: PositiveInt
     kv_heads: PositiveInt | None = None
     kv_cache: MemoryTier = "hbm"
+    vocab: int = Field(0, ge=0)
+    mlp: Literal["plain", "gated"] = "plain"
+    attention: Literal["gqa", "mla"] = "gqa"
+    q_lora_rank: int = Field(0, ge=0)
+    kv_lora_rank: int = Field(0, ge=0)
+    rope_head_dim: int = Field(0, ge=0)
+    experts: int = Field(0, ge=0)
+    top_k: PositiveInt = 2
+    expert_d_ff: PositiveInt | None = None
+    shared_experts: int = Field(0, ge=0)
+    dense_layers: int = Field(0, ge=0)
+    expert_axis: str | None = None
+
+    def whole_model(self) -> bool:
+        """Whether any whole-model field is away from its neutral value."""
+        return any(getattr(self, k) != v for k, v in MODEL_FIELDS.items())
 
     def tokens_per_step(self) -> float:
         """One token per sequence of every replica (the mesh resolved for a system)."""
-        tp = int(self.mesh.get(self.tensor_axis, 1)) if self.tensor_axis else 1
-        replicas = math.prod(int(v) for v in self.mesh.values()) // tp
+        group = 1
+        for axis in (self.tensor_axis, self.expert_axis):
+            group *= int(self.mesh.get(axis, 1)) if axis else 1
+        replicas = math.prod(int(v) for v in self.mesh.values()) // group
         return float(self.batch * replicas)
+
+    def program_fields(self) -> dict[str, Any]:
+        """The builder's keyword arguments (the plain builder takes no whole-model field)."""
+        fields = self.builder_fields()
+        if self.whole_model():
+            return fields
+        return {k: v for k, v in fields.items() if k not in MODEL_FIELDS}
 
 
 def run(spec: DecodeWorkload, context: WorkloadContext) -> Outcome:
     """Build and simulate the step; a :class:`DecodeRecord` (latency per token = step
     time). A shape the builder rejects is a ConfigError at the workload."""
     from tpusim.program.builders import decode_step
+    from tpusim.program.builders.decode import model_decode_step
     from tpusim.program.ir import ProgramError
 
+    build = model_decode_step if spec.whole_model() else decode_step
     try:
-        program = decode_step(**spec.builder_fields())
+        program = build(**spec.program_fields())
     except ProgramError as exc:
         raise context.error(str(exc)) from None
     results = simulate(program, context)

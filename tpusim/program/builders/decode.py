@@ -13,12 +13,20 @@ across the batch, while each sequence has its own K and V.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
-from tpusim.program.builders.checks import check_decode
-from tpusim.program.builders.mesh import collective_axes
+from tpusim.program.builders.checks import check_decode, checked_mesh, divides
+from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
-from tpusim.program.ir import Program
+from tpusim.program.builders.serving import (
+    IterationBatch,
+    replica_shape,
+    serving_iteration,
+    weight_parameters,
+)
+from tpusim.program.ir import Program, ProgramError
 from tpusim.vocabulary import MemoryTier
 
 
@@ -146,3 +154,52 @@ def tensor_allreduce(chain: Chain, s: DecodeShape, name: str) -> None:
         chain.add(
             name, "collective", collective="all-reduce", size_bytes=s.act_bytes, axes=s.tensor
         )
+
+
+#: The shape fields of a whole model (beyond :func:`decode_step`'s) and their neutral
+#: values: a decode step whose fields are all neutral is built by :func:`decode_step`.
+MODEL_FIELDS: dict[str, Any] = {
+    "vocab": 0, "mlp": "plain", "attention": "gqa", "q_lora_rank": 0, "kv_lora_rank": 0,
+    "rope_head_dim": 0, "experts": 0, "top_k": 2, "expert_d_ff": None, "shared_experts": 0,
+    "dense_layers": 0, "expert_axis": None,
+}  # fmt: skip
+
+
+def model_decode_step(
+    *,
+    batch: int,
+    context: int,
+    dtype: str = "bf16",
+    kv_cache: MemoryTier = "hbm",
+    mesh: dict[str, int],
+    tensor_axis: str | None = None,
+    expert_axis: str | None = None,
+    **shape: Any,
+) -> Program:
+    """One decode step of a whole model (``shape``: a preset's builder fields: GQA or
+    MLA attention, gated MLP, experts with ``top_k`` routing, LM head over ``vocab``),
+    built as a serving iteration of ``batch`` decode sequences of ``context`` tokens per
+    model replica (:func:`~tpusim.program.builders.serving.serving_iteration`).
+
+    A model replica is ``tensor_axis`` x ``expert_axis`` chips; the other mesh axes are
+    independent replicas (chips in mesh order). ``memory_bytes``: the weights in HBM,
+    the KV cache in ``kv_cache``. Raises :class:`ProgramError` naming the bad field.
+    """
+    mesh = checked_mesh(mesh)
+    tp = axis_size(mesh, "tensor_axis", tensor_axis)
+    ep = axis_size(mesh, "expert_axis", expert_axis)
+    if tensor_axis is not None and tensor_axis == expert_axis:
+        raise ProgramError(f"expert_axis '{expert_axis}' is also tensor_axis")
+    chips = math.prod(mesh.values())
+    divides("the mesh's chips", chips, tp * ep, "tensor x expert axis sizes")
+    s = replica_shape(
+        shape, tp=tp, ep=ep, replicas=chips // (tp * ep), dtype=dtype, kv_cache=kv_cache
+    )
+    share = -(-batch // ep)
+    step = IterationBatch(tokens=share, sequences=share, kv_tokens=share * context)
+    program = serving_iteration(s, step)
+    cache = float(s.layers * step.kv_tokens * s.kv_bytes_per_token_layer())
+    memory = {"hbm": float(weight_parameters(s) * s.bytes_per_element)}
+    memory[kv_cache] = memory.get(kv_cache, 0.0) + cache
+    name = f"decode_step[L{s.layers},d{s.d_model},B{batch},ctx{context},kv:{kv_cache}]"
+    return Program(name=name, ops=program.ops, memory_bytes=memory)

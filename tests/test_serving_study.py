@@ -1,0 +1,117 @@
+"""Serving in scenarios and the generations study (issue 14): the ``serving`` workload
+kind and its record, the performance-per-dollar claim against its closed form, and
+the latency curve's plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import run
+from tpusim.serving.claims import (
+    CLAIMED_PERF_PER_DOLLAR_RATIO,
+    claim_row,
+    inference_perf_per_dollar,
+)
+from tpusim.workloads import record_from_row
+from tpusim.workloads.serving import ServingRecord
+
+SCENARIO = """name: s
+systems: [tpu8i-pod]
+assumptions:
+  power_per_chip: {tpu8i: 1000 W}
+  price_per_chip_hour_usd: {tpu8i: 3.6}
+workloads:
+  - {name: sv, kind: serving, model: llama-3.1-8b, tp: 2, rate: 4, requests: 40,
+     prompt_tokens: 128, output_tokens: {uniform: [4, 12]}}
+"""
+
+
+def test_serving_workload_in_a_scenario(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    code, out, _ = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--json", "--quiet")
+    assert code == 0
+    (row,) = json.loads(out)["results"]
+    assert row["kind"] == "serving" and row["completed"] + row["rejected"] == 40
+    assert row["chips"] == 2 and row["rate_per_s"] == 4.0
+    # energy and cost per million output tokens: power x chips / (tokens/s), price x chip-hours
+    seconds = 1e6 / row["output_tokens_per_s"]
+    assert row["energy_per_million_tokens_J"] == pytest.approx(1000 * 2 * seconds)
+    assert row["cost_per_million_tokens_usd"] == pytest.approx(3.6 * 2 * seconds / 3600)
+    record = record_from_row(row)
+    assert isinstance(record, ServingRecord) and record.row() == row
+
+
+def test_perf_per_dollar_closed_form():
+    """1.5x the capacity per chip at 8i $3-4 vs Ironwood $4-5 per chip-hour."""
+    p = inference_perf_per_dollar(15.0, 10.0, price_8i=(3.0, 4.0), price_ironwood=(4.0, 5.0))
+    assert p.perf_ratio == pytest.approx(1.5)
+    assert p.breakeven_price_ratio == pytest.approx(1.5 / CLAIMED_PERF_PER_DOLLAR_RATIO)
+    assert p.price_ratio_best == pytest.approx(3 / 5)
+    assert p.advantage_best == pytest.approx(1.5 / 0.6 - 1)  # +150%
+    assert p.advantage_mid == pytest.approx(1.5 / (3.5 / 4.5) - 1)
+    assert p.advantage_worst == pytest.approx(1.5 / 1.0 - 1)
+    assert p.verdict == "holds"  # 1.93x at the midpoints >= 0.9 x 1.8
+    assert inference_perf_per_dollar(10.0, 10.0, (4.0, 4.0), (4.0, 4.0)).verdict == "does not hold"
+    assert inference_perf_per_dollar(11.0, 10.0, (3.0, 6.0), (4.0, 6.0)).verdict == "partly"
+    with pytest.raises(ValueError, match="positive"):
+        inference_perf_per_dollar(0.0, 1.0)
+
+
+def test_claim_row_reads_capacities_from_scenario_rows():
+    rows = [
+        {"system": "tpu8i-pod", "workload": "w", "capacity_rate_per_s_per_chip": 12.0},
+        {"system": "ironwood-256", "workload": "w", "capacity_rate_per_s_per_chip": 10.0},
+    ]
+    row = claim_row(rows, "w")
+    assert row is not None and "1.20x" in row["tpusim"] and row["verdict"] == "partly"
+    assert claim_row(rows, "missing") is None
+
+
+def test_latency_curve_plot_is_written(tmp_path, capsys):
+    plot = tmp_path / "curve"
+    code, out, _ = run(capsys, "serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--tp", "2",
+                       "--requests", "40", "--output-tokens", "8", "--rates", "2,8",
+                       "--plot", str(plot), "--json")  # fmt: skip
+    assert code == 0
+    curve = json.loads(out)["curve"]
+    assert [p["rate_per_s"] for p in curve] == [2.0, 8.0]
+    assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_shipped_serving_scenario_validates():
+    from pathlib import Path
+
+    from tpusim.scenario import Scenario
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
+    scenario = Scenario(path)
+    kinds = {w.kind for _, (w, _) in scenario.runs}
+    assert kinds == {"serving"} and len(scenario.runs) == 3  # per system
+    assert all(w.find_capacity for _, (w, _) in scenario.runs)
+    assert [s.name for s in scenario.systems] == ["tpu8i-pod", "ironwood-256", "tpu8t-superpod"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ("slo_ttft: 2 parsecs, slo_tpot: 1 ms", r"slo_ttft: '2 parsecs'"),
+        ("find_capacity: true, slo_tpot: 1 ms", "find_capacity needs slo_ttft and slo_tpot"),
+        ("tp: 16", r"kv_heads \(8\) is not divisible"),
+    ],
+)
+def test_bad_serving_workload_is_one_line(tmp_path, capsys, fields, match):
+    import re
+
+    from tests.helpers import assert_one_error_line
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nsystems: [tpu8i-pod]\nworkloads:\n"
+        f"  - {{name: sv, kind: serving, model: llama-3.1-8b, {fields}}}\n"
+    )
+    out = str(tmp_path / "o")
+    line = assert_one_error_line(*run(capsys, "run", str(path), "--out", out, "--quiet"))
+    assert re.search(match, line) and "s.yaml:4" in line

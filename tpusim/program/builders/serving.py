@@ -1,0 +1,375 @@
+"""One serving iteration of a whole transformer on one model replica: a batch of decode
+sequences (one new token each, attending to their context) plus chunks of prompts
+being prefilled, as a continuous-batching server (vLLM) runs them.
+
+The replica has ``tp * ep`` chips. Attention and the dense MLPs are tensor-parallel
+over ``tp`` chips (heads, KV heads and ``d_ff`` divided by ``tp``); the ``ep``
+tensor-parallel groups are data-parallel for attention (each holds ``1/ep`` of the
+sequences and their KV cache) and share the routed experts (``experts / ep`` each),
+which tokens reach by an all-to-all over the expert groups, as DeepSeek-V3 is served.
+Every op is what *one chip* runs; collectives name explicit chip ``groups`` (chips
+``0 .. replicas * tp * ep - 1`` of the system, replica ``r`` on chips ``r*tp*ep ..``),
+so concurrent replicas share the real topology's links.
+
+Per layer (``T`` = tokens of the chip's share of the batch): norm, attention
+projections (GQA: one QKV matmul; MLA: the low-rank down/up projections and the
+absorbed per-head products), the write of the new K/V, the attention, the output
+projection, a tensor all-reduce of ``T * d_model``; then the MLP: dense (gate and up
+fused in one matmul of width ``2 d_ff`` for a gated MLP, activation, down) or MoE
+(router, dispatch all-to-all of ``T * top_k * d_model``, the active local experts as
+one batched matmul, the shared experts, combine all-to-all), and a second tensor
+all-reduce. Around the layers: the embedding lookup, the final norm, the LM head over
+``vocab / tp`` for the sequences of the batch and a gather of each shard's best
+candidate (a sharded greedy sampler: ``8`` bytes per sequence per shard).
+
+Attention. Decode: one elementwise op ``attn.kv_read`` reads the cached tokens
+(``kv_tokens``: every decode context plus the prior context of each prefill chunk)
+from the KV tier, as :mod:`.decode` does (memory-bound). ``tiered`` splits it in two
+ops, the first ``sram_tokens`` from SRAM, the rest from HBM. Prefill: two batched
+matmuls over the local heads, scores (``m = C``, ``k = head_dim``, ``n = N``) and
+values (``m = C``, ``k = N``, ``n = head_dim``), ``C`` the chunk tokens and ``N`` the
+causal keys per query (``sum c (p + (c + 1) / 2) / C``), so their FLOPs are
+quadratic in the chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tpusim.program.builders.checks import bytes_per_element, divides, positive_ints
+from tpusim.program.builders.oplist import Chain, OpList
+from tpusim.program.ir import Program, ProgramError
+
+KvTier = Literal["hbm", "sram", "tiered"]
+#: Where the KV cache lives: HBM, on-chip SRAM, or SRAM first and HBM for the rest.
+KV_TIERS: tuple[KvTier, ...] = ("hbm", "sram", "tiered")
+
+#: Bytes each tensor-parallel shard sends per sequence to sample greedily: its best
+#: logit (fp32) and that token's index (int32). An assumption: a sharded argmax, as
+#: JAX servers sample; vLLM gathers whole logits instead.
+SAMPLER_BYTES_PER_SEQUENCE = 8.0
+#: Bytes of one logit (fp32, as vLLM and JetStream keep logits). Published default.
+LOGIT_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class ReplicaShape:
+    """A model's shape as one chip of a replica holds it (``*_local``: this chip's
+    share), the parallelism and the collective groups on the system's chips."""
+
+    layers: int
+    moe_layers: int
+    d_model: int
+    vocab: int
+    attention: str
+    heads_local: int
+    kv_heads_local: int
+    head_dim: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    rope_head_dim: int
+    mlp_matrices: int
+    d_ff_local: int
+    experts: int
+    experts_local: int
+    top_k: int
+    expert_d_ff_local: int
+    shared_experts: int
+    tp: int
+    ep: int
+    replicas: int
+    dtype: str
+    bytes_per_element: float
+    kv_cache: KvTier
+
+    @property
+    def chips(self) -> int:
+        """Chips of one replica."""
+        return self.tp * self.ep
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.layers - self.moe_layers
+
+    def tensor_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Tensor-parallel groups: ``tp`` consecutive chips, over every replica."""
+        n = self.replicas * self.chips
+        return tuple(tuple(range(s, s + self.tp)) for s in range(0, n, self.tp))
+
+    def expert_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Expert-parallel groups: the chips of a replica ``tp`` apart."""
+        out = []
+        for r in range(self.replicas):
+            base = r * self.chips
+            out += [tuple(base + t + e * self.tp for e in range(self.ep)) for t in range(self.tp)]
+        return tuple(out)
+
+    def kv_bytes_per_token_layer(self) -> float:
+        """KV-cache bytes one token keeps in one layer on one chip: K and V of the local
+        KV heads (GQA) or the whole latent and RoPE key (MLA: every head needs it)."""
+        if self.attention == "mla":
+            return (self.kv_lora_rank + self.rope_head_dim) * self.bytes_per_element
+        return 2 * self.kv_heads_local * self.head_dim * self.bytes_per_element
+
+
+def replica_shape(
+    fields: dict[str, Any], *, tp: int, ep: int, replicas: int, dtype: str, kv_cache: str
+) -> ReplicaShape:
+    """The per-chip shape of a model (``fields``: a preset's
+    :meth:`~tpusim.config.model.ModelSpec.builder_fields`) on ``tp * ep`` chips.
+
+    Raises :class:`ProgramError` naming the field when ``tp`` does not divide the
+    (KV) heads or widths, ``ep`` the experts, or ``ep > 1`` on a dense model.
+    """
+    positive_ints(tp=tp, ep=ep, replicas=replicas)
+    b = bytes_per_element(dtype)
+    if kv_cache not in KV_TIERS:
+        raise ProgramError(f"kv_cache must be one of {', '.join(KV_TIERS)}, got {kv_cache!r}")
+    f = dict(fields)
+    heads, kv = int(f["heads"]), int(f.get("kv_heads") or f["heads"])
+    mla = f.get("attention", "gqa") == "mla"
+    divides("heads", heads, tp, "the tensor-parallel degree")
+    if not mla:
+        divides("kv_heads", kv, tp, "the tensor-parallel degree")
+    divides("d_ff", int(f["d_ff"]), tp, "the tensor-parallel degree")
+    experts = int(f.get("experts") or 0)
+    expert_ff = int(f.get("expert_d_ff") or f["d_ff"])
+    if experts:
+        divides("experts", experts, ep, "the expert-parallel degree")
+        divides("expert_d_ff", expert_ff, tp, "the tensor-parallel degree")
+    elif ep > 1:
+        raise ProgramError(f"ep ({ep}) needs a mixture-of-experts model (experts is 0)")
+    layers = int(f["layers"])
+    dense = min(int(f.get("dense_layers") or 0), layers) if experts else layers
+    return ReplicaShape(
+        layers=layers, moe_layers=layers - dense, d_model=int(f["d_model"]),
+        vocab=int(f.get("vocab") or 0), attention="mla" if mla else "gqa",
+        heads_local=heads // tp, kv_heads_local=1 if mla else kv // tp,
+        head_dim=int(f["head_dim"]), q_lora_rank=int(f.get("q_lora_rank") or 0),
+        kv_lora_rank=int(f.get("kv_lora_rank") or 0),
+        rope_head_dim=int(f.get("rope_head_dim") or 0),
+        mlp_matrices=3 if f.get("mlp", "plain") == "gated" else 2,
+        d_ff_local=int(f["d_ff"]) // tp, experts=experts, experts_local=experts // ep,
+        top_k=int(f.get("top_k") or 0), expert_d_ff_local=expert_ff // tp,
+        shared_experts=int(f.get("shared_experts") or 0), tp=tp, ep=ep, replicas=replicas,
+        dtype=dtype, bytes_per_element=b, kv_cache=kv_cache,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class IterationBatch:
+    """What one iteration computes on one chip: ``tokens`` (decode sequences plus
+    prefill chunk tokens), ``sequences`` (that produce logits), ``kv_tokens`` cached
+    tokens read (of which ``sram_tokens`` from SRAM when tiered), ``prefill_tokens``
+    and ``prefill_keys`` (the causal keys per prefill query, ``N`` above)."""
+
+    tokens: int
+    sequences: int
+    kv_tokens: int = 0
+    sram_tokens: int = 0
+    prefill_tokens: int = 0
+    prefill_keys: float = 0.0
+
+
+def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: str) -> None:
+    """The attention proper: the KV read (split by tier) and the prefill matmuls."""
+    per_token = s.kv_bytes_per_token_layer()
+    sram = batch.sram_tokens if s.kv_cache == "tiered" else 0
+    hbm = batch.kv_tokens - sram
+    if s.kv_cache == "sram":
+        sram, hbm = batch.kv_tokens, 0
+    if sram:
+        chain.add(
+            f"{prefix}.attn.kv_read_sram", "elementwise", bytes=sram * per_token, memory="sram"
+        )
+    if hbm:
+        chain.add(f"{prefix}.attn.kv_read", "elementwise", bytes=hbm * per_token, memory="hbm")
+    if batch.prefill_tokens:
+        keys = max(1, math.ceil(batch.prefill_keys))
+        dk = s.head_dim + (s.rope_head_dim if s.attention == "mla" else 0)
+        mm = {"dtype": s.dtype, "batch": s.heads_local, "m": batch.prefill_tokens}
+        chain.add(f"{prefix}.attn.prefill_scores", "matmul", k=dk, n=keys, **mm)
+        chain.add(f"{prefix}.attn.prefill_values", "matmul", k=keys, n=s.head_dim, **mm)
+
+
+def projection_in(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
+    """Norm, Q/K/V projections and the cache write, before the attention."""
+    b, d, mm = s.bytes_per_element, s.d_model, {"dtype": s.dtype, "m": t}
+    kv_tier = "hbm" if s.kv_cache == "hbm" else "sram"
+    chain.add(f"{prefix}.attn.norm", "elementwise", bytes=2 * t * d * b)
+    if s.attention == "gqa":
+        n = (s.heads_local + 2 * s.kv_heads_local) * s.head_dim
+        chain.add(f"{prefix}.attn.qkv", "matmul", k=d, n=n, **mm)
+    else:
+        h, rope = s.heads_local, s.rope_head_dim
+        chain.add(f"{prefix}.attn.q_down", "matmul", k=d, n=s.q_lora_rank, **mm)
+        chain.add(f"{prefix}.attn.q_up", "matmul", k=s.q_lora_rank, n=h * (s.head_dim + rope), **mm)
+        chain.add(f"{prefix}.attn.kv_down", "matmul", k=d, n=s.kv_lora_rank + rope, **mm)
+        chain.add(
+            f"{prefix}.attn.q_absorb", "matmul", batch=h, k=s.head_dim, n=s.kv_lora_rank, **mm
+        )
+    chain.add(
+        f"{prefix}.attn.kv_write", "elementwise",
+        bytes=t * s.kv_bytes_per_token_layer(), memory=kv_tier,
+    )  # fmt: skip
+
+
+def projection_out(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
+    """(MLA: the absorbed value up-projection,) the output projection and all-reduce."""
+    mm = {"dtype": s.dtype, "m": t}
+    if s.attention == "mla":
+        h = s.heads_local
+        chain.add(f"{prefix}.attn.v_up", "matmul", batch=h, k=s.kv_lora_rank, n=s.head_dim, **mm)
+    chain.add(f"{prefix}.attn.out", "matmul", k=s.heads_local * s.head_dim, n=s.d_model, **mm)
+    tensor_allreduce(chain, s, t, f"{prefix}.attn.tp_allreduce")
+
+
+def dense_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
+    """Norm, (gate and) up, activation, down, tensor all-reduce."""
+    b, d, ff, up = s.bytes_per_element, s.d_model, s.d_ff_local, s.mlp_matrices - 1
+    mm = {"dtype": s.dtype, "m": t}
+    chain.add(f"{prefix}.mlp.norm", "elementwise", bytes=2 * t * d * b)
+    chain.add(f"{prefix}.mlp.up", "matmul", k=d, n=up * ff, **mm)
+    chain.add(f"{prefix}.mlp.act", "elementwise", bytes=(up + 1) * t * ff * b)
+    chain.add(f"{prefix}.mlp.down", "matmul", k=ff, n=d, **mm)
+    tensor_allreduce(chain, s, t, f"{prefix}.mlp.tp_allreduce")
+
+
+def active_experts(s: ReplicaShape, replica_tokens: int) -> int:
+    """Local experts at least one of ``replica_tokens`` tokens is routed to, in
+    expectation under uniform routing: ``experts_local * (1 - (1 - top_k/experts)^T)``
+    (at least 1); only their weights are read."""
+    unused = (1.0 - s.top_k / s.experts) ** replica_tokens
+    return max(1, math.ceil(s.experts_local * (1.0 - unused)))
+
+
+def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
+    """Norm, router, dispatch, the active local experts, shared experts, combine."""
+    b, d, ff, up = s.bytes_per_element, s.d_model, s.expert_d_ff_local, s.mlp_matrices - 1
+    mm = {"dtype": s.dtype}
+    chain.add(f"{prefix}.mlp.norm", "elementwise", bytes=2 * t * d * b)
+    chain.add(f"{prefix}.moe.router", "matmul", m=t, k=d, n=s.experts, **mm)
+    expert_alltoall(chain, s, t, f"{prefix}.moe.dispatch")
+    active = active_experts(s, t * s.ep)
+    rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
+    chain.add(f"{prefix}.moe.up", "matmul", batch=active, m=rows, k=d, n=up * ff, **mm)
+    chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
+    chain.add(f"{prefix}.moe.down", "matmul", batch=active, m=rows, k=ff, n=d, **mm)
+    if s.shared_experts:
+        shared = s.shared_experts * ff
+        chain.add(f"{prefix}.moe.shared_up", "matmul", m=t, k=d, n=up * shared, **mm)
+        chain.add(f"{prefix}.moe.shared_down", "matmul", m=t, k=shared, n=d, **mm)
+    expert_alltoall(chain, s, t, f"{prefix}.moe.combine")
+    tensor_allreduce(chain, s, t, f"{prefix}.mlp.tp_allreduce")
+
+
+def tensor_allreduce(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
+    """All-reduce of ``t * d_model`` activations over the tensor groups (if ``tp > 1``)."""
+    if s.tp > 1:
+        size = t * s.d_model * s.bytes_per_element
+        chain.add(
+            name, "collective", collective="all-reduce", size_bytes=size, groups=s.tensor_groups()
+        )
+
+
+def expert_alltoall(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
+    """All-to-all of ``t * top_k * d_model`` (bytes per chip) over the expert groups."""
+    if s.ep > 1:
+        size = t * s.top_k * s.d_model * s.bytes_per_element
+        chain.add(
+            name, "collective", collective="all-to-all", size_bytes=size, groups=s.expert_groups()
+        )
+
+
+def embed_op(chain: Chain, s: ReplicaShape, tokens: int) -> None:
+    """The embedding lookup of the batch's tokens (SparseCores where the chip has any)."""
+    chain.add("embed", "embedding", rows=tokens, row_bytes=s.d_model * s.bytes_per_element)
+
+
+def output_ops(chain: Chain, s: ReplicaShape, sequences: int) -> None:
+    """Final norm, LM head over the local vocabulary for each sequence, the sampler's
+    read of the logits and its gather over the tensor groups."""
+    b, d = s.bytes_per_element, s.d_model
+    chain.add("final.norm", "elementwise", bytes=2 * sequences * d * b)
+    if s.vocab:
+        n = math.ceil(s.vocab / s.tp)
+        chain.add("lm_head", "matmul", m=sequences, k=d, n=n, dtype=s.dtype)
+        chain.add("sample", "elementwise", bytes=sequences * n * LOGIT_BYTES)
+    if s.tp > 1:
+        size = sequences * s.tp * SAMPLER_BYTES_PER_SEQUENCE
+        chain.add(
+            "sample.gather", "collective", collective="all-gather", size_bytes=size,
+            groups=s.tensor_groups(),
+        )  # fmt: skip
+
+
+def layer_ops(
+    chain: Chain, s: ReplicaShape, batch: IterationBatch | None, t: int, moe: bool, prefix: str
+) -> None:
+    """One layer; ``batch`` None leaves the attention proper out (its cost depends on the
+    contexts, not on ``t``)."""
+    projection_in(chain, s, t, prefix)
+    if batch is not None:
+        attention_ops(chain, s, batch, prefix)
+    projection_out(chain, s, t, prefix)
+    (moe_mlp if moe else dense_mlp)(chain, s, t, prefix)
+
+
+def serving_iteration(s: ReplicaShape, batch: IterationBatch, layers: int | None = None) -> Program:
+    """The whole iteration as one program (every layer, the attention included);
+    ``layers`` keeps only the first ones (dense layers come first). Raises
+    :class:`ProgramError` for an empty batch."""
+    positive_ints(tokens=batch.tokens, sequences=batch.sequences)
+    out = OpList()
+    chain = Chain(out)
+    count = s.layers if layers is None else min(layers, s.layers)
+    embed_op(chain, s, batch.tokens)
+    for layer in range(count):
+        layer_ops(chain, s, batch, batch.tokens, layer >= s.dense_layers, f"L{layer}")
+    output_ops(chain, s, batch.sequences)
+    return Program(
+        name=f"serving_iteration[T{batch.tokens},S{batch.sequences}]", ops=tuple(out.ops)
+    )
+
+
+def layer_program(s: ReplicaShape, tokens: int) -> Program:
+    """The embedding, one dense and (for MoE models) one MoE layer without the attention
+    proper, as ops named ``embed``, ``dense.*`` and ``moe.*``: their time depends on
+    ``tokens`` alone."""
+    out = OpList()
+    chain = Chain(out)
+    embed_op(chain, s, tokens)
+    if s.dense_layers:
+        layer_ops(chain, s, None, tokens, False, "dense")
+    if s.moe_layers:
+        layer_ops(chain, s, None, tokens, True, "moe")
+    return Program(name=f"serving_layers[T{tokens}]", ops=tuple(out.ops))
+
+
+def output_program(s: ReplicaShape, sequences: int) -> Program:
+    """The ops after the layers (:func:`output_ops`) as a program."""
+    out = OpList()
+    output_ops(Chain(out), s, sequences)
+    return Program(name=f"serving_output[S{sequences}]", ops=tuple(out.ops))
+
+
+def weight_parameters(s: ReplicaShape, tied_embeddings: bool = False) -> int:
+    """Parameters one chip holds: its shards of the attention, MLPs, experts, embeddings
+    and LM head, and whole copies of the norms, MLA's down-projections and the router."""
+    d = s.d_model
+    if s.attention == "gqa":
+        attn = d * (s.heads_local + 2 * s.kv_heads_local) * s.head_dim
+    else:
+        h, r = s.heads_local, s.rope_head_dim
+        attn = d * s.q_lora_rank + s.q_lora_rank + d * (s.kv_lora_rank + r) + s.kv_lora_rank
+        attn += s.q_lora_rank * h * (s.head_dim + r) + 2 * s.kv_lora_rank * h * s.head_dim
+    attn += s.heads_local * s.head_dim * d
+    dense_mlp = s.mlp_matrices * d * s.d_ff_local
+    expert = s.mlp_matrices * d * s.expert_d_ff_local
+    moe_mlp = (s.experts_local + s.shared_experts) * expert + d * s.experts
+    layers = s.layers * (attn + 2 * d) + s.dense_layers * dense_mlp + s.moe_layers * moe_mlp
+    embeddings = (1 if tied_embeddings else 2) * math.ceil(s.vocab / s.tp) * d
+    return layers + embeddings + d

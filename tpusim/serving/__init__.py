@@ -1,0 +1,19 @@
+"""Serving: an LLM inference service simulated on the chip, network and engine models.
+
+* :mod:`.costs`: one iteration's time (engine runs cached by batch-shape bucket);
+* :mod:`.memory`: weights, activations and the paged KV cache per chip;
+* :mod:`.scheduler`: continuous batching, chunked prefill, preemption by recomputation;
+* :mod:`.requests`: arrivals (Poisson, gamma, trace CSV) and token counts;
+* :mod:`.service`: a deployment and the loop over iterations of each replica;
+* :mod:`.metrics`: TTFT, TPOT, end-to-end latency, throughput, goodput at an SLO;
+* :mod:`.disaggregated`: prefill and decode on separate replicas, KV moved between;
+* :mod:`.capacity`: the highest rate meeting an SLO (bisection);
+* :mod:`.plots`: the latency-vs-rate curve;
+* :mod:`.claims`: performance per dollar between two deployments;
+* :mod:`.run`, :mod:`.cli`: what ``tpusim serve`` and ``kind: serving`` run.
+"""
+
+from tpusim.serving.metrics import Slo, summary
+from tpusim.serving.service import Deployment, Service
+
+__all__ = ["Deployment", "Service", "Slo", "summary"]

@@ -1,0 +1,179 @@
+"""The time of one serving iteration of a replica, from the chip model and the engine,
+cached by batch shape so that long runs stay fast.
+
+An iteration is a strictly sequential chain of ops (:mod:`tpusim.program.builders.serving`),
+so its time is the sum of its ops' times, and it splits into three parts:
+
+* the layers without the attention proper (projections, MLPs or experts, tensor
+  all-reduces, expert all-to-alls, the embedding): their time depends only on the
+  tokens per chip ``t``. One dense and one MoE layer are simulated by the engine
+  (:class:`~tpusim.engine.Simulation`, on the real topology with the chip's collective
+  engine) once per *bucket* of ``t`` and multiplied by the layer counts;
+* the output (final norm, LM head, sampler gather): simulated once per bucket of the
+  sequences per chip;
+* the attention proper (KV read from its tier, prefill score and value matmuls):
+  compute ops only, costed exactly (no bucketing) by the chip's
+  :class:`~tpusim.hardware.ChipCostModel`, which is what the engine charges for them.
+
+Buckets: a count ``x`` up to ``EXACT_BUCKETS_UP_TO`` is its own bucket; above, it
+rounds *up* to the next point of a geometric grid of ``BUCKETS_PER_DOUBLING`` points
+per doubling (``ceil(16 * 2^(j/8))``). Error bound: every term of a bucketed part
+(roofline matmuls whose weights do not depend on ``t``, elementwise traffic,
+alpha-beta collectives, fixed overheads) is non-decreasing and grows at most linearly
+with ``t``, so rounding ``t`` up to ``t'`` overestimates the part by at most
+``t'/t - 1``: under ``2^(1/8) - 1 + 1/t`` (9.1% plus the rounding to a whole count),
+11.4% at worst (``t = 35``), never underestimates, and is exact up to 16.
+``tests/test_serving_costs.py`` measures the error against unbucketed engine runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tpusim.hardware import ChipCostModel
+from tpusim.program.builders.oplist import Chain, OpList
+from tpusim.program.builders.serving import (
+    IterationBatch,
+    ReplicaShape,
+    attention_ops,
+    layer_program,
+    output_program,
+)
+from tpusim.program.ir import Op, Program
+from tpusim.vocabulary import Fidelity
+
+#: Counts up to this are their own bucket (a design choice: small batches, where one
+#: token more is a large relative change, are simulated exactly).
+EXACT_BUCKETS_UP_TO = 16
+#: Geometric grid points per doubling above :data:`EXACT_BUCKETS_UP_TO` (a design
+#: choice: a 9.1% worst-case overestimate, 8 engine runs per doubling).
+BUCKETS_PER_DOUBLING = 8
+
+
+def bucket(x: int) -> int:
+    """``x`` rounded up to its bucket (see the module docstring); ``x >= 1``."""
+    if x <= EXACT_BUCKETS_UP_TO:
+        return x
+    step = math.ceil(BUCKETS_PER_DOUBLING * math.log2(x / EXACT_BUCKETS_UP_TO) - 1e-9)
+    point = math.ceil(EXACT_BUCKETS_UP_TO * 2 ** (step / BUCKETS_PER_DOUBLING) - 1e-9)
+    return max(point, x)
+
+
+@dataclass(frozen=True)
+class ReplicaBatch:
+    """One iteration of a replica: ``decode`` sequences (one token each), prefill
+    ``chunk_tokens`` over ``chunks`` chunks, ``kv_tokens`` cached tokens attended to
+    (decode contexts plus each chunk's prior context), ``prefill_pairs`` causal
+    (query, key) pairs of the chunks (``sum c (p + (c + 1) / 2)``), ``sram_tokens`` of
+    the cached tokens in SRAM (tiered cache)."""
+
+    decode: int
+    chunk_tokens: int = 0
+    chunks: int = 0
+    kv_tokens: int = 0
+    prefill_pairs: float = 0.0
+    sram_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.decode + self.chunk_tokens
+
+    @property
+    def sequences(self) -> int:
+        return self.decode + self.chunks
+
+    def per_chip(self, ep: int) -> IterationBatch:
+        """One chip's share: ``1/ep`` of everything (attention data parallel over the
+        expert groups, balanced), rounded up."""
+
+        def share(x: int) -> int:
+            return -(-x // ep)
+
+        keys = self.prefill_pairs / self.chunk_tokens if self.chunk_tokens else 0.0
+        return IterationBatch(
+            tokens=share(self.tokens), sequences=share(self.sequences),
+            kv_tokens=share(self.kv_tokens), sram_tokens=share(self.sram_tokens),
+            prefill_tokens=share(self.chunk_tokens), prefill_keys=keys,
+        )  # fmt: skip
+
+
+def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
+    """What the engine charges for a compute op (matmul or elementwise), in seconds."""
+    if op.kind == "matmul":
+        return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch).time_s  # type: ignore[arg-type]
+    return costs.elementwise(op.bytes, op.memory).time_s
+
+
+class IterationCosts:
+    """Iteration times (s) of one replica of shape ``shape`` on ``system``; the engine
+    runs at ``fidelity`` on ``topology`` and ``routes`` (built once, shared by every
+    run). ``engine_runs`` counts the simulations made."""
+
+    def __init__(
+        self,
+        system: Any,
+        shape: ReplicaShape,
+        fidelity: Fidelity = "flow",
+        flow_tolerance: float | None = None,
+    ):
+        from tpusim.network.routes import RouteCache
+        from tpusim.topology import build_topology
+
+        self.system, self.shape, self.fidelity = system, shape, fidelity
+        self.flow_tolerance = flow_tolerance
+        self.topology = build_topology(system)
+        self.routes = RouteCache(self.topology)
+        self.costs = ChipCostModel(system.chip)
+        self.engine_runs = 0
+        self._layers: dict[int, tuple[float, float, float]] = {}
+        self._output: dict[int, float] = {}
+
+    def simulate(self, program: Program) -> dict[str, float]:
+        """Seconds per op name of ``program`` simulated by the engine."""
+        from tpusim.engine import Simulation
+
+        self.engine_runs += 1
+        results = Simulation(
+            self.system, program, self.fidelity, flow_tolerance=self.flow_tolerance,
+            topology=self.topology, routes=self.routes, port_rows=False,
+        ).run()  # fmt: skip
+        return {r.name: r.end_at - r.start_at for r in results.ops}
+
+    def layer_times_s(self, tokens: int) -> tuple[float, float, float]:
+        """(the embedding, one dense layer, one MoE layer) without the attention proper,
+        at ``tokens`` per chip (bucketed)."""
+        key = bucket(tokens)
+        if key not in self._layers:
+            times = self.simulate(layer_program(self.shape, key))
+            parts = (("embed",), ("dense.",), ("moe.",))
+            self._layers[key] = tuple(_sum(times, p) for p in parts)  # type: ignore[assignment]
+        return self._layers[key]
+
+    def output_time_s(self, sequences: int) -> float:
+        """Final norm, LM head and sampler at ``sequences`` per chip (bucketed)."""
+        key = bucket(sequences)
+        if key not in self._output:
+            self._output[key] = sum(self.simulate(output_program(self.shape, key)).values())
+        return self._output[key]
+
+    def attention_time_s(self, batch: IterationBatch) -> float:
+        """The attention proper of one layer (exact, from the cost model)."""
+        out = OpList()
+        attention_ops(Chain(out), self.shape, batch, "L")
+        return sum(compute_op_time_s(self.costs, op) for op in out.ops)
+
+    def time_s(self, batch: ReplicaBatch) -> float:
+        """Seconds of one iteration of ``batch``."""
+        s, chip = self.shape, batch.per_chip(self.shape.ep)
+        embed, dense, moe = self.layer_times_s(chip.tokens)
+        layers = embed + s.dense_layers * dense + s.moe_layers * moe
+        return layers + s.layers * self.attention_time_s(chip) + self.output_time_s(chip.sequences)
+
+
+def _sum(times: dict[str, float], prefixes: Iterable[str]) -> float:
+    """Seconds of the ops whose names start with one of ``prefixes``."""
+    starts = tuple(prefixes)
+    return sum(t for name, t in times.items() if name.startswith(starts))

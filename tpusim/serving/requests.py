@@ -1,0 +1,158 @@
+"""The requests of a run: arrival times (Poisson, gamma-bursty or a trace) and token
+counts (fixed or drawn from a distribution), all from one seeded generator.
+
+Token counts are a whole number or a YAML mapping of one distribution:
+``{uniform: [LOW, HIGH]}`` (inclusive) or ``{lognormal: {median: M, sigma: S}}``
+(rounded, at least 1). A trace is a CSV file with the header
+``arrival_s,prompt_tokens,output_tokens`` and one request per row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from tpusim.errors import InputError
+from tpusim.serving.scheduler import Request
+
+Arrival = Literal["poisson", "gamma"]
+ARRIVALS: tuple[Arrival, ...] = ("poisson", "gamma")
+TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """A fixed count (``kind`` ``fixed``, ``a``), ``uniform`` on ``[a, b]`` or
+    ``lognormal`` with median ``a`` and sigma ``b``."""
+
+    kind: Literal["fixed", "uniform", "lognormal"]
+    a: float
+    b: float = 0.0
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` whole counts >= 1."""
+        if self.kind == "fixed":
+            return np.full(n, int(self.a), dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(int(self.a), int(self.b) + 1, size=n)
+        values = rng.lognormal(math.log(self.a), self.b, size=n)
+        return np.maximum(1, np.rint(values)).astype(np.int64)
+
+    @property
+    def mean(self) -> float:
+        """The distribution's mean (before rounding)."""
+        if self.kind == "fixed":
+            return self.a
+        if self.kind == "uniform":
+            return (self.a + self.b) / 2
+        return self.a * math.exp(self.b**2 / 2)
+
+
+def token_count(text: str, flag: str) -> TokenCount:
+    """``--prompt-tokens`` / ``--output-tokens``: a whole number or a YAML mapping (see
+    the module docstring). Raises :class:`InputError` naming ``flag``."""
+    try:
+        value: Any = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise InputError(f"{flag}: not a number or a YAML mapping: {text!r}") from None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return TokenCount("fixed", value)
+    if isinstance(value, dict) and len(value) == 1:
+        return _distribution(value, flag)
+    raise InputError(
+        f"{flag}: expected a whole number >= 1, {{uniform: [LOW, HIGH]}} or "
+        f"{{lognormal: {{median: M, sigma: S}}}}, got {text!r}"
+    )
+
+
+def _distribution(value: dict[str, Any], flag: str) -> TokenCount:
+    ((kind, args),) = value.items()
+    if kind == "uniform" and isinstance(args, list) and len(args) == 2:
+        lo, hi = args
+        if all(isinstance(v, int) for v in args) and 1 <= lo <= hi:
+            return TokenCount("uniform", lo, hi)
+    if kind == "lognormal" and isinstance(args, dict) and set(args) == {"median", "sigma"}:
+        median, sigma = args["median"], args["sigma"]
+        if _number(median) and _number(sigma) and median >= 1 and sigma >= 0:
+            return TokenCount("lognormal", float(median), float(sigma))
+    raise InputError(
+        f"{flag}: {kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH) or "
+        "lognormal: {median: M >= 1, sigma: S >= 0}"
+    )
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def arrival_times(
+    rng: np.random.Generator, n: int, rate_per_s: float, arrival: Arrival, burstiness: float
+) -> np.ndarray:
+    """``n`` arrival instants (s): a Poisson process of ``rate_per_s``, or gamma
+    inter-arrival times of the same mean and coefficient of variation ``burstiness``
+    (1 is Poisson; above 1 burstier, below more regular)."""
+    if arrival == "poisson":
+        gaps = rng.exponential(1.0 / rate_per_s, size=n)
+    else:
+        shape = 1.0 / burstiness**2
+        gaps = rng.gamma(shape, 1.0 / (rate_per_s * shape), size=n)
+    return np.cumsum(gaps)
+
+
+def synthetic_requests(
+    n: int,
+    rate_per_s: float,
+    prompt: TokenCount,
+    output: TokenCount,
+    *,
+    seed: int,
+    arrival: Arrival = "poisson",
+    burstiness: float = 1.0,
+) -> list[Request]:
+    """``n`` requests (see :func:`arrival_times`); the same seed gives the same ones."""
+    rng = np.random.default_rng(seed)
+    at = arrival_times(rng, n, rate_per_s, arrival, burstiness)
+    prompts, outputs = prompt.draw(rng, n), output.draw(rng, n)
+    return [Request(i, float(at[i]), int(prompts[i]), int(outputs[i])) for i in range(n)]
+
+
+def read_trace(path: str | Path) -> list[Request]:
+    """Requests from a trace CSV (see the module docstring), sorted by arrival.
+    Raises :class:`InputError` naming ``file:line`` for a bad header or row."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+    rows = list(csv.reader(text.splitlines()))
+    if not rows or tuple(c.strip() for c in rows[0]) != TRACE_COLUMNS:
+        raise InputError(f"{path}:1: the header must be {','.join(TRACE_COLUMNS)}")
+    out = [_trace_row(path, line, row) for line, row in enumerate(rows[1:], start=2) if row]
+    if not out:
+        raise InputError(f"{path}: the trace has no requests")
+    out.sort(key=lambda r: r.arrival_at)
+    for i, req in enumerate(out):
+        req.id = i
+    return out
+
+
+def _trace_row(path: Path, line: int, row: list[str]) -> Request:
+    where = f"{path}:{line}"
+    if len(row) != len(TRACE_COLUMNS):
+        raise InputError(f"{where}: expected {len(TRACE_COLUMNS)} values, got {len(row)}")
+    try:
+        at = float(row[0])
+        prompt, output = int(row[1]), int(row[2])
+    except ValueError:
+        raise InputError(f"{where}: not numbers: {','.join(row)}") from None
+    if not (math.isfinite(at) and at >= 0):
+        raise InputError(f"{where}: arrival_s must be a finite time >= 0, got {row[0]}")
+    if prompt < 1 or output < 1:
+        raise InputError(f"{where}: prompt_tokens and output_tokens must be >= 1")
+    return Request(0, at, prompt, output)

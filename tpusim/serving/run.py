@@ -1,0 +1,105 @@
+"""What ``tpusim serve`` and the ``serving`` workload kind run: a stream of requests
+on a deployment, or the capacity search, as one row of figures."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tpusim.serving.capacity import find_capacity, saturated_rate_per_s
+from tpusim.serving.disaggregated import DisaggregatedService, transfer_summary
+from tpusim.serving.metrics import Slo, summary
+from tpusim.serving.requests import TokenCount, read_trace, synthetic_requests, token_count
+from tpusim.serving.service import Deployment, Runner, Service
+
+#: The offered rate when none is given (requests/s; a design choice).
+DEFAULT_RATE_PER_S = 1.0
+
+
+def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
+    """Run what ``options`` asks (the ``tpusim serve`` flags as attributes: ``rate``,
+    ``arrival``, ``burstiness``, ``trace``, ``requests``, ``prompt_tokens``,
+    ``output_tokens``, ``seed``, ``find_capacity``, ``slo_ttft``, ``slo_tpot``,
+    ``power_per_chip``, ``price_per_chip_hour``) on ``deployment``; the JSON row.
+    Raises InputError for bad input."""
+    service = runner(deployment, getattr(options, "disaggregate", None))
+    prompt, output, slo, stream = _stream(options)
+    economics = {
+        "power_per_chip_W": options.power_per_chip,
+        "price_per_chip_hour_usd": options.price_per_chip_hour,
+    }
+    if options.find_capacity and slo is not None:
+        start = saturated_rate_per_s(service, prompt.mean, output.mean)
+        row = find_capacity(service, stream, slo, start)
+        row |= summary_economics(row, service.chips, economics)
+    else:
+        rate = None if options.trace else (options.rate or DEFAULT_RATE_PER_S)
+        requests = read_trace(options.trace) if options.trace else stream(rate)  # type: ignore[arg-type]
+        service.run(requests)
+        row = summary(requests, service.chips, slo, **economics, rate_per_s=rate)
+    if isinstance(service, DisaggregatedService):
+        row |= transfer_summary(service)
+    return service.describe() | row | {"engine_runs": service.costs.engine_runs}
+
+
+def runner(deployment: Deployment, split: tuple[int, int] | None) -> Runner:
+    """A :class:`Service`, or with ``split`` (prefill, decode replicas) a disaggregated
+    one of ``prefill + decode`` replicas."""
+    if split is None:
+        return Service(deployment)
+    service = Service(dataclasses.replace(deployment, replicas=sum(split)))
+    return DisaggregatedService(service, *split)
+
+
+def _stream(options: Any) -> tuple[TokenCount, TokenCount, Slo | None, Any]:
+    """The token counts, the SLO (if both parts are given) and the stream of a rate."""
+    prompt = token_count(str(options.prompt_tokens), "--prompt-tokens")
+    output = token_count(str(options.output_tokens), "--output-tokens")
+    slo = Slo(options.slo_ttft, options.slo_tpot) if options.slo_ttft and options.slo_tpot else None
+
+    def stream(rate: float) -> list[Any]:
+        return synthetic_requests(
+            options.requests, rate, prompt, output, seed=options.seed,
+            arrival=options.arrival, burstiness=options.burstiness,
+        )  # fmt: skip
+
+    return prompt, output, slo, stream
+
+
+def summary_economics(
+    row: dict[str, Any], chips: int, economics: dict[str, float | None]
+) -> dict[str, Any]:
+    """Energy and cost per million tokens at the capacity's throughput."""
+    from tpusim.serving.metrics import economics as per_million
+
+    return per_million(row.get("output_tokens_per_s"), chips, **economics)  # type: ignore[arg-type]
+
+
+def curves(options: Any, deployments: list[Deployment]) -> dict[str, Any]:
+    """``--rates``: the latency curve of each deployment (``auto``: fractions of its
+    saturated rate) as ``{"systems": [...], "curve": [rows]}``, and one plot of them all
+    when ``options.plot`` names a file."""
+    from tpusim.serving.cli import rates_flag
+    from tpusim.serving.plots import DEFAULT_RATE_FRACTIONS, latency_curve, plot_latency_vs_rate
+
+    prompt, output, slo, stream = _stream(options)
+    given = rates_flag(options.rates)
+    described, by_system = [], {}
+    for deployment in deployments:
+        service = Service(deployment)
+        rates = given
+        if rates is None:
+            top = saturated_rate_per_s(service, prompt.mean, output.mean)
+            rates = [f * top for f in DEFAULT_RATE_FRACTIONS]
+        described.append(service.describe())
+        by_system[service.system.name] = latency_curve(service, stream, rates, slo)
+    out: dict[str, Any] = {
+        "systems": described,
+        "curve": [row for rows in by_system.values() for row in rows],
+    }
+    if options.plot:
+        first = described[0]
+        title = f"{first['model']}, {first['dtype']}, tp {first['tp']} x ep {first['ep']}"
+        png, _ = plot_latency_vs_rate(by_system, options.plot, title, slo)
+        out["plot"] = str(png)
+    return out

@@ -1,0 +1,211 @@
+"""A vLLM-style scheduler for one replica: continuous batching under a token budget,
+chunked prefill, a paged KV cache and preemption by recomputation.
+
+Every request has ``computed`` tokens in the cache and ``generated`` output tokens;
+its *pending* tokens are ``prompt + generated - computed`` (the prompt, or the last
+sampled token in decode, or everything again after a preemption). Each iteration
+(:meth:`Scheduler.schedule`), as vLLM's V1 scheduler:
+
+1. running requests in admission order get ``min(pending, budget left)`` tokens
+   (``max_tokens`` per iteration, ``max_sequences`` sequences); each needs blocks of
+   ``block_size`` tokens to cover its cache after the iteration. When the free blocks
+   do not suffice, the most recently admitted running request is *preempted*: its
+   blocks are freed, ``computed`` drops to 0 and it goes back to the front of the
+   waiting queue, to be prefilled again (recomputation) with its generated tokens;
+2. if nothing was preempted, waiting requests are admitted first come, first served
+   while budget, sequence slots and blocks allow (a prompt longer than the budget left
+   is chunked).
+
+After the iteration (:meth:`Scheduler.finish`) each scheduled request has its chunk
+in the cache; one whose pending tokens are all computed samples a token (its first:
+the time to first token), and one with all its output tokens completes and frees its
+blocks. Nothing is lost: a request that fits the cache alone always completes (the
+oldest running request is never preempted for a younger one), and one that cannot
+fit even alone is rejected at arrival by the caller.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from tpusim.serving.costs import ReplicaBatch
+
+
+@dataclass(eq=False)
+class Request:
+    """One request and what happened to it (times in seconds from the run's start;
+    ``queued_s`` the total time spent waiting, over every preemption)."""
+
+    id: int
+    arrival_at: float
+    prompt_tokens: int
+    output_tokens: int
+    computed: int = 0
+    generated: int = 0
+    blocks: int = 0
+    preemptions: int = 0
+    queued_at: float = 0.0
+    queued_s: float = 0.0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    rejected: bool = False
+    running: bool = False
+
+    @property
+    def pending(self) -> int:
+        """Tokens to compute before the next sample."""
+        return self.prompt_tokens + self.generated - self.computed
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens the request keeps in the cache at most (its last token needs none)."""
+        return self.prompt_tokens + self.output_tokens - 1
+
+
+@dataclass
+class Plan:
+    """One iteration: the requests scheduled with their chunk sizes, and the batch."""
+
+    chunks: list[tuple[Request, int]] = field(default_factory=list)
+    batch: ReplicaBatch | None = None
+
+
+class Scheduler:
+    """The scheduler state of one replica: ``total_blocks`` KV blocks of ``block_size``
+    tokens (the first ``sram_blocks`` of them in SRAM), the token budget and sequence
+    limit per iteration."""
+
+    def __init__(
+        self,
+        total_blocks: int,
+        block_size: int,
+        max_tokens: int,
+        max_sequences: int,
+        sram_blocks: int = 0,
+    ):
+        self.total_blocks, self.block_size = total_blocks, block_size
+        self.max_tokens, self.max_sequences = max_tokens, max_sequences
+        self.sram_tokens = sram_blocks * block_size
+        self.free_blocks = total_blocks
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.preemptions = 0
+
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks that hold ``tokens`` tokens."""
+        return -(-tokens // self.block_size)
+
+    def fits_alone(self, request: Request) -> bool:
+        """Whether the request's whole cache fits when nothing else runs."""
+        return self.blocks_for(request.total_tokens) <= self.total_blocks
+
+    def enqueue(self, request: Request, now: float) -> None:
+        """A new request joins the back of the waiting queue at ``now``."""
+        request.queued_at = now
+        self.waiting.append(request)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting or running."""
+        return not self.waiting and not self.running
+
+    def schedule(self, now: float) -> Plan:
+        """The next iteration's plan (see the module docstring)."""
+        plan, budget, bs = Plan(), self.max_tokens, self.block_size
+        chunks, preempted = plan.chunks, False
+        for req in list(self.running):  # a copy: preemption edits the list
+            if budget == 0 or len(chunks) == self.max_sequences:
+                break
+            if not req.running:  # preempted for an older request
+                continue
+            chunk = min(req.prompt_tokens + req.generated - req.computed, budget)
+            need = -(-(req.computed + chunk) // bs) - req.blocks
+            if need > self.free_blocks and not self._make_room(req, need, now):
+                preempted = True
+                continue
+            self.free_blocks -= need
+            req.blocks += need
+            chunks.append((req, chunk))
+            budget -= chunk
+        if not preempted:
+            self._admit(plan, budget, now)
+        plan.batch = self._batch(plan)
+        return plan
+
+    def _make_room(self, req: Request, need: int, now: float) -> bool:
+        """Preempt the youngest running requests until ``need`` blocks are free; False
+        when ``req`` itself had to go."""
+        while need > self.free_blocks:
+            victim = self.running[-1]
+            self._preempt(victim, now)
+            if victim is req:
+                return False
+        return True
+
+    def _preempt(self, req: Request, now: float) -> None:
+        """Free ``req``'s cache and put it back at the front of the waiting queue."""
+        self.running.remove(req)
+        req.running = False
+        self.free_blocks += req.blocks
+        req.blocks, req.computed = 0, 0
+        req.preemptions += 1
+        self.preemptions += 1
+        req.queued_at = now
+        self.waiting.appendleft(req)
+
+    def _admit(self, plan: Plan, budget: int, now: float) -> int:
+        """Admit waiting requests first come, first served; returns the budget left."""
+        while self.waiting and budget > 0 and len(plan.chunks) < self.max_sequences:
+            req = self.waiting[0]
+            chunk = min(req.pending, budget)
+            need = self.blocks_for(req.computed + chunk) - req.blocks
+            if need > self.free_blocks:
+                break
+            self.waiting.popleft()
+            req.queued_s += now - req.queued_at
+            self.free_blocks -= need
+            req.blocks += need
+            self.running.append(req)
+            req.running = True
+            plan.chunks.append((req, chunk))
+            budget -= chunk
+        return budget
+
+    def _batch(self, plan: Plan) -> ReplicaBatch:
+        """The iteration's shape: decode sequences (one pending token after a sample),
+        prefill chunks, cached tokens read and causal pairs."""
+        decode = chunk_tokens = chunks = kv = 0
+        pairs = 0.0
+        for req, chunk in plan.chunks:
+            prior = req.computed
+            if chunk == 1 and req.generated:
+                decode += 1
+                kv += prior + 1
+            else:
+                chunks += 1
+                chunk_tokens += chunk
+                kv += prior
+                pairs += chunk * (prior + (chunk + 1) / 2)
+        sram = min(kv, self.sram_tokens)
+        return ReplicaBatch(decode, chunk_tokens, chunks, kv, pairs, sram)
+
+    def finish(self, plan: Plan, now: float) -> list[Request]:
+        """Apply an iteration that ended at ``now``; returns the requests it completed."""
+        done = []
+        for req, chunk in plan.chunks:
+            req.computed += chunk
+            if req.prompt_tokens + req.generated > req.computed:
+                continue
+            req.generated += 1
+            if req.first_token_at is None:
+                req.first_token_at = now
+            if req.generated == req.output_tokens:
+                req.finished_at = now
+                req.running = False
+                self.free_blocks += req.blocks
+                req.blocks = 0
+                done.append(req)
+        if done:
+            self.running = [r for r in self.running if r.running]
+        return done

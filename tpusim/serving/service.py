@@ -1,0 +1,218 @@
+"""A deployment (model, system, parallelism, KV tier) and the run of a request stream
+on it: replicas fed round-robin, each a loop over iterations (the scheduler's plan,
+timed by :class:`~tpusim.serving.costs.IterationCosts`) in plain Python, seeded and
+deterministic.
+
+The loop also integrates, as it goes, the number of requests waiting and in the
+system over time (request-seconds), an account independent of the per-request
+timestamps: Little's law (``area = sum of per-request times``) checks one against the
+other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tpusim.config.loader import System, load_model, load_system
+from tpusim.config.model import ModelSpec
+from tpusim.errors import InputError, SimulationError
+from tpusim.program.builders.serving import ReplicaShape, replica_shape
+from tpusim.program.ir import ProgramError
+from tpusim.serving.costs import IterationCosts
+from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
+from tpusim.serving.scheduler import Request, Scheduler
+from tpusim.vocabulary import Fidelity
+
+#: Tokens per iteration: vLLM V1's ``max_num_batched_tokens`` default for online
+#: serving (published default; chunked prefill splits longer prompts).
+DEFAULT_MAX_TOKENS = 8192
+#: Sequences per iteration: vLLM's ``max_num_seqs`` default (published default).
+DEFAULT_MAX_SEQUENCES = 256
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What to serve where: ``system`` and ``model`` (shipped names or YAML paths),
+    ``tp`` x ``ep`` chips per replica (None: from ``chips``, else the fewest that fit),
+    ``replicas``, the weights' ``dtype``, the KV tier and the scheduler limits;
+    ``system`` may also be a loaded system."""
+
+    system: str | System
+    model: str
+    tp: int | None = None
+    ep: int | None = None
+    chips: int | None = None
+    replicas: int = 1
+    dtype: str = "bf16"
+    kv_cache: str = "hbm"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_sequences: int = DEFAULT_MAX_SEQUENCES
+    fidelity: Fidelity = "flow"
+    flow_tolerance: float | None = None
+
+
+@dataclass
+class ReplicaRun:
+    """What one replica's loop measured (request-seconds, counts)."""
+
+    iterations: int = 0
+    busy_s: float = 0.0
+    queue_area: float = 0.0
+    system_area: float = 0.0
+    preemptions: int = 0
+
+
+@dataclass
+class ServingRun:
+    """A finished run: every request (completed or rejected) and the loops' counts."""
+
+    requests: list[Request]
+    replicas: list[ReplicaRun] = field(default_factory=list)
+
+
+class Runner(Protocol):
+    """What serves a stream: a :class:`Service` or a disaggregated one."""
+
+    deployment: Deployment
+    costs: IterationCosts
+
+    @property
+    def chips(self) -> int: ...
+
+    def run(self, requests: list[Request]) -> ServingRun: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class Service:
+    """A loaded :class:`Deployment`: the system, the model preset, the replica's shape,
+    its KV capacity and its (cached) iteration costs. Raises :class:`InputError` for an
+    unknown system or model, a parallelism that does not divide the model, a model
+    that does not fit or more chips than the system has."""
+
+    def __init__(self, deployment: Deployment):
+        d = deployment
+        self.deployment = d
+        self.system: System = load_system(d.system) if isinstance(d.system, str) else d.system
+        self.model: ModelSpec = load_model(d.model)
+        self.shape, self.capacity = self._fit()
+        if self.shape.chips * d.replicas > self.system.num_chips:
+            raise InputError(
+                f"{d.replicas} replicas of {self.shape.chips} chips need "
+                f"{self.shape.chips * d.replicas} chips; {self.system.name} has "
+                f"{self.system.num_chips}"
+            )
+        self.costs = IterationCosts(self.system, self.shape, d.fidelity, d.flow_tolerance)
+
+    @property
+    def chips(self) -> int:
+        """Chips of every replica."""
+        return self.shape.chips * self.deployment.replicas
+
+    def _shape(self, tp: int, ep: int) -> tuple[ReplicaShape, KvCapacity]:
+        d = self.deployment
+        try:
+            shape = replica_shape(
+                self.model.builder_fields(), tp=tp, ep=ep, replicas=d.replicas,
+                dtype=d.dtype, kv_cache=d.kv_cache,
+            )  # fmt: skip
+        except ProgramError as exc:
+            raise InputError(f"{self.model.name} on tp={tp}, ep={ep}: {exc}") from None
+        try:
+            capacity = kv_capacity(
+                shape, self.system.chip, block_size=d.block_size, max_tokens=d.max_tokens,
+                max_sequences=d.max_sequences, tied_embeddings=self.model.tied_embeddings,
+            )  # fmt: skip
+        except InputError as exc:
+            raise InputError(f"{self.model.name} in {d.dtype}: {exc}") from None
+        return shape, capacity
+
+    def _fit(self) -> tuple[ReplicaShape, KvCapacity]:
+        """The replica's shape: as given, or the fewest chips (powers of two) that fit."""
+        d, moe = self.deployment, self.model.moe is not None
+        if d.tp or d.ep:
+            tp, ep = d.tp or 1, d.ep or 1
+            if d.chips and d.chips != tp * ep:
+                raise InputError(f"--chips {d.chips} is not tp x ep = {tp} x {ep}")
+            return self._shape(tp, ep)
+        if d.chips:
+            return self._shape(1, d.chips) if moe else self._shape(d.chips, 1)
+        n, last = 1, None
+        while n <= self.system.num_chips:
+            try:
+                return self._shape(1, n) if moe else self._shape(n, 1)
+            except InputError as exc:
+                last = exc
+            n *= 2
+        raise InputError(f"{self.model.name} fits no replica of {self.system.name}: {last}")
+
+    def scheduler(self) -> Scheduler:
+        """A fresh scheduler with this replica's cache and limits."""
+        d, cap = self.deployment, self.capacity
+        return Scheduler(cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks)
+
+    def run(self, requests: list[Request]) -> ServingRun:
+        """Serve ``requests`` (sorted by arrival), replica ``i mod replicas`` taking the
+        ``i``-th; every request ends completed or rejected."""
+        n = self.deployment.replicas
+        run = ServingRun(requests)
+        for r in range(n):
+            run.replicas.append(self.run_replica(requests[r::n]))
+        return run
+
+    def run_replica(self, requests: list[Request]) -> ReplicaRun:
+        """One replica's loop over iterations (see the module docstring)."""
+        sched, stats = self.scheduler(), ReplicaRun()
+        limit = self.model.context_length
+        now, i, in_system, idle_plans = 0.0, 0, 0, 0
+        while i < len(requests) or not sched.idle:
+            if sched.idle and now < requests[i].arrival_at:
+                now = requests[i].arrival_at
+            while i < len(requests) and requests[i].arrival_at <= now:
+                req, i = requests[i], i + 1
+                if not sched.fits_alone(req) or req.total_tokens + 1 > limit:
+                    req.rejected = True
+                    continue
+                sched.enqueue(req, req.arrival_at)
+                stats.queue_area += now - req.arrival_at
+                stats.system_area += now - req.arrival_at
+                in_system += 1
+            plan = sched.schedule(now)
+            if not plan.chunks:
+                idle_plans += 1
+                if idle_plans > 1:
+                    raise SimulationError("serving: the scheduler made no progress")
+                continue
+            idle_plans = 0
+            dt = self.costs.time_s(plan.batch)  # type: ignore[arg-type]
+            stats.queue_area += len(sched.waiting) * dt
+            stats.system_area += in_system * dt
+            now += dt
+            stats.busy_s += dt
+            stats.iterations += 1
+            in_system -= len(sched.finish(plan, now))
+        stats.preemptions = sched.preemptions
+        return stats
+
+    def describe(self) -> dict[str, Any]:
+        """The deployment's fixed figures (JSON fields)."""
+        s, cap = self.shape, self.capacity
+        return {
+            "system": self.system.name,
+            "model": self.model.name,
+            "replicas": self.deployment.replicas,
+            "chips_per_replica": s.chips,
+            "chips": self.chips,
+            "tp": s.tp,
+            "ep": s.ep,
+            "dtype": s.dtype,
+            "kv_cache": s.kv_cache,
+            "kv_cache_capacity_tokens": cap.tokens * self.deployment.replicas,
+            "kv_cache_capacity_tokens_per_replica": cap.tokens,
+            "kv_cache_sram_tokens_per_replica": cap.sram_tokens,
+            "weights_bytes_per_chip": cap.weights_bytes,
+            "activation_bytes_per_chip": cap.activation_bytes,
+            "kv_bytes_per_token_per_chip": cap.bytes_per_token_per_chip,
+        }
