@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tpusim.html_report import write_html_report
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
@@ -20,6 +21,7 @@ from tpusim.results.records import (
 )
 from tpusim.results.tables import comparison_frame
 from tpusim.results.writers import Outputs, register_writer
+from tpusim.sources import write_sources
 from tpusim.units import format_bytes
 from tpusim.workloads import record_from_row
 
@@ -214,3 +216,6 @@ def _close(fig: Any) -> None:
 
 
 register_writer("plots", write_plots)
+# after the plots: the page inlines the figures the plots writer wrote
+register_writer("sources", write_sources)
+register_writer("report", write_html_report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpusim.results.energy import busy_share
 from tpusim.results.records import DecodeRecord, Economics, ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext
 
@@ -36,6 +37,7 @@ def program_outcome(
         tokens_per_step,
         context.power_per_chip_W,
         context.price_per_chip_hour_usd,
+        busy_share(results.compute_time_s, results.step_time_s),
     )
     values: dict[str, Any] = {"workload": context.label, "kind": kind, "chips": system.num_chips}
     if decode:
