@@ -36,7 +36,9 @@ _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px;
        color: #222; line-height: 1.4; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; display: block;
+        overflow-x: auto; max-width: 100%; }
+td { overflow-wrap: anywhere; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; vertical-align: top; }
 th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -120,11 +122,18 @@ def _provenance(outputs: Outputs) -> str:
         ("written (UTC)", dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")),
         ("fidelity", resolved.get("fidelity", "")),
         ("flow tolerance", resolved.get("flow_tolerance")),
-        ("systems", ", ".join(str(s) for s in resolved.get("systems", []))),
+        ("systems", ", ".join(_system_names(outputs))),
         ("workload points x systems", len(run.records)),
         ("simulated in (s)", round(run.wall_s, 1)),
     ]
     return table_html("provenance", ("item", "value"), rows)
+
+
+def _system_names(outputs: Outputs) -> list[str]:
+    """The systems' names (as the rows name them), else as the scenario lists them."""
+    if outputs.systems:
+        return [str(s.name) for s in outputs.systems]
+    return [str(s) for s in outputs.resolved.get("systems", [])]
 
 
 def _energy(outputs: Outputs) -> str:
@@ -206,8 +215,22 @@ def _sources(outputs: Outputs) -> str:
         ref = refs.get(key)
         title, url, grade = (ref.title, ref.url, ref.grade) if ref else ("", "", "unknown")
         rows.append([key, title, url, grade, "scenario assumptions"])
-    linked = [[key, title, _link(url), grade, cited] for key, title, url, grade, cited in rows]
-    return table_html("sources", ("key", "title", "url", "grade", "cited by"), linked)
+    linked = [
+        [key, title, _link(url), grade, _count_by_owner(cited)]
+        for key, title, url, grade, cited in rows
+    ]
+    header = ("key", "title", "url", "grade", "numbers citing it")
+    return table_html("sources", header, linked)
+
+
+def _count_by_owner(cited: str) -> str:
+    """``tpu8i:a; tpu8i:b; ironwood:c`` -> ``tpu8i: 2, ironwood: 1`` (sources.csv has
+    the full list)."""
+    counts: dict[str, int] = {}
+    for item in filter(None, (c.strip() for c in cited.split(";"))):
+        owner = item.split(":", 1)[0]
+        counts[owner] = counts.get(owner, 0) + 1
+    return ", ".join(f"{owner}: {n}" for owner, n in counts.items()) or cited
 
 
 def _claims(outputs: Outputs) -> str:
