@@ -67,7 +67,7 @@ def derived_power_W(
     ``reference_W x (peak_flops / reference_peak_flops) / perf_per_watt_gain``.
 
     E.g. TPU 8t from Ironwood (1,085 W) and "up to 2x perf/W", at the fp8 peaks
-    (5,976.9 and 4,614 TFLOP/s): 1,085 x 1.2954 / 2 = 702.8 W. Taking 8t's fp4 peak
+    (5,976.9 and 4,614 TFLOP/s): 1,085 x 1.2954 / 2 = 702.7 W. Taking 8t's fp4 peak
     against Ironwood's fp8 instead (the old basis) gives 1,481 W, which charges 8t
     for a 2x it never uses when the workload runs in fp8."""
     return reference_W * (peak_flops / reference_peak_flops) / perf_per_watt_gain

@@ -122,12 +122,14 @@ def summary_frame(rows: list[dict[str, Any]]) -> Any:
 
     frame = pd.DataFrame(rows)
     for column in frame.columns:
-        values = [v for v in frame[column] if v is not None and v == v]
-        if values and all(
-            isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values
-        ):
+        values = [row[column] for row in rows if row.get(column) is not None]
+        if values and all(_is_int(v) for v in values):
             frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def parquet_available() -> bool:
