@@ -16,6 +16,11 @@ record                     columns after system, workload, kind
 :class:`DecodeRecord`      a program's, with ``per_token_latency_s`` before economics
 =========================  ==========================================================
 
+Mean hop counts are named by what they average: ``mean_pair_hops`` (topology rows)
+over every ordered pair of distinct chips of the topology; ``mean_flow_hops``
+(collective and program rows) over the flows the run sent, each flow's route length
+(``tpusim topo`` and ``tpusim collective`` call both ``mean_hops``).
+
 A scenario's rows read back as records (:func:`tpusim.workloads.record_from_row`).
 """
 
@@ -84,7 +89,7 @@ class TopologyRecord(Record):
     chips: int
     links: int
     diameter_hops: int
-    mean_hops: float
+    mean_pair_hops: float
     bisection_bandwidth_Bps: float
     link_bandwidth_Bps: float
     hop_latency_s: float
@@ -94,6 +99,7 @@ class TopologyRecord(Record):
     @classmethod
     def of(cls, system: System, topology: Topology, workload: str) -> TopologyRecord:
         summary = topology_summary(system, topology)
+        summary["mean_pair_hops"] = summary["mean_hops"]
         names = [f.name for f in fields(cls)]
         return cls(
             workload=workload, kind="topology", **{k: v for k, v in summary.items() if k in names}
@@ -103,7 +109,7 @@ class TopologyRecord(Record):
         return [
             ("chips", self.chips),
             ("diameter (hops)", self.diameter_hops),
-            ("mean hops", self.mean_hops),
+            ("mean hops", self.mean_pair_hops),
             ("bisection (TB/s, one direction)", self.bisection_bandwidth_Bps / 1e12),
         ]
 
@@ -125,7 +131,7 @@ class CollectiveRecord(Record):
     algbw_Bps: float | None
     busbw_Bps: float | None
     max_hops: int
-    mean_hops: float
+    mean_flow_hops: float
     num_steps: int
     num_flows: int
     max_link_utilization: float
@@ -138,6 +144,7 @@ class CollectiveRecord(Record):
     def of(cls, result: Any, workload: str) -> CollectiveRecord:
         """From a :class:`~tpusim.results.simulation.CollectiveResult`."""
         record = result.record()
+        record["mean_flow_hops"] = record["mean_hops"]
         names = [f.name for f in fields(cls) if f.name not in ("workload", "kind", "step_time_s")]
         return cls(
             workload=workload,
@@ -246,7 +253,7 @@ class ProgramRecord(Record):
     flops_per_chip: float
     mfu: float
     max_hops: int
-    mean_hops: float
+    mean_flow_hops: float
     max_link_utilization: float
     mean_link_utilization: float
     busiest_link_bytes: float
@@ -262,6 +269,7 @@ class ProgramRecord(Record):
         """From :meth:`Results.summary() <tpusim.engine.Results.summary>` and the values
         the summary does not give (``workload``, ``kind``, ``chips``...)."""
         names = [f.name for f in fields(cls) if f.name not in (*cls._NOT_SUMMARY, *values)]
+        summary = {**summary, "mean_flow_hops": summary["mean_hops"]}
         return cls(economics=economics, **values, **{k: summary[k] for k in names})
 
     def row(self) -> dict[str, Any]:
