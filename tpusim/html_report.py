@@ -38,7 +38,7 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px;
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.6em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; display: block;
         overflow-x: auto; max-width: 100%; }
-td { overflow-wrap: anywhere; }
+td { overflow-wrap: break-word; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; vertical-align: top; }
 th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -88,6 +88,22 @@ def _frame_table(table_id: str, frame: Any, index_name: str) -> str:
     header = [index_name, *[str(c) for c in frame.columns]]
     rows = [[i, *r] for i, r in zip(frame.index, frame.itertuples(index=False), strict=True)]
     return table_html(table_id, header, rows)
+
+
+def _comparison(outputs: Outputs) -> str:
+    """The comparison table, each energy and power figure marked with the dtype its
+    power was derived at (the scenario's ``assumptions.power_basis``)."""
+    frame = outputs.comparison.copy()
+    basis = (outputs.resolved.get("assumptions") or {}).get("power_basis")
+    if basis:
+        marked = [
+            f"{name} [power basis: {basis} peak]"
+            if ("energy per" in str(name) or "power per chip" in str(name))
+            else name
+            for name in frame.index
+        ]
+        frame.index = marked
+    return _frame_table("comparison", frame, "figure")
 
 
 def _figures(folder: Path) -> str:
@@ -246,7 +262,7 @@ def render_report(outputs: Outputs, figures: Path) -> str:
     name = html.escape(str(outputs.resolved.get("name", "scenario")))
     sections = [
         ("Provenance", _provenance(outputs)),
-        ("Comparison", _frame_table("comparison", outputs.comparison, "figure")),
+        ("Comparison", _comparison(outputs)),
         ("Figures", _figures(figures)),
         ("Vendor claims", _claims(outputs)),
         ("Energy basis", _energy(outputs)),

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from tpusim.topology.base import Topology
 
 
+#: Markers cycled over the lines of a plot, so lines that coincide stay visible.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def pyplot() -> Any:
     """``matplotlib.pyplot`` with the Agg backend (a notebook keeps its own)."""
     import sys
@@ -68,7 +72,15 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
     for (system, op), part in frame.groupby(["system", "op"], sort=True):
         part = part[part["busbw_Bps"].notna() & (part["busbw_Bps"] > 0)].sort_values("bytes")
         label = f"{system} {op}" if ops > 1 else str(system)
-        ax.plot(part["bytes"], part["busbw_Bps"] / 1e9, marker="o", markersize=3.5, label=label)
+        marker = MARKERS[series % len(MARKERS)]
+        ax.plot(
+            part["bytes"],
+            part["busbw_Bps"] / 1e9,
+            marker=marker,
+            markersize=5,
+            markerfacecolor="none",
+            label=label,
+        )
         series += 1
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -307,6 +319,9 @@ def step_breakdown(rows: Sequence[Mapping[str, Any]], path: str | Path | None = 
 # -- 5. timeline ------------------------------------------------------------------------
 #: Longest list of merged units written in a timeline row's label (characters).
 MAX_LANE_LABEL_CHARS = 40
+#: Op names that fit across a timeline's time axis (characters): a name is written on
+#: its bar when the bar spans that share of the axis.
+TIMELINE_CHARS_ACROSS = 60.0
 
 
 def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
@@ -323,7 +338,8 @@ def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
     colours = {kind: cmap(i % 10) for i, kind in enumerate(kinds)}
     fig, ax = plt.subplots(figsize=(10, max(2.5, 1.4 + 0.45 * len(lanes))))
     end = max((op.end_at for op in ops), default=0.0) * 1e6
-    chars_per_us = 95.0 / end if end > 0 else 0.0  # ~95 characters across the axis
+    # characters of 7-pt text across the axis, kept low: long lane labels narrow it
+    chars_per_us = TIMELINE_CHARS_ACROSS / end if end > 0 else 0.0
     for lane, (_, members) in enumerate(lanes):
         for op in members:
             start, width = op.start_at * 1e6, (op.end_at - op.start_at) * 1e6
