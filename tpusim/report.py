@@ -4,6 +4,7 @@ run as a frame and as text, and its figures (the ``plots`` output writer)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -192,11 +193,12 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
             continue
         fig = plots.timeline(results.ops)
         fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
-        written.append(_saved(fig, out / f"timeline-{system}"))
-        if (system, label) == (first[0], first[1]):
-            fig = plots.timeline(results.ops)
-            fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
-            written.append(_saved(fig, out / "timeline"))
+        png = _saved(fig, out / f"timeline-{system}")
+        written.append(png)
+        if (system, label) == (first[0], first[1]):  # the same figure, not drawn again
+            for suffix in (".png", ".svg"):
+                shutil.copyfile(png.with_suffix(suffix), (out / "timeline").with_suffix(suffix))
+            written.append(out / "timeline.png")
     return written
 
 
