@@ -69,7 +69,7 @@ def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
     )
     assert writer_names()[-1] == "diameters"
     assert written["diameters"] == [tmp_path / "out" / "diameters.txt"]
-    assert written["summary"] == [tmp_path / "out" / "summary.csv"]
+    assert written["summary"][0] == tmp_path / "out" / "summary.csv"  # (+ .parquet)
     assert written["traces"] == [] and written["claims"] == [] and written["plots"] == []
     assert (tmp_path / "out" / "diameters.txt").read_text() == "v5e-pod 16\nv6e-pod 16\n"
 

@@ -126,7 +126,7 @@ def test_timeline(tmp_path):
     r = run_step()
     assert r.ops
     fig = plots.timeline(r.ops, tmp_path / "x")
-    assert fig.axes[0].get_xlabel() == "time (us)"
+    assert fig.axes[0].get_xlabel() == "time since the step began (us)"
     kinds = {op.kind for op in r.ops}
     assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} == kinds
     check(fig, tmp_path, legend=True)

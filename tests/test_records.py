@@ -51,6 +51,8 @@ def test_unknown_economics_are_left_out_of_the_row():
     assert list(Economics.of(2.0, 256).row()) == ["chip_hours_per_step"]
     assert list(Economics.of(2.0, 256, power_per_chip_W=400.0).row()) == [
         "chip_hours_per_step",
+        "full_load_power_per_chip_W",
+        "busy_share",
         "power_per_chip_W",
         "energy_per_step_J",
     ]
@@ -74,6 +76,8 @@ def test_decode_row_puts_the_latency_before_the_economics_and_reads_back():
         "chip_hours_per_step",
         "tokens_per_s",
         "tokens_per_s_per_chip",
+        "full_load_power_per_chip_W",
+        "busy_share",
         "power_per_chip_W",
         "energy_per_step_J",
         "energy_per_token_J",
@@ -97,8 +101,9 @@ def test_program_figures_and_table():
     assert table.loc["train: step time (ms)", "v5e-pod"] == 2000.0
     assert table.loc["train: exposed communication (ms)", "v5e-pod"] == 500.0
     assert table.loc["train: MFU (%)", "v5e-pod"] == 25.0
-    assert table.loc["train: tokens/s per chip", "v5e-pod"] == 4.0
-    assert table.loc["train: energy per token (mJ)", "v5e-pod"] == pytest.approx(1e3 * 125.0)
+    assert table.loc["train: tokens/s per chip, simulated layers only", "v5e-pod"] == 4.0
+    energy = "train: energy per token, simulated layers only (mJ)"
+    assert table.loc[energy, "v5e-pod"] == pytest.approx(1e3 * 125.0)
     assert record_from_row(record.row()) == record
 
 
@@ -119,7 +124,7 @@ def collective(system: str, size: float, time_s: float) -> CollectiveRecord:
         algbw_Bps=size / time_s,
         busbw_Bps=1.5 * size / time_s,
         max_hops=1,
-        mean_hops=1.0,
+        mean_flow_hops=1.0,
         num_steps=6,
         num_flows=24,
         max_link_utilization=1.0,
@@ -141,7 +146,7 @@ def test_collective_sweep_gives_time_at_the_smallest_and_busbw_at_the_largest():
         chips=4,
         links=4,
         diameter_hops=2,
-        mean_hops=1.33,
+        mean_pair_hops=1.33,
         bisection_bandwidth_Bps=2e11,
         link_bandwidth_Bps=5e10,
         hop_latency_s=1e-6,

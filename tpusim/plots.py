@@ -23,7 +23,12 @@ if TYPE_CHECKING:
     from tpusim.topology.base import Topology
 
 
-def _pyplot() -> Any:
+#: Markers cycled over the lines of a plot, so lines that coincide stay visible.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` with the Agg backend (a notebook keeps its own)."""
     import sys
 
     import matplotlib
@@ -49,7 +54,8 @@ def save(fig: Figure, path: str | Path) -> tuple[Path, Path]:
     return png, svg
 
 
-def _finish(fig: Figure, path: str | Path | None) -> Figure:
+def finish(fig: Figure, path: str | Path | None) -> Figure:
+    """Lay ``fig`` out tightly and, with ``path``, :func:`save` it; returns it."""
     fig.tight_layout()
     if path is not None:
         save(fig, path)
@@ -58,49 +64,60 @@ def _finish(fig: Figure, path: str | Path | None) -> Figure:
 
 # -- 1. bus bandwidth vs message size ---------------------------------------------------
 def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure:
-    """Bus bandwidth (GB/s) against message size, one line per (system, op)."""
-    plt = _pyplot()
-    from matplotlib.ticker import FixedLocator, NullLocator
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    series = 0
+    """Bus bandwidth (GB/s) against message size on log-log axes, one line per
+    (system, op) with a marker at every size measured; sizes ticked at powers of two."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    series, ops = 0, frame["op"].nunique()
     for (system, op), part in frame.groupby(["system", "op"], sort=True):
-        part = part.sort_values("bytes")
+        part = part[part["busbw_Bps"].notna() & (part["busbw_Bps"] > 0)].sort_values("bytes")
+        label = f"{system} {op}" if ops > 1 else str(system)
+        marker = MARKERS[series % len(MARKERS)]
         ax.plot(
             part["bytes"],
             part["busbw_Bps"] / 1e9,
-            marker="o",
-            markersize=3,
-            label=f"{system} {op}",
+            marker=marker,
+            markersize=5,
+            markerfacecolor="none",
+            label=label,
         )
         series += 1
     ax.set_xscale("log", base=2)
-    sizes = frame["bytes"].to_numpy(dtype=float)
-    if sizes.size:
-        lo, hi = int(np.floor(np.log2(sizes.min()))), int(np.ceil(np.log2(sizes.max())))
-        # steps dividing 10 keep 1 KiB, 1 MiB, 1 GiB (2**10k) among the ticks
-        step = next((s for s in (1, 2, 5, 10) if (hi - lo) / s <= 12), 10 * ((hi - lo) // 120 + 1))
-        ticks = [2.0**e for e in range(lo, hi + 1) if e % step == 0]
-        measured = np.unique(sizes)
-        if measured.size <= 12:  # few sizes: tick exactly the sizes measured
-            ticks = [float(x) for x in measured]
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([format_bytes(t) for t in ticks], rotation=45, ha="right")
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log")
+    _size_ticks(ax, frame["bytes"].to_numpy(dtype=float))
+    ax.set_xlabel("message size (bytes, log scale)")
+    ax.set_ylabel("bus bandwidth (GB/s, log scale)")
     ax.set_title("Collective bus bandwidth vs message size")
     ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", axis="y", alpha=0.1)
     if series > 1:
-        ax.legend(title="system / op", fontsize="small")
-    return _finish(fig, path)
+        title = "system / op" if ops > 1 else "system"
+        ax.legend(title=title, fontsize="small")
+    return finish(fig, path)
+
+
+def _size_ticks(ax: Any, sizes: np.ndarray) -> None:
+    """Tick a log2 size axis at powers of two (every 2**k, k spaced so at most 12
+    ticks, keeping 1 KiB, 1 MiB, 1 GiB), or at the sizes measured when few."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    if not sizes.size:
+        return
+    lo, hi = int(np.floor(np.log2(sizes.min()))), int(np.ceil(np.log2(sizes.max())))
+    step = next((s for s in (1, 2, 5, 10) if (hi - lo) / s <= 12), 10 * ((hi - lo) // 120 + 1))
+    ticks = [2.0**e for e in range(lo, hi + 1) if e % step == 0]
+    measured = np.unique(sizes)
+    if measured.size <= 12:  # few sizes: tick exactly the sizes measured
+        ticks = [float(x) for x in measured]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([format_bytes(t) for t in ticks], rotation=45, ha="right")
 
 
 # -- 2. hop histograms ------------------------------------------------------------------
 def hop_histograms(topologies: Mapping[str, Topology], path: str | Path | None = None) -> Figure:
     """Fraction of ordered chip pairs at each hop count, bars side by side per topology."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     hists = {name: np.asarray(t.hop_histogram(), dtype=float) for name, t in topologies.items()}
     longest = max((h.size for h in hists.values()), default=1)
@@ -120,7 +137,7 @@ def hop_histograms(topologies: Mapping[str, Topology], path: str | Path | None =
     ax.grid(True, axis="y", alpha=0.3)
     if len(hists) > 1:
         ax.legend(title="topology", fontsize="small")
-    return _finish(fig, path)
+    return finish(fig, path)
 
 
 # -- 3. link utilisation heatmap --------------------------------------------------------
@@ -139,36 +156,120 @@ def chip_link_utilization(topology: Topology, link_bytes: np.ndarray, time_s: fl
     return np.divide(total, count, out=np.zeros(n), where=count > 0)
 
 
+def topology_title(topology: Topology) -> str:
+    """The topology's shape in words: ``Boardfly, 36 groups x 8 boards x 4 chips`` or
+    ``16x24x24 torus``, from :meth:`~tpusim.topology.base.Topology.describe` (the plot
+    layout's title for other kinds)."""
+    shape = topology.describe()
+    if {"groups", "boards_per_group", "chips_per_board"} <= shape.keys():
+        return (
+            f"Boardfly, {shape['groups']} groups x {shape['boards_per_group']} boards"
+            f" x {shape['chips_per_board']} chips"
+        )
+    if "dims" in shape:
+        return f"{'x'.join(str(d) for d in shape['dims'])} torus"
+    return str(topology.plot_layout().title)
+
+
 def link_utilization_heatmap(
     topology: Topology,
     link_bytes: np.ndarray,
     time_s: float,
     path: str | Path | None = None,
 ) -> Figure:
-    """Mean outgoing-link utilisation per chip, laid out by the topology's
-    :meth:`~tpusim.topology.base.Topology.plot_layout` (a torus as an x-by-y grid, mean
-    over z; a Boardfly as groups (rows) by chips within the group (columns))."""
-    plt = _pyplot()
+    """Mean outgoing-link utilisation per chip on a fixed 0-100% colour scale, laid out
+    by the topology's :meth:`~tpusim.topology.base.Topology.plot_layout` (a torus as an
+    x-by-y grid, mean over z; a Boardfly as groups (rows) by chips within the group
+    (columns))."""
+    plt = pyplot()
     per_chip = 100.0 * chip_link_utilization(topology, link_bytes, time_s)
     layout = topology.plot_layout()
     grid = layout.grid(per_chip)
     rows, cols = grid.shape
     fig, ax = plt.subplots(figsize=(min(12, 2.5 + 0.45 * cols), min(9, 1.8 + 0.45 * rows)))
-    image = ax.imshow(grid, origin="lower", cmap="viridis", aspect="auto", vmin=0)
+    image = _heat(ax, grid)
     bar = fig.colorbar(image, ax=ax)
     bar.set_label("mean link utilisation (%)")
-    if cols <= 32:
-        ax.set_xticks(range(cols))
-    if rows <= 32:
-        ax.set_yticks(range(rows))
-    if rows * cols <= 64:
-        for (r, c), value in np.ndenumerate(grid):
-            colour = "black" if image.norm(value) > 0.5 else "white"  # readable on viridis
-            ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=8, color=colour)
     ax.set_xlabel(layout.xlabel)
     ax.set_ylabel(layout.ylabel)
-    ax.set_title(f"Mean outgoing link utilisation per chip: {layout.title}")
-    return _finish(fig, path)
+    ax.set_title(f"Mean outgoing link utilisation per chip: {topology_title(topology)}")
+    return finish(fig, path)
+
+
+def _heat(ax: Any, grid: np.ndarray) -> Any:
+    """``grid`` (percent) as an image on the fixed 0-100% scale, cells labelled when few."""
+    image = ax.imshow(grid, origin="lower", cmap="viridis", aspect="auto", vmin=0, vmax=100)
+    rows, cols = grid.shape
+    if cols <= 32:
+        ax.set_xticks(range(0, cols, 1 if cols <= 16 else 2))
+    if rows <= 32:
+        ax.set_yticks(range(0, rows, 1 if rows <= 16 else 2))
+    if rows * cols <= 64:
+        for (r, c), value in np.ndenumerate(grid):
+            colour = "black" if value > 50 else "white"  # readable on viridis
+            ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=8, color=colour)
+    return image
+
+
+def port_groups(topology: Topology) -> dict[str, np.ndarray]:
+    """The topology's directed chip links grouped by the port they leave from: per
+    axis and direction on a torus (``ICI x+``, ``ICI x-``...), per link kind elsewhere
+    (``board``, ``global``...); name -> link indices."""
+    links = topology.links
+    names = [
+        topology.port_name(i).split(" port to ", 1)[0] if links.src[i] < topology.num_chips else ""
+        for i in range(len(links))
+    ]
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        if name:
+            groups.setdefault(name, []).append(i)
+    return {name: np.asarray(ids) for name, ids in sorted(groups.items())}
+
+
+def port_utilization_heatmaps(
+    topology: Topology,
+    link_bytes: np.ndarray,
+    time_s: float,
+    path: str | Path | None = None,
+) -> Figure:
+    """One heatmap per port group (:func:`port_groups`: a torus axis and direction, or a
+    Boardfly link kind), each chip's utilisation of its links of that group (%) on one
+    fixed 0-100% scale, laid out as :func:`link_utilization_heatmap`."""
+    plt = pyplot()
+    groups = port_groups(topology)
+    layout = topology.plot_layout()
+    links, n = topology.links, topology.num_chips
+    util = 100.0 * np.asarray(link_bytes, dtype=float) / (links.bandwidth_Bps * max(time_s, 1e-300))
+    directed = len(groups) > 1 and all(name[-1] in "+-" for name in groups)
+    # a torus: one column per axis, its + links above its - links
+    nrows, ncols = (2, -(-len(groups) // 2)) if directed else (1, len(groups))
+    rows, cols = layout.shape
+    size = (min(16, 1.5 + ncols * (1.2 + 0.2 * cols)), min(10, 1.2 + nrows * (1.0 + 0.14 * rows)))
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+    fig.subplots_adjust(left=0.06, right=0.86, bottom=0.08, top=0.86, wspace=0.3, hspace=0.45)
+    image = None
+    for k, (name, ids) in enumerate(groups.items()):
+        ax = axes[k % 2, k // 2] if directed else axes[0, k]
+        total = np.bincount(links.src[ids], weights=util[ids], minlength=n)[:n]
+        count = np.bincount(links.src[ids], minlength=n)[:n]
+        per_chip = np.divide(total, count, out=np.zeros(n), where=count > 0)
+        image = _heat(ax, layout.grid(per_chip))
+        ax.set_title(f"{name} links", fontsize="medium")
+        row, col = (k % 2, k // 2) if directed else (0, k)
+        if row == nrows - 1:  # axis labels once per row and column: fewer texts to lay out
+            ax.set_xlabel(layout.xlabel, fontsize="small")
+        if col == 0:
+            ax.set_ylabel(layout.ylabel, fontsize="small")
+    for ax in axes.flat[len(groups) :]:
+        ax.set_visible(False)
+    if image is not None:
+        bar_ax = fig.add_axes((0.89, 0.08, 0.02, 0.78))  # fixed layout: one draw per save
+        fig.colorbar(image, cax=bar_ax, label="link utilisation (%)")
+    fig.suptitle(f"Link utilisation per chip by port: {topology_title(topology)}")
+    if path is not None:
+        save(fig, path)
+    return fig
 
 
 # -- 4. step breakdown ------------------------------------------------------------------
@@ -182,7 +283,7 @@ def step_breakdown(rows: Sequence[Mapping[str, Any]], path: str | Path | None = 
     ``communication_time_s``; it is labelled by ``system`` and ``program`` (or
     ``workload``).
     """
-    plt = _pyplot()
+    plt = pyplot()
     labels: list[str] = []
     compute: list[float] = []
     exposed: list[float] = []
@@ -217,33 +318,41 @@ def step_breakdown(rows: Sequence[Mapping[str, Any]], path: str | Path | None = 
     ax.set_title("Step time breakdown: compute and communication (bar height = step time)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _finish(fig, path)
+    return finish(fig, path)
 
 
 # -- 5. timeline ------------------------------------------------------------------------
+#: Longest list of merged units written in a timeline row's label (characters).
+MAX_LANE_LABEL_CHARS = 40
+#: Op names that fit across a timeline's time axis (characters): a name is written on
+#: its bar when the bar spans that share of the axis.
+TIMELINE_CHARS_ACROSS = 60.0
+
+
 def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
-    """Gantt chart of one step: a row per (chip class, unit), bars coloured by op kind."""
-    plt = _pyplot()
+    """Gantt chart of one step: a row per (chip class, unit), bars coloured by op kind.
+    Units of one chip class that ran exactly the same ops at the same times (the six
+    ICI ports of an all-reduce on a torus) share one row, named by all of them; an op's
+    name is written on its bar only where it fits."""
+    plt = pyplot()
     from matplotlib.patches import Patch
 
-    lanes = list(dict.fromkeys((op.chips, op.unit) for op in ops))
+    lanes = timeline_lanes(ops)
     kinds = list(dict.fromkeys(op.kind for op in ops))
     cmap = plt.get_cmap("tab10")
     colours = {kind: cmap(i % 10) for i, kind in enumerate(kinds)}
-    fig, ax = plt.subplots(figsize=(9, max(2.5, 1.2 + 0.5 * len(lanes))))
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 1.4 + 0.45 * len(lanes))))
     end = max((op.end_at for op in ops), default=0.0) * 1e6
-    for op in ops:
-        lane = lanes.index((op.chips, op.unit))
-        start, width = op.start_at * 1e6, (op.end_at - op.start_at) * 1e6
-        ax.barh(lane, width, left=start, height=0.6, color=colours[op.kind], edgecolor="black")
-        if end > 0 and width > 0.06 * end:
-            ax.text(start + width / 2, lane, op.name, ha="center", va="center", fontsize=7)
+    # characters of 7-pt text across the axis, kept low: long lane labels narrow it
+    chars_per_us = TIMELINE_CHARS_ACROSS / end if end > 0 else 0.0
+    for lane, (_, members) in enumerate(lanes):
+        _lane_bars(ax, lane, members, colours, chars_per_us)
     ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([f"{chips} / {unit}" for chips, unit in lanes])
+    ax.set_yticklabels([label for label, _ in lanes], fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, end * 1.02 if end > 0 else 1)
-    ax.set_xlabel("time (us)")
-    ax.set_ylabel("chip class / unit (lane)")
+    ax.set_xlabel("time since the step began (us)")
+    ax.set_ylabel("chips / unit (lane)")
     ax.set_title("Timeline of one step")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(
@@ -253,7 +362,60 @@ def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
     )
-    return _finish(fig, path)
+    return finish(fig, path)
+
+
+def _lane_bars(
+    ax: Any,
+    lane: int,
+    ops: Sequence[OpRecord],
+    colours: Mapping[str, Any],
+    chars_per_us: float,
+) -> None:
+    """One timeline row: a bar collection per op kind (one artist, not one per op, so
+    a step of thousands of ops draws fast) and the names that fit on their bars."""
+    by_kind: dict[str, list[tuple[float, float]]] = {}
+    for op in ops:
+        start, width = op.start_at * 1e6, (op.end_at - op.start_at) * 1e6
+        by_kind.setdefault(op.kind, []).append((start, width))
+        if width * chars_per_us >= len(op.name) + 1:
+            ax.text(start + width / 2, lane, op.name, ha="center", va="center", fontsize=7)
+    for kind, spans in by_kind.items():
+        ax.broken_barh(
+            spans, (lane - 0.3, 0.6), facecolors=colours[kind], edgecolor="white", lw=0.3
+        )
+
+
+def timeline_lanes(ops: Sequence[OpRecord]) -> list[tuple[str, list[OpRecord]]]:
+    """The rows of :func:`timeline`: (label, ops) per (chip class, unit) in first-seen
+    order, units of one chip class with identical schedules merged into one row."""
+    by_lane: dict[tuple[str, str], list[OpRecord]] = {}
+    for op in ops:
+        by_lane.setdefault((op.chips, op.unit), []).append(op)
+    merged: dict[tuple[str, tuple[Any, ...]], list[str]] = {}
+    members: dict[tuple[str, tuple[Any, ...]], list[OpRecord]] = {}
+    for (chips, unit), lane_ops in by_lane.items():
+        key = (chips, tuple((o.name, o.start_at, o.end_at) for o in lane_ops))
+        merged.setdefault(key, []).append(unit)
+        members.setdefault(key, lane_ops)
+    return [(f"{key[0]}: {_join_units(units)}", members[key]) for key, units in merged.items()]
+
+
+def _join_units(units: list[str]) -> str:
+    """``ici, ICI x+, x-, y+`` (a repeated leading word written once), or ``ici and 6
+    more units`` when that would be longer than :data:`MAX_LANE_LABEL_CHARS`; marked
+    as a merged row when there are several."""
+    if len(units) == 1:
+        return units[0]
+    parts, last = [], ""
+    for unit in units:
+        word, _, rest = unit.partition(" ")
+        parts.append(rest if rest and word == last else unit)
+        last = word if rest else ""
+    joined = ", ".join(parts)
+    if len(joined) > MAX_LANE_LABEL_CHARS:
+        joined = f"{units[0]} and {len(units) - 1} more units"
+    return f"{joined} (same ops)"
 
 
 # -- 7. links shared by several jobs ---------------------------------------------------------
@@ -269,7 +431,7 @@ def shared_links_heatmap(
     the utilisation (%) over ``time_s`` (s, the jobs' run together) of its busiest
     outgoing link that carries bytes of two or more jobs. ``job_link_bytes``: bytes
     per directed link of each job (name -> array)."""
-    plt = _pyplot()
+    plt = pyplot()
     links, n = topology.links, topology.num_chips
     per_job = np.array([np.asarray(b, dtype=float) for b in job_link_bytes.values()])
     users = (per_job > 0).sum(axis=0)
@@ -296,7 +458,7 @@ def shared_links_heatmap(
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}\n(largest over the chips of each cell)", fontsize="medium")
     fig.suptitle(f"Links shared by jobs {', '.join(job_link_bytes)}")
-    return _finish(fig, path)
+    return finish(fig, path)
 
 
 #: Chips per row when a one-row plot layout of many chips is folded into a grid.

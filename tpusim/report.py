@@ -4,10 +4,12 @@ run as a frame and as text, and its figures (the ``plots`` output writer)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tpusim.html_report import write_html_report
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
@@ -20,6 +22,7 @@ from tpusim.results.records import (
 )
 from tpusim.results.tables import comparison_frame
 from tpusim.results.writers import Outputs, register_writer
+from tpusim.sources import write_sources
 from tpusim.units import format_bytes
 from tpusim.workloads import record_from_row
 
@@ -55,25 +58,32 @@ def format_table(frame: Any) -> str:
 
 
 def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
-    """The figures of a scenario run (see :mod:`tpusim.plots`), PNG and SVG, into
-    ``out``; returns the PNG paths. Written when there is something to show:
+    """The figures of a scenario run (see :mod:`tpusim.plots` and
+    :mod:`tpusim.plots_compare`), PNG and SVG, into ``out``; returns the PNG paths.
+    Written when there is something to show:
 
-    * ``busbw-<op>.png``: bus bandwidth against message size per system, for each
-      collective op swept over ``bytes``;
+    * ``summary.png``: the systems side by side on the comparison table's key figures;
+    * ``busbw-<op>.png``: bus bandwidth against message size per system (log-log), for
+      each collective op swept over ``bytes``;
     * ``hops.png``: hop-count histograms of the systems with a topology workload;
-    * ``links-<system>.png``: link utilisation per chip during the largest all-reduce
-      (else the largest collective) on that system;
+    * ``links-<system>.png``: link utilisation per chip (0-100%) by port (torus axis
+      and direction, Boardfly link kind) during the largest all-reduce (else the
+      largest collective) on that system;
     * ``steps.png``: compute, exposed and hidden communication per program run
-      (decode steps left out);
-    * ``timeline.png``: the first training step (else the first program) simulated.
+      (decode steps left out: see ``decode.png``);
+    * ``decode.png``: latency per generated token of each decode step, per system;
+    * ``timeline.png``: the first training step (else the first program) simulated;
+      ``timeline-<system>.png``: the same workload on every system that ran it.
     """
     folder = Path(out)
     return [
+        *_summary_plot(folder, run),
         *_busbw_plots(folder, run),
         *_hops_plot(folder, run),
         *_link_plots(folder, run),
         *_steps_plot(folder, run),
-        *_timeline_plot(folder, run),
+        *_decode_plot(folder, run),
+        *_timeline_plots(folder, run),
     ]
 
 
@@ -125,15 +135,32 @@ def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
             chosen[entry.system] = entry
     written = []
     for system, entry in chosen.items():
-        fig = plots.link_utilization_heatmap(run.topologies[system], entry.link_bytes, entry.time_s)
-        ax = fig.axes[0]
-        shape = ax.get_title().split(": ", 1)[-1]
-        ax.set_title(
-            f"{system}, {shape}: mean outgoing link utilisation per chip\n"
-            f"during a {format_bytes(entry.bytes)} {entry.op}"
+        topology = run.topologies[system]
+        fig = plots.port_utilization_heatmaps(topology, entry.link_bytes, entry.time_s)
+        fig.suptitle(
+            f"{system} ({plots.topology_title(topology)}): link utilisation per chip by port"
+            f"\nduring a {format_bytes(entry.bytes)} {entry.op}"
         )
         written.append(_saved(fig, out / f"links-{system}"))
     return written
+
+
+def _summary_plot(out: Path, run: ScenarioRun) -> list[Path]:
+    from tpusim import plots_compare
+
+    table = comparison_frame(run.records)
+    if not plots_compare.summary_rows(table):
+        return []
+    return [_saved(plots_compare.systems_side_by_side(table), out / "summary")]
+
+
+def _decode_plot(out: Path, run: ScenarioRun) -> list[Path]:
+    from tpusim import plots_compare
+
+    rows = [r.row() for r in run.records if isinstance(r, DecodeRecord)]
+    if not rows:
+        return []
+    return [_saved(plots_compare.decode_latency(rows), out / "decode")]
 
 
 def _steps_plot(out: Path, run: ScenarioRun) -> list[Path]:
@@ -151,18 +178,28 @@ def _steps_plot(out: Path, run: ScenarioRun) -> list[Path]:
     return [out / "steps.png"]
 
 
-def _timeline_plot(out: Path, run: ScenarioRun) -> list[Path]:
+def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
+    """``timeline.png`` (the first training step, else the first program) and
+    ``timeline-<system>.png`` for that workload on every system that ran it."""
     from tpusim import plots
 
     if not run.details:
         return []
     trained = {(r.system, r.workload) for r in run.records if r.kind == "training_step"}
-    system, label, results = next(
-        (d for d in run.details if (d[0], d[1]) in trained), run.details[0]
-    )
-    fig = plots.timeline(results.ops)
-    fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
-    return [_saved(fig, out / "timeline")]
+    first = next((d for d in run.details if (d[0], d[1]) in trained), run.details[0])
+    written = []
+    for system, label, results in run.details:
+        if label != first[1]:
+            continue
+        fig = plots.timeline(results.ops)
+        fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
+        png = _saved(fig, out / f"timeline-{system}")
+        written.append(png)
+        if (system, label) == (first[0], first[1]):  # the same figure, not drawn again
+            for suffix in (".png", ".svg"):
+                shutil.copyfile(png.with_suffix(suffix), (out / "timeline").with_suffix(suffix))
+            written.append(out / "timeline.png")
+    return written
 
 
 def write_plots(out: Path, outputs: Outputs) -> list[Path]:
@@ -181,3 +218,6 @@ def _close(fig: Any) -> None:
 
 
 register_writer("plots", write_plots)
+# after the plots: the page inlines the figures the plots writer wrote
+register_writer("sources", write_sources)
+register_writer("report", write_html_report)

@@ -57,13 +57,13 @@ from tpusim.config.chip import ChipSpec
 from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing, with_fault_defaults
 from tpusim.config.limits import MAX_SWEEP_POINTS, packet_work_problem, points_problem
 from tpusim.config.loader import System, load_system, validate
-from tpusim.config.types import Frozen, Power
+from tpusim.config.types import Frozen, Power, Source
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError, InputError, SimulationError, TpusimError
 from tpusim.results.records import CollectiveLinks, ScenarioRun
 from tpusim.results.writers import Outputs
 from tpusim.units import format_bytes
-from tpusim.vocabulary import Fidelity
+from tpusim.vocabulary import Dtype, Fidelity
 from tpusim.workloads import Outcome, Workload, WorkloadContext, WorkloadSpec, workload_kind
 from tpusim.workloads.spec import VARIANT_KEYS, SweepRange
 
@@ -79,14 +79,19 @@ __all__ = [
 
 
 class Assumptions(Frozen):
-    """Figures nothing publishes, keyed by chip name: all-in power per chip (energy
-    columns) and price per chip-hour in US dollars (cost columns). A chip missing here
-    falls back to its file's ``power.typical``; without a price there is no cost."""
+    """Figures nothing publishes, keyed by chip name: all-in power per chip at full load
+    (energy columns, :mod:`tpusim.results.energy`) and price per chip-hour in US dollars
+    (cost columns). A chip missing here falls back to its file's ``power.typical``;
+    without a price there is no cost. ``power_basis``: the dtype whose peak the power
+    figures were derived at (shown beside the energy figures); ``sources``: the source
+    and grade of each figure, keyed by its path (``power_per_chip.tpu8t``)."""
 
     power_per_chip_W: dict[str, Power] = Field(default_factory=dict, alias="power_per_chip")
     price_per_chip_hour_usd: dict[str, PositiveFloat] = Field(
         default_factory=dict, alias="price_per_chip_hour_usd"
     )
+    power_basis: Dtype | None = None
+    sources: dict[str, Source] = Field(default_factory=dict)
 
     def power_W(self, chip: ChipSpec) -> float | None:
         """All-in power per chip (W): the assumption, else the chip file's typical power."""
@@ -327,6 +332,7 @@ class Scenario:
             with_plots=self.spec.plots,
             with_claims=self.spec.claims,
             claims_of=vendor_claims,
+            systems=self.systems,
         )
 
 

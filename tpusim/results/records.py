@@ -16,6 +16,11 @@ record                     columns after system, workload, kind
 :class:`DecodeRecord`      a program's, with ``per_token_latency_s`` before economics
 =========================  ==========================================================
 
+Mean hop counts are named by what they average: ``mean_pair_hops`` (topology rows)
+over every ordered pair of distinct chips of the topology; ``mean_flow_hops``
+(collective and program rows) over the flows the run sent, each flow's route length
+(``tpusim topo`` and ``tpusim collective`` call both ``mean_hops``).
+
 A scenario's rows read back as records (:func:`tpusim.workloads.record_from_row`).
 """
 
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tpusim.results.energy import mean_power_W
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -83,7 +89,7 @@ class TopologyRecord(Record):
     chips: int
     links: int
     diameter_hops: int
-    mean_hops: float
+    mean_pair_hops: float
     bisection_bandwidth_Bps: float
     link_bandwidth_Bps: float
     hop_latency_s: float
@@ -93,6 +99,7 @@ class TopologyRecord(Record):
     @classmethod
     def of(cls, system: System, topology: Topology, workload: str) -> TopologyRecord:
         summary = topology_summary(system, topology)
+        summary["mean_pair_hops"] = summary["mean_hops"]
         names = [f.name for f in fields(cls)]
         return cls(
             workload=workload, kind="topology", **{k: v for k, v in summary.items() if k in names}
@@ -102,7 +109,7 @@ class TopologyRecord(Record):
         return [
             ("chips", self.chips),
             ("diameter (hops)", self.diameter_hops),
-            ("mean hops", self.mean_hops),
+            ("mean hops", self.mean_pair_hops),
             ("bisection (TB/s, one direction)", self.bisection_bandwidth_Bps / 1e12),
         ]
 
@@ -124,7 +131,7 @@ class CollectiveRecord(Record):
     algbw_Bps: float | None
     busbw_Bps: float | None
     max_hops: int
-    mean_hops: float
+    mean_flow_hops: float
     num_steps: int
     num_flows: int
     max_link_utilization: float
@@ -137,6 +144,7 @@ class CollectiveRecord(Record):
     def of(cls, result: Any, workload: str) -> CollectiveRecord:
         """From a :class:`~tpusim.results.simulation.CollectiveResult`."""
         record = result.record()
+        record["mean_flow_hops"] = record["mean_hops"]
         names = [f.name for f in fields(cls) if f.name not in ("workload", "kind", "step_time_s")]
         return cls(
             workload=workload,
@@ -171,11 +179,19 @@ class CollectiveRecord(Record):
 class Economics:
     """Throughput, energy and cost of one step; a column is None (and left out of the
     row) when its input is unknown: tokens for the token columns, power for energy,
-    a price for cost."""
+    a price for cost.
+
+    Power follows :mod:`tpusim.results.energy`: ``full_load_power_per_chip_W`` (the
+    all-in power at full load) scaled by ``busy_share`` (the step's TensorCore busy
+    fraction) to the step's mean ``power_per_chip_W``. Token figures count the tokens
+    of the program simulated (for a model fragment, e.g. 2 of 80 layers, the energy
+    and cost per token of that fragment, not of the whole model)."""
 
     chip_hours_per_step: float
     tokens_per_s: float | None = None
     tokens_per_s_per_chip: float | None = None
+    full_load_power_per_chip_W: float | None = None
+    busy_share: float | None = None
     power_per_chip_W: float | None = None
     energy_per_step_J: float | None = None
     energy_per_token_J: float | None = None
@@ -190,18 +206,23 @@ class Economics:
         tokens_per_step: float | None = None,
         power_per_chip_W: float | None = None,
         price_per_chip_hour_usd: float | None = None,
+        busy_share: float = 1.0,
     ) -> Economics:
         """From the step time (s), the system's chips, tokens one step processes, the
-        all-in power per chip (W) and the price per chip-hour (USD)."""
+        all-in power per chip at full load (W), the price per chip-hour (USD) and the
+        step's busy share (0..1, :func:`tpusim.results.energy.busy_share`)."""
         step, chips, tokens = step_time_s, num_chips, tokens_per_step or None
         hours = chips * step / SECONDS_PER_HOUR
-        energy = power_per_chip_W * chips * step if power_per_chip_W is not None else None
+        mean_W = mean_power_W(power_per_chip_W, busy_share) if power_per_chip_W else None
+        energy = mean_W * chips * step if mean_W is not None else None
         cost = price_per_chip_hour_usd * hours if price_per_chip_hour_usd is not None else None
         return cls(
             chip_hours_per_step=hours,
             tokens_per_s=tokens / step if tokens else None,
             tokens_per_s_per_chip=tokens / step / chips if tokens else None,
-            power_per_chip_W=power_per_chip_W,
+            full_load_power_per_chip_W=power_per_chip_W,
+            busy_share=busy_share if power_per_chip_W else None,
+            power_per_chip_W=mean_W,
             energy_per_step_J=energy,
             energy_per_token_J=energy / tokens if tokens and energy is not None else None,
             cost_per_step_usd=cost,
@@ -232,7 +253,7 @@ class ProgramRecord(Record):
     flops_per_chip: float
     mfu: float
     max_hops: int
-    mean_hops: float
+    mean_flow_hops: float
     max_link_utilization: float
     mean_link_utilization: float
     busiest_link_bytes: float
@@ -248,6 +269,7 @@ class ProgramRecord(Record):
         """From :meth:`Results.summary() <tpusim.engine.Results.summary>` and the values
         the summary does not give (``workload``, ``kind``, ``chips``...)."""
         names = [f.name for f in fields(cls) if f.name not in (*cls._NOT_SUMMARY, *values)]
+        summary = {**summary, "mean_flow_hops": summary["mean_hops"]}
         return cls(economics=economics, **values, **{k: summary[k] for k in names})
 
     def row(self) -> dict[str, Any]:
@@ -265,9 +287,16 @@ class ProgramRecord(Record):
         label, money = self.workload, self.economics
         return [
             *self.time_figures(),
-            (f"{label}: tokens/s per chip", money.tokens_per_s_per_chip),
-            (f"{label}: energy per token (mJ)", _scaled(money.energy_per_token_J, 1e3)),
-            (f"{label}: cost per 1M tokens (USD)", money.cost_per_million_tokens_usd),
+            (f"{label}: tokens/s per chip, simulated layers only", money.tokens_per_s_per_chip),
+            (
+                f"{label}: energy per token, simulated layers only (mJ)",
+                _scaled(money.energy_per_token_J, 1e3),
+            ),
+            (f"{label}: mean power per chip (W)", money.power_per_chip_W),
+            (
+                f"{label}: cost per 1M tokens, simulated layers only (USD)",
+                money.cost_per_million_tokens_usd,
+            ),
         ]
 
     def time_figures(self) -> list[Figure]:

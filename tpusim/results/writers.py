@@ -8,7 +8,8 @@ order. Built in:
 ==============  ===================================================================
 name            file(s)
 ==============  ===================================================================
-``summary``     ``summary.csv``: one row per record (:mod:`tpusim.results.records`)
+``summary``     ``summary.csv``: one row per record (:mod:`tpusim.results.records`);
+                ``summary.parquet`` too when pyarrow is installed
 ``traces``      ``trace-<system>-<workload>.json`` per simulated program
 ``ops``         ``ops.csv``: every op of every simulated program
 ``links``       ``links.csv``: the links that carried bytes, per simulated program
@@ -29,17 +30,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tpusim.results.files import atomic_csv, atomic_write_text, staged_folder
+import numpy as np
+
+from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text, staged_folder
 from tpusim.results.records import ScenarioRun
-from tpusim.results.tables import comparison_frame
+from tpusim.results.tables import comparison_for_csv, comparison_frame
 from tpusim.results.trace import write_trace
 
 
 @dataclass
 class Outputs:
     """What the writers read: a scenario run, the scenario as validated (YAML data),
-    whether it asks for plots and for the claims table; the comparison and claims
-    tables are computed once, on first use (the command line prints them too)."""
+    whether it asks for plots and for the claims table, and the systems it ran
+    (:class:`~tpusim.config.loader.System`, for ``sources.csv`` and the report's
+    assumptions); the comparison and claims tables are computed once, on first use
+    (the command line prints them too)."""
 
     run: ScenarioRun
     resolved: dict[str, Any] = field(default_factory=dict)
@@ -48,6 +53,7 @@ class Outputs:
     #: rows -> the vendor-claims table (:func:`tpusim.claims.vendor_claims`), given by
     #: the caller so that results/ does not import the layers above it
     claims_of: Callable[[list[dict[str, Any]]], Any] | None = None
+    systems: list[Any] = field(default_factory=list)
 
     @cached_property
     def comparison(self) -> Any:
@@ -108,13 +114,42 @@ def write_outputs(out: str | Path, outputs: Outputs) -> dict[str, list[Path]]:
     }
 
 
-def write_summary(out: Path, outputs: Outputs) -> list[Path]:
-    """``summary.csv``: one row per record, columns in first-seen order."""
+def summary_frame(rows: list[dict[str, Any]]) -> Any:
+    """The ``summary`` table: one row per record, columns in first-seen order; a
+    column whose values are all whole numbers given as integers (chips, links, hop
+    and step counts) is an integer column with blanks (pandas ``Int64``), not floats."""
     import pandas as pd
 
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:
+        values = [row[column] for row in rows if row.get(column) is not None]
+        if values and all(_is_int(v) for v in values):
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def parquet_available() -> bool:
+    """True when pyarrow is installed (the ``parquet`` extra), so Parquet is written."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def write_summary(out: Path, outputs: Outputs) -> list[Path]:
+    """``summary.csv`` (:func:`summary_frame`), and ``summary.parquet`` with the same
+    columns and types when pyarrow is installed."""
+    frame = summary_frame(outputs.run.rows)
     path = out / "summary.csv"
-    atomic_csv(pd.DataFrame(outputs.run.rows), path, index=False)
-    return [path]
+    atomic_csv(frame, path, index=False)
+    if not parquet_available():
+        return [path]
+    parquet = out / "summary.parquet"
+    atomic_write(parquet, lambda f: frame.to_parquet(f, index=False), True)
+    return [path, parquet]
 
 
 def trace_name(system: str, label: str) -> str:
@@ -173,9 +208,9 @@ def write_resolved(out: Path, outputs: Outputs) -> list[Path]:
 
 def write_comparison(out: Path, outputs: Outputs) -> list[Path]:
     """``comparison.csv``: one row per figure (index column ``figure``), one column per
-    system."""
+    system; figures that are counts (chips, hops) written as integers."""
     path = out / "comparison.csv"
-    atomic_csv(outputs.comparison, path, index_label="figure")
+    atomic_csv(comparison_for_csv(outputs.comparison), path, index_label="figure")
     return [path]
 
 

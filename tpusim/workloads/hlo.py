@@ -31,13 +31,14 @@ class HloWorkload(WorkloadSpec):
 
 
 def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
-    """The module replayed with device d on chip d, simulated."""
+    """The module replayed with device d on chip d, simulated; its record counts the
+    chips the module runs on (its devices, as ``tpusim hlo`` does), not the system's."""
     from tpusim.program.hlo import load_hlo, replay_program
 
     path = Path(spec.path)
     module, program = load_hlo(path if path.is_absolute() else Path(context.file).parent / path)
     program = replay_program(module, program, context.system.num_chips)
-    return run_program(program, context, spec.kind)
+    return run_program(program, context, spec.kind, chips=module.num_devices)
 
 
 def hlo_summary(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpusim.results.energy import busy_share
 from tpusim.results.records import DecodeRecord, Economics, ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext
 
@@ -25,19 +26,23 @@ def program_outcome(
     kind: str,
     tokens_per_step: float | None = None,
     decode: bool = False,
+    chips: int | None = None,
 ) -> Outcome:
-    """The record of a simulated program: its summary, the system's chip count and
-    the step's economics (``tokens_per_step`` for the token columns); ``decode`` makes
-    it a :class:`DecodeRecord`, whose step time is the latency per token."""
+    """The record of a simulated program: its summary, the chips it runs on
+    (``chips``, default the system's) and the step's economics over those chips
+    (``tokens_per_step`` for the token columns); ``decode`` makes it a
+    :class:`DecodeRecord`, whose step time is the latency per token."""
     system = context.system
+    chips = system.num_chips if chips is None else chips
     economics = Economics.of(
         results.step_time_s,
-        system.num_chips,
+        chips,
         tokens_per_step,
         context.power_per_chip_W,
         context.price_per_chip_hour_usd,
+        busy_share(results.compute_time_s, results.step_time_s),
     )
-    values: dict[str, Any] = {"workload": context.label, "kind": kind, "chips": system.num_chips}
+    values: dict[str, Any] = {"workload": context.label, "kind": kind, "chips": chips}
     if decode:
         values["per_token_latency_s"] = results.step_time_s
     record_type = DecodeRecord if decode else ProgramRecord
@@ -46,7 +51,12 @@ def program_outcome(
 
 
 def run_program(
-    program: Any, context: WorkloadContext, kind: str, tokens_per_step: float | None = None
+    program: Any,
+    context: WorkloadContext,
+    kind: str,
+    tokens_per_step: float | None = None,
+    chips: int | None = None,
 ) -> Outcome:
     """Simulate ``program`` and make its outcome (see :func:`program_outcome`)."""
-    return program_outcome(simulate(program, context), context, kind, tokens_per_step)
+    results = simulate(program, context)
+    return program_outcome(results, context, kind, tokens_per_step, chips=chips)
