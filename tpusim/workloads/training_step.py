@@ -2,18 +2,19 @@
 pipeline parallelism) built by :func:`tpusim.program.builders.training_step`.
 
 Reuse: the step's forward and backward loops repeat one iteration ``m v + p - 1``
-times. With ``reuse: true`` (the default) the step is simulated with 2, 3 and 4
-iterations per loop; when the last two increments agree (to
-:data:`REUSE_PERIODIC_TOLERANCE` of the step) the iterations are identical in time and
-network state, and the step, its compute and communication times and its link bytes
-are extrapolated linearly to the full count (the ops table then holds the 4-iteration
-run). Otherwise, and with ``reuse: false``, the whole step is simulated.
+times. With ``reuse: true`` (the default) a longer loop is simulated with
+:data:`REUSE_ITERATIONS` iterations per loop; when two successive steady iterations
+of each loop take the same time (to :data:`REUSE_PERIODIC_TOLERANCE` of the step) the
+iterations are identical in time and network state, and the missing ones are inserted
+in the middle of each loop: the step, its compute, communication and busy times and
+its link bytes grow by one steady iteration's share per iteration (the ops table then
+holds the simulated run). Otherwise, and with ``reuse: false``, the whole step is
+simulated (see :mod:`tpusim.workloads.training_reuse`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
@@ -24,13 +25,14 @@ from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.spec import ModelWorkload
 
-REUSE_ITERATIONS = (2, 3, 4)
-"""Loop lengths simulated to extrapolate a step (an assumption: the first iteration
-fills the FSDP prefetch, so increments are compared from the second on)."""
+REUSE_ITERATIONS = 4
+"""Loop length simulated to extrapolate a step: iterations 1 and 2 of the backward
+loop and 2 and 3 of the forward loop are compared (the first fills the FSDP prefetch,
+the last backward one runs the gradient collectives; an assumption)."""
 
 REUSE_PERIODIC_TOLERANCE = 1e-9
 """Largest relative difference (to the step) between two successive iteration
-increments that still counts as periodic (floating-point noise; an assumption)."""
+durations that still counts as periodic (floating-point noise; an assumption)."""
 
 
 class TrainingWorkload(ModelWorkload):
@@ -146,70 +148,39 @@ def _economics(results: Results, context: WorkloadContext, tokens: float) -> Eco
 
 
 def simulate_step(plan: Any, context: WorkloadContext, reuse: bool = True) -> Results:
-    """The step's results: extrapolated from short loops when ``reuse`` and the loop
+    """The step's results: extrapolated from a short loop when ``reuse`` and the loop
     is long and periodic enough, else the whole step simulated."""
-    from tpusim.program.builders.emit import emit_program
+    from tpusim.program.builders.emit import emit_marked, emit_program
+    from tpusim.workloads.training_reuse import IterationClock, extrapolate
 
-    if reuse and plan.schedule.iterations > REUSE_ITERATIONS[-1]:
-        runs = [_simulate(emit_program(plan, n), context) for n in REUSE_ITERATIONS]
-        steps = [r.step_time_s for r in runs]
-        first, second = steps[1] - steps[0], steps[2] - steps[1]
-        if abs(second - first) <= REUSE_PERIODIC_TOLERANCE * steps[2]:
-            return extrapolate(runs[1], runs[2], plan.schedule.iterations - REUSE_ITERATIONS[2])
+    total = plan.schedule.iterations
+    if reuse and total > REUSE_ITERATIONS:
+        program, marks = emit_marked(plan, REUSE_ITERATIONS)
+        clock = IterationClock(marks)
+        results = _simulate(program, context, clock)
+        steady = clock.steady(results, REUSE_PERIODIC_TOLERANCE)
+        if steady is not None:
+            return extrapolate(results, steady, total - REUSE_ITERATIONS)
     return _simulate(emit_program(plan), context)
 
 
-def _simulate(program: Any, context: WorkloadContext) -> Results:
-    """``program`` on the context's system, topology and route cache."""
+def _simulate(program: Any, context: WorkloadContext, clock: Any = None) -> Results:
+    """``program`` on the context's system, topology and route cache; ``clock`` (an
+    :class:`IterationClock`) watches it when given."""
     from tpusim.engine import Simulation
 
-    return Simulation(
+    sim = Simulation(
         context.system,
         program,
         context.fidelity,
         flow_tolerance=context.flow_tolerance,
         topology=context.topology,
         routes=context.routes,
-    ).run()
-
-
-@dataclass
-class ExtrapolatedResults(Results):
-    """Results extrapolated from simulated runs: the summary's times and link bytes
-    cover the whole step, ``ops`` only the longest simulated run; ``busy_time_s`` is
-    the extrapolated time with a collective in flight."""
-
-    busy_time_s: float = 0.0
-
-    @property
-    def communication_busy_time_s(self) -> float:
-        return self.busy_time_s
-
-
-def extrapolate(shorter: Results, longer: Results, more: int) -> ExtrapolatedResults:
-    """``longer`` plus ``more`` iterations, each adding ``longer - shorter`` (runs one
-    iteration apart) to the step, compute and communication times and link bytes."""
-
-    def ahead(a: Any, b: Any) -> Any:
-        return b + more * (b - a)
-
-    return ExtrapolatedResults(
-        system=longer.system,
-        program=longer.program,
-        fidelity=longer.fidelity,
-        chips=longer.chips,
-        step_time_s=ahead(shorter.step_time_s, longer.step_time_s),
-        compute_time_s=ahead(shorter.compute_time_s, longer.compute_time_s),
-        communication_time_s=ahead(shorter.communication_time_s, longer.communication_time_s),
-        flops_per_chip=longer.flops_per_chip,
-        peak_flops=longer.peak_flops,
-        ops=longer.ops,
-        link_bytes=ahead(shorter.link_bytes, longer.link_bytes),
-        links=longer.links,
-        max_hops=longer.max_hops,
-        mean_hops=longer.mean_hops,
-        busy_time_s=ahead(shorter.communication_busy_time_s, longer.communication_busy_time_s),
     )
+    if clock is not None:
+        clock.network = sim.network
+        sim.observers.append(clock)
+    return sim.run()
 
 
 register_workload("training_step", TrainingWorkload, run, record=TrainingRecord)

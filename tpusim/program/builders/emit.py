@@ -20,7 +20,7 @@ from tpusim.program.builders.layers import (
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS, TrainingPlan
-from tpusim.program.ir import Program
+from tpusim.program.ir import Op, Program
 
 
 @dataclass
@@ -34,10 +34,33 @@ class Emitter:
     gathers: list[str] = field(default_factory=list)
     pass_ends: list[str] = field(default_factory=list)
     grad_syncs: list[str] = field(default_factory=list)
+    marks: LoopMarks = field(default_factory=lambda: LoopMarks([], [], {}))
+
+
+@dataclass
+class LoopMarks:
+    """Where the loops' iterations are in a program: the last compute op of each
+    forward and backward iteration (``fwd_ends[j]``, ``bwd_ends[j]``) and, for every
+    op of an iteration, its ``(phase, j)``."""
+
+    fwd_ends: list[str]
+    bwd_ends: list[str]
+    iteration_of: dict[str, tuple[str, int]]
+
+    def mark(self, ops: list[Op], start: int, phase: Phase, j: int, last: str | None) -> None:
+        """Ops ``ops[start:]`` form iteration ``j`` of ``phase``, ending with ``last``."""
+        for op in ops[start:]:
+            self.iteration_of[op.name] = (phase, j)
+        (self.fwd_ends if phase == "fwd" else self.bwd_ends).append(last or "")
 
 
 def emit_program(plan: TrainingPlan, iterations: int | None = None) -> Program:
     """The step's program; ``iterations`` of each loop (default: the schedule's)."""
+    return emit_marked(plan, iterations)[0]
+
+
+def emit_marked(plan: TrainingPlan, iterations: int | None = None) -> tuple[Program, LoopMarks]:
+    """The step's program and where its loop iterations are (see :class:`LoopMarks`)."""
     n = plan.schedule.iterations if iterations is None else iterations
     e = Emitter(plan)
     embed, head = embed_steps(plan), head_steps(plan)
@@ -57,12 +80,13 @@ def emit_program(plan: TrainingPlan, iterations: int | None = None) -> Program:
         e.grad_syncs += gradient_sync(e, "embed", table, 0)
     optimizer_bytes = plan.local_params * (2 * ADAM_STATE_BYTES + 2 * plan.bytes_per_element)
     e.out.add("optimizer", "elementwise", [e.last, *e.grad_syncs], bytes=optimizer_bytes)
-    return Program(
+    program = Program(
         name=program_name(plan),
         ops=tuple(e.out.ops),
         mesh=plan.mesh,
         memory_bytes={"hbm": float(peak_stage(plan).total_bytes)},
     )
+    return program, e.marks
 
 
 def program_name(plan: TrainingPlan) -> str:
@@ -81,18 +105,20 @@ def _prefix(i: int, n: int, slot: int) -> str:
 
 def forward_iteration(e: Emitter, i: int, n: int) -> None:
     """One microbatch through the chunk's layers, then the permute to the next stage."""
+    start = len(e.out.ops)
     for slot, layer in enumerate(e.plan.chunk()):
         prefix = _prefix(i, n, slot)
         gather = weight_gather(e, prefix, "fwd", layer)
         e.last = emit_pass(e, layer_steps(e.plan.shape(layer)), prefix, "fwd", gather)
         e.pass_ends.append(e.last)
     permute(e, f"i{i}", "fwd")
+    e.marks.mark(e.out.ops, start, "fwd", i, e.last)
 
 
 def backward_iteration(e: Emitter, i: int, n: int) -> None:
     """The chunk's layers backward (each recomputed first with ``recompute``), their
     gradient collectives, then the permute to the previous stage."""
-    plan = e.plan
+    plan, start = e.plan, len(e.out.ops)
     for slot, layer in reversed(list(enumerate(plan.chunk()))):
         prefix = _prefix(i, n, slot)
         steps = layer_steps(plan.shape(layer))
@@ -106,6 +132,7 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
         v = plan.schedule.virtual
         e.grad_syncs += gradient_sync(e, prefix, v * params.dense, v * params.expert, i == n - 1)
     permute(e, f"i{i}", "bwd")
+    e.marks.mark(e.out.ops, start, "bwd", i, e.last)
 
 
 def permute(e: Emitter, prefix: str, phase: Phase) -> None:
@@ -170,8 +197,10 @@ def gradient_sync(
 
     With FSDP a reduce-scatter over the fsdp axis (every backward iteration); then,
     after the last, one all-reduce per distinct group of axes that replicate the
-    weights (dense and expert weights share one when their groups coincide; the
-    embedding and head, named by ``prefix``, use the head axes)."""
+    weights (dense and expert weights share one when their groups coincide); the
+    embedding and head (``prefix`` ``embed``, ``head``), replicated over the pipeline
+    axis too, are then all-reduced over it (two all-reduces move the bytes of one
+    multi-axis ring, and keep the groups small)."""
     plan, b = e.plan, e.plan.gradient_bytes
     names: list[str] = []
     dep = e.last
@@ -188,25 +217,33 @@ def gradient_sync(
         names.append(dep)
     if not final:
         return names
-    dense_axes = plan.head_axes if prefix in ("head", "embed") else plan.dense_axes
     groups: dict[tuple[str, ...], float] = {}
-    for axes, params in ((dense_axes, dense_params), (plan.expert_axes, expert_params)):
+    for axes, params in ((plan.dense_axes, dense_params), (plan.expert_axes, expert_params)):
         if axes and params:
             groups[axes] = groups.get(axes, 0.0) + params * b / plan.shard
     for axes, size in groups.items():
-        suffix = "" if axes == dense_axes else ".experts"
-        names.append(
-            e.out.add(
-                f"{prefix}.grad{suffix}.allreduce",
-                "collective",
-                [dep],
-                collective="all-reduce",
-                size_bytes=size,
-                axes=axes,
-                overlap=True,
-            )
-        )
+        suffix = "" if axes == plan.dense_axes else ".experts"
+        names.append(_all_reduce(e, f"{prefix}.grad{suffix}.allreduce", dep, size, axes))
+    if prefix in ("head", "embed") and plan.pipeline_group:
+        after = names[-1] if names else dep
+        size = dense_params * b / plan.shard
+        names.append(_all_reduce(e, f"{prefix}.grad.pipeline_allreduce", after, size))
     return names
+
+
+def _all_reduce(
+    e: Emitter, name: str, after: str | None, size_bytes: float, axes: tuple[str, ...] = ()
+) -> str:
+    """An async gradient all-reduce over ``axes`` (default: the pipeline axis)."""
+    return e.out.add(
+        name,
+        "collective",
+        [after],
+        collective="all-reduce",
+        size_bytes=size_bytes,
+        axes=axes or e.plan.pipeline_group,
+        overlap=True,
+    )
 
 
 def embed_steps(plan: TrainingPlan) -> list[LayerStep]:

@@ -129,8 +129,8 @@ class TrainingPlan:
     ``dense`` and ``moe`` are the local shapes of a dense and a MoE layer for one
     microbatch; gradients are all-reduced over ``dense_axes`` (dense weights: every
     batch axis but fsdp, which shards them), ``expert_axes`` (expert weights: not over
-    the expert axis either) and ``head_axes`` (embedding and head: the dense axes and
-    the pipeline axis); ``shard`` is the fsdp size (1 without FSDP); ``head_tokens``
+    the expert axis either) and, for the embedding and head, the dense axes then the
+    pipeline axis; ``shard`` is the fsdp size (1 without FSDP); ``head_tokens``
     the tokens the embedding and head see per chip.
     """
 
@@ -144,7 +144,6 @@ class TrainingPlan:
     fsdp_group: tuple[str, ...]
     dense_axes: tuple[str, ...]
     expert_axes: tuple[str, ...]
-    head_axes: tuple[str, ...]
     pipeline_group: tuple[str, ...]
     shard: int
     vocab_local: int
@@ -175,7 +174,6 @@ class TrainingPlan:
             fsdp_group=fsdp_group,
             dense_axes=dense_axes,
             expert_axes=collective_axes(mesh, [a for a in batch if a not in (fsdp, expert)]),
-            head_axes=collective_axes(mesh, [*dense_axes, axes["pipeline_axis"]]),
             pipeline_group=collective_axes(mesh, [axes["pipeline_axis"]]),
             shard=sizes["fsdp_axis"] if fsdp_group else 1,
             vocab_local=-(-args.vocab // sizes["tensor_axis"]),
