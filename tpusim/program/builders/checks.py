@@ -206,5 +206,6 @@ def _check_covered(mesh: dict[str, int], axes: dict[str, str | None]) -> None:
         if axis not in used and size > 1:
             raise ProgramError(
                 f"mesh axis '{axis}' (size {size}) plays no role: name it data, fsdp, tensor, "
-                "expert or pipeline, or set the matching *_axis field"
+                "expert or pipeline, or give it to data_axis, fsdp_axis, tensor_axis, "
+                "expert_axis or pipeline_axis"
             )

@@ -17,9 +17,12 @@ ROLES = ("data", "fsdp", "tensor", "expert", "pipeline")
 
 def role_axes(mesh: dict[str, int], axes: dict[str, str | None]) -> dict[str, str | None]:
     """``axes`` (``<role>_axis`` -> axis name or None) with every unset role taken by
-    the mesh axis of the role's name, when the mesh has one and no other role names it."""
-    named = {a for a in axes.values() if a is not None}
+    the mesh axis of the role's name, when the mesh has one and no other role names it.
+    A ``data_axis`` of ``data`` (the default) on a mesh without that axis is unset."""
     out = dict(axes)
+    if out.get("data_axis") == "data" and "data" not in mesh:
+        out["data_axis"] = None
+    named = {a for a in out.values() if a is not None}
     for role in ROLES:
         field = f"{role}_axis"
         if out.get(field) is None and role in mesh and role not in named:
