@@ -3,11 +3,11 @@ loop, check that its steady iterations repeat, and extrapolate the whole step.
 
 :class:`IterationClock` is an observer of the short run: when the last op of a loop
 iteration finishes it notes the time and the bytes every link has carried so far, and
-it sums each iteration's compute and collective time. :meth:`IterationClock.steady`
-compares two successive steady iterations of each loop (forward: the last two;
-backward: the two before the last, which runs the gradient collectives) and gives one
-steady forward plus one steady backward iteration's share of the step, compute,
-communication and busy times and link bytes, or None when they differ.
+:meth:`IterationClock.steady` compares two successive steady iterations of each loop
+(forward: the last two; backward: the two before the last, which runs the gradient
+collectives) and gives one steady forward plus one steady backward iteration's share
+of the step, compute, communication and busy times (integrals over the iteration's
+window of the ops table) and link bytes, or None when they differ.
 :func:`extrapolate` adds that share once per missing iteration.
 """
 
@@ -21,8 +21,11 @@ import numpy as np
 from tpusim.results.observers import BaseObserver
 from tpusim.results.simulation import OpRecord, Results
 
-#: Units of the ops that count as compute (as the engine's busy time counts them).
+#: The op kind whose records are collectives (the rest count as compute, as the
+#: engine's busy time counts them).
 COLLECTIVE = "collective"
+#: Prefix of the SPMD chip class's name in op records.
+SPMD = "spmd"
 
 
 @dataclass
@@ -41,15 +44,13 @@ class IterationClock(BaseObserver):
     """Observer of a short run with loop marks (:class:`~tpusim.program.builders.emit.LoopMarks`).
 
     ``network`` (set before the run) is the simulation's network, whose
-    ``link_bytes`` are read at each iteration's end."""
+    ``link_bytes`` are read when each iteration's last op finishes."""
 
     marks: Any
     network: Any = None
     ends: dict[tuple[str, int], float] = field(default_factory=dict)
     link_bytes: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
-    compute_s: dict[tuple[str, int], float] = field(default_factory=dict)
-    collective_s: dict[tuple[str, int], float] = field(default_factory=dict)
-    spans: dict[tuple[str, int], list[tuple[float, float]]] = field(default_factory=dict)
+    ran: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.last_op = {
@@ -59,59 +60,109 @@ class IterationClock(BaseObserver):
         }
 
     def op_finished(self, record: OpRecord) -> None:
-        key = self.marks.iteration_of.get(record.name)
-        if key is None or not record.chips.startswith("spmd"):
+        key = self.last_op.get(record.name)
+        if key is None or not record.chips.startswith(SPMD):
             return
-        if record.kind != COLLECTIVE:
-            self.compute_s[key] = self.compute_s.get(key, 0.0) + record.end_at - record.start_at
-        if record.name in self.last_op and record.unit in ("tensorcore", "ici", "sparsecore"):
-            self.ends[key] = max(self.ends.get(key, 0.0), record.end_at)
+        if record.end_at >= self.ends.get(key, 0.0):
+            self.ends[key] = record.end_at
             self.link_bytes[key] = np.array(self.network.link_bytes, dtype=float)
 
     def collective_ran(self, name: str, start_at: float, end_at: float) -> None:
-        key = self.marks.iteration_of.get(name)
-        if key is not None:
-            self.collective_s[key] = self.collective_s.get(key, 0.0) + end_at - start_at
-            self.spans.setdefault(key, []).append((start_at, end_at))
+        self.ran.append((start_at, end_at))
 
     def steady(self, results: Results, tolerance: float) -> IterationShare | None:
-        """One steady forward + backward iteration's share, or None if not periodic."""
-        n = len(self.marks.fwd_ends)
-        fwd, bwd = ("fwd", n - 1), ("bwd", n - 2)
-        before_fwd, before_bwd = ("fwd", n - 2), ("bwd", n - 3)
-        durations = [self._duration(k) for k in (fwd, before_fwd, bwd, before_bwd)]
-        if None in durations:
-            return None
-        d_fwd, d_fwd_before, d_bwd, d_bwd_before = (float(d) for d in durations)  # type: ignore[arg-type]
-        scale = tolerance * results.step_time_s
-        if abs(d_fwd - d_fwd_before) > scale or abs(d_bwd - d_bwd_before) > scale:
-            return None
-        keys = (fwd, bwd)
+        """One steady forward + backward iteration's share, or None if not periodic.
+
+        Windows 1 and 2 of each loop (between the ends of successive iterations; the
+        first fills the FSDP prefetch, the last ones drain it and run the gradient
+        collectives) must agree on every share to ``tolerance`` (times relative to the
+        step, bytes to the busiest link's). A time's share is its integral over the
+        window: compute busy time, the collectives run on the network (communication
+        time, as the engine sums them) and whether any collective op is in flight
+        (busy time, as the ops table)."""
+        compute, collectives = _intervals(results.ops)
+        shares = {}
+        for phase in ("fwd", "bwd"):
+            first, second = (self._share((phase, j), compute, collectives) for j in (1, 2))
+            if first is None or second is None or not _same(first, second, results, tolerance):
+                return None
+            shares[phase] = second
+        fwd, bwd = shares["fwd"], shares["bwd"]
         return IterationShare(
-            step_s=d_fwd + d_bwd,
-            compute_s=sum(self.compute_s.get(k, 0.0) for k in keys),
-            communication_s=sum(self.collective_s.get(k, 0.0) for k in keys),
-            busy_s=sum(_union_s(self.spans.get(k, [])) for k in keys),
-            link_bytes=self._bytes(fwd) + self._bytes(bwd),
+            step_s=fwd.step_s + bwd.step_s,
+            compute_s=fwd.compute_s + bwd.compute_s,
+            communication_s=fwd.communication_s + bwd.communication_s,
+            busy_s=fwd.busy_s + bwd.busy_s,
+            link_bytes=fwd.link_bytes + bwd.link_bytes,
         )
 
-    def _duration(self, key: tuple[str, int]) -> float | None:
-        phase, j = key
-        if key not in self.ends or (phase, j - 1) not in self.ends:
+    def _share(
+        self,
+        key: tuple[str, int],
+        compute: list[tuple[float, float]],
+        collectives: list[tuple[float, float]],
+    ) -> IterationShare | None:
+        """What the window of iteration ``key`` holds, None if it was not seen."""
+        window = self._window(key)
+        if window is None:
             return None
-        return self.ends[key] - self.ends[(phase, j - 1)]
+        return IterationShare(
+            step_s=window[1] - window[0],
+            compute_s=_covered_s(compute, *window),
+            communication_s=_overlap_s(self.ran, *window),
+            busy_s=_covered_s(collectives, *window),
+            link_bytes=self._bytes(key),
+        )
+
+    def _window(self, key: tuple[str, int]) -> tuple[float, float] | None:
+        phase, j = key
+        before = (phase, j - 1)
+        if key not in self.ends or before not in self.ends:
+            return None
+        return self.ends[before], self.ends[key]
 
     def _bytes(self, key: tuple[str, int]) -> np.ndarray:
         phase, j = key
         return self.link_bytes[key] - self.link_bytes[(phase, j - 1)]
 
 
-def _union_s(spans: list[tuple[float, float]]) -> float:
-    """Length of the union of intervals ``spans`` (s)."""
-    busy, reach = 0.0, float("-inf")
+def _same(a: IterationShare, b: IterationShare, results: Results, tolerance: float) -> bool:
+    """Whether two windows' shares agree (see :meth:`IterationClock.steady`)."""
+    scale = tolerance * results.step_time_s
+    times = ("step_s", "compute_s", "communication_s", "busy_s")
+    if any(abs(getattr(a, t) - getattr(b, t)) > scale for t in times):
+        return False
+    largest = float(np.max(results.link_bytes)) if results.link_bytes.size else 0.0
+    return bool(np.all(np.abs(a.link_bytes - b.link_bytes) <= tolerance * largest))
+
+
+def _intervals(ops: list[OpRecord]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(start, end) of the SPMD class's compute ops and of its collectives."""
+    compute = [
+        (r.start_at, r.end_at)
+        for r in ops
+        if r.chips.startswith(SPMD) and r.kind != COLLECTIVE
+    ]
+    collectives = [
+        (r.start_at, r.end_at)
+        for r in ops
+        if r.chips.startswith(SPMD) and r.kind == COLLECTIVE and r.unit == "ici"
+    ]
+    return compute, collectives
+
+
+def _overlap_s(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Summed length of ``spans`` inside [lo, hi] (concurrent ones each count)."""
+    return sum(max(0.0, min(end, hi) - max(start, lo)) for start, end in spans)
+
+
+def _covered_s(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of [lo, hi] covered by the union of ``spans``."""
+    busy, reach = 0.0, lo
     for start, end in sorted(spans):
-        if end > reach:
-            busy += end - max(start, reach)
+        start, end = max(start, reach), min(end, hi)
+        if end > start:
+            busy += end - start
             reach = end
     return busy
 

@@ -25,10 +25,10 @@ from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.spec import ModelWorkload
 
-REUSE_ITERATIONS = 4
-"""Loop length simulated to extrapolate a step: iterations 1 and 2 of the backward
-loop and 2 and 3 of the forward loop are compared (the first fills the FSDP prefetch,
-the last backward one runs the gradient collectives; an assumption)."""
+REUSE_ITERATIONS = 5
+"""Loop length simulated to extrapolate a step: iterations 1 and 2 of each loop are
+compared (the first fills the FSDP prefetch; the last two drain it, the last runs the
+gradient collectives; an assumption checked on every run)."""
 
 REUSE_PERIODIC_TOLERANCE = 1e-9
 """Largest relative difference (to the step) between two successive iteration
