@@ -17,7 +17,8 @@ Per chip:
   layers then a collective-permute over the pipeline axis of the chunk's output
   activations (``tokens * d_model`` elements); the backward loop mirrors it with the
   activation gradients. Every stage runs the largest chunk (the slowest stage sets
-  the pace of a lock-step loop; among the largest, the one with the most MoE layers).
+  the pace of a lock-step loop; with dense and MoE layers mixed, as many of its
+  layers MoE as any chunk has).
   Without a pipeline axis the loop is plain gradient accumulation over ``m``
   microbatches.
 * Elementwise ops (assumption, in units of ``a = tokens * d_model * dtype bytes``):
@@ -204,15 +205,16 @@ class TrainingPlan:
         return local_parameters(shape, self.local_experts if shape.experts else 0)
 
     def chunk(self) -> list[int]:
-        """Layer indices of the chunk every stage runs: the largest, and among those
-        the one with the most MoE layers (the slowest stage sets the loop's pace)."""
+        """Layer indices of the chunk every stage runs: as many layers as the largest
+        chunk, as many of them MoE as any chunk has (dense ones first). A lock-step
+        loop runs at its slowest stage's pace, and this chunk is at least as long as
+        every stage's (exactly one stage's when the layers are of one kind)."""
         s = self.schedule
-        ranked = range(len(s.chunk_layers))
-        best = max(ranked, key=lambda c: (s.chunk_layers[c], self._moe_layers(s.chunk_range(c))))
-        return list(s.chunk_range(best))
-
-    def _moe_layers(self, layers: range) -> int:
-        return sum(self.shape(layer).experts > 0 for layer in layers)
+        chunks = [s.chunk_range(c) for c in range(len(s.chunk_layers))]
+        length = max(len(c) for c in chunks)
+        moe = max(sum(self.shape(layer).experts > 0 for layer in c) for c in chunks)
+        dense = list(range(length - moe))
+        return dense + list(range(self.layers - moe, self.layers))
 
     @property
     def head_params(self) -> int:
