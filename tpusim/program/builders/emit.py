@@ -197,10 +197,9 @@ def gradient_sync(
 
     With FSDP a reduce-scatter over the fsdp axis (every backward iteration); then,
     after the last, one all-reduce per distinct group of axes that replicate the
-    weights (dense and expert weights share one when their groups coincide); the
-    embedding and head (``prefix`` ``embed``, ``head``), replicated over the pipeline
-    axis too, are then all-reduced over it (two all-reduces move the bytes of one
-    multi-axis ring, and keep the groups small)."""
+    weights (dense and expert weights share one when their groups coincide; see
+    :func:`all_reduce`); the embedding and head (``prefix`` ``embed``, ``head``) are
+    replicated over the pipeline axis too."""
     plan, b = e.plan, e.plan.gradient_bytes
     names: list[str] = []
     dep = e.last
@@ -218,32 +217,36 @@ def gradient_sync(
     if not final:
         return names
     groups: dict[tuple[str, ...], float] = {}
-    for axes, params in ((plan.dense_axes, dense_params), (plan.expert_axes, expert_params)):
+    head = prefix in ("head", "embed")
+    dense_axes = (*plan.dense_axes, *plan.pipeline_group) if head else plan.dense_axes
+    for axes, params in ((dense_axes, dense_params), (plan.expert_axes, expert_params)):
         if axes and params:
             groups[axes] = groups.get(axes, 0.0) + params * b / plan.shard
     for axes, size in groups.items():
-        suffix = "" if axes == plan.dense_axes else ".experts"
-        names.append(_all_reduce(e, f"{prefix}.grad{suffix}.allreduce", dep, size, axes))
-    if prefix in ("head", "embed") and plan.pipeline_group:
-        after = names[-1] if names else dep
-        size = dense_params * b / plan.shard
-        names.append(_all_reduce(e, f"{prefix}.grad.pipeline_allreduce", after, size))
+        suffix = "" if axes == dense_axes else ".experts"
+        names.append(all_reduce(e, f"{prefix}.grad{suffix}", dep, size, axes))
     return names
 
 
-def _all_reduce(
-    e: Emitter, name: str, after: str | None, size_bytes: float, axes: tuple[str, ...] = ()
+def all_reduce(
+    e: Emitter, prefix: str, after: str | None, size_bytes: float, axes: tuple[str, ...]
 ) -> str:
-    """An async gradient all-reduce over ``axes`` (default: the pipeline axis)."""
-    return e.out.add(
-        name,
-        "collective",
-        [after],
-        collective="all-reduce",
-        size_bytes=size_bytes,
-        axes=axes or e.plan.pipeline_group,
-        overlap=True,
-    )
+    """An async gradient all-reduce of ``size_bytes`` over ``axes`` (mesh axes of
+    different roles); over two or more, hierarchical as a 2-D all-reduce is: a
+    reduce-scatter over the last axis, an all-reduce of the shard over the others, an
+    all-gather back over the last. Returns the last op's name."""
+
+    def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
+        fields = dict(collective=op, size_bytes=size, axes=over, overlap=True)
+        return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
+
+    if len(axes) == 1:
+        return add("allreduce", "all-reduce", after, size_bytes, axes)
+    inner, outer = axes[-1:], axes[:-1]
+    shard = size_bytes / e.plan.mesh[inner[0]]
+    scattered = add("inner_reduce_scatter", "reduce-scatter", after, size_bytes, inner)
+    reduced = add("allreduce", "all-reduce", scattered, shard, outer)
+    return add("inner_all_gather", "all-gather", reduced, size_bytes, inner)
 
 
 def embed_steps(plan: TrainingPlan) -> list[LayerStep]:
