@@ -72,7 +72,7 @@ def run_case(text: str) -> dict:
 
 
 def case(name: str) -> bool:
-    text, wall_target, rss_target = CASES[name]
+    _, wall_target, rss_target = CASES[name]
     out = subprocess.run(
         [sys.executable, __file__, "--child", name], check=True, capture_output=True, text=True
     )

@@ -73,7 +73,10 @@ def test_mesh_axis_splits_a_physical_axis_contiguously():
     assert mapping == {"pipeline": ["x"], "data": ["y", "z.0"], "tensor": ["z.1"]}
     tensor = group_of(arr, axes, mapping["tensor"])
     assert tensor.chips.shape == (1152, 8)
-    hops = [topo.hops(int(a), int(b)) for a, b in zip(tensor.chips[5][:-1], tensor.chips[5][1:])]
+    hops = [
+        topo.hops(int(a), int(b))
+        for a, b in zip(tensor.chips[5][:-1], tensor.chips[5][1:], strict=True)
+    ]
     assert hops == [1] * 7  # a contiguous segment of z
     data = group_of(arr, axes, mapping["data"])
     assert data.chips.shape == (128, 24, 3) and data.size == 72

@@ -52,13 +52,17 @@ microbatches: 8
 """
 
 
-@pytest.mark.parametrize("schedule", ["pipeline: 1f1b", "pipeline: interleaved\nvirtual_stages: 2"])
+COMPARED = ("step_time_s", "compute_time_s", "communication_time_s", "mfu")
+COMPARED += ("communication_busy_time_s", "max_link_utilization", "busiest_link_bytes")
+SCHEDULES = ["pipeline: 1f1b", "pipeline: interleaved\nvirtual_stages: 2"]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
 def test_reuse_gives_the_full_simulation(capsys, tmp_path, schedule):
     reused = run_json(capsys, tmp_path, PIPELINED + schedule, "reused")
     full = run_json(capsys, tmp_path, PIPELINED + schedule + "\nreuse: false", "full")
     assert op_rows(tmp_path, "reused") < op_rows(tmp_path, "full") / 2  # 5 iterations, not 11+
-    for key in ("step_time_s", "compute_time_s", "communication_time_s", "mfu",
-                "communication_busy_time_s", "max_link_utilization", "busiest_link_bytes"):  # fmt: skip
+    for key in COMPARED:
         assert reused[key] == pytest.approx(full[key], rel=1e-6), key
     v = 2 if "virtual" in schedule else 1
     assert reused["pipeline_bubble_fraction"] == pytest.approx(3 / (8 * v + 3))
@@ -74,12 +78,10 @@ def test_unpipelined_step_has_no_bubble_column(capsys, tmp_path):
     ("extra", "words"),
     [
         ("global_batch: 64\nmesh: {data: 16, tensor: 16}", ["heads (8)", "(16)"]),
-        ("global_batch: 256\nmesh: {data: 32, expert: 8}\nexperts: 12",
-         ["experts (12)", "(8)"]),
+        ("global_batch: 256\nmesh: {data: 32, expert: 8}\nexperts: 12", ["experts (12)", "(8)"]),
         ("global_batch: 64\nmesh: {data: 16, pipeline: 16}", ["pipeline stages (16", "(8)"]),
         ("global_batch: 60\nmesh: {data: 32, tensor: 8}", ["global_batch (60)", "(32)"]),
-        ("global_batch: 64\nmesh: {data: 32, tensor: 8}\nmicrobatches: 3",
-         ["microbatches", "(3)"]),
+        ("global_batch: 64\nmesh: {data: 32, tensor: 8}\nmicrobatches: 3", ["microbatches", "(3)"]),
     ],
 )
 def test_bad_input_exits_2_naming_field_and_numbers(capsys, tmp_path, extra, words):
@@ -96,7 +98,7 @@ def test_step_that_does_not_fit_exits_1_saying_by_how_much_and_what(capsys, tmp_
                         "    head_dim: 64\n", "")  # fmt: skip
     path = tmp_path / "big.yaml"
     path.write_text(text + "".join(f"    {line}\n" for line in extra.splitlines()))
-    code, out, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
+    code, _, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
     assert code == 1 and "Traceback" not in err
     line = err.strip().splitlines()[-1]
     assert "out of memory" in line and "short by" in line

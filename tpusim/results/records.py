@@ -317,7 +317,7 @@ class TrainingRecord(ProgramRecord):
         """The row's record; a row without the training columns (written before they
         existed) reads back as a :class:`ProgramRecord`."""
         extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction")
-        values = {k: _number_or_none(row.get(k)) for k in extra}
+        values: dict[str, Any] = {k: _number_or_none(row.get(k)) for k in extra}
         base = ProgramRecord.from_row({k: v for k, v in row.items() if k not in extra})
         if values["peak_hbm_bytes_per_chip"] is None:
             return base

@@ -139,9 +139,7 @@ def _same(a: IterationShare, b: IterationShare, results: Results, tolerance: flo
 def _intervals(ops: list[OpRecord]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """(start, end) of the SPMD class's compute ops and of its collectives."""
     compute = [
-        (r.start_at, r.end_at)
-        for r in ops
-        if r.chips.startswith(SPMD) and r.kind != COLLECTIVE
+        (r.start_at, r.end_at) for r in ops if r.chips.startswith(SPMD) and r.kind != COLLECTIVE
     ]
     collectives = [
         (r.start_at, r.end_at)

@@ -60,7 +60,8 @@ class TrainingArgs:
         try:
             return cls(**fields)
         except TypeError as exc:
-            raise ProgramError(f"training_step: {exc}".replace("TrainingArgs.__init__() ", ""))
+            message = str(exc).replace("TrainingArgs.__init__() ", "")
+            raise ProgramError(f"training_step: {message}") from None
 
     @property
     def sequences(self) -> int:

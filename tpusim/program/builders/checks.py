@@ -48,7 +48,8 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
         dense_layers=args.dense_layers, q_lora_rank=args.q_lora_rank,
         kv_lora_rank=args.kv_lora_rank, rope_head_dim=args.rope_head_dim,
     )  # fmt: skip
-    b, grad = bytes_per_element(args.dtype), bytes_per_element(args.gradient_dtype, "gradient_dtype")
+    b = bytes_per_element(args.dtype)
+    grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
     _check_kinds(args)
     mesh = checked_mesh(args.mesh)
     axes = role_axes(mesh, args.axes)

@@ -96,7 +96,8 @@ def program_name(plan: TrainingPlan) -> str:
     s = plan.schedule
     pipe = f",{a.pipeline}p{s.stages}v{s.virtual}m{s.microbatches}" if s.stages > 1 else ""
     accumulate = f",m{s.microbatches}" if s.stages == 1 and s.microbatches > 1 else ""
-    return f"training_step[{kind},L{a.layers},d{a.d_model},B{a.sequences}x{a.seq}{pipe}{accumulate}]"
+    shape = f"L{a.layers},d{a.d_model},B{a.sequences}x{a.seq}"
+    return f"training_step[{kind},{shape}{pipe}{accumulate}]"
 
 
 def _prefix(i: int, n: int, slot: int) -> str:

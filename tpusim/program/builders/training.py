@@ -261,6 +261,4 @@ def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> Lay
 def _moe_shape(args: TrainingArgs, dense: LayerShape, tp: int) -> LayerShape:
     """The local shape of a MoE layer: routed experts of width ``expert_d_ff``."""
     width = (args.expert_d_ff or args.d_ff) // tp
-    return replace(
-        dense, experts=args.experts, d_ff=width, shared_d_ff=args.shared_experts * width
-    )
+    return replace(dense, experts=args.experts, d_ff=width, shared_d_ff=args.shared_experts * width)
