@@ -254,3 +254,32 @@ def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
         bbox_to_anchor=(1.01, 1.0),
     )
     return _finish(fig, path)
+
+
+# -- 6. training memory ---------------------------------------------------------------
+def memory_timeline(
+    points: Sequence[tuple[float, Mapping[str, float]]],
+    capacity_bytes: float | None = None,
+    path: str | Path | None = None,
+    title: str = "HBM per chip over the step",
+) -> Figure:
+    """Stacked areas of a training step's HBM per chip by part (weights, optimizer
+    state, gradients, activations, buffers) over the step's schedule (fraction done,
+    after each forward or backward of a chunk-microbatch), from
+    :func:`tpusim.program.builders.memory.memory_timeline`; a dashed line at the
+    chip's ``capacity_bytes`` when given. Bytes shown in GB (1e9)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    x = [p[0] for p in points]
+    parts = list(points[0][1]) if points else []
+    stacks = [[p[1][part] / 1e9 for p in points] for part in parts]
+    if points:
+        ax.stackplot(x, *stacks, labels=parts, step="post", alpha=0.8)
+    if capacity_bytes:
+        ax.axhline(capacity_bytes / 1e9, color="black", linestyle="--", label="HBM capacity")
+    ax.set_xlabel("schedule done (fraction of the stage's forwards and backwards)")
+    ax.set_ylabel("HBM per chip (GB)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, path)

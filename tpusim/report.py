@@ -65,7 +65,8 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
       (else the largest collective) on that system;
     * ``steps.png``: compute, exposed and hidden communication per program run
       (decode steps left out);
-    * ``timeline.png``: the first training step (else the first program) simulated.
+    * ``timeline.png``: the first training step (else the first program) simulated;
+    * ``memory.png``: HBM per chip over the first training step, by part.
     """
     folder = Path(out)
     return [
@@ -74,6 +75,7 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
         *_link_plots(folder, run),
         *_steps_plot(folder, run),
         *_timeline_plot(folder, run),
+        *_memory_plot(folder, run),
     ]
 
 
@@ -163,6 +165,21 @@ def _timeline_plot(out: Path, run: ScenarioRun) -> list[Path]:
     fig = plots.timeline(results.ops)
     fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
     return [_saved(fig, out / "timeline")]
+
+
+def _memory_plot(out: Path, run: ScenarioRun) -> list[Path]:
+    """HBM per chip over the first training step that reports its memory."""
+    from tpusim import plots
+
+    for system, label, results in run.details:
+        points = getattr(results, "memory_points", None)
+        if points:
+            stage = getattr(results, "memory_stage", 0)
+            capacity = getattr(results, "hbm_capacity_bytes", None)
+            title = f"HBM per chip over the step: {label} on {system}, stage {stage}"
+            fig = plots.memory_timeline(points, capacity, title=title)
+            return [_saved(fig, out / "memory")]
+    return []
 
 
 def write_plots(out: Path, outputs: Outputs) -> list[Path]:

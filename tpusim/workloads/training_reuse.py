@@ -13,7 +13,7 @@ window of the ops table) and link bytes, or None when they differ.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -166,34 +166,42 @@ def _covered_s(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
 
 
 @dataclass
-class ExtrapolatedResults(Results):
-    """Results of a step extrapolated from a shorter simulated loop: the summary's
-    times and link bytes cover the whole step, ``ops`` the simulated run;
-    ``busy_time_s`` is the extrapolated time with a collective in flight."""
+class TrainingResults(Results):
+    """A training step's results: a simulation's, or extrapolated from a shorter
+    simulated loop (then the summary's times and link bytes cover the whole step and
+    ``ops`` the simulated run, and ``busy_time_s`` is the extrapolated time with a
+    collective in flight; None: from ``ops``). ``memory_stage`` is the pipeline stage
+    with the most HBM and ``memory_points`` its bytes by part over the step
+    (:func:`~tpusim.program.builders.memory.memory_timeline`), against the chip's
+    ``hbm_capacity_bytes``."""
 
-    busy_time_s: float = 0.0
+    busy_time_s: float | None = None
+    hbm_capacity_bytes: float = 0.0
+    memory_stage: int = 0
+    memory_points: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
     @property
     def communication_busy_time_s(self) -> float:
+        if self.busy_time_s is None:
+            return super().communication_busy_time_s
         return self.busy_time_s
 
 
-def extrapolate(results: Results, share: IterationShare, more: int) -> ExtrapolatedResults:
+def training_results(results: Results, **values: Any) -> TrainingResults:
+    """``results`` as :class:`TrainingResults`, with ``values`` replacing fields."""
+    copied = {f.name: getattr(results, f.name) for f in fields(Results)}
+    if isinstance(results, TrainingResults):
+        copied |= {"busy_time_s": results.busy_time_s}
+    return TrainingResults(**(copied | values))
+
+
+def extrapolate(results: Results, share: IterationShare, more: int) -> TrainingResults:
     """``results`` with ``more`` steady iterations of each loop inserted."""
-    return ExtrapolatedResults(
-        system=results.system,
-        program=results.program,
-        fidelity=results.fidelity,
-        chips=results.chips,
+    return training_results(
+        results,
         step_time_s=results.step_time_s + more * share.step_s,
         compute_time_s=results.compute_time_s + more * share.compute_s,
         communication_time_s=results.communication_time_s + more * share.communication_s,
-        flops_per_chip=results.flops_per_chip,
-        peak_flops=results.peak_flops,
-        ops=results.ops,
         link_bytes=results.link_bytes + more * share.link_bytes,
-        links=results.links,
-        max_hops=results.max_hops,
-        mean_hops=results.mean_hops,
         busy_time_s=results.communication_busy_time_s + more * share.busy_s,
     )

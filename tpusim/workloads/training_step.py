@@ -110,9 +110,10 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
     length. A shape the builder rejects is a ConfigError at the workload."""
     from tpusim.program.builders import plan_training
     from tpusim.program.builders.emit import useful_flops
-    from tpusim.program.builders.memory import peak_stage
+    from tpusim.program.builders.memory import memory_timeline, peak_stage
     from tpusim.program.ir import ProgramError
     from tpusim.workloads.training_memory import check_fits
+    from tpusim.workloads.training_reuse import training_results
 
     fields = spec.builder_fields()
     for key in ("batch_per_shard", "reuse"):
@@ -122,8 +123,14 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
     except ProgramError as exc:
         raise context.error(str(exc)) from None
     check_fits(plan, context.system.chip)
-    results = simulate_step(plan, context, spec.reuse)
-    results.flops_per_chip = useful_flops(plan)
+    peak = peak_stage(plan)
+    results = training_results(
+        simulate_step(plan, context, spec.reuse),
+        flops_per_chip=useful_flops(plan),
+        hbm_capacity_bytes=context.system.chip.hbm.capacity_bytes,
+        memory_stage=peak.stage,
+        memory_points=memory_timeline(plan, peak.stage),
+    )
     s = plan.schedule
     record = TrainingRecord.of(
         results.summary(),
@@ -131,7 +138,7 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
         workload=context.label,
         kind=spec.kind,
         chips=context.system.num_chips,
-        peak_hbm_bytes_per_chip=peak_stage(plan).total_bytes,
+        peak_hbm_bytes_per_chip=peak.total_bytes,
         pipeline_bubble_fraction=s.bubble_fraction if s.stages > 1 else None,
     )
     return Outcome(record, results=results)
