@@ -141,3 +141,20 @@ def test_schedule_orders_hold_what_in_flight_says():
         for stage in range(4):
             held = s.held(stage)
             assert max(held) == s.in_flight(stage) and held[-1] == 0 and min(held) >= 0
+
+
+def test_memory_timeline_rises_with_forwards_and_falls_with_backwards(tmp_path):
+    from tpusim import plots
+    from tpusim.program.builders.memory import MEMORY_PARTS, memory_timeline
+
+    p, m = 4, 8
+    plan = plan_training(**SHAPE, layers=8, batch=m, mesh={"pipeline": p}, microbatches=m)
+    points = memory_timeline(plan, 0)
+    peak = stage_memory(plan, 0)
+    activations = [parts["activations"] for _, parts in points]
+    assert max(activations) == peak.activations_bytes and activations[-1] == 0
+    assert len(points) == 2 * m + 1 and points[-1][0] == 1.0
+    assert all(list(parts) == list(MEMORY_PARTS) for _, parts in points)
+    fig = plots.memory_timeline(points, 192e9, path=tmp_path / "memory")
+    assert (tmp_path / "memory.png").stat().st_size > 10_000
+    assert fig.axes[0].get_ylabel() == "HBM per chip (GB)"
