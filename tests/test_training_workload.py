@@ -104,3 +104,9 @@ def test_step_that_does_not_fit_exits_1_saying_by_how_much_and_what(capsys, tmp_
     assert "out of memory" in line and "short by" in line
     for part in ("weights", "optimizer", "gradients", "activations"):
         assert part in line
+
+
+def test_batch_per_shard_counts_the_batch_roles_only(capsys, tmp_path):
+    # data 8 x fsdp 4 shard the batch; tensor 8 does not
+    row = run_json(capsys, tmp_path, "batch_per_shard: 2\nmesh: {data: 8, fsdp: 4, tensor: 8}")
+    assert row["tokens_per_s"] == pytest.approx(2 * 8 * 4 * 256 / row["step_time_s"])

@@ -91,7 +91,8 @@ class TrainingWorkload(ModelWorkload):
             {a: int(s) if s != "auto" else 1 for a, s in mesh.items()},
             {f"{r}_axis": getattr(self, f"{r}_axis") for r in ("data", "fsdp", "expert")},
         )
-        names = {a for f, a in axes.items() if a is not None and f != "pipeline_axis"}
+        batch = ("data_axis", "fsdp_axis", "expert_axis")
+        names = {a for f, a in axes.items() if a is not None and f in batch}
         shards = math.prod([mesh.get(a, 1) for a in names])
         return {"batch": self.batch_per_shard * shards}
 
