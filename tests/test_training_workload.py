@@ -110,3 +110,23 @@ def test_batch_per_shard_counts_the_batch_roles_only(capsys, tmp_path):
     # data 8 x fsdp 4 shard the batch; tensor 8 does not
     row = run_json(capsys, tmp_path, "batch_per_shard: 2\nmesh: {data: 8, fsdp: 4, tensor: 8}")
     assert row["tokens_per_s"] == pytest.approx(2 * 8 * 4 * 256 / row["step_time_s"])
+
+
+@pytest.mark.parametrize("mesh", ["{data: 32, tensor: 8}", "{fsdp: 32, tensor: 8}"])
+def test_layer_reuse_gives_the_full_simulation(capsys, tmp_path, mesh):
+    extra = f"layers: 12\nglobal_batch: 32\nmesh: {mesh}"
+    text = BASE.replace("    layers: 8\n", "")
+    path = tmp_path / "s.yaml"
+    for name, more in (("reused", ""), ("full", "\nreuse: false")):
+        path.write_text(text + "".join(f"    {line}\n" for line in (extra + more).splitlines()))
+        code, out, err = run(capsys, "run", str(path), "--json", "--out", str(tmp_path / name),
+                             "--quiet")  # fmt: skip
+        assert code == 0, err
+        rows = json.loads(out)["results"]
+        if name == "reused":
+            reused = rows[0]
+        else:
+            full = rows[0]
+    assert op_rows(tmp_path, "reused") < op_rows(tmp_path, "full") * 0.6  # 5 layers of 12
+    for key in COMPARED:
+        assert reused[key] == pytest.approx(full[key], rel=1e-6), key

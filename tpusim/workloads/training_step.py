@@ -8,8 +8,11 @@ of each loop take the same time (to :data:`REUSE_PERIODIC_TOLERANCE` of the step
 iterations are identical in time and network state, and the missing ones are inserted
 in the middle of each loop: the step, its compute, communication and busy times and
 its link bytes grow by one steady iteration's share per iteration (the ops table then
-holds the simulated run). Otherwise, and with ``reuse: false``, the whole step is
-simulated (see :mod:`tpusim.workloads.training_reuse`).
+holds the simulated run). A step of one iteration (no pipeline, one microbatch)
+whose layers are all of one kind reuses its layers the same way: its first
+:data:`REUSE_ITERATIONS` layers are simulated and the layer passes compared.
+Otherwise, and with ``reuse: false``, the whole step is simulated (see
+:mod:`tpusim.workloads.training_reuse`).
 """
 
 from __future__ import annotations
@@ -156,19 +159,26 @@ def _economics(results: Results, context: WorkloadContext, tokens: float) -> Eco
 
 
 def simulate_step(plan: Any, context: WorkloadContext, reuse: bool = True) -> Results:
-    """The step's results: extrapolated from a short loop when ``reuse`` and the loop
-    is long and periodic enough, else the whole step simulated."""
+    """The step's results: extrapolated from a short loop (or, for a one-iteration
+    step of layers of one kind, from its first layers) when ``reuse`` and the loop is
+    long and periodic enough, else the whole step simulated."""
     from tpusim.program.builders.emit import emit_marked, emit_program
     from tpusim.workloads.training_reuse import IterationClock, extrapolate
 
-    total = plan.schedule.iterations
-    if reuse and total > REUSE_ITERATIONS:
-        program, marks = emit_marked(plan, REUSE_ITERATIONS)
+    iterations, chunk = plan.schedule.iterations, plan.chunk()
+    one_kind = len({plan.shape(layer) for layer in chunk}) == 1
+    short: dict[str, int] = {}
+    if iterations > REUSE_ITERATIONS:
+        short, more = {"iterations": REUSE_ITERATIONS}, iterations - REUSE_ITERATIONS
+    elif iterations == 1 and one_kind and len(chunk) > REUSE_ITERATIONS:
+        short, more = {"layers": REUSE_ITERATIONS}, len(chunk) - REUSE_ITERATIONS
+    if reuse and short:
+        program, marks = emit_marked(plan, **short)
         clock = IterationClock(marks)
         results = _simulate(program, context, clock)
         steady = clock.steady(results, REUSE_PERIODIC_TOLERANCE)
         if steady is not None:
-            return extrapolate(results, steady, total - REUSE_ITERATIONS)
+            return extrapolate(results, steady, more)
     return _simulate(emit_program(plan), context)
 
 

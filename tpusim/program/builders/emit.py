@@ -35,6 +35,8 @@ class Emitter:
     pass_ends: list[str] = field(default_factory=list)
     grad_syncs: list[str] = field(default_factory=list)
     marks: LoopMarks = field(default_factory=lambda: LoopMarks([], [], {}))
+    chunk: list[int] = field(default_factory=list)
+    by_layer: bool = False
 
 
 @dataclass
@@ -59,10 +61,18 @@ def emit_program(plan: TrainingPlan, iterations: int | None = None) -> Program:
     return emit_marked(plan, iterations)[0]
 
 
-def emit_marked(plan: TrainingPlan, iterations: int | None = None) -> tuple[Program, LoopMarks]:
-    """The step's program and where its loop iterations are (see :class:`LoopMarks`)."""
+def emit_marked(
+    plan: TrainingPlan, iterations: int | None = None, layers: int | None = None
+) -> tuple[Program, LoopMarks]:
+    """The step's program and where its loop iterations are (see :class:`LoopMarks`).
+
+    With ``layers`` the chunk is cut to its first ``layers`` layers (the rest of the
+    step, the optimiser's bytes included, unchanged) and the marks are the layers'
+    passes instead of the loop's iterations: the forward pass of layer ``j`` is
+    forward "iteration" ``j``, the ``j``-th backward pass backward "iteration" ``j``."""
     n = plan.schedule.iterations if iterations is None else iterations
-    e = Emitter(plan)
+    chunk = plan.chunk()
+    e = Emitter(plan, chunk=chunk[:layers] if layers else chunk, by_layer=layers is not None)
     embed, head = embed_steps(plan), head_steps(plan)
     table = plan.vocab_local * plan.args.d_model
     if embed:
@@ -107,20 +117,25 @@ def _prefix(i: int, n: int, slot: int) -> str:
 def forward_iteration(e: Emitter, i: int, n: int) -> None:
     """One microbatch through the chunk's layers, then the permute to the next stage."""
     start = len(e.out.ops)
-    for slot, layer in enumerate(e.plan.chunk()):
+    for slot, layer in enumerate(e.chunk):
+        begin = len(e.out.ops)
         prefix = _prefix(i, n, slot)
         gather = weight_gather(e, prefix, "fwd", layer)
         e.last = emit_pass(e, layer_steps(e.plan.shape(layer)), prefix, "fwd", gather)
         e.pass_ends.append(e.last)
+        if e.by_layer:
+            e.marks.mark(e.out.ops, begin, "fwd", slot, e.last)
     permute(e, f"i{i}", "fwd")
-    e.marks.mark(e.out.ops, start, "fwd", i, e.last)
+    if not e.by_layer:
+        e.marks.mark(e.out.ops, start, "fwd", i, e.last)
 
 
 def backward_iteration(e: Emitter, i: int, n: int) -> None:
     """The chunk's layers backward (each recomputed first with ``recompute``), their
     gradient collectives, then the permute to the previous stage."""
     plan, start = e.plan, len(e.out.ops)
-    for slot, layer in reversed(list(enumerate(plan.chunk()))):
+    for j, (slot, layer) in enumerate(reversed(list(enumerate(e.chunk)))):
+        begin = len(e.out.ops)
         prefix = _prefix(i, n, slot)
         steps = layer_steps(plan.shape(layer))
         gather = weight_gather(e, prefix, "bwd", layer)
@@ -132,8 +147,11 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
         params = plan.params(layer)
         v = plan.schedule.virtual
         e.grad_syncs += gradient_sync(e, prefix, v * params.dense, v * params.expert, i == n - 1)
+        if e.by_layer:
+            e.marks.mark(e.out.ops, begin, "bwd", j, e.last)
     permute(e, f"i{i}", "bwd")
-    e.marks.mark(e.out.ops, start, "bwd", i, e.last)
+    if not e.by_layer:
+        e.marks.mark(e.out.ops, start, "bwd", i, e.last)
 
 
 def permute(e: Emitter, prefix: str, phase: Phase) -> None:
