@@ -205,7 +205,12 @@ def test_moe_all_to_alls_over_the_expert_axis():
     by_name = {op.name: op for op in program.ops}
     assert by_name["L0.grad.experts.allreduce"].axes == ("data",)
     assert by_name["L0.grad.experts.allreduce"].size_bytes == 2 * 2 * 512 * 2048 * BF16
-    assert set(by_name["L0.grad.allreduce"].axes) == {"data", "expert"}
+    # dense ones over data and expert, hierarchically: reduce-scatter over expert,
+    # all-reduce of the shard over data, all-gather over expert
+    assert by_name["L0.grad.inner_reduce_scatter"].axes == ("expert",)
+    assert by_name["L0.grad.allreduce"].axes == ("data",)
+    dense = by_name["L0.grad.inner_all_gather"].size_bytes
+    assert by_name["L0.grad.allreduce"].size_bytes == dense / 4
     assert_valid_dag(program, "optimizer")
 
 

@@ -147,7 +147,7 @@ def test_mesh_maps_onto_physical_axes_and_rejects_what_does_not_fit():
     }
     assert map_mesh(topo, {"data": 16, "model": 576}) == {"data": ["x"], "model": ["y", "z"]}
     with pytest.raises(InputError, match="does not fit"):
-        map_mesh(topo, {"data": 8, "model": 1152})
+        map_mesh(topo, {"data": 9, "model": 1024})
     with pytest.raises(InputError, match="has 100 devices"):
         map_mesh(topo, {"data": 100})
 

@@ -267,6 +267,9 @@ def test_error_in_a_worker_process_is_one_line(tmp_path, capsys):
             "context": 128,
             "mesh": {"replica": "auto", "tp": 8},
             "tensor_axis": "tp",
+            # meshes split physical axes, so tp 8 fits 4x4x4 too: 16 tensor ranks
+            # for 8 heads fail on iw-64 only
+            "per_system": {"iw-64": {"mesh": {"replica": "auto", "tp": 16}}},
         }
     ]
     data["plots"] = data["claims"] = False
@@ -277,4 +280,4 @@ def test_error_in_a_worker_process_is_one_line(tmp_path, capsys):
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
-    assert "workloads[0]" in lines[0] and "iw-64" in lines[0]
+    assert "workloads[0]" in lines[0] and "'tp' (16)" in lines[0]

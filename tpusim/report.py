@@ -74,6 +74,7 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
     * ``decode.png``: latency per generated token of each decode step, per system;
     * ``timeline.png``: the first training step (else the first program) simulated;
       ``timeline-<system>.png``: the same workload on every system that ran it.
+    * ``memory.png``: HBM per chip over the first training step, by part.
     """
     folder = Path(out)
     return [
@@ -84,6 +85,7 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
         *_steps_plot(folder, run),
         *_decode_plot(folder, run),
         *_timeline_plots(folder, run),
+        *_memory_plot(folder, run),
     ]
 
 
@@ -200,6 +202,21 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
                 shutil.copyfile(png.with_suffix(suffix), (out / "timeline").with_suffix(suffix))
             written.append(out / "timeline.png")
     return written
+
+
+def _memory_plot(out: Path, run: ScenarioRun) -> list[Path]:
+    """HBM per chip over the first training step that reports its memory."""
+    from tpusim import plots_workloads
+
+    for system, label, results in run.details:
+        points = getattr(results, "memory_points", None)
+        if points:
+            stage = getattr(results, "memory_stage", 0)
+            capacity = getattr(results, "hbm_capacity_bytes", None)
+            title = f"HBM per chip over the step: {label} on {system}, stage {stage}"
+            fig = plots_workloads.memory_timeline(points, capacity, title=title)
+            return [_saved(fig, out / "memory")]
+    return []
 
 
 def write_plots(out: Path, outputs: Outputs) -> list[Path]:

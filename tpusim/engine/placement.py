@@ -1,14 +1,21 @@
 """Placement: which chips each collective of a program runs on.
 
 A logical device mesh is laid on the physical axes as JAX's ``create_device_mesh``
-lays a mesh on a torus: in order, each logical axis taking whole physical axes. A
-collective op then runs over the physical axes of its mesh axes (one group per
-position of the others), over explicit chip groups (an HLO module's replica groups,
-put in the ring order with the shorter longest hop), over the first ``num_chips``
-chips, or over every chip.
+lays a mesh on a torus: in order, each logical axis taking whole physical axes, and
+splitting one when the sizes require it (a pod's ``z`` of 24 as 3 x 8 for ``data: 72,
+tensor: 8`` after ``y``). A split is contiguous: the later mesh axis takes the inner,
+contiguous piece (a segment of 8 neighbouring chips, kind ``line``), the earlier one
+the outer, strided piece (chips 8 apart, a ``ring`` when the physical axis wraps,
+since its last chip reaches its first over the wraparound). Pieces are named
+``z.0`` (outer), ``z.1``, ... A collective op then runs over the physical axes (or
+pieces) of its mesh axes (one group per position of the others), over explicit chip
+groups (an HLO module's replica groups, put in the ring order with the shorter
+longest hop), over the first ``num_chips`` chips, or over every chip.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,33 +26,94 @@ from tpusim.program.ir import Op
 from tpusim.topology import Topology
 
 
+@dataclass
+class _Piece:
+    """What is left of one physical axis while mesh axes take it: ``left`` positions
+    (the inner part), the sizes already taken from its outer end."""
+
+    axis: Axis
+    left: int
+    taken: list[int]
+
+
 def map_mesh(topology: Topology, mesh: dict[str, int]) -> dict[str, list[str]]:
-    """Logical mesh axis -> the physical axes it occupies, first axes first.
+    """Logical mesh axis -> the physical axes (or pieces, ``z.0``) it occupies.
 
     Raises InputError when the mesh does not fit: sizes that do not multiply out to
-    the chip count or a logical axis that would split a physical one.
+    the chip count, or a logical axis whose size neither divides nor is a multiple of
+    what is left of the next physical axis.
     """
+    return split_mesh(topology, mesh)[2]
+
+
+def split_mesh(
+    topology: Topology, mesh: dict[str, int]
+) -> tuple[np.ndarray, tuple[Axis, ...], dict[str, list[str]]]:
+    """The chips as an array whose axes are the physical axes with the splits the mesh
+    needs, those axes, and the mesh mapping (see :func:`map_mesh`)."""
     _, physical = topology.axis_structure()
     total = int(np.prod(list(mesh.values()))) if mesh else 1
     if total != topology.num_chips:
         raise InputError(
             f"mesh {mesh} has {total} devices but the system has {topology.num_chips} chips"
         )
-    mapping: dict[str, list[str]] = {}
-    queue = list(physical)
+    pieces = [_Piece(axis, axis.size, []) for axis in physical]
+    taken_by: dict[str, list[tuple[int, int]]] = {}
+    queue = 0
     for name, size in mesh.items():
-        taken, product = [], 1
-        while product < size and queue:
-            axis = queue.pop(0)
-            taken.append(axis.name)
-            product *= axis.size
-        if product != size:
-            raise InputError(
-                f"mesh axis '{name}' ({size}) does not fit the physical axes "
-                f"{', '.join(f'{a.name}={a.size}' for a in physical)}"
-            )
-        mapping[name] = taken
-    return mapping
+        need, taken_by[name] = size, []
+        while need > 1 and queue < len(pieces):
+            piece = pieces[queue]
+            part = piece.left if need % piece.left == 0 else need
+            if piece.left % part:
+                _no_fit(name, size, physical)
+            taken_by[name].append((queue, len(piece.taken)))
+            piece.taken.append(part)
+            piece.left //= part
+            need //= part
+            queue += piece.left == 1
+        if need != 1:
+            _no_fit(name, size, physical)
+    return _structure(topology, pieces, taken_by)
+
+
+def _no_fit(name: str, size: int, physical: tuple[Axis, ...]) -> None:
+    raise InputError(
+        f"mesh axis '{name}' ({size}) does not fit the physical axes "
+        f"{', '.join(f'{a.name}={a.size}' for a in physical)}"
+    )
+
+
+def _structure(
+    topology: Topology, pieces: list[_Piece], taken_by: dict[str, list[tuple[int, int]]]
+) -> tuple[np.ndarray, tuple[Axis, ...], dict[str, list[str]]]:
+    """Reshape the chip array so each taken piece is an axis of its own."""
+    arr, _ = topology.axis_structure()
+    shape: list[int] = []
+    axes: list[Axis] = []
+    names: dict[tuple[int, int], str] = {}
+    for p, piece in enumerate(pieces):
+        parts = piece.taken or [piece.axis.size]
+        for j, part in enumerate(parts):
+            whole = len(parts) == 1
+            name = piece.axis.name if whole else f"{piece.axis.name}.{j}"
+            kind = piece.axis.kind if whole or (j == 0 and piece.axis.kind == "ring") else "line"
+            names[(p, j)] = name
+            shape.append(part)
+            axes.append(Axis(name, part, kind))
+    mapping = {mesh_axis: [names[t] for t in taken] for mesh_axis, taken in taken_by.items()}
+    return arr.reshape(shape), tuple(axes), mapping
+
+
+def group_of(arr: np.ndarray, named: tuple[Axis, ...], axes: list[str]) -> Group:
+    """The group over ``axes`` (names among ``named``) of the chip array ``arr``: one
+    group per position of the other axes."""
+    names = [a.name for a in named]
+    picked = [names.index(a) for a in axes]
+    others = [i for i in range(len(named)) if i not in picked]
+    moved = np.transpose(arr, others + picked)
+    shape = [named[i].size for i in picked]
+    return Group(moved.reshape(-1, *shape), tuple(named[i] for i in picked))
 
 
 class Placement:
@@ -53,7 +121,12 @@ class Placement:
 
     def __init__(self, topology: Topology, mesh: dict[str, int] | None):
         self.topology = topology
-        self.mesh_axes = map_mesh(topology, mesh) if mesh else {}
+        self.mesh_axes: dict[str, list[str]] = {}
+        self._split: tuple[np.ndarray, tuple[Axis, ...]] | None = None
+        if mesh:
+            arr, named, self.mesh_axes = split_mesh(topology, mesh)
+            if len(named) != len(topology.axis_structure()[1]):
+                self._split = (arr, named)
 
     def physical_axes(self, op: Op) -> list[str] | None:
         """The physical axes of ``op``'s mesh axes (None: every chip). Raises InputError
@@ -73,6 +146,8 @@ class Placement:
         """Explicit chip groups (all the same size), else the first ``num_chips`` chips or
         the mesh/physical axes. Raises ValueError for a bad group, axis or count."""
         if not op.groups:
+            if self._split is not None and axes and op.num_chips is None:
+                return group_of(*self._split, axes)
             return make_group(self.topology, axes, op.num_chips)
         sizes = {len(g) for g in op.groups}
         chips = np.array(op.groups, dtype=np.int64) if len(sizes) == 1 else None

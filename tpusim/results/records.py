@@ -14,6 +14,8 @@ record                     columns after system, workload, kind
 :class:`ProgramRecord`     the simulation summary (``step_time_s``, ``mfu``...), then
                            the :class:`Economics` columns that are known
 :class:`DecodeRecord`      a program's, with ``per_token_latency_s`` before economics
+:class:`TrainingRecord`    a program's, with ``peak_hbm_bytes_per_chip`` (and
+                           ``pipeline_bubble_fraction`` when pipelined) before economics
 =========================  ==========================================================
 
 Mean hop counts are named by what they average: ``mean_pair_hops`` (topology rows)
@@ -26,6 +28,7 @@ A scenario's rows read back as records (:func:`tpusim.workloads.record_from_row`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -320,6 +323,45 @@ class DecodeRecord(ProgramRecord):
         return [(f"{self.workload}: per-token latency (us)", self.step_time_s * 1e6)]
 
 
+@dataclass(frozen=True, kw_only=True)
+class TrainingRecord(ProgramRecord):
+    """One training step: a program's columns, then ``peak_hbm_bytes_per_chip`` (the
+    peak stage's weights, optimiser state, gradients, activations and buffers, bytes)
+    and, for a pipelined step, ``pipeline_bubble_fraction`` (the share of the loop's
+    ``m v + p - 1`` iterations in which a stage has no microbatch: ``(p - 1) / (m v +
+    p - 1)``; None without a pipeline axis)."""
+
+    peak_hbm_bytes_per_chip: float | None = None
+    pipeline_bubble_fraction: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        """Columns as :meth:`ProgramRecord.row`, without a bubble column when not pipelined."""
+        row = super().row()
+        if self.pipeline_bubble_fraction is None:
+            row.pop("pipeline_bubble_fraction")
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Record:
+        """The row's record; a row without the training columns (written before they
+        existed) reads back as a :class:`ProgramRecord`."""
+        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction")
+        values: dict[str, Any] = {k: _number_or_none(row.get(k)) for k in extra}
+        base = ProgramRecord.from_row({k: v for k, v in row.items() if k not in extra})
+        if values["peak_hbm_bytes_per_chip"] is None:
+            return base
+        known = {f.name: getattr(base, f.name) for f in fields(ProgramRecord)}
+        return cls(**known, **values)
+
+
+def _number_or_none(value: Any) -> float | None:
+    """A CSV cell as a float, None for a missing or NaN one."""
+    if value is None or value == "":
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
 def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else factor * value
 
@@ -418,6 +460,7 @@ __all__ = [
     "Record",
     "ScenarioRun",
     "TopologyRecord",
+    "TrainingRecord",
     "base_name",
     "pod_totals",
     "topology_summary",

@@ -17,7 +17,7 @@ job's chips, or ``axes`` of its slice) or a ``program`` (mesh axes laid on the s
 axes; ``overrides`` keyed by the job's own chip positions). The record gives each
 job's time together and alone and its slowdown (:class:`JobsRecord`); the ``jobs``
 output writer draws the shared-link heatmap ``jobs-<system>-<workload>.png``
-(:func:`tpusim.plots.shared_links_heatmap`). How the jobs share the network:
+(:func:`tpusim.plots_workloads.shared_links_heatmap`). How the jobs share the network:
 :mod:`tpusim.jobs`. Jobs that share a chip, or a slice that does not fit at its offset,
 are bad input naming the entry. Sharing shows at ``flow`` and ``packet`` fidelity; the
 ``analytic`` network has no contention, so there every slowdown is 1.
@@ -265,8 +265,9 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
 
 def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
     """The ``jobs`` output writer: per jobs workload and system,
-    ``jobs-<system>-<workload>.png`` and ``.svg`` (:func:`~tpusim.plots.shared_links_heatmap`)."""
-    from tpusim import plots
+    ``jobs-<system>-<workload>.png`` and ``.svg``
+    (:func:`~tpusim.plots_workloads.shared_links_heatmap`)."""
+    from tpusim import plots, plots_workloads
 
     written: list[Path] = []
     for system, label, results in outputs.run.details:
@@ -274,7 +275,9 @@ def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
             continue
         topology = outputs.run.topologies[system]
         stem = trace_name(system, label).removeprefix("trace-").removesuffix(".json")
-        fig = plots.shared_links_heatmap(topology, results.job_link_bytes, results.step_time_s)
+        fig = plots_workloads.shared_links_heatmap(
+            topology, results.job_link_bytes, results.step_time_s
+        )
         fig.suptitle(f"{label} on {system}: jobs sharing links")
         written += plots.save(fig, out / f"jobs-{stem}")
         _close(fig)

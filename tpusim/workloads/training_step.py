@@ -1,5 +1,19 @@
-"""``kind: training_step``: a transformer training step (data, FSDP, tensor and expert
-parallelism) built by :func:`tpusim.program.builders.training_step`."""
+"""``kind: training_step``: a transformer training step (data, FSDP, tensor, expert and
+pipeline parallelism) built by :func:`tpusim.program.builders.training_step`.
+
+Reuse: the step's forward and backward loops repeat one iteration ``m v + p - 1``
+times. With ``reuse: true`` (the default) a longer loop is simulated with
+:data:`REUSE_ITERATIONS` iterations per loop; when two successive steady iterations
+of each loop take the same time (to :data:`REUSE_PERIODIC_TOLERANCE` of the step) the
+iterations are identical in time and network state, and the missing ones are inserted
+in the middle of each loop: the step, its compute, communication and busy times and
+its link bytes grow by one steady iteration's share per iteration (the ops table then
+holds the simulated run). A step of one iteration (no pipeline, one microbatch)
+whose layers are all of one kind reuses its layers the same way: its first
+:data:`REUSE_ITERATIONS` layers are simulated and the layer passes compared.
+Otherwise, and with ``reuse: false``, the whole step is simulated (see
+:mod:`tpusim.workloads.training_reuse`).
+"""
 
 from __future__ import annotations
 
@@ -8,56 +22,183 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
+from tpusim.results.records import Economics, TrainingRecord
+from tpusim.results.simulation import Results
+from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
-from tpusim.workloads.simulate import run_program
 from tpusim.workloads.spec import ModelWorkload
+
+REUSE_ITERATIONS = 5
+"""Loop length simulated to extrapolate a step: iterations 1 and 2 of each loop are
+compared (the first fills the FSDP prefetch; the last two drain it, the last runs the
+gradient collectives; an assumption checked on every run)."""
+
+REUSE_PERIODIC_TOLERANCE = 1e-9
+"""Largest relative difference (to the step) between two successive iteration
+durations that still counts as periodic (floating-point noise; an assumption)."""
 
 
 class TrainingWorkload(ModelWorkload):
-    """``batch`` is the global batch in sequences; or ``batch_per_shard`` sequences per
-    shard of the batch axes (data, fsdp, expert), which keeps the work per chip the same
-    on systems of different sizes."""
+    """``batch`` (or ``global_batch``) is the global batch in sequences; or
+    ``batch_per_shard`` sequences per shard of the batch axes (data, fsdp, expert),
+    which keeps the work per chip the same on systems of different sizes. The other
+    fields are :func:`~tpusim.program.builders.training_step`'s; ``reuse`` simulates
+    identical loop iterations once (see the module docstring)."""
 
     kind: Literal["training_step"]
     seq: PositiveInt
     batch: PositiveInt | None = None
+    global_batch: PositiveInt | None = None
     batch_per_shard: PositiveInt | None = None
     data_axis: str | None = "data"
     fsdp_axis: str | None = None
-    experts: int = Field(0, ge=0)
     expert_axis: str | None = None
+    pipeline_axis: str | None = None
+    experts: int = Field(0, ge=0)
     top_k: PositiveInt = 2
+    expert_d_ff: PositiveInt | None = None
+    shared_experts: int = Field(0, ge=0)
+    dense_layers: int = Field(0, ge=0)
+    kv_heads: PositiveInt | None = None
+    mlp: Literal["plain", "gated"] = "plain"
+    vocab: int = Field(0, ge=0)
+    attention: Literal["gqa", "mla"] = "gqa"
+    q_lora_rank: int = Field(0, ge=0)
+    kv_lora_rank: int = Field(0, ge=0)
+    rope_head_dim: int = Field(0, ge=0)
+    pipeline: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    virtual_stages: PositiveInt = 1
+    microbatches: PositiveInt = 1
+    recompute: bool = False
+    gradient_dtype: Dtype = "bf16"
+    reuse: bool = True
 
     @model_validator(mode="after")
     def _one_batch(self) -> TrainingWorkload:
-        if (self.batch is None) == (self.batch_per_shard is None):
-            raise ValueError("give exactly one of 'batch' and 'batch_per_shard'")
+        given = [self.batch, self.global_batch, self.batch_per_shard]
+        if sum(v is not None for v in given) != 1:
+            raise ValueError(
+                "give exactly one of 'batch' and 'batch_per_shard' "
+                "('global_batch' is another name for 'batch')"
+            )
         return self
 
     def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, Any]:
         """``batch`` from ``batch_per_shard`` x the shards of the batch axes (data,
-        fsdp, expert) in ``mesh``."""
+        fsdp, expert, by field or by role name) in ``mesh``."""
+        from tpusim.program.builders.mesh import role_axes
+
         if not self.batch_per_shard:
             return {}
-        axes = {a for a in (self.data_axis, self.fsdp_axis, self.expert_axis) if a is not None}
-        shards = math.prod([mesh.get(a, 1) for a in axes])
+        axes = role_axes(
+            {a: int(s) if s != "auto" else 1 for a, s in mesh.items()},
+            {f"{r}_axis": getattr(self, f"{r}_axis") for r in ("data", "fsdp", "expert")},
+        )
+        batch = ("data_axis", "fsdp_axis", "expert_axis")
+        names = {a for f, a in axes.items() if a is not None and f in batch}
+        shards = math.prod([mesh.get(a, 1) for a in names])
         return {"batch": self.batch_per_shard * shards}
+
+    @property
+    def sequences(self) -> int:
+        """The global batch in sequences (resolved from ``batch_per_shard`` per system)."""
+        value = self.batch if self.batch is not None else self.global_batch
+        assert value is not None
+        return value
 
 
 def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
-    """Build and simulate the step; tokens per step = global batch x sequence length.
-    A shape the builder rejects is a ConfigError at the workload."""
-    from tpusim.program.builders import training_step
+    """Build the step, check that its peak stage fits in HBM (SimulationError, exit 1,
+    naming what takes the memory), simulate it (with reuse unless ``reuse: false``)
+    and make its :class:`TrainingRecord`; tokens per step = global batch x sequence
+    length. A shape the builder rejects is a ConfigError at the workload."""
+    from tpusim.program.builders import plan_training
+    from tpusim.program.builders.emit import useful_flops
+    from tpusim.program.builders.memory import memory_timeline, peak_stage
     from tpusim.program.ir import ProgramError
+    from tpusim.workloads.training_memory import check_fits
+    from tpusim.workloads.training_reuse import training_results
 
     fields = spec.builder_fields()
-    fields.pop("batch_per_shard", None)
+    for key in ("batch_per_shard", "reuse"):
+        fields.pop(key, None)
     try:
-        program = training_step(**fields)
+        plan = plan_training(**fields)
     except ProgramError as exc:
         raise context.error(str(exc)) from None
-    assert spec.batch is not None  # resolved from batch_per_shard for the system
-    return run_program(program, context, spec.kind, float(spec.batch * spec.seq))
+    check_fits(plan, context.system.chip)
+    peak = peak_stage(plan)
+    results = training_results(
+        simulate_step(plan, context, spec.reuse),
+        flops_per_chip=useful_flops(plan),
+        hbm_capacity_bytes=context.system.chip.hbm.capacity_bytes,
+        memory_stage=peak.stage,
+        memory_points=memory_timeline(plan, peak.stage),
+    )
+    s = plan.schedule
+    record = TrainingRecord.of(
+        results.summary(),
+        economics=_economics(results, context, float(spec.sequences * spec.seq)),
+        workload=context.label,
+        kind=spec.kind,
+        chips=context.system.num_chips,
+        peak_hbm_bytes_per_chip=peak.total_bytes,
+        pipeline_bubble_fraction=s.bubble_fraction if s.stages > 1 else None,
+    )
+    return Outcome(record, results=results)
 
 
-register_workload("training_step", TrainingWorkload, run)
+def _economics(results: Results, context: WorkloadContext, tokens: float) -> Economics:
+    return Economics.of(
+        results.step_time_s,
+        context.system.num_chips,
+        tokens,
+        context.power_per_chip_W,
+        context.price_per_chip_hour_usd,
+    )
+
+
+def simulate_step(plan: Any, context: WorkloadContext, reuse: bool = True) -> Results:
+    """The step's results: extrapolated from a short loop (or, for a one-iteration
+    step of layers of one kind, from its first layers) when ``reuse`` and the loop is
+    long and periodic enough, else the whole step simulated."""
+    from tpusim.program.builders.emit import emit_marked, emit_program
+    from tpusim.workloads.training_reuse import IterationClock, extrapolate
+
+    iterations, chunk = plan.schedule.iterations, plan.chunk()
+    one_kind = len({plan.shape(layer) for layer in chunk}) == 1
+    short: dict[str, int] = {}
+    if iterations > REUSE_ITERATIONS:
+        short, more = {"iterations": REUSE_ITERATIONS}, iterations - REUSE_ITERATIONS
+    elif iterations == 1 and one_kind and len(chunk) > REUSE_ITERATIONS:
+        short, more = {"layers": REUSE_ITERATIONS}, len(chunk) - REUSE_ITERATIONS
+    if reuse and short:
+        program, marks = emit_marked(plan, **short)
+        clock = IterationClock(marks)
+        results = _simulate(program, context, clock)
+        steady = clock.steady(results, REUSE_PERIODIC_TOLERANCE)
+        if steady is not None:
+            return extrapolate(results, steady, more)
+    return _simulate(emit_program(plan), context)
+
+
+def _simulate(program: Any, context: WorkloadContext, clock: Any = None) -> Results:
+    """``program`` on the context's system, topology and route cache; ``clock`` (an
+    :class:`IterationClock`) watches it when given."""
+    from tpusim.engine import Simulation
+
+    sim = Simulation(
+        context.system,
+        program,
+        context.fidelity,
+        flow_tolerance=context.flow_tolerance,
+        topology=context.topology,
+        routes=context.routes,
+    )
+    if clock is not None:
+        clock.network = sim.network
+        sim.observers.append(clock)
+    return sim.run()
+
+
+register_workload("training_step", TrainingWorkload, run, record=TrainingRecord)

@@ -6,8 +6,9 @@ dependencies; names are ``L<layer>.<block>.<op>.<phase>`` (``L3.attn.qkv.fwd``).
 
 Model (both builders): a pre-norm transformer layer of attention (QKV projection,
 scores, attention x V, output projection) and an MLP of two matrices (up, down; no
-gate, no biases), plus two norms. Embeddings and the LM head are left out: the
-programs cover the ``layers`` transformer layers only.
+biases), plus two norms. The training step also takes grouped-query or multi-head
+latent attention, a gated (SwiGLU) MLP, MoE layers with shared experts, and an
+embedding and LM head (``vocab``).
 
 Modules, one concept each:
 
@@ -17,7 +18,12 @@ Modules, one concept each:
 * :mod:`.oplist`: an op accumulator that checks names and chains dependencies;
 * :mod:`.layers`: the per-layer op templates (attention, MLP, MoE) and how one
   template becomes forward or backward ops;
-* :mod:`.training`: :func:`training_step` (see its module docstring for the model);
+* :mod:`.args`: the training step's keywords as one record;
+* :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
+  activations);
+* :mod:`.memory`: the training step's HBM per stage and over the step;
+* :mod:`.training`: :func:`training_step` and its plan (see its module docstring for
+  the model); :mod:`.emit`: the plan's ops;
 * :mod:`.decode`: :func:`decode_step`.
 """
 
@@ -27,6 +33,8 @@ from tpusim.program.builders.training import (
     ADAM_STATE_BYTES,
     BACKWARD_ELEMENTWISE_FACTOR,
     FSDP_PREFETCH_LAYERS,
+    TrainingPlan,
+    plan_training,
     training_step,
 )
 
@@ -34,8 +42,10 @@ __all__ = [
     "ADAM_STATE_BYTES",
     "BACKWARD_ELEMENTWISE_FACTOR",
     "FSDP_PREFETCH_LAYERS",
+    "TrainingPlan",
     "decode_step",
     "parameters_per_layer",
+    "plan_training",
     "step_flops",
     "training_step",
 ]

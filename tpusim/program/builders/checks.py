@@ -10,55 +10,112 @@ one-line message that starts with the offending field.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from tpusim.hardware.costs import DTYPE_BYTES
-from tpusim.program.builders.mesh import axis_size, batch_axes
+from tpusim.program.builders.args import TrainingArgs
+from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
+from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
 from tpusim.program.ir import ProgramError
 
-AXIS_FIELDS = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis")
+AXIS_FIELDS = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis")
 """The training step's named mesh axes, in the order their sizes are looked up."""
 
 
-def check_training(
-    ints: dict[str, int],
-    *,
-    experts: int,
-    top_k: int,
-    dtype: str,
-    mesh: Any,
-    axes: dict[str, str | None],
-) -> tuple[float, dict[str, int], dict[str, int]]:
-    """Check :func:`~tpusim.program.builders.training_step`'s arguments.
+@dataclass(frozen=True)
+class CheckedTraining:
+    """What :func:`check_training` found: bytes per element of ``dtype`` and of
+    ``gradient_dtype``, the mesh, the axis of each role and each role's size."""
 
-    ``ints`` are the fields that must be positive integers (by name), ``axes`` maps
-    each of :data:`AXIS_FIELDS` to its axis name or ``None``. Returns the dtype's
-    bytes per element, the mesh as a dict and the size of each named axis field.
-    Raises :class:`ProgramError` naming the first bad field.
-    """
-    positive_ints(**ints)
-    if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
-        raise ProgramError(f"experts must be a non-negative integer, got {experts!r}")
-    dtype_bytes = bytes_per_element(dtype)
-    mesh = checked_mesh(mesh)
+    bytes_per_element: float
+    gradient_bytes: float
+    mesh: dict[str, int]
+    axes: dict[str, str | None]
+    sizes: dict[str, int]
+
+
+def check_training(args: TrainingArgs) -> CheckedTraining:
+    """Check :func:`~tpusim.program.builders.training_step`'s arguments (one-line
+    :class:`ProgramError` naming the first bad field and its numbers)."""
+    if (args.batch is None) == (args.global_batch is None):
+        raise ProgramError("give exactly one of batch and global_batch (sequences per step)")
+    ints = {k: getattr(args, k) for k in ("layers", "d_model", "d_ff", "heads", "head_dim")}
+    positive_ints(**ints, seq=args.seq, batch=args.sequences, top_k=args.top_k)
+    positive_ints(microbatches=args.microbatches, virtual_stages=args.virtual_stages)
+    non_negative_ints(
+        experts=args.experts, shared_experts=args.shared_experts, vocab=args.vocab,
+        dense_layers=args.dense_layers, q_lora_rank=args.q_lora_rank,
+        kv_lora_rank=args.kv_lora_rank, rope_head_dim=args.rope_head_dim,
+    )  # fmt: skip
+    b = bytes_per_element(args.dtype)
+    grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
+    _check_kinds(args)
+    mesh = checked_mesh(args.mesh)
+    axes = role_axes(mesh, args.axes)
     sizes = {name: axis_size(mesh, name, axes[name]) for name in AXIS_FIELDS}
-    if experts == 0 and axes["expert_axis"] is not None:
+    if args.experts == 0 and axes["expert_axis"] is not None and sizes["expert_axis"] > 1:
         raise ProgramError("expert_axis is set but experts is 0")
     _check_distinct(axes)
     _check_covered(mesh, axes)
+    _check_divisions(args, mesh, axes, sizes)
+    return CheckedTraining(b, grad, mesh, axes, sizes)
+
+
+def _check_kinds(args: TrainingArgs) -> None:
+    """The closed choices: mlp, attention, pipeline; MLA's ranks; experts' fields."""
+    choose("mlp", args.mlp, ("plain", "gated"))
+    choose("attention", args.attention, ("gqa", "mla"))
+    choose("pipeline", args.pipeline, PIPELINE_SCHEDULES)
+    if args.attention == "mla":
+        positive_ints(kv_lora_rank=args.kv_lora_rank, rope_head_dim=args.rope_head_dim)
+    if args.virtual_stages > 1 and args.pipeline != "interleaved":
+        raise ProgramError(
+            f"virtual_stages ({args.virtual_stages}) needs pipeline: interleaved "
+            f"(got {args.pipeline})"
+        )
+    if args.experts:
+        if args.top_k > args.experts:
+            raise ProgramError(f"top_k ({args.top_k}) is larger than experts ({args.experts})")
+        if args.expert_d_ff is not None:
+            positive_ints(expert_d_ff=args.expert_d_ff)
+        if args.dense_layers >= args.layers:
+            raise ProgramError(
+                f"dense_layers ({args.dense_layers}) must be fewer than layers ({args.layers})"
+            )
+
+
+def _check_divisions(
+    args: TrainingArgs, mesh: dict[str, int], axes: dict[str, str | None], sizes: dict[str, int]
+) -> None:
+    """Sizes the mesh axes must divide, and a pipeline no deeper than the layers."""
     batch = batch_axes(axes["data_axis"], axes["fsdp_axis"], axes["expert_axis"])
     shards = math.prod(mesh[axis] for axis in batch)
+    what = "the product of the batch axes " + ("x".join(batch) or "(none)")
+    field = "batch" if args.batch is not None else "global_batch"
+    divides(field, args.sequences, shards, what)
+    per_shard = args.sequences // shards
+    divides(f"{field} per batch shard", per_shard, args.microbatches, "microbatches")
+    tp = sizes["tensor_axis"]
     tensor = f"the tensor axis size of '{axes['tensor_axis']}'"
-    divides("batch", ints["batch"], shards, "the product of the batch axes " + "x".join(batch))
-    divides("heads", ints["heads"], sizes["tensor_axis"], tensor)
-    divides("d_ff", ints["d_ff"], sizes["tensor_axis"], tensor)
-    if experts:
-        positive_ints(top_k=top_k)
-        if top_k > experts:
-            raise ProgramError(f"top_k ({top_k}) is larger than experts ({experts})")
+    divides("heads", args.heads, tp, tensor)
+    kv = args.kv_heads if args.kv_heads is not None else args.heads
+    positive_ints(kv_heads=kv)
+    divides("heads", args.heads, kv, "kv_heads")
+    if kv % tp and tp % kv:
+        raise ProgramError(f"kv_heads ({kv}) and {tensor} ({tp}): neither divides the other")
+    divides("d_ff", args.d_ff, tp, tensor)
+    if args.experts:
+        width = args.expert_d_ff or args.d_ff
+        divides("expert_d_ff" if args.expert_d_ff else "d_ff", width, tp, tensor)
         expert = f"the expert axis size of '{axes['expert_axis']}'"
-        divides("experts", experts, sizes["expert_axis"], expert)
-    return dtype_bytes, mesh, sizes
+        divides("experts", args.experts, sizes["expert_axis"], expert)
+    stages = sizes["pipeline_axis"] * args.virtual_stages
+    if stages > args.layers:
+        name = "pipeline stages x virtual_stages" if args.virtual_stages > 1 else "pipeline stages"
+        raise ProgramError(
+            f"{name} ({stages}, axis '{axes['pipeline_axis']}') exceed layers ({args.layers})"
+        )
 
 
 def check_decode(
@@ -91,11 +148,26 @@ def positive_ints(**values: Any) -> None:
             raise ProgramError(f"{name} must be a positive integer, got {value!r}")
 
 
-def bytes_per_element(dtype: str) -> float:
-    """Bytes of one ``dtype`` element; :class:`ProgramError` for an unknown dtype."""
+def bytes_per_element(dtype: str, field_name: str = "dtype") -> float:
+    """Bytes of one ``dtype`` element; :class:`ProgramError` naming ``field_name`` for
+    an unknown dtype."""
     if dtype not in DTYPE_BYTES:
-        raise ProgramError(f"dtype '{dtype}' is unknown (choose from {', '.join(DTYPE_BYTES)})")
+        choices = ", ".join(DTYPE_BYTES)
+        raise ProgramError(f"{field_name} '{dtype}' is unknown (choose from {choices})")
     return DTYPE_BYTES[dtype]  # type: ignore[index]
+
+
+def non_negative_ints(**values: Any) -> None:
+    """Raise :class:`ProgramError` for the first value that is not an int >= 0."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ProgramError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def choose(field_name: str, value: Any, choices: tuple[str, ...]) -> None:
+    """Raise :class:`ProgramError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ProgramError(f"{field_name} '{value}' is unknown (choose from {', '.join(choices)})")
 
 
 def checked_mesh(mesh: Any) -> dict[str, int]:
@@ -120,8 +192,8 @@ def divides(field_name: str, value: int, by: int, what: str) -> None:
 def _check_distinct(axes: dict[str, str | None]) -> None:
     """Each named axis plays one role, except that the expert axis may be the data
     axis (experts sharded over the data-parallel replicas)."""
-    for field in ("fsdp_axis", "tensor_axis", "expert_axis"):
-        for other in ("data_axis", "fsdp_axis", "tensor_axis"):
+    for field in ("fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis"):
+        for other in ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis"):
             if field == other or axes[field] is None:
                 continue
             if axes[field] == axes[other] and not (field == "expert_axis" and other == "data_axis"):
@@ -134,6 +206,7 @@ def _check_covered(mesh: dict[str, int], axes: dict[str, str | None]) -> None:
     for axis, size in mesh.items():
         if axis not in used and size > 1:
             raise ProgramError(
-                f"mesh axis '{axis}' (size {size}) is not data_axis, fsdp_axis, tensor_axis "
-                "or expert_axis"
+                f"mesh axis '{axis}' (size {size}) plays no role: name it data, fsdp, tensor, "
+                "expert or pipeline, or give it to data_axis, fsdp_axis, tensor_axis, "
+                "expert_axis or pipeline_axis"
             )

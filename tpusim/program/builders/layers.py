@@ -6,6 +6,13 @@ forward op or into its backward op(s): a matmul ``(batch, m, k, n)`` becomes a
 gradient of its first operand ``(batch, m, n, k)`` (``.bwd_input``) then of its
 second ``(batch, k, m, n)`` (``.bwd_weight``); an elementwise op moves
 :data:`BACKWARD_ELEMENTWISE_FACTOR` times its forward bytes.
+
+Blocks: attention is grouped-query (``kv_heads`` K/V heads, MHA when equal to
+``heads``) or DeepSeek's multi-head latent attention (``mla``: Q and KV through
+low-rank latents, K/V materialised from the KV latent as DeepSeek trains); the MLP is
+``plain`` (up, activation, down) or ``gated`` (SwiGLU: gate, up, activation, down);
+a MoE layer runs a router, the routed experts behind a dispatch and a combine
+all-to-all, and ``shared`` always-on experts as a tensor-sharded dense MLP.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from tpusim.program.builders.oplist import OpList
 
 Phase = Literal["fwd", "bwd"]
 StepPhase = Literal["both", "fwd", "bwd"]
+MlpKind = Literal["plain", "gated"]
+AttentionKind = Literal["gqa", "mla"]
 
 BACKWARD_ELEMENTWISE_FACTOR = 1.5
 """Backward bytes of an elementwise op over its forward bytes (3 passes against 2)."""
@@ -26,10 +35,13 @@ BACKWARD_ELEMENTWISE_FACTOR = 1.5
 class LayerShape:
     """Per-chip sizes of one transformer layer (tensor- and expert-local).
 
-    ``seqs`` sequences of ``seq`` tokens (``tokens`` in all), ``heads`` local heads of
-    ``head_dim``, ``d_ff`` local MLP width, ``rows`` MLP rows (``tokens * top_k`` for
-    MoE), ``bytes_per_element`` of the dtype; ``tensor`` and ``expert`` are the axes of
-    the tensor-parallel all-reduces and the MoE all-to-alls (empty: left out).
+    ``seqs`` sequences of ``seq`` tokens (``tokens`` in all), ``heads`` and
+    ``kv_heads`` local heads of ``head_dim``, ``d_ff`` local MLP width (of a dense
+    layer; of one expert when ``experts > 0``), ``rows`` MLP rows (``tokens * top_k``
+    for MoE), ``bytes_per_element`` of the dtype; ``tensor`` and ``expert`` are the
+    axes of the tensor-parallel all-reduces and the MoE all-to-alls (empty: left
+    out). ``shared_d_ff`` is the local width of the shared experts together;
+    ``q_lora_rank``, ``kv_lora_rank`` and ``rope_head_dim`` shape MLA.
     """
 
     seqs: int
@@ -43,6 +55,13 @@ class LayerShape:
     bytes_per_element: float
     tensor: tuple[str, ...]
     expert: tuple[str, ...]
+    kv_heads: int = 0
+    mlp: MlpKind = "plain"
+    attention: AttentionKind = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    shared_d_ff: int = 0
 
     @property
     def tokens(self) -> int:
@@ -51,6 +70,16 @@ class LayerShape:
     @property
     def rows(self) -> int:
         return self.tokens * self.top_k if self.experts else self.tokens
+
+    @property
+    def kv(self) -> int:
+        """Local K/V heads (``heads`` when not set: multi-head attention)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one MLP: 3 when gated (SwiGLU), else 2."""
+        return 3 if self.mlp == "gated" else 2
 
     @property
     def act_bytes(self) -> float:
@@ -63,7 +92,7 @@ class LayerStep:
     """One forward op of a layer; ``phase`` says in which pass it appears."""
 
     name: str
-    kind: Literal["matmul", "elementwise", "collective"]
+    kind: Literal["matmul", "elementwise", "collective", "embedding"]
     batch: int = 1
     m: int = 0
     k: int = 0
@@ -76,7 +105,7 @@ class LayerStep:
 
 def layer_steps(s: LayerShape) -> list[LayerStep]:
     """The forward templates of one layer: attention then the dense MLP or MoE."""
-    mlp = moe_steps(s) if s.experts else dense_mlp_steps(s)
+    mlp = moe_steps(s) if s.experts else mlp_steps(s, "mlp", s.tokens, s.d_ff)
     return [
         *attention_steps(s),
         LayerStep("mlp.norm", "elementwise", bytes=2 * s.act_bytes),
@@ -88,14 +117,15 @@ def layer_steps(s: LayerShape) -> list[LayerStep]:
 
 
 def attention_steps(s: LayerShape) -> list[LayerStep]:
-    """Norm, QKV, scores, softmax, context, output projection, residual; the
+    """Norm, projections, scores, softmax, context, output projection, residual; the
     tensor-parallel all-reduce after the block (forward) and at its input (backward)."""
     act, b, h = s.act_bytes, s.bytes_per_element, s.heads
+    qk_dim = s.head_dim + (s.rope_head_dim if s.attention == "mla" else 0)
     return [
         LayerStep("attn.norm", "elementwise", bytes=2 * act),
         *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "bwd"),
-        LayerStep("attn.qkv", "matmul", m=s.tokens, k=s.d_model, n=3 * h * s.head_dim),
-        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=s.head_dim, n=s.seq),
+        *(mla_projections(s) if s.attention == "mla" else gqa_projections(s)),
+        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=qk_dim, n=s.seq),
         LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.seq * b),
         LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.seq, n=s.head_dim),
         LayerStep("attn.out", "matmul", m=s.tokens, k=h * s.head_dim, n=s.d_model),
@@ -104,26 +134,65 @@ def attention_steps(s: LayerShape) -> list[LayerStep]:
     ]
 
 
-def dense_mlp_steps(s: LayerShape) -> list[LayerStep]:
-    """Up projection, activation, down projection."""
+def gqa_projections(s: LayerShape) -> list[LayerStep]:
+    """One fused Q, K, V projection: ``heads + 2 kv_heads`` heads of ``head_dim``."""
+    n = (s.heads + 2 * s.kv) * s.head_dim
+    return [LayerStep("attn.qkv", "matmul", m=s.tokens, k=s.d_model, n=n)]
+
+
+def mla_projections(s: LayerShape) -> list[LayerStep]:
+    """MLA: Q through its latent (``q_lora_rank``; straight from ``d_model`` when 0)
+    and K/V up from the KV latent (``kv_lora_rank``) plus one shared rope key; the
+    latent projections and their norms are replicated over the tensor axis."""
+    t, b, h = s.tokens, s.bytes_per_element, s.heads
+    q_dim = h * (s.head_dim + s.rope_head_dim)
+    steps: list[LayerStep] = []
+    if s.q_lora_rank:
+        steps += [
+            LayerStep("attn.q_down", "matmul", m=t, k=s.d_model, n=s.q_lora_rank),
+            LayerStep("attn.q_norm", "elementwise", bytes=2 * t * s.q_lora_rank * b),
+            LayerStep("attn.q_up", "matmul", m=t, k=s.q_lora_rank, n=q_dim),
+        ]
+    else:
+        steps.append(LayerStep("attn.q", "matmul", m=t, k=s.d_model, n=q_dim))
+    kv_down = s.kv_lora_rank + s.rope_head_dim
     return [
-        LayerStep("mlp.up", "matmul", m=s.tokens, k=s.d_model, n=s.d_ff),
-        LayerStep("mlp.act", "elementwise", bytes=2 * s.tokens * s.d_ff * s.bytes_per_element),
-        LayerStep("mlp.down", "matmul", m=s.tokens, k=s.d_ff, n=s.d_model),
+        *steps,
+        LayerStep("attn.kv_down", "matmul", m=t, k=s.d_model, n=kv_down),
+        LayerStep("attn.kv_norm", "elementwise", bytes=2 * t * s.kv_lora_rank * b),
+        LayerStep("attn.kv_up", "matmul", m=t, k=s.kv_lora_rank, n=h * 2 * s.head_dim),
+    ]
+
+
+def mlp_steps(s: LayerShape, block: str, rows: int, width: int) -> list[LayerStep]:
+    """Up (and gate) projection, activation, down projection of ``rows`` rows at a
+    local width of ``width``; SwiGLU's activation reads gate and up, writes one."""
+    b = s.bytes_per_element
+    if s.mlp == "gated":
+        return [
+            LayerStep(f"{block}.gate", "matmul", m=rows, k=s.d_model, n=width),
+            LayerStep(f"{block}.up", "matmul", m=rows, k=s.d_model, n=width),
+            LayerStep(f"{block}.act", "elementwise", bytes=3 * rows * width * b),
+            LayerStep(f"{block}.down", "matmul", m=rows, k=width, n=s.d_model),
+        ]
+    return [
+        LayerStep(f"{block}.up", "matmul", m=rows, k=s.d_model, n=width),
+        LayerStep(f"{block}.act", "elementwise", bytes=2 * rows * width * b),
+        LayerStep(f"{block}.down", "matmul", m=rows, k=width, n=s.d_model),
     ]
 
 
 def moe_steps(s: LayerShape) -> list[LayerStep]:
-    """Router, dispatch all-to-all, the local experts as one grouped matmul each way,
-    combine all-to-all and the combine's weighted sum."""
+    """Router, the shared experts (a dense MLP), dispatch all-to-all, the local experts
+    as one grouped matmul each way, combine all-to-all and the combine's weighted sum."""
     rows, b = s.rows, s.bytes_per_element
     moved = rows * s.d_model * b
+    shared = mlp_steps(s, "moe.shared", s.tokens, s.shared_d_ff) if s.shared_d_ff else []
     return [
         LayerStep("moe.router", "matmul", m=s.tokens, k=s.d_model, n=s.experts),
+        *shared,
         *collective_step("moe.dispatch", "all-to-all", moved, s.expert, "both"),
-        LayerStep("moe.up", "matmul", m=rows, k=s.d_model, n=s.d_ff),
-        LayerStep("moe.act", "elementwise", bytes=2 * rows * s.d_ff * b),
-        LayerStep("moe.down", "matmul", m=rows, k=s.d_ff, n=s.d_model),
+        *mlp_steps(s, "moe", rows, s.d_ff),
         *collective_step("moe.combine", "all-to-all", moved, s.expert, "both"),
         LayerStep("moe.combine_sum", "elementwise", bytes=(s.top_k + 1) * s.act_bytes),
     ]
@@ -141,7 +210,10 @@ def collective_step(
 def emit_step(
     out: OpList, step: LayerStep, prefix: str, phase: Phase, after: list[str | None], dtype: str
 ) -> str:
-    """Add ``step``'s op(s) for ``phase`` under ``prefix``; return the last op's name."""
+    """Add ``step``'s op(s) for ``phase`` under ``prefix``; return the last op's name.
+
+    An embedding template (``m`` rows of ``bytes`` each) is a lookup forward and a
+    scatter-add of the same bytes (an elementwise op) backward."""
     name = f"{prefix}.{step.name}.{phase}"
     if step.kind == "collective":
         return out.add(
@@ -152,6 +224,10 @@ def emit_step(
             size_bytes=step.bytes,
             axes=step.axes,
         )
+    if step.kind == "embedding":
+        if phase == "fwd":
+            return out.add(name, "embedding", after, rows=step.m, row_bytes=step.bytes)
+        return out.add(name, "elementwise", after, bytes=step.m * step.bytes * 2)
     if step.kind == "elementwise":
         scale = 1.0 if phase == "fwd" else BACKWARD_ELEMENTWISE_FACTOR
         return out.add(name, "elementwise", after, bytes=step.bytes * scale)

@@ -1,10 +1,33 @@
-"""Mesh axes as the builders use them: sizes of named axes and collective groups."""
+"""Mesh axes as the builders use them: roles, sizes of named axes and collective groups.
+
+A training step's mesh axes play roles: ``data``, ``fsdp``, ``tensor``, ``expert`` and
+``pipeline``. A mesh axis named after a role plays it (``mesh: {data: 72, pipeline: 16,
+tensor: 8}``); the ``*_axis`` fields name another axis for a role and override.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from tpusim.program.ir import ProgramError
+
+ROLES = ("data", "fsdp", "tensor", "expert", "pipeline")
+"""Mesh axis roles, each with its ``<role>_axis`` field."""
+
+
+def role_axes(mesh: dict[str, int], axes: dict[str, str | None]) -> dict[str, str | None]:
+    """``axes`` (``<role>_axis`` -> axis name or None) with every unset role taken by
+    the mesh axis of the role's name, when the mesh has one and no other role names it.
+    A ``data_axis`` of ``data`` (the default) on a mesh without that axis is unset."""
+    out = dict(axes)
+    if out.get("data_axis") == "data" and "data" not in mesh:
+        out["data_axis"] = None
+    named = {a for a in out.values() if a is not None}
+    for role in ROLES:
+        field = f"{role}_axis"
+        if out.get(field) is None and role in mesh and role not in named:
+            out[field] = role
+    return out
 
 
 def axis_size(mesh: dict[str, int], field_name: str, axis: str | None) -> int:

@@ -2,56 +2,68 @@
 
 Per chip:
 
-* ``tokens = batch * seq / shards`` where ``batch`` is the global batch in sequences
-  and ``shards`` the product of the sizes of the distinct batch axes (``data_axis``,
-  ``fsdp_axis`` and, when it is a separate axis, ``expert_axis``: the expert axis
-  also shards the batch, as in MaxText). Tensor parallelism (Megatron) divides
-  ``heads`` and ``d_ff`` by the tensor axis size; activations are replicated across
-  it (no sequence parallelism).
+* ``tokens = microbatch sequences * seq`` per microbatch, where the global batch
+  (``batch`` or ``global_batch``, in sequences of ``seq`` tokens) is split over the
+  batch axes (``data``, ``fsdp`` and, when it is a separate axis, ``expert``: the
+  expert axis also shards the batch, as in MaxText) and then into ``microbatches``.
+  Tensor parallelism (Megatron) divides ``heads``, ``kv_heads`` (K/V heads are
+  replicated when there are fewer than tensor ranks), ``d_ff`` and the vocabulary by
+  the tensor axis size; activations are replicated across it (no sequence
+  parallelism).
+* Mesh axes play roles: an axis named ``data``, ``fsdp``, ``tensor``, ``expert`` or
+  ``pipeline`` plays that role; the ``*_axis`` fields name others and override.
+* Pipeline (``pipeline`` axis of ``p`` chips, see :mod:`.pipeline`): the SPMD loop
+  of ``m v + p - 1`` iterations, each one microbatch through the stage's chunk of
+  layers then a collective-permute over the pipeline axis of the chunk's output
+  activations (``tokens * d_model`` elements); the backward loop mirrors it with the
+  activation gradients. Every stage runs the largest chunk (the slowest stage sets
+  the pace of a lock-step loop; with dense and MoE layers mixed, as many of its
+  layers MoE as any chunk has).
+  Without a pipeline axis the loop is plain gradient accumulation over ``m``
+  microbatches.
 * Elementwise ops (assumption, in units of ``a = tokens * d_model * dtype bytes``):
   each norm 2a (read, write), each residual add 3a (two reads, one write), the MLP
-  activation 2 x ``tokens * d_ff_local`` x bytes, and the softmax 2 x the score bytes
-  (``local_seqs * heads_local * seq**2``): no flash-attention fusion, consistent with
-  the score matmuls writing their output to HBM. A backward elementwise op moves
-  1.5x its forward bytes (reads the saved activation and the incoming gradient,
-  writes one gradient: 3 passes against 2).
+  activation 2 x ``rows * d_ff_local`` x bytes (3 x for SwiGLU: reads gate and up),
+  the softmax 2 x the score bytes (``seqs * heads_local * seq**2``): no
+  flash-attention fusion, consistent with the score matmuls writing their output to
+  HBM. A backward elementwise op moves 1.5x its forward bytes.
 * Backward: every forward matmul ``(batch, m, k, n)`` becomes a gradient of its first
   operand ``(batch, m, n, k)`` (``.bwd_input``) and of its second ``(batch, k, m, n)``
-  (``.bwd_weight``), the same FLOPs each, so the step does 3x the forward FLOPs. For
-  the attention matmuls the "weight" is the second activation operand (K or V).
+  (``.bwd_weight``), so the step does 3x the forward FLOPs. With ``recompute`` each
+  layer's forward is run again just before its backward (only the layer inputs are
+  saved): 4x the forward FLOPs, of which MFU counts 3x.
 * Collectives follow nccl-tests sizes (all-reduce, all-to-all: bytes per chip;
   all-gather: gathered output; reduce-scatter: full input). A collective whose group
   has one chip is left out.
-* Tensor parallelism: a synchronous all-reduce over ``tensor_axis`` of
-  ``tokens * d_model`` activations after attention and after the MLP in the forward,
-  and of their gradients at the inputs of both blocks in the backward.
-* Data parallelism: after a layer's backward its weight gradients are all-reduced
-  asynchronously (``overlap=True``) over the batch axes that replicate them, while the
-  backward of earlier layers goes on; ``optimizer`` runs after every gradient
-  collective.
-* FSDP: a layer's (tensor-local) weights are all-gathered over ``fsdp_axis`` before
-  its forward and again before its backward (async, prefetching one layer ahead);
-  its gradients are reduce-scattered over ``fsdp_axis``, and the shard all-reduced
-  over the data axis when that has more than one chip.
-* MoE (``experts > 0``): the MLP becomes a router matmul (``tokens x d_model x
-  experts``) plus ``experts / expert-axis size`` local experts. Tokens go to
-  ``top_k`` experts with capacity factor 1 and perfect balance, so every chip sends
-  and receives ``tokens * top_k`` rows: an all-to-all over ``expert_axis`` of
-  ``tokens * top_k * d_model`` bytes before and after the experts (dispatch,
-  combine), forward and backward. The local experts run as one grouped matmul with
-  ``m = tokens * top_k`` (exact FLOPs; the cost model then reads one expert's
-  weights, not all local experts'). The combine's weighted sum is an elementwise op
-  of ``(top_k + 1) * a``. Expert weights are sharded over ``expert_axis`` so their
-  gradients are not all-reduced over it; dense weights are.
-* Memory (``memory_bytes["hbm"]``): per parameter held by the chip (tensor-, expert-
-  and fsdp-sharded) ``dtype bytes`` (weights) + 12 (Adam: fp32 master copy and two
-  fp32 moments) + ``dtype bytes`` (gradients); with FSDP, the gathered weights of two
-  layers (prefetch) plus one layer's full gradient; activations saved for the
-  backward (no rematerialisation), per layer: ``tokens * (6 d_model + 4 heads_local
-  head_dim)`` elements (norm inputs and outputs, residual, Q, K, V, attention output)
-  + the softmax output (``local_seqs * heads_local * seq**2``) + the MLP hidden before
-  and after the activation (``2 * rows * d_ff_local``, ``rows = tokens * top_k`` for
-  MoE, which also keeps the dispatched tokens, ``rows * d_model``), all in ``dtype``.
+* Tensor parallelism: a synchronous all-reduce over the tensor axis of ``tokens *
+  d_model`` activations after attention and after the MLP in the forward, and of
+  their gradients at the inputs of both blocks in the backward.
+* Gradients are reduced in ``gradient_dtype`` (default bf16). Data parallelism: after
+  a layer's last backward its weight gradients are all-reduced asynchronously
+  (``overlap=True``) over the batch axes that replicate them, while the backward of
+  earlier layers goes on; ``optimizer`` runs after every gradient collective.
+* FSDP: a layer's (tensor-local) weights are all-gathered over the fsdp axis before
+  its forward and again before its backward in every iteration (async, prefetching
+  one layer ahead); its gradients are reduce-scattered over the fsdp axis in every
+  backward iteration (into a sharded accumulator), and the shard all-reduced over the
+  data axis after the last.
+* MoE (``experts > 0``; the first ``dense_layers`` layers stay dense): a router matmul
+  (``tokens x d_model x experts``), ``shared_experts`` always-on experts as a dense
+  MLP of width ``shared_experts * expert_d_ff``, and ``experts / expert-axis size``
+  local routed experts of width ``expert_d_ff``. Tokens go to ``top_k`` experts with
+  capacity factor 1 and perfect balance: an all-to-all over the expert axis of
+  ``tokens * top_k * d_model`` bytes before and after the experts, forward and
+  backward. The local experts run as one grouped matmul with ``m = tokens * top_k``.
+  The combine's weighted sum is an elementwise op of ``(top_k + 1) * a``. Expert
+  weights are sharded over the expert axis so their gradients are not all-reduced
+  over it; dense weights are.
+* Vocabulary (``vocab > 0``): an embedding lookup before the loop and the LM head
+  (``tokens x d_model x vocab_local``) plus its loss after it, on the step's tokens
+  split over the pipeline axis too (the embedding and head are not pipelined; their
+  weights are replicated over the pipeline axis, as MaxText does, and their gradients
+  all-reduced over it). A vocabulary-parallel embedding all-reduces its output over
+  the tensor axis; the head all-reduces its input gradient.
+* Memory: see :mod:`.memory`; ``memory_bytes["hbm"]`` is the peak stage's total.
 * The optimiser is one elementwise op over the chip's parameters: 24 + 2 x dtype
   bytes per parameter (reads the gradient, reads and writes the fp32 master, m and v,
   writes the new weights).
@@ -59,19 +71,16 @@ Per chip:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from typing import Any
 
-from tpusim.program.builders.checks import check_training
-from tpusim.program.builders.layers import (
-    BACKWARD_ELEMENTWISE_FACTOR,
-    LayerShape,
-    LayerStep,
-    Phase,
-    emit_step,
-    layer_steps,
-)
+from tpusim.program.builders.args import TrainingArgs
+from tpusim.program.builders.checks import CheckedTraining, check_training
+from tpusim.program.builders.layers import BACKWARD_ELEMENTWISE_FACTOR, LayerShape
 from tpusim.program.builders.mesh import batch_axes, collective_axes
-from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.model import LocalParameters, local_parameters
+from tpusim.program.builders.pipeline import PipelineSchedule
 from tpusim.program.ir import Program
 
 __all__ = [
@@ -79,292 +88,177 @@ __all__ = [
     "BACKWARD_ELEMENTWISE_FACTOR",
     "FSDP_PREFETCH_LAYERS",
     "TrainingPlan",
+    "plan_training",
     "training_step",
 ]
 
 ADAM_STATE_BYTES = 12.0
-"""Optimiser bytes per parameter besides the weights: fp32 master copy + two fp32 moments."""
+"""Optimiser bytes per parameter besides the weights: fp32 master copy + two fp32
+moments (published: Adam's two moments; the fp32 master is the mixed-precision
+recipe of Micikevicius et al. 2018)."""
 
 FSDP_PREFETCH_LAYERS = 2
-"""Layers of gathered weights live at once under FSDP (the current one and the next)."""
+"""Layers of gathered weights live at once under FSDP (the current one and the next;
+an assumption matching XLA's one-layer-ahead prefetch)."""
 
 
-def training_step(
-    *,
-    layers: int,
-    d_model: int,
-    d_ff: int,
-    heads: int,
-    head_dim: int,
-    seq: int,
-    batch: int,
-    dtype: str = "bf16",
-    mesh: dict[str, int],
-    data_axis: str | None = "data",
-    fsdp_axis: str | None = None,
-    tensor_axis: str | None = None,
-    experts: int = 0,
-    expert_axis: str | None = None,
-    top_k: int = 2,
-) -> Program:
+def training_step(**fields: Any) -> Program:
     """One training step (forward, backward, optimiser) of a dense or MoE transformer.
 
-    ``batch`` is the global batch in sequences of ``seq`` tokens; ``mesh`` maps axis
-    names to sizes and every axis of more than one chip must be one of the named axes.
-    See the module docstring for the ops, collectives and memory this produces.
-    Raises :class:`ProgramError` naming the bad field.
+    Takes the keywords of :class:`~tpusim.program.builders.args.TrainingArgs`: the
+    model's shape, ``batch`` (or ``global_batch``) in sequences of ``seq`` tokens,
+    ``mesh`` (axis name -> size; every axis of more than one chip plays a role), the
+    ``*_axis`` role overrides and the schedule. See the module docstring for the ops,
+    collectives and memory this produces. Raises :class:`ProgramError` naming the bad
+    field.
     """
-    ints = dict(
-        layers=layers,
-        d_model=d_model,
-        d_ff=d_ff,
-        heads=heads,
-        head_dim=head_dim,
-        seq=seq,
-        batch=batch,
-    )
-    axes = dict(
-        data_axis=data_axis, fsdp_axis=fsdp_axis, tensor_axis=tensor_axis, expert_axis=expert_axis
-    )
-    b, mesh, sizes = check_training(
-        ints, experts=experts, top_k=top_k, dtype=dtype, mesh=mesh, axes=axes
-    )
-    plan = TrainingPlan.of(ints, experts, top_k, dtype, b, mesh, axes, sizes)
-    out = OpList()
-    last, grad_syncs = emit_layers(out, plan)
-    out.add(
-        "optimizer",
-        "elementwise",
-        [last, *grad_syncs],
-        bytes=plan.local_params * (2 * ADAM_STATE_BYTES + 2 * b),
-    )
-    kind = f"moe{experts}x{top_k}" if experts else "dense"
-    return Program(
-        name=f"training_step[{kind},L{layers},d{d_model},B{batch}x{seq}]",
-        ops=tuple(out.ops),
-        mesh=mesh,
-        memory_bytes={"hbm": float(plan.hbm_bytes())},
-    )
+    from tpusim.program.builders.emit import emit_program
+
+    return emit_program(plan_training(**fields))
+
+
+def plan_training(**fields: Any) -> TrainingPlan:
+    """The checked plan of a training step (see :func:`training_step`)."""
+    args = TrainingArgs.of(fields)
+    return TrainingPlan.of(args, check_training(args))
 
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """What one chip does in a training step: its layer shape and the collective
-    groups. ``dense_params`` and ``expert_params`` are the parameters of one layer
-    the chip computes with (tensor- and expert-local, full over fsdp); gradients are
-    all-reduced over ``dense_axes`` (dense weights: every batch axis but fsdp, which
-    shards them) and ``expert_axes`` (expert weights: not over the expert axis
-    either); ``shard`` is the fsdp size (1 without FSDP)."""
+    """What one chip does in a training step.
 
-    layers: int
-    dtype: str
-    layer: LayerShape
+    ``dense`` and ``moe`` are the local shapes of a dense and a MoE layer for one
+    microbatch; gradients are all-reduced over ``dense_axes`` (dense weights: every
+    batch axis but fsdp, which shards them), ``expert_axes`` (expert weights: not over
+    the expert axis either) and, for the embedding and head, the dense axes then the
+    pipeline axis; ``shard`` is the fsdp size (1 without FSDP); ``head_tokens``
+    the tokens the embedding and head see per chip.
+    """
+
+    args: TrainingArgs
+    mesh: dict[str, int]
+    gradient_bytes: float
+    dense: LayerShape
+    moe: LayerShape | None
+    local_experts: int
+    schedule: PipelineSchedule
     fsdp_group: tuple[str, ...]
     dense_axes: tuple[str, ...]
     expert_axes: tuple[str, ...]
+    pipeline_group: tuple[str, ...]
     shard: int
-    dense_params: int
-    expert_params: int
+    vocab_local: int
+    head_tokens: int
 
     @classmethod
-    def of(
-        cls,
-        ints: dict[str, int],
-        experts: int,
-        top_k: int,
-        dtype: str,
-        b: float,
-        mesh: dict[str, int],
-        axes: dict[str, str | None],
-        sizes: dict[str, int],
-    ) -> TrainingPlan:
-        """The plan of checked arguments (see :func:`training_step`)."""
-        data, fsdp = axes["data_axis"], axes["fsdp_axis"]
-        tensor, expert = axes["tensor_axis"], axes["expert_axis"]
+    def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingPlan:
+        """The plan of checked arguments."""
+        mesh, axes, sizes = checked.mesh, checked.axes, checked.sizes
+        data, fsdp, expert = axes["data_axis"], axes["fsdp_axis"], axes["expert_axis"]
         batch = batch_axes(data, fsdp, expert)
-        shards = 1
-        for axis in batch:
-            shards *= mesh[axis]
-        tp, ep = sizes["tensor_axis"], sizes["expert_axis"]
-        layer = LayerShape(
-            seqs=ints["batch"] // shards,
-            seq=ints["seq"],
-            d_model=ints["d_model"],
-            heads=ints["heads"] // tp,
-            head_dim=ints["head_dim"],
-            d_ff=ints["d_ff"] // tp,
-            experts=experts,
-            top_k=top_k,
-            bytes_per_element=b,
-            tensor=collective_axes(mesh, [tensor]),
-            expert=collective_axes(mesh, [expert]),
-        )
-        dense, expert_params = _layer_params(layer, experts // ep)
+        shards = math.prod(mesh[axis] for axis in batch)
+        p, m = sizes["pipeline_axis"], args.microbatches
+        virtual = args.virtual_stages if args.pipeline == "interleaved" else 1
+        seqs = args.sequences // shards // m
+        dense = _dense_shape(args, checked, seqs)
+        moe = _moe_shape(args, dense, sizes["tensor_axis"]) if args.experts else None
+        dense_axes = collective_axes(mesh, [a for a in batch if a != fsdp])
         fsdp_group = collective_axes(mesh, [fsdp])
         return cls(
-            layers=ints["layers"],
-            dtype=dtype,
-            layer=layer,
+            args=args,
+            mesh=mesh,
+            gradient_bytes=checked.gradient_bytes,
+            dense=dense,
+            moe=moe,
+            local_experts=args.experts // sizes["expert_axis"],
+            schedule=PipelineSchedule.of(args.layers, p, virtual, m, args.pipeline),
             fsdp_group=fsdp_group,
-            dense_axes=collective_axes(mesh, [a for a in batch if a != fsdp]),
+            dense_axes=dense_axes,
             expert_axes=collective_axes(mesh, [a for a in batch if a not in (fsdp, expert)]),
+            pipeline_group=collective_axes(mesh, [axes["pipeline_axis"]]),
             shard=sizes["fsdp_axis"] if fsdp_group else 1,
-            dense_params=dense,
-            expert_params=expert_params,
+            vocab_local=-(-args.vocab // sizes["tensor_axis"]),
+            head_tokens=-(-m * seqs * args.seq // p),
         )
 
     @property
-    def layer_params(self) -> int:
-        return self.dense_params + self.expert_params
+    def dtype(self) -> str:
+        return self.args.dtype
+
+    @property
+    def layers(self) -> int:
+        return self.args.layers
+
+    @property
+    def bytes_per_element(self) -> float:
+        return self.dense.bytes_per_element
+
+    def shape(self, layer: int) -> LayerShape:
+        """The local shape of layer ``layer`` (dense for the first ``dense_layers``)."""
+        if self.moe is None or layer < self.args.dense_layers:
+            return self.dense
+        return self.moe
+
+    def params(self, layer: int) -> LocalParameters:
+        """Parameters of layer ``layer`` the chip computes with (whole over fsdp)."""
+        shape = self.shape(layer)
+        return local_parameters(shape, self.local_experts if shape.experts else 0)
+
+    def chunk(self) -> list[int]:
+        """Layer indices of the chunk every stage runs: as many layers as the largest
+        chunk, as many of them MoE as any chunk has (dense ones first). A lock-step
+        loop runs at its slowest stage's pace, and this chunk is at least as long as
+        every stage's (exactly one stage's when the layers are of one kind)."""
+        s = self.schedule
+        chunks = [s.chunk_range(c) for c in range(len(s.chunk_layers))]
+        length = max(len(c) for c in chunks)
+        moe = max(sum(self.shape(layer).experts > 0 for layer in c) for c in chunks)
+        dense = list(range(length - moe))
+        return dense + list(range(self.layers - moe, self.layers))
+
+    @property
+    def head_params(self) -> int:
+        """Embedding and LM head parameters the chip holds (tensor-local, whole over fsdp)."""
+        return 2 * self.vocab_local * self.args.d_model
+
+    def stage_params(self, stage: int) -> int:
+        """Parameters stage ``stage`` holds (whole over fsdp): its layers, embedding, head."""
+        layers = self.schedule.stage_layers(stage)
+        return sum(self.params(layer).total for layer in layers) + self.head_params
 
     @property
     def local_params(self) -> float:
-        """Parameters the chip holds (and updates) over all layers."""
-        return self.layers * self.layer_params / self.shard
-
-    def hbm_bytes(self) -> float:
-        """Resident bytes: weights, gradients and Adam state of the local parameters,
-        saved activations of every layer and, with FSDP, the gathered weights."""
-        b = self.layer.bytes_per_element
-        hbm = self.local_params * (2 * b + ADAM_STATE_BYTES) + self.layers * _saved_bytes(
-            self.layer
-        )
-        if self.fsdp_group:
-            hbm += (FSDP_PREFETCH_LAYERS + 1) * self.layer_params * b
-        return hbm
+        """Parameters the chip holds and updates (fsdp-sharded), on the largest stage."""
+        stages = range(self.schedule.stages)
+        return max(self.stage_params(s) for s in stages) / self.shard
 
 
-def _layer_params(s: LayerShape, local_experts: int) -> tuple[int, int]:
-    """Dense and expert parameters of one layer the chip computes with."""
-    dense = 4 * s.d_model * s.heads * s.head_dim + 2 * s.d_model
-    if s.experts:
-        return dense + s.d_model * s.experts, local_experts * 2 * s.d_model * s.d_ff
-    return dense + 2 * s.d_model * s.d_ff, 0
-
-
-def _saved_bytes(s: LayerShape) -> float:
-    """Activations one layer saves for its backward (no rematerialisation)."""
-    return (
-        s.tokens * (6 * s.d_model + 4 * s.heads * s.head_dim)
-        + s.seqs * s.heads * s.seq * s.seq
-        + 2 * s.rows * s.d_ff
-        + (s.rows * s.d_model if s.experts else 0)
-    ) * s.bytes_per_element
-
-
-def emit_layers(out: OpList, plan: TrainingPlan) -> tuple[str, list[str]]:
-    """The forward of layers 0..L-1 then the backward of L-1..0, with the FSDP
-    gathers and the gradient collectives; returns the last compute op's name and the
-    gradient collectives' names."""
-    steps = layer_steps(plan.layer)
-    stages: list[tuple[int, Phase]] = [(layer, "fwd") for layer in range(plan.layers)]
-    stages += [(layer, "bwd") for layer in reversed(range(plan.layers))]
-    stage_end: list[str] = []
-    gathers: list[str] = []
-    grad_syncs: list[str] = []
-    last: str | None = None
-    for i, (layer, phase) in enumerate(stages):
-        prefix = f"L{layer}"
-        gather = None
-        if plan.fsdp_group:
-            prefetch_after = (
-                stage_end[i - FSDP_PREFETCH_LAYERS] if i >= FSDP_PREFETCH_LAYERS else None
-            )
-            gather = weight_gather(
-                out, plan, prefix, phase, gathers[-1] if gathers else None, prefetch_after
-            )
-            gathers.append(gather)
-        last = emit_pass(out, plan, steps, prefix, phase, last, gather)
-        stage_end.append(last)
-        if phase == "bwd":
-            grad_syncs += gradient_sync(out, plan, prefix, last)
-    assert last is not None
-    return last, grad_syncs
-
-
-def weight_gather(
-    out: OpList,
-    plan: TrainingPlan,
-    prefix: str,
-    phase: Phase,
-    previous_gather: str | None,
-    stage_done: str | None,
-) -> str:
-    """The async FSDP all-gather of a layer's weights before its forward or backward.
-
-    It follows the previous gather and waits for the stage
-    :data:`FSDP_PREFETCH_LAYERS` back to end (so at most that many layers of
-    gathered weights are live)."""
-    return out.add(
-        f"{prefix}.weights.allgather.{phase}",
-        "collective",
-        [previous_gather, stage_done],
-        collective="all-gather",
-        size_bytes=plan.layer_params * plan.layer.bytes_per_element,
-        axes=plan.fsdp_group,
-        overlap=True,
+def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> LayerShape:
+    """The local shape of a dense layer for one microbatch of ``seqs`` sequences."""
+    mesh, axes, tp = checked.mesh, checked.axes, checked.sizes["tensor_axis"]
+    kv = args.kv_heads if args.kv_heads is not None else args.heads
+    return LayerShape(
+        seqs=seqs,
+        seq=args.seq,
+        d_model=args.d_model,
+        heads=args.heads // tp,
+        head_dim=args.head_dim,
+        d_ff=args.d_ff // tp,
+        experts=0,
+        top_k=args.top_k,
+        bytes_per_element=checked.bytes_per_element,
+        tensor=collective_axes(mesh, [axes["tensor_axis"]]),
+        expert=collective_axes(mesh, [axes["expert_axis"]]),
+        kv_heads=max(1, kv // tp),
+        mlp=args.mlp,
+        attention=args.attention,
+        q_lora_rank=args.q_lora_rank,
+        kv_lora_rank=args.kv_lora_rank,
+        rope_head_dim=args.rope_head_dim,
     )
 
 
-def emit_pass(
-    out: OpList,
-    plan: TrainingPlan,
-    steps: list[LayerStep],
-    prefix: str,
-    phase: Phase,
-    last: str | None,
-    gather: str | None,
-) -> str:
-    """One layer's forward (``steps`` in order) or backward (reversed), each op after
-    the previous; the first also waits for the layer's gathered weights (FSDP)."""
-    ordered = steps if phase == "fwd" else list(reversed(steps))
-    extra = gather
-    for step in ordered:
-        if step.phase in ("both", phase):
-            last = emit_step(out, step, prefix, phase, [last, extra], plan.dtype)
-            extra = None
-    assert last is not None
-    return last
-
-
-def gradient_sync(out: OpList, plan: TrainingPlan, prefix: str, after: str) -> list[str]:
-    """The async collectives that sync one layer's weight gradients; returns their names.
-
-    With FSDP a reduce-scatter over the fsdp axis first; then one all-reduce per
-    distinct group of axes that replicate the weights (dense and expert weights
-    share one when their groups coincide)."""
-    b = plan.layer.bytes_per_element
-    names: list[str] = []
-    dep = after
-    if plan.fsdp_group:
-        dep = out.add(
-            f"{prefix}.grad.reduce_scatter",
-            "collective",
-            [after],
-            collective="reduce-scatter",
-            size_bytes=plan.layer_params * b,
-            axes=plan.fsdp_group,
-            overlap=True,
-        )
-        names.append(dep)
-    groups: dict[tuple[str, ...], float] = {}
-    for axes, params in (
-        (plan.dense_axes, plan.dense_params),
-        (plan.expert_axes, plan.expert_params),
-    ):
-        if axes and params:
-            groups[axes] = groups.get(axes, 0.0) + params * b / plan.shard
-    for axes, size in groups.items():
-        suffix = "" if axes == plan.dense_axes else ".experts"
-        names.append(
-            out.add(
-                f"{prefix}.grad{suffix}.allreduce",
-                "collective",
-                [dep],
-                collective="all-reduce",
-                size_bytes=size,
-                axes=axes,
-                overlap=True,
-            )
-        )
-    return names
+def _moe_shape(args: TrainingArgs, dense: LayerShape, tp: int) -> LayerShape:
+    """The local shape of a MoE layer: routed experts of width ``expert_d_ff``."""
+    width = (args.expert_d_ff or args.d_ff) // tp
+    return replace(dense, experts=args.experts, d_ff=width, shared_d_ff=args.shared_experts * width)

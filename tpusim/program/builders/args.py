@@ -1,0 +1,80 @@
+"""The arguments of :func:`~tpusim.program.builders.training_step`, as one record.
+
+The model shape (``layers`` ... ``rope_head_dim``, what a model preset expands to),
+the batch (``batch`` or its alias ``global_batch``: sequences of ``seq`` tokens per
+step), the mesh and the role of its axes, and the parallel schedule (``pipeline``,
+``virtual_stages``, ``microbatches``, ``recompute``, ``gradient_dtype``). Defaults
+keep a dense, plain-MLP, multi-head transformer without embeddings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpusim.program.builders.layers import AttentionKind, MlpKind
+from tpusim.program.builders.pipeline import PipelineKind
+from tpusim.program.ir import ProgramError
+
+
+@dataclass(frozen=True)
+class TrainingArgs:
+    """Every keyword :func:`~tpusim.program.builders.training_step` takes."""
+
+    layers: int
+    d_model: int
+    d_ff: int
+    heads: int
+    head_dim: int
+    seq: int
+    mesh: dict[str, int] = field(default_factory=dict)
+    batch: int | None = None
+    global_batch: int | None = None
+    dtype: str = "bf16"
+    gradient_dtype: str = "bf16"
+    data_axis: str | None = "data"
+    fsdp_axis: str | None = None
+    tensor_axis: str | None = None
+    expert_axis: str | None = None
+    pipeline_axis: str | None = None
+    experts: int = 0
+    top_k: int = 2
+    expert_d_ff: int | None = None
+    shared_experts: int = 0
+    dense_layers: int = 0
+    kv_heads: int | None = None
+    mlp: MlpKind = "plain"
+    vocab: int = 0
+    attention: AttentionKind = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    pipeline: PipelineKind = "1f1b"
+    virtual_stages: int = 1
+    microbatches: int = 1
+    recompute: bool = False
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> TrainingArgs:
+        """The record of keyword ``fields``; ProgramError for an unknown or missing one."""
+        try:
+            return cls(**fields)
+        except TypeError as exc:
+            message = str(exc).replace("TrainingArgs.__init__() ", "")
+            raise ProgramError(f"training_step: {message}") from None
+
+    @property
+    def sequences(self) -> int:
+        """The global batch in sequences (``batch`` or ``global_batch``)."""
+        return int(self.batch if self.batch is not None else self.global_batch or 0)
+
+    @property
+    def axes(self) -> dict[str, str | None]:
+        """``<role>_axis`` -> axis name (or None) as given."""
+        return {
+            "data_axis": self.data_axis,
+            "fsdp_axis": self.fsdp_axis,
+            "tensor_axis": self.tensor_axis,
+            "expert_axis": self.expert_axis,
+            "pipeline_axis": self.pipeline_axis,
+        }

@@ -1,0 +1,309 @@
+"""Ops of a planned training step: the forward loop, the head, the backward loop,
+the gradient collectives and the optimiser (see :mod:`.training` for the model).
+
+``iterations`` (default: the schedule's ``m v + p - 1``) sets how many times each loop
+runs: a step with fewer iterations is the same program cut short, which is what the
+reuse of identical iterations simulates (:mod:`tpusim.workloads.training_step`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tpusim.program.builders.layers import (
+    LayerStep,
+    Phase,
+    collective_step,
+    emit_step,
+    layer_steps,
+)
+from tpusim.program.builders.memory import peak_stage
+from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS, TrainingPlan
+from tpusim.program.ir import Op, Program
+
+
+@dataclass
+class Emitter:
+    """Ops of one step in the making: the last compute op, the FSDP gathers and the
+    ends of the layer passes (their prefetch points), the gradient collectives."""
+
+    plan: TrainingPlan
+    out: OpList = field(default_factory=OpList)
+    last: str | None = None
+    gathers: list[str] = field(default_factory=list)
+    pass_ends: list[str] = field(default_factory=list)
+    grad_syncs: list[str] = field(default_factory=list)
+    marks: LoopMarks = field(default_factory=lambda: LoopMarks([], [], {}))
+    chunk: list[int] = field(default_factory=list)
+    by_layer: bool = False
+
+
+@dataclass
+class LoopMarks:
+    """Where the loops' iterations are in a program: the last compute op of each
+    forward and backward iteration (``fwd_ends[j]``, ``bwd_ends[j]``) and, for every
+    op of an iteration, its ``(phase, j)``."""
+
+    fwd_ends: list[str]
+    bwd_ends: list[str]
+    iteration_of: dict[str, tuple[str, int]]
+
+    def mark(self, ops: list[Op], start: int, phase: Phase, j: int, last: str | None) -> None:
+        """Ops ``ops[start:]`` form iteration ``j`` of ``phase``, ending with ``last``."""
+        for op in ops[start:]:
+            self.iteration_of[op.name] = (phase, j)
+        (self.fwd_ends if phase == "fwd" else self.bwd_ends).append(last or "")
+
+
+def emit_program(plan: TrainingPlan, iterations: int | None = None) -> Program:
+    """The step's program; ``iterations`` of each loop (default: the schedule's)."""
+    return emit_marked(plan, iterations)[0]
+
+
+def emit_marked(
+    plan: TrainingPlan, iterations: int | None = None, layers: int | None = None
+) -> tuple[Program, LoopMarks]:
+    """The step's program and where its loop iterations are (see :class:`LoopMarks`).
+
+    With ``layers`` the chunk is cut to its first ``layers`` layers (the rest of the
+    step, the optimiser's bytes included, unchanged) and the marks are the layers'
+    passes instead of the loop's iterations: the forward pass of layer ``j`` is
+    forward "iteration" ``j``, the ``j``-th backward pass backward "iteration" ``j``."""
+    n = plan.schedule.iterations if iterations is None else iterations
+    chunk = plan.chunk()
+    e = Emitter(plan, chunk=chunk[:layers] if layers else chunk, by_layer=layers is not None)
+    embed, head = embed_steps(plan), head_steps(plan)
+    table = plan.vocab_local * plan.args.d_model
+    if embed:
+        e.last = emit_pass(e, embed, "embed", "fwd")
+    for i in range(n):
+        forward_iteration(e, i, n)
+    if head:
+        e.last = emit_pass(e, head, "head", "fwd")
+        e.last = emit_pass(e, head, "head", "bwd")
+        e.grad_syncs += gradient_sync(e, "head", table, 0)
+    for i in range(n):
+        backward_iteration(e, i, n)
+    if embed:
+        e.last = emit_pass(e, embed, "embed", "bwd")
+        e.grad_syncs += gradient_sync(e, "embed", table, 0)
+    optimizer_bytes = plan.local_params * (2 * ADAM_STATE_BYTES + 2 * plan.bytes_per_element)
+    e.out.add("optimizer", "elementwise", [e.last, *e.grad_syncs], bytes=optimizer_bytes)
+    program = Program(
+        name=program_name(plan),
+        ops=tuple(e.out.ops),
+        mesh=plan.mesh,
+        memory_bytes={"hbm": float(peak_stage(plan).total_bytes)},
+    )
+    return program, e.marks
+
+
+def program_name(plan: TrainingPlan) -> str:
+    """``training_step[dense,L80,d8192,B1152x8192]`` (+ ``,p16m16`` when pipelined)."""
+    a = plan.args
+    kind = f"moe{a.experts}x{a.top_k}" if a.experts else "dense"
+    s = plan.schedule
+    pipe = f",{a.pipeline}p{s.stages}v{s.virtual}m{s.microbatches}" if s.stages > 1 else ""
+    accumulate = f",m{s.microbatches}" if s.stages == 1 and s.microbatches > 1 else ""
+    shape = f"L{a.layers},d{a.d_model},B{a.sequences}x{a.seq}"
+    return f"training_step[{kind},{shape}{pipe}{accumulate}]"
+
+
+def _prefix(i: int, n: int, slot: int) -> str:
+    return f"L{slot}" if n == 1 else f"i{i}.L{slot}"
+
+
+def forward_iteration(e: Emitter, i: int, n: int) -> None:
+    """One microbatch through the chunk's layers, then the permute to the next stage."""
+    start = len(e.out.ops)
+    for slot, layer in enumerate(e.chunk):
+        begin = len(e.out.ops)
+        prefix = _prefix(i, n, slot)
+        gather = weight_gather(e, prefix, "fwd", layer)
+        e.last = emit_pass(e, layer_steps(e.plan.shape(layer)), prefix, "fwd", gather)
+        e.pass_ends.append(e.last)
+        if e.by_layer:
+            e.marks.mark(e.out.ops, begin, "fwd", slot, e.last)
+    permute(e, f"i{i}", "fwd")
+    if not e.by_layer:
+        e.marks.mark(e.out.ops, start, "fwd", i, e.last)
+
+
+def backward_iteration(e: Emitter, i: int, n: int) -> None:
+    """The chunk's layers backward (each recomputed first with ``recompute``), their
+    gradient collectives, then the permute to the previous stage."""
+    plan, start = e.plan, len(e.out.ops)
+    for j, (slot, layer) in enumerate(reversed(list(enumerate(e.chunk)))):
+        begin = len(e.out.ops)
+        prefix = _prefix(i, n, slot)
+        steps = layer_steps(plan.shape(layer))
+        gather = weight_gather(e, prefix, "bwd", layer)
+        if plan.args.recompute:
+            e.last = emit_pass(e, steps, f"{prefix}.re", "fwd", gather)
+            gather = None
+        e.last = emit_pass(e, steps, prefix, "bwd", gather)
+        e.pass_ends.append(e.last)
+        params = plan.params(layer)
+        v = plan.schedule.virtual
+        e.grad_syncs += gradient_sync(e, prefix, v * params.dense, v * params.expert, i == n - 1)
+        if e.by_layer:
+            e.marks.mark(e.out.ops, begin, "bwd", j, e.last)
+    permute(e, f"i{i}", "bwd")
+    if not e.by_layer:
+        e.marks.mark(e.out.ops, start, "bwd", i, e.last)
+
+
+def permute(e: Emitter, prefix: str, phase: Phase) -> None:
+    """The activations (forward) or their gradients (backward) of one microbatch to
+    the next (previous) stage: a collective-permute over the pipeline axis."""
+    if not e.plan.pipeline_group:
+        return
+    e.last = e.out.add(
+        f"{prefix}.permute.{phase}",
+        "collective",
+        [e.last],
+        collective="collective-permute",
+        size_bytes=e.plan.dense.act_bytes,
+        axes=e.plan.pipeline_group,
+    )
+
+
+def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | None:
+    """The async FSDP all-gather of a layer's weights before its forward or backward.
+
+    It follows the previous gather and waits for the pass
+    :data:`FSDP_PREFETCH_LAYERS` back to end (so at most that many layers of
+    gathered weights are live)."""
+    plan = e.plan
+    if not plan.fsdp_group:
+        return None
+    ends = e.pass_ends
+    after = ends[-FSDP_PREFETCH_LAYERS] if len(ends) >= FSDP_PREFETCH_LAYERS else None
+    gather = e.out.add(
+        f"{prefix}.weights.allgather.{phase}",
+        "collective",
+        [e.gathers[-1] if e.gathers else None, after],
+        collective="all-gather",
+        size_bytes=plan.params(layer).total * plan.bytes_per_element,
+        axes=plan.fsdp_group,
+        overlap=True,
+    )
+    e.gathers.append(gather)
+    return gather
+
+
+def emit_pass(
+    e: Emitter, steps: list[LayerStep], prefix: str, phase: Phase, gather: str | None = None
+) -> str:
+    """One layer's forward (``steps`` in order) or backward (reversed), each op after
+    the previous; the first also waits for the layer's gathered weights (FSDP)."""
+    ordered = steps if phase == "fwd" else list(reversed(steps))
+    last, extra = e.last, gather
+    for step in ordered:
+        if step.phase in ("both", phase):
+            last = emit_step(e.out, step, prefix, phase, [last, extra], e.plan.dtype)
+            extra = None
+    assert last is not None
+    return last
+
+
+def gradient_sync(
+    e: Emitter, prefix: str, dense_params: float, expert_params: float, final: bool = True
+) -> list[str]:
+    """The async collectives that sync one layer's weight gradients (in the gradient
+    dtype); returns their names.
+
+    With FSDP a reduce-scatter over the fsdp axis (every backward iteration); then,
+    after the last, one all-reduce per distinct group of axes that replicate the
+    weights (dense and expert weights share one when their groups coincide; see
+    :func:`all_reduce`); the embedding and head (``prefix`` ``embed``, ``head``) are
+    replicated over the pipeline axis too."""
+    plan, b = e.plan, e.plan.gradient_bytes
+    names: list[str] = []
+    dep = e.last
+    if plan.fsdp_group:
+        dep = e.out.add(
+            f"{prefix}.grad.reduce_scatter",
+            "collective",
+            [e.last],
+            collective="reduce-scatter",
+            size_bytes=(dense_params + expert_params) * b,
+            axes=plan.fsdp_group,
+            overlap=True,
+        )
+        names.append(dep)
+    if not final:
+        return names
+    groups: dict[tuple[str, ...], float] = {}
+    head = prefix in ("head", "embed")
+    dense_axes = (*plan.dense_axes, *plan.pipeline_group) if head else plan.dense_axes
+    for axes, params in ((dense_axes, dense_params), (plan.expert_axes, expert_params)):
+        if axes and params:
+            groups[axes] = groups.get(axes, 0.0) + params * b / plan.shard
+    for axes, size in groups.items():
+        suffix = "" if axes == dense_axes else ".experts"
+        names.append(all_reduce(e, f"{prefix}.grad{suffix}", dep, size, axes))
+    return names
+
+
+def all_reduce(
+    e: Emitter, prefix: str, after: str | None, size_bytes: float, axes: tuple[str, ...]
+) -> str:
+    """An async gradient all-reduce of ``size_bytes`` over ``axes`` (mesh axes of
+    different roles); over two or more, hierarchical as a 2-D all-reduce is: a
+    reduce-scatter over the last axis, an all-reduce of the shard over the others, an
+    all-gather back over the last. Returns the last op's name."""
+
+    def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
+        fields = dict(collective=op, size_bytes=size, axes=over, overlap=True)
+        return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
+
+    if len(axes) == 1:
+        return add("allreduce", "all-reduce", after, size_bytes, axes)
+    inner, outer = axes[-1:], axes[:-1]
+    shard = size_bytes / e.plan.mesh[inner[0]]
+    scattered = add("inner_reduce_scatter", "reduce-scatter", after, size_bytes, inner)
+    reduced = add("allreduce", "all-reduce", scattered, shard, outer)
+    return add("inner_all_gather", "all-gather", reduced, size_bytes, inner)
+
+
+def embed_steps(plan: TrainingPlan) -> list[LayerStep]:
+    """The embedding lookup over the head's tokens and, vocabulary-parallel, the
+    all-reduce of its output over the tensor axis; none without a vocabulary."""
+    if not plan.vocab_local:
+        return []
+    t, d, b = plan.head_tokens, plan.args.d_model, plan.bytes_per_element
+    return [
+        LayerStep("lookup", "embedding", m=t, bytes=d * b),
+        *collective_step("tp_allreduce", "all-reduce", t * d * b, plan.dense.tensor, "fwd"),
+    ]
+
+
+def head_steps(plan: TrainingPlan) -> list[LayerStep]:
+    """The LM head (``tokens x d_model x vocab_local``) and its loss (softmax and
+    cross-entropy, 2 passes over the logits); backward, the all-reduce of its input
+    gradient over the tensor axis. None without a vocabulary."""
+    if not plan.vocab_local:
+        return []
+    t, d, vl = plan.head_tokens, plan.args.d_model, plan.vocab_local
+    b, tensor = plan.bytes_per_element, plan.dense.tensor
+    return [
+        *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "bwd"),
+        LayerStep("proj", "matmul", m=t, k=d, n=vl),
+        LayerStep("loss", "elementwise", bytes=2 * t * vl * b),
+    ]
+
+
+def useful_flops(plan: TrainingPlan) -> float:
+    """Model FLOPs per chip of the step (forward + 2x backward, no recomputation, no
+    bubble): every microbatch through every stage's layers, averaged over the stages,
+    plus the head."""
+    s = plan.schedule
+    layers = sum(_forward_flops(layer_steps(plan.shape(layer))) for layer in range(plan.layers))
+    head = _forward_flops(head_steps(plan))
+    return 3.0 * (s.microbatches * layers / s.stages + head)
+
+
+def _forward_flops(steps: list[LayerStep]) -> float:
+    return sum(2.0 * st.batch * st.m * st.k * st.n for st in steps if st.kind == "matmul")
