@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
+from tpusim.results.energy import busy_share
 from tpusim.results.records import Economics, TrainingRecord
 from tpusim.results.simulation import Results
 from tpusim.vocabulary import Dtype
@@ -155,6 +156,7 @@ def _economics(results: Results, context: WorkloadContext, tokens: float) -> Eco
         tokens,
         context.power_per_chip_W,
         context.price_per_chip_hour_usd,
+        busy_share(results.compute_time_s, results.step_time_s),
     )
 
 
