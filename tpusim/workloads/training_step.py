@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
-from tpusim.workloads.simulate import run_program
+from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import ModelWorkload
 
 
@@ -44,20 +44,30 @@ class TrainingWorkload(ModelWorkload):
         return {"batch": self.batch_per_shard * shards}
 
 
-def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
-    """Build and simulate the step; tokens per step = global batch x sequence length.
-    A shape the builder rejects is a ConfigError at the workload."""
+def build(spec: TrainingWorkload, context: WorkloadContext) -> Any:
+    """The step's program; a shape the builder rejects is a ConfigError at the
+    workload."""
     from tpusim.program.builders import training_step
     from tpusim.program.ir import ProgramError
 
     fields = spec.builder_fields()
     fields.pop("batch_per_shard", None)
     try:
-        program = training_step(**fields)
+        return training_step(**fields)
     except ProgramError as exc:
         raise context.error(str(exc)) from None
+
+
+def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
+    """Build and simulate the step; tokens per step = global batch x sequence length."""
+    program = build(spec, context)
     assert spec.batch is not None  # resolved from batch_per_shard for the system
     return run_program(program, context, spec.kind, float(spec.batch * spec.seq))
 
 
-register_workload("training_step", TrainingWorkload, run)
+def check(spec: TrainingWorkload, context: WorkloadContext) -> None:
+    """Build the step and check it fits the system (mesh, groups, memory)."""
+    check_program(build(spec, context), context)
+
+
+register_workload("training_step", TrainingWorkload, run, check=check)
