@@ -106,4 +106,5 @@ def _distinct(problems: list[ConfigError], file: str) -> list[ConfigError]:
     seen: dict[str, ConfigError] = {}
     for problem in problems:
         seen.setdefault(str(problem), problem)
-    return sorted(seen.values(), key=lambda p: (p.file != file, p.line or 0 if p.file == file else 0))
+    ours = [p for p in seen.values() if p.file == file]
+    return sorted(ours, key=lambda p: p.line or 0) + [p for p in seen.values() if p.file != file]

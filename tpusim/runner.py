@@ -203,7 +203,8 @@ def _run_in_workers(scenario: Any, bar: Progress, workers: int) -> list[PointRes
     events = context.Queue() if bar.enabled else None
     ours_before = set(multiprocessing.active_children())
     load = (type(scenario), scenario.file, scenario.max_points)
-    with ProcessPoolExecutor(workers, context, initializer=_start_worker, initargs=(events,)) as pool:
+    pool_of = ProcessPoolExecutor
+    with pool_of(workers, context, initializer=_start_worker, initargs=(events,)) as pool:
         try:
             futures = {i: pool.submit(_run_system_file, *load, i) for i in order}
             _wait_reporting(list(futures.values()), bar, events, count * len(scenario.runs))

@@ -301,7 +301,8 @@ class Scenario:
         for key in ("power_per_chip", "price_per_chip_hour_usd"):
             for name in (self.data.get("assumptions") or {}).get(key) or {}:
                 if name not in chips:
-                    problem = f"'{name}' is not a chip of the scenario's systems ({', '.join(chips)})"
+                    known = ", ".join(chips)
+                    problem = f"'{name}' is not a chip of the scenario's systems ({known})"
                     self._problem(self._error(problem, ("assumptions", key, name)))
 
     def _sweep_values(self, index: int, name: str, values: Any) -> list[tuple[Any, str]]:

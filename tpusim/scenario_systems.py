@@ -118,9 +118,7 @@ def locate_scenario(name_or_path: str) -> Path:
     known = shipped_scenarios()
     if name_or_path in known:
         return known[name_or_path]
-    raise InputError(
-        f"unknown scenario '{name_or_path}' (not a file; shipped: {', '.join(known)})"
-    )
+    raise InputError(f"unknown scenario '{name_or_path}' (not a file; shipped: {', '.join(known)})")
 
 
 def scenario_listing() -> list[dict[str, str]]:

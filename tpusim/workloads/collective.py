@@ -59,6 +59,4 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
     make_group(context.topology, spec.axes or None, spec.chips)
 
 
-register_workload(
-    "collective", CollectiveWorkload, run, record=CollectiveRecord, check=check
-)
+register_workload("collective", CollectiveWorkload, run, record=CollectiveRecord, check=check)
