@@ -146,7 +146,9 @@ workloads:
     kind: program
     ops: [{name: mm, kind: matmul, m: 128, n: 128, k: 128}]
     overrides:
-      0: {extra_ops: [{name: log, kind: collective, collective: all-reduce, bytes: 1 MB, after: [mm]}]}
+      0:
+        extra_ops:
+          - {name: log, kind: collective, collective: all-reduce, bytes: 1 MB, after: [mm]}
   - {name: mm, kind: program, ops: [{name: mm, kind: matmul, m: 1024, n: 1024, k: 1024}]}
 """
 
