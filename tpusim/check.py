@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tpusim.errors import ConfigError, InputError, TpusimError
-from tpusim.runner import workload_errors
+from tpusim.points import workload_errors
 from tpusim.scenario import Scenario
 from tpusim.workloads import workload_kind
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tpusim.errors import InputError, SimulationError
+from tpusim.points import PointResult, run_point
 from tpusim.progress import Progress
-from tpusim.runner import PointResult, run_point
 
 __all__ = ["LOCAL_WORKERS", "run_on_dask"]
 
