@@ -102,10 +102,15 @@ def test_sweep_rows_are_printed_as_they_finish(monkeypatch, capsys):
         ["4", "KiB"],
         ["8", "KiB"],
     ]
-    err = capsys.readouterr().err.splitlines()
-    assert [line.split("done    ")[1].split(" (")[0] for line in err] == [
-        "1 KiB",
-        "2 KiB",
-        "4 KiB",
-        "8 KiB",
-    ]
+    assert capsys.readouterr().err == ""  # not a terminal: the rows are the progress
+
+
+def test_sweep_bar_on_a_terminal(monkeypatch, capsys):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    argv = ["collective", "v5e-pod", "--op", "all-reduce", "--sweep-bytes", "1KiB:4KiB", "--json"]
+    assert tpusim.cli.main(argv) == 0
+    assert len(json.loads(capsys.readouterr().out)["sweep"]) == 3
+    text = terminal.getvalue()
+    assert [f"done    {n} KiB (" in text for n in (1, 2, 4)] == [True] * 3
+    assert re.search(r"v5e-pod all-reduce: 100%\|.*\| 3/3", text.split("\r")[-1])

@@ -219,7 +219,7 @@ def _collective_sweep(
     binary: bool,
 ) -> None:
     """``--sweep-bytes``: each row printed as it finishes (text), or one JSON object at
-    the end; a progress bar on stderr unless ``--quiet``."""
+    the end; a progress bar on stderr when it is a terminal, unless ``--quiet``."""
     import time
 
     from tpusim.progress import Finished, Progress
@@ -227,7 +227,8 @@ def _collective_sweep(
     rows = []
     if not args.json:
         print(_SWEEP_HEADER, flush=True)
-    with Progress(len(sizes), f"{system.name} {args.op}", enabled=not args.quiet) as bar:
+    what = f"{system.name} {args.op}"
+    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=True) as bar:
         for size in sizes:
             began = time.perf_counter()
             rows.append(_run_one(system, topology, args, size, options)[0].record())

@@ -38,14 +38,23 @@ class Finished:
 
 class Progress:
     """An overall bar of ``total`` runs on ``stream`` (default stderr), labelled
-    ``what``; ``enabled=False`` (``--quiet``) prints nothing at all. ``count`` is the
-    runs reported so far."""
+    ``what``; ``enabled=False`` (``--quiet``) prints nothing at all, and
+    ``terminal_only=True`` nothing unless the stream is a terminal (a command whose
+    stdout already shows each result as it comes). ``count`` is the runs reported so
+    far."""
 
     def __init__(
-        self, total: int, what: str = "runs", enabled: bool = True, stream: IO[str] | None = None
+        self,
+        total: int,
+        what: str = "runs",
+        enabled: bool = True,
+        stream: IO[str] | None = None,
+        terminal_only: bool = False,
     ):
-        self.total, self.enabled, self.count = total, enabled, 0
         self.stream = stream if stream is not None else sys.stderr
+        if terminal_only and not _is_terminal(self.stream):
+            enabled = False
+        self.total, self.enabled, self.count = total, enabled, 0
         self.began = time.perf_counter()
         self.bar: Any = None
         if enabled and _is_terminal(self.stream):
