@@ -247,8 +247,8 @@ def test_jobs_give_the_same_numbers_as_in_process(tmp_path, capsys):
 
 
 def test_error_in_a_worker_process_is_one_line(tmp_path, capsys):
-    """A mesh that fits one system but not the other fails inside a worker process;
-    the user still gets one line and exit 2."""
+    """A mesh that fits neither system (tp 8 on axes of 4) is found by the check
+    before any worker starts (issue 15: every problem listed, one line each), exit 2."""
     path = reduced(tmp_path)
     data = yaml.safe_load(path.read_text())
     data["workloads"] = [
@@ -273,5 +273,6 @@ def test_error_in_a_worker_process_is_one_line(tmp_path, capsys):
     )
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err
-    assert "workloads[0]" in lines[0] and "iw-64" in lines[0]
+    assert len(lines) == 2 and "Traceback" not in err
+    assert all(line.startswith("tpusim: error:") and "workloads[0]" in line for line in lines)
+    assert "iw-64" in lines[0] and "fly-128" in lines[1]
