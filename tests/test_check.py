@@ -173,3 +173,17 @@ def test_a_failed_run_keeps_the_others_outputs(tmp_path, capsys, jobs):
     assert all(f["error"].startswith("deadlock: collective 'log'") for f in failures)
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary.workload) == ["topo", "mm"] * 2
+
+
+def test_every_workload_broken_still_lists_each(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nsystems: [v5e-pod]\nworkloads:\n"
+        "  - {name: a, kind: topology, x: 1}\n  - {name: b, kind: nosuch}\n"
+    )
+    code, _, err = run(capsys, "check", str(path))
+    assert code == 2
+    assert [line.split(": ")[2] for line in err.splitlines()] == [
+        f"{path}:4 workloads[0].x",
+        f"{path}:5 workloads[1].kind",
+    ]

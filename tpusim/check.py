@@ -68,8 +68,8 @@ def check_scenario(file: str | Path, max_points: int | None = None) -> ScenarioC
     problems: list[ConfigError] = []
     try:
         scenario = Scenario(file, max_points, problems=problems)
-    except ConfigError as exc:
-        return ScenarioCheck(str(file), None, [exc])
+    except ConfigError as exc:  # does not read or validate at the top level
+        return ScenarioCheck(str(file), None, _distinct([*problems, exc], str(file)))
     checked = 0
     for system in scenario.systems:
         problems += _check_system(scenario, system)

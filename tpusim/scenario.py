@@ -273,8 +273,11 @@ class Scenario:
         return found
 
     def _load(self, index: int, name: str) -> System:
-        path: PathKey = ("systems", index) + (("system",) if not isinstance(
-            self.spec.systems[index], str) else ())  # fmt: skip
+        """System ``name`` of ``systems[index]`` (a name, or an entry's ``system``)."""
+        entry = self.spec.systems[index]
+        path: PathKey = (
+            ("systems", index) if isinstance(entry, str) else ("systems", index, "system")
+        )
         try:
             return load_system(name, base=Path(self.file).parent)
         except ConfigError as exc:
