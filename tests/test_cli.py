@@ -169,9 +169,11 @@ def test_missing_argument(capsys):
     assert "system" in line
 
 
-def test_no_command(capsys):
-    line = assert_one_error_line(*run(capsys))
-    assert "command" in line
+def test_no_command_prints_help_and_exits_0(capsys):
+    """Issue 15: bare ``tpusim`` is a request for help, not a mistake."""
+    code, out, err = run(capsys)
+    assert code == 0 and err == ""
+    assert out.startswith("usage: tpusim") and "run a scenario" in out
 
 
 def test_unknown_command(capsys):

@@ -85,7 +85,7 @@ def test_table_output(capsys):
 
 
 def test_sweep_bytes_gives_doubling_sizes(capsys):
-    rec = run_json(capsys, "v5e-pod", "--op", "all-reduce", "--sweep-bytes", "1KiB:8KiB")
+    rec = run_json(capsys, "v5e-pod", "--op", "all-reduce", "--sweep-bytes", "1KiB:8KiB", "--quiet")
     rows = rec["sweep"]
     assert [r["bytes"] for r in rows] == [1024, 2048, 4096, 8192]
     for row in rows:

@@ -39,7 +39,9 @@ def check(done: subprocess.CompletedProcess, json_out: bool) -> None:
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.returncode in (0, 2), (done.returncode, done.stderr[-2000:])
     if done.returncode == 2:
-        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        # one line per problem (issue 15: a scenario's check lists every problem)
+        lines = done.stderr.strip().splitlines()
+        assert lines and all(line.startswith("tpusim: error: ") for line in lines), done.stderr
     elif json_out:
         json.loads(done.stdout, parse_constant=_reject)
 

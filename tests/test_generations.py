@@ -250,8 +250,8 @@ def test_jobs_give_the_same_numbers_as_in_process(tmp_path, capsys):
 
 
 def test_error_in_a_worker_process_is_one_line(tmp_path, capsys):
-    """A mesh that fits one system but not the other fails inside a worker process;
-    the user still gets one line and exit 2."""
+    """A mesh that fits neither system (tp 8 on axes of 4) is found by the check
+    before any worker starts (issue 15: every problem listed, one line each), exit 2."""
     path = reduced(tmp_path)
     data = yaml.safe_load(path.read_text())
     data["workloads"] = [

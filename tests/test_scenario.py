@@ -231,8 +231,11 @@ def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, cap
         assert rows[system]["step_time_s"] == pytest.approx(2 * n**3 / peak + 0.5e-6, rel=1e-3)
 
 
-def test_model_that_does_not_fit_is_out_of_memory_exit_1(tmp_path, capsys):
+def test_model_that_does_not_fit_is_out_of_memory_found_by_the_check_exit_2(tmp_path, capsys):
+    """Issue 15: memory fits are checked before simulating (was exit 1 after running)."""
     path = tmp_path / "s.yaml"
     path.write_text(BASE.replace("{name: w,", "{name: w, memory: {hbm: 40 GB},"))
     code, _, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
-    assert code == 1 and "out of memory" in err and "HBM" in err and "Traceback" not in err
+    assert code == 2 and "out of memory" in err and "HBM" in err and "Traceback" not in err
+    assert err.startswith(f"tpusim: error: {path}:4 workloads[0]: v5e-pod w: out of memory")
+    assert not (tmp_path / "o").exists()

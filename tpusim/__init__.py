@@ -7,7 +7,20 @@ Layers, each importing only those before it: :mod:`tpusim.units`,
 import os as _os
 import sys as _sys
 
+#: The version of the source tree (pyproject.toml's); :func:`package_version` prefers
+#: the installed package's metadata.
 __version__ = "0.1.0"
+
+
+def package_version() -> str:
+    """The installed distribution's version (package metadata), else ``__version__``
+    (a checkout on the path, not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tpusim")
+    except PackageNotFoundError:
+        return __version__
 
 
 def _interrupted_while_starting(_signum, _frame):  # pragma: no cover - timing dependent

@@ -8,19 +8,19 @@ stderr and no traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from tpusim import units
+from tpusim import package_version, units
 from tpusim.cli_flags import (
     axes_flag,
     check_packet_work,
-    jobs_flag,
+    flow_tolerance_flag,
     pairs_flag,
     positive_flag,
     size_flag,
+    size_in_binary,
     sweep_sizes,
 )
 from tpusim.config import load_system, shipped
@@ -37,7 +37,6 @@ from tpusim.report import topology_summary
 from tpusim.results.files import (
     atomic_csv,
     check_file_target,
-    check_folder_target,
     json_text,
     output_error,
 )
@@ -51,7 +50,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag as one line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
+        command = self.prog.removeprefix("tpusim").strip()  # main prints "tpusim: error:"
+        where = f"{command}: " if command else ""
+        raise InputError(f"{where}{message} (see {self.prog} --help)")
 
 
 def _print_json(record: Any) -> None:
@@ -137,6 +138,8 @@ def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError(f"--chips {args.chips}: must be >= 1")
     if args.packet_bytes is not None and args.fidelity != "packet":
         raise InputError("--packet-bytes only applies to --fidelity packet")
+    if args.flow_tolerance is not None and args.fidelity != "flow":
+        raise InputError("--flow-tolerance only applies to --fidelity flow")
     options: dict[str, Any] = {
         "axes": axes_flag(args.axes),
         "chips": args.chips,
@@ -144,6 +147,7 @@ def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
         "fidelity": args.fidelity,
         "engine": "tensorcore" if args.no_offload else args.engine,
         "pairs": pairs_flag(args.pairs),
+        "flow_tolerance": args.flow_tolerance,
     }
     if args.packet_bytes is not None:
         options["packet_bytes"] = size_flag(args.packet_bytes, "--packet-bytes")
@@ -167,7 +171,6 @@ def _run_one(
 
 
 def cmd_collective(args: argparse.Namespace) -> None:
-    from tpusim.engine import link_table
     from tpusim.topology import build_topology
 
     if (args.bytes is None) == (args.sweep_bytes is None):
@@ -186,34 +189,67 @@ def cmd_collective(args: argparse.Namespace) -> None:
         sizes = [size_flag(args.bytes, "--bytes")]
     check_packet_work(system.num_chips, sizes, options)
     topology = build_topology(system)
+    binary = size_in_binary(args.sweep_bytes or args.bytes)
     if args.sweep_bytes is not None:
-        rows = [_run_one(system, topology, args, size, options)[0].record() for size in sizes]
-        if args.json:
-            _print_json({"system": system.name, "op": args.op, "sweep": rows})
-        else:
-            print(_sweep_table(rows))
+        _collective_sweep(system, topology, args, sizes, options, binary)
         return
     result, network = _run_one(system, topology, args, sizes[0], options)
     if args.links_csv:
-        try:
-            atomic_csv(link_table(topology, network, result.time_s), args.links_csv, index=False)
-        except OSError as exc:
-            raise output_error("--links-csv", args.links_csv, exc) from None
+        _write_links(topology, network, result.time_s, args.links_csv)
     rec = result.record() | network.fault_report
     if args.json:
         _print_json(rec)
     else:
-        print("\n".join(_collective_lines(rec)))
+        print("\n".join(_collective_lines(rec, binary)))
         if "failed_links" in rec:
             from tpusim.faults_cli import fault_lines
 
             print("\n".join(fault_lines(rec)))
 
 
-def _collective_lines(rec: dict[str, Any]) -> list[str]:
+def _write_links(topology: Any, network: Any, time_s: float, file: str) -> None:
+    from tpusim.engine import link_table
+
+    try:
+        atomic_csv(link_table(topology, network, time_s), file, index=False)
+    except OSError as exc:
+        raise output_error("--links-csv", file, exc) from None
+
+
+def _collective_sweep(
+    system: Any,
+    topology: Any,
+    args: argparse.Namespace,
+    sizes: list[float],
+    options: dict[str, Any],
+    binary: bool,
+) -> None:
+    """``--sweep-bytes``: each row printed as it finishes (text), or one JSON object at
+    the end; a progress bar on stderr when it is a terminal, unless ``--quiet``."""
+    import time
+
+    from tpusim.progress import Finished, Progress
+
+    rows = []
+    if not args.json:
+        print(_SWEEP_HEADER, flush=True)
+    what = f"{system.name} {args.op}"
+    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=True) as bar:
+        for size in sizes:
+            began = time.perf_counter()
+            rows.append(_run_one(system, topology, args, size, options)[0].record())
+            if not args.json:
+                print(_sweep_row(rows[-1], binary), flush=True)
+            wall_s = time.perf_counter() - began
+            bar.finished(Finished(units.format_bytes(size, binary), wall_s))
+    if args.json:
+        _print_json({"system": system.name, "op": args.op, "sweep": rows})
+
+
+def _collective_lines(rec: dict[str, Any], binary: bool = True) -> list[str]:
     return [
         f"system          {rec['system']}",
-        f"collective      {rec['op']} of {units.format_bytes(rec['bytes'])} "
+        f"collective      {rec['op']} of {units.format_bytes(rec['bytes'], binary)} "
         f"({rec['algorithm']}, {rec['fidelity']} fidelity, reductions on {rec['engine']})",
         f"chips           {rec['chips']:,} in {rec['num_groups']:,} group(s) of "
         f"{rec['group_size']:,}",
@@ -223,7 +259,7 @@ def _collective_lines(rec: dict[str, Any]) -> list[str]:
         f"hops            max {rec['max_hops']}, mean {rec['mean_hops']:.2f}",
         f"links           max utilisation {rec['max_link_utilization']:.1%}, mean "
         f"{rec['mean_link_utilization']:.1%} (links used), busiest "
-        f"{units.format_bytes(rec['busiest_link_bytes'])}",
+        f"{units.format_bytes(rec['busiest_link_bytes'], binary)}",
         f"work            {rec['num_steps']:,} steps, {rec['num_flows']:,} flows, "
         f"{rec['num_events']:,} network events",
     ]
@@ -238,77 +274,14 @@ def _gbps_text(value: float | None) -> str:
     return "n/a" if value is None else f"{value / 1e9:.2f}"
 
 
-def _sweep_table(rows: list[dict[str, Any]]) -> str:
-    header = f"{'size':>10} {'time':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  algorithm"
-    lines = [header]
-    for r in rows:
-        lines.append(
-            f"{units.format_bytes(r['bytes']):>10} {units.format_time(r['time_s']):>10} "
-            f"{_gbps_text(r['algbw_Bps']):>11} {_gbps_text(r['busbw_Bps']):>11}  "
-            f"{r['algorithm']}"
-        )
-    return "\n".join(lines)
+_SWEEP_HEADER = f"{'size':>10} {'time':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  algorithm"
 
 
-def cmd_run(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from tpusim.faults_cli import run_fault_flags
-    from tpusim.results.writers import write_outputs
-    from tpusim.scenario import Scenario, run_scenario
-
-    scenario = Scenario(
-        args.scenario, max_points=args.max_points, fault_flags=run_fault_flags(args)
+def _sweep_row(r: dict[str, Any], binary: bool) -> str:
+    return (
+        f"{units.format_bytes(r['bytes'], binary):>10} {units.format_time(r['time_s']):>10} "
+        f"{_gbps_text(r['algbw_Bps']):>11} {_gbps_text(r['busbw_Bps']):>11}  {r['algorithm']}"
     )
-    out = Path(args.out or Path("out") / scenario.spec.name)
-    check_folder_target(out, "--out")  # before minutes of simulation, not after
-    run = run_scenario(scenario, progress=not args.quiet, jobs=args.jobs or (os.cpu_count() or 1))
-    outputs = scenario.outputs(run)
-    try:
-        written = write_outputs(out, outputs)
-    except OSError as exc:
-        raise output_error("--out", out, exc) from None
-    pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]
-    if args.json:
-        _print_json(_run_record(scenario.spec.name, outputs, out, pictures))
-    else:
-        print("\n".join(_run_lines(scenario.spec, outputs, out, pictures)))
-
-
-def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[str, Any]:
-    """The ``tpusim run --json`` object."""
-    import pandas as pd
-
-    record: dict[str, Any] = {
-        "scenario": name,
-        "results": outputs.run.rows,
-        "out": str(out),
-        "comparison": {
-            system: {k: v for k, v in column.items() if pd.notna(v)}
-            for system, column in outputs.comparison.to_dict().items()
-        },
-        "plots": [str(p) for p in pictures],
-        "wall_s": outputs.run.wall_s,
-    }
-    if outputs.claims is not None:
-        record["claims"] = outputs.claims.to_dict("records")
-    return record
-
-
-def _run_lines(spec: Any, outputs: Any, out: Any, pictures: list[Any]) -> list[str]:
-    """The text ``tpusim run`` prints: the comparison table, the claims, the files."""
-    from tpusim.claims import format_claims
-    from tpusim.report import format_table
-
-    lines = [f"{spec.name}: {spec.description}".rstrip(": "), "", format_table(outputs.comparison)]
-    files = "summary.csv, comparison.csv, ops.csv, links.csv, trace-*.json, resolved.yaml"
-    if outputs.claims is not None:
-        lines += ["\nVendor claims against tpusim\n", format_claims(outputs.claims)]
-        files += ", claims.csv"
-    if pictures:
-        files += f", {len(pictures)} plots (PNG and SVG)"
-    lines.append(f"\nwrote {out}/ ({files}); simulated in {outputs.run.wall_s:.1f} s")
-    return lines
 
 
 def cmd_hlo(args: argparse.Namespace) -> None:
@@ -318,7 +291,11 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         raise InputError(
             f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
         ) from None
-    record = hlo_summary(args.file, args.system, args.fidelity, order, args.calibration)
+    if args.flow_tolerance is not None and args.fidelity != "flow":
+        raise InputError("--flow-tolerance only applies to --fidelity flow")
+    record = hlo_summary(
+        args.file, args.system, args.fidelity, order, args.calibration, args.flow_tolerance
+    )
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
         print(f"tpusim: warning: {args.file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
@@ -348,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="version", version=f"tpusim {package_version()}")
+    parser.set_defaults(func=None)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     p = sub.add_parser("systems", help="list the shipped systems")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_systems)
@@ -362,25 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_topo)
     _add_collective(sub)
-    p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
-    p.add_argument("scenario", help="path to a scenario YAML")
-    p.add_argument("--out", help="output folder (default out/SCENARIO_NAME)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--jobs",
-        type=jobs_flag,
-        default=0,
-        help="systems simulated at once, each in its own process "
-        "(default: one per CPU core; 1 runs in-process)",
-    )
-    _add_max_points(p, "workload points (sweep points over all workloads)", None)
-    from tpusim.faults_cli import add_fault_flags
-
-    add_fault_flags(p, default_routing=None)
-    p.set_defaults(func=cmd_run)
+    from tpusim.scenarios_cli import add_parsers as add_scenario_parsers
     from tpusim.validation.commands import add_parsers as add_validation_parsers
 
+    add_scenario_parsers(sub)
     add_validation_parsers(sub)
     from tpusim.models_cli import add_parsers as add_models_parsers
 
@@ -400,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
     )
     p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
+    _add_flow_tolerance(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_hlo)
     return parser
@@ -439,12 +404,24 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--packet-bytes", help="packet size for --fidelity packet (default 64KiB)")
     p.add_argument("--links-csv", help="write the per-link table to this CSV file")
     p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
+    _add_flow_tolerance(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr (sweeps)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_max_points(p, "sizes of --sweep-bytes", MAX_SWEEP_POINTS)
     from tpusim.faults_cli import add_fault_flags
 
     add_fault_flags(p)
     p.set_defaults(func=cmd_collective)
+
+
+def _add_flow_tolerance(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--flow-tolerance",
+        type=flow_tolerance_flag,
+        help="flow fidelity: max-min rates solved to this relative tolerance and flows "
+        "finishing within it retired together (default 0.01; 0 is exact; a scenario's "
+        "flow_tolerance: is the same setting)",
+    )
 
 
 def _add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) -> None:
@@ -459,18 +436,25 @@ def _add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tpusim`` and ``python -m tpusim``; returns the exit code.
 
-    A tpusim error prints one line and returns its exit code (2 for bad input, 1 for
-    a failed simulation); Ctrl-C prints ``tpusim: interrupted`` and returns 130; a
+    Without a command, prints the help and returns 0. A tpusim error prints one line
+    per problem (``tpusim: error: ...``) and returns its exit code (2 for bad input, 1
+    for a failed simulation); Ctrl-C prints ``tpusim: interrupted`` and returns 130; a
     closed stdout (``| head``) returns 0; a stdout that cannot be written (a full
     disk) is an error on one line, exit 2; running out of memory is one line, exit 1.
     """
     try:
         with interrupts_handled():
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if args.func is None:  # bare ``tpusim``
+                parser.print_help()
+                return 0
             args.func(args)
             sys.stdout.flush()
     except TpusimError as exc:
-        print(f"tpusim: error: {exc}", file=sys.stderr)
+        if not getattr(exc, "reported", False):
+            for line in str(exc).splitlines() or [""]:
+                print(f"tpusim: error: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tpusim: interrupted", file=sys.stderr)

@@ -24,10 +24,12 @@ from tpusim.errors import InputError
 __all__ = [
     "axes_flag",
     "check_packet_work",
+    "flow_tolerance_flag",
     "jobs_flag",
     "pairs_flag",
     "positive_flag",
     "size_flag",
+    "size_in_binary",
     "sweep_sizes",
 ]
 
@@ -41,6 +43,24 @@ def size_flag(text: str, flag: str) -> float:
     problem = whole_bytes_problem(value)
     if problem is not None:
         raise InputError(f"{flag} {text}: {problem}")
+    return value
+
+
+def size_in_binary(text: str | None) -> bool:
+    """Whether a size flag was given in binary units (``KiB``, ``MiB``...), so that it is
+    echoed in them; decimal units (``MB``) and plain byte counts echo in decimal. For
+    ``LOW:HIGH``, LOW's unit."""
+    return "i" in (text or "").partition(":")[0]
+
+
+def flow_tolerance_flag(text: str) -> float:
+    """``--flow-tolerance``: a relative tolerance, 0 <= value < 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.01, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
     return value
 
 

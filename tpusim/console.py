@@ -31,7 +31,7 @@ INTERRUPTED_EXIT_CODE = 130
 
 
 #: Modules whose only unnamed writes are ``print`` to stdout (a file write names its path).
-PRINTING_MODULES = ("tpusim.cli", "tpusim.validation.commands")
+PRINTING_MODULES = ("tpusim.cli", "tpusim.scenarios_cli", "tpusim.validation.commands")
 
 
 def raised_by_print(exc: OSError) -> bool:

@@ -1,4 +1,4 @@
-"""Scenarios: systems x workloads (x sweeps), run in-process, written to a folder.
+"""Scenarios: systems x workloads (x sweeps), checked, run and written to a folder.
 
 ::
 
@@ -22,6 +22,8 @@
 their cross product. ``per_system`` overrides fields for named systems (a mesh that
 fits that topology). A mesh axis of size ``auto`` takes the chips the other axes leave;
 ``batch_per_shard`` (training) sets the global batch from the batch-sharding axes.
+A ``systems`` entry may also derive systems with ICI overrides and sweeps
+(:mod:`tpusim.scenario_systems`).
 
 Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 :func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
@@ -31,7 +33,9 @@ for energy and cost columns), ``plots`` and ``claims`` (write figures and the
 vendor-claims table), and the fault keys ``faults``, ``fail_links``, ``seed``,
 ``on_chip_failure`` and ``routing`` (:mod:`tpusim.config.faults`: defaults for every
 workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Errors
-name the file, the YAML path and the line.
+name the file, the YAML path and the line; ``Scenario(file, problems=[])`` collects
+them all (:mod:`tpusim.check`), and :func:`run_scenario` (:mod:`tpusim.runner`) runs
+the points.
 
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
@@ -43,8 +47,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,12 +61,14 @@ from tpusim.config.limits import MAX_SWEEP_POINTS, packet_work_problem, points_p
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.types import Frozen, Power, Source
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
-from tpusim.errors import ConfigError, InputError, SimulationError, TpusimError
+from tpusim.errors import ConfigError
 from tpusim.results.records import CollectiveLinks, ScenarioRun
 from tpusim.results.writers import Outputs
+from tpusim.runner import run_scenario
+from tpusim.scenario_systems import SystemVariants, locate_scenario, variants
 from tpusim.units import format_bytes
 from tpusim.vocabulary import Dtype, Fidelity
-from tpusim.workloads import Outcome, Workload, WorkloadContext, WorkloadSpec, workload_kind
+from tpusim.workloads import Workload, WorkloadContext, WorkloadSpec
 from tpusim.workloads.spec import VARIANT_KEYS, SweepRange
 
 __all__ = [
@@ -74,6 +78,8 @@ __all__ = [
     "ScenarioRun",
     "ScenarioSpec",
     "SweepRange",
+    "SystemVariants",
+    "locate_scenario",
     "run_scenario",
 ]
 
@@ -114,7 +120,7 @@ class ScenarioSpec(Frozen):
     fidelity: Fidelity = "flow"
     flow_tolerance: float | None = Field(None, ge=0, lt=1)
     calibration: str | None = None
-    systems: list[str] = Field(min_length=1)
+    systems: list[str | SystemVariants] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
     assumptions: Assumptions = Field(default_factory=Assumptions)
     plots: bool = False
@@ -127,6 +133,12 @@ class ScenarioSpec(Frozen):
     routing: Routing | None = None
 
 
+class _OneWorkload(Frozen):
+    """One workload validated alone, keyed by its index in the file (its YAML path)."""
+
+    workloads: dict[int, Workload]
+
+
 class Scenario:
     """A validated scenario file: its systems loaded, its workloads expanded by sweeps.
 
@@ -134,6 +146,10 @@ class Scenario:
     the most workload points (sweep points summed over workloads) it may have;
     ``fault_flags`` (the CLI's fault flags, :func:`~tpusim.config.faults.plan_flags`)
     set the fault keys of every workload that takes them.
+    ``problems``: given a list, every problem found is appended to it (each a
+    ConfigError naming file:line and path) and loading goes on without the broken
+    workload or system (``tpusim check``); without one, the first problem is raised.
+    A file that does not read or validate at the top level is raised either way.
     """
 
     def __init__(
@@ -141,48 +157,79 @@ class Scenario:
         file: str | Path,
         max_points: int | None = None,
         fault_flags: dict[str, Any] | None = None,
+        problems: list[ConfigError] | None = None,
     ):
         self.file = str(file)
         self.fault_flags = fault_flags or {}
+        self.problems = problems
         self.data, self.lines = load_yaml(file)
-        self.spec = validate(ScenarioSpec, self.data, self.file, self.lines)
+        self.spec, self.indices = self._validated()
         self.max_points = max_points or self.spec.max_points
         self._check_workload_names()
         self._check_points()
         self.calibration = self._calibration()
-        self.systems = [self._system(i, name) for i, name in enumerate(self.spec.systems)]
+        self.system_entries: list[int] = []  # the systems: entry of each system
+        self.systems = [s for i, e in enumerate(self.spec.systems) for s in self._system(i, e)]
         self.runs = [run for i, w in enumerate(self.spec.workloads) for run in self._expand(i, w)]
         self._check_names()
         self._check_packet_work()
+
+    def _problem(self, error: ConfigError) -> None:
+        """Raise ``error``, or keep it when collecting problems."""
+        if self.problems is None:
+            raise error
+        self.problems.append(error)
+
+    def _validated(self) -> tuple[ScenarioSpec, list[int]]:
+        """The spec, and the index in the file of each of its workloads. Collecting
+        problems, each workload is validated alone first and broken ones left out."""
+        data = self.data
+        workloads = data.get("workloads") if isinstance(data, dict) else None
+        if self.problems is None or not isinstance(workloads, list):
+            return validate(ScenarioSpec, data, self.file, self.lines), list(
+                range(len(workloads or []))
+            )
+        good = []
+        for i, raw in enumerate(workloads):
+            try:
+                validate(_OneWorkload, {"workloads": {i: raw}}, self.file, self.lines)
+                good.append(i)
+            except ConfigError as exc:
+                self._problem(exc)
+        kept = {**data, "workloads": [workloads[i] for i in good] or workloads}
+        return validate(ScenarioSpec, kept, self.file, self.lines), good
+
+    def at(self, index: int, *rest: str | int) -> PathKey:
+        """The YAML path of spec workload ``index`` (its place in the file) and below."""
+        return ("workloads", self.indices[index], *rest)
 
     def _check_packet_work(self) -> None:
         """At packet fidelity, no system over MAX_PACKET_CHIPS and no collective whose
         estimated packet-hops exceed MAX_PACKET_HOPS (checked before running)."""
         from tpusim.network.packet import DEFAULT_PACKET_BYTES
 
-        if self.spec.fidelity != "packet":
+        if self.spec.fidelity != "packet" or not self.runs:
             return
         sizes = [float(getattr(w, "bytes", 1)) for _, (w, _) in self.runs]
-        for i, system in enumerate(self.systems):
+        for system, entry in zip(self.systems, self.system_entries, strict=True):
             problem = packet_work_problem(system.num_chips, max(sizes), DEFAULT_PACKET_BYTES)
             if problem is not None:
-                raise self._error(f"{system.name}: {problem}", ("systems", i))
+                self._problem(self._error(f"{system.name}: {problem}", ("systems", entry)))
 
     def _check_workload_names(self) -> None:
         """Two workloads of one name would write colliding rows and trace files."""
         first: dict[str, int] = {}
         for i, workload in enumerate(self.spec.workloads):
-            path: PathKey = ("workloads", i, "name")
+            path = self.at(i, "name")
             line = line_of(self.lines, path) or 0
             if workload.name in first:
-                raise self._error(
-                    f"workload name '{workload.name}' is also on line {first[workload.name]}", path
-                )
-            first[workload.name] = line
+                problem = f"workload name '{workload.name}' is also on line {first[workload.name]}"
+                self._problem(self._error(problem, path))
+            first.setdefault(workload.name, line)
 
     def _sweep_count(self, index: int, name: str, values: Any) -> int:
         """Values of one swept field, counted without listing a range; none is an error."""
-        path: PathKey = ("workloads", index, "sweep", name)
+        path = self.at(index, "sweep", name)
         try:
             count = values.count() if isinstance(values, SweepRange) else len(values)
         except Exception as exc:  # bad units or bounds
@@ -192,16 +239,23 @@ class Scenario:
         return count
 
     def _check_points(self) -> None:
-        """At most ``max_points`` workload points in all, counted before any is listed."""
-        total = 0
+        """At most ``max_points`` workload points in all, counted before any is listed;
+        past it (collecting problems) no workload is expanded."""
+        total, self.expandable = 0, True
         for index, workload in enumerate(self.spec.workloads):
             sweep = workload.sweep
-            total += math.prod(self._sweep_count(index, f, sweep[f]) for f in sweep)
+            try:
+                total += math.prod(self._sweep_count(index, f, sweep[f]) for f in sweep)
+            except ConfigError as exc:
+                self._problem(exc)
+                self.expandable = False
+                continue
             how = "raise it with max_points: in the scenario or --max-points"
             problem = points_problem(total, self.max_points, how)
             if problem is not None:
-                where: PathKey = ("workloads", index, "sweep") if sweep else ("workloads", index)
-                raise self._error(problem, where)
+                where = self.at(index, "sweep") if sweep else self.at(index)
+                self.expandable = False
+                return self._problem(self._error(problem, where))
 
     def _error(self, problem: str, path: PathKey) -> ConfigError:
         return ConfigError(
@@ -213,38 +267,64 @@ class Scenario:
         if self.spec.calibration is None:
             return None
         path = Path(self.file).parent / self.spec.calibration
-        if not path.is_file():
-            raise self._error(f"calibration file '{path}' does not exist", ("calibration",))
-        return load_calibration(path)
-
-    def _system(self, index: int, name: str) -> System:
         try:
-            system = load_system(name, base=Path(self.file).parent)
-            return calibrated_system(system, self.calibration)
+            if not path.is_file():
+                raise self._error(f"calibration file '{path}' does not exist", ("calibration",))
+            return load_calibration(path)
+        except ConfigError as exc:
+            self._problem(exc)
+            return None
+
+    def _system(self, index: int, entry: str | SystemVariants) -> list[System]:
+        """The system(s) of ``systems[index]`` (a problem, collected, gives none)."""
+        name = entry if isinstance(entry, str) else entry.system
+        try:
+            system = calibrated_system(self._load(index, name), self.calibration)
+            if isinstance(entry, str):
+                found = [system]
+            else:
+                found = variants(entry, system, self.file, self.lines, ("systems", index))
+        except ConfigError as exc:
+            self._problem(exc)
+            return []
+        self.system_entries += [index] * len(found)
+        return found
+
+    def _load(self, index: int, name: str) -> System:
+        """System ``name`` of ``systems[index]`` (a name, or an entry's ``system``)."""
+        entry = self.spec.systems[index]
+        path: PathKey = (
+            ("systems", index) if isinstance(entry, str) else ("systems", index, "system")
+        )
+        try:
+            return load_system(name, base=Path(self.file).parent)
         except ConfigError as exc:
             if exc.file and exc.path:  # the system file itself is broken: it says where
                 raise
-            raise self._error(exc.problem, ("systems", index)) from None
+            raise self._error(exc.problem, path) from None
 
     def _check_names(self) -> None:
-        """``per_system`` keys name systems of the scenario (by their ``name``);
-        assumptions name its chips."""
+        """System names are distinct; ``per_system`` keys name systems of the scenario
+        (by their ``name``); assumptions name its chips."""
         names = [s.name for s in self.systems]
+        seen: dict[str, int] = {}
+        for name, entry in zip(names, self.system_entries, strict=True):
+            if name in seen:
+                problem = f"system '{name}' is also systems[{seen[name]}] (give one a name)"
+                self._problem(self._error(problem, ("systems", entry)))
+            seen.setdefault(name, entry)
         for i, workload in enumerate(self.spec.workloads):
             for name in workload.per_system:
                 if name not in names:
-                    raise self._error(
-                        f"'{name}' is not one of the scenario's systems ({', '.join(names)})",
-                        ("workloads", i, "per_system", name),
-                    )
+                    problem = f"'{name}' is not one of the scenario's systems ({', '.join(names)})"
+                    self._problem(self._error(problem, self.at(i, "per_system", name)))
         chips = sorted({s.chip.name for s in self.systems})
         for key in ("power_per_chip", "price_per_chip_hour_usd"):
             for name in (self.data.get("assumptions") or {}).get(key) or {}:
                 if name not in chips:
-                    raise self._error(
-                        f"'{name}' is not a chip of the scenario's systems ({', '.join(chips)})",
-                        ("assumptions", key, name),
-                    )
+                    known = ", ".join(chips)
+                    problem = f"'{name}' is not a chip of the scenario's systems ({known})"
+                    self._problem(self._error(problem, ("assumptions", key, name)))
 
     def _sweep_values(self, index: int, name: str, values: Any) -> list[tuple[Any, str]]:
         """(value, label) pairs of one swept field."""
@@ -255,15 +335,27 @@ class Scenario:
 
     def _expand(
         self, index: int, workload: WorkloadSpec
+    ) -> list[tuple[int, tuple[WorkloadSpec, str]]]:
+        """The workload once per point of its sweep's cross product (validated again);
+        collecting problems, a broken workload gives no point."""
+        if not self.expandable:
+            return []
+        try:
+            return list(self._points(index, workload))
+        except ConfigError as exc:
+            self._problem(exc)
+            return []
+
+    def _points(
+        self, index: int, workload: WorkloadSpec
     ) -> Iterator[tuple[int, tuple[WorkloadSpec, str]]]:
-        """The workload once per point of its sweep's cross product (validated again)."""
-        raw = self.data["workloads"][index]
+        raw = self.data["workloads"][self.indices[index]]
         fields = list(workload.sweep)
         for name in fields:
             if name in VARIANT_KEYS or name not in type(workload).model_fields:
                 raise self._error(
                     f"sweep over '{name}', which is not a field of a {workload.kind} workload",
-                    ("workloads", index, "sweep", name),
+                    self.at(index, "sweep", name),
                 )
         axes = [self._sweep_values(index, f, workload.sweep[f]) for f in fields]
         for point in itertools.product(*axes):
@@ -273,7 +365,7 @@ class Scenario:
             kind_fields = type(workload).model_fields
             data = with_fault_defaults(data, kind_fields, self.data, self.fault_flags)
             label = ",".join(f"{f}={text}" for f, (_, text) in zip(fields, point, strict=True))
-            expanded = validate(type(workload), data, self.file, self.lines, ("workloads", index))
+            expanded = validate(type(workload), data, self.file, self.lines, self.at(index))
             yield index, (expanded, f"{workload.name}[{label}]" if label else workload.name)
 
     def for_system(self, index: int, workload: WorkloadSpec, system: System) -> WorkloadSpec:
@@ -282,7 +374,7 @@ class Scenario:
         override = workload.per_system.get(system.name)
         if override:
             data = workload.model_dump(by_alias=True, exclude=set(VARIANT_KEYS)) | override
-            prefix: PathKey = ("workloads", index, "per_system", system.name)
+            prefix = self.at(index, "per_system", system.name)
             workload = validate(type(workload), data, self.file, self.lines, prefix)
         mesh = getattr(workload, "mesh", None)
         if not mesh:
@@ -295,7 +387,7 @@ class Scenario:
                     raise self._error(
                         f"{system.name}: {system.num_chips} chips do not divide by the "
                         f"other mesh axes ({fixed} chips)",
-                        ("workloads", index, "mesh", name),
+                        self.at(index, "mesh", name),
                     )
                 resolved[name] = system.num_chips // fixed
         update = {"mesh": resolved} | workload.fields_for_mesh(resolved)
@@ -316,7 +408,7 @@ class Scenario:
             price_per_chip_hour_usd=spec.assumptions.price_usd(chip),
             file=self.file,
             lines=self.lines,
-            path=("workloads", index),
+            path=self.at(index),
             label=label,
         )
 
@@ -334,140 +426,3 @@ class Scenario:
             claims_of=vendor_claims,
             systems=self.systems,
         )
-
-
-def run_scenario(scenario: Scenario, progress: bool = True, jobs: int = 1) -> ScenarioRun:
-    """Every system x workload; returns a :class:`ScenarioRun` (unpacks as rows, details).
-
-    ``jobs`` > 1 runs that many systems at once in worker processes (each system's
-    workloads in order in one process, so its route cache is shared); the rows come
-    back in the scenario's order and are the same numbers as in-process. Workers are
-    forked on Linux, so workload kinds registered at runtime reach them there.
-    Workers ignore Ctrl-C: the KeyboardInterrupt reaches this process, which kills
-    them at once (queued systems never start) and lets it propagate.
-    """
-    began = time.perf_counter()
-    count = len(scenario.systems)
-    if jobs > 1 and count > 1:
-        parts = _run_in_workers(scenario, progress, min(jobs, count))
-    else:
-        parts = [_run_system(scenario, i, progress) for i in range(count)]
-    out = ScenarioRun()
-    for part in parts:
-        out.extend(part)
-    out.wall_s = time.perf_counter() - began
-    return out
-
-
-def _run_in_workers(scenario: Scenario, progress: bool, workers: int) -> list[ScenarioRun]:
-    """Each system's :func:`_run_system` in a pool of ``workers`` processes, largest
-    systems first (so the pool ends evenly); the parts in the scenario's order. On any
-    exception (Ctrl-C included) the queued systems are cancelled and the running
-    workers terminated; a worker that dies (killed, out of memory) is a
-    SimulationError."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    count = len(scenario.systems)
-    order = sorted(range(count), key=lambda i: -scenario.systems[i].num_chips)
-    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    ours_before = set(multiprocessing.active_children())
-    with ProcessPoolExecutor(workers, context, initializer=_ignore_interrupts) as pool:
-        try:
-            futures = {
-                i: pool.submit(
-                    _run_system_file,
-                    scenario.file,
-                    i,
-                    progress,
-                    scenario.max_points,
-                    scenario.fault_flags,
-                )
-                for i in order
-            }
-            return [_raise_failure(futures[i].result()) for i in range(count)]
-        except BrokenProcessPool:
-            raise SimulationError(
-                "a worker process died (killed, or out of memory); try --jobs 1"
-            ) from None
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            for child in set(multiprocessing.active_children()) - ours_before:
-                child.terminate()
-            raise
-
-
-def _ignore_interrupts() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it terminates the pool)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _run_system_file(
-    file: str, index: int, progress: bool, max_points: int, fault_flags: dict[str, Any]
-) -> ScenarioRun | tuple[int, str]:
-    """:func:`_run_system` in a worker process (the scenario is loaded there again); a
-    tpusim error comes back as (exit code, message), which always pickles."""
-    try:
-        return _run_system(Scenario(file, max_points, fault_flags), index, progress)
-    except TpusimError as exc:
-        return exc.exit_code, str(exc)
-
-
-def _raise_failure(part: ScenarioRun | tuple[int, str]) -> ScenarioRun:
-    if isinstance(part, ScenarioRun):
-        return part
-    code, message = part
-    raise (InputError if code == 2 else SimulationError)(message)
-
-
-def _run_system(scenario: Scenario, system_index: int, progress: bool) -> ScenarioRun:
-    """Every workload of the scenario on one of its systems; keeps the per-link bytes
-    of each collective workload's largest size."""
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
-
-    system = scenario.systems[system_index]
-    topology = build_topology(system)
-    routes = RouteCache(topology)
-    out = ScenarioRun(topologies={system.name: topology})
-    largest: dict[str, CollectiveLinks] = {}
-    began, total = time.perf_counter(), len(scenario.runs)
-    for n, (index, (workload, label)) in enumerate(scenario.runs, start=1):
-        if progress:
-            elapsed = time.perf_counter() - began
-            # one write per line: workers share stderr, and print() writes the
-            # newline separately, which interleaves their lines
-            sys.stderr.write(f"[{system.name} {n}/{total}] {label} ({elapsed:.1f} s)\n")
-            sys.stderr.flush()
-        context = scenario.context(index, label, system, topology, routes)
-        outcome = _run_workload(scenario, index, workload, context)
-        out.records.append(outcome.record)
-        if outcome.results is not None:
-            out.details.append((system.name, label, outcome.results))
-        links = outcome.links
-        if links is not None:
-            seen = largest.get(links.workload)
-            if seen is None or links.bytes >= seen.bytes:
-                largest[links.workload] = links
-    out.collectives.extend(largest.values())
-    return out
-
-
-def _run_workload(
-    scenario: Scenario, index: int, workload: WorkloadSpec, context: WorkloadContext
-) -> Outcome:
-    """One workload point on the context's system, through its kind's ``run``. A bad
-    value (ValueError, or an InputError that names no file) becomes a ConfigError at
-    the workload, prefixed with the system's name."""
-    try:
-        workload = scenario.for_system(index, workload, context.system)
-        return workload_kind(workload.kind).run(workload, context)
-    except ValueError as exc:
-        raise context.error(f"{context.system.name}: {exc}") from None
-    except InputError as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise context.error(f"{context.system.name}: {exc}") from None

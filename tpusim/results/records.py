@@ -388,13 +388,15 @@ class ScenarioRun:
     columns as dicts); ``details``: (system, label, :class:`~tpusim.engine.Results`) of
     each simulated program; ``collectives``: per-link bytes of each collective
     workload's largest size per system; ``topologies``: system name -> Topology;
-    ``wall_s``: seconds the run took.
+    ``failures``: (system, workload point, message) of each point that failed (the
+    others' records are kept); ``wall_s``: seconds the run took.
     """
 
     records: list[Record] = field(default_factory=list)
     details: list[Any] = field(default_factory=list)
     collectives: list[CollectiveLinks] = field(default_factory=list)
     topologies: dict[str, Any] = field(default_factory=dict)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
     wall_s: float = 0.0
 
     @property
@@ -403,11 +405,12 @@ class ScenarioRun:
         return [record.row() for record in self.records]
 
     def extend(self, part: ScenarioRun) -> None:
-        """Append another run's records, details, collectives and topologies."""
+        """Append another run's records, details, collectives, topologies and failures."""
         self.records += part.records
         self.details += part.details
         self.collectives += part.collectives
         self.topologies |= part.topologies
+        self.failures += part.failures
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.rows, self.details))

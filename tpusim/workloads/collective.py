@@ -71,4 +71,11 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
     return Outcome(CollectiveRecord.of(result, context.label), links=links)
 
 
-register_workload("collective", CollectiveWorkload, run, record=CollectiveRecord)
+def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
+    """The group exists on the system (axes, chip count); raises ValueError."""
+    from tpusim.collectives import make_group
+
+    make_group(context.topology, spec.axes or None, spec.chips)
+
+
+register_workload("collective", CollectiveWorkload, run, record=CollectiveRecord, check=check)

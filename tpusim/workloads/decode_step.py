@@ -15,7 +15,7 @@ from tpusim.program.builders.decode import MODEL_FIELDS
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
-from tpusim.workloads.simulate import program_outcome, simulate
+from tpusim.workloads.simulate import check_program, program_outcome, simulate
 from tpusim.workloads.spec import ModelWorkload
 
 
@@ -60,20 +60,30 @@ class DecodeWorkload(ModelWorkload):
         return {k: v for k, v in fields.items() if k not in MODEL_FIELDS}
 
 
-def run(spec: DecodeWorkload, context: WorkloadContext) -> Outcome:
-    """Build and simulate the step; a :class:`DecodeRecord` (latency per token = step
-    time). A shape the builder rejects is a ConfigError at the workload."""
+def build(spec: DecodeWorkload, context: WorkloadContext) -> Any:
+    """The step's program; a shape the builder rejects is a ConfigError at the
+    workload."""
     from tpusim.program.builders import decode_step
     from tpusim.program.builders.decode import model_decode_step
     from tpusim.program.ir import ProgramError
 
-    build = model_decode_step if spec.whole_model() else decode_step
+    builder = model_decode_step if spec.whole_model() else decode_step
     try:
-        program = build(**spec.program_fields())
+        return builder(**spec.program_fields())
     except ProgramError as exc:
         raise context.error(str(exc)) from None
-    results = simulate(program, context)
+
+
+def run(spec: DecodeWorkload, context: WorkloadContext) -> Outcome:
+    """Build and simulate the step; a :class:`DecodeRecord` (latency per token = step
+    time)."""
+    results = simulate(build(spec, context), context)
     return program_outcome(results, context, spec.kind, spec.tokens_per_step(), decode=True)
 
 
-register_workload("decode_step", DecodeWorkload, run, record=DecodeRecord)
+def check(spec: DecodeWorkload, context: WorkloadContext) -> None:
+    """Build the step and check it fits the system (mesh, groups, memory)."""
+    check_program(build(spec, context), context)
+
+
+register_workload("decode_step", DecodeWorkload, run, record=DecodeRecord, check=check)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from tpusim.config.loader import load_system
 from tpusim.vocabulary import Fidelity
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
-from tpusim.workloads.simulate import run_program
+from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import WorkloadSpec
 
 #: The summary figures ``tpusim hlo`` reports from the replay, in its JSON order.
@@ -30,15 +30,30 @@ class HloWorkload(WorkloadSpec):
     path: str
 
 
-def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
-    """The module replayed with device d on chip d, simulated; its record counts the
-    chips the module runs on (its devices, as ``tpusim hlo`` does), not the system's."""
+def load(spec: HloWorkload, context: WorkloadContext) -> tuple[Any, Any]:
+    """The module and its program replayed with device d on chip d."""
     from tpusim.program.hlo import load_hlo, replay_program
 
     path = Path(spec.path)
     module, program = load_hlo(path if path.is_absolute() else Path(context.file).parent / path)
-    program = replay_program(module, program, context.system.num_chips)
+    return module, replay_program(module, program, context.system.num_chips)
+
+
+def build(spec: HloWorkload, context: WorkloadContext) -> Any:
+    """The module's program replayed with device d on chip d."""
+    return load(spec, context)[1]
+
+
+def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
+    """The module replayed, simulated; its record counts the chips the module runs on
+    (its devices, as ``tpusim hlo`` does), not the system's."""
+    module, program = load(spec, context)
     return run_program(program, context, spec.kind, chips=module.num_devices)
+
+
+def check(spec: HloWorkload, context: WorkloadContext) -> None:
+    """Read and replay the module and check it fits the system (groups, memory)."""
+    check_program(build(spec, context), context)
 
 
 def hlo_summary(
@@ -47,11 +62,12 @@ def hlo_summary(
     fidelity: Fidelity,
     device_chips: list[int] | None = None,
     calibration: str | None = None,
+    flow_tolerance: float | None = None,
 ) -> dict[str, Any]:
     """The ``tpusim hlo`` record: the module's figures (FLOPs per chip, collectives by
     HLO op name, their bytes per chip) and its replay on ``system_name`` (times in s),
     device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
-    file applied if given."""
+    file applied if given, the flow fidelity's ``flow_tolerance`` (None: its default)."""
     from tpusim.config.calibration import calibrated_system, load_calibration
     from tpusim.engine import Simulation
     from tpusim.program.hlo import load_hlo, replay_program
@@ -61,7 +77,7 @@ def hlo_summary(
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
     program = replay_program(module, program, system.num_chips, device_chips)
-    summary = Simulation(system, program, fidelity).run().summary()
+    summary = Simulation(system, program, fidelity, flow_tolerance=flow_tolerance).run().summary()
     return {
         "system": system.name,
         "file": file,
@@ -75,4 +91,4 @@ def hlo_summary(
     }
 
 
-register_workload("hlo", HloWorkload, run)
+register_workload("hlo", HloWorkload, run, check=check)

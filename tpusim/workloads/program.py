@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from tpusim.program.ir import Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
-from tpusim.workloads.simulate import run_program
+from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import VARIANT_KEYS, WorkloadSpec
 
 
@@ -17,12 +18,21 @@ class ProgramWorkload(ProgramSpec, WorkloadSpec):
     kind: Literal["program"]
 
 
-def run(spec: ProgramWorkload, context: WorkloadContext) -> Outcome:
-    """The program as written (sweep point and per-system override applied), simulated;
-    its errors name the workload's ops in the scenario file."""
+def build(spec: ProgramWorkload, context: WorkloadContext) -> Program:
+    """The program as written (sweep point and per-system override applied); its
+    errors name the workload's ops in the scenario file."""
     data = spec.model_dump(by_alias=True, exclude={"kind", *VARIANT_KEYS})
-    program = program_from_data(data, context.file, context.lines, context.path)
-    return run_program(program, context, spec.kind)
+    return program_from_data(data, context.file, context.lines, context.path)
 
 
-register_workload("program", ProgramWorkload, run)
+def run(spec: ProgramWorkload, context: WorkloadContext) -> Outcome:
+    """The program, simulated."""
+    return run_program(build(spec, context), context, spec.kind)
+
+
+def check(spec: ProgramWorkload, context: WorkloadContext) -> None:
+    """Build the program and check it fits the system (mesh, groups, memory)."""
+    check_program(build(spec, context), context)
+
+
+register_workload("program", ProgramWorkload, run, check=check)

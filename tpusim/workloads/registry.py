@@ -3,7 +3,10 @@
 
 ``run(spec, context) -> Outcome`` runs one workload point on one system and returns
 its record (plus the simulation's :class:`~tpusim.engine.Results` for traces, ops
-and links, or a collective's per-link bytes for plots). Adding a kind is a module
+and links, or a collective's per-link bytes for plots). An optional ``check(spec,
+context)`` raises what ``run`` would raise about the input (a mesh or a group that
+does not fit, a program that does not fit in memory) without simulating: ``tpusim
+check`` and ``tpusim run`` call it on every point before running any. Adding a kind is a module
 with its spec and run, and one :func:`register_workload` call; the scenario schema
 (:data:`Workload`) validates each workload through this registry, so a kind
 registered at runtime is accepted by the next scenario loaded.
@@ -66,32 +69,41 @@ class Outcome:
 
 
 Run = Callable[[Any, WorkloadContext], Outcome]
+Check = Callable[[Any, WorkloadContext], None]
 
 
 @dataclass(frozen=True)
 class WorkloadKind:
-    """A registered kind: its spec class, run function and record type (the type a
-    ``summary.csv`` row of this kind reads back as)."""
+    """A registered kind: its spec class, run function, record type (the type a
+    ``summary.csv`` row of this kind reads back as) and check (None: nothing to check
+    beyond the spec)."""
 
     kind: str
     spec: type[WorkloadSpec]
     run: Run
     record: type[Record]
+    check: Check | None = None
 
 
 _KINDS: dict[str, WorkloadKind] = {}
 
 
 def register_workload(
-    kind: str, spec_class: type[WorkloadSpec], run: Run, *, record: type[Record] = ProgramRecord
+    kind: str,
+    spec_class: type[WorkloadSpec],
+    run: Run,
+    *,
+    record: type[Record] = ProgramRecord,
+    check: Check | None = None,
 ) -> None:
     """Make ``kind: KIND`` a scenario workload validated by ``spec_class`` and run by
-    ``run``; ``record`` is the type its run returns (default: a simulated program's).
+    ``run``; ``record`` is the type its run returns (default: a simulated program's);
+    ``check`` checks a point without simulating it.
 
     Raises ValueError when the kind is taken by another spec or run (registering the
     same ones again is a no-op).
     """
-    entry = WorkloadKind(kind, spec_class, run, record)
+    entry = WorkloadKind(kind, spec_class, run, record, check)
     known = _KINDS.get(kind)
     if known is not None and known != entry:
         raise ValueError(f"workload kind '{kind}' is already registered")

@@ -1,10 +1,11 @@
-"""The step every program-shaped workload shares: simulate a program on the context's
-system and make its record, economics included."""
+"""The steps every program-shaped workload shares: simulate a program on the context's
+system and make its record, economics included; check it without simulating."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tpusim.errors import InputError
 from tpusim.results.energy import busy_share
 from tpusim.results.records import DecodeRecord, Economics, ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext
@@ -60,3 +61,27 @@ def run_program(
     """Simulate ``program`` and make its outcome (see :func:`program_outcome`)."""
     results = simulate(program, context)
     return program_outcome(results, context, kind, tokens_per_step, chips=chips)
+
+
+def check_program(program: Any, context: WorkloadContext) -> None:
+    """What simulating ``program`` on the context's system would refuse before its
+    first event, without simulating: a mesh that does not fit the topology, a
+    collective whose mesh axes or chip groups do not exist (InputError), and resident
+    memory past a chip's capacity (:class:`~tpusim.hardware.OutOfMemoryError`)."""
+    from tpusim.engine.placement import Placement
+    from tpusim.hardware import MemoryTracker
+
+    placement = Placement(context.topology, program.mesh)
+    seen: set[tuple[Any, ...]] = set()
+    for op in program.ops:
+        key = (op.axes, op.groups, op.num_chips)
+        if op.kind != "collective" or key in seen:
+            continue
+        seen.add(key)
+        try:
+            placement.group(op, placement.physical_axes(op))
+        except ValueError as exc:
+            raise InputError(f"op '{op.name}': {exc}") from None
+    tracker = MemoryTracker(context.system.chip, chip_index=0)
+    for tier, nbytes in program.memory_bytes.items():
+        tracker.allocate(f"{program.name} resident {tier}", nbytes, memory=tier)  # type: ignore[arg-type]

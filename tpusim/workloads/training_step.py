@@ -27,6 +27,7 @@ from tpusim.results.records import Economics, TrainingRecord
 from tpusim.results.simulation import Results
 from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.simulate import check_program
 from tpusim.workloads.spec import ModelWorkload
 
 REUSE_ITERATIONS = 5
@@ -108,35 +109,41 @@ class TrainingWorkload(ModelWorkload):
         return value
 
 
-def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
-    """Build the step, check that its peak stage fits in HBM (SimulationError, exit 1,
-    naming what takes the memory), simulate it (with reuse unless ``reuse: false``)
-    and make its :class:`TrainingRecord`; tokens per step = global batch x sequence
-    length. A shape the builder rejects is a ConfigError at the workload."""
+def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
+    """The step's plan; a shape the builder rejects is a ConfigError at the workload."""
     from tpusim.program.builders import plan_training
-    from tpusim.program.builders.emit import useful_flops
-    from tpusim.program.builders.memory import memory_timeline, peak_stage
     from tpusim.program.ir import ProgramError
-    from tpusim.workloads.training_memory import check_fits
-    from tpusim.workloads.training_reuse import training_results
 
     fields = spec.builder_fields()
     for key in ("batch_per_shard", "reuse"):
         fields.pop(key, None)
     try:
-        plan = plan_training(**fields)
+        return plan_training(**fields)
     except ProgramError as exc:
         raise context.error(str(exc)) from None
-    check_fits(plan, context.system.chip)
-    peak = peak_stage(plan)
+
+
+def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
+    """Build the step, check that its peak stage fits in HBM (SimulationError, exit 1,
+    naming what takes the memory), simulate it (with reuse unless ``reuse: false``)
+    and make its :class:`TrainingRecord`; tokens per step = global batch x sequence
+    length. A shape the builder rejects is a ConfigError at the workload."""
+    from tpusim.program.builders.emit import useful_flops
+    from tpusim.program.builders.memory import memory_timeline, peak_stage
+    from tpusim.workloads.training_memory import check_fits
+    from tpusim.workloads.training_reuse import training_results
+
+    step = plan(spec, context)
+    check_fits(step, context.system.chip)
+    peak = peak_stage(step)
     results = training_results(
-        simulate_step(plan, context, spec.reuse),
-        flops_per_chip=useful_flops(plan),
+        simulate_step(step, context, spec.reuse),
+        flops_per_chip=useful_flops(step),
         hbm_capacity_bytes=context.system.chip.hbm.capacity_bytes,
         memory_stage=peak.stage,
-        memory_points=memory_timeline(plan, peak.stage),
+        memory_points=memory_timeline(step, peak.stage),
     )
-    s = plan.schedule
+    s = step.schedule
     record = TrainingRecord.of(
         results.summary(),
         economics=_economics(results, context, float(spec.sequences * spec.seq)),
@@ -147,6 +154,22 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
         pipeline_bubble_fraction=s.bubble_fraction if s.stages > 1 else None,
     )
     return Outcome(record, results=results)
+
+
+def check(spec: TrainingWorkload, context: WorkloadContext) -> None:
+    """Plan the step and check it fits the system without simulating: its peak stage
+    in HBM, its mesh and collective groups on the topology (on the short loop the
+    run simulates when the loop is long: the groups are the same)."""
+    from tpusim.program.builders.emit import emit_marked, emit_program
+    from tpusim.workloads.training_memory import check_fits
+
+    step = plan(spec, context)
+    check_fits(step, context.system.chip)
+    if step.schedule.iterations > REUSE_ITERATIONS:
+        program = emit_marked(step, iterations=REUSE_ITERATIONS)[0]
+    else:
+        program = emit_program(step)
+    check_program(program, context)
 
 
 def _economics(results: Results, context: WorkloadContext, tokens: float) -> Economics:
@@ -203,4 +226,4 @@ def _simulate(program: Any, context: WorkloadContext, clock: Any = None) -> Resu
     return sim.run()
 
 
-register_workload("training_step", TrainingWorkload, run, record=TrainingRecord)
+register_workload("training_step", TrainingWorkload, run, record=TrainingRecord, check=check)

@@ -1,0 +1,113 @@
+"""``tpusim check SCENARIO``: every problem of a scenario, found without simulating.
+
+Loads every system and expands every workload point (names, sweeps, point limits,
+``per_system`` keys, assumptions), then resolves each point for each system and runs
+its kind's ``check`` (:mod:`tpusim.workloads.registry`): meshes and groups that do not
+fit the topology, programs whose resident bytes do not fit a chip's memory. Every
+problem is listed, each one line naming file:line, YAML path and problem; ``tpusim
+run`` runs the same check before simulating anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.points import workload_errors
+from tpusim.scenario import Scenario
+from tpusim.workloads import workload_kind
+
+__all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
+
+
+class CheckFailed(InputError):
+    """A scenario with problems (exit code 2): one line per problem; ``reported``: the
+    problems are already printed (``--json``), the command line prints nothing more."""
+
+    def __init__(self, problems: list[ConfigError], reported: bool = False):
+        self.problems, self.reported = problems, reported
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass
+class ScenarioCheck:
+    """The outcome of :func:`check_scenario`: the scenario (None when the file does not
+    read or validate at the top level), its problems in file order, and how many
+    (system, workload point) pairs were checked."""
+
+    file: str
+    scenario: Scenario | None
+    problems: list[ConfigError] = field(default_factory=list)
+    num_checked: int = 0
+
+    def record(self) -> dict[str, Any]:
+        """The ``tpusim check --json`` object."""
+        spec = self.scenario.spec if self.scenario is not None else None
+        return {
+            "scenario": spec.name if spec is not None else None,
+            "file": self.file,
+            "systems": [s.name for s in self.scenario.systems] if self.scenario else [],
+            "points": len(self.scenario.runs) if self.scenario else 0,
+            "checked": self.num_checked,
+            "problems": [
+                {"file": p.file, "line": p.line, "path": p.path, "problem": p.problem}
+                for p in self.problems
+            ],
+        }
+
+    def raise_problems(self) -> None:
+        """Raise :class:`CheckFailed` when there is any problem."""
+        if self.problems:
+            raise CheckFailed(self.problems)
+
+
+def check_scenario(
+    file: str | Path, max_points: int | None = None, fault_flags: dict[str, Any] | None = None
+) -> ScenarioCheck:
+    """Every problem of the scenario in ``file`` (see the module docstring); the
+    command line's ``fault_flags`` apply as in :class:`~tpusim.scenario.Scenario`."""
+    problems: list[ConfigError] = []
+    try:
+        scenario = Scenario(file, max_points, fault_flags, problems=problems)
+    except ConfigError as exc:  # does not read or validate at the top level
+        return ScenarioCheck(str(file), None, _distinct([*problems, exc], str(file)))
+    checked = 0
+    for system in scenario.systems:
+        problems += _check_system(scenario, system)
+        checked += len(scenario.runs)
+    return ScenarioCheck(str(file), scenario, _distinct(problems, scenario.file), checked)
+
+
+def _check_system(scenario: Scenario, system: Any) -> list[ConfigError]:
+    """The problems of every workload point on one system."""
+    from tpusim.network.routes import RouteCache
+    from tpusim.topology import build_topology
+
+    topology = build_topology(system)
+    routes = RouteCache(topology)
+    found = []
+    for index, (workload, label) in scenario.runs:
+        context = scenario.context(index, label, system, topology, routes)
+        try:
+            with workload_errors(context):
+                resolved = scenario.for_system(index, workload, system)
+                check = workload_kind(resolved.kind).check
+                if check is not None:
+                    check(resolved, context)
+        except ConfigError as exc:
+            found.append(exc)
+        except TpusimError as exc:  # out of memory
+            found.append(context.error(f"{system.name} {label}: {exc}"))
+    return found
+
+
+def _distinct(problems: list[ConfigError], file: str) -> list[ConfigError]:
+    """Each problem once (sweep points often share one): the scenario file's in line
+    order, then those of other files (a broken system file) as found."""
+    seen: dict[str, ConfigError] = {}
+    for problem in problems:
+        seen.setdefault(str(problem), problem)
+    ours = [p for p in seen.values() if p.file == file]
+    return sorted(ours, key=lambda p: p.line or 0) + [p for p in seen.values() if p.file != file]

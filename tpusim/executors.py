@@ -1,0 +1,150 @@
+"""Scenario points on a Dask cluster (``tpusim run SCENARIO --executor dask``).
+
+One task per (system, workload point): the scheduler spreads them over every worker
+of the cluster, so a design-space sweep of hundreds of points scales past one
+machine. Without ``--scheduler`` a :class:`distributed.LocalCluster` of
+:data:`LOCAL_WORKERS` worker processes is started for the run and closed after it.
+
+A worker loads the scenario file itself (so the file, and every system and HLO file it
+names, must be readable at the same path on the workers: a shared file system or the
+same checkout) and keeps the latest scenario loaded, with each system's topology and
+route cache, for the next task. Workload kinds registered at runtime in the client do
+not reach Dask workers (they import tpusim afresh); register them in a module the
+workers import. Dask is an extra: ``pip install 'tpusim[dask]'``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from tpusim.errors import InputError, SimulationError
+from tpusim.points import PointResult, run_point
+from tpusim.progress import Progress
+
+__all__ = ["LOCAL_WORKERS", "run_on_dask"]
+
+#: Worker processes of the embedded local cluster (assumption: the 2 cores of a
+#: small machine; a real cluster is given with ``--scheduler``).
+LOCAL_WORKERS = 2
+
+#: Seconds to wait for a scheduler given by address before giving up (assumption).
+CONNECT_TIMEOUT_S = 20
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise InputError(
+            "--executor dask needs Dask's distributed scheduler: pip install 'tpusim[dask]'"
+        ) from None
+    return distributed
+
+
+def run_on_dask(scenario: Any, bar: Progress, scheduler: str | None) -> list[PointResult]:
+    """Every (system, workload point) of ``scenario`` as one Dask task, on the scheduler
+    at ``scheduler`` or a local cluster; the results in the scenario's order. Each
+    finished task is reported to ``bar`` as it comes back. Raises InputError when dask
+    is not installed or the scheduler cannot be reached."""
+    distributed = _distributed()
+    cluster = None
+    try:
+        if scheduler is None:
+            cluster = distributed.LocalCluster(
+                n_workers=LOCAL_WORKERS,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+        client = _client(distributed, scheduler or cluster)
+        bar.began = time.perf_counter()  # the ETA counts from the first task, not start-up
+        try:
+            return _run_tasks(distributed, client, scenario, bar)
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _client(distributed: Any, address: Any) -> Any:
+    try:
+        return distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise InputError(
+            f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
+        ) from None
+
+
+def _run_tasks(distributed: Any, client: Any, scenario: Any, bar: Progress) -> list[PointResult]:
+    """Submit one task per point and collect them as they finish."""
+    source = (type(scenario), str(Path(scenario.file).resolve()), _digest(scenario.file))
+    keys = [(s, r) for s in range(len(scenario.systems)) for r in range(len(scenario.runs))]
+    futures = [
+        client.submit(
+            dask_point, *source, scenario.max_points, scenario.fault_flags, s, r, pure=False
+        )
+        for s, r in keys
+    ]
+    results: dict[tuple[int, int], PointResult] = {}
+    try:
+        for future in distributed.as_completed(futures, loop=client.loop):
+            result = future.result()
+            if isinstance(result, tuple):  # the scenario did not load on the worker
+                raise (InputError if result[0] == 2 else SimulationError)(result[1])
+            results[(result.system_index, result.run_index)] = result
+            bar.finished(result.finished())
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return [results[key] for key in keys]
+
+
+def _digest(file: str) -> str:
+    """The file's SHA-256: a worker reloads a scenario whose file changed."""
+    return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+
+
+#: What a worker process keeps between tasks: the latest scenario loaded (by class,
+#: file, digest and max points) and its systems' (topology, route cache).
+_LOADED: dict[str, Any] = {}
+
+
+def dask_point(
+    scenario_class: Any,
+    file: str,
+    digest: str,
+    max_points: int,
+    fault_flags: dict[str, Any],
+    system: int,
+    point: int,
+) -> PointResult | tuple[int, str]:
+    """One (system, workload point) on a Dask worker (the scenario loaded there, once
+    per file version); a tpusim error while loading comes back as (exit code, message)."""
+    from tpusim.errors import TpusimError
+
+    key = (scenario_class, file, digest, max_points, fault_flags)
+    if _LOADED.get("key") != key:
+        try:
+            _LOADED.update(
+                key=key, scenario=scenario_class(file, max_points, fault_flags), systems={}
+            )
+        except TpusimError as exc:
+            _LOADED.clear()
+            return exc.exit_code, str(exc)
+    scenario, systems = _LOADED["scenario"], _LOADED["systems"]
+    if system not in systems:
+        from tpusim.network.routes import RouteCache
+        from tpusim.topology import build_topology
+
+        topology = build_topology(scenario.systems[system])
+        systems[system] = (topology, RouteCache(topology))
+    topology, routes = systems[system]
+    result = run_point(scenario, system, point, topology, routes)
+    result.topology = topology if point == 0 else None
+    return result

@@ -1,0 +1,82 @@
+"""One workload point on one system: its outcome or its failure, and its wall time.
+
+The unit of work of every executor (:mod:`tpusim.runner` in this process or in worker
+processes, :mod:`tpusim.executors` on Dask) and what the check resolves before running
+(:mod:`tpusim.check`). The scenario is read through what it offers (``systems``,
+``runs``, ``for_system``, ``context``), so this module does not import it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.progress import Finished
+from tpusim.workloads import Outcome, WorkloadContext, WorkloadSpec, workload_kind
+
+__all__ = ["PointResult", "run_point", "run_workload", "workload_errors"]
+
+
+@dataclass
+class PointResult:
+    """One workload point run on one system: its outcome, or its failure (the one-line
+    message and exit code), and its wall time (s). ``topology`` rides along with the
+    first point of each system run on a worker (for plots)."""
+
+    system_index: int
+    run_index: int
+    system: str
+    label: str
+    outcome: Outcome | None
+    failure: str | None
+    exit_code: int
+    wall_s: float
+    topology: Any = None
+
+    def finished(self) -> Finished:
+        """The progress report of this point."""
+        return Finished(f"{self.system} {self.label}", self.wall_s, self.failure)
+
+
+def run_point(
+    scenario: Any, system_index: int, run_index: int, topology: Any, routes: Any
+) -> PointResult:
+    """Workload point ``run_index`` of ``scenario.runs`` on system ``system_index``
+    (its built topology and route cache); a tpusim error becomes the point's failure."""
+    system = scenario.systems[system_index]
+    index, (workload, label) = scenario.runs[run_index]
+    began = time.perf_counter()
+    outcome, failure, code = None, None, 0
+    try:
+        context = scenario.context(index, label, system, topology, routes)
+        outcome = run_workload(scenario, index, workload, context)
+    except TpusimError as exc:
+        failure, code = str(exc), exc.exit_code
+    wall_s = time.perf_counter() - began
+    return PointResult(system_index, run_index, system.name, label, outcome, failure, code, wall_s)
+
+
+def run_workload(
+    scenario: Any, index: int, workload: WorkloadSpec, context: WorkloadContext
+) -> Outcome:
+    """One workload point on the context's system (resolved for it by the scenario's
+    ``for_system``), through its kind's ``run``; errors as :func:`workload_errors`."""
+    with workload_errors(context):
+        workload = scenario.for_system(index, workload, context.system)
+        return workload_kind(workload.kind).run(workload, context)
+
+
+@contextmanager
+def workload_errors(context: WorkloadContext) -> Iterator[None]:
+    """Inside the block, a ValueError or an InputError that names no file becomes a
+    ConfigError at the context's workload, prefixed with the system's name."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, InputError) as exc:
+        raise context.error(f"{context.system.name}: {exc}") from None

@@ -1,0 +1,130 @@
+"""Progress of a long command on stderr: one overall bar (tqdm: percentage, count, ETA)
+and one line per finished run with its own wall time; stdout stays clean.
+
+On a terminal the bar redraws in place under the finished lines; on a pipe or a file
+(a log, a CI job) there is no bar to redraw, so each finished line starts with the
+count, percentage and ETA instead (``[3/12 25% ETA 00:04] done v5e-pod train
+(0.12 s)``). :class:`Progress` is fed in the process that prints: runs in worker
+processes report through a queue (read here by :meth:`Progress.drain`); on Dask each
+finished task is one report.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = ["Finished", "Progress"]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One run done: what ran (``name``: system and workload point), its wall time in
+    seconds and, if it failed, the one-line problem."""
+
+    name: str
+    wall_s: float
+    problem: str | None = None
+
+    def line(self) -> str:
+        """The line printed for this run."""
+        if self.problem is None:
+            return f"done    {self.name} ({self.wall_s:.2f} s)"
+        return f"failed  {self.name} ({self.wall_s:.2f} s): {self.problem}"
+
+
+class Progress:
+    """An overall bar of ``total`` runs on ``stream`` (default stderr), labelled
+    ``what``; ``enabled=False`` (``--quiet``) prints nothing at all, and
+    ``terminal_only=True`` nothing unless the stream is a terminal (a command whose
+    stdout already shows each result as it comes). ``count`` is the runs reported so
+    far."""
+
+    def __init__(
+        self,
+        total: int,
+        what: str = "runs",
+        enabled: bool = True,
+        stream: IO[str] | None = None,
+        terminal_only: bool = False,
+    ):
+        self.stream = stream if stream is not None else sys.stderr
+        if terminal_only and not _is_terminal(self.stream):
+            enabled = False
+        self.total, self.enabled, self.count = total, enabled, 0
+        self.began = time.perf_counter()
+        self.bar: Any = None
+        if enabled and _is_terminal(self.stream):
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=what, unit="run", file=self.stream)
+
+    def finished(self, event: Finished) -> None:
+        """Print ``event``'s line and advance the bar by one."""
+        self.count += 1
+        if not self.enabled:
+            return
+        if self.bar is None:
+            self._write(f"[{self._position()}] {event.line()}")
+            return
+        self.bar.write(event.line(), file=self.stream)
+        self.bar.update(1)
+
+    def note(self, text: str) -> None:
+        """A line that is not a run (``writing out/demo``)."""
+        if not self.enabled:
+            return
+        if self.bar is None:
+            self._write(text)
+        else:
+            self.bar.write(text, file=self.stream)
+
+    def drain(self, events: Any, timeout_s: float = 0.0) -> None:
+        """Every :class:`Finished` waiting in the ``events`` queue (the first waited for
+        up to ``timeout_s`` seconds)."""
+        wait = timeout_s
+        while True:
+            try:
+                event = events.get(timeout=wait) if wait > 0 else events.get_nowait()
+            except (queue.Empty, OSError, ValueError):  # empty, or closed at shutdown
+                return
+            self.finished(event)
+            wait = 0.0
+
+    def close(self) -> None:
+        """End the bar (its last state stays on the screen)."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def _position(self) -> str:
+        """``3/12 25% ETA 00:04``: the ETA from the mean time per run so far."""
+        from tqdm import tqdm
+
+        total = max(self.total, 1)
+        elapsed_s = time.perf_counter() - self.began
+        eta_s = elapsed_s / self.count * max(total - self.count, 0)
+        percent = 100 * self.count / total
+        width = len(str(total))
+        return f"{self.count:>{width}}/{total} {percent:3.0f}% ETA {tqdm.format_interval(eta_s)}"
+
+    def _write(self, line: str) -> None:
+        # one write per line: a whole line even if another process shares the stream
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False

@@ -1,0 +1,192 @@
+"""The scenario commands: ``tpusim run``, ``tpusim check`` and ``tpusim scenarios``.
+
+``run`` checks the whole scenario first (:mod:`tpusim.check`: every problem listed,
+exit 2, nothing simulated), then runs it (:mod:`tpusim.runner`: locally or on Dask,
+with progress on stderr) and writes what ran; points that failed are listed on stderr
+after the results (exit 1). A scenario is a path or a shipped name
+(:func:`tpusim.scenario_systems.locate_scenario`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tpusim.cli_flags import jobs_flag, positive_flag
+from tpusim.config.limits import MAX_SWEEP_POINTS
+from tpusim.console import text_table
+from tpusim.errors import InputError, SimulationError
+from tpusim.results.files import check_folder_target, json_text, output_error
+from tpusim.runner import EXECUTORS
+from tpusim.scenario_systems import locate_scenario, scenario_listing
+
+__all__ = ["add_parsers", "cmd_check", "cmd_run", "cmd_scenarios"]
+
+
+def cmd_scenarios(args: argparse.Namespace) -> None:
+    rows = scenario_listing()
+    if args.json:
+        print(json_text({"scenarios": rows}))
+    else:
+        print(text_table(rows, ["name", "description", "path"]) if rows else "(none)")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    from tpusim.check import CheckFailed, check_scenario
+
+    checked = check_scenario(locate_scenario(args.scenario), args.max_points)
+    if args.json:
+        print(json_text(checked.record()))
+        if checked.problems:
+            raise CheckFailed(checked.problems, reported=True)
+        return
+    checked.raise_problems()
+    assert checked.scenario is not None
+    print(
+        f"{checked.scenario.spec.name}: {len(checked.scenario.systems)} systems x "
+        f"{len(checked.scenario.runs)} workload points checked, no problems"
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from tpusim.check import check_scenario
+    from tpusim.results.writers import write_outputs
+    from tpusim.runner import run_scenario
+
+    if args.scheduler is not None and args.executor != "dask":
+        raise InputError("--scheduler needs --executor dask")
+    from tpusim.faults_cli import run_fault_flags
+
+    flags = run_fault_flags(args)
+    checked = check_scenario(locate_scenario(args.scenario), args.max_points, flags)
+    checked.raise_problems()
+    scenario = checked.scenario
+    assert scenario is not None
+    out = Path(args.out or Path("out") / scenario.spec.name)
+    check_folder_target(out, "--out")  # before minutes of simulation, not after
+    jobs = args.jobs or (os.cpu_count() or 1)
+    run = run_scenario(scenario, not args.quiet, jobs, args.executor, args.scheduler)
+    if not run.records:
+        raise SimulationError(_failure_text(run.failures))
+    outputs = scenario.outputs(run)
+    if not args.quiet:
+        print(f"writing {out}/", file=sys.stderr, flush=True)
+    try:
+        written = write_outputs(out, outputs)
+    except OSError as exc:
+        raise output_error("--out", out, exc) from None
+    pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]
+    if args.json:
+        print(json_text(_run_record(scenario.spec.name, outputs, out, pictures)))
+    else:
+        print("\n".join(_run_lines(scenario.spec, outputs, out, pictures)))
+    if run.failures:
+        sys.stdout.flush()
+        raise SimulationError(_failure_text(run.failures))
+
+
+def _failure_text(failures: list[tuple[str, str, str]]) -> str:
+    """One line per failed point (the command line prefixes each)."""
+    return "\n".join(f"{system} {label} failed: {message}" for system, label, message in failures)
+
+
+def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[str, Any]:
+    """The ``tpusim run --json`` object."""
+    import pandas as pd
+
+    record: dict[str, Any] = {
+        "scenario": name,
+        "results": outputs.run.rows,
+        "out": str(out),
+        "comparison": {
+            system: {k: v for k, v in column.items() if pd.notna(v)}
+            for system, column in outputs.comparison.to_dict().items()
+        },
+        "plots": [str(p) for p in pictures],
+        "wall_s": outputs.run.wall_s,
+    }
+    if outputs.claims is not None:
+        record["claims"] = outputs.claims.to_dict("records")
+    if outputs.run.failures:
+        record["failures"] = [
+            {"system": system, "workload": label, "error": message}
+            for system, label, message in outputs.run.failures
+        ]
+    return record
+
+
+def _run_lines(spec: Any, outputs: Any, out: Any, pictures: list[Any]) -> list[str]:
+    """The text ``tpusim run`` prints: the comparison table, the claims, the files."""
+    from tpusim.claims import format_claims
+    from tpusim.report import format_table
+
+    lines = [f"{spec.name}: {spec.description}".rstrip(": "), "", format_table(outputs.comparison)]
+    files = (
+        "report.html, summary.csv, comparison.csv, ops.csv, links.csv, sources.csv, "
+        "trace-*.json, resolved.yaml"
+    )
+    if outputs.claims is not None:
+        lines += ["\nVendor claims against tpusim\n", format_claims(outputs.claims)]
+        files += ", claims.csv"
+    if pictures:
+        files += f", {len(pictures)} plots (PNG and SVG)"
+    lines.append(f"\nwrote {out}/ ({files}); simulated in {outputs.run.wall_s:.1f} s")
+    return lines
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``run``, ``check`` and ``scenarios`` on the subcommand parsers ``sub``."""
+    p = sub.add_parser("scenarios", help="list the shipped scenarios (run them by name)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_scenarios)
+    p = sub.add_parser("check", help="check a scenario without simulating: every problem")
+    p.add_argument("scenario", help="shipped scenario name or path to a scenario YAML")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_max_points(p)
+    p.set_defaults(func=cmd_check)
+    _add_run(sub)
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
+    p.add_argument("scenario", help="shipped scenario name (tpusim scenarios) or YAML path")
+    p.add_argument("--out", help="output folder (default out/SCENARIO_NAME)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--jobs",
+        type=jobs_flag,
+        default=0,
+        help="local executor: systems simulated at once, each in its own process "
+        "(default: one per CPU core; 1 runs in-process)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local (default): this machine; dask: one task per (system, workload point) "
+        "on a Dask cluster (pip install 'tpusim[dask]')",
+    )
+    p.add_argument(
+        "--scheduler",
+        help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a local "
+        "cluster of 2 worker processes)",
+    )
+    _add_max_points(p)
+    from tpusim.faults_cli import add_fault_flags
+
+    add_fault_flags(p, default_routing=None)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_max_points(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-points",
+        type=positive_flag,
+        default=None,
+        help="most workload points (sweep points over all workloads) to run "
+        f"(default {MAX_SWEEP_POINTS:,}; refused above it)",
+    )
