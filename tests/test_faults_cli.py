@@ -118,7 +118,8 @@ def test_faults_command_bad_flags_exit_2(capsys, flags):
 
 def test_scenario_top_level_faults_and_run_flags(capsys, tmp_path):
     """Top-level fault keys reach every collective workload; ``per_system`` overrides
-    them; ``tpusim run --faults`` sets them on top (bad entries: exit 2, one line)."""
+    them; ``tpusim run --faults`` sets them on top (bad entries: exit 2, one line per
+    workload they reach, before anything runs)."""
     scenario = tmp_path / "s.yaml"
     scenario.write_text(
         "name: faulty\nsystems: [v5e-pod]\nfail_links: 2\nseed: 3\nworkloads:\n"
@@ -134,5 +135,6 @@ def test_scenario_top_level_faults_and_run_flags(capsys, tmp_path):
     code, _, err = run_cli(
         capsys, "run", str(scenario), "--out", str(tmp_path / "o2"), "--faults", str(bad), "--quiet"
     )
-    assert code == 2 and "link [0, 9] does not exist" in err
-    assert len(err.strip().splitlines()) == 1
+    lines = err.strip().splitlines()  # the check lists the problem of both workloads
+    assert code == 2 and len(lines) == 2
+    assert all("link [0, 9] does not exist" in line for line in lines)

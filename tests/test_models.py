@@ -157,3 +157,53 @@ def test_bad_model_field_is_one_line(tmp_path, capsys, workload, match):
         *run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
     )
     assert __import__("re").search(match, line), line
+
+
+def test_fragments_of_a_preset_are_labelled_and_whole_models_are_not(tmp_path, capsys):
+    """A decode step of 2 of Llama 3.1 8B's 32 layers says so on its token figures."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        SCENARIO.replace("v5e-pod", "ironwood-256")
+        + "  - {name: part, kind: decode_step, model: llama-3.1-8b, layers: 2, dtype: fp8,"
+        " batch: 1, context: 128, mesh: {replica: auto}}\n"
+        "  - {name: whole, kind: decode_step, model: llama-3.1-8b, dtype: fp8,"
+        " batch: 1, context: 128, mesh: {replica: auto}}\n"
+    )
+    code, out, err = run(
+        capsys, "run", str(path), "--json", "--quiet", "--jobs", "1", "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    record = json.loads(out)
+    rows = {r["workload"]: r for r in record["results"]}
+    assert rows["part"]["fragment"] == "fragment: 2 of 32 layers"
+    assert rows["whole"].get("fragment") is None
+    figures = set(record["comparison"]["ironwood-256"])
+    assert "part: tokens/s per chip (fragment: 2 of 32 layers)" in figures
+    assert "whole: tokens/s per chip" in figures
+    # 30 more layers take longer: the whole model is no fragment of itself
+    assert rows["whole"]["step_time_s"] > 5 * rows["part"]["step_time_s"]
+
+
+def test_serving_claim_from_capacities():
+    """The perf-per-dollar claim row appears once per serving workload with both
+    capacities, and its ratio is theirs."""
+    from tpusim.claims import serving_claims
+
+    rows = [
+        {
+            "system": "tpu8i-pod",
+            "kind": "serving",
+            "workload": "w",
+            "capacity_rate_per_s_per_chip": 9.0,
+        },
+        {
+            "system": "ironwood-pod",
+            "kind": "serving",
+            "workload": "w",
+            "capacity_rate_per_s_per_chip": 5.0,
+        },
+    ]
+    (claim,) = serving_claims(rows)
+    assert "80% better performance per dollar" in claim["claim"]
+    assert "(1.80x)" in claim["tpusim"]
+    assert serving_claims(rows[:1]) == []

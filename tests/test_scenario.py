@@ -231,11 +231,45 @@ def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, cap
         assert rows[system]["step_time_s"] == pytest.approx(2 * n**3 / peak + 0.5e-6, rel=1e-3)
 
 
-def test_model_that_does_not_fit_is_out_of_memory_found_by_the_check_exit_2(tmp_path, capsys):
-    """Issue 15: memory fits are checked before simulating (was exit 1 after running)."""
+def test_model_that_does_not_fit_is_out_of_memory_found_by_the_check_exit_1(tmp_path, capsys):
+    """Issue 15: memory fits are checked before simulating (nothing is run or written);
+    out of memory keeps its exit code 1 (issue 13); ``tpusim check`` says 2."""
     path = tmp_path / "s.yaml"
     path.write_text(BASE.replace("{name: w,", "{name: w, memory: {hbm: 40 GB},"))
     code, _, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
-    assert code == 2 and "out of memory" in err and "HBM" in err and "Traceback" not in err
+    assert code == 1 and "out of memory" in err and "HBM" in err and "Traceback" not in err
     assert err.startswith(f"tpusim: error: {path}:4 workloads[0]: v5e-pod w: out of memory")
     assert not (tmp_path / "o").exists()
+    code, _, err = run(capsys, "check", str(path))
+    assert code == 2 and "out of memory" in err
+
+
+def test_workload_systems_runs_it_on_those_systems_only(tmp_path, capsys):
+    """A matmul of n^3 is compute-bound: 2 n^3 / peak (+ 0.5 us), on the named system only."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
+        "  - {name: both, kind: program, ops: [{name: a, kind: matmul, m: 256, n: 256, k: 256}]}\n"
+        "  - {name: one, kind: program, systems: [v6e-pod],\n"
+        "     ops: [{name: b, kind: matmul, m: 4096, n: 4096, k: 4096}]}\n"
+    )
+    code, out, _ = run(
+        capsys, "run", str(path), "--json", "--quiet", "--jobs", "1", "--out", str(tmp_path / "o")
+    )
+    assert code == 0
+    rows = [(r["system"], r["workload"]) for r in json.loads(out)["results"]]
+    assert rows == [("v5e-pod", "both"), ("v6e-pod", "both"), ("v6e-pod", "one")]
+    one = json.loads(out)["results"][2]
+    peak = load_chip("v6e").peak_flops["bf16"]
+    assert one["step_time_s"] == pytest.approx(2 * 4096**3 / peak + 0.5e-6, rel=1e-3)
+    code, out, _ = run(capsys, "check", str(path), "--json")
+    assert code == 0 and json.loads(out)["checked"] == 3
+
+
+def test_workload_systems_naming_an_unknown_system_is_one_line(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE.replace("{name: w,", "{name: w, systems: [v9-pod],"))
+    line = assert_one_error_line(
+        *run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
+    )
+    assert "workloads[0].systems[0]: 'v9-pod' is not one of the scenario's systems" in line

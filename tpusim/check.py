@@ -23,11 +23,13 @@ __all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
 
 
 class CheckFailed(InputError):
-    """A scenario with problems (exit code 2): one line per problem; ``reported``: the
-    problems are already printed (``--json``), the command line prints nothing more."""
+    """A scenario with problems (exit code 2, or ``exit_code``): one line per problem;
+    ``reported``: the problems are already printed (``--json``), the command line
+    prints nothing more."""
 
-    def __init__(self, problems: list[ConfigError], reported: bool = False):
+    def __init__(self, problems: list[ConfigError], reported: bool = False, exit_code: int = 2):
         self.problems, self.reported = problems, reported
+        self.exit_code = exit_code
         super().__init__("\n".join(str(p) for p in problems))
 
 
@@ -57,10 +59,13 @@ class ScenarioCheck:
             ],
         }
 
-    def raise_problems(self) -> None:
-        """Raise :class:`CheckFailed` when there is any problem."""
+    def raise_problems(self, before_run: bool = False) -> None:
+        """Raise :class:`CheckFailed` when there is any problem (exit code 2; before
+        ``tpusim run``, exit 1 when every problem is a program that does not fit in
+        memory, as the run itself would have ended)."""
         if self.problems:
-            raise CheckFailed(self.problems)
+            simulation = all(p.exit_code == 1 for p in self.problems)
+            raise CheckFailed(self.problems, exit_code=1 if before_run and simulation else 2)
 
 
 def check_scenario(
@@ -73,10 +78,9 @@ def check_scenario(
         scenario = Scenario(file, max_points, fault_flags, problems=problems)
     except ConfigError as exc:  # does not read or validate at the top level
         return ScenarioCheck(str(file), None, _distinct([*problems, exc], str(file)))
-    checked = 0
     for system in scenario.systems:
         problems += _check_system(scenario, system)
-        checked += len(scenario.runs)
+    checked = len(scenario.points())
     return ScenarioCheck(str(file), scenario, _distinct(problems, scenario.file), checked)
 
 
@@ -88,7 +92,10 @@ def _check_system(scenario: Scenario, system: Any) -> list[ConfigError]:
     topology = build_topology(system)
     routes = RouteCache(topology)
     found = []
-    for index, (workload, label) in scenario.runs:
+    system_index = scenario.systems.index(system)
+    for run_index, (index, (workload, label)) in enumerate(scenario.runs):
+        if not scenario.runs_on(run_index, system_index):
+            continue
         context = scenario.context(index, label, system, topology, routes)
         try:
             with workload_errors(context):
@@ -98,8 +105,10 @@ def _check_system(scenario: Scenario, system: Any) -> list[ConfigError]:
                     check(resolved, context)
         except ConfigError as exc:
             found.append(exc)
-        except TpusimError as exc:  # out of memory
-            found.append(context.error(f"{system.name} {label}: {exc}"))
+        except TpusimError as exc:  # out of memory: keeps its exit code (1)
+            problem = context.error(f"{system.name} {label}: {exc}")
+            problem.exit_code = exc.exit_code
+            found.append(problem)
     return found
 
 

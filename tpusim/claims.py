@@ -10,8 +10,9 @@ figure, the assumptions behind that figure, and a verdict:
 * ``does not hold``: the figure falls short under the stated assumptions.
 
 Figures from a scenario run (``rows``, as :func:`tpusim.scenario.run_scenario` gives)
-are used where present (the 1 GiB all-reduce, the dense training step, decode with
-the KV cache in SRAM); what is missing is simulated here on the shipped systems.
+are used where present (the 1 GiB all-reduce, the training steps, decode with the KV
+cache in SRAM, the serving capacities); what is missing is simulated here on the
+shipped systems (the serving claim appears only with serving rows).
 Latency claims use 1 KiB collectives at the analytic fidelity: at that size every
 pattern here is latency-bound, and analytic equals flow on them (see the tests).
 """
@@ -28,6 +29,10 @@ from tpusim.engine import run_collective
 from tpusim.topology import build_topology
 
 TORUS_1024 = "torus-8x8x16"
+#: Training workloads of a scenario whose pod-to-pod tokens/s the compute claim quotes
+#: when both pods ran them (the generations study's whole models; older scenarios'
+#: two-layer fragment).
+TRAINING_WORKLOADS = ("llama-3.1-405b", "deepseek-v3", "dense-train")
 BOARDFLY_1024 = "tpu8i-1024"
 IRONWOOD = "ironwood-pod"
 TPU8T = "tpu8t-superpod"
@@ -133,7 +138,27 @@ def vendor_claims(rows: list[dict[str, Any]] | None = None) -> Any:
         ici_bandwidth(rows, ironwood, tpu8t),
         pod_compute(rows, ironwood, tpu8t),
     ]
-    return pd.DataFrame([asdict(c) for c in claims])
+    return pd.DataFrame([asdict(c) for c in claims] + serving_claims(rows))
+
+
+def serving_claims(rows: list[dict[str, Any]] | None) -> list[dict[str, str]]:
+    """7. "TPU 8i: up to 80% better performance per dollar than Ironwood for
+    inference", once per serving workload with a capacity on both :data:`TPU8I` and an
+    Ironwood system (:data:`IRONWOOD`, else ``ironwood-256``) in ``rows``
+    (:func:`tpusim.serving.claims.claim_row`: the prices are stated ranges)."""
+    from tpusim.serving.claims import claim_row
+
+    serving = [r for r in rows or [] if r.get("kind") == "serving"]
+    systems = {r["system"] for r in serving}
+    ironwood = next((s for s in (IRONWOOD, "ironwood-256") if s in systems), None)
+    if ironwood is None or TPU8I not in systems:
+        return []
+    out = []
+    for workload in dict.fromkeys(str(r["workload"]) for r in serving):
+        row = claim_row(serving, workload, TPU8I, ironwood)
+        if row is not None:
+            out.append(row)
+    return out
 
 
 def boardfly_diameter(torus: System, boardfly: System) -> Claim:
@@ -252,11 +277,12 @@ def pod_compute(rows: list[dict[str, Any]] | None, ironwood: System, tpu8t: Syst
         f"{pod[IRONWOOD]['fp8'] / FLOPS_PER_EFLOPS:.1f} EF fp8 "
         f"= {mixed:.2f}x; same dtype (fp8) {same:.2f}x"
     )
-    train_iw = _row(rows, IRONWOOD, "dense-train", kind="training_step")
-    train_8t = _row(rows, TPU8T, "dense-train", kind="training_step")
-    if train_iw is not None and train_8t is not None:
-        step = train_8t["tokens_per_s"] / train_iw["tokens_per_s"]
-        text += f"; simulated dense fp8 training step, tokens/s per pod {step:.2f}x"
+    for workload in TRAINING_WORKLOADS:
+        train_iw = _row(rows, IRONWOOD, workload, kind="training_step")
+        train_8t = _row(rows, TPU8T, workload, kind="training_step")
+        if train_iw is not None and train_8t is not None:
+            step = train_8t["tokens_per_s"] / train_iw["tokens_per_s"]
+            text += f"; simulated {workload} fp8 training step, tokens/s per pod {step:.2f}x"
     threshold = RATIO_MARGIN * CLAIMED_COMPUTE_RATIO
     return Claim(
         'A TPU 8t superpod has "nearly 3x" the compute of an Ironwood pod',

@@ -84,7 +84,7 @@ def _client(distributed: Any, address: Any) -> Any:
 def _run_tasks(distributed: Any, client: Any, scenario: Any, bar: Progress) -> list[PointResult]:
     """Submit one task per point and collect them as they finish."""
     source = (type(scenario), str(Path(scenario.file).resolve()), _digest(scenario.file))
-    keys = [(s, r) for s in range(len(scenario.systems)) for r in range(len(scenario.runs))]
+    keys = scenario.points()
     futures = [
         client.submit(
             dask_point, *source, scenario.max_points, scenario.fault_flags, s, r, pure=False
@@ -146,5 +146,6 @@ def dask_point(
         systems[system] = (topology, RouteCache(topology))
     topology, routes = systems[system]
     result = run_point(scenario, system, point, topology, routes)
-    result.topology = topology if point == 0 else None
+    first = next(r for r in range(len(scenario.runs)) if scenario.runs_on(r, system))
+    result.topology = topology if point == first else None
     return result

@@ -54,9 +54,12 @@ def run_system(
 
     topology = build_topology(scenario.systems[system_index])
     routes = RouteCache(topology)
+    first = True
     for run_index in range(len(scenario.runs)):
+        if not scenario.runs_on(run_index, system_index):
+            continue
         result = run_point(scenario, system_index, run_index, topology, routes)
-        result.topology = topology if run_index == 0 else None
+        result.topology, first = (topology if first else None), False
         if report is not None:
             report(result.finished())
         yield result
@@ -108,7 +111,7 @@ def run_scenario(
     """
     began = time.perf_counter()
     count = len(scenario.systems)
-    total = count * len(scenario.runs)
+    total = len(scenario.points())
     with Progress(total, scenario.spec.name, enabled=progress) as bar:
         if executor == "dask":
             from tpusim.executors import run_on_dask
@@ -144,7 +147,7 @@ def _run_in_workers(scenario: Any, bar: Progress, workers: int) -> list[PointRes
     with pool_of(workers, context, initializer=_start_worker, initargs=(events,)) as pool:
         try:
             futures = {i: pool.submit(_run_system_file, *load, i) for i in order}
-            _wait_reporting(list(futures.values()), bar, events, count * len(scenario.runs))
+            _wait_reporting(list(futures.values()), bar, events, len(scenario.points()))
             return [r for i in range(count) for r in _raise_failure(futures[i].result())]
         except BrokenProcessPool:
             raise SimulationError(

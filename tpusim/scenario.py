@@ -20,7 +20,8 @@
 ``sweep`` maps any field of a workload to a list of values, or to a geometric range
 ``{from: 1 KiB, to: 1 GiB, factor: 4}``; a workload with several swept fields runs
 their cross product. ``per_system`` overrides fields for named systems (a mesh that
-fits that topology). A mesh axis of size ``auto`` takes the chips the other axes leave;
+fits that topology); ``systems: [NAME, ...]`` runs a workload on those systems only.
+A mesh axis of size ``auto`` takes the chips the other axes leave;
 ``batch_per_shard`` (training) sets the global batch from the batch-sharding axes.
 A ``systems`` entry may also derive systems with ICI overrides and sweeps
 (:mod:`tpusim.scenario_systems`).
@@ -318,6 +319,10 @@ class Scenario:
                 if name not in names:
                     problem = f"'{name}' is not one of the scenario's systems ({', '.join(names)})"
                     self._problem(self._error(problem, self.at(i, "per_system", name)))
+            for k, name in enumerate(workload.systems or []):
+                if name not in names:
+                    problem = f"'{name}' is not one of the scenario's systems ({', '.join(names)})"
+                    self._problem(self._error(problem, self.at(i, "systems", k)))
         chips = sorted({s.chip.name for s in self.systems})
         for key in ("power_per_chip", "price_per_chip_hour_usd"):
             for name in (self.data.get("assumptions") or {}).get(key) or {}:
@@ -411,6 +416,21 @@ class Scenario:
             path=self.at(index),
             label=label,
         )
+
+    def runs_on(self, run_index: int, system_index: int) -> bool:
+        """Whether workload point ``run_index`` runs on system ``system_index`` (its
+        workload's ``systems``, when given, name it)."""
+        only = self.runs[run_index][1][0].systems
+        return only is None or self.systems[system_index].name in only
+
+    def points(self) -> list[tuple[int, int]]:
+        """Every (system index, run index) the scenario runs, systems in order."""
+        return [
+            (s, r)
+            for s in range(len(self.systems))
+            for r in range(len(self.runs))
+            if self.runs_on(r, s)
+        ]
 
     def outputs(self, run: ScenarioRun) -> Outputs:
         """What the writers of :mod:`tpusim.results.writers` write for ``run``: the

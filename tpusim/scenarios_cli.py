@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     flags = run_fault_flags(args)
     checked = check_scenario(locate_scenario(args.scenario), args.max_points, flags)
-    checked.raise_problems()
+    checked.raise_problems(before_run=True)
     scenario = checked.scenario
     assert scenario is not None
     out = Path(args.out or Path("out") / scenario.spec.name)

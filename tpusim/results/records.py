@@ -261,9 +261,18 @@ class ProgramRecord(Record):
     mean_link_utilization: float
     busiest_link_bytes: float
     economics: Economics
+    #: Set when the program is part of a model: "fragment: 2 of 80 layers" (its token
+    #: figures are the fragment's, so they say so); None for a whole model or program.
+    fragment: str | None = None
 
     #: Fields that are not a summary column of the simulation.
-    _NOT_SUMMARY: ClassVar[tuple[str, ...]] = ("workload", "kind", "chips", "economics")
+    _NOT_SUMMARY: ClassVar[tuple[str, ...]] = (
+        "workload",
+        "kind",
+        "chips",
+        "economics",
+        "fragment",
+    )
 
     @classmethod
     def of(
@@ -283,21 +292,27 @@ class ProgramRecord(Record):
     def from_row(cls, row: Mapping[str, Any]) -> Record:
         known: dict[str, Any] = {f.name: row.get(f.name) for f in fields(Economics)}
         economics = Economics(**known)
-        names = [f.name for f in fields(cls) if f.name != "economics"]
-        return cls(economics=economics, **{k: row[k] for k in names})
+        names = [f.name for f in fields(cls) if f.name not in ("economics", "fragment")]
+        fragment = row.get("fragment")
+        return cls(
+            economics=economics,
+            fragment=fragment if isinstance(fragment, str) and fragment else None,
+            **{k: row[k] for k in names},
+        )
 
     def figures(self) -> list[Figure]:
         label, money = self.workload, self.economics
+        scope = f" ({self.fragment})" if self.fragment else ""
         return [
             *self.time_figures(),
-            (f"{label}: tokens/s per chip, simulated layers only", money.tokens_per_s_per_chip),
+            (f"{label}: tokens/s per chip{scope}", money.tokens_per_s_per_chip),
             (
-                f"{label}: energy per token, simulated layers only (mJ)",
+                f"{label}: energy per token{scope} (mJ)",
                 _scaled(money.energy_per_token_J, 1e3),
             ),
             (f"{label}: mean power per chip (W)", money.power_per_chip_W),
             (
-                f"{label}: cost per 1M tokens, simulated layers only (USD)",
+                f"{label}: cost per 1M tokens{scope} (USD)",
                 money.cost_per_million_tokens_usd,
             ),
         ]

@@ -11,6 +11,7 @@ other.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +22,7 @@ from tpusim.program.builders.serving import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
+from tpusim.serving.placement import replica_chip_order
 from tpusim.serving.scheduler import Request, Scheduler
 from tpusim.vocabulary import Fidelity
 
@@ -105,6 +107,10 @@ class Service:
                 f"{self.system.num_chips}"
             )
         self.costs = IterationCosts(self.system, self.shape, d.fidelity, d.flow_tolerance)
+        order = replica_chip_order(self.costs.topology, self.shape.chips, d.replicas)
+        if order:
+            self.shape = dataclasses.replace(self.shape, chip_order=order)
+            self.costs.shape = self.shape
 
     @property
     def chips(self) -> int:

@@ -72,10 +72,15 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
 
 
 def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
-    """The group exists on the system (axes, chip count); raises ValueError."""
+    """The group exists on the system (axes, chip count; ValueError) and the faults
+    and routing apply to it (every link and chip named exists, the fidelity models
+    them; InputError), as the run would find before its first event."""
     from tpusim.collectives import make_group
+    from tpusim.engine.faults import FaultState
 
     make_group(context.topology, spec.axes or None, spec.chips)
+    rng = np.random.default_rng(spec.seed or 0)
+    FaultState(context.topology, spec.fault_plan(), spec.routing, context.fidelity, rng)
 
 
 register_workload("collective", CollectiveWorkload, run, record=CollectiveRecord, check=check)

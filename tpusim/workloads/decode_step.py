@@ -78,7 +78,9 @@ def run(spec: DecodeWorkload, context: WorkloadContext) -> Outcome:
     """Build and simulate the step; a :class:`DecodeRecord` (latency per token = step
     time)."""
     results = simulate(build(spec, context), context)
-    return program_outcome(results, context, spec.kind, spec.tokens_per_step(), decode=True)
+    return program_outcome(
+        results, context, spec.kind, spec.tokens_per_step(), decode=True, fragment=spec.fragment()
+    )
 
 
 def check(spec: DecodeWorkload, context: WorkloadContext) -> None:

@@ -290,5 +290,12 @@ def _close(fig: Any) -> None:
     plt.close(fig)
 
 
-register_workload("jobs", JobsWorkload, run, record=JobsRecord)
+def check(spec: JobsWorkload, context: WorkloadContext) -> None:
+    """Place the jobs without running them (``tpusim check`` and before ``tpusim
+    run``): a job that does not fit, names a missing chip or shares one is a
+    ConfigError naming its entry."""
+    place_jobs(spec, context)
+
+
+register_workload("jobs", JobsWorkload, run, record=JobsRecord, check=check)
 register_writer("jobs", write_jobs_heatmaps)

@@ -107,17 +107,23 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else x * 1e3
 
 
-def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
-    """Serve on the context's system; a bad deployment is a ConfigError at the workload."""
-    from tpusim.serving.run import serve
+def deployment_of(spec: ServingWorkload, context: WorkloadContext) -> Any:
+    """The workload's :class:`~tpusim.serving.service.Deployment` on the context's system."""
     from tpusim.serving.service import Deployment
 
-    deployment = Deployment(
+    return Deployment(
         system=context.system, model=spec.model, tp=spec.tp, ep=spec.ep, chips=spec.chips,
         replicas=spec.replicas, dtype=spec.dtype, kv_cache=spec.kv_cache,
         max_tokens=spec.max_tokens, max_sequences=spec.max_sequences,
         fidelity=context.fidelity, flow_tolerance=context.flow_tolerance,
     )  # fmt: skip
+
+
+def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
+    """Serve on the context's system; a bad deployment is a ConfigError at the workload."""
+    from tpusim.serving.run import serve
+
+    deployment = deployment_of(spec, context)
     options = SimpleNamespace(
         **spec.model_dump(include={"requests", "seed", "arrival", "burstiness", "trace"}),
         rate=None if spec.trace else spec.rate, find_capacity=spec.find_capacity,
@@ -147,4 +153,16 @@ def _tokens(value: int | str | dict[str, Any]) -> str:
     )
 
 
-register_workload("serving", ServingWorkload, run, record=ServingRecord)
+def check(spec: ServingWorkload, context: WorkloadContext) -> None:
+    """Fit the deployment without serving (``tpusim check`` and before ``tpusim
+    run``): a model the chips cannot hold, a degree that does not divide its heads or
+    experts, more replicas than chips, a ConfigError at the workload."""
+    from tpusim.serving.service import Service
+
+    try:
+        Service(deployment_of(spec, context))
+    except InputError as exc:
+        raise context.error(str(exc)) from None
+
+
+register_workload("serving", ServingWorkload, run, record=ServingRecord, check=check)

@@ -28,11 +28,13 @@ def program_outcome(
     tokens_per_step: float | None = None,
     decode: bool = False,
     chips: int | None = None,
+    fragment: str | None = None,
 ) -> Outcome:
     """The record of a simulated program: its summary, the chips it runs on
     (``chips``, default the system's) and the step's economics over those chips
     (``tokens_per_step`` for the token columns); ``decode`` makes it a
-    :class:`DecodeRecord`, whose step time is the latency per token."""
+    :class:`DecodeRecord`, whose step time is the latency per token; ``fragment``
+    labels a part of a model (:meth:`~tpusim.workloads.ModelWorkload.fragment`)."""
     system = context.system
     chips = system.num_chips if chips is None else chips
     economics = Economics.of(
@@ -43,7 +45,12 @@ def program_outcome(
         context.price_per_chip_hour_usd,
         busy_share(results.compute_time_s, results.step_time_s),
     )
-    values: dict[str, Any] = {"workload": context.label, "kind": kind, "chips": chips}
+    values: dict[str, Any] = {
+        "workload": context.label,
+        "kind": kind,
+        "chips": chips,
+        "fragment": fragment,
+    }
     if decode:
         values["per_token_latency_s"] = results.step_time_s
     record_type = DecodeRecord if decode else ProgramRecord

@@ -75,16 +75,19 @@ def _sweep_value(value: Any) -> Any:
 Sweep = dict[str, Annotated[list[Any] | SweepRange, BeforeValidator(_sweep_value)]]
 
 #: Keys of a workload that are not fields of the work itself.
-VARIANT_KEYS = ("sweep", "per_system")
+VARIANT_KEYS = ("sweep", "per_system", "systems")
 
 
 class WorkloadSpec(Frozen):
     """Base of every workload kind's spec: the kind's own fields, plus a ``sweep`` of
-    some of them and ``per_system`` overrides. A subclass declares ``kind:
+    some of them, ``per_system`` overrides and the ``systems`` it runs on (default:
+    every system of the scenario). A subclass declares ``kind:
     Literal["its-kind"]`` and ``name: str`` (a program's name has a default)."""
 
     sweep: Sweep = Field(default_factory=dict)
     per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: The scenario's systems this workload runs on (None: every one).
+    systems: list[str] | None = Field(None, min_length=1)
 
     if TYPE_CHECKING:  # declared by each subclass, where its place in resolved.yaml is
         kind: str
@@ -128,6 +131,16 @@ class ModelWorkload(WorkloadSpec):
         if sum(v == "auto" for v in self.mesh.values()) > 1:
             raise ValueError("at most one mesh axis can be 'auto'")
         return self
+
+    def fragment(self) -> str | None:
+        """``fragment: L of N layers`` when the workload runs fewer layers than its
+        ``model`` preset has (its per-token figures are the fragment's); else None."""
+        if self.model is None:
+            return None
+        from tpusim.config.loader import load_model
+
+        whole = load_model(self.model).layers
+        return f"fragment: {self.layers} of {whole} layers" if self.layers < whole else None
 
     def builder_fields(self) -> dict[str, Any]:
         """The fields the program builder takes (everything but kind, name, variants)."""

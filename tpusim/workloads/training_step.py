@@ -151,6 +151,7 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
         kind=spec.kind,
         chips=context.system.num_chips,
         peak_hbm_bytes_per_chip=peak.total_bytes,
+        fragment=spec.fragment(),
         pipeline_bubble_fraction=s.bubble_fraction if s.stages > 1 else None,
     )
     return Outcome(record, results=results)

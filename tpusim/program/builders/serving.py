@@ -83,6 +83,8 @@ class ReplicaShape:
     dtype: str
     bytes_per_element: float
     kv_cache: KvTier
+    #: The system chip of each replica chip (empty: chip i is system chip i).
+    chip_order: tuple[int, ...] = ()
 
     @property
     def chips(self) -> int:
@@ -94,17 +96,26 @@ class ReplicaShape:
         """Layers with a dense MLP."""
         return self.layers - self.moe_layers
 
+    def system_chip(self, chip: int) -> int:
+        """The system chip that replica chip ``chip`` (counted over every replica) is."""
+        return self.chip_order[chip] if self.chip_order else chip
+
     def tensor_groups(self) -> tuple[tuple[int, ...], ...]:
         """Tensor-parallel groups: ``tp`` consecutive chips, over every replica."""
         n = self.replicas * self.chips
-        return tuple(tuple(range(s, s + self.tp)) for s in range(0, n, self.tp))
+        return tuple(
+            tuple(self.system_chip(c) for c in range(s, s + self.tp)) for s in range(0, n, self.tp)
+        )
 
     def expert_groups(self) -> tuple[tuple[int, ...], ...]:
         """Expert-parallel groups: the chips of a replica ``tp`` apart."""
         out = []
         for r in range(self.replicas):
             base = r * self.chips
-            out += [tuple(base + t + e * self.tp for e in range(self.ep)) for t in range(self.tp)]
+            out += [
+                tuple(self.system_chip(base + t + e * self.tp) for e in range(self.ep))
+                for t in range(self.tp)
+            ]
         return tuple(out)
 
     def kv_bytes_per_token_layer(self) -> float:
