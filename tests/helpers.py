@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 
 from tpusim.cli import main
 
@@ -38,3 +40,12 @@ def trim(hist) -> list[int]:
     while len(hist) > 1 and hist[-1] == 0:
         hist.pop()
     return hist
+
+
+def stable_bytes(path: Path) -> bytes:
+    """A file's bytes; report.html's date and run time (its only volatile cells) masked."""
+    data = path.read_bytes()
+    if path.name == "report.html":
+        volatile = rb"(<td>(written \(UTC\)|simulated in \(s\))</td><td[^>]*>)[^<]*"
+        data = re.sub(volatile, rb"\1", data)
+    return data

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from corpus_support import ROOT, TIMEOUT_S, cap_memory, check_outcome, expand, run_tpusim
+from helpers import stable_bytes
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
 from tpusim.results.writers import register_writer, unregister_writer, write_outputs
@@ -284,13 +285,4 @@ def test_runs_are_byte_identical_with_one_and_two_workers(tmp_path):
     assert {"summary.csv", "ops.csv", "links.csv"} <= set(files)
     assert files == sorted(p.name for p in out_two.iterdir())
     for name in files:
-        assert _stable(out_one / name) == _stable(out_two / name), name
-
-
-def _stable(path):
-    """A file's bytes; report.html's date and run time (its only volatile cells) masked."""
-    data = path.read_bytes()
-    if path.name == "report.html":
-        volatile = rb"(<td>(written \(UTC\)|simulated in \(s\))</td><td[^>]*>)[^<]*"
-        data = re.sub(volatile, rb"\1", data)
-    return data
+        assert stable_bytes(out_one / name) == stable_bytes(out_two / name), name

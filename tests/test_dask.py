@@ -8,7 +8,7 @@ import json
 import sys
 
 import pytest
-from helpers import assert_one_error_line, run
+from helpers import assert_one_error_line, run, stable_bytes
 
 pytest.importorskip("distributed")
 
@@ -43,7 +43,7 @@ def test_dask_gives_the_same_results_and_files_as_one_job(tmp_path, capsys):
     names = sorted(p.name for p in (tmp_path / "local").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "dask").iterdir())
     for name in names:
-        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+        assert stable_bytes(tmp_path / "dask" / name) == stable_bytes(tmp_path / "local" / name)
 
 
 def test_without_dask_installed_one_line(tmp_path, capsys, monkeypatch):

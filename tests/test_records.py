@@ -72,6 +72,7 @@ def test_decode_row_puts_the_latency_before_the_economics_and_reads_back():
     row = record.row()
     assert list(row)[:4] == ["system", "workload", "kind", "fidelity"]
     assert list(row)[list(row).index("busiest_link_bytes") + 1 :] == [
+        "fragment",
         "per_token_latency_s",
         "chip_hours_per_step",
         "tokens_per_s",
@@ -96,13 +97,14 @@ def test_program_figures_and_table():
         workload="train",
         kind="training_step",
         chips=8,
+        fragment="fragment: 2 of 80 layers",
     )
     table = comparison_frame([record])
     assert table.loc["train: step time (ms)", "v5e-pod"] == 2000.0
     assert table.loc["train: exposed communication (ms)", "v5e-pod"] == 500.0
     assert table.loc["train: MFU (%)", "v5e-pod"] == 25.0
-    assert table.loc["train: tokens/s per chip, simulated layers only", "v5e-pod"] == 4.0
-    energy = "train: energy per token, simulated layers only (mJ)"
+    assert table.loc["train: tokens/s per chip (fragment: 2 of 80 layers)", "v5e-pod"] == 4.0
+    energy = "train: energy per token (fragment: 2 of 80 layers) (mJ)"
     assert table.loc[energy, "v5e-pod"] == pytest.approx(1e3 * 125.0)
     assert record_from_row(record.row()) == record
 
