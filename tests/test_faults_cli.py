@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from tpusim.cli import main
@@ -130,6 +131,14 @@ def test_scenario_top_level_faults_and_run_flags(capsys, tmp_path):
     assert code == 0
     rows = {r["workload"]: r for r in json.loads(out)["results"]}
     assert rows["a"]["time_s"] > rows["b"]["time_s"]  # two links down against none
+    assert rows["a"]["failed_links"] == 2 and rows["a"]["rerouted_flows"] >= 0
+    assert rows["a"]["routing"] == "minimal"
+    assert "failed_links" not in rows["b"]  # a healthy run has no fault columns
+    from tpusim.workloads import record_from_row
+
+    summary = pd.read_csv(tmp_path / "o" / "summary.csv").to_dict("records")
+    back = {r["workload"]: record_from_row(r).row() for r in summary}
+    assert back["a"]["failed_links"] == 2 and "failed_links" not in back["b"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("faults:\n  - {kind: link_down, link: [0, 9]}\n")
     code, _, err = run_cli(

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from tpusim.results.energy import mean_power_W
+from tpusim.results.fault_columns import columns_from_row, fault_columns
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -142,19 +143,30 @@ class CollectiveRecord(Record):
     busiest_link_bytes: float
     num_events: int
     step_time_s: float
+    #: With faults or a routing policy only: :mod:`tpusim.results.fault_columns`.
+    faults: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, result: Any, workload: str) -> CollectiveRecord:
-        """From a :class:`~tpusim.results.simulation.CollectiveResult`."""
+    def of(cls, result: Any, workload: str, report: Any = None) -> CollectiveRecord:
+        """From a :class:`~tpusim.results.simulation.CollectiveResult` (and the
+        network's ``fault_report``, when the run had faults or a routing policy)."""
         record = result.record()
         record["mean_flow_hops"] = record["mean_hops"]
-        names = [f.name for f in fields(cls) if f.name not in ("workload", "kind", "step_time_s")]
-        return cls(
-            workload=workload,
-            kind="collective",
-            step_time_s=result.time_s,
-            **{k: record[k] for k in names},
-        )
+        skip = ("workload", "kind", "step_time_s", "faults")
+        names = [f.name for f in fields(cls) if f.name not in skip]
+        values = {k: record[k] for k in names}
+        faults = fault_columns(report)
+        return cls(workload=workload, kind="collective", step_time_s=result.time_s, **values,
+                   faults=faults)  # fmt: skip
+
+    def row(self) -> dict[str, Any]:
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "faults"}
+        return own | self.faults
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Record:
+        names = [f.name for f in fields(cls) if f.name != "faults"]
+        return cls(**{k: row[k] for k in names}, faults=columns_from_row(row))
 
     @classmethod
     def sweep_figures(cls, records: Sequence[Record]) -> list[tuple[str, str, float]]:

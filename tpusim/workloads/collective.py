@@ -68,7 +68,8 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
     )
     link_bytes = np.array(network.link_bytes, dtype=float)
     links = CollectiveLinks(system.name, spec.name, spec.op, spec.bytes, result.time_s, link_bytes)
-    return Outcome(CollectiveRecord.of(result, context.label), links=links)
+    record = CollectiveRecord.of(result, context.label, network.fault_report)
+    return Outcome(record, links=links)
 
 
 def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
