@@ -74,7 +74,9 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
     * ``decode.png``: latency per generated token of each decode step, per system;
     * ``timeline.png``: the first training step (else the first program) simulated;
       ``timeline-<system>.png``: the same workload on every system that ran it.
-    * ``memory.png``: HBM per chip over the first training step, by part.
+    * ``memory.png``: HBM per chip over the first training step, by part;
+    * ``serving-<workload>.png``: p99 TTFT and TPOT against request rate, a line per
+      system, from each serving workload's capacity search.
     """
     folder = Path(out)
     return [
@@ -86,6 +88,7 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
         *_decode_plot(folder, run),
         *_timeline_plots(folder, run),
         *_memory_plot(folder, run),
+        *_serving_plots(folder, run),
     ]
 
 
@@ -163,6 +166,28 @@ def _decode_plot(out: Path, run: ScenarioRun) -> list[Path]:
     if not rows:
         return []
     return [_saved(plots_compare.decode_latency(rows), out / "decode")]
+
+
+def _serving_plots(out: Path, run: ScenarioRun) -> list[Path]:
+    """The serving curve of each serving workload that searched for its capacity."""
+    import pandas as pd
+
+    from tpusim import plots_compare
+
+    points: dict[str, list[dict[str, Any]]] = {}
+    for record in run.records:
+        for rate, ttft, tpot in getattr(record, "curve", ()):
+            point = {"system": record.system, "rate_per_s": rate}
+            points.setdefault(record.workload, []).append(
+                point | {"ttft_p99_s": ttft, "tpot_p99_s": tpot}
+            )
+    written = []
+    for workload, rows in points.items():
+        fig = plots_compare.serving_latency_vs_rate(pd.DataFrame(rows))
+        for ax in fig.axes[:2]:  # the workload in words on each panel
+            ax.set_title(f"{workload}: {ax.get_title().lower()}", fontsize="medium")
+        written.append(_saved(fig, out / f"serving-{workload}"))
+    return written
 
 
 def _steps_plot(out: Path, run: ScenarioRun) -> list[Path]:

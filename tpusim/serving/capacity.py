@@ -55,22 +55,28 @@ def trial(service: Runner, stream: Stream, rate: float, slo: Slo) -> dict[str, A
 
 
 def _bracket(
-    service: Runner, stream: Stream, slo: Slo, rate: float
+    tried: Callable[[float], dict[str, Any]], rate: float
 ) -> tuple[float, float, dict[str, Any] | None, int]:
     """(lo, hi, summary at lo, trials): ``lo`` meets the SLO and ``hi = 2 lo`` does not,
-    by doubling or halving from ``rate``; ``summary`` None when nothing met it."""
-    row = trial(service, stream, rate, slo)
+    by doubling or halving from ``rate`` (``tried(rate)``: one trial's summary);
+    ``summary`` None when nothing met it."""
+    row = tried(rate)
     trials, step = 1, (2.0 if row["slo_met"] else 0.5)
     best = row if row["slo_met"] else None
     for _ in range(MAX_HALVINGS):
         nxt = rate * step
-        row, trials = trial(service, stream, nxt, slo), trials + 1
+        row, trials = tried(nxt), trials + 1
         if step > 1 and not row["slo_met"]:
             return rate, nxt, best, trials
         if step < 1 and row["slo_met"]:
             return nxt, rate, row, trials
         rate, best = nxt, (row if row["slo_met"] else best)
     return 0.0, rate, None, trials
+
+
+def curve_point(row: dict[str, Any]) -> tuple[float, float | None, float | None]:
+    """(rate per s, p99 TTFT s, p99 TPOT s) of one trial's summary."""
+    return (float(row["rate_per_s"]), row["ttft_p99_s"], row["tpot_p99_s"])
 
 
 def find_capacity(
@@ -83,13 +89,22 @@ def find_capacity(
     """The capacity search (see the module docstring). Returns the summary at the
     highest rate found to meet the SLO with ``capacity_rate_per_s``, per chip, and
     ``trials``; ``capacity_rate_per_s`` is 0 when no rate within ``2^30`` of the start
-    meets it."""
-    lo, hi, best, trials = _bracket(service, stream, slo, start_rate_per_s)
+    meets it. ``curve`` lists every trial's :func:`curve_point`, by rate: the serving
+    curve (latency against rate) the search traced."""
+    points: list[tuple[float, float | None, float | None]] = []
+
+    def tried(rate: float) -> dict[str, Any]:
+        row = trial(service, stream, rate, slo)
+        points.append(curve_point(row))
+        return row
+
+    lo, hi, best, trials = _bracket(tried, start_rate_per_s)
     if best is None:
-        return {"capacity_rate_per_s": 0.0, "capacity_rate_per_s_per_chip": 0.0, "trials": trials}
+        return {"capacity_rate_per_s": 0.0, "capacity_rate_per_s_per_chip": 0.0, "trials": trials,
+                "curve": sorted(points)}  # fmt: skip
     while (hi - lo) / hi > tolerance:
         mid = (lo + hi) / 2
-        row, trials = trial(service, stream, mid, slo), trials + 1
+        row, trials = tried(mid), trials + 1
         if row["slo_met"]:
             lo, best = mid, row
         else:
@@ -98,4 +113,5 @@ def find_capacity(
         "capacity_rate_per_s": lo,
         "capacity_rate_per_s_per_chip": lo / service.chips,
         "trials": trials,
+        "curve": sorted(points),
     }

@@ -3,6 +3,7 @@ at a request rate or, with ``find_capacity``, its capacity at an SLO."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any, Literal
@@ -83,12 +84,24 @@ class ServingRecord(Record):
     capacity_rate_per_s_per_chip: float | None = None
     energy_per_million_tokens_J: float | None = None
     cost_per_million_tokens_usd: float | None = None
+    #: The capacity search's trials, (rate per s, p99 TTFT s, p99 TPOT s) by rate:
+    #: drawn as the serving curve (``serving-<workload>.png``), not a table column.
+    curve: tuple[tuple[float, float | None, float | None], ...] = ()
 
     @classmethod
     def of(cls, row: dict[str, Any], **values: Any) -> ServingRecord:
         names = {f.name for f in fields(cls)} - set(values)
         known: dict[str, Any] = {k: row[k] for k in names if k in row}
+        known["curve"] = tuple(tuple(p) for p in known.get("curve", ()))
         return cls(**values, **known)
+
+    def row(self) -> dict[str, Any]:
+        """The columns (the curve is a figure, not a column)."""
+        return {k: v for k, v in super().row().items() if k != "curve"}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Record:
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name != "curve"})
 
     def figures(self) -> list[Figure]:
         out: list[Figure] = [
