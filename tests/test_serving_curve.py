@@ -53,3 +53,14 @@ def test_find_capacity_returns_every_trial_sorted_by_rate():
     met = [rate for rate, ttft, tpot in curve if meets(ttft, tpot, slo)]
     assert found["capacity_rate_per_s"] == max(met)
     assert all(not meets(t, p, slo) for rate, t, p in curve if rate > max(met))
+
+
+def test_a_stream_too_short_to_load_the_server_is_one_line(capsys):
+    """200 requests of the 8B model meet a loose SLO at any rate: the search says so
+    (exit 2) instead of reporting a capacity of 0."""
+    from helpers import assert_one_error_line
+
+    argv = ["serve", "tpu8i-1024", "--model", "llama-3.1-8b", "--tp", "8", "--dtype", "fp8"]
+    argv += ["--requests", "200", "--find-capacity", "--slo-ttft", "1s", "--slo-tpot", "20ms"]
+    line = assert_one_error_line(*run(capsys, *argv))
+    assert "too short to load the server" in line

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tpusim.errors import InputError
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.metrics import Slo, meets, summary
 from tpusim.serving.scheduler import Request
@@ -71,6 +72,11 @@ def _bracket(
         if step < 1 and row["slo_met"]:
             return nxt, rate, row, trials
         rate, best = nxt, (row if row["slo_met"] else best)
+    if best is not None:  # every rate met the SLO: the stream never loads the server
+        raise InputError(
+            f"every request rate up to {rate:.3g}/s meets the SLO: the stream is too short "
+            "to load the server (raise the number of requests)"
+        )
     return 0.0, rate, None, trials
 
 
