@@ -205,6 +205,18 @@ def _steps_plot(out: Path, run: ScenarioRun) -> list[Path]:
     return [out / "steps.png"]
 
 
+def _timeline_title(label: str, system: str, results: Any) -> str:
+    """The timeline's title; a step extrapolated from a shorter simulated loop (its
+    ops end before the step does) says how much of it is drawn."""
+    drawn_s = max((op.end_at for op in results.ops), default=0.0)
+    if drawn_s < 0.999 * results.step_time_s:
+        return (
+            f"Timeline: {label} on {system}, the simulated {drawn_s:.3g} s of a "
+            f"{results.step_time_s:.3g} s step (identical iterations repeat it)"
+        )
+    return f"Timeline of one step: {label} on {system}"
+
+
 def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``timeline.png`` (the first training step, else the first program) and
     ``timeline-<system>.png`` for that workload on every system that ran it."""
@@ -219,7 +231,7 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
         if label != first[1]:
             continue
         fig = plots.timeline(results.ops)
-        fig.axes[0].set_title(f"Timeline of one step: {label} on {system}")
+        fig.axes[0].set_title(_timeline_title(label, system, results))
         png = _saved(fig, out / f"timeline-{system}")
         written.append(png)
         if (system, label) == (first[0], first[1]):  # the same figure, not drawn again
