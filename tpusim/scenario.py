@@ -315,14 +315,12 @@ class Scenario:
                 self._problem(self._error(problem, ("systems", entry)))
             seen.setdefault(name, entry)
         for i, workload in enumerate(self.spec.workloads):
-            for name in workload.per_system:
+            named: list[tuple[PathKey, str]] = [(("per_system", n), n) for n in workload.per_system]
+            named += [(("systems", k), n) for k, n in enumerate(workload.systems or [])]
+            for where, name in named:
                 if name not in names:
                     problem = f"'{name}' is not one of the scenario's systems ({', '.join(names)})"
-                    self._problem(self._error(problem, self.at(i, "per_system", name)))
-            for k, name in enumerate(workload.systems or []):
-                if name not in names:
-                    problem = f"'{name}' is not one of the scenario's systems ({', '.join(names)})"
-                    self._problem(self._error(problem, self.at(i, "systems", k)))
+                    self._problem(self._error(problem, self.at(i, *where)))
         chips = sorted({s.chip.name for s in self.systems})
         for key in ("power_per_chip", "price_per_chip_hour_usd"):
             for name in (self.data.get("assumptions") or {}).get(key) or {}:
