@@ -17,12 +17,15 @@ SHAPE = dict(layers=3, d_model=512, d_ff=2048, heads=8, head_dim=64, seq=256)
 BF16 = 2
 
 
-def hand_forward_flops(*, layers, d_model, d_ff, heads, head_dim, seq, seqs):
-    """Forward matmul FLOPs of the whole model on one chip, unsharded weights."""
+def hand_forward_flops(*, layers, d_model, d_ff, heads, head_dim, seq, seqs, kernel="flash"):
+    """Forward useful FLOPs of the whole model on one chip, unsharded weights: causal
+    flash attention counts the seq (seq + 1) / 2 unmasked (query, key) pairs, naive
+    attention every one of the seq^2."""
     tokens = seqs * seq
     hd = heads * head_dim
     dense = 2 * tokens * (d_model * 3 * hd + hd * d_model + 2 * d_model * d_ff)
-    attention = 2 * 2 * seqs * heads * seq**2 * head_dim
+    pairs = seq * (seq + 1) / 2 if kernel == "flash" else seq**2
+    attention = 2 * 2 * seqs * heads * pairs * head_dim
     return layers * (dense + attention)
 
 
@@ -98,12 +101,23 @@ def test_tensor_parallel_divides_matmul_flops():
     assert_valid_dag(tp, "optimizer")
 
 
-def test_backward_has_two_matmuls_per_forward_matmul():
-    program = training_step(**SHAPE, batch=8, mesh={"data": 8})
+def test_naive_attention_flops_are_three_times_forward():
+    program = training_step(**SHAPE, batch=32, mesh={"data": 8}, attention_kernel="naive")
+    fwd = hand_forward_flops(**SHAPE, seqs=32 // 8, kernel="naive")
+    assert step_flops(program) == pytest.approx(3 * fwd, rel=1e-12)
+
+
+@pytest.mark.parametrize(("kernel", "matmuls"), [("flash", 4), ("naive", 6)])
+def test_backward_has_two_matmuls_per_forward_matmul(kernel, matmuls):
+    """qkv, out, up, down (+ scores and context when naive) per layer; flash attention
+    is one kernel forward and one backward."""
+    program = training_step(**SHAPE, batch=8, mesh={"data": 8}, attention_kernel=kernel)
     fwd = [op for op in program.ops if op.kind == "matmul" and op.name.endswith(".fwd")]
     bwd_in = [op for op in program.ops if op.name.endswith(".bwd_input")]
     bwd_w = [op for op in program.ops if op.name.endswith(".bwd_weight")]
-    assert len(fwd) == len(bwd_in) == len(bwd_w) == 6 * SHAPE["layers"]
+    assert len(fwd) == len(bwd_in) == len(bwd_w) == matmuls * SHAPE["layers"]
+    kernels = [op.name.rsplit(".", 1)[1] for op in program.ops if op.kind == "kernel"]
+    assert kernels == (["fwd"] * 3 + ["bwd"] * 3 if kernel == "flash" else [])
     by_name = {op.name: op for op in program.ops}
     for op in fwd:
         base = op.name.removesuffix(".fwd")
@@ -114,7 +128,7 @@ def test_backward_has_two_matmuls_per_forward_matmul():
 def test_head_dim_is_the_contraction_of_the_attention_scores():
     for hd in (64, 128):
         shape = {**SHAPE, "head_dim": hd}
-        program = training_step(**shape, batch=8, mesh={"data": 2})
+        program = training_step(**shape, batch=8, mesh={"data": 2}, attention_kernel="naive")
         scores = [op for op in program.ops if op.name.endswith("attn.scores.fwd")]
         assert len(scores) == SHAPE["layers"]
         for op in scores:

@@ -19,8 +19,15 @@ IRONWOOD_BF16 = 2307e12
 IRONWOOD_HBM = 7380e9
 
 
+def ideal_costs(system) -> ChipCostModel:
+    """The roofline of ``system``'s chip (its efficiency terms left out)."""
+    chip = (load_system(system) if isinstance(system, str) else system).chip
+    return ChipCostModel(chip, ideal=True)
+
+
 def run(system, *ops, **kwargs):
-    return Simulation(system, Program("p", tuple(ops), **kwargs)).run()
+    program = Program("p", tuple(ops), **kwargs)
+    return Simulation(system, program, costs=ideal_costs(system)).run()
 
 
 def test_lone_compute_bound_matmul_is_flops_over_peak():
@@ -105,7 +112,7 @@ def with_sram_bandwidth(name: str, bandwidth_Bps: float):
 
 def test_kv_cache_in_sram_is_faster_by_exactly_the_bandwidth_ratio():
     system = with_sram_bandwidth("ironwood-256", 40e12)
-    costs = ChipCostModel(system.chip, op_overhead_s=0.0)
+    costs = ChipCostModel(system.chip, op_overhead_s=0.0, ideal=True)
     times = {}
     for tier in ("hbm", "sram"):
         program = Program("decode", (Op("kv", "elementwise", bytes=64 * 2**20, memory=tier),))
@@ -200,7 +207,7 @@ def test_decode_kv_cache_in_sram_is_faster_by_the_bandwidth_ratio():
     from tpusim.program import decode_step
 
     system = with_sram_bandwidth("ironwood-256", 40e12)
-    costs = ChipCostModel(system.chip, op_overhead_s=0.0)
+    costs = ChipCostModel(system.chip, op_overhead_s=0.0, ideal=True)
     reads = {}
     for tier in ("hbm", "sram"):
         # 2 layers x 8 seqs x 1024 tokens x 8 kv heads x 128 x (K, V) x 2 B = 64 MiB: fits
@@ -230,7 +237,9 @@ def test_chip_zero_also_logs_and_everyone_waits_for_it_at_the_collective():
     plain = run("v5e-pod", *ops)
     log = Op("log", "elementwise", bytes=log_bytes, after=("mm",))
     logged = Simulation(
-        "v5e-pod", Program("p", ops, chip_overrides={0: ChipOverride(extra_ops=(log,))})
+        "v5e-pod",
+        Program("p", ops, chip_overrides={0: ChipOverride(extra_ops=(log,))}),
+        costs=ideal_costs("v5e-pod"),
     ).run()
     log_s = next(r.end_at - r.start_at for r in logged.ops if r.name == "log")
     assert log_s == pytest.approx(log_bytes / 819e9 + 0.5e-6, rel=1e-9)

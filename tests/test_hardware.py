@@ -23,7 +23,8 @@ V5E_HBM_BYTES = 16e9
 
 
 def model(chip: str, **kwargs: float) -> ChipCostModel:
-    return ChipCostModel(load_chip(chip), **{"op_overhead_s": 0.0, **kwargs})
+    """The roofline (``ideal``: the chip's efficiency terms left out), no overhead."""
+    return ChipCostModel(load_chip(chip), **{"op_overhead_s": 0.0, "ideal": True, **kwargs})
 
 
 # --- matmul roofline ---------------------------------------------------------------
@@ -112,7 +113,7 @@ def with_sram_bandwidth(chip: str, bandwidth_Bps: float):
 
 
 def test_sram_over_hbm_time_is_the_bandwidth_ratio() -> None:
-    m = ChipCostModel(with_sram_bandwidth("ironwood", SRAM_BPS), op_overhead_s=0.0)
+    m = ChipCostModel(with_sram_bandwidth("ironwood", SRAM_BPS), op_overhead_s=0.0, ideal=True)
     ratio = IRONWOOD_HBM_BPS / SRAM_BPS
     hbm, sram = m.elementwise(1e9, memory="hbm"), m.elementwise(1e9, memory="sram")
     assert sram.time_s / hbm.time_s == pytest.approx(ratio, rel=1e-12)

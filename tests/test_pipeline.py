@@ -36,7 +36,10 @@ def op_time_s(costs: ChipCostModel, op) -> float:
     """An op's time by the roofline alone (independent of the engine's timeline)."""
     if op.kind == "matmul":
         return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch).time_s
-    return costs.elementwise(op.bytes, op.memory).time_s
+    if op.kind == "kernel":
+        work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
+        return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s
+    return costs.elementwise(op.bytes, op.memory, op.dtype).time_s
 
 
 def loop_compute_s(program, costs, iteration: int = 0) -> float:
@@ -106,7 +109,8 @@ def test_gpipe_and_1f1b_take_the_same_time_and_hold_the_closed_form_activations(
     assert gpipe.step_time_s == onef.step_time_s
     d, h, hd, seq, ff = 512, 8, 64, 512, 2048
     tokens = seq  # one sequence per microbatch
-    per_layer = (tokens * (6 * d + 4 * h * hd) + h * seq * seq + 2 * tokens * ff) * BF16
+    # flash attention keeps the fp32 logsumexp (4 bytes per query row and head), not the scores
+    per_layer = (tokens * (6 * d + 4 * h * hd) + 2 * tokens * ff) * BF16 + h * seq * 4
     stage_layers = layers // p
     assert stage_memory(gpipe_plan, 0).activations_bytes == m * stage_layers * per_layer
     for stage in range(p):
@@ -120,7 +124,7 @@ def test_recompute_keeps_layer_inputs_and_one_layer(tmp_path):
     plan = plan_training(**SHAPE, layers=4, batch=m, mesh={"pipeline": p}, microbatches=m,
                          recompute=True)  # fmt: skip
     d, h, hd, seq, ff = 512, 8, 64, 512, 2048
-    full = (seq * (6 * d + 4 * h * hd) + h * seq * seq + 2 * seq * ff) * BF16
+    full = (seq * (6 * d + 4 * h * hd) + 2 * seq * ff) * BF16 + h * seq * 4  # flash: logsumexp
     memory = stage_memory(plan, 0)
     assert memory.activations_bytes == min(m, p) * 2 * seq * d * BF16
     assert memory.buffers_bytes == full

@@ -40,5 +40,5 @@ MemoryTier = Literal["hbm", "sram"]
 MEMORY_TIERS: tuple[MemoryTier, ...] = get_args(MemoryTier)
 
 #: Kinds of program ops (:mod:`tpusim.program.ir`); the engine has one handler each.
-OpKind = Literal["matmul", "elementwise", "embedding", "collective", "host_transfer"]
+OpKind = Literal["matmul", "elementwise", "embedding", "collective", "host_transfer", "kernel"]
 OP_KINDS: tuple[OpKind, ...] = get_args(OpKind)

@@ -7,7 +7,7 @@ shipped chip file has an entry under ``sources:`` keyed by its YAML path.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -24,6 +24,21 @@ from tpusim.config.types import (
 from tpusim.vocabulary import Dtype, Engine
 
 WraparoundRule = Literal["cubes-4x4x4", "full-axis-16", "always", "never"]
+
+MIN_EFFICIENCY = 0.01
+"""Lowest accepted efficiency term (a fraction of a peak): no real op reaches under 1%
+of a peak it is costed against, and a smaller value is a slip (0.9 written 0.009) that
+would make the simulation run for days. Grade: assumption (an input limit)."""
+
+MAX_COST_TERM_S = 1.0
+"""Longest accepted fixed cost of a collective (launch, step sync), in seconds: they
+are microseconds on every chip, and a second is a WAN round trip. Grade: assumption."""
+
+Fraction = Annotated[float, Field(ge=MIN_EFFICIENCY, le=1.0)]
+"""An efficiency term: a fraction of a peak in [MIN_EFFICIENCY, 1]."""
+
+CostTime = Annotated[Time, Field(le=MAX_COST_TERM_S)]
+"""A collective's fixed cost: a time in [0, MAX_COST_TERM_S] seconds."""
 
 
 class TensorCoreSpec(Frozen):
@@ -81,10 +96,27 @@ class CollectiveCostSpec(Frozen):
     file that omits the block; shipped chips give calibrated values with sources.
     """
 
-    launch_s: Time = Field(2e-6, alias="launch")
-    step_sync_s: Time = Field(0.5e-6, alias="step_sync")
-    link_efficiency: float = Field(0.9, gt=0.0, le=1.0)
+    launch_s: CostTime = Field(2e-6, alias="launch")
+    step_sync_s: CostTime = Field(0.5e-6, alias="step_sync")
+    link_efficiency: Fraction = 0.9
     offload: Engine = "tensorcore"
+
+
+class EfficiencySpec(Frozen):
+    """Fractions of peak the chip reaches (:mod:`tpusim.hardware.efficiency`).
+
+    - ``matmul``: per dtype, the fraction of the MXU peak a large, well-tiled matmul
+      reaches (a dtype not given runs at its peak);
+    - ``vector``: the vector unit's rate in FLOP/s, a bound on elementwise work (not
+      given: no bound);
+    - ``hbm``: the fraction of the HBM bandwidth streaming ops reach.
+
+    A chip file without the block runs at the roofline (every term 1, no shape term).
+    """
+
+    matmul: dict[Dtype, Fraction] = Field(default_factory=dict)
+    vector_flops: FlopRate | None = Field(None, alias="vector")
+    hbm: Fraction = 1.0
 
 
 class DcnSpec(Frozen):
@@ -116,6 +148,7 @@ class ChipSpec(Frozen):
     collectives: CollectiveCostSpec = Field(
         default_factory=lambda: CollectiveCostSpec.model_validate({})
     )
+    efficiency: EfficiencySpec | None = None
     dcn: DcnSpec
     power: PowerSpec | None = None
     sources: dict[str, Source] = Field(default_factory=dict)

@@ -91,7 +91,13 @@ def _matmul(costs: ChipCostModel, op: Op) -> tuple[float, str]:
 
 
 def _elementwise(costs: ChipCostModel, op: Op) -> tuple[float, str]:
-    cost = costs.elementwise(op.bytes, op.memory)
+    cost = costs.elementwise(op.bytes, op.memory, op.dtype)  # type: ignore[arg-type]
+    return cost.time_s, cost.unit
+
+
+def _kernel(costs: ChipCostModel, op: Op) -> tuple[float, str]:
+    work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
+    cost = costs.kernel(*work, op.dtype, op.memory, op.pad_dims)  # type: ignore[arg-type]
     return cost.time_s, cost.unit
 
 
@@ -145,5 +151,6 @@ __all__ = [
 register_op_handler("matmul", compute_handler(_matmul))
 register_op_handler("elementwise", compute_handler(_elementwise))
 register_op_handler("embedding", compute_handler(_embedding))
+register_op_handler("kernel", compute_handler(_kernel))
 register_op_handler("host_transfer", compute_handler(_host_transfer, slowed=False))
 register_op_handler("collective", collective)

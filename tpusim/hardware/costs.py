@@ -4,15 +4,20 @@ Definition: an op takes ``max(compute_s, memory_s) + overhead_s`` where
 
 * ``compute_s = padded_flops / (peak_flops[dtype] * efficiency)``: the MXUs do the
   padded work, not the useful work, so a matmul whose dimensions are not multiples of
-  the MXU tile pays for the whole tile;
-* ``memory_s = bytes / bandwidth`` of the memory tier the operands live in;
+  the MXU tile pays for the whole tile; ``efficiency`` is the chip's sourced
+  ``efficiency.matmul[dtype]`` times the streamed-rows shape term
+  (:mod:`tpusim.hardware.efficiency`); for vector work, the ops over the chip's
+  ``efficiency.vector`` rate;
+* ``memory_s = bytes / bandwidth`` of the memory tier the operands live in (HBM's
+  times the chip's ``efficiency.hbm``);
 * ``overhead_s`` is a fixed per-op cost (launch, pipeline fill, DMA set-up).
 
 Takeaway: a head dimension of 64 on a 256x256 MXU (v6e, Ironwood, TPU 8t/8i) uses a
 quarter of it, on a 128x128 MXU (v4, v5e, v5p) half; ``OpCost.mxu_utilization``
-reports the fraction. Worked example: an 8192^3 bf16 matmul on Ironwood is
-``2 * 8192**3 / 2307e12 = 477 us`` of compute against ``3 * 2 * 8192**2 / 7380e9 = 55 us``
-of HBM traffic, so it is compute-bound.
+reports the fraction. Worked example (``ideal=True``, the roofline): an 8192^3 bf16
+matmul on Ironwood is ``2 * 8192**3 / 2307e12 = 477 us`` of compute against
+``3 * 2 * 8192**2 / 7380e9 = 55 us`` of HBM traffic, so it is compute-bound; with
+Ironwood's terms (0.83, shape 8192 / 8448) the compute is 592 us.
 
 Everything here is a pure function of the chip spec: no simulation state.
 """
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tpusim.config.chip import ChipSpec
+from tpusim.hardware.efficiency import IDEAL, EfficiencyTerms, chip_terms
 from tpusim.vocabulary import MEMORY_TIERS, Dtype, MemoryTier
 
 Memory = MemoryTier
@@ -47,6 +53,11 @@ published peak FLOP/s."""
 TENSORCORE_REDUCTION_PASSES = 3.0
 """HBM passes of a reduction on the TensorCore: read two operands, write one. (With a
 CAE the reduction happens in-line as the data streams: one pass.)"""
+
+VECTOR_OPS_PER_ELEMENT = 1.0
+"""Vector-unit operations per element an elementwise op moves (read or written): an
+add reads two and writes one element for one operation, a norm does a few per element
+it reads; one per element moved is the assumed middle. Grade: assumption."""
 
 SUBLANES = 8
 """Rows of a vector register: the streamed (``m``) dimension of a matmul pads to this."""
@@ -108,11 +119,12 @@ def _non_negative(**values: float) -> None:
 class ChipCostModel:
     """Roofline costs of ops on one chip of ``chip``'s generation.
 
-    ``efficiency`` is the fraction of peak FLOP/s achievable (1.0 = the published peak;
-    about 0.6-0.8 is typical of large production matmuls, so lower it for realism).
-    ``op_overhead_s`` is the fixed cost added to every op, in seconds
-    (:data:`DEFAULT_OP_OVERHEAD_S`, an assumption). Raises ValueError for an
-    efficiency outside (0, 1] or a negative overhead.
+    By default the chip's ``efficiency:`` terms apply (:mod:`tpusim.hardware.efficiency`:
+    matmul fraction per dtype with the streamed-rows shape term, HBM fraction, vector
+    bound); ``ideal=True`` costs at the roofline itself (every term 1). ``efficiency``
+    further scales the matmul rate (1.0 = no change). ``op_overhead_s`` is the fixed
+    cost added to every op, in seconds (:data:`DEFAULT_OP_OVERHEAD_S`, an assumption).
+    Raises ValueError for an efficiency outside (0, 1] or a negative overhead.
     """
 
     def __init__(
@@ -120,6 +132,7 @@ class ChipCostModel:
         chip: ChipSpec,
         efficiency: float = 1.0,
         op_overhead_s: float = DEFAULT_OP_OVERHEAD_S,
+        ideal: bool = False,
     ):
         if not 0.0 < efficiency <= 1.0:
             raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
@@ -127,27 +140,31 @@ class ChipCostModel:
         self.chip = chip
         self.efficiency = efficiency
         self.op_overhead_s = op_overhead_s
+        self.terms: EfficiencyTerms = IDEAL if ideal else chip_terms(chip)
 
     @property
     def mxu_size(self) -> int:
         """Side of the square MXU weight tile, in elements."""
         return self.chip.tensorcores.mxu_size
 
-    def memory_bandwidth_Bps(self, memory: Memory) -> float:
-        """Bandwidth of ``memory`` in B/s; ValueError if unknown or not given for the chip."""
+    def memory_bandwidth_Bps(self, memory: Memory, nominal: bool = False) -> float:
+        """Achievable bandwidth of ``memory`` in B/s (HBM's times the chip's ``hbm``
+        efficiency unless ``nominal``); ValueError if unknown or not given for the chip."""
         if memory not in MEMORIES:
             raise ValueError(f"unknown memory '{memory}' (choose from {', '.join(MEMORIES)})")
         bandwidth_Bps = (self.chip.hbm if memory == "hbm" else self.chip.sram).bandwidth_Bps
         if bandwidth_Bps is None:
             raise ValueError(f"chip {self.chip.name} gives no {memory.upper()} bandwidth")
-        return bandwidth_Bps
+        return bandwidth_Bps * (self.terms.hbm if memory == "hbm" and not nominal else 1.0)
 
     def achievable_flops(self, dtype: Dtype) -> float:
-        """Achievable FLOP/s of the chip for ``dtype``; ValueError naming the chip's dtypes.
+        """Achievable FLOP/s of a large matmul in ``dtype`` (peak x the chip's matmul
+        term x ``efficiency``); ValueError naming the chip's dtypes.
 
         fp32 without a published peak runs at the bf16 rate: XLA's default precision
         computes an f32 dot on a TPU MXU as one bf16 pass.
         """
+        fraction = self.terms.matmul_fraction(dtype) * self.efficiency
         if dtype == "fp32" and dtype not in self.chip.peak_flops:
             dtype = "bf16"
         if dtype not in self.chip.peak_flops:
@@ -155,7 +172,13 @@ class ChipCostModel:
                 f"chip {self.chip.name} has no peak for dtype '{dtype}' "
                 f"(has {', '.join(self.chip.peak_flops)})"
             )
-        return self.chip.peak_flops[dtype] * self.efficiency
+        return self.chip.peak_flops[dtype] * fraction
+
+    def vector_s(self, ops: float) -> float:
+        """Seconds the vector unit needs for ``ops`` elementwise operations (0 when the
+        chip gives no vector bound or in the ideal mode)."""
+        rate = self.terms.vector_flops
+        return ops / rate if rate else 0.0
 
     def matmul(
         self,
@@ -174,10 +197,13 @@ class ChipCostModel:
         [8, S] x [S, S] product; the scaling book's TPU chapter). Traffic counts the
         unpadded bytes (padding happens in the MXU, not in memory): each batch's input
         and output once and the weights once, since they stay resident across the
-        batch. Times in seconds; ValueError for an unknown dtype or non-positive sizes.
+        batch. The rate is :meth:`achievable_flops` times the shape term of the ``m``
+        rows padded to the sublanes (:func:`~tpusim.hardware.efficiency.rows_efficiency`:
+        the time then grows with ``m``). Times in seconds;
+        ValueError for an unknown dtype or non-positive sizes.
         """
         _positive(m=m, n=n, k=k, batch=batch)
-        rate = self.achievable_flops(dtype)
+        rate = self.achievable_flops(dtype) * self.terms.rows(pad_to(m, SUBLANES))
         s = self.mxu_size
         flops = FLOPS_PER_MAC * batch * m * n * k
         padded = FLOPS_PER_MAC * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
@@ -186,14 +212,39 @@ class ChipCostModel:
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
         return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
 
-    def elementwise(self, bytes: float, memory: Memory = "hbm") -> OpCost:
-        """An op on the TensorCore vector unit moving ``bytes`` (reads plus writes).
-
-        Memory-bound by assumption: the vector unit out-runs either memory tier.
-        """
+    def elementwise(self, bytes: float, memory: Memory = "hbm", dtype: Dtype = "bf16") -> OpCost:
+        """An op on the TensorCore vector unit moving ``bytes`` (reads plus writes) of
+        ``dtype`` elements: the memory time, bounded below by the vector unit doing
+        :data:`VECTOR_OPS_PER_ELEMENT` operations per element moved."""
         _non_negative(bytes=bytes)
         memory_s = bytes / self.memory_bandwidth_Bps(memory)
-        return self._cost(0.0, memory_s, 0.0, 0.0, bytes, "tensorcore")
+        vector_s = self.vector_s(VECTOR_OPS_PER_ELEMENT * bytes / DTYPE_BYTES[dtype])
+        return self._cost(vector_s, memory_s, 0.0, 0.0, bytes, "tensorcore")
+
+    def kernel(
+        self,
+        flops: float,
+        padded_flops: float,
+        vector_ops: float,
+        bytes: float,
+        dtype: Dtype = "bf16",
+        memory: Memory = "hbm",
+        pad_dims: tuple[int, ...] = (),
+    ) -> OpCost:
+        """A fused kernel (flash attention, a Pallas call) whose MXU work, vector work
+        and memory traffic are known: ``padded_flops`` on the MXUs at the large-matmul
+        rate of ``dtype`` (its blocks are large: no shape term), ``vector_ops`` on the
+        vector unit, ``bytes`` to ``memory``; the slowest of the three plus the
+        overhead. ``flops`` is the useful part. ``pad_dims`` are the head dimensions of
+        the kernel's matmuls, each taking an equal share of FLOPs per unit of dimension:
+        the MXU pads each to its tile, so the work grows by ``sum(pad(d)) / sum(d)``."""
+        _non_negative(flops=flops, padded_flops=padded_flops, vector_ops=vector_ops, bytes=bytes)
+        if pad_dims:
+            padded_flops *= sum(pad_to(d, self.mxu_size) for d in pad_dims) / sum(pad_dims)
+        mxu_s = padded_flops / self.achievable_flops(dtype) if padded_flops else 0.0
+        compute_s = max(mxu_s, self.vector_s(vector_ops))
+        memory_s = bytes / self.memory_bandwidth_Bps(memory)
+        return self._cost(compute_s, memory_s, flops, padded_flops, bytes, "tensorcore")
 
     def embedding_lookup(self, rows: int, row_bytes: float, memory: Memory = "hbm") -> OpCost:
         """Gather ``rows`` rows of ``row_bytes`` each from ``memory``.
@@ -213,12 +264,14 @@ class ChipCostModel:
 
         With a CAE the reduction happens in-line as the data streams, one pass over
         ``bytes`` of HBM; on the TensorCore it reads two operands and writes one,
-        three passes. ``OpCost.bytes`` is the HBM traffic.
+        three passes. ``OpCost.bytes`` is the HBM traffic, at the nominal bandwidth: the
+        collective terms (launch, step sync, link efficiency) were calibrated with it, as
+        :mod:`tpusim.collectives.offload` prices the reduce steps.
         """
         _non_negative(bytes=bytes)
         cae = self.chip.cae is not None
         nbytes = bytes if cae else TENSORCORE_REDUCTION_PASSES * bytes
-        memory_s = nbytes / self.memory_bandwidth_Bps("hbm")
+        memory_s = nbytes / self.memory_bandwidth_Bps("hbm", nominal=True)
         return self._cost(0.0, memory_s, 0.0, 0.0, nbytes, "cae" if cae else "tensorcore")
 
     def _cost(

@@ -14,7 +14,11 @@ An :class:`Op` is one of
   permute; programs do not); ``overlap=True`` makes it
   asynchronous (XLA's ``-start``/``-done``): it runs on the ICI/DMA engines while
   the TensorCore goes on with ops that do not depend on it;
-- ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``).
+- ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``);
+- ``kernel``: a fused kernel (flash attention, a Pallas custom call) with known work:
+  ``mxu_flops`` useful and ``padded_flops`` done on the MXUs in ``dtype``,
+  ``vector_ops`` on the vector unit, ``bytes`` to ``memory``; ``pad_dims`` the head
+  dimensions of its matmuls, which pad to the MXU tile.
 
 ``after`` names the ops that must finish first. A :class:`Program` is SPMD: every
 chip runs the same ops; ``chip_overrides`` make it MPMD (a straggler is slower, chip
@@ -63,10 +67,17 @@ class Op:
     split_ports: bool = False
     overlap: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
+    mxu_flops: float = 0.0
+    padded_flops: float = 0.0
+    vector_ops: float = 0.0
+    pad_dims: tuple[int, ...] = ()
 
     @property
     def flops(self) -> float:
-        """Useful FLOPs of a matmul (2 x batch x m x n x k); 0 for other kinds."""
+        """Useful FLOPs of a matmul (2 x batch x m x n x k) or a kernel (``mxu_flops``);
+        0 for other kinds."""
+        if self.kind == "kernel":
+            return self.mxu_flops
         return 2.0 * self.batch * self.m * self.n * self.k if self.kind == "matmul" else 0.0
 
 

@@ -58,6 +58,8 @@ class OpSpec(Frozen):
     def to_op(self) -> Op:
         if self.kind == "collective" and (self.collective is None or self.bytes is None):
             raise ValueError("a collective op needs 'collective' and 'bytes'")
+        if self.kind == "kernel":
+            raise ValueError("kind 'kernel' is made by the builders and the HLO importer")
         if self.kind in ("elementwise", "host_transfer") and self.bytes is None:
             raise ValueError(f"a {self.kind} op needs 'bytes'")
         return Op(

@@ -101,10 +101,13 @@ class ReplicaBatch:
 
 
 def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
-    """What the engine charges for a compute op (matmul or elementwise), in seconds."""
+    """What the engine charges for a compute op (matmul, kernel or elementwise), in seconds."""
     if op.kind == "matmul":
         return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch).time_s  # type: ignore[arg-type]
-    return costs.elementwise(op.bytes, op.memory).time_s
+    if op.kind == "kernel":
+        work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
+        return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s  # type: ignore[arg-type]
+    return costs.elementwise(op.bytes, op.memory, op.dtype).time_s  # type: ignore[arg-type]
 
 
 class IterationCosts:

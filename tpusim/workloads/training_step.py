@@ -72,6 +72,7 @@ class TrainingWorkload(ModelWorkload):
     virtual_stages: PositiveInt = 1
     microbatches: PositiveInt = 1
     recompute: bool = False
+    attention_kernel: Literal["flash", "naive"] = "flash"
     gradient_dtype: Dtype = "bf16"
     reuse: bool = True
 

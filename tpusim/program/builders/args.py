@@ -53,6 +53,7 @@ class TrainingArgs:
     virtual_stages: int = 1
     microbatches: int = 1
     recompute: bool = False
+    attention_kernel: str = "flash"
 
     @classmethod
     def of(cls, fields: dict[str, Any]) -> TrainingArgs:

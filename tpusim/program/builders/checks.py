@@ -16,6 +16,7 @@ from typing import Any
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
 from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
+from tpusim.program.builders.attention import ATTENTION_KERNELS
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
 from tpusim.program.ir import ProgramError
 
@@ -66,6 +67,7 @@ def _check_kinds(args: TrainingArgs) -> None:
     """The closed choices: mlp, attention, pipeline; MLA's ranks; experts' fields."""
     choose("mlp", args.mlp, ("plain", "gated"))
     choose("attention", args.attention, ("gqa", "mla"))
+    choose("attention_kernel", args.attention_kernel, ATTENTION_KERNELS)
     choose("pipeline", args.pipeline, PIPELINE_SCHEDULES)
     if args.attention == "mla":
         positive_ints(kv_lora_rank=args.kv_lora_rank, rope_head_dim=args.rope_head_dim)

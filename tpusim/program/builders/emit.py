@@ -306,4 +306,4 @@ def useful_flops(plan: TrainingPlan) -> float:
 
 
 def _forward_flops(steps: list[LayerStep]) -> float:
-    return sum(2.0 * st.batch * st.m * st.k * st.n for st in steps if st.kind == "matmul")
+    return sum(st.forward_flops for st in steps)

@@ -5,11 +5,14 @@ reversed, drives the backward pass. :func:`emit_step` turns one template into th
 forward op or into its backward op(s): a matmul ``(batch, m, k, n)`` becomes a
 gradient of its first operand ``(batch, m, n, k)`` (``.bwd_input``) then of its
 second ``(batch, k, m, n)`` (``.bwd_weight``); an elementwise op moves
-:data:`BACKWARD_ELEMENTWISE_FACTOR` times its forward bytes.
+:data:`BACKWARD_ELEMENTWISE_FACTOR` times its forward bytes; a fused kernel (flash
+attention) becomes its backward kernel (``.bwd``).
 
 Blocks: attention is grouped-query (``kv_heads`` K/V heads, MHA when equal to
 ``heads``) or DeepSeek's multi-head latent attention (``mla``: Q and KV through
-low-rank latents, K/V materialised from the KV latent as DeepSeek trains); the MLP is
+low-rank latents, K/V materialised from the KV latent as DeepSeek trains), computed
+by one fused causal kernel (``attention_kernel: flash``, :mod:`.attention`) or with
+its scores and softmax through HBM (``naive``); the MLP is
 ``plain`` (up, activation, down) or ``gated`` (SwiGLU: gate, up, activation, down);
 a MoE layer runs a router, the routed experts behind a dispatch and a combine
 all-to-all, and ``shared`` always-on experts as a tensor-sharded dense MLP.
@@ -20,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tpusim.program.builders import attention as flash
+from tpusim.program.builders.attention import AttentionKernel, KernelWork
 from tpusim.program.builders.oplist import OpList
 
 Phase = Literal["fwd", "bwd"]
@@ -41,7 +46,9 @@ class LayerShape:
     for MoE), ``bytes_per_element`` of the dtype; ``tensor`` and ``expert`` are the
     axes of the tensor-parallel all-reduces and the MoE all-to-alls (empty: left
     out). ``shared_d_ff`` is the local width of the shared experts together;
-    ``q_lora_rank``, ``kv_lora_rank`` and ``rope_head_dim`` shape MLA.
+    ``q_lora_rank``, ``kv_lora_rank`` and ``rope_head_dim`` shape MLA;
+    ``attention_kernel`` is ``flash`` (fused, :mod:`.attention`) or ``naive`` (scores
+    and softmax through HBM).
     """
 
     seqs: int
@@ -62,6 +69,7 @@ class LayerShape:
     kv_lora_rank: int = 0
     rope_head_dim: int = 0
     shared_d_ff: int = 0
+    attention_kernel: AttentionKernel = "flash"
 
     @property
     def tokens(self) -> int:
@@ -86,13 +94,31 @@ class LayerShape:
         """Bytes of one activation, ``tokens * d_model`` elements."""
         return self.tokens * self.d_model * self.bytes_per_element
 
+    @property
+    def qk_dim(self) -> int:
+        """Head dimension of Q and K (MLA adds the rope part)."""
+        return self.head_dim + (self.rope_head_dim if self.attention == "mla" else 0)
+
+    @property
+    def attention_call(self) -> flash.AttentionShape:
+        """The layer's causal self-attention as one fused kernel call."""
+        return flash.AttentionShape(
+            seqs=self.seqs,
+            heads=self.heads,
+            q_len=self.seq,
+            kv_len=self.seq,
+            qk_dim=self.qk_dim,
+            v_dim=self.head_dim,
+            bytes_per_element=self.bytes_per_element,
+        )
+
 
 @dataclass(frozen=True)
 class LayerStep:
     """One forward op of a layer; ``phase`` says in which pass it appears."""
 
     name: str
-    kind: Literal["matmul", "elementwise", "collective", "embedding"]
+    kind: Literal["matmul", "elementwise", "collective", "embedding", "kernel"]
     batch: int = 1
     m: int = 0
     k: int = 0
@@ -101,6 +127,15 @@ class LayerStep:
     collective: str = ""
     axes: tuple[str, ...] = ()
     phase: StepPhase = "both"
+    work: KernelWork | None = None
+    work_bwd: KernelWork | None = None
+
+    @property
+    def forward_flops(self) -> float:
+        """Useful FLOPs of the forward op (0 for ops without MXU work)."""
+        if self.kind == "kernel":
+            return self.work.flops if self.work else 0.0
+        return 2.0 * self.batch * self.m * self.k * self.n if self.kind == "matmul" else 0.0
 
 
 def layer_steps(s: LayerShape) -> list[LayerStep]:
@@ -117,20 +152,35 @@ def layer_steps(s: LayerShape) -> list[LayerStep]:
 
 
 def attention_steps(s: LayerShape) -> list[LayerStep]:
-    """Norm, projections, scores, softmax, context, output projection, residual; the
+    """Norm, projections, the attention proper, output projection, residual; the
     tensor-parallel all-reduce after the block (forward) and at its input (backward)."""
-    act, b, h = s.act_bytes, s.bytes_per_element, s.heads
-    qk_dim = s.head_dim + (s.rope_head_dim if s.attention == "mla" else 0)
+    act = s.act_bytes
     return [
         LayerStep("attn.norm", "elementwise", bytes=2 * act),
         *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "bwd"),
         *(mla_projections(s) if s.attention == "mla" else gqa_projections(s)),
-        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=qk_dim, n=s.seq),
-        LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.seq * b),
-        LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.seq, n=s.head_dim),
-        LayerStep("attn.out", "matmul", m=s.tokens, k=h * s.head_dim, n=s.d_model),
+        *(flash_steps(s) if s.attention_kernel == "flash" else naive_steps(s)),
+        LayerStep("attn.out", "matmul", m=s.tokens, k=s.heads * s.head_dim, n=s.d_model),
         *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "fwd"),
         LayerStep("attn.residual", "elementwise", bytes=3 * act),
+    ]
+
+
+def flash_steps(s: LayerShape) -> list[LayerStep]:
+    """One fused causal attention kernel (:mod:`.attention`), forward and backward."""
+    call = s.attention_call
+    return [LayerStep("attn.flash", "kernel", work=flash.forward(call), work_bwd=flash.backward(call))]
+
+
+def naive_steps(s: LayerShape) -> list[LayerStep]:
+    """Scores, softmax and context through HBM: the ``seq^2`` scores are written by the
+    score matmul, read and written by the softmax and read by the context matmul (no
+    causal mask: every score is computed)."""
+    b, h = s.bytes_per_element, s.heads
+    return [
+        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=s.qk_dim, n=s.seq),
+        LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.seq * b),
+        LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.seq, n=s.head_dim),
     ]
 
 
@@ -228,6 +278,10 @@ def emit_step(
         if phase == "fwd":
             return out.add(name, "embedding", after, rows=step.m, row_bytes=step.bytes)
         return out.add(name, "elementwise", after, bytes=step.m * step.bytes * 2)
+    if step.kind == "kernel":
+        work = step.work if phase == "fwd" else step.work_bwd
+        assert work is not None
+        return out.add(name, "kernel", after, dtype=dtype, **kernel_fields(work))
     if step.kind == "elementwise":
         scale = 1.0 if phase == "fwd" else BACKWARD_ELEMENTWISE_FACTOR
         return out.add(name, "elementwise", after, bytes=step.bytes * scale)
@@ -253,6 +307,17 @@ def _matmul_backward(
         n=step.n,
         **shape,
     )
+
+
+def kernel_fields(work: KernelWork) -> dict[str, object]:
+    """The :class:`~tpusim.program.ir.Op` fields of a ``kernel`` op doing ``work``."""
+    return {
+        "mxu_flops": work.flops,
+        "padded_flops": work.padded_flops,
+        "pad_dims": work.pad_dims,
+        "vector_ops": work.vector_ops,
+        "bytes": work.bytes,
+    }
 
 
 def _shape(step: LayerStep, dtype: str) -> dict[str, int | str]:

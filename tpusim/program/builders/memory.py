@@ -7,8 +7,9 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   accumulator);
 * activations saved for the backward, per layer and microbatch: ``tokens * (6 d_model
   + attention)`` elements (norm inputs and outputs, residual; Q, K, V and the
-  attention output, with MLA also its two latents) + the softmax output (``seqs *
-  heads * seq**2``) + the MLP hidden (2 x ``rows * d_ff``: before and after the
+  attention output, with MLA also its two latents) + with ``attention_kernel: naive``
+  the softmax output (``seqs * heads * seq**2``), with ``flash`` only the fp32
+  logsumexp (``seqs * heads * seq``, 4 bytes each) + the MLP hidden (2 x ``rows * d_ff``: before and after the
   activation; 3 x gated) + for MoE the dispatched tokens (``rows * d_model``) and the
   shared experts' hidden, all in ``dtype``. With ``recompute`` only a layer's input
   (``tokens * d_model``) is kept and one layer's full set is live while it is
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpusim.program.builders.attention import logsumexp_bytes
 from tpusim.program.builders.layers import LayerShape
 
 if TYPE_CHECKING:
@@ -68,10 +70,18 @@ def saved_bytes(s: LayerShape) -> float:
     mlp = hidden * s.rows * s.d_ff + hidden * s.tokens * s.shared_d_ff
     return (
         s.tokens * (6 * s.d_model + attention)
-        + s.seqs * s.heads * s.seq * s.seq
         + mlp
         + (s.rows * s.d_model if s.experts else 0)
-    ) * s.bytes_per_element
+    ) * s.bytes_per_element + attention_saved_bytes(s)
+
+
+def attention_saved_bytes(s: LayerShape) -> float:
+    """What the attention proper keeps beyond Q, K, V and its output: the softmax
+    output (``seqs * heads * seq**2`` elements) with ``naive``; the logsumexp (fp32
+    per query row and head, :func:`.attention.logsumexp_bytes`) with ``flash``."""
+    if s.attention_kernel == "flash":
+        return logsumexp_bytes(s.attention_call)
+    return s.seqs * s.heads * s.seq * s.seq * s.bytes_per_element
 
 
 def stage_memory(plan: TrainingPlan, stage: int) -> StageMemory:

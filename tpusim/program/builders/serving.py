@@ -25,11 +25,12 @@ candidate (a sharded greedy sampler: ``8`` bytes per sequence per shard).
 Attention. Decode: one elementwise op ``attn.kv_read`` reads the cached tokens
 (``kv_tokens``: every decode context plus the prior context of each prefill chunk)
 from the KV tier, as :mod:`.decode` does (memory-bound). ``tiered`` splits it in two
-ops, the first ``sram_tokens`` from SRAM, the rest from HBM. Prefill: two batched
-matmuls over the local heads, scores (``m = C``, ``k = head_dim``, ``n = N``) and
-values (``m = C``, ``k = N``, ``n = head_dim``), ``C`` the chunk tokens and ``N`` the
-causal keys per query (``sum c (p + (c + 1) / 2) / C``), so their FLOPs are
-quadratic in the chunk.
+ops, the first ``sram_tokens`` from SRAM, the rest from HBM. Prefill: one causal
+flash-attention kernel (:mod:`.attention`) over the local heads, ``C`` queries (the
+chunk tokens) against the keys that give them ``N`` causal keys each on average
+(``N = sum c (p + (c + 1) / 2) / C``), so its FLOPs are quadratic in the chunk; its
+traffic re-reads K/V once per query block (the ``kv_read`` above is the cache read
+of the decode rows and the prior context).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tpusim.program.builders import attention as flash
 from tpusim.program.builders.checks import bytes_per_element, divides, positive_ints
+from tpusim.program.builders.layers import kernel_fields
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.ir import Program, ProgramError
 
@@ -199,11 +202,25 @@ def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: 
     if hbm:
         chain.add(f"{prefix}.attn.kv_read", "elementwise", bytes=hbm * per_token, memory="hbm")
     if batch.prefill_tokens:
-        keys = max(1, math.ceil(batch.prefill_keys))
-        dk = s.head_dim + (s.rope_head_dim if s.attention == "mla" else 0)
-        mm = {"dtype": s.dtype, "batch": s.heads_local, "m": batch.prefill_tokens}
-        chain.add(f"{prefix}.attn.prefill_scores", "matmul", k=dk, n=keys, **mm)
-        chain.add(f"{prefix}.attn.prefill_values", "matmul", k=keys, n=s.head_dim, **mm)
+        work = flash.forward(prefill_call(s, batch))
+        chain.add(f"{prefix}.attn.prefill_flash", "kernel", dtype=s.dtype, **kernel_fields(work))
+
+
+def prefill_call(s: ReplicaShape, batch: IterationBatch) -> flash.AttentionShape:
+    """The iteration's prefill chunks as one causal flash-attention call over the local
+    heads: ``C`` queries against the ``N + (C - 1) / 2`` keys that give each query
+    ``N`` causal keys on average (exact for one chunk after a prior context)."""
+    chunk = batch.prefill_tokens
+    keys = max(1, math.ceil(batch.prefill_keys))
+    return flash.AttentionShape(
+        seqs=1,
+        heads=s.heads_local,
+        q_len=chunk,
+        kv_len=max(chunk, round(keys + (chunk - 1) / 2)),
+        qk_dim=s.head_dim + (s.rope_head_dim if s.attention == "mla" else 0),
+        v_dim=s.head_dim,
+        bytes_per_element=s.bytes_per_element,
+    )
 
 
 def projection_in(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:

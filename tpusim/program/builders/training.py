@@ -24,9 +24,10 @@ Per chip:
 * Elementwise ops (assumption, in units of ``a = tokens * d_model * dtype bytes``):
   each norm 2a (read, write), each residual add 3a (two reads, one write), the MLP
   activation 2 x ``rows * d_ff_local`` x bytes (3 x for SwiGLU: reads gate and up),
-  the softmax 2 x the score bytes (``seqs * heads_local * seq**2``): no
-  flash-attention fusion, consistent with the score matmuls writing their output to
-  HBM. A backward elementwise op moves 1.5x its forward bytes.
+  with ``attention_kernel: naive`` the softmax 2 x the score bytes (``seqs *
+  heads_local * seq**2``), consistent with the score matmuls writing their output to
+  HBM; with ``flash`` (the default) attention is one fused causal kernel per pass
+  (:mod:`.attention`). A backward elementwise op moves 1.5x its forward bytes.
 * Backward: every forward matmul ``(batch, m, k, n)`` becomes a gradient of its first
   operand ``(batch, m, n, k)`` (``.bwd_input``) and of its second ``(batch, k, m, n)``
   (``.bwd_weight``), so the step does 3x the forward FLOPs. With ``recompute`` each
@@ -255,6 +256,7 @@ def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> Lay
         q_lora_rank=args.q_lora_rank,
         kv_lora_rank=args.kv_lora_rank,
         rope_head_dim=args.rope_head_dim,
+        attention_kernel=args.attention_kernel,  # type: ignore[arg-type]
     )
 
 
