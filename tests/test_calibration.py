@@ -147,7 +147,13 @@ def test_engine_none_is_the_bare_network_closed_form(tmp_path, capsys):
             "link_efficiency: 1.5}\n",
             ":2 chips.v5p.link_efficiency",
         ),
-        ("chips:\n  v5p: {hop_latency: 1 us, launch: 1 us, step_sync: 1 us}\n", ":2 chips.v5p"),
+        ("chips:\n  v5p: {hop_latency: 1e30 s}\n", ":2 chips.v5p.hop_latency"),
+        ("chips:\n  v5p: {link_efficiency: 1e-300}\n", ":2 chips.v5p.link_efficiency"),
+        ("chips:\n  v5p: {launch: 1e30 s}\n", ":2 chips.v5p.launch"),
+        ("chips:\n  v5p: {matmul_efficiency: {bf16: 0}}\n", ":2 chips.v5p.matmul_efficiency"),
+        ("chips:\n  v5p: {hbm_efficiency: 1.2}\n", ":2 chips.v5p.hbm_efficiency"),
+        ("chips:\n  v5p: {matmul_efficiency: {bf17: 0.8}}\n", ":2 chips.v5p.matmul_efficiency"),
+        ("chips:\n  v9z: {hbm_efficiency: 0.9}\n", ":2 chips.v9z: unknown chip 'v9z'"),
     ],
 )
 def test_bad_overlay_is_one_line_with_file_and_line(tmp_path, capsys, text, problem):

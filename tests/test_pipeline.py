@@ -39,7 +39,7 @@ def op_time_s(costs: ChipCostModel, op) -> float:
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
         return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s
-    return costs.elementwise(op.bytes, op.memory, op.dtype).time_s
+    return costs.elementwise(op.bytes, op.memory).time_s
 
 
 def loop_compute_s(program, costs, iteration: int = 0) -> float:

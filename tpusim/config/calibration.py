@@ -1,7 +1,7 @@
 """Calibration overlays: cost terms fitted by ``tpusim calibrate``, applied on top of
 the chip files (``--calibration FILE``, a scenario's ``calibration:``).
 
-An overlay names chips and, for each, the terms it replaces::
+An overlay names chips and, for each, the terms it replaces (every term optional)::
 
     chips:
       v5e:
@@ -9,9 +9,15 @@ An overlay names chips and, for each, the terms it replaces::
         launch: 3.1 us              # collectives.launch
         step_sync: 0.35 us          # collectives.step_sync
         link_efficiency: 0.91       # collectives.link_efficiency
+        matmul_efficiency: {bf16: 0.78, int8: 0.7}   # efficiency.matmul (merged per dtype)
+        hbm_efficiency: 0.88        # efficiency.hbm
+        vector: 6 TFLOP/s           # efficiency.vector
         fit_on: [sb-v5e-..., ...]   # the measurement ids the values were fitted on
 
-A chip the overlay does not name is left as its file says.
+The values obey the chip files' limits (a hop latency of at most 1 s, collective
+costs of at most 1 s, efficiencies in [0.01, 1]). A chip the overlay does not name is
+left as its file says; naming a chip that does not exist is an error.
+:func:`with_efficiency` sets the efficiency terms programmatically (for fitting).
 """
 
 from __future__ import annotations
@@ -22,19 +28,25 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tpusim.config.chip import ChipSpec
-from tpusim.config.loader import System, validate
-from tpusim.config.types import Frozen, Time
-from tpusim.config.yamlio import load_yaml
+from tpusim.config.chip import ChipSpec, CostTime, EfficiencySpec, Fraction
+from tpusim.config.loader import System, shipped, validate
+from tpusim.config.types import FlopRate, Frozen, HopLatency
+from tpusim.config.yamlio import line_of, load_yaml
+from tpusim.errors import ConfigError
+from tpusim.vocabulary import Dtype
 
 
 class ChipCalibration(Frozen):
-    """The fitted terms of one chip generation (see the module docstring)."""
+    """The fitted terms of one chip generation (see the module docstring); a term left
+    out keeps the chip file's value."""
 
-    hop_latency_s: Time = Field(alias="hop_latency")
-    launch_s: Time = Field(alias="launch")
-    step_sync_s: Time = Field(alias="step_sync")
-    link_efficiency: float = Field(gt=0.0, le=1.0)
+    hop_latency_s: HopLatency | None = Field(None, alias="hop_latency")
+    launch_s: CostTime | None = Field(None, alias="launch")
+    step_sync_s: CostTime | None = Field(None, alias="step_sync")
+    link_efficiency: Fraction | None = None
+    matmul_efficiency: dict[Dtype, Fraction] = Field(default_factory=dict)
+    hbm_efficiency: Fraction | None = None
+    vector_flops: FlopRate | None = Field(None, alias="vector")
     fit_on: tuple[str, ...] = ()
 
 
@@ -47,12 +59,42 @@ class Calibration(Frozen):
 @cache
 def _load(path: Path) -> Calibration:
     data, lines = load_yaml(path)
-    return validate(Calibration, data, str(path), lines)
+    calibration = validate(Calibration, data, str(path), lines)
+    known = shipped("chips")
+    for name in calibration.chips:
+        if name not in known:
+            raise ConfigError(
+                f"unknown chip '{name}' (shipped: {', '.join(known)})",
+                file=str(path),
+                line=line_of(lines, ("chips", name)),
+                path=f"chips.{name}",
+            )
+    return calibration
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    """The overlay in ``path``; raises ConfigError (``file:line path: problem``)."""
+    """The overlay in ``path``; raises ConfigError (``file:line path: problem``), also
+    for a chip name no chip file has."""
     return _load(Path(path).resolve())
+
+
+def _given(**values: object) -> dict[str, object]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def with_efficiency(
+    chip: ChipSpec,
+    matmul: dict[str, float] | None = None,
+    hbm: float | None = None,
+    vector_flops: float | None = None,
+) -> ChipSpec:
+    """``chip`` with its efficiency terms replaced where given: ``matmul`` fractions
+    per dtype (merged into the chip's), ``hbm`` fraction, ``vector_flops`` in FLOP/s.
+    Validated as a chip file is: ValueError (pydantic's) for a term out of range."""
+    spec = chip.efficiency or EfficiencySpec()
+    data = spec.model_dump(by_alias=True) | _given(hbm=hbm, vector=vector_flops)
+    data["matmul"] = {**spec.matmul, **(matmul or {})}
+    return chip.model_copy(update={"efficiency": EfficiencySpec.model_validate(data)})
 
 
 def calibrated_chip(chip: ChipSpec, calibration: Calibration | None) -> ChipSpec:
@@ -60,15 +102,18 @@ def calibrated_chip(chip: ChipSpec, calibration: Calibration | None) -> ChipSpec
     terms = calibration.chips.get(chip.name) if calibration else None
     if terms is None:
         return chip
-    ici = chip.ici.model_copy(update={"hop_latency_s": terms.hop_latency_s})
+    ici = chip.ici.model_copy(update=_given(hop_latency_s=terms.hop_latency_s))
     costs = chip.collectives.model_copy(
-        update={
-            "launch_s": terms.launch_s,
-            "step_sync_s": terms.step_sync_s,
-            "link_efficiency": terms.link_efficiency,
-        }
+        update=_given(
+            launch_s=terms.launch_s,
+            step_sync_s=terms.step_sync_s,
+            link_efficiency=terms.link_efficiency,
+        )
     )
-    return chip.model_copy(update={"ici": ici, "collectives": costs})
+    chip = chip.model_copy(update={"ici": ici, "collectives": costs})
+    return with_efficiency(
+        chip, dict(terms.matmul_efficiency), terms.hbm_efficiency, terms.vector_flops
+    )
 
 
 def calibrated_system(system: System, calibration: Calibration | None) -> System:

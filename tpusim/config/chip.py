@@ -107,8 +107,8 @@ class EfficiencySpec(Frozen):
 
     - ``matmul``: per dtype, the fraction of the MXU peak a large, well-tiled matmul
       reaches (a dtype not given runs at its peak);
-    - ``vector``: the vector unit's rate in FLOP/s, a bound on elementwise work (not
-      given: no bound);
+    - ``vector``: the vector unit's rate in FLOP/s, a bound on the vector work of fused
+      kernels such as flash attention's softmax (not given: no bound);
     - ``hbm``: the fraction of the HBM bandwidth streaming ops reach.
 
     A chip file without the block runs at the roofline (every term 1, no shape term).

@@ -91,7 +91,7 @@ def _matmul(costs: ChipCostModel, op: Op) -> tuple[float, str]:
 
 
 def _elementwise(costs: ChipCostModel, op: Op) -> tuple[float, str]:
-    cost = costs.elementwise(op.bytes, op.memory, op.dtype)  # type: ignore[arg-type]
+    cost = costs.elementwise(op.bytes, op.memory)
     return cost.time_s, cost.unit
 
 

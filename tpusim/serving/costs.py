@@ -107,7 +107,7 @@ def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
         return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s  # type: ignore[arg-type]
-    return costs.elementwise(op.bytes, op.memory, op.dtype).time_s  # type: ignore[arg-type]
+    return costs.elementwise(op.bytes, op.memory).time_s
 
 
 class IterationCosts:

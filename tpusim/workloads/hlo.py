@@ -3,10 +3,12 @@ hlo`` record of one module (:func:`hlo_summary`)."""
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from tpusim.config.loader import load_system
+from tpusim.results.records import HloRecord, ProgramRecord
 from tpusim.vocabulary import Fidelity
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.simulate import check_program, run_program
@@ -48,7 +50,10 @@ def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
     """The module replayed, simulated; its record counts the chips the module runs on
     (its devices, as ``tpusim hlo`` does), not the system's."""
     module, program = load(spec, context)
-    return run_program(program, context, spec.kind, chips=module.num_devices)
+    outcome = run_program(program, context, spec.kind, chips=module.num_devices)
+    unknown = sum(module.unknown_ops.values())
+    known = {f.name: getattr(outcome.record, f.name) for f in fields(ProgramRecord)}
+    return replace(outcome, record=HloRecord(**known, unknown_ops=unknown))
 
 
 def check(spec: HloWorkload, context: WorkloadContext) -> None:
@@ -91,4 +96,4 @@ def hlo_summary(
     }
 
 
-register_workload("hlo", HloWorkload, run, check=check)
+register_workload("hlo", HloWorkload, run, record=HloRecord, check=check)

@@ -41,7 +41,7 @@ attention is ``2 * 8192^2 * 256 * 32 = 1.10e12`` FLOPs; causal flash computes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 AttentionKernel = Literal["flash", "naive"]
 ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("flash", "naive")
@@ -122,6 +122,17 @@ class KernelWork:
     pad_dims: tuple[int, ...]
     vector_ops: float
     bytes: float
+
+    def op_fields(self, times: float = 1.0) -> dict[str, Any]:
+        """The :class:`~tpusim.program.ir.Op` fields of a ``kernel`` op doing this work
+        ``times`` over."""
+        return {
+            "mxu_flops": self.flops * times,
+            "padded_flops": self.padded_flops * times,
+            "pad_dims": self.pad_dims,
+            "vector_ops": self.vector_ops * times,
+            "bytes": self.bytes * times,
+        }
 
 
 def computed_tiles(a: AttentionShape) -> int:

@@ -281,7 +281,7 @@ def emit_step(
     if step.kind == "kernel":
         work = step.work if phase == "fwd" else step.work_bwd
         assert work is not None
-        return out.add(name, "kernel", after, dtype=dtype, **kernel_fields(work))
+        return out.add(name, "kernel", after, dtype=dtype, **work.op_fields())
     if step.kind == "elementwise":
         scale = 1.0 if phase == "fwd" else BACKWARD_ELEMENTWISE_FACTOR
         return out.add(name, "elementwise", after, bytes=step.bytes * scale)
@@ -307,17 +307,6 @@ def _matmul_backward(
         n=step.n,
         **shape,
     )
-
-
-def kernel_fields(work: KernelWork) -> dict[str, object]:
-    """The :class:`~tpusim.program.ir.Op` fields of a ``kernel`` op doing ``work``."""
-    return {
-        "mxu_flops": work.flops,
-        "padded_flops": work.padded_flops,
-        "pad_dims": work.pad_dims,
-        "vector_ops": work.vector_ops,
-        "bytes": work.bytes,
-    }
 
 
 def _shape(step: LayerStep, dtype: str) -> dict[str, int | str]:

@@ -41,7 +41,6 @@ from typing import Any, Literal
 
 from tpusim.program.builders import attention as flash
 from tpusim.program.builders.checks import bytes_per_element, divides, positive_ints
-from tpusim.program.builders.layers import kernel_fields
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.ir import Program, ProgramError
 
@@ -203,7 +202,7 @@ def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: 
         chain.add(f"{prefix}.attn.kv_read", "elementwise", bytes=hbm * per_token, memory="hbm")
     if batch.prefill_tokens:
         work = flash.forward(prefill_call(s, batch))
-        chain.add(f"{prefix}.attn.prefill_flash", "kernel", dtype=s.dtype, **kernel_fields(work))
+        chain.add(f"{prefix}.attn.prefill_flash", "kernel", dtype=s.dtype, **work.op_fields())
 
 
 def prefill_call(s: ReplicaShape, batch: IterationBatch) -> flash.AttentionShape:

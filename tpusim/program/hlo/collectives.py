@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tpusim.program.hlo.callgraph import Policy, Site, walk
 from tpusim.program.hlo.cost import operand_bytes
+from tpusim.program.hlo.custom_calls import unknown_custom_call
 from tpusim.program.hlo.devices import check_groups, check_ids, check_pairs, declared_devices
 from tpusim.program.hlo.opcodes import KNOWN_OPS, collective_kind
 from tpusim.program.hlo.parse import Computation, Instruction
@@ -132,13 +133,16 @@ def _size_bytes(
 
 
 def unknown_ops(computations: Mapping[str, Computation], entry: str) -> Counter[str]:
-    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, counted
-    once per instruction however often it runs."""
+    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, and
+    custom calls whose work the module does not say (as ``custom-call:<target>``, see
+    :mod:`.custom_calls`), counted once per instruction however often it runs."""
     seen: set[tuple[str, str]] = set()
     out: Counter[str] = Counter()
     for site in walk(computations, entry, RUNS):
-        key = (site.frame.computation.name, site.instruction.name)
-        if site.instruction.opcode not in KNOWN_OPS and key not in seen:
+        ins, comp = site.instruction, site.frame.computation
+        key = (comp.name, ins.name)
+        label = ins.opcode if ins.opcode not in KNOWN_OPS else unknown_custom_call(comp, ins)
+        if label is not None and key not in seen:
             seen.add(key)
-            out[site.instruction.opcode] += 1
+            out[label] += 1
     return out

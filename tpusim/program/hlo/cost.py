@@ -10,7 +10,8 @@
   (the reduction). Transcendentals (``exp``, ``tanh``, ...) and data movement cost no
   FLOPs, as in XLA's ``HloCostAnalysis``;
 - ``fusion``/``call``/``async-start``/``custom-call``: the cost of the called
-  computation, recursively; ``conditional``: its costliest branch (as XLA's cost
+  computation, recursively; a custom call whose work the module says (a Pallas
+  ``cost_estimate``, a flash-attention kernel: :mod:`.custom_calls`) adds that work; ``conditional``: its costliest branch (as XLA's cost
   analysis takes the maximum; the program and the collective counts take the first);
 - ``while``: (body + condition) x trip count, the trip count read from the
   ``backend_config`` ``"known_trip_count":{"n":"10"}`` and 1 when absent.
@@ -25,6 +26,7 @@ import re
 from collections.abc import Mapping
 
 from tpusim.program.hlo.callgraph import CallRole, Policy, Site, calls, walk
+from tpusim.program.hlo.custom_calls import custom_call_work
 from tpusim.program.hlo.opcodes import ELEMENTWISE_FLOP_OPS, REDUCING_OPS
 from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.hlo.shapes import Shape
@@ -73,6 +75,8 @@ def instruction_flops(comp: Computation, ins: Instruction) -> float:
         return float(ins.shape.num_elements)
     if op in REDUCING_OPS:
         return float(sum(_operand_elements(comp, ins)))
+    if op == "custom-call" and (work := custom_call_work(comp, ins)) is not None:
+        return work.flops
     return 0.0
 
 

@@ -3,7 +3,8 @@
 Dots, convolutions and fusions with dots become ``matmul`` ops (one per dot),
 collectives ``collective`` ops carrying their device groups (device ids; see
 :func:`~tpusim.program.hlo.replay.replay_program`), other costly ops ``elementwise``
-ops of their operand + result bytes (an unknown opcode: its result bytes); an op with
+ops of their operand + result bytes (an unknown opcode: its result bytes), a custom
+call whose work the module says a ``kernel`` op (:mod:`.custom_calls`); an op with
 no work (a zero-size array, a loop run zero times) becomes no op. Parameters,
 constants, tuples, get-tuple-element, bitcast, copy and ``-done`` halves become no op;
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
+from tpusim.program.builders.attention import KernelWork
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
+from tpusim.program.hlo.custom_calls import custom_call_work
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import (
     CONTROL_FLOW_OPS,
@@ -107,6 +110,8 @@ class _Lowering:
             self.deps[site.op_name] = self._root_deps(last) if last else self._before(site)
         elif (record := self._collective(site)) is not None:
             self._emit_collective(site, record)
+        elif (work := custom_call_work(site.frame.computation, ins)) is not None:
+            self._emit_kernel(site, work)
         elif parts := matmul_parts(self.module.computations, site):
             self._emit_matmuls(site, parts)
         else:
@@ -171,6 +176,20 @@ class _Lowering:
             self.ops.append(op)
             prev = (name,)
         self.deps[site.op_name] = frozenset(prev)
+
+    def _emit_kernel(self, site: Site, work: KernelWork) -> None:
+        """A custom call with known work: one ``kernel`` op in its first operand's dtype."""
+        ins, comp = site.instruction, site.frame.computation
+        before = self._before(site)
+        n = float(site.num_executions)
+        if n == 0:
+            self.deps[site.op_name] = before
+            return
+        first = comp.instructions.get(ins.operands[0]) if ins.operands else None
+        dtype = chip_dtype(first.shape.dtype if first is not None else ins.shape.dtype)
+        after = tuple(sorted(before))
+        self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
+        self.deps[site.op_name] = frozenset({site.op_name})
 
     def _emit_elementwise(self, site: Site) -> None:
         ins, comp = site.instruction, site.frame.computation

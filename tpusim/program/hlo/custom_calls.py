@@ -1,0 +1,102 @@
+"""Custom calls (Pallas kernels and other targets), costed from what the module says.
+
+A ``custom-call`` runs code XLA's HLO does not show. In the order tried:
+
+1. a ``cost_estimate`` in its ``backend_config`` (what JAX's ``tpu_custom_call``
+   serialises from a Pallas kernel's ``CostEstimate``: ``{"flops": ..,
+   "transcendentals": .., "bytes_accessed": ..}``, ``jax/_src/tpu_custom_call.py``):
+   a ``kernel`` op of those FLOPs (at the MXU rate of its first operand's dtype) and
+   bytes;
+2. a flash / splash attention kernel, recognised by its name or its metadata
+   ``op_name`` (``flash``, ``splash``, ``attention``, ``mha``) with Q, K, V as its
+   first three operands (``[..., heads, len, head_dim]``): the causal flash kernel of
+   :mod:`tpusim.program.builders.attention` (forward; the backward when the name says
+   ``bwd``, ``backward``, ``dq`` or ``dkv``; causal by assumption, as MaxText trains);
+3. a target in :data:`ANNOTATION_TARGETS` (sharding markers): by its bytes, as any
+   data movement;
+4. anything else: the memory traffic of its operands and results, and *unknown*:
+   counted in ``HloModule.unknown_ops`` as ``custom-call:<target>`` (``tpusim hlo``
+   warns on stderr and reports it in ``unknown_ops``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tpusim.program.builders import attention as flash
+from tpusim.program.builders.attention import KernelWork
+from tpusim.program.hlo.parse import Computation, Instruction
+
+ANNOTATION_TARGETS = frozenset(
+    {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer"}
+)
+"""Custom-call targets XLA uses as annotations (no kernel runs)."""
+
+_ATTENTION = re.compile(r"flash|splash|attention|mha", re.IGNORECASE)
+_BACKWARD = re.compile(r"bwd|backward|dkv|(?<![a-z])dq(?![a-z])", re.IGNORECASE)
+_ESTIMATE = re.compile(r'cost_estimate\\?"\s*:\s*\{([^}]*)\}')
+
+
+def target(ins: Instruction) -> str:
+    """The ``custom_call_target`` of ``ins``, unquoted ('' when absent)."""
+    return ins.attrs.get("custom_call_target", "").strip('"')
+
+
+def _estimate(ins: Instruction, key: str) -> float | None:
+    found = _ESTIMATE.search(ins.attrs.get("backend_config", ""))
+    if not found:
+        return None
+    value = re.search(rf'{key}\\?"\s*:\s*(\d+(?:\.\d*)?(?:[eE]\d+)?)', found.group(1))
+    return float(value.group(1)) if value else None
+
+
+def _operand(comp: Computation, ins: Instruction, index: int):
+    src = comp.instructions.get(ins.operands[index]) if index < len(ins.operands) else None
+    return src.shape if src is not None else None
+
+
+def _attention_shape(comp: Computation, ins: Instruction) -> flash.AttentionShape | None:
+    """Q, K, V of a flash-attention call, or None when its operands are not that."""
+    q, k, v = (_operand(comp, ins, i) for i in range(3))
+    if q is None or k is None or v is None or min(len(q.dims), len(k.dims), len(v.dims)) < 3:
+        return None
+    if not q.num_elements or not k.num_elements or not v.num_elements:
+        return None
+    return flash.AttentionShape(
+        seqs=math.prod(q.dims[:-3]),
+        heads=q.dims[-3],
+        q_len=q.dims[-2],
+        kv_len=k.dims[-2],
+        qk_dim=q.dims[-1],
+        v_dim=v.dims[-1],
+        bytes_per_element=q.bytes / q.num_elements,
+    )
+
+
+def custom_call_work(comp: Computation, ins: Instruction) -> KernelWork | None:
+    """The kernel work of a custom call the module describes (cases 1 and 2 of the
+    module docstring), or None (an annotation or an unknown kernel)."""
+    if ins.opcode != "custom-call":
+        return None
+    flops = _estimate(ins, "flops")
+    if flops is not None:
+        nbytes = _estimate(ins, "bytes_accessed") or 0.0
+        return KernelWork(flops, flops, (), 0.0, nbytes)
+    label = f"{ins.name} {ins.attrs.get('metadata', '')}"
+    if not _ATTENTION.search(label):
+        return None
+    shape = _attention_shape(comp, ins)
+    if shape is None:
+        return None
+    return flash.backward(shape) if _BACKWARD.search(label) else flash.forward(shape)
+
+
+def unknown_custom_call(comp: Computation, ins: Instruction) -> str | None:
+    """``custom-call:<target>`` for a custom call costed only by its bytes (case 4),
+    else None."""
+    if ins.opcode != "custom-call" or target(ins) in ANNOTATION_TARGETS:
+        return None
+    if custom_call_work(comp, ins) is not None:
+        return None
+    return f"custom-call:{target(ins) or '?'}"
