@@ -1,0 +1,128 @@
+"""Chip efficiency terms: applied by default, the ideal mode is the roofline exactly, the
+shape term against the published Ironwood GEMM sweep, fp8/bf16 from the terms, and the
+calibration overlay (partial terms, limits, unknown chips, ``with_efficiency``)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tpusim.config import load_chip, load_system
+from tpusim.config.calibration import (
+    Calibration,
+    ChipCalibration,
+    calibrated_chip,
+    with_efficiency,
+)
+from tpusim.engine import Simulation
+from tpusim.hardware import ChipCostModel
+from tpusim.program.builders import training_step
+
+V6E_BF16 = 918e12
+V6E_HBM = 1638e9
+IRONWOOD_BF16 = 2307e12
+IRONWOOD_FP8 = 4614e12
+OVERHEAD_S = 0.5e-6
+
+
+def pad(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+def test_the_chip_terms_apply_by_default():
+    """v6e: matmul.bf16 0.83 with the rows term m / (m + 256); hbm 0.9."""
+    costs = ChipCostModel(load_chip("v6e"), op_overhead_s=0.0)
+    m = 4096
+    mm = costs.matmul(m, 4096, 4096)
+    assert mm.compute_s == pytest.approx(2 * m * 4096 * 4096 / (V6E_BF16 * 0.83 * m / (m + 256)))
+    assert costs.elementwise(1e9).time_s == pytest.approx(1e9 / (V6E_HBM * 0.9), rel=1e-12)
+
+
+def test_reductions_keep_the_nominal_hbm_bandwidth():
+    """The collective terms were calibrated with the reduce steps at the nominal rate."""
+    costs = ChipCostModel(load_chip("v6e"), op_overhead_s=0.0)
+    assert costs.reduction(1e9).time_s == pytest.approx(3e9 / V6E_HBM, rel=1e-12)
+
+
+@pytest.mark.parametrize(("size", "published_TFLOPs"), [(4096, 892.94), (16384, 950.13), (32768, 956.38)])
+def test_large_matmuls_match_the_ironwood_gemm_sweep(size, published_TFLOPs):
+    """AI-Hypercomputer/accelerator-microbenchmarks, Ironwood bf16 gemm_multiple_run: per
+    device (one of a chip's two TensorCores). Two devices' matmuls make one chip's."""
+    costs = ChipCostModel(load_chip("ironwood"))
+    chip_s = costs.matmul(size, size, size, batch=2).time_s
+    per_device_TFLOPs = 2 * size**3 / chip_s / 1e12
+    assert per_device_TFLOPs == pytest.approx(published_TFLOPs, rel=0.015)
+
+
+def test_fp8_over_bf16_comes_from_the_terms_not_the_peaks():
+    costs = ChipCostModel(load_chip("ironwood"), op_overhead_s=0.0)
+    bf16 = costs.matmul(16384, 16384, 16384, "bf16").time_s
+    fp8 = costs.matmul(16384, 16384, 16384, "fp8").time_s
+    assert IRONWOOD_FP8 / IRONWOOD_BF16 == 2.0
+    assert bf16 / fp8 == pytest.approx(2 * 0.64 / 0.83, rel=1e-12)  # 1.54x
+
+
+def test_the_vector_bound_slows_a_kernel_only_when_it_dominates():
+    costs = ChipCostModel(load_chip("v6e"), op_overhead_s=0.0)
+    slow = costs.kernel(1e9, 1e9, vector_ops=7.17e12, bytes=0.0)
+    assert slow.time_s == pytest.approx(1.0, rel=1e-12)  # v6e: 7.17 TFLOP/s
+    fast = costs.kernel(1e12, 1e12, vector_ops=1.0, bytes=0.0)
+    assert fast.time_s == pytest.approx(1e12 / (V6E_BF16 * 0.83), rel=1e-12)
+
+
+def ring_system(tmp_path, chips: int = 2):
+    path = tmp_path / "ring.yaml"
+    path.write_text(
+        f"name: ring\ndescription: test\nchip: v6e\ntopology: {{kind: torus, dims: [{chips}]}}\n"
+        f"chips: {chips}\n"
+    )
+    return load_system(str(path))
+
+
+def roofline_s(op) -> float:
+    """An op's time on v6e at the published peaks, by hand (no cost model)."""
+    if op.kind == "matmul":
+        flops = 2 * op.batch * pad(op.m, 8) * pad(op.n, 256) * pad(op.k, 256)
+        nbytes = 2 * (op.batch * op.m * op.k + op.k * op.n + op.batch * op.m * op.n)
+        return max(flops / V6E_BF16, nbytes / V6E_HBM) + OVERHEAD_S
+    if op.kind == "kernel":
+        ratio = sum(pad(d, 256) for d in op.pad_dims) / sum(op.pad_dims)
+        return max(op.padded_flops * ratio / V6E_BF16, op.bytes / V6E_HBM) + OVERHEAD_S
+    return op.bytes / V6E_HBM + OVERHEAD_S
+
+
+def test_ideal_mode_makes_a_training_step_the_roofline_sum(tmp_path):
+    """Efficiency 1 and no overlap of compute ops (the only collectives, the gradient
+    all-reduces, are asynchronous and hold no TensorCore): the TensorCore's busy time
+    is the sum of the ops' rooflines; with the chip's terms the step is slower."""
+    system = ring_system(tmp_path)
+    program = training_step(layers=2, d_model=512, d_ff=2048, heads=8, head_dim=64,
+                            seq=1024, batch=2, mesh={"data": 2}, mlp="gated")  # fmt: skip
+    compute = [op for op in program.ops if op.kind != "collective"]
+    assert {op.kind for op in compute} == {"matmul", "kernel", "elementwise"}
+    ideal = Simulation(system, program, costs=ChipCostModel(system.chip, ideal=True)).run()
+    assert ideal.compute_time_s == pytest.approx(sum(map(roofline_s, compute)), rel=1e-12)
+    real = Simulation(system, program).run()
+    assert real.compute_time_s > ideal.compute_time_s
+
+
+def test_an_overlay_sets_only_the_terms_it_gives():
+    chip = load_chip("v6e")
+    overlay = Calibration(chips={"v6e": ChipCalibration(matmul_efficiency={"bf16": 0.7})})
+    tuned = calibrated_chip(chip, overlay)
+    assert tuned.efficiency.matmul["bf16"] == 0.7
+    assert tuned.efficiency.matmul["int8"] == chip.efficiency.matmul["int8"]
+    assert tuned.efficiency.hbm == chip.efficiency.hbm
+    assert tuned.ici == chip.ici and tuned.collectives == chip.collectives
+
+
+def test_with_efficiency_sets_terms_programmatically_and_checks_them():
+    chip = with_efficiency(load_chip("v5e"), matmul={"bf16": 0.5}, hbm=0.8, vector_flops=1e12)
+    assert (chip.efficiency.matmul["bf16"], chip.efficiency.hbm) == (0.5, 0.8)
+    assert chip.efficiency.vector_flops == 1e12
+    cost = ChipCostModel(chip, op_overhead_s=0.0).elementwise(8e8)
+    assert cost.time_s == pytest.approx(8e8 / (chip.hbm.bandwidth_Bps * 0.8), rel=1e-12)
+    with pytest.raises(ValidationError):
+        with_efficiency(chip, matmul={"bf16": 1.5})
+    bare = load_system("v5e-pod").chip.model_copy(update={"efficiency": None})
+    assert with_efficiency(bare, hbm=0.5).efficiency.matmul == {}
