@@ -44,7 +44,9 @@ def test_reductions_keep_the_nominal_hbm_bandwidth():
     assert costs.reduction(1e9).time_s == pytest.approx(3e9 / V6E_HBM, rel=1e-12)
 
 
-@pytest.mark.parametrize(("size", "published_TFLOPs"), [(4096, 892.94), (16384, 950.13), (32768, 956.38)])
+@pytest.mark.parametrize(
+    ("size", "published_TFLOPs"), [(4096, 892.94), (16384, 950.13), (32768, 956.38)]
+)
 def test_large_matmuls_match_the_ironwood_gemm_sweep(size, published_TFLOPs):
     """AI-Hypercomputer/accelerator-microbenchmarks, Ironwood bf16 gemm_multiple_run: per
     device (one of a chip's two TensorCores). Two devices' matmuls make one chip's."""

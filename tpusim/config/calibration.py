@@ -46,8 +46,16 @@ class ChipCalibration(Frozen):
     link_efficiency: Fraction | None = None
     matmul_efficiency: dict[Dtype, Fraction] = Field(default_factory=dict)
     hbm_efficiency: Fraction | None = None
-    vector_flops: FlopRate | None = Field(None, alias="vector")
+    vector_flops: FlopRate | None = Field(default=None, alias="vector")
     fit_on: tuple[str, ...] = ()
+
+    def collective_terms(self) -> tuple[float, float, float, float]:
+        """(hop latency s, launch s, step sync s, link efficiency); ValueError when the
+        overlay leaves one out (a fit needs all four)."""
+        terms = (self.hop_latency_s, self.launch_s, self.step_sync_s, self.link_efficiency)
+        if any(t is None for t in terms):
+            raise ValueError("an overlay fitted on collectives gives all four collective terms")
+        return terms  # type: ignore[return-value]
 
 
 class Calibration(Frozen):
@@ -91,7 +99,7 @@ def with_efficiency(
     """``chip`` with its efficiency terms replaced where given: ``matmul`` fractions
     per dtype (merged into the chip's), ``hbm`` fraction, ``vector_flops`` in FLOP/s.
     Validated as a chip file is: ValueError (pydantic's) for a term out of range."""
-    spec = chip.efficiency or EfficiencySpec()
+    spec = chip.efficiency or EfficiencySpec.model_validate({})
     data = spec.model_dump(by_alias=True) | _given(hbm=hbm, vector=vector_flops)
     data["matmul"] = {**spec.matmul, **(matmul or {})}
     return chip.model_copy(update={"efficiency": EfficiencySpec.model_validate(data)})
@@ -111,9 +119,8 @@ def calibrated_chip(chip: ChipSpec, calibration: Calibration | None) -> ChipSpec
         )
     )
     chip = chip.model_copy(update={"ici": ici, "collectives": costs})
-    return with_efficiency(
-        chip, dict(terms.matmul_efficiency), terms.hbm_efficiency, terms.vector_flops
-    )
+    matmul = {str(d): f for d, f in terms.matmul_efficiency.items()}
+    return with_efficiency(chip, matmul, terms.hbm_efficiency, terms.vector_flops)
 
 
 def calibrated_system(system: System, calibration: Calibration | None) -> System:

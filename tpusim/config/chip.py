@@ -115,7 +115,7 @@ class EfficiencySpec(Frozen):
     """
 
     matmul: dict[Dtype, Fraction] = Field(default_factory=dict)
-    vector_flops: FlopRate | None = Field(None, alias="vector")
+    vector_flops: FlopRate | None = Field(default=None, alias="vector")
     hbm: Fraction = 1.0
 
 

@@ -77,6 +77,5 @@ def chip_terms(chip: ChipSpec) -> EfficiencyTerms:
     spec = chip.efficiency
     if spec is None:
         return IDEAL
-    return EfficiencyTerms(
-        matmul=dict(spec.matmul), hbm=spec.hbm, vector_flops=spec.vector_flops, shape=True
-    )
+    matmul = {str(d): f for d, f in spec.matmul.items()}
+    return EfficiencyTerms(matmul=matmul, hbm=spec.hbm, vector_flops=spec.vector_flops)

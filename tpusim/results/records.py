@@ -381,23 +381,6 @@ class TrainingRecord(ProgramRecord):
         return cls(**known, **values)
 
 
-@dataclass(frozen=True, kw_only=True)
-class HloRecord(ProgramRecord):
-    """One replayed HLO module: a program's columns, then ``unknown_ops``, the
-    instructions the cost model does not know (an unknown opcode, a custom call whose
-    work the module does not say), costed by their bytes only."""
-
-    unknown_ops: int = 0
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Record:
-        """The row's record (a row without the column reads back with 0)."""
-        count = _number_or_none(row.get("unknown_ops"))
-        base = ProgramRecord.from_row({k: v for k, v in row.items() if k != "unknown_ops"})
-        known = {f.name: getattr(base, f.name) for f in fields(ProgramRecord)}
-        return cls(**known, unknown_ops=int(count or 0))
-
-
 def _number_or_none(value: Any) -> float | None:
     """A CSV cell as a float, None for a missing or NaN one."""
     if value is None or value == "":

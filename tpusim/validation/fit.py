@@ -70,9 +70,8 @@ class ChipFit:
 
 
 def _theta(terms: ChipCalibration) -> np.ndarray:
-    return np.array(
-        [terms.hop_latency_s, terms.launch_s, terms.step_sync_s, 1.0 / terms.link_efficiency]
-    )
+    hop, launch, step, link = terms.collective_terms()
+    return np.array([hop, launch, step, 1.0 / link])
 
 
 def _terms(theta: np.ndarray, fit_on: Sequence[str]) -> ChipCalibration:
@@ -171,14 +170,14 @@ def overlay_yaml(fits: Sequence[ChipFit]) -> str:
         "chips:",
     ]
     for fit in fits:
-        t = fit.terms
+        hop, launch, step, link = fit.terms.collective_terms()
         lines += [
             f"  {fit.chip}:",
-            f"    hop_latency: {t.hop_latency_s * 1e6:.4g} us",
-            f"    launch: {t.launch_s * 1e6:.4g} us",
-            f"    step_sync: {t.step_sync_s * 1e6:.4g} us",
-            f"    link_efficiency: {t.link_efficiency:.4g}",
-            f"    fit_on: [{', '.join(t.fit_on)}]",
+            f"    hop_latency: {hop * 1e6:.4g} us",
+            f"    launch: {launch * 1e6:.4g} us",
+            f"    step_sync: {step * 1e6:.4g} us",
+            f"    link_efficiency: {link:.4g}",
+            f"    fit_on: [{', '.join(fit.terms.fit_on)}]",
         ]
     return "\n".join(lines) + "\n"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tpusim.config.loader import load_system
-from tpusim.results.records import HloRecord, ProgramRecord
+from tpusim.results.hlo_record import HloRecord
+from tpusim.results.records import ProgramRecord
 from tpusim.vocabulary import Fidelity
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.simulate import check_program, run_program

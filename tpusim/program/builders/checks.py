@@ -15,8 +15,8 @@ from typing import Any
 
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
-from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
 from tpusim.program.builders.attention import ATTENTION_KERNELS
+from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
 from tpusim.program.ir import ProgramError
 

@@ -169,7 +169,9 @@ def attention_steps(s: LayerShape) -> list[LayerStep]:
 def flash_steps(s: LayerShape) -> list[LayerStep]:
     """One fused causal attention kernel (:mod:`.attention`), forward and backward."""
     call = s.attention_call
-    return [LayerStep("attn.flash", "kernel", work=flash.forward(call), work_bwd=flash.backward(call))]
+    return [
+        LayerStep("attn.flash", "kernel", work=flash.forward(call), work_bwd=flash.backward(call))
+    ]
 
 
 def naive_steps(s: LayerShape) -> list[LayerStep]:

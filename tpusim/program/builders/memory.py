@@ -9,11 +9,11 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   + attention)`` elements (norm inputs and outputs, residual; Q, K, V and the
   attention output, with MLA also its two latents) + with ``attention_kernel: naive``
   the softmax output (``seqs * heads * seq**2``), with ``flash`` only the fp32
-  logsumexp (``seqs * heads * seq``, 4 bytes each) + the MLP hidden (2 x ``rows * d_ff``: before and after the
-  activation; 3 x gated) + for MoE the dispatched tokens (``rows * d_model``) and the
-  shared experts' hidden, all in ``dtype``. With ``recompute`` only a layer's input
-  (``tokens * d_model``) is kept and one layer's full set is live while it is
-  recomputed. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
+  logsumexp (``seqs * heads * seq``, 4 bytes each) + the MLP hidden (2 x ``rows *
+  d_ff``: before and after the activation; 3 x gated) + for MoE the dispatched tokens
+  (``rows * d_model``) and the shared experts' hidden, all in ``dtype``. With
+  ``recompute`` only a layer's input (``tokens * d_model``) is kept and one layer's
+  full set is live while it is recomputed. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
   activations at its peak;
 * buffers: under FSDP the gathered weights of :data:`FSDP_PREFETCH_LAYERS` layers and
   one layer's full gradient; with a vocabulary the logits and their gradient.
@@ -69,9 +69,7 @@ def saved_bytes(s: LayerShape) -> float:
     hidden = s.mlp_matrices if s.mlp == "gated" else 2
     mlp = hidden * s.rows * s.d_ff + hidden * s.tokens * s.shared_d_ff
     return (
-        s.tokens * (6 * s.d_model + attention)
-        + mlp
-        + (s.rows * s.d_model if s.experts else 0)
+        s.tokens * (6 * s.d_model + attention) + mlp + (s.rows * s.d_model if s.experts else 0)
     ) * s.bytes_per_element + attention_saved_bytes(s)
 
 

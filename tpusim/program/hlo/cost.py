@@ -11,8 +11,9 @@
   FLOPs, as in XLA's ``HloCostAnalysis``;
 - ``fusion``/``call``/``async-start``/``custom-call``: the cost of the called
   computation, recursively; a custom call whose work the module says (a Pallas
-  ``cost_estimate``, a flash-attention kernel: :mod:`.custom_calls`) adds that work; ``conditional``: its costliest branch (as XLA's cost
-  analysis takes the maximum; the program and the collective counts take the first);
+  ``cost_estimate``, a flash-attention kernel: :mod:`.custom_calls`) adds that work;
+  ``conditional``: its costliest branch (as XLA's cost analysis takes the maximum;
+  the program and the collective counts take the first);
 - ``while``: (body + condition) x trip count, the trip count read from the
   ``backend_config`` ``"known_trip_count":{"n":"10"}`` and 1 when absent.
   ``flops(..., loop_trip_counts=False)`` counts every loop body once, which is what

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tpusim.program.builders.attention import KernelWork
 from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
-from tpusim.program.builders.attention import KernelWork
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
 from tpusim.program.hlo.module import HloModule, parse_hlo
