@@ -13,8 +13,8 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   d_ff``: before and after the activation; 3 x gated) + for MoE the dispatched tokens
   (``rows * d_model``) and the shared experts' hidden, all in ``dtype``. With
   ``recompute`` only a layer's input (``tokens * d_model``) is kept and one layer's
-  full set is live while it is recomputed. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
-  activations at its peak;
+  full set is live while it is recomputed. A stage holds
+  :meth:`PipelineSchedule.in_flight` chunk-microbatches of activations at its peak;
 * buffers: under FSDP the gathered weights of :data:`FSDP_PREFETCH_LAYERS` layers and
   one layer's full gradient; with a vocabulary the logits and their gradient.
 
