@@ -73,3 +73,20 @@ def test_the_hlo_workload_row_counts_unknown_ops(tmp_path, capsys):
     row = json.loads(out)["results"][0]
     assert row["unknown_ops"] == 1
     assert row["flops_per_chip"] == pytest.approx(ATTENTION_FLOPS + ESTIMATE_FLOPS, rel=1e-3)
+
+
+def test_an_attention_kernel_with_other_operands_stays_unknown():
+    """A paged kernel's K/V pages are not [heads, len, head_dim]: costed by bytes only."""
+    text = (
+        "HloModule paged, num_partitions=1\n\n"
+        "ENTRY %main (q: bf16[16,8,128], kv: bf16[64,16,2,128]) -> bf16[16,8,128] {\n"
+        "  %q = bf16[16,8,128]{2,1,0} parameter(0)\n"
+        "  %kv = bf16[64,16,2,128]{3,2,1,0} parameter(1)\n"
+        "  ROOT %flash_paged.1 = bf16[16,8,128]{2,1,0} custom-call(%q, %kv, %kv), "
+        'custom_call_target="tpu_custom_call", backend_config={"custom_call_config": '
+        '{"body": "TUxJUgA="}}, metadata={op_name="jit(decode)/flash_paged/pallas_call"}\n'
+        "}\n"
+    )
+    module = parse_hlo(text, "paged.hlo")
+    assert dict(module.unknown_ops) == {"custom-call:tpu_custom_call": 1}
+    assert module.flops_per_chip == 0

@@ -8,8 +8,10 @@ A ``custom-call`` runs code XLA's HLO does not show. In the order tried:
    a ``kernel`` op of those FLOPs (at the MXU rate of its first operand's dtype) and
    bytes;
 2. a flash / splash attention kernel, recognised by its name or its metadata
-   ``op_name`` (``flash``, ``splash``, ``attention``, ``mha``) with Q, K, V as its
-   first three operands (``[..., heads, len, head_dim]``): the causal flash kernel of
+   ``op_name`` (``flash``, ``splash``, ``mha``) with Q, K, V as its first three
+   operands (``[..., heads, len, head_dim]``, Q and K of one head dimension, K and V of
+   one length; a paged or ragged kernel lays its operands out otherwise and stays
+   unknown): the causal flash kernel of
    :mod:`tpusim.program.builders.attention` (forward; the backward when the name says
    ``bwd``, ``backward``, ``dq`` or ``dkv``; causal by assumption, as MaxText trains);
 3. a target in :data:`ANNOTATION_TARGETS` (sharding markers): by its bytes, as any
@@ -33,7 +35,7 @@ ANNOTATION_TARGETS = frozenset(
 )
 """Custom-call targets XLA uses as annotations (no kernel runs)."""
 
-_ATTENTION = re.compile(r"flash|splash|attention|mha", re.IGNORECASE)
+_ATTENTION = re.compile(r"flash|splash|mha", re.IGNORECASE)
 _BACKWARD = re.compile(r"bwd|backward|dkv|(?<![a-z])dq(?![a-z])", re.IGNORECASE)
 _ESTIMATE = re.compile(r'cost_estimate\\?"\s*:\s*\{([^}]*)\}')
 
@@ -62,6 +64,8 @@ def _attention_shape(comp: Computation, ins: Instruction) -> flash.AttentionShap
     if q is None or k is None or v is None or min(len(q.dims), len(k.dims), len(v.dims)) < 3:
         return None
     if not q.num_elements or not k.num_elements or not v.num_elements:
+        return None
+    if q.dims[-1] != k.dims[-1] or k.dims[-2] != v.dims[-2] or q.dims[:-3] != k.dims[:-3]:
         return None
     return flash.AttentionShape(
         seqs=math.prod(q.dims[:-3]),
