@@ -128,3 +128,17 @@ def test_with_efficiency_sets_terms_programmatically_and_checks_them():
         with_efficiency(chip, matmul={"bf16": 1.5})
     bare = load_system("v5e-pod").chip.model_copy(update={"efficiency": None})
     assert with_efficiency(bare, hbm=0.5).efficiency.matmul == {}
+
+
+def test_an_overlay_file_carries_compute_terms_with_units(tmp_path):
+    from tpusim.config.calibration import load_calibration
+
+    path = tmp_path / "cal.yaml"
+    path.write_text(
+        "chips:\n  ironwood:\n    matmul_efficiency: {fp8: 0.5}\n    hbm_efficiency: 0.8\n"
+        "    vector_flops: 10 TFLOP/s\n    fit_on: [recipe-1]\n"
+    )
+    chip = calibrated_chip(load_chip("ironwood"), load_calibration(path))
+    assert chip.efficiency.matmul == {"bf16": 0.83, "fp8": 0.5}
+    assert (chip.efficiency.hbm, chip.efficiency.vector_flops) == (0.8, 10e12)
+    assert chip.ici.hop_latency_s == load_chip("ironwood").ici.hop_latency_s

@@ -11,7 +11,7 @@ An overlay names chips and, for each, the terms it replaces (every term optional
         link_efficiency: 0.91       # collectives.link_efficiency
         matmul_efficiency: {bf16: 0.78, int8: 0.7}   # efficiency.matmul (merged per dtype)
         hbm_efficiency: 0.88        # efficiency.hbm
-        vector: 6 TFLOP/s           # efficiency.vector
+        vector_flops: 6 TFLOP/s     # efficiency.vector
         fit_on: [sb-v5e-..., ...]   # the measurement ids the values were fitted on
 
 The values obey the chip files' limits (a hop latency of at most 1 s, collective
@@ -46,7 +46,7 @@ class ChipCalibration(Frozen):
     link_efficiency: Fraction | None = None
     matmul_efficiency: dict[Dtype, Fraction] = Field(default_factory=dict)
     hbm_efficiency: Fraction | None = None
-    vector_flops: FlopRate | None = Field(default=None, alias="vector")
+    vector_flops: FlopRate | None = None
     fit_on: tuple[str, ...] = ()
 
     def collective_terms(self) -> tuple[float, float, float, float]:
