@@ -93,6 +93,14 @@ class DcnSpec(Frozen):
     bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
 
 
+class HostSpec(Frozen):
+    """The link between a chip and its host's memory (PCIe): bytes per second one way
+    per chip, what host offload of activations, parameters and optimiser state moves
+    over."""
+
+    bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
+
+
 class PowerSpec(Frozen):
     """Chip power where published: typical (mean measured) and maximum, in watts."""
 
@@ -117,6 +125,7 @@ class ChipSpec(Frozen):
         default_factory=lambda: CollectiveCostSpec.model_validate({})
     )
     dcn: DcnSpec
+    host: HostSpec | None = None
     power: PowerSpec | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
 

@@ -56,6 +56,7 @@ class TrainingWorkload(ModelWorkload):
     fsdp_axis: str | None = None
     expert_axis: str | None = None
     pipeline_axis: str | None = None
+    context_axis: str | None = None
     experts: int = Field(0, ge=0)
     top_k: PositiveInt = 2
     expert_d_ff: PositiveInt | None = None
@@ -72,6 +73,12 @@ class TrainingWorkload(ModelWorkload):
     virtual_stages: PositiveInt = 1
     microbatches: PositiveInt = 1
     recompute: bool = False
+    remat_policy: str | None = None
+    remat_tensors: dict[str, str] | None = None
+    sequence_parallel: bool = False
+    shard_optimizer_over_data: bool = False
+    optimizer_memory_host_offload: bool = False
+    param_memory_host_offload: bool = False
     gradient_dtype: Dtype = "bf16"
     reuse: bool = True
 
@@ -117,6 +124,9 @@ def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
     fields = spec.builder_fields()
     for key in ("batch_per_shard", "reuse"):
         fields.pop(key, None)
+    host = context.system.chip.host
+    if host is not None:
+        fields["host_bandwidth_Bps"] = host.bandwidth_Bps
     try:
         return plan_training(**fields)
     except ProgramError as exc:

@@ -42,6 +42,10 @@ class LayerShape:
     axes of the tensor-parallel all-reduces and the MoE all-to-alls (empty: left
     out). ``shared_d_ff`` is the local width of the shared experts together;
     ``q_lora_rank``, ``kv_lora_rank`` and ``rope_head_dim`` shape MLA.
+    ``kv_seq`` is the keys each query attends over (the whole sequence under context
+    parallelism, where ``seq`` is the chip's slice of it; 0: ``seq``);
+    ``sequence_shards`` the tensor axis size under sequence parallelism (norms,
+    residuals and the layer input are split over it; 1 without).
     """
 
     seqs: int
@@ -62,6 +66,13 @@ class LayerShape:
     kv_lora_rank: int = 0
     rope_head_dim: int = 0
     shared_d_ff: int = 0
+    kv_seq: int = 0
+    sequence_shards: int = 1
+
+    @property
+    def keys(self) -> int:
+        """Keys per query row: ``kv_seq``, or ``seq`` when it is 0."""
+        return self.kv_seq or self.seq
 
     @property
     def tokens(self) -> int:
@@ -125,9 +136,9 @@ def attention_steps(s: LayerShape) -> list[LayerStep]:
         LayerStep("attn.norm", "elementwise", bytes=2 * act),
         *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "bwd"),
         *(mla_projections(s) if s.attention == "mla" else gqa_projections(s)),
-        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=qk_dim, n=s.seq),
-        LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.seq * b),
-        LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.seq, n=s.head_dim),
+        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=qk_dim, n=s.keys),
+        LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.keys * b),
+        LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.keys, n=s.head_dim),
         LayerStep("attn.out", "matmul", m=s.tokens, k=h * s.head_dim, n=s.d_model),
         *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "fwd"),
         LayerStep("attn.residual", "elementwise", bytes=3 * act),

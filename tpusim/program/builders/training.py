@@ -77,10 +77,17 @@ from typing import Any
 
 from tpusim.program.builders.args import TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
-from tpusim.program.builders.layers import BACKWARD_ELEMENTWISE_FACTOR, LayerShape
+from tpusim.program.builders.layers import (
+    BACKWARD_ELEMENTWISE_FACTOR,
+    LayerShape,
+    LayerStep,
+    layer_steps,
+)
 from tpusim.program.builders.mesh import batch_axes, collective_axes
 from tpusim.program.builders.model import LocalParameters, local_parameters
+from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
+from tpusim.program.builders.remat import RematPlan, recomputed_steps
 from tpusim.program.ir import Program
 
 __all__ = [
@@ -149,6 +156,10 @@ class TrainingPlan:
     shard: int
     vocab_local: int
     head_tokens: int
+    remat: RematPlan
+    context_group: tuple[str, ...] = ()
+    zero_group: tuple[str, ...] = ()
+    zero_shard: int = 1
 
     @classmethod
     def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingPlan:
@@ -163,7 +174,9 @@ class TrainingPlan:
         dense = _dense_shape(args, checked, seqs)
         moe = _moe_shape(args, dense, sizes["tensor_axis"]) if args.experts else None
         dense_axes = collective_axes(mesh, [a for a in batch if a != fsdp])
-        fsdp_group = collective_axes(mesh, [fsdp])
+        context = collective_axes(mesh, [axes["context_axis"]])
+        fsdp_group = collective_axes(mesh, [fsdp, *context])
+        zero = dense_axes if args.shard_optimizer_over_data else ()
         return cls(
             args=args,
             mesh=mesh,
@@ -176,9 +189,13 @@ class TrainingPlan:
             dense_axes=dense_axes,
             expert_axes=collective_axes(mesh, [a for a in batch if a not in (fsdp, expert)]),
             pipeline_group=collective_axes(mesh, [axes["pipeline_axis"]]),
-            shard=sizes["fsdp_axis"] if fsdp_group else 1,
+            shard=math.prod(mesh[a] for a in fsdp_group),
             vocab_local=-(-args.vocab // sizes["tensor_axis"]),
-            head_tokens=-(-m * seqs * args.seq // p),
+            head_tokens=-(-m * seqs * dense.seq // p),
+            remat=checked.remat,
+            context_group=context,
+            zero_group=zero,
+            zero_shard=math.prod(mesh[a] for a in zero),
         )
 
     @property
@@ -198,6 +215,22 @@ class TrainingPlan:
         if self.moe is None or layer < self.args.dense_layers:
             return self.dense
         return self.moe
+
+    def steps(self, layer: int) -> list[LayerStep]:
+        """Layer ``layer``'s forward templates, with sequence and context parallelism
+        (:mod:`.parallel`)."""
+        shape = self.shape(layer)
+        return layout_steps(layer_steps(shape), shape, self.context_group)
+
+    def recompute_steps(self, layer: int) -> list[LayerStep]:
+        """The forward templates of layer ``layer`` rerun before its backward under
+        the remat policy (:mod:`.remat`; none without recomputation)."""
+        return recomputed_steps(self.remat, self.shape(layer), self.steps(layer))
+
+    def offloaded_bytes(self, layer: int) -> float:
+        """Bytes of layer ``layer``'s activations (one microbatch) the remat policy
+        offloads to host memory after its forward and fetches before its backward."""
+        return self.remat.bytes_at(self.shape(layer), "offload")
 
     def params(self, layer: int) -> LocalParameters:
         """Parameters of layer ``layer`` the chip computes with (whole over fsdp)."""
@@ -234,12 +267,16 @@ class TrainingPlan:
 
 
 def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> LayerShape:
-    """The local shape of a dense layer for one microbatch of ``seqs`` sequences."""
+    """The local shape of a dense layer for one microbatch of ``seqs`` sequences (of
+    ``seq / context`` positions each, attending over ``seq`` keys)."""
     mesh, axes, tp = checked.mesh, checked.axes, checked.sizes["tensor_axis"]
     kv = args.kv_heads if args.kv_heads is not None else args.heads
+    context = checked.sizes["context_axis"]
     return LayerShape(
         seqs=seqs,
-        seq=args.seq,
+        seq=args.seq // context,
+        kv_seq=args.seq if context > 1 else 0,
+        sequence_shards=tp if args.sequence_parallel else 1,
         d_model=args.d_model,
         heads=args.heads // tp,
         head_dim=args.head_dim,
