@@ -92,9 +92,10 @@ def test_custom_takes_per_tensor_placements_like_the_8b_recipe():
 
 def test_recompute_flag_is_full_and_none_recomputes_nothing():
     kwargs = dict(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1})
-    assert plan_training(**kwargs, recompute=True).remat == plan_training(
-        **kwargs, remat_policy="full"
-    ).remat
+    assert (
+        plan_training(**kwargs, recompute=True).remat
+        == plan_training(**kwargs, remat_policy="full").remat
+    )
     none = plan_training(**kwargs)
     assert none.remat.policy == "none" and none.recompute_steps(0) == []
     assert stage_memory(none, 0).activations_bytes == 2 * saved_bytes(none.dense)

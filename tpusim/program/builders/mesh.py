@@ -1,8 +1,9 @@
 """Mesh axes as the builders use them: roles, sizes of named axes and collective groups.
 
 A training step's mesh axes play roles: ``data``, ``fsdp``, ``tensor``, ``expert``,
-``pipeline`` and ``context``. A mesh axis named after a role plays it (``mesh: {data: 72, pipeline: 16,
-tensor: 8}``); the ``*_axis`` fields name another axis for a role and override.
+``pipeline`` and ``context``. A mesh axis named after a role plays it (``mesh:
+{data: 72, pipeline: 16, tensor: 8}``); the ``*_axis`` fields name another axis for a
+role and override.
 """
 
 from __future__ import annotations

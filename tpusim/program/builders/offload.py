@@ -108,5 +108,5 @@ def optimizer_step(e: Emits, grad_syncs: list[str]) -> None:
         host_transfer(e, "optimizer.weights.to_host", weights, [done])
     if plan.zero_group:
         gathered = plan.local_params * plan.bytes_per_element
-        fields = dict(collective="all-gather", size_bytes=gathered, overlap=True)
-        e.out.add("optimizer.weights.allgather", "collective", [done], axes=plan.zero_group, **fields)
+        fields = dict(collective="all-gather", size_bytes=gathered, axes=plan.zero_group)
+        e.out.add("optimizer.weights.allgather", "collective", [done], overlap=True, **fields)

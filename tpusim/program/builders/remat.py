@@ -26,8 +26,9 @@ from the layer's input. The names (per layer, per microbatch, tensor-local):
 Recomputed in the backward (a forward op reruns when the backward needs its output
 or its input and neither is kept): the two norms, the attention residual add, the
 MLP activation, the MoE router and dispatch, sequence-parallel input all-gathers,
-the context-parallel K/V all-gather and the attention core always (the core's backward needs the probabilities; a kept
-``context`` saves the ``attn.context`` matmul only); the Q/K/V projections unless all
+the context-parallel K/V all-gather and the attention core always (the core's
+backward needs the probabilities; a kept ``context`` saves the ``attn.context``
+matmul only); the Q/K/V projections unless all
 of their outputs are kept; ``out_proj`` (with its tensor-parallel collective) unless
 kept; ``mlpwi_0``/``mlpwi_1``/``mlpwi`` unless kept; a MoE ``mlpwo`` and its combine
 unless kept. Never: the dense MLP's down projection and the layer's last residual add
