@@ -1,5 +1,16 @@
-"""``kind: training_step``: a transformer training step (data, FSDP, tensor, expert and
-pipeline parallelism) built by :func:`tpusim.program.builders.training_step`.
+"""``kind: training_step``: a transformer training step (data, FSDP, tensor, expert,
+pipeline and context parallelism) built by :func:`tpusim.program.builders.training_step`.
+
+Layout fields (MaxText's names): ``remat_policy`` (``none``, ``full``, ``minimal``,
+``minimal_with_context``, ``save_dot_with_context_except_mlp``,
+``save_dot_except_mlpwi``, ``save_dot_except_mlp``, ``save_qkv_proj``,
+``save_out_proj``, ``qkv_proj_offloaded``, ``minimal_offloaded``, ``custom``) with
+``remat_tensors`` for ``custom`` (tensor name -> ``remat | device | offload``; see
+:mod:`tpusim.program.builders.remat`), ``recompute`` (``true`` = ``full``),
+``sequence_parallel``, ``context_axis`` (a ``context`` mesh axis plays it),
+``shard_optimizer_over_data`` (ZeRO-1), ``optimizer_memory_host_offload`` and
+``param_memory_host_offload``. Host transfers run at the chip's ``host.bandwidth``
+(the default host link of :mod:`tpusim.program.ir` when the chip file has none).
 
 Reuse: the step's forward and backward loops repeat one iteration ``m v + p - 1``
 times. With ``reuse: true`` (the default) a longer loop is simulated with

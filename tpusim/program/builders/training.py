@@ -8,10 +8,17 @@ Per chip:
   expert axis also shards the batch, as in MaxText) and then into ``microbatches``.
   Tensor parallelism (Megatron) divides ``heads``, ``kv_heads`` (K/V heads are
   replicated when there are fewer than tensor ranks), ``d_ff`` and the vocabulary by
-  the tensor axis size; activations are replicated across it (no sequence
-  parallelism).
-* Mesh axes play roles: an axis named ``data``, ``fsdp``, ``tensor``, ``expert`` or
-  ``pipeline`` plays that role; the ``*_axis`` fields name others and override.
+  the tensor axis size; activations are replicated across it unless
+  ``sequence_parallel`` (then norms and residuals run on sequence-sharded activations
+  and each all-reduce becomes a reduce-scatter and an all-gather: :mod:`.parallel`).
+* Context parallelism (a ``context`` axis of ``c`` chips, ``context_axis``): each
+  chip takes ``seq / c`` positions of every sequence (the batch is not split over
+  it) and all-gathers the whole sequence's K and V before attention (their gradients
+  reduce-scattered in the backward, :mod:`.parallel`); weights are sharded over it as
+  over fsdp (MaxText shards the embed dimension over both).
+* Mesh axes play roles: an axis named ``data``, ``fsdp``, ``tensor``, ``expert``,
+  ``pipeline`` or ``context`` plays that role; the ``*_axis`` fields name others and
+  override.
 * Pipeline (``pipeline`` axis of ``p`` chips, see :mod:`.pipeline`): the SPMD loop
   of ``m v + p - 1`` iterations, each one microbatch through the stage's chunk of
   layers then a collective-permute over the pipeline axis of the chunk's output
@@ -29,9 +36,12 @@ Per chip:
   HBM. A backward elementwise op moves 1.5x its forward bytes.
 * Backward: every forward matmul ``(batch, m, k, n)`` becomes a gradient of its first
   operand ``(batch, m, n, k)`` (``.bwd_input``) and of its second ``(batch, k, m, n)``
-  (``.bwd_weight``), so the step does 3x the forward FLOPs. With ``recompute`` each
-  layer's forward is run again just before its backward (only the layer inputs are
-  saved): 4x the forward FLOPs, of which MFU counts 3x.
+  (``.bwd_weight``), so the step does 3x the forward FLOPs. Under a remat policy
+  (``remat_policy``, MaxText's names, or ``recompute: true`` = ``full``; :mod:`.remat`)
+  the forward ops whose outputs the backward needs and the policy does not keep run
+  again just before the layer's backward (MFU counts 3x the forward only), and the
+  tensors it offloads cross the host link (``host_bandwidth_Bps``) after the forward
+  and before the backward (:mod:`.offload`).
 * Collectives follow nccl-tests sizes (all-reduce, all-to-all: bytes per chip;
   all-gather: gathered output; reduce-scatter: full input). A collective whose group
   has one chip is left out.
@@ -46,7 +56,11 @@ Per chip:
   its forward and again before its backward in every iteration (async, prefetching
   one layer ahead); its gradients are reduce-scattered over the fsdp axis in every
   backward iteration (into a sharded accumulator), and the shard all-reduced over the
-  data axis after the last.
+  data axis after the last (reduce-scattered with ``shard_optimizer_over_data``,
+  ZeRO-1: the optimiser state is split over the data axes and the updated weights
+  are all-gathered after the optimiser). ``optimizer_memory_host_offload`` and
+  ``param_memory_host_offload`` keep the optimiser state or the weights in host
+  memory (:mod:`.offload`, :mod:`.memory`).
 * MoE (``experts > 0``; the first ``dense_layers`` layers stay dense): a router matmul
   (``tokens x d_model x experts``), ``shared_experts`` always-on experts as a dense
   MLP of width ``shared_experts * expert_d_ff``, and ``experts / expert-axis size``
@@ -64,9 +78,9 @@ Per chip:
   all-reduced over it). A vocabulary-parallel embedding all-reduces its output over
   the tensor axis; the head all-reduces its input gradient.
 * Memory: see :mod:`.memory`; ``memory_bytes["hbm"]`` is the peak stage's total.
-* The optimiser is one elementwise op over the chip's parameters: 24 + 2 x dtype
-  bytes per parameter (reads the gradient, reads and writes the fp32 master, m and v,
-  writes the new weights).
+* The optimiser is one elementwise op over the chip's parameters (its ``1 / data``
+  share under ZeRO-1): 24 + 2 x dtype bytes per parameter (reads the gradient, reads
+  and writes the fp32 master, m and v, writes the new weights).
 """
 
 from __future__ import annotations
