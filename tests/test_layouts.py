@@ -232,3 +232,23 @@ def test_bad_layout_in_a_scenario_exits_2_with_one_line(capsys, tmp_path, extra,
     code, out, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
     line = assert_one_error_line(code, out, err)
     assert all(word in line for word in words), line
+
+
+def test_reuse_gives_the_full_simulation_with_offloaded_activations(capsys, tmp_path):
+    import json
+
+    rows = {}
+    for reuse in ("true", "false"):
+        path = tmp_path / f"s-{reuse}.yaml"
+        extra = ["seq: 256", "mesh: {data: 32, tensor: 8}", "remat_policy: minimal_offloaded",
+                 "sequence_parallel: true", f"reuse: {reuse}"]  # fmt: skip
+        path.write_text(BASE.replace("layers: 2", "layers: 6")
+                        + "".join(f"    {line}\n" for line in extra))  # fmt: skip
+        code, out, err = run(capsys, "run", str(path), "--json", "--out",
+                             str(tmp_path / reuse), "--quiet")  # fmt: skip
+        assert code == 0, err
+        rows[reuse] = json.loads(out)["results"][0]
+    lines = {r: len((tmp_path / r / "ops.csv").read_text().splitlines()) for r in rows}
+    assert lines["true"] < lines["false"]  # 5 layers simulated, the sixth reused
+    for key in ("step_time_s", "compute_time_s", "communication_time_s", "mfu"):
+        assert rows["true"][key] == pytest.approx(rows["false"][key], rel=1e-6), key
