@@ -136,3 +136,31 @@ def test_bad_remat_input_is_one_line(fields, words):
 def test_every_policy_name_is_accepted():
     for policy in REMAT_POLICY_NAMES:
         plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
+
+
+def test_moe_keeps_expert_outputs_and_reruns_router_and_dispatch():
+    # a MoE layer's mlpwo output is a residual (the router weights multiply it)
+    experts, top_k, width = 4, 2, 64
+    rows = T * top_k
+    kwargs = dict(**SHAPE, layers=1, batch=SEQS, mesh={"data": 1}, experts=experts,
+                  top_k=top_k, expert_d_ff=width)  # fmt: skip
+    router = 2 * T * D * experts
+    experts_f = 2 * rows * D * width  # gate or up or down of the grouped experts
+    minimal = plan_training(**kwargs, remat_policy="minimal")
+    s = minimal.shape(0)
+    assert minimal.remat.bytes_at(s, "device") == (T * (INPUT + QKV + OUT) + 2 * rows * width
+                                                   + rows * D) * BF16  # fmt: skip
+    assert recomputed_flops(minimal.remat, s, minimal.steps(0)) == F_SCORES + F_CONTEXT + router
+    full = plan_training(**kwargs, remat_policy="full")
+    want = F_QKV + F_SCORES + F_CONTEXT + F_OUT + router + 3 * experts_f
+    assert recomputed_flops(full.remat, s, full.steps(0)) == want
+
+
+def test_sequence_parallel_shards_the_kept_layer_input_and_out_proj():
+    tp = 4
+    plan = plan_training(**SHAPE, layers=1, batch=SEQS, mesh={"tensor": tp},
+                         sequence_parallel=True, remat_policy="save_out_proj")  # fmt: skip
+    # input and out_proj split over the sequence; nothing else kept
+    assert plan.remat.bytes_at(plan.dense, "device") == T * (INPUT + OUT) // tp * BF16
+    names = [st.name for st in plan.recompute_steps(0)]
+    assert "attn.sp_in" in names and "attn.sp_out" not in names and "attn.out" not in names
