@@ -99,6 +99,11 @@ def test_sequence_parallel_splits_all_reduces_and_shards_norm_activations():
     per_token = 6 * D / tp + 4 * (H // tp) * HD
     want = batch * SEQ * per_token + batch * (H // tp) * SEQ * SEQ + 2 * batch * SEQ * FF // tp
     assert saved_bytes(plan.dense) == want * BF16
+    # a pipeline stage sends its sequence shard of the activations
+    piped = plan_training(**SHAPE, layers=2, batch=2, mesh={"tensor": 2, "pipeline": 2},
+                          sequence_parallel=True, microbatches=2)  # fmt: skip
+    permutes = [op for op in emit_program(piped).ops if ".permute." in op.name]
+    assert {op.size_bytes for op in permutes} == {SEQ * D * BF16 / 2}
 
 
 def test_context_parallel_gathers_kv_and_shards_weights_over_the_context_axis():
@@ -114,7 +119,11 @@ def test_context_parallel_gathers_kv_and_shards_weights_over_the_context_axis():
     assert (scores.batch, scores.m, scores.k, scores.n) == (batch * H, seq // c, HD, seq)
     gathers = [op for op in program.ops if "weights.allgather" in op.name]
     assert gathers and all(op.axes == ("context",) for op in gathers)
-    assert stage_memory(plan, 0).weights_bytes == 2 * P_LAYER * BF16 / c
+    memory = stage_memory(plan, 0)
+    assert memory.weights_bytes == 2 * P_LAYER * BF16 / c
+    # each layer keeps the K and V gathered from the other chips for its backward
+    others = batch * (seq - seq // c) * 2 * H * HD * BF16
+    assert memory.activations_bytes == 2 * (saved_bytes(plan.dense) + others)
 
 
 def test_a_131k_sequence_on_256_chips_with_context_16_is_expressible():

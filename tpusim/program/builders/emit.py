@@ -165,7 +165,8 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
 
 def permute(e: Emitter, prefix: str, phase: Phase) -> None:
     """The activations (forward) or their gradients (backward) of one microbatch to
-    the next (previous) stage: a collective-permute over the pipeline axis."""
+    the next (previous) stage: a collective-permute over the pipeline axis (of the
+    chip's sequence shard under sequence parallelism)."""
     if not e.plan.pipeline_group:
         return
     e.last = e.out.add(
@@ -173,7 +174,7 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
         "collective",
         [e.last],
         collective="collective-permute",
-        size_bytes=e.plan.dense.act_bytes,
+        size_bytes=e.plan.dense.act_bytes / e.plan.dense.sequence_shards,
         axes=e.plan.pipeline_group,
     )
 

@@ -16,7 +16,8 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   parallelism; Q, K, V and the attention output, with MLA also its two latents) + the
   softmax output (``seqs * heads * seq * keys``) + the MLP hidden (2 x ``rows *
   d_ff``: before and after the activation; 3 x gated) + for MoE the dispatched tokens
-  (``rows * d_model``) and the shared experts' hidden, all in ``dtype``. Under a remat
+  (``rows * d_model``) and the shared experts' hidden, all in ``dtype``; under context
+  parallelism also the K and V gathered from the other chips. Under a remat
   policy only the tensors it keeps on device (:mod:`.remat`; the layer input at
   least) are held, and while a layer's backward runs its whole set is live (buffers,
   the kept ones not counted twice) with the next layer's offloaded tensors being
@@ -126,8 +127,16 @@ def kept_bytes(plan: TrainingPlan, layer: int) -> float:
     remat, else the tensors the policy keeps on device (the layer input at least)."""
     shape = plan.shape(layer)
     if not plan.remat.recomputes:
-        return saved_bytes(shape)
+        return saved_bytes(shape) + gathered_kv_bytes(shape)
     return plan.remat.bytes_at(shape, "device")
+
+
+def gathered_kv_bytes(s: LayerShape) -> float:
+    """Under context parallelism, the K and V of the other chips' positions one layer
+    all-gathers (the backward reads them too); 0 without."""
+    from tpusim.program.builders.parallel import kv_bytes
+
+    return kv_bytes(s) * (1 - s.seq / s.keys)
 
 
 def transient_bytes(plan: TrainingPlan, layer: int) -> float:
@@ -139,7 +148,8 @@ def transient_bytes(plan: TrainingPlan, layer: int) -> float:
         return 0.0
     shape = plan.shape(layer)
     kept = plan.remat.bytes_at(shape, "device", skip=("decoder_layer_input",))
-    return saved_bytes(shape) - kept + plan.offloaded_bytes(layer)
+    live = saved_bytes(shape) + gathered_kv_bytes(shape)
+    return live - kept + plan.offloaded_bytes(layer)
 
 
 def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
