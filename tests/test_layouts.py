@@ -139,7 +139,7 @@ def test_a_131k_sequence_on_256_chips_with_context_16_is_expressible():
     [
         ({"seq": 130, "mesh": {"context": 4}}, ["seq (130)", "context", "(4)"]),
         ({"seq": 36, "mesh": {"tensor": 8}, "sequence_parallel": True, "heads": 8},
-         ["seq per context shard (36)", "(8)"]),
+         ["seq (36)", "sequence_parallel", "(8)"]),
         ({"mesh": {"data": 2, "pipeline": 2}, "context_axis": "data"},
          ["context_axis 'data' is also data_axis"]),
     ],

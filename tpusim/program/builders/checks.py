@@ -82,7 +82,8 @@ def _check_layout(args: TrainingArgs, axes: dict[str, str | None], sizes: dict[s
     divides("seq", args.seq, context, f"the context axis size of '{axes['context_axis']}'")
     if args.sequence_parallel:
         tensor = f"the tensor axis size of '{axes['tensor_axis']}' (sequence_parallel)"
-        divides("seq per context shard", args.seq // context, sizes["tensor_axis"], tensor)
+        field = "seq per context shard" if context > 1 else "seq"
+        divides(field, args.seq // context, sizes["tensor_axis"], tensor)
     if args.shard_optimizer_over_data and args.experts and sizes["expert_axis"] > 1:
         raise ProgramError(
             "shard_optimizer_over_data with experts sharded over an expert axis is not "
