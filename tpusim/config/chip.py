@@ -125,6 +125,14 @@ class DcnSpec(Frozen):
     bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
 
 
+class HostSpec(Frozen):
+    """The link between a chip and its host's memory (PCIe): bytes per second one way
+    per chip, what host offload of activations, parameters and optimiser state moves
+    over."""
+
+    bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
+
+
 class PowerSpec(Frozen):
     """Chip power where published: typical (mean measured) and maximum, in watts."""
 
@@ -150,6 +158,7 @@ class ChipSpec(Frozen):
     )
     efficiency: EfficiencySpec | None = None
     dcn: DcnSpec
+    host: HostSpec | None = None
     power: PowerSpec | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
 

@@ -111,6 +111,21 @@ def _host_transfer(_costs: ChipCostModel, op: Op) -> tuple[float, str]:
     return op.bytes / op.bandwidth_Bps, "host"
 
 
+_host_transfer_sync = compute_handler(_host_transfer, slowed=False)
+
+
+def host_transfer(sim: Simulation, cls: ChipClass, op: Op):
+    """A host transfer: synchronous it holds the TensorCore; with ``overlap`` it runs
+    on the host DMA engines alongside compute (XLA's async host offload copies) and is
+    recorded on unit ``host-dma``, which is not TensorCore busy time."""
+    if not op.overlap:
+        yield from _host_transfer_sync(sim, cls, op)
+        return
+    start = sim.env.now
+    yield sim.env.timeout(op.bytes / op.bandwidth_Bps)
+    sim.report(OpRecord(op.name, op.kind, cls.label, "host-dma", start, sim.env.now, 0.0))
+
+
 def collective(sim: Simulation, cls: ChipClass, op: Op):
     """Wait for every class in the collective's groups, run its schedule once on the
     network (the first class to get there starts it), record an ``ici`` row and one row
@@ -152,5 +167,5 @@ register_op_handler("matmul", compute_handler(_matmul))
 register_op_handler("elementwise", compute_handler(_elementwise))
 register_op_handler("embedding", compute_handler(_embedding))
 register_op_handler("kernel", compute_handler(_kernel))
-register_op_handler("host_transfer", compute_handler(_host_transfer, slowed=False))
+register_op_handler("host_transfer", host_transfer)
 register_op_handler("collective", collective)

@@ -14,7 +14,9 @@ An :class:`Op` is one of
   permute; programs do not); ``overlap=True`` makes it
   asynchronous (XLA's ``-start``/``-done``): it runs on the ICI/DMA engines while
   the TensorCore goes on with ops that do not depend on it;
-- ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``);
+- ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``); synchronous it holds
+  the TensorCore, with ``overlap=True`` it runs on the host DMA engines beside compute
+  (XLA's async host offload copies).
 - ``kernel``: a fused kernel (flash attention, a Pallas custom call) with known work:
   ``mxu_flops`` useful and ``padded_flops`` done on the MXUs in ``dtype``,
   ``vector_ops`` on the vector unit, ``bytes`` to ``memory``; ``pad_dims`` the head

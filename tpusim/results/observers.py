@@ -67,11 +67,12 @@ class OpsTable(BaseObserver):
         return sorted(self.records, key=lambda r: (r.start_at, r.chips, r.name))
 
     def busy_time_s(self, chips_prefix: str) -> float:
-        """Summed duration of the non-collective ops of the classes named ``chips_prefix...``."""
+        """Summed duration of the non-collective ops of the classes named
+        ``chips_prefix...`` (async host transfers, unit ``host-dma``, left out)."""
         return sum(
             r.end_at - r.start_at
             for r in self.records
-            if r.kind != "collective" and r.chips.startswith(chips_prefix)
+            if r.kind != "collective" and r.unit != "host-dma" and r.chips.startswith(chips_prefix)
         )
 
 

@@ -137,9 +137,12 @@ def _same(a: IterationShare, b: IterationShare, results: Results, tolerance: flo
 
 
 def _intervals(ops: list[OpRecord]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """(start, end) of the SPMD class's compute ops and of its collectives."""
+    """(start, end) of the SPMD class's compute ops (async host transfers, unit
+    ``host-dma``, are not compute) and of its collectives."""
     compute = [
-        (r.start_at, r.end_at) for r in ops if r.chips.startswith(SPMD) and r.kind != COLLECTIVE
+        (r.start_at, r.end_at)
+        for r in ops
+        if r.chips.startswith(SPMD) and r.kind != COLLECTIVE and r.unit != "host-dma"
     ]
     collectives = [
         (r.start_at, r.end_at)

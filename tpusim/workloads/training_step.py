@@ -1,5 +1,16 @@
-"""``kind: training_step``: a transformer training step (data, FSDP, tensor, expert and
-pipeline parallelism) built by :func:`tpusim.program.builders.training_step`.
+"""``kind: training_step``: a transformer training step (data, FSDP, tensor, expert,
+pipeline and context parallelism) built by :func:`tpusim.program.builders.training_step`.
+
+Layout fields (MaxText's names): ``remat_policy`` (``none``, ``full``, ``minimal``,
+``minimal_with_context``, ``save_dot_with_context_except_mlp``,
+``save_dot_except_mlpwi``, ``save_dot_except_mlp``, ``save_qkv_proj``,
+``save_out_proj``, ``qkv_proj_offloaded``, ``minimal_offloaded``, ``custom``) with
+``remat_tensors`` for ``custom`` (tensor name -> ``remat | device | offload``; see
+:mod:`tpusim.program.builders.remat`), ``recompute`` (``true`` = ``full``),
+``sequence_parallel``, ``context_axis`` (a ``context`` mesh axis plays it),
+``shard_optimizer_over_data`` (ZeRO-1), ``optimizer_memory_host_offload`` and
+``param_memory_host_offload``. Host transfers run at the chip's ``host.bandwidth``
+(the default host link of :mod:`tpusim.program.ir` when the chip file has none).
 
 Reuse: the step's forward and backward loops repeat one iteration ``m v + p - 1``
 times. With ``reuse: true`` (the default) a longer loop is simulated with
@@ -56,6 +67,7 @@ class TrainingWorkload(ModelWorkload):
     fsdp_axis: str | None = None
     expert_axis: str | None = None
     pipeline_axis: str | None = None
+    context_axis: str | None = None
     experts: int = Field(0, ge=0)
     top_k: PositiveInt = 2
     expert_d_ff: PositiveInt | None = None
@@ -73,6 +85,12 @@ class TrainingWorkload(ModelWorkload):
     microbatches: PositiveInt = 1
     recompute: bool = False
     attention_kernel: Literal["flash", "naive"] = "flash"
+    remat_policy: str | None = None
+    remat_tensors: dict[str, str] | None = None
+    sequence_parallel: bool = False
+    shard_optimizer_over_data: bool = False
+    optimizer_memory_host_offload: bool = False
+    param_memory_host_offload: bool = False
     gradient_dtype: Dtype = "bf16"
     reuse: bool = True
 
@@ -118,6 +136,9 @@ def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
     fields = spec.builder_fields()
     for key in ("batch_per_shard", "reuse"):
         fields.pop(key, None)
+    host = context.system.chip.host
+    if host is not None:
+        fields["host_bandwidth_Bps"] = host.bandwidth_Bps
     try:
         return plan_training(**fields)
     except ProgramError as exc:

@@ -3,8 +3,12 @@
 The model shape (``layers`` ... ``rope_head_dim``, what a model preset expands to),
 the batch (``batch`` or its alias ``global_batch``: sequences of ``seq`` tokens per
 step), the mesh and the role of its axes, and the parallel schedule (``pipeline``,
-``virtual_stages``, ``microbatches``, ``recompute``, ``gradient_dtype``). Defaults
-keep a dense, plain-MLP, multi-head transformer without embeddings.
+``virtual_stages``, ``microbatches``, ``recompute``, ``gradient_dtype``), the
+memory layout (``remat_policy`` and ``remat_tensors``: :mod:`.remat`;
+``sequence_parallel``, ``context_axis``, ``shard_optimizer_over_data``,
+``optimizer_memory_host_offload``, ``param_memory_host_offload`` and the host link's
+``host_bandwidth_Bps``: :mod:`.training`). Defaults keep a dense, plain-MLP,
+multi-head transformer without embeddings.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 from tpusim.program.builders.layers import AttentionKind, MlpKind
 from tpusim.program.builders.pipeline import PipelineKind
-from tpusim.program.ir import ProgramError
+from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ProgramError
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class TrainingArgs:
     tensor_axis: str | None = None
     expert_axis: str | None = None
     pipeline_axis: str | None = None
+    context_axis: str | None = None
     experts: int = 0
     top_k: int = 2
     expert_d_ff: int | None = None
@@ -54,6 +59,13 @@ class TrainingArgs:
     microbatches: int = 1
     recompute: bool = False
     attention_kernel: str = "flash"
+    remat_policy: str | None = None
+    remat_tensors: dict[str, str] | None = None
+    sequence_parallel: bool = False
+    shard_optimizer_over_data: bool = False
+    optimizer_memory_host_offload: bool = False
+    param_memory_host_offload: bool = False
+    host_bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
 
     @classmethod
     def of(cls, fields: dict[str, Any]) -> TrainingArgs:
@@ -78,4 +90,5 @@ class TrainingArgs:
             "tensor_axis": self.tensor_axis,
             "expert_axis": self.expert_axis,
             "pipeline_axis": self.pipeline_axis,
+            "context_axis": self.context_axis,
         }

@@ -18,22 +18,32 @@ from tpusim.program.builders.args import TrainingArgs
 from tpusim.program.builders.attention import ATTENTION_KERNELS
 from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
+from tpusim.program.builders.remat import RematPlan, remat_plan
 from tpusim.program.ir import ProgramError
 
-AXIS_FIELDS = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis")
+AXIS_FIELDS = (
+    "data_axis",
+    "fsdp_axis",
+    "tensor_axis",
+    "expert_axis",
+    "pipeline_axis",
+    "context_axis",
+)
 """The training step's named mesh axes, in the order their sizes are looked up."""
 
 
 @dataclass(frozen=True)
 class CheckedTraining:
     """What :func:`check_training` found: bytes per element of ``dtype`` and of
-    ``gradient_dtype``, the mesh, the axis of each role and each role's size."""
+    ``gradient_dtype``, the mesh, the axis of each role and each role's size, and the
+    remat plan."""
 
     bytes_per_element: float
     gradient_bytes: float
     mesh: dict[str, int]
     axes: dict[str, str | None]
     sizes: dict[str, int]
+    remat: RematPlan
 
 
 def check_training(args: TrainingArgs) -> CheckedTraining:
@@ -60,7 +70,28 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     _check_distinct(axes)
     _check_covered(mesh, axes)
     _check_divisions(args, mesh, axes, sizes)
-    return CheckedTraining(b, grad, mesh, axes, sizes)
+    _check_layout(args, axes, sizes)
+    remat = remat_plan(args.remat_policy, args.recompute, args.remat_tensors)
+    return CheckedTraining(b, grad, mesh, axes, sizes, remat)
+
+
+def _check_layout(args: TrainingArgs, axes: dict[str, str | None], sizes: dict[str, int]) -> None:
+    """Context parallelism splits every sequence over the context axis, sequence
+    parallelism each chip's slice over the tensor axis: both must divide; the host
+    link's bandwidth is positive."""
+    context = sizes["context_axis"]
+    divides("seq", args.seq, context, f"the context axis size of '{axes['context_axis']}'")
+    if args.sequence_parallel:
+        tensor = f"the tensor axis size of '{axes['tensor_axis']}' (sequence_parallel)"
+        field = "seq per context shard" if context > 1 else "seq"
+        divides(field, args.seq // context, sizes["tensor_axis"], tensor)
+    if args.shard_optimizer_over_data and args.experts and sizes["expert_axis"] > 1:
+        raise ProgramError(
+            "shard_optimizer_over_data with experts sharded over an expert axis is not "
+            "modelled (their optimiser state is not replicated over the data axes)"
+        )
+    if not args.host_bandwidth_Bps > 0:
+        raise ProgramError(f"host_bandwidth_Bps must be > 0, got {args.host_bandwidth_Bps!r}")
 
 
 def _check_kinds(args: TrainingArgs) -> None:
@@ -194,8 +225,9 @@ def divides(field_name: str, value: int, by: int, what: str) -> None:
 def _check_distinct(axes: dict[str, str | None]) -> None:
     """Each named axis plays one role, except that the expert axis may be the data
     axis (experts sharded over the data-parallel replicas)."""
-    for field in ("fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis"):
-        for other in ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis"):
+    for field in ("fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis", "context_axis"):
+        others = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis")
+        for other in (*others, "pipeline_axis") if field == "context_axis" else others:
             if field == other or axes[field] is None:
                 continue
             if axes[field] == axes[other] and not (field == "expert_axis" and other == "data_axis"):
@@ -209,6 +241,6 @@ def _check_covered(mesh: dict[str, int], axes: dict[str, str | None]) -> None:
         if axis not in used and size > 1:
             raise ProgramError(
                 f"mesh axis '{axis}' (size {size}) plays no role: name it data, fsdp, tensor, "
-                "expert or pipeline, or give it to data_axis, fsdp_axis, tensor_axis, "
-                "expert_axis or pipeline_axis"
+                "expert, pipeline or context, or give it to data_axis, fsdp_axis, "
+                "tensor_axis, expert_axis, pipeline_axis or context_axis"
             )

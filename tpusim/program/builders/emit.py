@@ -18,8 +18,14 @@ from tpusim.program.builders.layers import (
     layer_steps,
 )
 from tpusim.program.builders.memory import peak_stage
+from tpusim.program.builders.offload import (
+    fetch_activations,
+    fetch_weights,
+    offload_activations,
+    optimizer_step,
+)
 from tpusim.program.builders.oplist import OpList
-from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS, TrainingPlan
+from tpusim.program.builders.training import FSDP_PREFETCH_LAYERS, TrainingPlan
 from tpusim.program.ir import Op, Program
 
 
@@ -34,6 +40,7 @@ class Emitter:
     gathers: list[str] = field(default_factory=list)
     pass_ends: list[str] = field(default_factory=list)
     grad_syncs: list[str] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)
     marks: LoopMarks = field(default_factory=lambda: LoopMarks([], [], {}))
     chunk: list[int] = field(default_factory=list)
     by_layer: bool = False
@@ -88,8 +95,7 @@ def emit_marked(
     if embed:
         e.last = emit_pass(e, embed, "embed", "bwd")
         e.grad_syncs += gradient_sync(e, "embed", table, 0)
-    optimizer_bytes = plan.local_params * (2 * ADAM_STATE_BYTES + 2 * plan.bytes_per_element)
-    e.out.add("optimizer", "elementwise", [e.last, *e.grad_syncs], bytes=optimizer_bytes)
+    optimizer_step(e, e.grad_syncs)
     program = Program(
         name=program_name(plan),
         ops=tuple(e.out.ops),
@@ -121,8 +127,9 @@ def forward_iteration(e: Emitter, i: int, n: int) -> None:
         begin = len(e.out.ops)
         prefix = _prefix(i, n, slot)
         gather = weight_gather(e, prefix, "fwd", layer)
-        e.last = emit_pass(e, layer_steps(e.plan.shape(layer)), prefix, "fwd", gather)
+        e.last = emit_pass(e, e.plan.steps(layer), prefix, "fwd", gather)
         e.pass_ends.append(e.last)
+        offload_activations(e, prefix, layer)
         if e.by_layer:
             e.marks.mark(e.out.ops, begin, "fwd", slot, e.last)
     permute(e, f"i{i}", "fwd")
@@ -131,18 +138,20 @@ def forward_iteration(e: Emitter, i: int, n: int) -> None:
 
 
 def backward_iteration(e: Emitter, i: int, n: int) -> None:
-    """The chunk's layers backward (each recomputed first with ``recompute``), their
+    """The chunk's layers backward (each first recomputing what its remat policy
+    does not keep, after fetching what it offloaded), their
     gradient collectives, then the permute to the previous stage."""
     plan, start = e.plan, len(e.out.ops)
     for j, (slot, layer) in enumerate(reversed(list(enumerate(e.chunk)))):
         begin = len(e.out.ops)
         prefix = _prefix(i, n, slot)
-        steps = layer_steps(plan.shape(layer))
         gather = weight_gather(e, prefix, "bwd", layer)
-        if plan.args.recompute:
-            e.last = emit_pass(e, steps, f"{prefix}.re", "fwd", gather)
-            gather = None
-        e.last = emit_pass(e, steps, prefix, "bwd", gather)
+        fetched = fetch_activations(e, prefix, layer)
+        rerun = plan.recompute_steps(layer)
+        if rerun:
+            e.last = emit_pass(e, rerun, f"{prefix}.re", "fwd", gather, fetched)
+            gather = fetched = None
+        e.last = emit_pass(e, plan.steps(layer), prefix, "bwd", gather, fetched)
         e.pass_ends.append(e.last)
         params = plan.params(layer)
         v = plan.schedule.virtual
@@ -156,7 +165,8 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
 
 def permute(e: Emitter, prefix: str, phase: Phase) -> None:
     """The activations (forward) or their gradients (backward) of one microbatch to
-    the next (previous) stage: a collective-permute over the pipeline axis."""
+    the next (previous) stage: a collective-permute over the pipeline axis (of the
+    chip's sequence shard under sequence parallelism)."""
     if not e.plan.pipeline_group:
         return
     e.last = e.out.add(
@@ -164,7 +174,7 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
         "collective",
         [e.last],
         collective="collective-permute",
-        size_bytes=e.plan.dense.act_bytes,
+        size_bytes=e.plan.dense.act_bytes / e.plan.dense.sequence_shards,
         axes=e.plan.pipeline_group,
     )
 
@@ -176,14 +186,15 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
     :data:`FSDP_PREFETCH_LAYERS` back to end (so at most that many layers of
     gathered weights are live)."""
     plan = e.plan
+    fetched = fetch_weights(e, prefix, phase, layer)
     if not plan.fsdp_group:
-        return None
+        return fetched
     ends = e.pass_ends
     after = ends[-FSDP_PREFETCH_LAYERS] if len(ends) >= FSDP_PREFETCH_LAYERS else None
     gather = e.out.add(
         f"{prefix}.weights.allgather.{phase}",
         "collective",
-        [e.gathers[-1] if e.gathers else None, after],
+        [e.gathers[-1] if e.gathers else None, after, fetched],
         collective="all-gather",
         size_bytes=plan.params(layer).total * plan.bytes_per_element,
         axes=plan.fsdp_group,
@@ -194,16 +205,22 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
 
 
 def emit_pass(
-    e: Emitter, steps: list[LayerStep], prefix: str, phase: Phase, gather: str | None = None
+    e: Emitter,
+    steps: list[LayerStep],
+    prefix: str,
+    phase: Phase,
+    gather: str | None = None,
+    fetched: str | None = None,
 ) -> str:
     """One layer's forward (``steps`` in order) or backward (reversed), each op after
-    the previous; the first also waits for the layer's gathered weights (FSDP)."""
+    the previous; the first also waits for the layer's gathered weights (FSDP) and
+    its activations fetched from host (offload)."""
     ordered = steps if phase == "fwd" else list(reversed(steps))
-    last, extra = e.last, gather
+    last, extra = e.last, [gather, fetched]
     for step in ordered:
         if step.phase in ("both", phase):
-            last = emit_step(e.out, step, prefix, phase, [last, extra], e.plan.dtype)
-            extra = None
+            last = emit_step(e.out, step, prefix, phase, [last, *extra], e.plan.dtype)
+            extra = []
     assert last is not None
     return last
 
@@ -243,8 +260,20 @@ def gradient_sync(
             groups[axes] = groups.get(axes, 0.0) + params * b / plan.shard
     for axes, size in groups.items():
         suffix = "" if axes == dense_axes else ".experts"
-        names.append(all_reduce(e, f"{prefix}.grad{suffix}", dep, size, axes))
+        if axes == plan.zero_group and not head:
+            names.append(zero_scatter(e, f"{prefix}.grad{suffix}", dep, size, axes))
+        else:
+            names.append(all_reduce(e, f"{prefix}.grad{suffix}", dep, size, axes))
     return names
+
+
+def zero_scatter(
+    e: Emitter, prefix: str, after: str | None, size_bytes: float, axes: tuple[str, ...]
+) -> str:
+    """ZeRO-1: the async reduce-scatter of a layer's gradient (``size_bytes`` in) over
+    the data axes, in place of its all-reduce (see :mod:`.offload`)."""
+    fields = dict(collective="reduce-scatter", size_bytes=size_bytes, axes=axes, overlap=True)
+    return e.out.add(f"{prefix}.reduce_scatter", "collective", [after], **fields)
 
 
 def all_reduce(

@@ -46,7 +46,11 @@ class LayerShape:
     for MoE), ``bytes_per_element`` of the dtype; ``tensor`` and ``expert`` are the
     axes of the tensor-parallel all-reduces and the MoE all-to-alls (empty: left
     out). ``shared_d_ff`` is the local width of the shared experts together;
-    ``q_lora_rank``, ``kv_lora_rank`` and ``rope_head_dim`` shape MLA;
+    ``q_lora_rank``, ``kv_lora_rank`` and ``rope_head_dim`` shape MLA.
+    ``kv_seq`` is the keys each query attends over (the whole sequence under context
+    parallelism, where ``seq`` is the chip's slice of it; 0: ``seq``);
+    ``sequence_shards`` the tensor axis size under sequence parallelism (norms,
+    residuals and the layer input are split over it; 1 without).
     ``attention_kernel`` is ``flash`` (fused, :mod:`.attention`) or ``naive`` (scores
     and softmax through HBM).
     """
@@ -70,6 +74,13 @@ class LayerShape:
     rope_head_dim: int = 0
     shared_d_ff: int = 0
     attention_kernel: AttentionKernel = "flash"
+    kv_seq: int = 0
+    sequence_shards: int = 1
+
+    @property
+    def keys(self) -> int:
+        """Keys per query row: ``kv_seq``, or ``seq`` when it is 0."""
+        return self.kv_seq or self.seq
 
     @property
     def tokens(self) -> int:
@@ -100,13 +111,21 @@ class LayerShape:
         return self.head_dim + (self.rope_head_dim if self.attention == "mla" else 0)
 
     @property
+    def balanced_keys(self) -> int:
+        """The keys a chip's queries see on average: ``seq`` without context
+        parallelism; with it (``keys`` > ``seq``), load-balanced causal attention
+        (MaxText's ``context_parallel_load_balance``) gives every chip the work of a
+        query slice in the middle of the sequence, ``(keys + seq) / 2`` positions."""
+        return (self.keys + self.seq) // 2
+
+    @property
     def attention_call(self) -> flash.AttentionShape:
         """The layer's causal self-attention as one fused kernel call."""
         return flash.AttentionShape(
             seqs=self.seqs,
             heads=self.heads,
             q_len=self.seq,
-            kv_len=self.seq,
+            kv_len=self.balanced_keys,
             qk_dim=self.qk_dim,
             v_dim=self.head_dim,
             bytes_per_element=self.bytes_per_element,
@@ -180,9 +199,9 @@ def naive_steps(s: LayerShape) -> list[LayerStep]:
     causal mask: every score is computed)."""
     b, h = s.bytes_per_element, s.heads
     return [
-        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=s.qk_dim, n=s.seq),
-        LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.seq * b),
-        LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.seq, n=s.head_dim),
+        LayerStep("attn.scores", "matmul", batch=s.seqs * h, m=s.seq, k=s.qk_dim, n=s.keys),
+        LayerStep("attn.softmax", "elementwise", bytes=2 * s.seqs * h * s.seq * s.keys * b),
+        LayerStep("attn.context", "matmul", batch=s.seqs * h, m=s.seq, k=s.keys, n=s.head_dim),
     ]
 
 

@@ -4,23 +4,35 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
 
 * weights: ``dtype`` bytes per parameter; optimiser state: :data:`ADAM_STATE_BYTES`
   (fp32 master, two fp32 moments); gradients: ``gradient_dtype`` bytes (the sharded
-  accumulator);
-* activations saved for the backward, per layer and microbatch: ``tokens * (6 d_model
-  + attention)`` elements (norm inputs and outputs, residual; Q, K, V and the
-  attention output, with MLA also its two latents) + with ``attention_kernel: naive``
-  the softmax output (``seqs * heads * seq**2``), with ``flash`` only the fp32
-  logsumexp (``seqs * heads * seq``, 4 bytes each) + the MLP hidden (2 x ``rows *
+  accumulator). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
+  and the moments) is split over the data axes too; with
+  ``optimizer_memory_host_offload`` it lives in host memory and one layer's share is
+  in HBM while it is updated (streamed, an assumption); with
+  ``param_memory_host_offload`` the weights live in host memory and
+  :data:`FSDP_PREFETCH_LAYERS` layers' shards are in HBM at once;
+* activations saved for the backward, per layer and microbatch, without remat
+  (``remat_policy: none``): ``tokens * (6 d_model / sp + attention)`` elements (norm
+  inputs and outputs, residual, split over the tensor axis ``sp`` under sequence
+  parallelism; Q, K, V and the attention output, with MLA also its two latents) + with
+  ``attention_kernel: naive`` the softmax output (``seqs * heads * seq * keys``), with
+  ``flash`` only the fp32 logsumexp (``seqs * heads * seq``, 4 bytes each) + the MLP
+  hidden (2 x ``rows *
   d_ff``: before and after the activation; 3 x gated) + for MoE the dispatched tokens
-  (``rows * d_model``) and the shared experts' hidden, all in ``dtype``. With
-  ``recompute`` only a layer's input (``tokens * d_model``) is kept and one layer's
-  full set is live while it is recomputed. A stage holds
-  :meth:`PipelineSchedule.in_flight` chunk-microbatches of activations at its peak;
+  (``rows * d_model``) and the shared experts' hidden, all in ``dtype``; under context
+  parallelism also the K and V gathered from the other chips. Under a remat
+  policy only the tensors it keeps on device (:mod:`.remat`; the layer input at
+  least) are held, and while a layer's backward runs its whole set is live (buffers,
+  the kept ones not counted twice) with the next layer's offloaded tensors being
+  prefetched. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
+  activations at its peak;
 * buffers: under FSDP the gathered weights of :data:`FSDP_PREFETCH_LAYERS` layers and
-  one layer's full gradient; with a vocabulary the logits and their gradient.
+  one layer's full gradient; with a vocabulary :data:`LOGITS_BUFFERS` buffer of
+  logits; under remat one layer's live set (above).
 
 Takeaway: weights, optimiser and gradients shrink with every axis that shards them
-(tensor, expert, fsdp, pipeline); activations shrink with microbatches, 1F1B and
-recomputation.
+(tensor, expert, fsdp, context, pipeline; the optimiser also with ZeRO-1);
+activations shrink with microbatches, 1F1B, remat, offload, sequence and context
+parallelism.
 """
 
 from __future__ import annotations
@@ -33,6 +45,14 @@ from tpusim.program.builders.layers import LayerShape
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingPlan
+
+LOGITS_BUFFERS = 1
+"""Buffers of ``head_tokens x vocab_local`` elements live at the loss: the logits,
+whose gradient (softmax minus the one-hot targets, an elementwise fusion of the same
+shape and dtype) XLA writes into the logits' own buffer once they are dead (buffer
+assignment shares an elementwise user's output with a dead operand of the same
+shape); the loss's per-row reductions are negligible. An assumption; it was 2 (logits
+and gradient apart), which put 11.7 GiB on Llama 3.1 8B at 24,576 tokens per chip."""
 
 #: Categories of :class:`StageMemory`, in the order of a report or a stacked plot.
 MEMORY_PARTS = ("weights", "optimizer", "gradients", "activations", "buffers")
@@ -69,46 +89,77 @@ def saved_bytes(s: LayerShape) -> float:
     hidden = s.mlp_matrices if s.mlp == "gated" else 2
     mlp = hidden * s.rows * s.d_ff + hidden * s.tokens * s.shared_d_ff
     return (
-        s.tokens * (6 * s.d_model + attention) + mlp + (s.rows * s.d_model if s.experts else 0)
-    ) * s.bytes_per_element + attention_saved_bytes(s)
-
-
-def attention_saved_bytes(s: LayerShape) -> float:
-    """What the attention proper keeps beyond Q, K, V and its output: the softmax
-    output (``seqs * heads * seq**2`` elements) with ``naive``; the logsumexp (fp32
-    per query row and head, :func:`.attention.logsumexp_bytes`) with ``flash``."""
-    if s.attention_kernel == "flash":
-        return logsumexp_bytes(s.attention_call)
-    return s.seqs * s.heads * s.seq * s.seq * s.bytes_per_element
+        s.tokens * (6 * s.d_model // s.sequence_shards + attention)
 
 
 def stage_memory(plan: TrainingPlan, stage: int) -> StageMemory:
     """The peak memory of pipeline stage ``stage`` (see the module docstring)."""
     from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS
 
-    b = plan.bytes_per_element
+    a, b = plan.args, plan.bytes_per_element
     params = plan.stage_params(stage) / plan.shard
     s = plan.schedule
     chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
     layers = [layer for chunk in chunks for layer in chunk]
-    if plan.args.recompute:
-        per_chunk = max(len(chunk) for chunk in chunks) * plan.dense.act_bytes
-        transient = max(saved_bytes(plan.shape(layer)) for layer in layers)
-    else:
-        per_chunk = max(sum(saved_bytes(plan.shape(layer)) for layer in c) for c in chunks)
-        transient = 0.0
-    buffers = transient + 2 * plan.head_tokens * plan.vocab_local * b
-    if plan.fsdp_group:
-        largest = max(plan.params(layer).total for layer in layers)
-        buffers += largest * (FSDP_PREFETCH_LAYERS * b + plan.gradient_bytes)
+    per_chunk = max(sum(kept_bytes(plan, layer) for layer in c) for c in chunks)
+    optimizer = params * ADAM_STATE_BYTES / plan.zero_shard
+    largest = max(plan.params(layer).total for layer in layers) / plan.shard
+    buffers = max(transient_bytes(plan, layer) for layer in layers)
+    buffers += LOGITS_BUFFERS * plan.head_tokens * plan.vocab_local * b + fsdp_buffers(plan, layers)
+    if a.optimizer_memory_host_offload:
+        optimizer, buffers = 0.0, buffers + largest * ADAM_STATE_BYTES / plan.zero_shard
+    weights = params * b
+    if a.param_memory_host_offload:
+        weights, buffers = 0.0, buffers + FSDP_PREFETCH_LAYERS * largest * b
     return StageMemory(
         stage=stage,
-        weights_bytes=params * b,
-        optimizer_bytes=params * ADAM_STATE_BYTES,
+        weights_bytes=weights,
+        optimizer_bytes=optimizer,
         gradients_bytes=params * plan.gradient_bytes,
         activations_bytes=s.in_flight(stage) * per_chunk,
         buffers_bytes=buffers,
     )
+
+
+def kept_bytes(plan: TrainingPlan, layer: int) -> float:
+    """HBM one layer keeps for its backward per microbatch: every activation without
+    remat, else the tensors the policy keeps on device (the layer input at least)."""
+    shape = plan.shape(layer)
+    if not plan.remat.recomputes:
+        return saved_bytes(shape) + gathered_kv_bytes(shape)
+    return plan.remat.bytes_at(shape, "device")
+
+
+def gathered_kv_bytes(s: LayerShape) -> float:
+    """Under context parallelism, the K and V of the other chips' positions one layer
+    all-gathers (the backward reads them too); 0 without."""
+    from tpusim.program.builders.parallel import kv_bytes
+
+    return kv_bytes(s) * (1 - s.seq / s.keys)
+
+
+def transient_bytes(plan: TrainingPlan, layer: int) -> float:
+    """HBM live while one layer's backward runs under remat: its whole saved set
+    (recomputed, fetched from host or kept; the kept tensors but the layer input are
+    already counted in the activations), plus the next layer's offloaded tensors
+    being prefetched; 0 without remat."""
+    if not plan.remat.recomputes:
+        return 0.0
+    shape = plan.shape(layer)
+    kept = plan.remat.bytes_at(shape, "device", skip=("decoder_layer_input",))
+    live = saved_bytes(shape) + gathered_kv_bytes(shape)
+    return live - kept + plan.offloaded_bytes(layer)
+
+
+def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
+    """Under FSDP: the gathered weights of :data:`FSDP_PREFETCH_LAYERS` layers and
+    one layer's whole gradient before its reduce-scatter (the largest layer's)."""
+    from tpusim.program.builders.training import FSDP_PREFETCH_LAYERS
+
+    if not plan.fsdp_group:
+        return 0.0
+    largest = max(plan.params(layer).total for layer in layers)
+    return largest * (FSDP_PREFETCH_LAYERS * plan.bytes_per_element + plan.gradient_bytes)
 
 
 def peak_stage(plan: TrainingPlan) -> StageMemory:

@@ -1,8 +1,9 @@
 """Mesh axes as the builders use them: roles, sizes of named axes and collective groups.
 
-A training step's mesh axes play roles: ``data``, ``fsdp``, ``tensor``, ``expert`` and
-``pipeline``. A mesh axis named after a role plays it (``mesh: {data: 72, pipeline: 16,
-tensor: 8}``); the ``*_axis`` fields name another axis for a role and override.
+A training step's mesh axes play roles: ``data``, ``fsdp``, ``tensor``, ``expert``,
+``pipeline`` and ``context``. A mesh axis named after a role plays it (``mesh:
+{data: 72, pipeline: 16, tensor: 8}``); the ``*_axis`` fields name another axis for a
+role and override.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 
 from tpusim.program.ir import ProgramError
 
-ROLES = ("data", "fsdp", "tensor", "expert", "pipeline")
+ROLES = ("data", "fsdp", "tensor", "expert", "pipeline", "context")
 """Mesh axis roles, each with its ``<role>_axis`` field."""
 
 

@@ -8,10 +8,17 @@ Per chip:
   expert axis also shards the batch, as in MaxText) and then into ``microbatches``.
   Tensor parallelism (Megatron) divides ``heads``, ``kv_heads`` (K/V heads are
   replicated when there are fewer than tensor ranks), ``d_ff`` and the vocabulary by
-  the tensor axis size; activations are replicated across it (no sequence
-  parallelism).
-* Mesh axes play roles: an axis named ``data``, ``fsdp``, ``tensor``, ``expert`` or
-  ``pipeline`` plays that role; the ``*_axis`` fields name others and override.
+  the tensor axis size; activations are replicated across it unless
+  ``sequence_parallel`` (then norms and residuals run on sequence-sharded activations
+  and each all-reduce becomes a reduce-scatter and an all-gather: :mod:`.parallel`).
+* Context parallelism (a ``context`` axis of ``c`` chips, ``context_axis``): each
+  chip takes ``seq / c`` positions of every sequence (the batch is not split over
+  it) and all-gathers the whole sequence's K and V before attention (their gradients
+  reduce-scattered in the backward, :mod:`.parallel`); weights are sharded over it as
+  over fsdp (MaxText shards the embed dimension over both).
+* Mesh axes play roles: an axis named ``data``, ``fsdp``, ``tensor``, ``expert``,
+  ``pipeline`` or ``context`` plays that role; the ``*_axis`` fields name others and
+  override.
 * Pipeline (``pipeline`` axis of ``p`` chips, see :mod:`.pipeline`): the SPMD loop
   of ``m v + p - 1`` iterations, each one microbatch through the stage's chunk of
   layers then a collective-permute over the pipeline axis of the chunk's output
@@ -30,9 +37,12 @@ Per chip:
   (:mod:`.attention`). A backward elementwise op moves 1.5x its forward bytes.
 * Backward: every forward matmul ``(batch, m, k, n)`` becomes a gradient of its first
   operand ``(batch, m, n, k)`` (``.bwd_input``) and of its second ``(batch, k, m, n)``
-  (``.bwd_weight``), so the step does 3x the forward FLOPs. With ``recompute`` each
-  layer's forward is run again just before its backward (only the layer inputs are
-  saved): 4x the forward FLOPs, of which MFU counts 3x.
+  (``.bwd_weight``), so the step does 3x the forward FLOPs. Under a remat policy
+  (``remat_policy``, MaxText's names, or ``recompute: true`` = ``full``; :mod:`.remat`)
+  the forward ops whose outputs the backward needs and the policy does not keep run
+  again just before the layer's backward (MFU counts 3x the forward only), and the
+  tensors it offloads cross the host link (``host_bandwidth_Bps``) after the forward
+  and before the backward (:mod:`.offload`).
 * Collectives follow nccl-tests sizes (all-reduce, all-to-all: bytes per chip;
   all-gather: gathered output; reduce-scatter: full input). A collective whose group
   has one chip is left out.
@@ -47,7 +57,11 @@ Per chip:
   its forward and again before its backward in every iteration (async, prefetching
   one layer ahead); its gradients are reduce-scattered over the fsdp axis in every
   backward iteration (into a sharded accumulator), and the shard all-reduced over the
-  data axis after the last.
+  data axis after the last (reduce-scattered with ``shard_optimizer_over_data``,
+  ZeRO-1: the optimiser state is split over the data axes and the updated weights
+  are all-gathered after the optimiser). ``optimizer_memory_host_offload`` and
+  ``param_memory_host_offload`` keep the optimiser state or the weights in host
+  memory (:mod:`.offload`, :mod:`.memory`).
 * MoE (``experts > 0``; the first ``dense_layers`` layers stay dense): a router matmul
   (``tokens x d_model x experts``), ``shared_experts`` always-on experts as a dense
   MLP of width ``shared_experts * expert_d_ff``, and ``experts / expert-axis size``
@@ -65,9 +79,9 @@ Per chip:
   all-reduced over it). A vocabulary-parallel embedding all-reduces its output over
   the tensor axis; the head all-reduces its input gradient.
 * Memory: see :mod:`.memory`; ``memory_bytes["hbm"]`` is the peak stage's total.
-* The optimiser is one elementwise op over the chip's parameters: 24 + 2 x dtype
-  bytes per parameter (reads the gradient, reads and writes the fp32 master, m and v,
-  writes the new weights).
+* The optimiser is one elementwise op over the chip's parameters (its ``1 / data``
+  share under ZeRO-1): 24 + 2 x dtype bytes per parameter (reads the gradient, reads
+  and writes the fp32 master, m and v, writes the new weights).
 """
 
 from __future__ import annotations
@@ -78,10 +92,17 @@ from typing import Any
 
 from tpusim.program.builders.args import TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
-from tpusim.program.builders.layers import BACKWARD_ELEMENTWISE_FACTOR, LayerShape
+from tpusim.program.builders.layers import (
+    BACKWARD_ELEMENTWISE_FACTOR,
+    LayerShape,
+    LayerStep,
+    layer_steps,
+)
 from tpusim.program.builders.mesh import batch_axes, collective_axes
 from tpusim.program.builders.model import LocalParameters, local_parameters
+from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
+from tpusim.program.builders.remat import RematPlan, recomputed_steps
 from tpusim.program.ir import Program
 
 __all__ = [
@@ -150,6 +171,10 @@ class TrainingPlan:
     shard: int
     vocab_local: int
     head_tokens: int
+    remat: RematPlan
+    context_group: tuple[str, ...] = ()
+    zero_group: tuple[str, ...] = ()
+    zero_shard: int = 1
 
     @classmethod
     def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingPlan:
@@ -164,7 +189,9 @@ class TrainingPlan:
         dense = _dense_shape(args, checked, seqs)
         moe = _moe_shape(args, dense, sizes["tensor_axis"]) if args.experts else None
         dense_axes = collective_axes(mesh, [a for a in batch if a != fsdp])
-        fsdp_group = collective_axes(mesh, [fsdp])
+        context = collective_axes(mesh, [axes["context_axis"]])
+        fsdp_group = collective_axes(mesh, [fsdp, *context])
+        zero = dense_axes if args.shard_optimizer_over_data else ()
         return cls(
             args=args,
             mesh=mesh,
@@ -177,9 +204,13 @@ class TrainingPlan:
             dense_axes=dense_axes,
             expert_axes=collective_axes(mesh, [a for a in batch if a not in (fsdp, expert)]),
             pipeline_group=collective_axes(mesh, [axes["pipeline_axis"]]),
-            shard=sizes["fsdp_axis"] if fsdp_group else 1,
+            shard=math.prod(mesh[a] for a in fsdp_group),
             vocab_local=-(-args.vocab // sizes["tensor_axis"]),
-            head_tokens=-(-m * seqs * args.seq // p),
+            head_tokens=-(-m * seqs * dense.seq // p),
+            remat=checked.remat,
+            context_group=context,
+            zero_group=zero,
+            zero_shard=math.prod(mesh[a] for a in zero),
         )
 
     @property
@@ -199,6 +230,22 @@ class TrainingPlan:
         if self.moe is None or layer < self.args.dense_layers:
             return self.dense
         return self.moe
+
+    def steps(self, layer: int) -> list[LayerStep]:
+        """Layer ``layer``'s forward templates, with sequence and context parallelism
+        (:mod:`.parallel`)."""
+        shape = self.shape(layer)
+        return layout_steps(layer_steps(shape), shape, self.context_group)
+
+    def recompute_steps(self, layer: int) -> list[LayerStep]:
+        """The forward templates of layer ``layer`` rerun before its backward under
+        the remat policy (:mod:`.remat`; none without recomputation)."""
+        return recomputed_steps(self.remat, self.shape(layer), self.steps(layer))
+
+    def offloaded_bytes(self, layer: int) -> float:
+        """Bytes of layer ``layer``'s activations (one microbatch) the remat policy
+        offloads to host memory after its forward and fetches before its backward."""
+        return self.remat.bytes_at(self.shape(layer), "offload")
 
     def params(self, layer: int) -> LocalParameters:
         """Parameters of layer ``layer`` the chip computes with (whole over fsdp)."""
@@ -235,12 +282,16 @@ class TrainingPlan:
 
 
 def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> LayerShape:
-    """The local shape of a dense layer for one microbatch of ``seqs`` sequences."""
+    """The local shape of a dense layer for one microbatch of ``seqs`` sequences (of
+    ``seq / context`` positions each, attending over ``seq`` keys)."""
     mesh, axes, tp = checked.mesh, checked.axes, checked.sizes["tensor_axis"]
     kv = args.kv_heads if args.kv_heads is not None else args.heads
+    context = checked.sizes["context_axis"]
     return LayerShape(
         seqs=seqs,
-        seq=args.seq,
+        seq=args.seq // context,
+        kv_seq=args.seq if context > 1 else 0,
+        sequence_shards=tp if args.sequence_parallel else 1,
         d_model=args.d_model,
         heads=args.heads // tp,
         head_dim=args.head_dim,
