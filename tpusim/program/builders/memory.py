@@ -90,6 +90,18 @@ def saved_bytes(s: LayerShape) -> float:
     mlp = hidden * s.rows * s.d_ff + hidden * s.tokens * s.shared_d_ff
     return (
         s.tokens * (6 * s.d_model // s.sequence_shards + attention)
+        + mlp
+        + (s.rows * s.d_model if s.experts else 0)
+    ) * s.bytes_per_element + attention_saved_bytes(s)
+
+
+def attention_saved_bytes(s: LayerShape) -> float:
+    """What the attention proper keeps beyond Q, K, V and its output: the softmax
+    output (``seqs * heads * seq * keys`` elements) with ``naive``; the logsumexp (fp32
+    per query row and head, :func:`.attention.logsumexp_bytes`) with ``flash``."""
+    if s.attention_kernel == "flash":
+        return logsumexp_bytes(s.attention_call)
+    return s.seqs * s.heads * s.seq * s.keys * s.bytes_per_element
 
 
 def stage_memory(plan: TrainingPlan, stage: int) -> StageMemory:
