@@ -18,7 +18,18 @@ from tpusim.program.builders.remat import REMAT_POLICY_NAMES, recomputed_flops
 
 D, FF, H, KV, HD, SEQ, SEQS = 64, 128, 4, 2, 16, 32, 2
 T = SEQ * SEQS  # tokens of the one microbatch
-SHAPE = dict(d_model=D, d_ff=FF, heads=H, kv_heads=KV, head_dim=HD, seq=SEQ, mlp="gated")
+# The unfused attention kernel, whose score and context matmuls the policies name
+# apart; the fused kernel's rule is checked in test_flash_kernel_reruns_unless_context_kept.
+SHAPE = dict(
+    d_model=D,
+    d_ff=FF,
+    heads=H,
+    kv_heads=KV,
+    head_dim=HD,
+    seq=SEQ,
+    mlp="gated",
+    attention_kernel="naive",
+)
 BF16 = 2
 RECIPE = dict(
     decoder_layer_input="offload",
@@ -52,6 +63,25 @@ CASES = {
     "qkv_proj_offloaded": (INPUT, QKV, F_SCORES + F_CONTEXT + F_OUT + F_GATE + F_UP),
     "minimal_offloaded": (INPUT, QKV + OUT + WI0 + WI1, F_SCORES + F_CONTEXT),
 }
+
+
+# useful FLOPs of the fused causal kernel's forward: the SEQ (SEQ + 1) / 2 unmasked
+# query-key pairs of each head, Q K^T and P V
+F_FLASH = 2 * SEQS * H * (SEQ * (SEQ + 1) // 2) * (HD + HD)
+
+
+@pytest.mark.parametrize(
+    ("policy", "flops"),
+    [
+        ("full", F_QKV + F_FLASH + F_OUT + F_GATE + F_UP),
+        ("minimal", F_FLASH),
+        ("minimal_with_context", 0),
+    ],
+)
+def test_flash_kernel_reruns_unless_context_kept(policy, flops):
+    shape = SHAPE | {"attention_kernel": "flash"}
+    plan = plan_training(**shape, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
+    assert recomputed_flops(plan.remat, plan.dense, plan.steps(0)) == flops
 
 
 def full_set_bytes() -> int:
