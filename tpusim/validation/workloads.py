@@ -157,7 +157,9 @@ class SliceShape(Frozen):
     @model_validator(mode="after")
     def _dims_hold_the_chips(self) -> SliceShape:
         if math.prod(self.dims) != self.chips:
-            raise ValueError(f"dims {list(self.dims)} hold {math.prod(self.dims)} chips, not {self.chips}")
+            raise ValueError(
+                f"dims {list(self.dims)} hold {math.prod(self.dims)} chips, not {self.chips}"
+            )
         return self
 
 
@@ -238,12 +240,19 @@ class WorkloadFile(Frozen):
 
 @dataclass(frozen=True)
 class WorkloadCase:
-    """One published run: its spec, its source key and where it is written."""
+    """One published run: its spec, its source key and where it is written (file,
+    index in the file's ``cases``, line)."""
 
     spec: WorkloadCaseSpec
     source: str
     file: str
+    index: int
     line: int | None
+
+    @property
+    def path(self) -> str:
+        """The case's YAML path (``cases[3]``)."""
+        return format_path(("cases", self.index))
 
     @property
     def id(self) -> str:
@@ -296,7 +305,7 @@ def load_workload_file(file: Path) -> list[WorkloadCase]:
                 line=line_of(lines, path),
             )
     return [
-        WorkloadCase(case, spec.source.key, str(file), line_of(lines, ("cases", i)))
+        WorkloadCase(case, spec.source.key, str(file), i, line_of(lines, ("cases", i)))
         for i, case in enumerate(spec.cases)
     ]
 
@@ -310,13 +319,13 @@ def load_workload_cases(paths: Sequence[Path] | None = None) -> list[WorkloadCas
     out: list[WorkloadCase] = []
     seen: dict[str, WorkloadCase] = {}
     for file in files:
-        for index, case in enumerate(load_workload_file(file)):
+        for case in load_workload_file(file):
             if case.id in seen:
                 first = seen[case.id]
                 raise ConfigError(
                     f"duplicate case id '{case.id}' (first in {first.file}:{first.line})",
                     file=case.file,
-                    path=f"cases[{index}].id",
+                    path=f"{case.path}.id",
                     line=case.line,
                 )
             seen[case.id] = case

@@ -43,7 +43,7 @@ from tpusim.config.loader import load_chip, validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import load_yaml
 from tpusim.validation.workloads import WorkloadCase
-from tpusim.validation.workloads_run import WorkloadResult, simulate_workload
+from tpusim.validation.workloads_run import WorkloadResult, expressible, simulate_workload
 from tpusim.vocabulary import Dtype, Fidelity
 
 LOWER = 0.3
@@ -104,9 +104,13 @@ def with_efficiency(chip: ChipSpec, matmul: dict[str, float], hbm: float) -> Chi
 def overlay_chips(overlay: EfficiencyOverlay) -> dict[str, ChipSpec]:
     """The chips an overlay names, with its terms applied."""
     return {
-        name: with_efficiency(load_chip(name), dict(t.matmul_efficiency), t.hbm_efficiency)
+        name: with_efficiency(load_chip(name), _str_keys(t.matmul_efficiency), t.hbm_efficiency)
         for name, t in overlay.chips.items()
     }
+
+
+def _str_keys(terms: dict[Dtype, float]) -> dict[str, float]:
+    return {str(k): v for k, v in terms.items()}
 
 
 @dataclass
@@ -150,7 +154,11 @@ def _start(chip: ChipSpec, names: Sequence[str]) -> np.ndarray:
 
 
 def _simulate(
-    cases: Sequence[WorkloadCase], fit: ChipFit, values: np.ndarray, fidelity: Fidelity, approx: bool
+    cases: Sequence[WorkloadCase],
+    fit: ChipFit,
+    values: np.ndarray,
+    fidelity: Fidelity,
+    approx: bool,
 ) -> np.ndarray:
     """Simulated step times (s) of ``cases`` with the chip at ``values``."""
     trial = ChipFit(fit.chip, fit.names, values, fit.fit_on)
@@ -163,14 +171,13 @@ def fit_chip(
     chip: str, cases: Sequence[WorkloadCase], fidelity: Fidelity = "flow", approx: bool = False
 ) -> ChipFit:
     """The terms of ``chip`` fitted to its ``fit`` cases by the module's rule."""
-    usable, skipped = [], []
+    usable: list[WorkloadCase] = []
+    skipped: list[WorkloadCase] = []
     for case in cases:
-        probe = simulate_workload(case, None, fidelity, approx)
-        (usable if probe.simulated_s is not None else skipped).append(case)
-    names = sorted({c.spec.tpusim_dtype for c in usable}) + ["hbm"]
+        (usable if expressible(case, approx) else skipped).append(case)
+    names = [*sorted({c.spec.tpusim_dtype for c in usable}), "hbm"]
     start = _start(load_chip(chip), names)
     fit = ChipFit(chip, names, start.copy(), [c.id for c in usable], [c.id for c in skipped])
-    fit.values = start.copy()
     if not usable:
         return fit
     measured = np.array([c.measured_s for c in usable])
@@ -214,7 +221,9 @@ def calibrate_workloads(
     """One fit per chip generation with ``fit`` cases, chips in case order."""
     chips = list(dict.fromkeys(c.spec.chip for c in cases if c.split == "fit"))
     return [
-        fit_chip(chip, [c for c in cases if c.spec.chip == chip and c.split == "fit"], fidelity, approx)
+        fit_chip(
+            chip, [c for c in cases if c.spec.chip == chip and c.split == "fit"], fidelity, approx
+        )
         for chip in chips
     ]
 

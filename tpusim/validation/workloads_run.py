@@ -106,6 +106,13 @@ def workload_fields(case: WorkloadCase, approximate: bool = False) -> Translatio
     return Translation(fields, translation.missing)
 
 
+def expressible(case: WorkloadCase, approximate: bool = False) -> bool:
+    """Whether the case can be simulated: no missing field (with ``approximate``: no
+    missing :data:`STRUCTURAL` field)."""
+    missing = set(translate(case.spec).missing)
+    return not (missing & set(STRUCTURAL) if approximate else missing)
+
+
 def training_spec(case: WorkloadCase, fields: dict[str, Any]) -> Any:
     """The :class:`TrainingWorkload` of ``fields``; ConfigError naming the case."""
     from pydantic import ValidationError
@@ -117,7 +124,9 @@ def training_spec(case: WorkloadCase, fields: dict[str, Any]) -> Any:
         return TrainingWorkload.model_validate(data)
     except ValidationError as exc:
         problem = exc.errors()[0]["msg"]
-        raise ConfigError(f"{case.id}: {problem}", file=case.file, line=case.line) from None
+        raise ConfigError(
+            f"{case.id}: {problem}", file=case.file, path=case.path, line=case.line
+        ) from None
 
 
 def simulate_workload(
@@ -132,7 +141,7 @@ def simulate_workload(
     from tpusim.workloads.training_step import plan, simulate_step
 
     translation = workload_fields(case, approximate)
-    if translation.missing and (not approximate or set(translation.missing) & set(STRUCTURAL)):
+    if not expressible(case, approximate):
         return WorkloadResult(case, "not expressible", detail=", ".join(translation.missing))
     dropped = translation.missing
     spec = training_spec(case, translation.fields)
@@ -171,8 +180,8 @@ def _context(case: WorkloadCase, system: System, fidelity: Fidelity) -> Any:
         power_per_chip_W=None,
         price_per_chip_hour_usd=None,
         file=case.file,
-        lines={},
-        path=(),
+        lines={("cases", case.index): case.line} if case.line is not None else {},
+        path=("cases", case.index),
         label=case.id,
     )
 
@@ -185,9 +194,7 @@ def validate_workloads(
 ) -> list[WorkloadResult]:
     """Every case simulated, in order; ``chips`` replaces a chip by name."""
     chips = chips or {}
-    return [
-        simulate_workload(c, chips.get(c.spec.chip), fidelity, approximate) for c in cases
-    ]
+    return [simulate_workload(c, chips.get(c.spec.chip), fidelity, approximate) for c in cases]
 
 
 def workload_summary(results: Sequence[WorkloadResult]) -> dict[str, Any]:
@@ -211,4 +218,3 @@ def _stats(results: Sequence[WorkloadResult]) -> dict[str, Any]:
         stats[f"within_{round(limit * 100)}pct"] = int((errors <= limit).sum())
     stats["median_abs_error"] = float(np.median(errors)) if len(errors) else None
     return stats
-
