@@ -101,6 +101,11 @@ def test_bad_workload_file_is_one_line_exit_2(tmp_path, capsys, change, message)
     assert str(path) in line and message in line
 
 
+def test_approximate_without_workloads_is_one_line_exit_2(capsys):
+    line = assert_one_error_line(*run(capsys, "validate", "--approximate"))
+    assert "--approximate needs --workloads" in line
+
+
 def test_translation_context_parallel_ironwood_by_hand():
     """Llama 3.1 70B at 131k tokens on tpu7x-4x8x8: 512 devices, context 8, fsdp -1 =
     64 devices = 32 chips of 2 TensorCores; batch 0.125 x 512 = 64 sequences."""
@@ -238,10 +243,16 @@ def test_rule_splits_single_case_group_is_fit():
     "attention memory) branches: today 21 of 29 shipped runs are refused as out of memory",
 )
 def test_every_shipped_case_fits_in_memory_where_it_ran():
-    from tpusim.validation.workloads_run import validate_workloads
+    """The memory model on every shipped run, translated exactly (no field dropped)."""
+    results = [simulate_workload(c, simulate=False) for c in load_workload_cases()]
+    assert [(r.case.id, r.status, r.detail) for r in results if r.status != "ok"] == []
 
-    results = validate_workloads(load_workload_cases(), approximate=False)
-    assert [r.case.id for r in results if r.status != "ok"] == []
+
+def test_memory_verdict_of_a_small_run_that_fits():
+    """Llama 3.1 8B, 8 x 2k tokens, full remat, on 8 v6e chips of 32 GB: fits."""
+    result = simulate_workload(load_workload_file(_file_for(TINY))[0], simulate=False)
+    assert result.status == "ok" and result.simulated_s is None
+    assert 0 < result.peak_hbm_bytes < load_chip("v6e").hbm.capacity_bytes
 
 
 @pytest.mark.slow

@@ -55,7 +55,15 @@ def _workloads(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_workloads(args: argparse.Namespace) -> None:
+    if args.approximate and not args.workloads:
+        from tpusim.errors import InputError
+
+        raise InputError("--approximate needs --workloads")
+
+
 def cmd_validate(args: argparse.Namespace) -> None:
+    _check_workloads(args)
     if args.workloads:
         from tpusim.validation.workloads_cli import cmd_validate_workloads
 
@@ -77,6 +85,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
+    _check_workloads(args)
     if args.workloads:
         from tpusim.validation.workloads_cli import cmd_calibrate_workloads
 

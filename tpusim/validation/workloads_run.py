@@ -134,28 +134,42 @@ def simulate_workload(
     chip: ChipSpec | None = None,
     fidelity: Fidelity = "flow",
     approximate: bool = False,
+    simulate: bool = True,
 ) -> WorkloadResult:
-    """Case ``case`` on its slice of ``chip`` (default: the shipped chip)."""
-    from tpusim.program.builders.memory import peak_stage
-    from tpusim.workloads.training_memory import check_fits
-    from tpusim.workloads.training_step import plan, simulate_step
+    """Case ``case`` on its slice of ``chip`` (default: the shipped chip); with
+    ``simulate`` false only the memory verdict (no step time)."""
+    from tpusim.workloads.training_step import simulate_step
 
     translation = workload_fields(case, approximate)
     if not expressible(case, approximate):
         return WorkloadResult(case, "not expressible", detail=", ".join(translation.missing))
-    dropped = translation.missing
-    spec = training_spec(case, translation.fields)
     context = _context(case, case_system(case, chip), fidelity)
-    step = plan(spec, context)
+    step, peak, problem = memory_verdict(case, translation, context)
+    status = "out of memory" if problem else "ok"
+    if not simulate:
+        return WorkloadResult(case, status, None, peak, problem, translation.missing)
+    if problem:
+        context = dataclasses.replace(context, system=_roomy(context.system, peak))
+    results = simulate_step(step, context, reuse=True)
+    return WorkloadResult(case, status, results.step_time_s, peak, problem, translation.missing)
+
+
+def memory_verdict(
+    case: WorkloadCase, translation: Translation, context: Any
+) -> tuple[Any, float, str]:
+    """The case's planned step, its peak HBM per chip (bytes) and, when the memory
+    model says it does not fit on the chip, why (else "")."""
+    from tpusim.program.builders.memory import peak_stage
+    from tpusim.workloads.training_memory import check_fits
+    from tpusim.workloads.training_step import plan
+
+    step = plan(training_spec(case, translation.fields), context)
     peak = peak_stage(step).total_bytes
-    status, detail = "ok", ""
     try:
         check_fits(step, context.system.chip)
     except SimulationError as exc:
-        status, detail = "out of memory", str(exc)
-        context = dataclasses.replace(context, system=_roomy(context.system, peak))
-    results = simulate_step(step, context, reuse=True)
-    return WorkloadResult(case, status, results.step_time_s, peak, detail, dropped)
+        return step, peak, str(exc)
+    return step, peak, ""
 
 
 def _roomy(system: System, need_bytes: float) -> System:
