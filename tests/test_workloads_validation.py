@@ -89,6 +89,7 @@ def test_shipped_splits_follow_the_rule_by_hand():
         (lambda c: c.update(split="holdout"), "breaks the file's split_rule"),
         (lambda c: c.update(remat_policy="sometimes"), "cases[0].remat_policy"),
         (lambda c: c.update(global_batch=9), "is not global_batch 9"),
+        (lambda c: c["layout"].update(dcn_data_parallelism=2), "hold 2 slices, not 1"),
     ],
 )
 def test_bad_workload_file_is_one_line_exit_2(tmp_path, capsys, change, message):
@@ -112,7 +113,7 @@ def test_translation_context_parallel_ironwood_by_hand():
     t = translate(_case("iw-llama3.1-70b-256-128k-bf16").spec, CONTRACT_FIELDS)
     assert t.fields["mesh"] == {"fsdp": 32, "context": 8}
     assert (t.fields["batch"], t.fields["seq"], t.fields["dtype"]) == (64, 131072, "bf16")
-    assert t.fields["context_axis"] == "context" and t.fields["attention_kernel"] == "flash"
+    assert t.fields["attention_kernel"] == "flash"
     assert t.fields["remat_policy"] == "custom"
     assert t.fields["remat_tensors"]["mlpwo"] == "device"
     assert t.missing == ()

@@ -91,19 +91,21 @@ COST_FLAGS: dict[str, Any] = {
     "attention": Literal["flash", "dot_product", "autoselected"],
     "capacity_factor": float,
     "sparse_matmul": bool,
-    "megablox": bool,
     "weight_dtype": Literal["bfloat16", "float32"],
 }
-"""Non-mesh MaxText flags that change the step's cost, and their value types."""
+"""Non-mesh MaxText flags that change the step's cost, and their value types
+(``attention: autoselected`` is MaxText's default and leaves tpusim's)."""
 
 RECORDED_FLAGS: dict[str, Any] = {
+    "megablox": bool,
     "custom_mesh": str,
     "allow_split_physical_axes": bool,
     "fsdp_shard_on_exp": bool,
     "use_random_routing": bool,
     "num_vocab_tiling": int,
 }
-"""Flags kept as published but not translated: the device order of the mesh
+"""Flags kept as published but not translated: ``megablox`` (MaxText's grouped-matmul
+kernel, used with ``sparse_matmul``, which is translated), the device order of the mesh
 (``custom_mesh``, ``allow_split_physical_axes``), sharding experts' weights over the
 fsdp axis (what tpusim's fsdp does to every weight), random routing (tpusim routes
 tokens evenly unless told a skew), and logits computed in vocabulary tiles (memory
@@ -209,6 +211,9 @@ class WorkloadCaseSpec(Frozen):
     def _consistent(self) -> WorkloadCaseSpec:
         if (self.remat_policy == "custom") != (self.remat_tensors is not None):
             raise ValueError("remat_tensors is given exactly when remat_policy is custom")
+        dcn = [v for k, v in self.layout.items() if k.startswith("dcn_")]
+        if -1 not in dcn and math.prod(dcn) != self.num_slices:
+            raise ValueError(f"the dcn_* axes hold {math.prod(dcn)} slices, not {self.num_slices}")
         devices = self.devices * self.num_slices
         if not math.isclose(self.per_device_batch * devices, self.global_batch):
             raise ValueError(
@@ -408,13 +413,20 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
         "mesh": mesh,
     }
     wanted = {**_remat_fields(spec, available), **_flag_fields(spec)}
-    if "context" in mesh:
-        wanted["context_axis"] = "context"
     missing = [name for name in wanted if name not in available]
+    if "context" in mesh and not _context_role(available):
+        missing.append("context_axis")
     if spec.num_slices > 1:
         missing.append("num_slices")
     fields.update({k: v for k, v in wanted.items() if k in available})
     return Translation(fields, tuple(missing))
+
+
+def _context_role(available: set[str]) -> bool:
+    """Whether a mesh axis named ``context`` plays the context role (CONTRACT-21)."""
+    from tpusim.program.builders.mesh import ROLES
+
+    return "context" in ROLES or "context_axis" in available
 
 
 def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, Any]:
