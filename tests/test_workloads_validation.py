@@ -105,6 +105,8 @@ def test_bad_workload_file_is_one_line_exit_2(tmp_path, capsys, change, message)
 def test_approximate_without_workloads_is_one_line_exit_2(capsys):
     line = assert_one_error_line(*run(capsys, "validate", "--approximate"))
     assert "--approximate needs --workloads" in line
+    argv = ("calibrate", "--workloads", "--fidelity", "packet")
+    assert "--fidelity packet is not offered" in assert_one_error_line(*run(capsys, *argv))
 
 
 def test_translation_context_parallel_ironwood_by_hand():

@@ -56,10 +56,15 @@ def _workloads(p: argparse.ArgumentParser) -> None:
 
 
 def _check_workloads(args: argparse.Namespace) -> None:
-    if args.approximate and not args.workloads:
-        from tpusim.errors import InputError
+    from tpusim.errors import InputError
 
+    if args.approximate and not args.workloads:
         raise InputError("--approximate needs --workloads")
+    if args.workloads and args.fidelity == "packet":
+        raise InputError(
+            "--fidelity packet is not offered with --workloads (whole training steps on up "
+            "to 512 chips); use flow or analytic"
+        )
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
