@@ -52,7 +52,7 @@ def load_references(folder: str | Path | None = None) -> dict[str, Reference]:
     out = {
         str(key): _reference(str(key), entry) for key, entry in (data.get("sources") or {}).items()
     }
-    for path in sorted((base / "measurements").glob("*.yaml")):
+    for path in sorted((base / "measurements").rglob("*.yaml")):  # and workloads/
         source = (load_yaml(path)[0] or {}).get("source") or {}
         if "key" in source:
             out[str(source["key"])] = _reference(str(source["key"]), source | {"grade": "primary"})

@@ -19,6 +19,7 @@ def add_parsers(sub: Any) -> None:
     _common(p)
     p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    _workloads(p)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser(
         "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
@@ -28,6 +29,7 @@ def add_parsers(sub: Any) -> None:
         "--out", default="calibration.yaml", help="overlay YAML to write (default %(default)s)"
     )
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    _workloads(p)
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -40,7 +42,37 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _workloads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workloads",
+        action="store_true",
+        help="whole-model training step times (configs/measurements/workloads/) instead",
+    )
+    p.add_argument(
+        "--approximate",
+        action="store_true",
+        help="with --workloads: drop the fields the model lacks (listed per case)",
+    )
+
+
+def _check_workloads(args: argparse.Namespace) -> None:
+    from tpusim.errors import InputError
+
+    if args.approximate and not args.workloads:
+        raise InputError("--approximate needs --workloads")
+    if args.workloads and args.fidelity == "packet":
+        raise InputError(
+            "--fidelity packet is not offered with --workloads (whole training steps on up "
+            "to 512 chips); use flow or analytic"
+        )
+
+
 def cmd_validate(args: argparse.Namespace) -> None:
+    _check_workloads(args)
+    if args.workloads:
+        from tpusim.validation.workloads_cli import cmd_validate_workloads
+
+        return cmd_validate_workloads(args)
     from tpusim.config.calibration import load_calibration
     from tpusim.validation.measurements import load_measurements
     from tpusim.validation.validate import summary, validate
@@ -58,6 +90,11 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
+    _check_workloads(args)
+    if args.workloads:
+        from tpusim.validation.workloads_cli import cmd_calibrate_workloads
+
+        return cmd_calibrate_workloads(args)
     from tpusim.config.calibration import load_calibration
     from tpusim.validation.fit import calibrate, overlay_yaml
     from tpusim.validation.measurements import load_measurements
