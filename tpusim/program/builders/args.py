@@ -3,8 +3,13 @@
 The model shape (``layers`` ... ``rope_head_dim``, what a model preset expands to),
 the batch (``batch`` or its alias ``global_batch``: sequences of ``seq`` tokens per
 step), the mesh and the role of its axes, and the parallel schedule (``pipeline``,
-``virtual_stages``, ``microbatches``, ``recompute``, ``gradient_dtype``). Defaults
-keep a dense, plain-MLP, multi-head transformer without embeddings.
+``virtual_stages``, ``microbatches``, ``recompute``, ``gradient_dtype``), the
+overlap (``async_collectives``: XLA's latency-hiding scheduler, on by default;
+``collective_matmul``: TP collectives windowed into the projections, off by
+default) and the MoE costs (``capacity_factor``, -1 dropless as MaxText's default;
+``routing_skew``; ``sparse_matmul``: megablox; ``expert_weight_dtype``: the dtype
+expert weights are gathered in, default ``dtype``). Defaults keep a dense,
+plain-MLP, multi-head transformer without embeddings.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpusim.program.builders.layers import AttentionKind, MlpKind
+from tpusim.program.builders.layers import DROPLESS, AttentionKind, MlpKind
 from tpusim.program.builders.pipeline import PipelineKind
 from tpusim.program.ir import ProgramError
 
@@ -53,6 +58,12 @@ class TrainingArgs:
     virtual_stages: int = 1
     microbatches: int = 1
     recompute: bool = False
+    async_collectives: bool = True
+    collective_matmul: bool = False
+    capacity_factor: float = DROPLESS
+    routing_skew: float = 0.0
+    sparse_matmul: bool = True
+    expert_weight_dtype: str | None = None
 
     @classmethod
     def of(cls, fields: dict[str, Any]) -> TrainingArgs:

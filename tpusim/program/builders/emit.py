@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpusim.program.builders.layers import (
-    LayerStep,
-    Phase,
-    collective_step,
-    emit_step,
-    layer_steps,
-)
+from tpusim.hardware.costs import DTYPE_BYTES
+from tpusim.program.builders.layers import LayerStep, Phase, collective_step, layer_steps
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.passes import PassOptions, emit_steps
 from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS, TrainingPlan
 from tpusim.program.ir import Op, Program
 
@@ -156,7 +152,9 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
 
 def permute(e: Emitter, prefix: str, phase: Phase) -> None:
     """The activations (forward) or their gradients (backward) of one microbatch to
-    the next (previous) stage: a collective-permute over the pipeline axis."""
+    the next (previous) stage: a collective-permute over the pipeline axis,
+    asynchronous with ``async_collectives`` (the next iteration needs it: it hides
+    only the collectives and gathers still in flight)."""
     if not e.plan.pipeline_group:
         return
     e.last = e.out.add(
@@ -166,6 +164,7 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
         collective="collective-permute",
         size_bytes=e.plan.dense.act_bytes,
         axes=e.plan.pipeline_group,
+        overlap=e.plan.args.async_collectives,
     )
 
 
@@ -185,27 +184,39 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
         "collective",
         [e.gathers[-1] if e.gathers else None, after],
         collective="all-gather",
-        size_bytes=plan.params(layer).total * plan.bytes_per_element,
+        size_bytes=weight_bytes(plan, layer),
         axes=plan.fsdp_group,
-        overlap=True,
+        overlap=plan.args.async_collectives,
     )
     e.gathers.append(gather)
     return gather
+
+
+def weight_bytes(plan: TrainingPlan, layer: int) -> float:
+    """Bytes of a layer's gathered weights: its dense weights in the step's dtype, its
+    routed experts' in ``expert_weight_dtype`` (default: the step's dtype; ``fp32``
+    where the recipe gathers the fp32 master weights)."""
+    params = plan.params(layer)
+    dtype = plan.args.expert_weight_dtype
+    expert_bytes = DTYPE_BYTES[dtype] if dtype else plan.bytes_per_element  # type: ignore[index]
+    return params.dense * plan.bytes_per_element + params.expert * expert_bytes
 
 
 def emit_pass(
     e: Emitter, steps: list[LayerStep], prefix: str, phase: Phase, gather: str | None = None
 ) -> str:
     """One layer's forward (``steps`` in order) or backward (reversed), each op after
-    the previous; the first also waits for the layer's gathered weights (FSDP)."""
+    the previous as :func:`~tpusim.program.builders.passes.emit_steps` overlaps them;
+    the first also waits for the layer's gathered weights (FSDP)."""
     ordered = steps if phase == "fwd" else list(reversed(steps))
-    last, extra = e.last, gather
-    for step in ordered:
-        if step.phase in ("both", phase):
-            last = emit_step(e.out, step, prefix, phase, [last, extra], e.plan.dtype)
-            extra = None
-    assert last is not None
-    return last
+    kept = [step for step in ordered if step.phase in ("both", phase)]
+    return emit_steps(e.out, kept, prefix, phase, [e.last, gather], pass_options(e.plan))
+
+
+def pass_options(plan: TrainingPlan) -> PassOptions:
+    """How the plan's layer passes overlap their collectives."""
+    a = plan.args
+    return PassOptions(a.async_collectives, a.collective_matmul, plan.mesh, plan.dtype)
 
 
 def gradient_sync(
@@ -230,7 +241,7 @@ def gradient_sync(
             collective="reduce-scatter",
             size_bytes=(dense_params + expert_params) * b,
             axes=plan.fsdp_group,
-            overlap=True,
+            overlap=plan.args.async_collectives,
         )
         names.append(dep)
     if not final:
@@ -256,7 +267,8 @@ def all_reduce(
     all-gather back over the last. Returns the last op's name."""
 
     def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
-        fields = dict(collective=op, size_bytes=size, axes=over, overlap=True)
+        fields = dict(collective=op, size_bytes=size, axes=over)
+        fields["overlap"] = e.plan.args.async_collectives
         return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
 
     if len(axes) == 1:
@@ -306,4 +318,6 @@ def useful_flops(plan: TrainingPlan) -> float:
 
 
 def _forward_flops(steps: list[LayerStep]) -> float:
-    return sum(2.0 * st.batch * st.m * st.k * st.n for st in steps if st.kind == "matmul")
+    return sum(
+        2.0 * st.batch * st.m * st.k * st.n * st.useful for st in steps if st.kind == "matmul"
+    )
