@@ -356,29 +356,38 @@ class TrainingRecord(ProgramRecord):
     peak stage's weights, optimiser state, gradients, activations and buffers, bytes)
     and, for a pipelined step, ``pipeline_bubble_fraction`` (the share of the loop's
     ``m v + p - 1`` iterations in which a stage has no microbatch: ``(p - 1) / (m v +
-    p - 1)``; None without a pipeline axis)."""
+    p - 1)``; None without a pipeline axis), then the exposed and hidden
+    communication per collective kind (``exposed_<kind>_s``, ``hidden_<kind>_s``:
+    :mod:`tpusim.results.overlap`; ``communication`` holds them, empty for a row
+    written before they existed)."""
 
     peak_hbm_bytes_per_chip: float | None = None
     pipeline_bubble_fraction: float | None = None
+    communication: dict[str, float] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
-        """Columns as :meth:`ProgramRecord.row`, without a bubble column when not pipelined."""
+        """Columns as :meth:`ProgramRecord.row`, without a bubble column when not
+        pipelined, the ``communication`` dict as its columns."""
         row = super().row()
         if self.pipeline_bubble_fraction is None:
             row.pop("pipeline_bubble_fraction")
-        return row
+        return row | row.pop("communication")
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
         """The row's record; a row without the training columns (written before they
         existed) reads back as a :class:`ProgramRecord`."""
-        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction")
+        from tpusim.results.overlap import BREAKDOWN_COLUMNS
+
+        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction", *BREAKDOWN_COLUMNS)
         values: dict[str, Any] = {k: _number_or_none(row.get(k)) for k in extra}
         base = ProgramRecord.from_row({k: v for k, v in row.items() if k not in extra})
         if values["peak_hbm_bytes_per_chip"] is None:
             return base
         known = {f.name: getattr(base, f.name) for f in fields(ProgramRecord)}
-        return cls(**known, **values)
+        comm = {k: values.pop(k) for k in BREAKDOWN_COLUMNS}
+        communication = {k: v for k, v in comm.items() if v is not None}
+        return cls(**known, **values, communication=communication)
 
 
 def _number_or_none(value: Any) -> float | None:
