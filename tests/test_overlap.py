@@ -4,8 +4,11 @@ gradient, collective matmul (windowed reduce-scatter) and the no-overlap switch.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tests.helpers import run as run_cli
 from tpusim.config import load_system
 from tpusim.engine import Simulation, simulate_collective
 from tpusim.hardware import ChipCostModel
@@ -18,6 +21,7 @@ from tpusim.results.overlap import BREAKDOWN_COLUMNS, breakdown
 from tpusim.results.simulation import OpRecord
 
 SYSTEM = "ironwood-256"
+EXPOSED = "exposed_communication_time_s"
 MESH = {"data": 64, "tensor": 4}
 
 
@@ -199,3 +203,46 @@ def test_collective_matmul_keeps_the_flops_and_windows_every_tensor_all_reduce()
     permutes = [o for o in windowed.ops if o.collective == "collective-permute"]
     # 2 layers x (2 forward + 2 backward) windowed all-reduces x (tp - 1) permutes
     assert len(permutes) == 2 * 4 * 3
+
+
+STEP = """name: t
+description: t
+fidelity: flow
+systems: [ironwood-256]
+workloads:
+  - name: step
+    kind: training_step
+    layers: 8
+    d_model: 512
+    d_ff: 2048
+    heads: 8
+    head_dim: 64
+    seq: 256
+    mlp: gated
+    vocab: 4000
+    batch: 512
+    mesh: {data: 16, fsdp: 4, tensor: 4}
+    fsdp_axis: fsdp
+"""
+
+
+def step_row(capsys, tmp_path, extra: str) -> dict:
+    path = tmp_path / f"s{len(extra)}.yaml"
+    path.write_text(STEP + extra)
+    code, out, err = run_cli(capsys, "run", str(path), "--json", "--out", str(tmp_path / "o"),
+                             "--quiet")  # fmt: skip
+    assert code == 0, err
+    (row,) = json.loads(out)["results"]
+    return row
+
+
+def test_training_row_reports_the_breakdown_and_reuse_extrapolates_it(capsys, tmp_path):
+    """The exposed columns sum to the step's exposed communication (nothing else idles
+    the core); the layers' reuse gives the same columns as the whole step simulated."""
+    reused = step_row(capsys, tmp_path, "")
+    whole = step_row(capsys, tmp_path, "    reuse: false\n")
+    exposed = sum(v for k, v in reused.items() if k.startswith("exposed_") and k != EXPOSED)
+    assert exposed == pytest.approx(reused[EXPOSED], rel=1e-6)
+    for column in BREAKDOWN_COLUMNS:
+        assert reused[column] == pytest.approx(whole[column], rel=1e-6, abs=1e-12), column
+    assert reused["hidden_all_gather_s"] > 0 and reused["exposed_all_reduce_s"] > 0
