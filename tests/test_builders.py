@@ -97,7 +97,7 @@ def test_tensor_parallel_divides_matmul_flops():
     ars = [op for op in collectives(tp, "all-reduce") if op.axes == ("model",)]
     assert len(ars) == 4 * SHAPE["layers"]
     assert {op.size_bytes for op in ars} == {8 * SHAPE["seq"] * SHAPE["d_model"] * BF16}
-    assert all(not op.overlap for op in ars)
+    assert all(op.overlap for op in ars)  # async: XLA's latency-hiding scheduler
     assert_valid_dag(tp, "optimizer")
 
 

@@ -47,7 +47,7 @@ def test_tensor_parallel_all_reduces_activations_twice_each_way():
     assert len(reduces) == 2 * 4
     assert {o.size_bytes for o in reduces} == {per_layer}
     assert sum(o.name.endswith(".fwd") for o in reduces) == 2 * 2
-    assert all(not o.overlap and o.axes == ("tensor",) for o in reduces)
+    assert all(o.overlap and o.axes == ("tensor",) for o in reduces)  # async by default
 
 
 def test_data_parallel_gradients_in_gradient_dtype():

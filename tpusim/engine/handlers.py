@@ -11,7 +11,7 @@ kind is a new handler plus one :func:`register_op_handler` call.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import simpy
 from tpusim.engine.schedule import Rendezvous, execute_schedule
 from tpusim.errors import InputError
 from tpusim.hardware import ChipCostModel
+from tpusim.hardware.costs import OpCost
 from tpusim.program.ir import Op
 from tpusim.results.simulation import OpRecord
 
@@ -31,13 +32,21 @@ if TYPE_CHECKING:
 class ChipClass:
     """Chips that run the same ops at the same speed, simulated once. ``core`` is the
     class's TensorCore, a SimPy ``Resource`` of capacity 1 (compute ops and synchronous
-    collectives hold it); ``done`` has an event per op name."""
+    collectives hold it); ``done`` has an event per op name; ``dma_Bps`` is the HBM
+    bandwidth the asynchronous collectives in flight take now (see
+    :func:`contended_s`)."""
 
     name: str
     chips: list[int]
     slowdown: float
     core: simpy.Resource
     done: dict[str, simpy.Event]
+    dmas: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dma_Bps(self) -> float:
+        """HBM bandwidth (B/s) the DMAs of the asynchronous collectives in flight take."""
+        return sum(self.dmas.values())
 
     @property
     def label(self) -> str:
@@ -46,8 +55,13 @@ class ChipClass:
 
 
 Handler = Callable[["Simulation", ChipClass, Op], Generator[Any, Any, None]]
-#: Cost of a compute op on a chip: (seconds before the class's slowdown, unit).
-CostFunction = Callable[[ChipCostModel, Op], tuple[float, str]]
+#: Cost of a compute op on a chip (before the class's slowdown): its roofline terms.
+CostFunction = Callable[[ChipCostModel, Op], OpCost]
+
+HBM_COMPUTE_SHARE_MIN = 0.5
+"""Smallest share of HBM bandwidth a memory-bound op keeps while collectives' DMAs run
+beside it (an assumption: the memory controller serves both streams, so the DMAs
+never take more than half)."""
 
 _HANDLERS: dict[str, Handler] = {}
 
@@ -65,50 +79,68 @@ def op_handler(kind: str) -> Handler:
         raise InputError(f"no handler for op kind '{kind}' (have {', '.join(_HANDLERS)})") from None
 
 
+def contended_s(cost: OpCost, op: Op, dma_Bps: float, hbm_Bps: float) -> float:
+    """The op's time (s) with collectives' DMAs taking ``dma_Bps`` of the HBM's
+    ``hbm_Bps`` beside it.
+
+    The roofline ``max(compute, memory) + overhead`` with the compute term divided by
+    the op's ``efficiency`` (a grouped matmul's kernel) and, for an op on HBM, the
+    memory term stretched by ``hbm / (hbm - dma)``, the DMAs taking at most
+    ``1 - HBM_COMPUTE_SHARE_MIN`` of the bandwidth. The load at the op's start holds
+    for its whole duration (an assumption: the DMAs in flight when it starts run on)."""
+    memory_s = cost.memory_s
+    if dma_Bps > 0 and hbm_Bps > 0 and op.memory == "hbm":
+        memory_s *= hbm_Bps / max(hbm_Bps - dma_Bps, HBM_COMPUTE_SHARE_MIN * hbm_Bps)
+    return max(cost.compute_s / op.efficiency, memory_s) + cost.overhead_s
+
+
 def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
     """A handler holding the class's TensorCore for ``cost`` (times the class's slowdown
-    when ``slowed``); a ValueError from the cost model becomes an InputError naming the op."""
+    when ``slowed``), its HBM shared with the collectives' DMAs in flight
+    (:func:`contended_s`); a ValueError from the cost model becomes an InputError
+    naming the op."""
 
     def run(sim: Simulation, cls: ChipClass, op: Op):
         try:
             if sim.costs is None:
                 raise ValueError("a compute op needs a system with a chip")
-            duration, unit = cost(sim.costs, op)
+            roofline = cost(sim.costs, op)
+            hbm_Bps = sim.costs.memory_bandwidth_Bps("hbm") if cls.dma_Bps else 0.0
         except ValueError as exc:
             raise InputError(f"op '{op.name}': {exc}") from None
         with cls.core.request() as req:
             yield req
             start = sim.env.now
+            duration = contended_s(roofline, op, cls.dma_Bps, hbm_Bps)
             yield sim.env.timeout(duration * cls.slowdown if slowed else duration)
+        unit = roofline.unit
         sim.report(OpRecord(op.name, op.kind, cls.label, unit, start, sim.env.now, op.flops))
 
     return run
 
 
-def _matmul(costs: ChipCostModel, op: Op) -> tuple[float, str]:
-    cost = costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch)  # type: ignore[arg-type]
-    return cost.time_s, cost.unit
+def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
+    return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch)  # type: ignore[arg-type]
 
 
-def _elementwise(costs: ChipCostModel, op: Op) -> tuple[float, str]:
-    cost = costs.elementwise(op.bytes, op.memory)
-    return cost.time_s, cost.unit
+def _elementwise(costs: ChipCostModel, op: Op) -> OpCost:
+    return costs.elementwise(op.bytes, op.memory)
 
 
-def _kernel(costs: ChipCostModel, op: Op) -> tuple[float, str]:
+def _kernel(costs: ChipCostModel, op: Op) -> OpCost:
     work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
-    cost = costs.kernel(*work, op.dtype, op.memory, op.pad_dims)  # type: ignore[arg-type]
-    return cost.time_s, cost.unit
+    return costs.kernel(*work, op.dtype, op.memory, op.pad_dims)  # type: ignore[arg-type]
 
 
-def _embedding(costs: ChipCostModel, op: Op) -> tuple[float, str]:
-    cost = costs.embedding_lookup(op.rows, op.row_bytes, op.memory)
-    return cost.time_s, cost.unit
+def _embedding(costs: ChipCostModel, op: Op) -> OpCost:
+    return costs.embedding_lookup(op.rows, op.row_bytes, op.memory)
 
 
-def _host_transfer(_costs: ChipCostModel, op: Op) -> tuple[float, str]:
-    """Over PCIe at the op's bandwidth; a straggler's slowdown does not apply."""
-    return op.bytes / op.bandwidth_Bps, "host"
+def _host_transfer(_costs: ChipCostModel, op: Op) -> OpCost:
+    """Over PCIe at the op's bandwidth (no HBM contention); a straggler's slowdown
+    does not apply."""
+    time_s = op.bytes / op.bandwidth_Bps
+    return OpCost(time_s, time_s, 0.0, 0.0, 0.0, 0.0, op.bytes, "memory", "host")
 
 
 _host_transfer_sync = compute_handler(_host_transfer, slowed=False)
@@ -130,7 +162,8 @@ def collective(sim: Simulation, cls: ChipClass, op: Op):
     """Wait for every class in the collective's groups, run its schedule once on the
     network (the first class to get there starts it), record an ``ici`` row and one row
     per ICI port of the class's first chip. A synchronous collective holds the
-    TensorCore from arrival to completion; ``overlap`` does not."""
+    TensorCore from arrival to completion; ``overlap`` does not, and while it runs its
+    DMAs take HBM bandwidth from the class's compute (:meth:`Simulation.dma_Bps`)."""
     schedule = sim.schedule(op)
     rendezvous = sim.rendezvous(op.name, schedule)
     held = cls.core.request() if not op.overlap else None
@@ -138,13 +171,17 @@ def collective(sim: Simulation, cls: ChipClass, op: Op):
         yield held
     arrived = sim.env.now
     yield rendezvous.arrive(cls.name)
+    if held is None:
+        cls.dmas[op.name] = sim.dma_Bps(op, schedule, cls.chips[0])
     yield sim.start_collective(op, schedule)
+    cls.dmas.pop(op.name, None)
     if held is not None:
         cls.core.release(held)
     end = sim.env.now
-    sim.report(OpRecord(op.name, op.kind, cls.label, "ici", arrived, end, 0.0))
+    kind = op.collective
+    sim.report(OpRecord(op.name, op.kind, cls.label, "ici", arrived, end, 0.0, kind))
     for port in sim.ports(op, schedule, cls.chips[0]):
-        sim.report(OpRecord(op.name, op.kind, cls.label, port, arrived, end, 0.0))
+        sim.report(OpRecord(op.name, op.kind, cls.label, port, arrived, end, 0.0, kind))
 
 
 def members(schedule_chips: np.ndarray) -> set[int]:
@@ -158,6 +195,7 @@ __all__ = [
     "Rendezvous",
     "collective",
     "compute_handler",
+    "contended_s",
     "execute_schedule",
     "op_handler",
     "register_op_handler",

@@ -109,6 +109,7 @@ class Simulation:
         self._rendezvous: dict[str, Rendezvous] = {}
         self._started: dict[str, simpy.Event] = {}
         self._port_cache: dict[tuple[int, int], list[str]] = {}
+        self._dma_cache: dict[tuple[int, int], float] = {}
         self.classes: dict[str, list[int]] = {}
 
     def _built_topology(self) -> Topology:
@@ -226,6 +227,22 @@ class Simulation:
             mine = used[self.topology.links.src[used] == chip]
             self._port_cache[key] = sorted({self.topology.port_name(int(link)) for link in mine})
         return self._port_cache[key]
+
+    def dma_Bps(self, op: Op, schedule: Schedule, chip: int) -> float:
+        """HBM bandwidth (B/s) the DMAs of asynchronous collective ``op`` take on
+        ``chip`` while it runs: it reads from HBM what it sends and writes what it
+        receives, at most the bandwidth of the links its transfers leave ``chip`` by,
+        each way (an upper bound: the links run full while it is in flight)."""
+        key = (id(schedule), -1 - chip)
+        if key not in self._dma_cache:
+            batches = [
+                self.batches.of(step, op.split_ports) for p in schedule.pipelines for step in p
+            ]
+            used = np.unique(np.concatenate([b.links for b in batches] or [np.zeros(0, int)]))
+            links = self.topology.links
+            mine = used[links.src[used] == chip]
+            self._dma_cache[key] = 2.0 * float(np.sum(links.bandwidth_Bps[mine]))
+        return self._dma_cache[key]
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Results:

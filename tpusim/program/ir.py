@@ -4,6 +4,8 @@ An :class:`Op` is one of
 
 - ``matmul``: ``batch`` x (``m`` x ``k``) @ (``k`` x ``n``) in ``dtype``, operands in
   ``memory`` (HBM or on-chip SRAM), costed by the hardware roofline;
+  ``efficiency`` (default 1) divides a matmul's compute term: the fraction of the
+  cost model's rate its kernel reaches (a grouped matmul of the MoE experts);
 - ``elementwise``: ``bytes`` streamed through the vector unit from ``memory``;
 - ``embedding``: ``rows`` lookups of ``row_bytes`` each (SparseCores where present);
 - ``collective``: ``collective`` (all-reduce, ...) of ``size_bytes`` (nccl-tests
@@ -13,7 +15,8 @@ An :class:`Op` is one of
   transfer over every port its minimal routes allow (``tpusim collective`` does for a
   permute; programs do not); ``overlap=True`` makes it
   asynchronous (XLA's ``-start``/``-done``): it runs on the ICI/DMA engines while
-  the TensorCore goes on with ops that do not depend on it;
+  the TensorCore goes on with ops that do not depend on it; its DMAs share the
+  chip's HBM bandwidth with the memory-bound ops that run beside it;
 - ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``); synchronous it holds
   the TensorCore, with ``overlap=True`` it runs on the host DMA engines beside compute
   (XLA's async host offload copies).
@@ -68,6 +71,7 @@ class Op:
     pairs: tuple[tuple[int, int], ...] = ()
     split_ports: bool = False
     overlap: bool = False
+    efficiency: float = 1.0
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
     mxu_flops: float = 0.0
     padded_flops: float = 0.0

@@ -15,7 +15,8 @@ record                     columns after system, workload, kind
                            the :class:`Economics` columns that are known
 :class:`DecodeRecord`      a program's, with ``per_token_latency_s`` before economics
 :class:`TrainingRecord`    a program's, with ``peak_hbm_bytes_per_chip`` (and
-                           ``pipeline_bubble_fraction`` when pipelined) before economics
+                           ``pipeline_bubble_fraction`` when pipelined) before economics,
+                           ``exposed_<kind>_s`` and ``hidden_<kind>_s`` after it
 =========================  ==========================================================
 
 Mean hop counts are named by what they average: ``mean_pair_hops`` (topology rows)
@@ -37,6 +38,7 @@ import numpy as np
 
 from tpusim.results.energy import mean_power_W
 from tpusim.results.fault_columns import columns_from_row, fault_columns
+from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -352,33 +354,34 @@ class DecodeRecord(ProgramRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingRecord(ProgramRecord):
-    """One training step: a program's columns, then ``peak_hbm_bytes_per_chip`` (the
-    peak stage's weights, optimiser state, gradients, activations and buffers, bytes)
-    and, for a pipelined step, ``pipeline_bubble_fraction`` (the share of the loop's
-    ``m v + p - 1`` iterations in which a stage has no microbatch: ``(p - 1) / (m v +
-    p - 1)``; None without a pipeline axis)."""
+    """One training step: a program's columns, ``peak_hbm_bytes_per_chip`` (the peak
+    stage's weights, optimiser state, gradients, activations and buffers, bytes), for a
+    pipelined step ``pipeline_bubble_fraction`` (the share of the loop's ``m v + p - 1``
+    iterations in which a stage has no microbatch: ``(p - 1) / (m v + p - 1)``; else
+    None), ``communication``: exposed/hidden columns (:mod:`tpusim.results.overlap`)."""
 
     peak_hbm_bytes_per_chip: float | None = None
     pipeline_bubble_fraction: float | None = None
+    communication: dict[str, float] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
-        """Columns as :meth:`ProgramRecord.row`, without a bubble column when not pipelined."""
+        """A program's columns (a bubble only when pipelined), then ``communication``'s."""
         row = super().row()
         if self.pipeline_bubble_fraction is None:
             row.pop("pipeline_bubble_fraction")
-        return row
+        return row | row.pop("communication")
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
-        """The row's record; a row without the training columns (written before they
-        existed) reads back as a :class:`ProgramRecord`."""
-        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction")
+        """The row's record (a :class:`ProgramRecord` for a row without training columns)."""
+        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction", *COMM)
         values: dict[str, Any] = {k: _number_or_none(row.get(k)) for k in extra}
         base = ProgramRecord.from_row({k: v for k, v in row.items() if k not in extra})
         if values["peak_hbm_bytes_per_chip"] is None:
             return base
         known = {f.name: getattr(base, f.name) for f in fields(ProgramRecord)}
-        return cls(**known, **values)
+        comm = {k: v for k in COMM if (v := values.pop(k)) is not None}
+        return cls(**known, **values, communication=comm)
 
 
 def _number_or_none(value: Any) -> float | None:

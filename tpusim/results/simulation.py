@@ -19,7 +19,8 @@ from tpusim.results.tables import link_utilization, links_frame
 class OpRecord:
     """One op on one chip class: ``start_at``/``end_at`` in s, ``unit`` that ran it
     (``tensorcore``, ``sparsecore``, ``host``, ``ici`` for a collective, or the name of
-    an ICI port the collective's transfers leave by), ``flops`` per chip."""
+    an ICI port the collective's transfers leave by), ``flops`` per chip;
+    ``collective`` the kind of a collective (``all-gather``, ...; empty otherwise)."""
 
     name: str
     kind: str
@@ -28,6 +29,7 @@ class OpRecord:
     start_at: float
     end_at: float
     flops: float
+    collective: str = ""
 
 
 @dataclass
@@ -74,6 +76,13 @@ class Results:
         """Step time not covered by compute on the TensorCore of the default class."""
         return max(0.0, self.step_time_s - self.compute_time_s)
 
+    def communication_breakdown(self) -> dict[str, float]:
+        """Exposed and hidden communication per collective kind, in s
+        (:func:`tpusim.results.overlap.breakdown` over the ops table)."""
+        from tpusim.results.overlap import breakdown
+
+        return breakdown(self.ops)
+
     @property
     def mfu(self) -> float:
         """Model FLOPs utilisation: useful FLOPs per chip / (step time x peak)."""
@@ -108,7 +117,8 @@ class Results:
         """The ``ops`` table: name, kind, chips (class), unit, start_at, end_at, flops."""
         import pandas as pd
 
-        return pd.DataFrame([vars(r) for r in self.ops])
+        columns = ("name", "kind", "chips", "unit", "start_at", "end_at", "flops")
+        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.ops])
 
 
 @dataclass

@@ -26,6 +26,19 @@ then fabric switches), ``kind`` (ici, local, board, global, or the fabric's
 name), ``bandwidth_Bps``, ``latency_s``, ``bytes`` carried, ``utilization``
 (bytes / (bandwidth x time_s)).
 
+``summary`` rows of a ``training_step`` end with its communication breakdown
+(:mod:`tpusim.results.overlap`), two columns per collective kind (``all_gather``,
+``reduce_scatter``, ``all_reduce``, ``all_to_all``, ``collective_permute``):
+
+======================  =====================================================
+exposed_<kind>_s        time the kind's collectives were in flight while the
+                        TensorCore computed nothing (s; split equally between the
+                        collectives in flight at once, so the kinds sum to the
+                        step's ``exposed_communication_time_s``)
+hidden_<kind>_s         time the kind's collectives were in flight beside compute
+                        (s; each collective counts its own)
+======================  =====================================================
+
 ``comparison`` (one column per system, one row per figure, the figure's unit in its
 name): each record's :meth:`~tpusim.results.records.Record.figures` in record order,
 then each record type's :meth:`~tpusim.results.records.Record.sweep_figures`. Rows

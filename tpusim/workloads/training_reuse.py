@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tpusim.results.observers import BaseObserver
+from tpusim.results.overlap import breakdown
 from tpusim.results.simulation import OpRecord, Results
 
 #: The op kind whose records are collectives (the rest count as compute, as the
@@ -37,6 +38,7 @@ class IterationShare:
     communication_s: float
     busy_s: float
     link_bytes: np.ndarray
+    breakdown: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,7 +85,9 @@ class IterationClock(BaseObserver):
         compute, collectives = _intervals(results.ops)
         shares = {}
         for phase in ("fwd", "bwd"):
-            first, second = (self._share((phase, j), compute, collectives) for j in (1, 2))
+            first, second = (
+                self._share((phase, j), compute, collectives, results.ops) for j in (1, 2)
+            )
             if first is None or second is None or not _same(first, second, results, tolerance):
                 return None
             shares[phase] = second
@@ -94,6 +98,7 @@ class IterationClock(BaseObserver):
             communication_s=fwd.communication_s + bwd.communication_s,
             busy_s=fwd.busy_s + bwd.busy_s,
             link_bytes=fwd.link_bytes + bwd.link_bytes,
+            breakdown={k: v + bwd.breakdown[k] for k, v in fwd.breakdown.items()},
         )
 
     def _share(
@@ -101,6 +106,7 @@ class IterationClock(BaseObserver):
         key: tuple[str, int],
         compute: list[tuple[float, float]],
         collectives: list[tuple[float, float]],
+        ops: list[OpRecord],
     ) -> IterationShare | None:
         """What the window of iteration ``key`` holds, None if it was not seen."""
         window = self._window(key)
@@ -112,6 +118,7 @@ class IterationClock(BaseObserver):
             communication_s=_overlap_s(self.ran, *window),
             busy_s=_covered_s(collectives, *window),
             link_bytes=self._bytes(key),
+            breakdown=breakdown(ops, *window),
         )
 
     def _window(self, key: tuple[str, int]) -> tuple[float, float] | None:
@@ -131,6 +138,8 @@ def _same(a: IterationShare, b: IterationShare, results: Results, tolerance: flo
     scale = tolerance * results.step_time_s
     times = ("step_s", "compute_s", "communication_s", "busy_s")
     if any(abs(getattr(a, t) - getattr(b, t)) > scale for t in times):
+        return False
+    if any(abs(v - b.breakdown[k]) > scale for k, v in a.breakdown.items()):
         return False
     largest = float(np.max(results.link_bytes)) if results.link_bytes.size else 0.0
     return bool(np.all(np.abs(a.link_bytes - b.link_bytes) <= tolerance * largest))
@@ -176,9 +185,11 @@ class TrainingResults(Results):
     collective in flight; None: from ``ops``). ``memory_stage`` is the pipeline stage
     with the most HBM and ``memory_points`` its bytes by part over the step
     (:func:`~tpusim.program.builders.memory.memory_timeline`), against the chip's
-    ``hbm_capacity_bytes``."""
+    ``hbm_capacity_bytes``. ``breakdown_s`` is the extrapolated exposed and hidden
+    communication per kind (None: from ``ops``)."""
 
     busy_time_s: float | None = None
+    breakdown_s: dict[str, float] | None = None
     hbm_capacity_bytes: float = 0.0
     memory_stage: int = 0
     memory_points: list[tuple[float, dict[str, float]]] = field(default_factory=list)
@@ -189,12 +200,17 @@ class TrainingResults(Results):
             return super().communication_busy_time_s
         return self.busy_time_s
 
+    def communication_breakdown(self) -> dict[str, float]:
+        if self.breakdown_s is None:
+            return super().communication_breakdown()
+        return dict(self.breakdown_s)
+
 
 def training_results(results: Results, **values: Any) -> TrainingResults:
     """``results`` as :class:`TrainingResults`, with ``values`` replacing fields."""
     copied = {f.name: getattr(results, f.name) for f in fields(Results)}
     if isinstance(results, TrainingResults):
-        copied |= {"busy_time_s": results.busy_time_s}
+        copied |= {"busy_time_s": results.busy_time_s, "breakdown_s": results.breakdown_s}
     return TrainingResults(**(copied | values))
 
 
@@ -207,4 +223,7 @@ def extrapolate(results: Results, share: IterationShare, more: int) -> TrainingR
         communication_time_s=results.communication_time_s + more * share.communication_s,
         link_bytes=results.link_bytes + more * share.link_bytes,
         busy_time_s=results.communication_busy_time_s + more * share.busy_s,
+        breakdown_s={
+            k: v + more * share.breakdown[k] for k, v in results.communication_breakdown().items()
+        },
     )

@@ -91,6 +91,12 @@ class TrainingWorkload(ModelWorkload):
     shard_optimizer_over_data: bool = False
     optimizer_memory_host_offload: bool = False
     param_memory_host_offload: bool = False
+    async_collectives: bool = True
+    collective_matmul: bool = False
+    capacity_factor: float = -1.0
+    routing_skew: float = Field(0.0, ge=0)
+    sparse_matmul: bool = True
+    expert_weight_dtype: Dtype | None = None
     gradient_dtype: Dtype = "bf16"
     reuse: bool = True
 
@@ -175,6 +181,7 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
         peak_hbm_bytes_per_chip=peak.total_bytes,
         fragment=spec.fragment(),
         pipeline_bubble_fraction=s.bubble_fraction if s.stages > 1 else None,
+        communication=results.communication_breakdown(),
     )
     return Outcome(record, results=results)
 

@@ -7,8 +7,12 @@ step), the mesh and the role of its axes, and the parallel schedule (``pipeline`
 memory layout (``remat_policy`` and ``remat_tensors``: :mod:`.remat`;
 ``sequence_parallel``, ``context_axis``, ``shard_optimizer_over_data``,
 ``optimizer_memory_host_offload``, ``param_memory_host_offload`` and the host link's
-``host_bandwidth_Bps``: :mod:`.training`). Defaults keep a dense, plain-MLP,
-multi-head transformer without embeddings.
+``host_bandwidth_Bps``: :mod:`.training`), the overlap (``async_collectives``: XLA's latency-hiding scheduler, on by default;
+``collective_matmul``: TP collectives windowed into the projections, off by
+default) and the MoE costs (``capacity_factor``, -1 dropless as MaxText's default;
+``routing_skew``; ``sparse_matmul``: megablox; ``expert_weight_dtype``: the dtype
+expert weights are gathered in, default ``dtype``). Defaults keep a dense,
+plain-MLP, multi-head transformer without embeddings.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpusim.program.builders.layers import AttentionKind, MlpKind
+from tpusim.program.builders.layers import DROPLESS, AttentionKind, MlpKind
 from tpusim.program.builders.pipeline import PipelineKind
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ProgramError
 
@@ -66,6 +70,12 @@ class TrainingArgs:
     optimizer_memory_host_offload: bool = False
     param_memory_host_offload: bool = False
     host_bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
+    async_collectives: bool = True
+    collective_matmul: bool = False
+    capacity_factor: float = DROPLESS
+    routing_skew: float = 0.0
+    sparse_matmul: bool = True
+    expert_weight_dtype: str | None = None
 
     @classmethod
     def of(cls, fields: dict[str, Any]) -> TrainingArgs:

@@ -17,6 +17,7 @@ from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
 from tpusim.program.builders.attention import ATTENTION_KERNELS
 from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
+from tpusim.program.builders.moe_checks import check_moe
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
 from tpusim.program.builders.remat import RematPlan, remat_plan
 from tpusim.program.ir import ProgramError
@@ -62,6 +63,7 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     b = bytes_per_element(args.dtype)
     grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
     _check_kinds(args)
+    check_moe(args)
     mesh = checked_mesh(args.mesh)
     axes = role_axes(mesh, args.axes)
     sizes = {name: axis_size(mesh, name, axes[name]) for name in AXIS_FIELDS}

@@ -10,13 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpusim.program.builders.layers import (
-    LayerStep,
-    Phase,
-    collective_step,
-    emit_step,
-    layer_steps,
-)
+from tpusim.hardware.costs import DTYPE_BYTES
+from tpusim.program.builders.layers import LayerStep, Phase, collective_step, layer_steps
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.offload import (
     fetch_activations,
@@ -25,7 +20,8 @@ from tpusim.program.builders.offload import (
     optimizer_step,
 )
 from tpusim.program.builders.oplist import OpList
-from tpusim.program.builders.training import FSDP_PREFETCH_LAYERS, TrainingPlan
+from tpusim.program.builders.passes import PassOptions, emit_steps
+from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS, TrainingPlan
 from tpusim.program.ir import Op, Program
 
 
@@ -166,7 +162,9 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
 def permute(e: Emitter, prefix: str, phase: Phase) -> None:
     """The activations (forward) or their gradients (backward) of one microbatch to
     the next (previous) stage: a collective-permute over the pipeline axis (of the
-    chip's sequence shard under sequence parallelism)."""
+    chip's sequence shard under sequence parallelism), asynchronous with
+    ``async_collectives`` (the next iteration needs it: it hides only the collectives
+    and gathers still in flight)."""
     if not e.plan.pipeline_group:
         return
     e.last = e.out.add(
@@ -176,6 +174,7 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
         collective="collective-permute",
         size_bytes=e.plan.dense.act_bytes / e.plan.dense.sequence_shards,
         axes=e.plan.pipeline_group,
+        overlap=e.plan.args.async_collectives,
     )
 
 
@@ -196,12 +195,22 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
         "collective",
         [e.gathers[-1] if e.gathers else None, after, fetched],
         collective="all-gather",
-        size_bytes=plan.params(layer).total * plan.bytes_per_element,
+        size_bytes=weight_bytes(plan, layer),
         axes=plan.fsdp_group,
-        overlap=True,
+        overlap=plan.args.async_collectives,
     )
     e.gathers.append(gather)
     return gather
+
+
+def weight_bytes(plan: TrainingPlan, layer: int) -> float:
+    """Bytes of a layer's gathered weights: its dense weights in the step's dtype, its
+    routed experts' in ``expert_weight_dtype`` (default: the step's dtype; ``fp32``
+    where the recipe gathers the fp32 master weights)."""
+    params = plan.params(layer)
+    dtype = plan.args.expert_weight_dtype
+    expert_bytes = DTYPE_BYTES[dtype] if dtype else plan.bytes_per_element  # type: ignore[index]
+    return params.dense * plan.bytes_per_element + params.expert * expert_bytes
 
 
 def emit_pass(
@@ -213,16 +222,19 @@ def emit_pass(
     fetched: str | None = None,
 ) -> str:
     """One layer's forward (``steps`` in order) or backward (reversed), each op after
-    the previous; the first also waits for the layer's gathered weights (FSDP) and
-    its activations fetched from host (offload)."""
+    the previous as :func:`~tpusim.program.builders.passes.emit_steps` overlaps them;
+    the first also waits for the layer's gathered weights (FSDP) and its activations
+    fetched from host (offload)."""
     ordered = steps if phase == "fwd" else list(reversed(steps))
-    last, extra = e.last, [gather, fetched]
-    for step in ordered:
-        if step.phase in ("both", phase):
-            last = emit_step(e.out, step, prefix, phase, [last, *extra], e.plan.dtype)
-            extra = []
-    assert last is not None
-    return last
+    kept = [step for step in ordered if step.phase in ("both", phase)]
+    after = [e.last, gather, fetched]
+    return emit_steps(e.out, kept, prefix, phase, after, pass_options(e.plan))
+
+
+def pass_options(plan: TrainingPlan) -> PassOptions:
+    """How the plan's layer passes overlap their collectives."""
+    a = plan.args
+    return PassOptions(a.async_collectives, a.collective_matmul, plan.mesh, plan.dtype)
 
 
 def gradient_sync(
@@ -247,7 +259,7 @@ def gradient_sync(
             collective="reduce-scatter",
             size_bytes=(dense_params + expert_params) * b,
             axes=plan.fsdp_group,
-            overlap=True,
+            overlap=plan.args.async_collectives,
         )
         names.append(dep)
     if not final:
@@ -285,7 +297,8 @@ def all_reduce(
     all-gather back over the last. Returns the last op's name."""
 
     def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
-        fields = dict(collective=op, size_bytes=size, axes=over, overlap=True)
+        fields = dict(collective=op, size_bytes=size, axes=over)
+        fields["overlap"] = e.plan.args.async_collectives
         return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
 
     if len(axes) == 1:
@@ -335,4 +348,4 @@ def useful_flops(plan: TrainingPlan) -> float:
 
 
 def _forward_flops(steps: list[LayerStep]) -> float:
-    return sum(st.forward_flops for st in steps)
+    return sum(st.forward_flops * st.useful for st in steps)

@@ -20,7 +20,8 @@ all-to-all, and ``shared`` always-on experts as a tensor-sharded dense MLP.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tpusim.program.builders import attention as flash
@@ -34,6 +35,14 @@ AttentionKind = Literal["gqa", "mla"]
 
 BACKWARD_ELEMENTWISE_FACTOR = 1.5
 """Backward bytes of an elementwise op over its forward bytes (3 passes against 2)."""
+
+DROPLESS = -1.0
+"""``capacity_factor`` of a dropless MoE (MaxText's default ``capacity_factor: -1``)."""
+
+GMM_TILE_ROWS = 512
+"""Rows of one megablox grouped-matmul tile (published: MaxText's ``sparse_matmul``,
+``tile_size = (512, 1024, 1024)`` for (m, k, n), ``MaxText/layers/moe.py``); each
+expert's group of rows pads up to it."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,10 @@ class LayerShape:
     def keys(self) -> int:
         """Keys per query row: ``kv_seq``, or ``seq`` when it is 0."""
         return self.kv_seq or self.seq
+    local_experts: int = 0
+    capacity_factor: float = DROPLESS
+    routing_skew: float = 0.0
+    sparse_matmul: bool = True
 
     @property
     def tokens(self) -> int:
@@ -134,7 +147,9 @@ class LayerShape:
 
 @dataclass(frozen=True)
 class LayerStep:
-    """One forward op of a layer; ``phase`` says in which pass it appears."""
+    """One forward op of a layer; ``phase`` says in which pass it appears; a matmul's
+    ``useful`` share of its FLOPs counts as model FLOPs (padding, dispatch einsums
+    do not) and ``efficiency`` divides its compute time (a grouped matmul's)."""
 
     name: str
     kind: Literal["matmul", "elementwise", "collective", "embedding", "kernel"]
@@ -146,6 +161,8 @@ class LayerStep:
     collective: str = ""
     axes: tuple[str, ...] = ()
     phase: StepPhase = "both"
+    useful: float = 1.0
+    efficiency: float = 1.0
     work: KernelWork | None = None
     work_bwd: KernelWork | None = None
 
@@ -254,19 +271,101 @@ def mlp_steps(s: LayerShape, block: str, rows: int, width: int) -> list[LayerSte
 
 
 def moe_steps(s: LayerShape) -> list[LayerStep]:
-    """Router, the shared experts (a dense MLP), dispatch all-to-all, the local experts
-    as one grouped matmul each way, combine all-to-all and the combine's weighted sum."""
+    """Router, the shared experts (a dense MLP), dispatch, the local experts, combine
+    and the combine's weighted sum (``(top_k + 1) a``).
+
+    ``rows = tokens * top_k`` routed rows per chip on average; the busiest chip gets
+    ``1 + routing_skew`` times the mean (see :func:`expert_rows`), and an SPMD step
+    runs at its pace. Dropless with ``sparse_matmul`` (megablox, MaxText's default):
+    the tokens sorted by expert (``moe.permute``: reads the ``tokens``, writes the
+    ``rows``, of ``d_model`` each) and, behind an expert axis, sorted again by local
+    expert after the dispatch all-to-all (``moe.local_permute``, read + write of the
+    chip's rows); the experts as grouped matmuls of the chip's rows at
+    :func:`grouped_matmul_efficiency`; the mirror ``unpermute`` ops after. With
+    ``capacity_factor`` ``cf > 0`` an expert keeps at most ``cf`` times its mean rows
+    (the rest dropped): sparse, the chip computes ``min(1 + skew, cf)`` x rows;
+    dense dispatch (``sparse_matmul: false``, MaxText's einsum dispatch) pads every
+    expert to its capacity: ``cf`` x rows through the experts and the all-to-alls and a
+    dispatch and a combine einsum (one-hot masks over each sequence's tokens,
+    ``seqs x (cf seq top_k) x seq x d_model``, not model FLOPs)."""
     rows, b = s.rows, s.bytes_per_element
-    moved = rows * s.d_model * b
+    busy = expert_rows(s)
+    moved = busy * s.d_model * b
     shared = mlp_steps(s, "moe.shared", s.tokens, s.shared_d_ff) if s.shared_d_ff else []
+    experts = mlp_steps(s, "moe", busy, s.d_ff)
+    useful, eff = rows / busy, grouped_matmul_efficiency(s) if s.sparse_matmul else 1.0
+    experts = [_scaled(st, useful, eff) for st in experts]
+    before, after = _dispatch_ops(s, busy)
     return [
         LayerStep("moe.router", "matmul", m=s.tokens, k=s.d_model, n=s.experts),
         *shared,
+        *before[:1],
         *collective_step("moe.dispatch", "all-to-all", moved, s.expert, "both"),
-        *mlp_steps(s, "moe", rows, s.d_ff),
+        *before[1:],
+        *experts,
+        *after[:-1],
         *collective_step("moe.combine", "all-to-all", moved, s.expert, "both"),
+        *after[-1:],
         LayerStep("moe.combine_sum", "elementwise", bytes=(s.top_k + 1) * s.act_bytes),
     ]
+
+
+def expert_rows(s: LayerShape) -> int:
+    """Rows the busiest chip's experts compute: ``rows (1 + routing_skew)``
+    dropless, capped at ``capacity_factor * rows`` with a capacity, and exactly that
+    with dense dispatch (padded to capacity). ``routing_skew`` is the busiest expert
+    chip's routed rows over the mean, minus 1 (0: perfect balance)."""
+    rows, cf = s.rows, s.capacity_factor
+    if not s.sparse_matmul:
+        return math.ceil(cf * rows)
+    wanted = rows * (1.0 + s.routing_skew)
+    return math.ceil(wanted if cf <= 0 else min(wanted, cf * rows))
+
+
+def dropped_fraction(s: LayerShape) -> float:
+    """Share of the busiest expert chip's routed rows dropped over capacity:
+    ``max(0, 1 - cf / (1 + skew))``; 0 dropless."""
+    if s.capacity_factor <= 0:
+        return 0.0
+    return max(0.0, 1.0 - s.capacity_factor / (1.0 + s.routing_skew))
+
+
+def grouped_matmul_efficiency(s: LayerShape) -> float:
+    """Useful over padded rows of the experts' grouped matmul on the busiest chip:
+    each of its ``E_local`` groups pads to :data:`GMM_TILE_ROWS`, half a tile on
+    average (derived, assuming group sizes uniform modulo the tile):
+    ``rows / (rows + E_local * GMM_TILE_ROWS / 2)``, with ``E_local = experts /
+    expert-axis size`` taken as ``experts`` without an expert axis."""
+    local = s.local_experts or s.experts
+    busy = expert_rows(s)
+    return busy / (busy + local * GMM_TILE_ROWS / 2)
+
+
+def _scaled(step: LayerStep, useful: float, efficiency: float) -> LayerStep:
+    if step.kind != "matmul":
+        return step
+    return replace(step, useful=useful, efficiency=efficiency)
+
+
+def _dispatch_ops(s: LayerShape, busy: int) -> tuple[list[LayerStep], list[LayerStep]]:
+    """What sorts the rows before the experts (the first one before the dispatch
+    all-to-all) and after them (the last one after the combine): see :func:`moe_steps`."""
+    d, b = s.d_model, s.bytes_per_element
+    if not s.sparse_matmul:
+        rows = math.ceil(s.capacity_factor * s.seq * s.top_k)
+        return (
+            [LayerStep("moe.dispatch_einsum", "matmul", s.seqs, rows, s.seq, d, useful=0.0)],
+            [LayerStep("moe.combine_einsum", "matmul", s.seqs, rows, s.seq, d, useful=0.0)],
+        )
+    permute = LayerStep("moe.permute", "elementwise", bytes=(s.tokens + s.rows) * d * b)
+    unpermute = LayerStep("moe.unpermute", "elementwise", bytes=2 * s.rows * d * b)
+    if not s.expert:
+        return [permute], [unpermute]
+    local = 2 * busy * d * b
+    return (
+        [permute, LayerStep("moe.local_permute", "elementwise", bytes=local)],
+        [LayerStep("moe.local_unpermute", "elementwise", bytes=local), unpermute],
+    )
 
 
 def collective_step(
@@ -307,7 +406,9 @@ def emit_step(
         scale = 1.0 if phase == "fwd" else BACKWARD_ELEMENTWISE_FACTOR
         return out.add(name, "elementwise", after, bytes=step.bytes * scale)
     if phase == "fwd":
-        return out.add(name, "matmul", after, m=step.m, k=step.k, n=step.n, **_shape(step, dtype))
+        return out.add(
+            name, "matmul", after, m=step.m, k=step.k, n=step.n, **step_shape(step, dtype)
+        )
     return _matmul_backward(out, step, prefix, after, dtype)
 
 
@@ -315,7 +416,7 @@ def _matmul_backward(
     out: OpList, step: LayerStep, prefix: str, after: list[str | None], dtype: str
 ) -> str:
     """The input gradient then the weight gradient of a forward matmul."""
-    shape = _shape(step, dtype)
+    shape = step_shape(step, dtype)
     grad_in = out.add(
         f"{prefix}.{step.name}.bwd_input", "matmul", after, m=step.m, k=step.n, n=step.k, **shape
     )
@@ -330,5 +431,9 @@ def _matmul_backward(
     )
 
 
-def _shape(step: LayerStep, dtype: str) -> dict[str, int | str]:
-    return {"batch": step.batch, "dtype": dtype}
+def step_shape(step: LayerStep, dtype: str) -> dict[str, int | str | float]:
+    """The matmul op fields of ``step`` besides its sizes: batch, dtype, efficiency."""
+    shape: dict[str, int | str | float] = {"batch": step.batch, "dtype": dtype}
+    if step.efficiency != 1.0:
+        shape["efficiency"] = step.efficiency
+    return shape

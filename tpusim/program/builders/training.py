@@ -187,7 +187,11 @@ class TrainingPlan:
         virtual = args.virtual_stages if args.pipeline == "interleaved" else 1
         seqs = args.sequences // shards // m
         dense = _dense_shape(args, checked, seqs)
-        moe = _moe_shape(args, dense, sizes["tensor_axis"]) if args.experts else None
+        moe = (
+            _moe_shape(args, dense, sizes["tensor_axis"], sizes["expert_axis"])
+            if args.experts
+            else None
+        )
         dense_axes = collective_axes(mesh, [a for a in batch if a != fsdp])
         context = collective_axes(mesh, [axes["context_axis"]])
         fsdp_group = collective_axes(mesh, [fsdp, *context])
@@ -311,7 +315,17 @@ def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> Lay
     )
 
 
-def _moe_shape(args: TrainingArgs, dense: LayerShape, tp: int) -> LayerShape:
-    """The local shape of a MoE layer: routed experts of width ``expert_d_ff``."""
+def _moe_shape(args: TrainingArgs, dense: LayerShape, tp: int, ep: int) -> LayerShape:
+    """The local shape of a MoE layer: routed experts of width ``expert_d_ff``, ``ep``
+    the expert axis size; the MoE cost fields as given (see :func:`.layers.moe_steps`)."""
     width = (args.expert_d_ff or args.d_ff) // tp
-    return replace(dense, experts=args.experts, d_ff=width, shared_d_ff=args.shared_experts * width)
+    return replace(
+        dense,
+        experts=args.experts,
+        d_ff=width,
+        shared_d_ff=args.shared_experts * width,
+        local_experts=args.experts // ep,
+        capacity_factor=args.capacity_factor,
+        routing_skew=args.routing_skew,
+        sparse_matmul=args.sparse_matmul,
+    )

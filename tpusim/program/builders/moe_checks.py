@@ -1,0 +1,30 @@
+"""Checks of the training step's MoE cost fields (see :func:`.layers.moe_steps`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpusim.hardware.costs import DTYPE_BYTES
+from tpusim.program.builders.layers import DROPLESS
+from tpusim.program.ir import ProgramError
+
+
+def check_moe(args: Any) -> None:
+    """Raise :class:`ProgramError` for a bad MoE cost field of ``args`` (a
+    :class:`~tpusim.program.builders.args.TrainingArgs`): ``capacity_factor`` > 0
+    or -1 (dropless); dense dispatch (``sparse_matmul: false``) needs a capacity;
+    ``routing_skew`` >= 0; a known ``expert_weight_dtype``."""
+    cf = args.capacity_factor
+    if cf <= 0 and cf != DROPLESS:
+        raise ProgramError(f"capacity_factor must be > 0 or -1 (dropless), got {cf:g}")
+    if not args.sparse_matmul and cf == DROPLESS:
+        raise ProgramError(
+            "sparse_matmul: false (dense dispatch) needs capacity_factor > 0 "
+            "(dropless dense dispatch is not modelled)"
+        )
+    if args.routing_skew < 0:
+        raise ProgramError(f"routing_skew must be >= 0, got {args.routing_skew:g}")
+    dtype = args.expert_weight_dtype
+    if dtype is not None and dtype not in DTYPE_BYTES:
+        choices = ", ".join(DTYPE_BYTES)
+        raise ProgramError(f"expert_weight_dtype '{dtype}' is unknown (choose from {choices})")
