@@ -94,16 +94,19 @@ def roofline_s(op) -> float:
 
 
 def test_ideal_mode_makes_a_training_step_the_roofline_sum(tmp_path):
-    """Efficiency 1 and no overlap of compute ops (the only collectives, the gradient
-    all-reduces, are asynchronous and hold no TensorCore): the TensorCore's busy time
-    is the sum of the ops' rooflines; with the chip's terms the step is slower."""
+    """Efficiency 1 and no overlap (``async_collectives: false``: every collective
+    holds the TensorCore in turn): the step is the sum of the ops' rooflines plus the
+    collectives' times; with the chip's terms the step is slower."""
     system = ring_system(tmp_path)
     program = training_step(layers=2, d_model=512, d_ff=2048, heads=8, head_dim=64,
-                            seq=1024, batch=2, mesh={"data": 2}, mlp="gated")  # fmt: skip
+                            seq=1024, batch=2, mesh={"data": 2}, mlp="gated",
+                            async_collectives=False)  # fmt: skip
     compute = [op for op in program.ops if op.kind != "collective"]
     assert {op.kind for op in compute} == {"matmul", "kernel", "elementwise"}
     ideal = Simulation(system, program, costs=ChipCostModel(system.chip, ideal=True)).run()
-    assert ideal.compute_time_s == pytest.approx(sum(map(roofline_s, compute)), rel=1e-12)
+    roofline = sum(map(roofline_s, compute))
+    assert ideal.compute_time_s == pytest.approx(roofline, rel=1e-12)
+    assert ideal.step_time_s == pytest.approx(roofline + ideal.communication_time_s, rel=1e-12)
     real = Simulation(system, program).run()
     assert real.compute_time_s > ideal.compute_time_s
 

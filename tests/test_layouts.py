@@ -171,7 +171,9 @@ def test_offloaded_activations_overlap_compute_and_are_bound_by_the_host_link(tm
     program, slow = step("minimal_offloaded", 1e6)
     host_s = sum(op.bytes for op in program.ops if op.kind == "host_transfer") / 1e6
     assert slow.step_time_s >= host_s > 10 * kept.step_time_s
-    assert slow.compute_time_s == pytest.approx(kept.compute_time_s, rel=1e-12)
+    # the same compute, but the data-parallel all-reduces now overlap other
+    # memory-bound ops, whose HBM they share (tpusim/engine: HBM contention)
+    assert slow.compute_time_s == pytest.approx(kept.compute_time_s, rel=1e-3)
 
 
 def llama_8b_recipe():

@@ -90,7 +90,8 @@ def test_memory_bound_op_beside_a_permute_shares_hbm_with_its_dma():
     """An elementwise op of B bytes beside an async permute from chip 0 to chip 1 (one
     link, far longer than the op; the op starts after a small matmul, once the permute
     is in flight): the DMA reads what it sends and writes what it receives at the
-    link's rate, so the op runs at HBM - 2 x link bandwidth: B / (HBM - 2 W) + overhead."""
+    link's rate, so the op runs at HBM - 2 x link bandwidth: B / (HBM - 2 W) + overhead, HBM the
+    bandwidth streaming ops reach."""
     system = load_system(SYSTEM)
     sim = Simulation(
         system,
@@ -115,7 +116,8 @@ def test_memory_bound_op_beside_a_permute_shares_hbm_with_its_dma():
     links = sim.topology.links
     w = float(sum(links.bandwidth_Bps[(links.src == 0) & (links.dst == 1)]))
     cost = ChipCostModel(system.chip).elementwise(1e9)
-    hbm = system.chip.hbm.bandwidth_Bps
+    # the HBM bandwidth streaming ops reach (the chip's efficiency term applied)
+    hbm = ChipCostModel(system.chip).memory_bandwidth_Bps("hbm")
     expected = 1e9 / (hbm - 2 * w) + cost.overhead_s
     (row,) = [r for r in result.ops if r.name == "e"]
     assert row.end_at - row.start_at == pytest.approx(expected, rel=1e-9)
