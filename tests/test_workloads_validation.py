@@ -240,11 +240,6 @@ def test_rule_splits_single_case_group_is_fit():
     assert rule_splits([case.spec]) == {TINY["id"]: "fit"}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs the issue-21 layouts (remat policies, offload, ZeRO) and kernels (flash "
-    "attention memory) branches: today 21 of 29 shipped runs are refused as out of memory",
-)
 def test_every_shipped_case_fits_in_memory_where_it_ran():
     """The memory model on every shipped run, translated exactly (no field dropped)."""
     results = [simulate_workload(c, simulate=False) for c in load_workload_cases()]

@@ -452,6 +452,10 @@ def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, Any]:
         out["sparse_matmul"] = layout["sparse_matmul"]
     if layout.get("weight_dtype") == "float32" and _has_experts(spec.model):
         out["expert_weight_dtype"] = "fp32"
+    if layout.get("weight_dtype") == "bfloat16":
+        out["weight_dtype"] = "bf16"
+    if layout.get("num_vocab_tiling", 1) > 1:
+        out["num_vocab_tiling"] = layout["num_vocab_tiling"]
     return out
 
 

@@ -91,6 +91,9 @@ class TrainingWorkload(ModelWorkload):
     shard_optimizer_over_data: bool = False
     optimizer_memory_host_offload: bool = False
     param_memory_host_offload: bool = False
+    num_vocab_tiling: PositiveInt = 1
+    weight_dtype: Literal["fp32", "bf16"] = "fp32"
+    fsdp_prefetch_layers: int | None = Field(None, ge=1, le=2)
     async_collectives: bool = True
     collective_matmul: bool = False
     capacity_factor: float = -1.0
@@ -142,13 +145,26 @@ def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
     fields = spec.builder_fields()
     for key in ("batch_per_shard", "reuse"):
         fields.pop(key, None)
+    if fields.get("fsdp_prefetch_layers") is None:
+        fields.pop("fsdp_prefetch_layers", None)
     host = context.system.chip.host
     if host is not None:
         fields["host_bandwidth_Bps"] = host.bandwidth_Bps
     try:
-        return plan_training(**fields)
+        step = plan_training(**fields)
+        if spec.fsdp_prefetch_layers is None and step.fsdp_group and not _fits(step, context):
+            # XLA's latency-hiding scheduler gives up the prefetch that does not fit its
+            # memory limit: each layer's all-gather then waits for the layer before
+            step = plan_training(**fields | {"fsdp_prefetch_layers": 1})
+        return step
     except ProgramError as exc:
         raise context.error(str(exc)) from None
+
+
+def _fits(step: Any, context: WorkloadContext) -> bool:
+    from tpusim.program.builders.memory import peak_stage
+
+    return peak_stage(step).total_bytes <= context.system.chip.hbm.capacity_bytes
 
 
 def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:

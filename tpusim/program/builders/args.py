@@ -24,6 +24,13 @@ from tpusim.program.builders.layers import DROPLESS, AttentionKind, MlpKind
 from tpusim.program.builders.pipeline import PipelineKind
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ProgramError
 
+FSDP_PREFETCH_LAYERS = 2
+"""Layers of gathered weights live at once under FSDP by default: the one running and
+the next, prefetched (XLA's latency-hiding scheduler starts a scanned layer's
+all-gather one iteration ahead; an assumption). 1: no prefetch, the gather of a layer
+waits for the previous layer to finish, as the scheduler does when the prefetch does
+not fit its memory limit (:func:`tpusim.workloads.training_step` retries with 1)."""
+
 
 @dataclass(frozen=True)
 class TrainingArgs:
@@ -70,6 +77,9 @@ class TrainingArgs:
     optimizer_memory_host_offload: bool = False
     param_memory_host_offload: bool = False
     host_bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
+    num_vocab_tiling: int = 1
+    weight_dtype: str = "fp32"
+    fsdp_prefetch_layers: int = FSDP_PREFETCH_LAYERS
     async_collectives: bool = True
     collective_matmul: bool = False
     capacity_factor: float = DROPLESS

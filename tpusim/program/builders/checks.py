@@ -55,6 +55,14 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     ints = {k: getattr(args, k) for k in ("layers", "d_model", "d_ff", "heads", "head_dim")}
     positive_ints(**ints, seq=args.seq, batch=args.sequences, top_k=args.top_k)
     positive_ints(microbatches=args.microbatches, virtual_stages=args.virtual_stages)
+    positive_ints(num_vocab_tiling=args.num_vocab_tiling)
+    if args.weight_dtype not in ("fp32", "bf16"):
+        raise ProgramError(f"weight_dtype must be fp32 or bf16, got {args.weight_dtype!r}")
+    if args.fsdp_prefetch_layers not in (1, 2):
+        raise ProgramError(
+            f"fsdp_prefetch_layers must be 1 or 2 (layers of gathered weights live), "
+            f"got {args.fsdp_prefetch_layers}"
+        )
     non_negative_ints(
         experts=args.experts, shared_experts=args.shared_experts, vocab=args.vocab,
         dense_layers=args.dense_layers, q_lora_rank=args.q_lora_rank,

@@ -21,7 +21,7 @@ from tpusim.program.builders.offload import (
 )
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
-from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS, TrainingPlan
+from tpusim.program.builders.training import TrainingPlan
 from tpusim.program.ir import Op, Program
 
 
@@ -182,14 +182,14 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
     """The async FSDP all-gather of a layer's weights before its forward or backward.
 
     It follows the previous gather and waits for the pass
-    :data:`FSDP_PREFETCH_LAYERS` back to end (so at most that many layers of
+    ``fsdp_prefetch_layers`` back to end (so at most that many layers of
     gathered weights are live)."""
     plan = e.plan
     fetched = fetch_weights(e, prefix, phase, layer)
     if not plan.fsdp_group:
         return fetched
-    ends = e.pass_ends
-    after = ends[-FSDP_PREFETCH_LAYERS] if len(ends) >= FSDP_PREFETCH_LAYERS else None
+    ends, depth = e.pass_ends, plan.args.fsdp_prefetch_layers
+    after = ends[-depth] if len(ends) >= depth else None
     gather = e.out.add(
         f"{prefix}.weights.allgather.{phase}",
         "collective",

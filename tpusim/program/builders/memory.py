@@ -2,14 +2,15 @@
 
 Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
 
-* weights: ``dtype`` bytes per parameter; optimiser state: :data:`ADAM_STATE_BYTES`
-  (fp32 master, two fp32 moments); gradients: ``gradient_dtype`` bytes (the sharded
+* weights: ``dtype`` bytes per parameter; optimiser state:
+  ``TrainingPlan.optimizer_state_bytes`` (fp32 master, two fp32 moments; bf16 moments
+  with ``weight_dtype: bf16``); gradients: ``gradient_dtype`` bytes (the sharded
   accumulator). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
   and the moments) is split over the data axes too; with
   ``optimizer_memory_host_offload`` it lives in host memory and one layer's share is
   in HBM while it is updated (streamed, an assumption); with
   ``param_memory_host_offload`` the weights live in host memory and
-  :data:`FSDP_PREFETCH_LAYERS` layers' shards are in HBM at once;
+  ``fsdp_prefetch_layers`` layers' shards are in HBM at once;
 * activations saved for the backward, per layer and microbatch, without remat
   (``remat_policy: none``): ``tokens * (6 d_model / sp + attention)`` elements (norm
   inputs and outputs, residual, split over the tensor axis ``sp`` under sequence
@@ -25,9 +26,11 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   the kept ones not counted twice) with the next layer's offloaded tensors being
   prefetched. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
   activations at its peak;
-* buffers: under FSDP the gathered weights of :data:`FSDP_PREFETCH_LAYERS` layers and
-  one layer's full gradient; with a vocabulary :data:`LOGITS_BUFFERS` buffer of
-  logits; under remat one layer's live set (above).
+* buffers, the larger of two phases that are not live at once: a layer's (under FSDP
+  the gathered weights of ``fsdp_prefetch_layers`` layers and the gradient of its
+  largest weight tensor before that tensor's reduce-scatter; under remat the layer's
+  live set, above) and the loss's (with a vocabulary :data:`LOGITS_BUFFERS` buffer of
+  logits, in ``num_vocab_tiling`` tiles).
 
 Takeaway: weights, optimiser and gradients shrink with every axis that shards them
 (tensor, expert, fsdp, context, pipeline; the optimiser also with ZeRO-1);
@@ -106,23 +109,22 @@ def attention_saved_bytes(s: LayerShape) -> float:
 
 def stage_memory(plan: TrainingPlan, stage: int) -> StageMemory:
     """The peak memory of pipeline stage ``stage`` (see the module docstring)."""
-    from tpusim.program.builders.training import ADAM_STATE_BYTES, FSDP_PREFETCH_LAYERS
-
     a, b = plan.args, plan.bytes_per_element
     params = plan.stage_params(stage) / plan.shard
     s = plan.schedule
     chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
     layers = [layer for chunk in chunks for layer in chunk]
     per_chunk = max(sum(kept_bytes(plan, layer) for layer in c) for c in chunks)
-    optimizer = params * ADAM_STATE_BYTES / plan.zero_shard
+    optimizer = params * plan.optimizer_state_bytes / plan.zero_shard
     largest = max(plan.params(layer).total for layer in layers) / plan.shard
-    buffers = max(transient_bytes(plan, layer) for layer in layers)
-    buffers += LOGITS_BUFFERS * plan.head_tokens * plan.vocab_local * b + fsdp_buffers(plan, layers)
+    layer_phase = max(transient_bytes(plan, layer) for layer in layers)
+    layer_phase += fsdp_buffers(plan, layers)
+    buffers = max(layer_phase, logits_bytes(plan))
     if a.optimizer_memory_host_offload:
-        optimizer, buffers = 0.0, buffers + largest * ADAM_STATE_BYTES / plan.zero_shard
+        optimizer, buffers = 0.0, buffers + largest * plan.optimizer_state_bytes / plan.zero_shard
     weights = params * b
     if a.param_memory_host_offload:
-        weights, buffers = 0.0, buffers + FSDP_PREFETCH_LAYERS * largest * b
+        weights, buffers = 0.0, buffers + a.fsdp_prefetch_layers * largest * b
     return StageMemory(
         stage=stage,
         weights_bytes=weights,
@@ -163,15 +165,37 @@ def transient_bytes(plan: TrainingPlan, layer: int) -> float:
     return live - kept + plan.offloaded_bytes(layer)
 
 
-def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
-    """Under FSDP: the gathered weights of :data:`FSDP_PREFETCH_LAYERS` layers and
-    one layer's whole gradient before its reduce-scatter (the largest layer's)."""
-    from tpusim.program.builders.training import FSDP_PREFETCH_LAYERS
+def logits_bytes(plan: TrainingPlan) -> float:
+    """The loss's buffer: :data:`LOGITS_BUFFERS` of ``head_tokens x vocab_local``
+    elements, divided by ``num_vocab_tiling`` (MaxText computes the logits and the
+    loss in that many token tiles, one tile live at a time)."""
+    tiles = plan.args.num_vocab_tiling
+    return LOGITS_BUFFERS * plan.head_tokens * plan.vocab_local * plan.bytes_per_element / tiles
 
+
+def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
+    """Under FSDP: the gathered weights of ``fsdp_prefetch_layers`` layers (the one
+    running and the ones prefetched) and the largest weight tensor's whole gradient
+    before its reduce-scatter (XLA reduce-scatters each weight's gradient as its
+    weight-gradient matmul ends; :func:`largest_tensor`)."""
     if not plan.fsdp_group:
         return 0.0
-    largest = max(plan.params(layer).total for layer in layers)
-    return largest * (FSDP_PREFETCH_LAYERS * plan.bytes_per_element + plan.gradient_bytes)
+    gathered = max(plan.params(layer).total for layer in layers) * plan.bytes_per_element
+    gradient = max(largest_tensor(plan.shape(layer), plan) for layer in layers)
+    return plan.args.fsdp_prefetch_layers * gathered + gradient * plan.gradient_bytes
+
+
+def largest_tensor(s: LayerShape, plan: TrainingPlan) -> float:
+    """Elements of a layer's largest weight tensor (tensor-local, whole over fsdp): an
+    attention projection (``d_model x heads x head_dim``, MLA's up-projections), an MLP
+    matrix (``d_model x d_ff``) or, in a MoE layer, one stacked matrix of the chip's
+    routed experts (``local_experts x d_model x d_ff``)."""
+    attention = s.d_model * max(s.heads, s.kv) * (s.head_dim + s.rope_head_dim)
+    if s.attention == "mla":
+        attention = max(attention, s.kv_lora_rank * s.heads * 2 * s.head_dim)
+    mlp = s.d_model * max(s.d_ff, s.shared_d_ff)
+    experts = plan.local_experts * s.d_model * s.d_ff if s.experts else 0
+    return float(max(attention, mlp, experts))
 
 
 def peak_stage(plan: TrainingPlan) -> StageMemory:

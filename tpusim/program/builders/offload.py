@@ -8,7 +8,7 @@ the chip's host link and the ZeRO-1 collectives around the optimiser.
   when offloads and fetches coincide).
 * Activations a remat policy offloads (:mod:`.remat`): after a layer's forward they
   are copied to host; before its backward they are fetched, starting when the pass
-  :data:`~tpusim.program.builders.training.FSDP_PREFETCH_LAYERS` back has ended (one
+  ``fsdp_prefetch_layers`` back has ended (one
   layer ahead, as the FSDP gathers prefetch); the backward waits for them.
 * ``param_memory_host_offload``: before each FSDP all-gather of a layer's weights (or,
   without FSDP, before its pass) the chip's shard of them is fetched from host; after
@@ -26,11 +26,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tpusim.program.builders.oplist import OpList
-from tpusim.program.builders.training import (
-    ADAM_STATE_BYTES,
-    FSDP_PREFETCH_LAYERS,
-    TrainingPlan,
-)
+from tpusim.program.builders.training import TrainingPlan
 
 
 class Emits(Protocol):
@@ -85,9 +81,9 @@ def fetch_weights(e: Emits, prefix: str, phase: str, layer: int) -> str | None:
 
 
 def _prefetch_point(e: Emits) -> str | None:
-    """The end of the pass :data:`FSDP_PREFETCH_LAYERS` back (None early on)."""
-    ends = e.pass_ends
-    return ends[-FSDP_PREFETCH_LAYERS] if len(ends) >= FSDP_PREFETCH_LAYERS else None
+    """The end of the pass ``fsdp_prefetch_layers`` back (None early on)."""
+    ends, depth = e.pass_ends, e.plan.args.fsdp_prefetch_layers
+    return ends[-depth] if len(ends) >= depth else None
 
 
 def optimizer_step(e: Emits, grad_syncs: list[str]) -> None:
@@ -95,11 +91,11 @@ def optimizer_step(e: Emits, grad_syncs: list[str]) -> None:
     ``24 + 2 x dtype`` bytes each) with its host transfers and ZeRO-1 all-gather."""
     plan = e.plan
     params = plan.local_params / plan.zero_shard
-    state = params * ADAM_STATE_BYTES
+    state = params * plan.optimizer_state_bytes
     fetch = None
     if plan.args.optimizer_memory_host_offload:
         fetch = host_transfer(e, "optimizer.state.from_host", state, [])
-    size = params * (2 * ADAM_STATE_BYTES + 2 * plan.bytes_per_element)
+    size = params * (2 * plan.optimizer_state_bytes + 2 * plan.bytes_per_element)
     done = e.out.add("optimizer", "elementwise", [e.last, fetch, *grad_syncs], bytes=size)
     if plan.args.optimizer_memory_host_offload:
         host_transfer(e, "optimizer.state.to_host", state, [done])

@@ -90,7 +90,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tpusim.program.builders.args import TrainingArgs
+from tpusim.program.builders.args import FSDP_PREFETCH_LAYERS, TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
 from tpusim.program.builders.layers import (
     BACKWARD_ELEMENTWISE_FACTOR,
@@ -118,11 +118,6 @@ ADAM_STATE_BYTES = 12.0
 """Optimiser bytes per parameter besides the weights: fp32 master copy + two fp32
 moments (published: Adam's two moments; the fp32 master is the mixed-precision
 recipe of Micikevicius et al. 2018)."""
-
-FSDP_PREFETCH_LAYERS = 2
-"""Layers of gathered weights live at once under FSDP (the current one and the next;
-an assumption matching XLA's one-layer-ahead prefetch)."""
-
 
 def training_step(**fields: Any) -> Program:
     """One training step (forward, backward, optimiser) of a dense or MoE transformer.
@@ -221,6 +216,16 @@ class TrainingPlan:
     def dtype(self) -> str:
         return self.args.dtype
 
+    @property
+    def optimizer_state_bytes(self) -> float:
+        """Optimiser bytes per parameter besides the weights: :data:`ADAM_STATE_BYTES`
+        with ``weight_dtype: fp32`` (the default: an fp32 master and fp32 moments);
+        with ``weight_dtype: bf16`` (MaxText's ``weight_dtype: bfloat16``) the weights
+        are kept in bf16, with no fp32 master, and Adam's two moments take the weights'
+        dtype (optax's default ``mu_dtype``): 2 x 2 bytes."""
+        if self.args.weight_dtype == "fp32":
+            return ADAM_STATE_BYTES
+        return 2.0 * 2.0
     @property
     def layers(self) -> int:
         return self.args.layers
