@@ -97,14 +97,15 @@ class Simulator:
         return Simulated.of(fitted, record, time.perf_counter() - began)
 
     def extrapolated(self, fitted: Fitted, fidelity: Fidelity) -> Simulated:
-        """``fitted``'s whole step from two fragments of one and two layers per chunk
-        (``p v`` and ``2 p v`` layers: every stage's chunk one or two layers long),
-        each simulated as the workload runs it: a step whose layers repeat is affine
-        in its chunk's length ``c`` (what the training step's layer reuse assumes), so
-        ``t(c) = t1 + (c - 1) (t2 - t1)`` for the step, compute and exposed times; MFU
-        is the whole step's useful FLOPs over its time. The whole step is run instead
-        when its chunk has at most two layers or its first layers are dense and the
-        rest MoE (a fragment would change the mix)."""
+        """``fitted``'s whole step from two fragments of ``a, b`` =
+        :data:`FRAGMENT_LAYERS` layers per chunk (``a p v`` and ``b p v`` layers),
+        each simulated as the workload runs it: past the FSDP prefetch's first layers,
+        a step whose layers repeat is affine in its chunk's length ``c`` (what the
+        training step's layer reuse assumes), so ``t(c) = t_a + (c - a) (t_b - t_a) /
+        (b - a)`` for the step, compute and exposed times; MFU is the whole step's
+        useful FLOPs over its time. The whole step is run instead when its chunk has
+        at most ``b`` layers or its first layers are dense and the rest MoE (a
+        fragment would change the mix)."""
         from tpusim.program.builders.emit import useful_flops
 
         plan = fitted.plan
@@ -117,19 +118,22 @@ class Simulator:
             for name in ("step_time_s", "compute_time_s", "exposed_communication_time_s")
         )
         flops_two = two.mfu * two.step_time_s  # MFU x step = useful FLOPs / peak
-        fragment_flops = useful_flops(_fragment_plan(fitted, 2 * per))
+        fragment_flops = useful_flops(_fragment_plan(fitted, FRAGMENT_LAYERS[1] * per))
         mfu = flops_two * useful_flops(plan) / fragment_flops / step
         wall = one.wall_s + two.wall_s
         return Simulated(fitted, fidelity, step, compute, exposed, mfu, "fragments", wall)
 
 
-FRAGMENT_LAYERS = (1, 2)
-"""Layers per chunk of the two fragments :meth:`Simulator.extrapolated` simulates."""
+FRAGMENT_LAYERS = (2, 3)
+"""Layers per chunk of the two fragments :meth:`Simulator.extrapolated` simulates
+(the first has as many layers as the FSDP prefetch keeps gathered, so both start the
+same way; checked against whole runs in the tests)."""
 
 
 def _affine(one: float, two: float, length: int) -> float:
-    """The value at ``length`` of the line through (1, one) and (2, two)."""
-    return one + (length - 1) * (two - one)
+    """The value at ``length`` of the line through the two fragments' values."""
+    a, b = FRAGMENT_LAYERS
+    return one + (length - a) * (two - one) / (b - a)
 
 
 def _fragment_plan(fitted: Fitted, layers: int) -> Any:
