@@ -218,5 +218,7 @@ def test_405b_on_the_ironwood_pod_is_at_least_as_fast_as_pure_fsdp():
     assert fsdp is not None
     sim = Simulator(system, build_topology(system), workload_fields(request))
     reference = sim.run(fsdp, "flow")
-    print(f"plan {best.fitted.layout.label()} MFU {best.mfu:.3f}; pure FSDP MFU {reference.mfu:.3f}")
+    print(
+        f"plan {best.fitted.layout.label()} MFU {best.mfu:.3f}; pure FSDP MFU {reference.mfu:.3f}"
+    )
     assert best.step_time_s <= reference.step_time_s * (1 + 1e-9)

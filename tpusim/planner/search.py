@@ -179,7 +179,9 @@ def _out_of_memory(report: MemoryReport, system: Any) -> None:
 
 def reference_layout(fitting: list[Fitted], screens: dict[int, Screen]) -> Fitted | None:
     """Pure FSDP: the largest fsdp axis whose other axes are tensor, best screened."""
-    pure = [f for f in fitting if "fsdp" in f.layout.mesh and set(f.layout.mesh) <= {"fsdp", "tensor"}]
+    pure = [
+        f for f in fitting if "fsdp" in f.layout.mesh and set(f.layout.mesh) <= {"fsdp", "tensor"}
+    ]
     return min(
         pure,
         key=lambda f: (-f.layout.mesh["fsdp"], screens[id(f)].step_s, f.layout.label()),
