@@ -17,12 +17,14 @@ from tpusim.engine.placement import map_mesh
 from tpusim.errors import InputError
 from tpusim.planner import PlanRequest, plan_layouts
 from tpusim.planner.candidates import (
-    REMATS,
     ROLES,
     Layout,
+    active_roles,
     factorisations,
+    flag_choices,
     meshes,
     microbatch_choices,
+    remat_choices,
 )
 from tpusim.planner.memory import assess
 from tpusim.planner.rank import Simulator
@@ -56,7 +58,7 @@ def test_factorisations_are_every_ordered_product():
 def test_meshes_are_the_factorisations_the_topology_takes():
     topology = build_topology(load_system("ironwood-256"))
     fits = _fits_topology(topology)
-    roles = [r for r in ROLES if r.needs != "experts"]
+    roles = [r for r in ROLES if r.needs is None and r.field is None]
     found = list(meshes(256, roles, fits))
     brute = []
     for sizes in itertools.product([2**k for k in range(9)], repeat=len(roles)):
@@ -112,9 +114,9 @@ def _brute_force(request):
     system = load_system(request.system)
     topology = build_topology(system)
     fits = _fits_topology(topology)
-    base, _ = builder_base(request)
+    base, known = builder_base(request)
     sim = Simulator(system, topology, workload_fields(request))
-    roles = [r.name for r in ROLES if r.needs != "experts"]
+    roles = [r.name for r in active_roles(base, known)]
     n = system.num_chips
     best = None
     for sizes in itertools.product([d for d in range(1, n + 1) if n % d == 0], repeat=len(roles)):
@@ -122,10 +124,11 @@ def _brute_force(request):
         shards = math.prod(mesh.get(r, 1) for r in ("data", "fsdp"))
         if math.prod(sizes) != n or not fits(mesh) or request.global_batch % shards:
             continue
-        for remat in REMATS:
-            for m in microbatch_choices(request.global_batch // shards, mesh.get("pipeline", 1)):
+        per_shard = request.global_batch // shards
+        for remat, flags in itertools.product(remat_choices(known), flag_choices(known)):
+            for m in microbatch_choices(per_shard, mesh.get("pipeline", 1)):
                 try:
-                    fitted = assess(Layout(mesh, remat, m), base, system.chip)
+                    fitted = assess(Layout(mesh, remat, m, flags), base, system.chip)
                 except ProgramError:
                     continue
                 if fitted.fits:
@@ -204,7 +207,7 @@ def test_405b_on_the_ironwood_pod_is_at_least_as_fast_as_pure_fsdp():
     base, _ = builder_base(request)
     fsdp = None
     for f in sorted((d for d in range(1, 9217) if 9216 % d == 0), reverse=True):
-        for remat in REMATS:
+        for remat in remat_choices(builder_base(request)[1]):
             mesh = {"fsdp": f, "tensor": 9216 // f} if f < 9216 else {"fsdp": f}
             try:
                 fitted = assess(Layout(mesh, remat, 1), base, system.chip)

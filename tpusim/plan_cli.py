@@ -89,6 +89,7 @@ def layout_row(result: Any, simulated: Any) -> dict[str, Any]:
         "roles": layout.roles,
         "remat": layout.remat.name,
         "microbatches": layout.microbatches,
+        "flags": dict(layout.flags),
         "fidelity": simulated.fidelity,
         "step_time_s": simulated.step_time_s,
         "mfu": simulated.mfu,

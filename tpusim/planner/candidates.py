@@ -20,7 +20,9 @@ most :data:`MAX_MICROBATCH_CHOICES`). The builder's own checks
 (:func:`~tpusim.program.builders.checks.check_training`) decide the rest.
 
 Growing the search is one line: a role in :data:`ROLES`, a remat policy in
-:data:`REMATS`. An entry whose workload field does not exist (yet) is left out.
+:data:`REMATS`, a boolean field in :data:`FLAGS`. An entry whose workload field does
+not exist (yet: ``context_axis``, ``remat_policy``, ``sequence_parallel``,
+``shard_optimizer_over_data`` come with the layouts work) is left out.
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Role:
-    """A mesh role: its name (the mesh axis that plays it) and the model field that
-    must be non-zero for the role to apply (None: always)."""
+    """A mesh role: its name (the mesh axis that plays it), the model field that must
+    be non-zero for the role to apply (None: always) and the workload field the role
+    needs to exist (None: none; a role the training step does not have yet is
+    skipped)."""
 
     name: str
     needs: str | None = None
+    field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ ROLES: tuple[Role, ...] = (
     Role("data"),
     Role("pipeline", needs="layers"),
     Role("fsdp"),
+    Role("context", field="context_axis"),
     Role("expert", needs="experts"),
     Role("tensor"),
 )
@@ -62,7 +68,13 @@ ROLES: tuple[Role, ...] = (
 REMATS: tuple[Remat, ...] = (
     Remat("none", {"recompute": False}),
     Remat("full", {"recompute": True}),
+    Remat("minimal", {"remat_policy": "minimal"}),
+    Remat("save_dot_except_mlp", {"remat_policy": "save_dot_except_mlp"}),
 )
+
+#: Boolean workload fields searched both ways (each doubles the layouts), when the
+#: workload has them.
+FLAGS: tuple[str, ...] = ("sequence_parallel", "shard_optimizer_over_data")
 
 MAX_MICROBATCH_CHOICES = 3
 """Most microbatch counts tried per mesh and remat (a bound on the search; with a
@@ -78,10 +90,12 @@ class Layout:
     mesh: dict[str, int]
     remat: Remat
     microbatches: int
+    flags: tuple[tuple[str, bool], ...] = ()
 
     def fields(self) -> dict[str, Any]:
         """The training_step workload fields this layout sets."""
-        return {"mesh": dict(self.mesh), "microbatches": self.microbatches, **self.remat.fields}
+        out = {"mesh": dict(self.mesh), "microbatches": self.microbatches, **self.remat.fields}
+        return out | dict(self.flags)
 
     @property
     def roles(self) -> dict[str, int]:
@@ -116,7 +130,7 @@ def active_roles(model: dict[str, Any], known_fields: set[str]) -> list[Role]:
         value = model.get(role.needs, 0) if role.needs else 1
         if role.needs == "layers":
             value = int(value) > 1
-        if value and (role.needs is None or role.needs in known_fields | set(model)):
+        if value and (role.field is None or role.field in known_fields):
             out.append(role)
     return out
 
@@ -124,6 +138,15 @@ def active_roles(model: dict[str, Any], known_fields: set[str]) -> list[Role]:
 def remat_choices(known_fields: set[str]) -> list[Remat]:
     """The remat choices whose fields the workload has."""
     return [r for r in REMATS if set(r.fields) <= known_fields]
+
+
+def flag_choices(known_fields: set[str]) -> list[tuple[tuple[str, bool], ...]]:
+    """Every setting of the :data:`FLAGS` the workload has (one empty one if none)."""
+    flags = [f for f in FLAGS if f in known_fields]
+    return [
+        tuple(zip(flags, values, strict=True))
+        for values in itertools.product((False, True), repeat=len(flags))
+    ]
 
 
 def meshes(num_chips: int, roles: list[Role], fits: Any) -> Iterator[dict[str, int]]:
@@ -161,6 +184,7 @@ def layouts(
     and microbatch count."""
     batch_roles = ("data", "fsdp", "expert")
     remats = remat_choices(known_fields)
+    flags = flag_choices(known_fields)
     for mesh in meshes(num_chips, active_roles(model, known_fields), fits):
         shards = 1
         for role in batch_roles:
@@ -168,7 +192,6 @@ def layouts(
         if global_batch % shards:
             continue
         per_shard = global_batch // shards
-        for remat, m in itertools.product(
-            remats, microbatch_choices(per_shard, mesh.get("pipeline", 1))
-        ):
-            yield Layout(mesh, remat, m)
+        choices = microbatch_choices(per_shard, mesh.get("pipeline", 1))
+        for remat, m, flag in itertools.product(remats, choices, flags):
+            yield Layout(mesh, remat, m, flag)

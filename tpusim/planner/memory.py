@@ -80,7 +80,7 @@ def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: Any) -> MemoryR
     settled: set[tuple[Any, ...]] = set()
     for layout in layouts:
         report.considered += 1
-        key = (tuple(layout.mesh.items()), layout.remat.name)
+        key = (tuple(layout.mesh.items()), layout.remat.name, layout.flags)
         if "pipeline" not in layout.mesh and key in settled:
             continue
         try:

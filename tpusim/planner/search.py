@@ -232,7 +232,9 @@ def classes(fitting: list[Fitted]) -> dict[tuple[Any, ...], list[Fitted]]:
     for f in fitting:
         roles = f.layout.roles
         key = tuple(v for k, v in roles.items() if k not in SPLIT_ROLES)
-        out.setdefault((key, f.layout.remat.name, f.layout.microbatches), []).append(f)
+        out.setdefault(
+            (key, f.layout.remat.name, f.layout.microbatches, f.layout.flags), []
+        ).append(f)
     return out
 
 
@@ -245,7 +247,7 @@ def _representative(group: list[Fitted], screens: dict[int, Screen]) -> Fitted:
 
 
 def _label(layout: Layout) -> str:
-    return f"{layout.label()} {layout.remat.name} m{layout.microbatches}"
+    return f"{layout.label()} {layout.remat.name} m{layout.microbatches} {layout.flags}"
 
 
 def plan_layouts(request: PlanRequest) -> PlanResult:
