@@ -355,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tpusim.serving.cli import add_parsers as add_serving_parsers
 
     add_serving_parsers(sub)
+    from tpusim.plan_cli import add_parsers as add_plan_parsers
+
+    add_plan_parsers(sub)
     p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
     p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")
     p.add_argument("--system", required=True, help="shipped system name or path")

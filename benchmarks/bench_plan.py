@@ -1,0 +1,50 @@
+"""``tpusim plan`` speed (issue 21 target: one model on one pod under 60 s).
+
+Plans Llama 3.1 405B on the 9,216-chip ``ironwood-pod`` at a global batch of 2,304
+sequences of 8,192 tokens, as ``tpusim plan llama-3.1-405b ironwood-pod
+--global-batch 2304 --seq 8192`` does, in-process, and prints the wall and CPU time,
+the peak memory (resident set), the search's counts, each simulation's wall time, and
+the best layout against pure FSDP.
+
+Run: ``python benchmarks/bench_plan.py``
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+from tpusim.planner import PlanRequest, plan_layouts
+
+TARGET_S = 60.0
+
+
+def main() -> None:
+    began_wall, began_cpu = time.perf_counter(), time.process_time()
+    result = plan_layouts(PlanRequest("llama-3.1-405b", "ironwood-pod", 2304, 8192))
+    wall_s, cpu_s = time.perf_counter() - began_wall, time.process_time() - began_cpu
+    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30
+    memory = result.memory
+    print(
+        f"plan llama-3.1-405b on ironwood-pod: {wall_s:.1f} s wall, {cpu_s:.1f} s CPU, "
+        f"peak RSS {peak_gib:.2f} GiB (target < {TARGET_S:.0f} s wall)"
+    )
+    print(
+        f"search: {memory.considered} considered, {memory.rejected} rejected by the "
+        f"builder's checks, {len(memory.too_big)} out of memory, {len(memory.fitting)} fit"
+    )
+    for s in [*result.ranked, *result.confirmed]:
+        layout = s.fitted.layout
+        print(
+            f"  {s.fidelity:<8} {layout.label():<36} remat {layout.remat.name:<4} "
+            f"m {layout.microbatches:<3} step {s.step_time_s:7.3f} s  MFU {s.mfu:6.1%}  "
+            f"({s.how}, {s.wall_s:.1f} s)"
+        )
+    best, reference = result.best(), result.reference_run()
+    print(f"best: {best.fitted.layout.label()}, MFU {best.mfu:.1%} ({best.fidelity})")
+    if reference is not None:
+        print(f"pure FSDP: {reference.fitted.layout.label()}, MFU {reference.mfu:.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""``tpusim plan`` (issue 21): the layout search against a brute force, the memory
+model, the workload's own runs and pure FSDP."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from dataclasses import replace
+
+import pytest
+
+from tpusim.cli import main
+from tpusim.config import load_system
+from tpusim.engine.placement import map_mesh
+from tpusim.errors import InputError
+from tpusim.planner import PlanRequest, plan_layouts
+from tpusim.planner.candidates import (
+    ROLES,
+    Layout,
+    active_roles,
+    factorisations,
+    flag_choices,
+    meshes,
+    microbatch_choices,
+    remat_choices,
+)
+from tpusim.planner.memory import assess
+from tpusim.planner.rank import Simulator
+from tpusim.planner.search import builder_base, workload_fields
+from tpusim.program.builders.memory import peak_stage
+from tpusim.program.ir import ProgramError
+from tpusim.topology import build_topology
+from tpusim.workloads.training_memory import check_fits
+
+SMALL = PlanRequest("llama-3.1-8b", "ironwood-256", 64, 2048, overrides={"layers": 6})
+
+
+def _fits_topology(topology):
+    def fits(mesh):
+        try:
+            map_mesh(topology, mesh)
+        except InputError:
+            return False
+        return True
+
+    return fits
+
+
+def test_factorisations_are_every_ordered_product():
+    found = list(factorisations(12, 3))
+    brute = [t for t in itertools.product(range(1, 13), repeat=3) if math.prod(t) == 12]
+    assert sorted(found) == sorted(brute)
+    assert len(found) == len(set(found)) == 18
+
+
+def test_meshes_are_the_factorisations_the_topology_takes():
+    topology = build_topology(load_system("ironwood-256"))
+    fits = _fits_topology(topology)
+    roles = [r for r in ROLES if r.needs is None and r.field is None]
+    found = list(meshes(256, roles, fits))
+    brute = []
+    for sizes in itertools.product([2**k for k in range(9)], repeat=len(roles)):
+        mesh = {r.name: s for r, s in zip(roles, sizes, strict=True) if s > 1} or {"data": 1}
+        if math.prod(sizes) == 256 and fits(mesh):
+            brute.append(mesh)
+    assert sorted(map(str, found)) == sorted(map(str, brute))
+    assert {"fsdp": 64, "tensor": 4} in found
+    assert all(math.prod(m.values()) == 256 for m in found)
+
+
+def test_microbatch_choices():
+    assert microbatch_choices(8, 1) == [1, 2, 4]
+    assert microbatch_choices(32, 16) == [16, 32]
+    assert microbatch_choices(3, 1) == [1]
+    assert microbatch_choices(6, 4) == [3]  # no multiple of 4 divides 6
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return plan_layouts(replace(SMALL, shortlist=12, margin=None, confirm=3))
+
+
+def test_best_is_the_fastest_it_simulated_and_every_layout_fits(small_plan):
+    result = small_plan
+    best = result.best()
+    assert best.fidelity == "flow"
+    assert all(best.step_time_s <= s.step_time_s for s in result.confirmed)
+    chip = result.system.chip
+    for s in result.ordered():
+        plan = s.fitted.plan
+        check_fits(plan, chip)  # the run's own memory check: raises when it does not fit
+        assert peak_stage(plan).total_bytes <= chip.hbm.capacity_bytes
+    assert len(result.confirmed) >= 3
+
+
+def test_fragments_extrapolate_to_the_whole_step(small_plan):
+    """The ranking's two-fragment extrapolation against the workload's run of the
+    whole 6-layer step at the same fidelity."""
+    system = small_plan.system
+    sim = Simulator(system, build_topology(system), workload_fields(SMALL))
+    extrapolated = [r for r in small_plan.ranked if r.how == "fragments"]
+    assert len(extrapolated) >= 3
+    for ranked in extrapolated[:3]:
+        whole = sim.run(ranked.fitted, "analytic")
+        assert ranked.step_time_s == pytest.approx(whole.step_time_s, rel=1e-6)
+        assert ranked.mfu == pytest.approx(whole.mfu, rel=1e-6)
+
+
+def _brute_force(request):
+    """Every layout of a tiny system, built without the planner's generator, run whole
+    at the analytic fidelity: the fastest that fits."""
+    system = load_system(request.system)
+    topology = build_topology(system)
+    fits = _fits_topology(topology)
+    base, known = builder_base(request)
+    sim = Simulator(system, topology, workload_fields(request))
+    roles = [r.name for r in active_roles(base, known)]
+    n = system.num_chips
+    best = None
+    for sizes in itertools.product([d for d in range(1, n + 1) if n % d == 0], repeat=len(roles)):
+        mesh = {r: s for r, s in zip(roles, sizes, strict=True) if s > 1} or {"data": 1}
+        shards = math.prod(mesh.get(r, 1) for r in ("data", "fsdp"))
+        if math.prod(sizes) != n or not fits(mesh) or request.global_batch % shards:
+            continue
+        per_shard = request.global_batch // shards
+        for remat, flags in itertools.product(remat_choices(known), flag_choices(known)):
+            for m in microbatch_choices(per_shard, mesh.get("pipeline", 1)):
+                try:
+                    fitted = assess(Layout(mesh, remat, m, flags), base, system.chip)
+                except ProgramError:
+                    continue
+                if fitted.fits:
+                    run = sim.run(fitted, "analytic")
+                    if best is None or run.step_time_s < best.step_time_s:
+                        best = run
+    return best
+
+
+def test_search_agrees_with_a_brute_force_on_a_tiny_system(tmp_path):
+    system = tmp_path / "tiny.yaml"
+    system.write_text("name: tiny\nchip: ironwood\ntopology: {kind: torus, dims: [2, 4]}\n")
+    request = PlanRequest(
+        "llama-3.1-8b",
+        str(system),
+        8,
+        1024,
+        overrides={"layers": 4},
+        shortlist=1000,
+        margin=None,
+        confirm=1000,
+        confirm_fidelity="analytic",
+    )
+    brute = _brute_force(request)
+    best = plan_layouts(request).best()
+    assert brute is not None
+    assert best.step_time_s == pytest.approx(brute.step_time_s, rel=1e-9)
+
+
+def test_cli_json(capsys):
+    code = main(
+        ["plan", "llama-3.1-8b", "ironwood-256", "--global-batch", "64", "--seq", "2048",
+         "--layers", "6", "--top", "2", "--json"]
+    )  # fmt: skip
+    assert code == 0
+    record = json.loads(capsys.readouterr().out)
+    for key in ("model", "system", "global_batch", "seq", "candidates_considered"):
+        assert key in record
+    assert record["fit_in_memory"] <= record["candidates_considered"]
+    assert 1 <= len(record["layouts"]) <= 2
+    first = record["layouts"][0]
+    assert math.prod(first["mesh"].values()) == 256
+    assert first["peak_hbm_bytes_per_chip"] <= load_system("ironwood-256").chip.hbm.capacity_bytes
+    assert first["fidelity"] == "flow" and first["step_time_s"] > 0 and 0 < first["mfu"] < 1
+    assert record["ranked_by"] == "analytic" and record["confirmed_by"] == "flow"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["nosuch", "ironwood-256", "--global-batch", "64", "--seq", "2048"], 2, "unknown model"),
+        (["llama-3.1-8b", "nosuch", "--global-batch", "64", "--seq", "2048"], 2, "unknown system"),
+        (["llama-3.1-8b", "ironwood-256", "--global-batch", "64", "--seq", "8", "--top", "0"],
+         2, "--top: must be 1 or more"),
+        (["llama-3.1-8b", "ironwood-256", "--global-batch", "7", "--seq", "8", "--layers", "1"],
+         2, "no layout is valid"),
+        (["llama-3.1-405b", "ironwood-256", "--global-batch", "256", "--seq", "131072"],
+         1, "no layout fits in HBM .*short by"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line(capsys, args, code, message):
+    assert main(["plan", *args]) == code
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("tpusim: error: ")
+    assert re.search(message, err)
+
+
+@pytest.mark.slow
+def test_405b_on_the_ironwood_pod_is_at_least_as_fast_as_pure_fsdp():
+    """The plan's best against pure FSDP (the largest fsdp axis that fits, the rest
+    tensor), found and simulated here without the planner's search."""
+    request = PlanRequest("llama-3.1-405b", "ironwood-pod", 2304, 8192)
+    best = plan_layouts(request).best()
+    system = load_system(request.system)
+    base, _ = builder_base(request)
+    fsdp = None
+    for f in sorted((d for d in range(1, 9217) if 9216 % d == 0), reverse=True):
+        for remat in remat_choices(builder_base(request)[1]):
+            mesh = {"fsdp": f, "tensor": 9216 // f} if f < 9216 else {"fsdp": f}
+            try:
+                fitted = assess(Layout(mesh, remat, 1), base, system.chip)
+            except ProgramError:
+                continue
+            if fitted.fits:
+                fsdp = fitted
+                break
+        if fsdp is not None:
+            break
+    assert fsdp is not None
+    sim = Simulator(system, build_topology(system), workload_fields(request))
+    reference = sim.run(fsdp, "flow")
+    print(
+        f"plan {best.fitted.layout.label()} MFU {best.mfu:.3f}; pure FSDP MFU {reference.mfu:.3f}"
+    )
+    assert best.step_time_s <= reference.step_time_s * (1 + 1e-9)

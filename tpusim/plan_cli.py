@@ -1,0 +1,172 @@
+"""``tpusim plan MODEL SYSTEM --global-batch B --seq S``: the fastest training layouts
+(mesh roles, remat, microbatches) that fit in memory (see :mod:`tpusim.planner`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tpusim import units
+from tpusim.cli_flags import positive_flag
+from tpusim.console import text_table
+from tpusim.vocabulary import DTYPES, FIDELITIES
+
+COLUMNS = (
+    "rank",
+    "mesh",
+    "remat",
+    "microbatches",
+    "fidelity",
+    "step time",
+    "MFU",
+    "peak HBM/chip",
+    "exposed comm",
+)
+DEFAULT_TOP = 5
+
+
+def add_parsers(sub: Any) -> None:
+    """The subcommand, on the CLI's subparsers."""
+    from tpusim.planner.search import DEFAULT_CONFIRM, DEFAULT_SHORTLIST
+
+    p = sub.add_parser("plan", help="search training layouts (mesh roles, remat) by step time")
+    p.add_argument("model", help="model preset name (tpusim check models) or YAML path")
+    p.add_argument("system", help="shipped system name or path to a system YAML")
+    p.add_argument("--global-batch", type=positive_flag, required=True, help="sequences per step")
+    p.add_argument("--seq", type=positive_flag, required=True, help="tokens per sequence")
+    p.add_argument("--dtype", choices=DTYPES, default="bf16")
+    p.add_argument("--layers", type=positive_flag, help="plan a fragment of this many layers")
+    p.add_argument("--top", type=positive_flag, default=DEFAULT_TOP, help="layouts to print")
+    p.add_argument(
+        "--shortlist",
+        type=positive_flag,
+        default=DEFAULT_SHORTLIST,
+        help=f"layouts ranked by simulation after the screen (default {DEFAULT_SHORTLIST})",
+    )
+    p.add_argument(
+        "--confirm",
+        type=positive_flag,
+        default=DEFAULT_CONFIRM,
+        help=f"best ranked layouts simulated again (default {DEFAULT_CONFIRM})",
+    )
+    p.add_argument("--rank-fidelity", choices=FIDELITIES, default="analytic")
+    p.add_argument("--confirm-fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    from tpusim.planner import PlanRequest, plan_layouts
+    from tpusim.results.files import json_text
+
+    request = PlanRequest(
+        model=args.model,
+        system=args.system,
+        global_batch=args.global_batch,
+        seq=args.seq,
+        dtype=args.dtype,
+        overrides={"layers": args.layers} if args.layers else {},
+        shortlist=args.shortlist,
+        confirm=args.confirm,
+        rank_fidelity=args.rank_fidelity,
+        confirm_fidelity=args.confirm_fidelity,
+    )
+    record = plan_record(plan_layouts(request), args.top)
+    if args.json:
+        print(json_text(record))
+        return
+    print("\n".join(plan_lines(record)))
+
+
+def layout_row(result: Any, simulated: Any) -> dict[str, Any]:
+    """One layout of ``result`` (a PlanResult) as JSON: its mesh, roles, schedule, the
+    times at the fidelity that placed it, and its times at the ranking fidelity."""
+    fitted = simulated.fitted
+    layout = fitted.layout
+    ranked = result.ranked_run(fitted)
+    return {
+        "mesh": dict(layout.mesh),
+        "roles": layout.roles,
+        "remat": layout.remat.name,
+        "microbatches": layout.microbatches,
+        "flags": dict(layout.flags),
+        "fidelity": simulated.fidelity,
+        "step_time_s": simulated.step_time_s,
+        "mfu": simulated.mfu,
+        "peak_hbm_bytes_per_chip": fitted.peak_hbm_bytes,
+        "exposed_communication_time_s": simulated.exposed_communication_time_s,
+        "compute_time_s": simulated.compute_time_s,
+        "screen_step_time_s": result.screens[id(fitted)].step_s,
+        "ranked_step_time_s": ranked.step_time_s if ranked else None,
+        "simulated_as": simulated.how,
+    }
+
+
+def plan_record(result: Any, top: int) -> dict[str, Any]:
+    """The ``plan`` JSON object of ``result`` with its ``top`` best layouts."""
+    request, memory = result.request, result.memory
+    reference = result.reference_run()
+    simulated = {id(s.fitted) for s in result.ranked} | {id(s.fitted) for s in result.confirmed}
+    return {
+        "model": request.model,
+        "system": result.system.name,
+        "chips": result.system.num_chips,
+        "global_batch": request.global_batch,
+        "seq": request.seq,
+        "dtype": request.dtype,
+        "layers": request.overrides.get("layers"),
+        "candidates_considered": memory.considered,
+        "rejected_by_checks": memory.rejected,
+        "out_of_memory": len(memory.too_big),
+        "fit_in_memory": len(memory.fitting),
+        "simulated": len(simulated),
+        "screened_by": "closed-form",
+        "ranked_by": request.rank_fidelity,
+        "confirmed_by": request.confirm_fidelity,
+        "layouts": [layout_row(result, s) for s in result.ordered()[:top]],
+        "reference": None if reference is None else layout_row(result, reference),
+    }
+
+
+def plan_lines(record: dict[str, Any]) -> list[str]:
+    """The text report of a ``plan`` record."""
+    rows = [_text_row(i, row) for i, row in enumerate(record["layouts"], start=1)]
+    fragment = f", a {record['layers']}-layer fragment" if record["layers"] else ""
+    lines = [
+        f"plan            {record['model']}{fragment} on {record['system']} "
+        f"({record['chips']:,} chips), global batch {record['global_batch']:,} x "
+        f"{record['seq']:,} tokens, {record['dtype']}",
+        f"search          {record['candidates_considered']:,} layouts considered, "
+        f"{record['fit_in_memory']:,} fit in memory, {record['simulated']} simulated: "
+        f"screened in closed form, ranked at {record['ranked_by']} fidelity, the best "
+        f"confirmed at {record['confirmed_by']}",
+        "",
+        text_table(rows, COLUMNS),
+    ]
+    ref = record["reference"]
+    if ref is not None:
+        lines += [
+            "",
+            f"pure FSDP       {_mesh_text(ref['mesh'])}, remat {ref['remat']}: "
+            f"{units.format_time(ref['step_time_s'])}, MFU {ref['mfu']:.1%} "
+            f"({ref['fidelity']})",
+        ]
+    return lines
+
+
+def _mesh_text(mesh: dict[str, int]) -> str:
+    return " x ".join(f"{name} {size}" for name, size in mesh.items())
+
+
+def _text_row(rank: int, row: dict[str, Any]) -> dict[str, str]:
+    return {
+        "rank": str(rank),
+        "mesh": _mesh_text(row["mesh"]),
+        "remat": row["remat"],
+        "microbatches": str(row["microbatches"]),
+        "fidelity": row["fidelity"],
+        "step time": units.format_time(row["step_time_s"]),
+        "MFU": f"{row['mfu']:.1%}",
+        "peak HBM/chip": units.format_bytes(row["peak_hbm_bytes_per_chip"]),
+        "exposed comm": units.format_time(row["exposed_communication_time_s"]),
+    }

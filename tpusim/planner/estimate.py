@@ -1,0 +1,152 @@
+"""The screen: a closed-form step time that orders the layouts that fit, so only the
+most promising few are simulated.
+
+Built from the builder's own op templates (:func:`~tpusim.program.builders.layers.layer_steps`
+turned into ops by :func:`~tpusim.program.builders.layers.emit_step`, forward and
+backward as the step emits them) costed by the chip's op cost model
+(:class:`~tpusim.hardware.ChipCostModel`), with each collective a ring over its mesh
+axes (assumption: ``(n - 1) / n`` of the nccl-tests size per all-gather,
+reduce-scatter or all-to-all pass, twice for an all-reduce, the whole size for a
+permute; at two links per physical axis the mesh axes occupy, one hop latency per
+ring step). Per loop iteration, one microbatch through the chunk's layers, forward,
+(recomputed forward,) backward; the loop runs ``m v + p - 1`` iterations, so the
+pipeline bubble is in the count. Synchronous collectives (tensor all-reduces, MoE
+all-to-alls, pipeline permutes) add to the time; the asynchronous ones (FSDP gathers
+and reduce-scatters, data-parallel all-reduces) overlap the compute:
+
+    screen_s = max(compute_s, async_s) + sync_s
+
+It is an ordering heuristic (no contention, perfect overlap), never a reported
+time: the layouts it keeps are ranked by simulation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tpusim.hardware import ChipCostModel
+from tpusim.program.builders.emit import embed_steps, head_steps
+from tpusim.program.builders.layers import LayerStep, emit_step, layer_steps
+from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.training import ADAM_STATE_BYTES, TrainingPlan
+from tpusim.program.ir import Op
+
+#: Ring passes per nccl-tests size of each collective (see the module docstring).
+RING_PASSES = {
+    "all-reduce": 2.0,
+    "all-gather": 1.0,
+    "reduce-scatter": 1.0,
+    "all-to-all": 1.0,
+    "collective-permute": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class Screen:
+    """A layout's screened times per step (s): compute on the TensorCore, synchronous
+    and asynchronous communication, and the screened step."""
+
+    compute_s: float
+    sync_s: float
+    async_s: float
+
+    @property
+    def step_s(self) -> float:
+        return max(self.compute_s, self.async_s) + self.sync_s
+
+
+@dataclass(frozen=True)
+class Network:
+    """What the screen needs of the system: its ICI link bandwidth (B/s, one
+    direction), hop latency (s) and mesh axis -> physical axes (or pieces) occupied."""
+
+    link_bandwidth_Bps: float
+    hop_latency_s: float
+    pieces: dict[str, list[str]]
+
+    def collective_s(self, op: str, size_bytes: float, axes: tuple[str, ...], mesh: dict) -> float:
+        """The ring time of collective ``op`` of ``size_bytes`` over mesh ``axes``."""
+        n = 1
+        for axis in axes:
+            n *= mesh[axis]
+        if n <= 1:
+            return 0.0
+        links = 2 * sum(len(self.pieces.get(axis, [axis])) for axis in axes)
+        passes = RING_PASSES.get(op, 1.0)
+        share = 1.0 if op == "collective-permute" else (n - 1) / n
+        steps = 1 if op == "collective-permute" else passes * (n - 1)
+        return passes * share * size_bytes / (links * self.link_bandwidth_Bps) + (
+            steps * self.hop_latency_s
+        )
+
+
+class Screener:
+    """Screens plans on one chip (``costs``) and network (``network``)."""
+
+    def __init__(self, costs: ChipCostModel, network: Network):
+        self.costs, self.network = costs, network
+
+    def op_s(self, op: Op, mesh: dict[str, int]) -> float:
+        """One op's time: compute ops by the cost model, collectives as rings."""
+        if op.kind == "collective":
+            return self.network.collective_s(op.collective, op.size_bytes, op.axes, mesh)
+        if op.kind == "matmul":
+            return self.costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch).time_s  # type: ignore[arg-type]
+        if op.kind == "embedding":
+            return self.costs.embedding_lookup(op.rows, op.row_bytes, op.memory).time_s
+        return self.costs.elementwise(op.bytes, op.memory).time_s
+
+    def pass_s(self, plan: TrainingPlan, steps: list[LayerStep], phase: str) -> tuple[float, float]:
+        """(compute, synchronous communication) seconds of one pass of ``steps``."""
+        out = OpList()
+        ordered = steps if phase == "fwd" else list(reversed(steps))
+        for i, step in enumerate(ordered):
+            if step.phase in ("both", phase):
+                emit_step(out, step, f"s{i}", phase, [], plan.dtype)  # type: ignore[arg-type]
+        compute = sum(self.op_s(op, plan.mesh) for op in out.ops if op.kind != "collective")
+        sync = sum(self.op_s(op, plan.mesh) for op in out.ops if op.kind == "collective")
+        return compute, sync
+
+    def layer_s(self, plan: TrainingPlan, layer: int) -> tuple[float, float, float]:
+        """(compute, sync, async) seconds of one microbatch through ``layer``, forward,
+        recomputed forward (with ``recompute``) and backward."""
+        steps = layer_steps(plan.shape(layer))
+        fwd, bwd = self.pass_s(plan, steps, "fwd"), self.pass_s(plan, steps, "bwd")
+        again = 2 if getattr(plan.args, "recompute", False) else 1
+        compute = again * fwd[0] + bwd[0]
+        sync = again * fwd[1] + bwd[1]
+        weights = plan.params(layer).total
+        gather = self.network.collective_s(
+            "all-gather", weights * plan.bytes_per_element, plan.fsdp_group, plan.mesh
+        )
+        scatter = self.network.collective_s(
+            "reduce-scatter", weights * plan.gradient_bytes, plan.fsdp_group, plan.mesh
+        )
+        return compute, sync, 2 * gather + scatter
+
+    def screen(self, plan: TrainingPlan) -> Screen:
+        """The plan's screened step (see the module docstring)."""
+        n = plan.schedule.iterations
+        kinds: dict[Any, tuple[float, float, float]] = {}
+        compute = sync = async_ = 0.0
+        for layer in plan.chunk():
+            shape = plan.shape(layer)
+            if shape not in kinds:
+                kinds[shape] = self.layer_s(plan, layer)
+            c, s, a = kinds[shape]
+            compute, sync, async_ = compute + n * c, sync + n * s, async_ + n * a
+            grads = plan.params(layer).total * plan.gradient_bytes / plan.shard
+            async_ += self.network.collective_s("all-reduce", grads, plan.dense_axes, plan.mesh)
+        for steps in (embed_steps(plan), head_steps(plan)):
+            for phase in ("fwd", "bwd"):
+                c, s = self.pass_s(plan, steps, phase)
+                compute, sync = compute + c, sync + s
+        if plan.pipeline_group:
+            permute = self.network.collective_s(
+                "collective-permute", plan.dense.act_bytes, plan.pipeline_group, plan.mesh
+            )
+            sync += 2 * n * permute
+        optimizer = plan.local_params * (2 * ADAM_STATE_BYTES + 2 * plan.bytes_per_element)
+        compute += self.costs.elementwise(optimizer).time_s
+        return Screen(compute, sync, async_)

@@ -1,0 +1,95 @@
+"""Memory pruning: plan each candidate with the training builder and keep those whose
+peak stage fits in the chip's HBM, before anything is simulated.
+
+The builder's own checks (:func:`~tpusim.program.builders.plan_training`: heads,
+kv_heads and d_ff divisible by the tensor axis, experts by the expert axis, the batch
+by the batch axes and the microbatches, a pipeline no deeper than the layers) reject a
+layout with a :class:`~tpusim.program.ir.ProgramError`; the memory model
+(:func:`~tpusim.program.builders.memory.peak_stage`, closed form) gives its peak
+bytes per chip, against the capacity the run's check uses
+(:class:`~tpusim.hardware.MemoryTracker`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpusim.hardware import MemoryTracker
+from tpusim.planner.candidates import Layout
+from tpusim.program.builders import TrainingPlan, plan_training
+from tpusim.program.builders.memory import peak_stage
+from tpusim.program.ir import ProgramError
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A layout the builder accepts: its plan, peak HBM per chip of its peak stage and
+    the chip's HBM capacity (bytes)."""
+
+    layout: Layout
+    plan: TrainingPlan
+    peak_hbm_bytes: float
+    capacity_bytes: float
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_hbm_bytes <= self.capacity_bytes
+
+    @property
+    def shortfall_bytes(self) -> float:
+        """Bytes over capacity (<= 0 when it fits)."""
+        return self.peak_hbm_bytes - self.capacity_bytes
+
+
+@dataclass
+class MemoryReport:
+    """What pruning found: layouts considered, rejected by the builder's checks (with
+    the first reason seen), too big for HBM, and those that fit."""
+
+    considered: int = 0
+    rejected: int = 0
+    first_rejection: str | None = None
+    too_big: list[Fitted] = field(default_factory=list)
+    fitting: list[Fitted] = field(default_factory=list)
+
+    @property
+    def planned(self) -> int:
+        """Layouts the builder accepted (fitting or not)."""
+        return len(self.too_big) + len(self.fitting)
+
+    def smallest_shortfall(self) -> Fitted | None:
+        """The accepted layout that misses HBM by the fewest bytes (None: none)."""
+        return min(self.too_big, key=lambda f: f.shortfall_bytes, default=None)
+
+
+def assess(layout: Layout, base: dict[str, Any], chip: Any) -> Fitted:
+    """``layout`` planned on top of the builder fields ``base``; raises ProgramError
+    when the builder rejects it."""
+    plan = plan_training(**(base | layout.fields()))
+    capacity = MemoryTracker(chip).capacity_bytes()
+    return Fitted(layout, plan, peak_stage(plan).total_bytes, capacity)
+
+
+def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: Any) -> MemoryReport:
+    """Every layout of ``layouts`` planned and sorted into the report's lists. A mesh
+    and remat whose smallest microbatch count fits keeps only that count among those
+    without a pipeline (more accumulation steps only add weight gathers there)."""
+    report = MemoryReport()
+    settled: set[tuple[Any, ...]] = set()
+    for layout in layouts:
+        report.considered += 1
+        key = (tuple(layout.mesh.items()), layout.remat.name, layout.flags)
+        if "pipeline" not in layout.mesh and key in settled:
+            continue
+        try:
+            fitted = assess(layout, base, chip)
+        except ProgramError as exc:
+            report.rejected += 1
+            report.first_rejection = report.first_rejection or f"{layout.label()}: {exc}"
+            continue
+        (report.fitting if fitted.fits else report.too_big).append(fitted)
+        if fitted.fits:
+            settled.add(key)
+    return report

@@ -1,0 +1,145 @@
+"""Ranking by simulation: a layout run as the ``training_step`` workload runs it
+(:func:`tpusim.workloads.training_step.run`: the memory check, the layer and loop
+reuse, the training record) at a chosen fidelity.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tpusim.errors import ConfigError, InputError
+from tpusim.planner.memory import Fitted
+from tpusim.results.records import TrainingRecord
+from tpusim.vocabulary import Fidelity
+from tpusim.workloads.registry import WorkloadContext
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """A layout's simulated step at ``fidelity``: step, compute and exposed
+    communication times (s) and MFU of the whole step, ``how`` it was found (``run``:
+    the workload's own run; ``fragments``: extrapolated from fragments, see
+    :meth:`Simulator.extrapolated`) and the wall time it took (s)."""
+
+    fitted: Fitted
+    fidelity: str
+    step_time_s: float
+    compute_time_s: float
+    exposed_communication_time_s: float
+    mfu: float
+    how: str
+    wall_s: float
+
+    @classmethod
+    def of(cls, fitted: Fitted, record: TrainingRecord, wall_s: float) -> Simulated:
+        """From the workload's record of the whole step."""
+        return cls(
+            fitted,
+            record.fidelity,
+            float(record.step_time_s),
+            float(record.compute_time_s),
+            float(record.exposed_communication_time_s),
+            float(record.mfu),
+            "run",
+            wall_s,
+        )
+
+
+class Simulator:
+    """Runs layouts of one workload (``workload``: the training_step workload's fields
+    without the layout's) on one system, sharing its topology. Each run gets a fresh
+    route cache: a cache kept across layouts holds every group's routes (all pairs of
+    a large group under the ``direct`` candidate) and grows without bound."""
+
+    def __init__(self, system: Any, topology: Any, workload: dict[str, Any]):
+        self.system, self.topology, self.workload = system, topology, workload
+
+    def context(self, fidelity: Fidelity, label: str) -> WorkloadContext:
+        """Where a layout runs (errors name the plan command, not a scenario file)."""
+        from tpusim.network.routes import RouteCache
+
+        return WorkloadContext(
+            system=self.system,
+            topology=self.topology,
+            routes=RouteCache(self.topology),
+            fidelity=fidelity,
+            flow_tolerance=None,
+            power_per_chip_W=None,
+            price_per_chip_hour_usd=None,
+            file="plan",
+            lines={},
+            path=(),
+            label=label,
+        )
+
+    def run(self, fitted: Fitted, fidelity: Fidelity, **fields: Any) -> Simulated:
+        """``fitted``'s layout (with ``fields`` on top) simulated at ``fidelity``;
+        raises InputError when the workload rejects it (it passed the builder's
+        checks, so that would be a bug)."""
+        from pydantic import ValidationError
+
+        from tpusim.workloads.training_step import TrainingWorkload, run
+
+        layout = fitted.layout
+        try:
+            spec = TrainingWorkload.model_validate(self.workload | layout.fields() | fields)
+        except ValidationError as exc:
+            raise InputError(f"layout {layout.label()}: {exc.errors()[0]['msg']}") from None
+        began = time.perf_counter()
+        try:
+            outcome = run(spec, self.context(fidelity, layout.label()))
+        except ConfigError as exc:
+            raise InputError(f"layout {layout.label()}: {exc.problem}") from None
+        record = outcome.record
+        assert isinstance(record, TrainingRecord)
+        return Simulated.of(fitted, record, time.perf_counter() - began)
+
+    def extrapolated(self, fitted: Fitted, fidelity: Fidelity) -> Simulated:
+        """``fitted``'s whole step from two fragments of ``a, b`` =
+        :data:`FRAGMENT_LAYERS` layers per chunk (``a p v`` and ``b p v`` layers),
+        each simulated as the workload runs it: past the FSDP prefetch's first layers,
+        a step whose layers repeat is affine in its chunk's length ``c`` (what the
+        training step's layer reuse assumes), so ``t(c) = t_a + (c - a) (t_b - t_a) /
+        (b - a)`` for the step, compute and exposed times; MFU is the whole step's
+        useful FLOPs over its time. The whole step is run instead when its chunk has
+        at most ``b`` layers or its first layers are dense and the rest MoE (a
+        fragment would change the mix)."""
+        from tpusim.program.builders.emit import useful_flops
+
+        plan = fitted.plan
+        c, per = len(plan.chunk()), plan.schedule.stages * plan.schedule.virtual
+        if c <= FRAGMENT_LAYERS[-1] or plan.args.dense_layers:
+            return self.run(fitted, fidelity)
+        one, two = (self.run(fitted, fidelity, layers=k * per) for k in FRAGMENT_LAYERS)
+        step, compute, exposed = (
+            _affine(getattr(one, name), getattr(two, name), c)
+            for name in ("step_time_s", "compute_time_s", "exposed_communication_time_s")
+        )
+        flops_two = two.mfu * two.step_time_s  # MFU x step = useful FLOPs / peak
+        fragment_flops = useful_flops(_fragment_plan(fitted, FRAGMENT_LAYERS[1] * per))
+        mfu = flops_two * useful_flops(plan) / fragment_flops / step
+        wall = one.wall_s + two.wall_s
+        return Simulated(fitted, fidelity, step, compute, exposed, mfu, "fragments", wall)
+
+
+FRAGMENT_LAYERS = (2, 3)
+"""Layers per chunk of the two fragments :meth:`Simulator.extrapolated` simulates
+(the first has as many layers as the FSDP prefetch keeps gathered, so both start the
+same way; checked against whole runs in the tests)."""
+
+
+def _affine(one: float, two: float, length: int) -> float:
+    """The value at ``length`` of the line through the two fragments' values."""
+    a, b = FRAGMENT_LAYERS
+    return one + (length - a) * (two - one) / (b - a)
+
+
+def _fragment_plan(fitted: Fitted, layers: int) -> Any:
+    """``fitted``'s plan with ``layers`` layers."""
+    from dataclasses import asdict
+
+    from tpusim.program.builders import plan_training
+
+    return plan_training(**(asdict(fitted.plan.args) | {"layers": layers}))
