@@ -20,12 +20,12 @@ from tpusim.validation.workloads import (
     translate,
 )
 from tpusim.validation.workloads_fit import calibrate_workloads, with_efficiency
-from tpusim.validation.workloads_run import simulate_workload
+from tpusim.validation.workloads_run import simulate_workload, workload_fields
 
 CONTRACT_FIELDS = {
     "model", "seq", "batch", "dtype", "mesh", "remat_policy", "remat_tensors",
     "attention_kernel", "capacity_factor", "sparse_matmul", "expert_weight_dtype",
-    "context_axis", "recompute",
+    "context_axis", "recompute", "num_vocab_tiling", "weight_dtype",
 }  # fmt: skip
 """The training_step fields once every issue-21 helper's branch is in (CONTRACT-21)."""
 
@@ -241,9 +241,15 @@ def test_rule_splits_single_case_group_is_fit():
 
 
 def test_every_shipped_case_fits_in_memory_where_it_ran():
-    """The memory model on every shipped run, translated exactly (no field dropped)."""
-    results = [simulate_workload(c, simulate=False) for c in load_workload_cases()]
+    """The memory model on every shipped run, translated exactly but for MaxText's
+    ``fsdp_shard_on_exp`` (experts sharded over the fsdp axis instead of gathered:
+    dropping it leaves tpusim's FSDP, which gathers the experts too, an upper bound on
+    the memory)."""
+    cases = load_workload_cases()
+    results = [simulate_workload(c, simulate=False, approximate=True) for c in cases]
     assert [(r.case.id, r.status, r.detail) for r in results if r.status != "ok"] == []
+    dropped = {m for c in cases for m in workload_fields(c).missing}
+    assert dropped == {"fsdp_shard_on_exp"}
 
 
 def test_memory_verdict_of_a_small_run_that_fits():

@@ -106,8 +106,7 @@ RECORDED_FLAGS: dict[str, Any] = {
 }
 """Flags kept as published but not translated: ``megablox`` (MaxText's grouped-matmul
 kernel, used with ``sparse_matmul``, which is translated), the device order of the mesh
-(``custom_mesh``, ``allow_split_physical_axes``), sharding experts' weights over the
-fsdp axis (what tpusim's fsdp does to every weight), random routing (tpusim routes
+(``custom_mesh``, ``allow_split_physical_axes``), random routing (tpusim routes
 tokens evenly unless told a skew), and logits computed in vocabulary tiles (memory
 only, of one layer's output)."""
 
@@ -418,6 +417,10 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
         missing.append("context_axis")
     if spec.num_slices > 1:
         missing.append("num_slices")
+    if spec.layout.get("fsdp_shard_on_exp"):
+        # MaxText then shards the experts over the fsdp axis and routes tokens to
+        # them (expert parallelism on that axis); tpusim's fsdp gathers every weight
+        missing.append("fsdp_shard_on_exp")
     fields.update({k: v for k, v in wanted.items() if k in available})
     return Translation(fields, tuple(missing))
 
