@@ -285,7 +285,7 @@ def zero_scatter(
     """ZeRO-1: the async reduce-scatter of a layer's gradient (``size_bytes`` in) over
     the data axes, in place of its all-reduce (see :mod:`.offload`)."""
     fields = dict(collective="reduce-scatter", size_bytes=size_bytes, axes=axes, overlap=True)
-    return e.out.add(f"{prefix}.reduce_scatter", "collective", [after], **fields)
+    return e.out.add(f"{prefix}.zero_scatter", "collective", [after], **fields)
 
 
 def all_reduce(
