@@ -185,9 +185,13 @@ def test_cli_json(capsys):
         (["llama-3.1-8b", "nosuch", "--global-batch", "64", "--seq", "2048"], 2, "unknown system"),
         (["llama-3.1-8b", "ironwood-256", "--global-batch", "64", "--seq", "8", "--top", "0"],
          2, "--top: must be 1 or more"),
-        (["llama-3.1-8b", "ironwood-256", "--global-batch", "7", "--seq", "8", "--layers", "1"],
+        # 7 sequences of 7 tokens: no batch split divides 7 and 256 chips, no context
+        # split divides 7 tokens
+        (["llama-3.1-8b", "ironwood-256", "--global-batch", "7", "--seq", "7", "--layers", "1"],
          2, "no layout is valid"),
-        (["llama-3.1-405b", "ironwood-256", "--global-batch", "256", "--seq", "131072"],
+        # 405B x 16 bytes of weights, gradients and Adam state is 6.5 TB; 256 v5e chips
+        # hold 4.4 TB
+        (["llama-3.1-405b", "v5e-pod", "--global-batch", "256", "--seq", "8192"],
          1, "no layout fits in HBM .*short by"),
     ],
 )  # fmt: skip
