@@ -1,12 +1,25 @@
 """Choosing a collective's algorithm by predicted cost: ``--algorithm auto``.
 
-As NCCL's tuner does, ``auto`` predicts every registered algorithm that can run the
-collective on its group and keeps the fastest. The prediction is the analytic
-fidelity's time under the current cost model (:class:`~tpusim.collectives.offload.OnChipModel`):
+As NCCL's tuner does, ``auto`` predicts the registered algorithms that can run the
+collective on its group and keeps the fastest. Each algorithm declares the ops and
+group shapes it supports and its cost class (:mod:`tpusim.collectives.costs`); from
+it, before anything is built, a closed-form lower bound:
+
+    launch_s + min_steps x (smallest hop latency + step_sync_s) + messages_s
+      + max(sent_bytes / the busiest sender's link bandwidth,
+            pair_bytes x |A| x |B| / bandwidth of the cut between halves A, B of the group)
+
+(the last term only for all-pairs exchanges: on a 1 GiB all-reduce over 1,024 torus
+chips it is ~200x the torus algorithm's time, so ``direct``'s n^2 transfers are never
+built). Algorithms are visited in order of that bound; one whose bound reaches the best
+prediction so far is not built, one whose built schedule's bound (per step: the bytes a
+chip sends over its links, plus the smallest link latency) reaches it is not routed.
+The prediction is the analytic fidelity's time under the cost model
+(:class:`~tpusim.collectives.offload.OnChipModel`):
 
     launch_s + max over pipelines of sum over steps of
         [ max(flow alone on its route, busiest link + longest route crossing it)
-          + step_sync_s + non-overlapped reduction ]
+          + step_sync_s + messages_s + non-overlapped reduction ]
 
 and, for a schedule of several pipelines, at least the launch plus the busiest link's
 bytes summed over all of them (pipelines that drift apart share links).
@@ -15,13 +28,6 @@ Predictions of several pipelines are approximate (their pipelines share links in
 ways only a simulation follows), so when more than one algorithm is predicted within
 ``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
 (the engine passes ``simulate``) and the fastest is kept.
-
-Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
-sends over all its links' bandwidth, plus the smallest link latency), and one whose
-bound already exceeds the best prediction is not routed at all: a 1 GiB all-reduce
-on a 9,216-chip pod never routes the binomial tree. Direct all-pairs exchanges on
-more than ``DIRECT_MAX_CHIPS`` chips and ring relay all-to-alls on more than
-``RELAY_ALL_TO_ALL_MAX_CHIPS`` are not candidates (their n^2 transfers).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import numpy as np
 import simpy
 
 from tpusim.collectives.base import AlgorithmError, Group, Schedule, Step
+from tpusim.collectives.costs import CostClass
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network.analytic import AnalyticNetwork
 from tpusim.network.base import FlowBatch
@@ -42,11 +49,6 @@ from tpusim.vocabulary import Op
 
 AUTO = "auto"
 """The algorithm name that asks for cost-based selection."""
-
-DIRECT_MAX_CHIPS = {"torus": 1152, "other": 256}
-"""Largest group (chips) on which a one-step all-pairs exchange (``direct``) is a
-candidate, on torus axes and elsewhere: beyond, its n^2 flows with uneven routes make
-routing and the flow fidelity slow (assumption; a speed limit, not a physical one)."""
 
 AUTO_MAX_CHIPS = 16_384
 """Largest group (chips) on which ``auto`` predicts every algorithm; a bigger one (the
@@ -58,19 +60,6 @@ REFINE_MARGIN = 0.15
 """Algorithms predicted within this fraction of the best are simulated to choose
 (dimensionless): the largest under-prediction seen on the selection test grid is 14%
 (the torus algorithm's broadcast on a 2x4 mesh, whose pipelines collide)."""
-
-ALL_PAIRS_ALGORITHMS = ("direct",)
-"""Algorithms whose steps exchange between every pair of the group's chips."""
-
-RELAY_ALL_TO_ALL_MAX_CHIPS = 256
-"""Largest group (chips) on which a ring relay all-to-all (``ring``, ``bidir-ring``) is
-a candidate: it takes ~n distinct steps of n transfers (n^2 arrays to build) and its
-bandwidth term grows with n (V(n-1)/(4W) on a bidirectional ring), so past a few hundred
-chips it is both slow to build and never the fastest (assumption; a speed limit)."""
-
-RELAY_ALGORITHMS = ("ring", "bidir-ring")
-"""Algorithms whose all-to-all relays chunks around a ring."""
-
 
 @dataclass(frozen=True)
 class Prediction:
@@ -103,6 +92,39 @@ class Predictor:
         n = topology.num_chips
         self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
         self.min_latency_s = float(links.latency_s.min()) if len(links) else 0.0
+        self._cuts: dict[tuple, float] = {}
+
+    def closed_bound_s(self, cost: CostClass, op: Op, group: Group, size: float) -> float:
+        """A time no schedule of an algorithm of class ``cost`` can beat on ``group``
+        (nothing built; see the module docstring)."""
+        n = group.size
+        if n <= 1:
+            return 0.0
+        steps = cost.min_steps(op, n)
+        messages = max(0, math.ceil(cost.messages(op, n) / self.onchip.ports) - 1)
+        latency_s = steps * (self.min_latency_s + self.onchip.step_sync_s)
+        inject_s = cost.sent_bytes(op, size, n) / self._most_out_Bps(group)
+        pair_bytes = cost.pair_bytes(op, size, n)
+        cut_s = pair_bytes * (n // 2) * (n - n // 2) / self._cut_Bps(group) if pair_bytes else 0.0
+        extra_s = min(steps, 1) * messages * self.onchip.message_s
+        return self.onchip.launch_s + latency_s + extra_s + max(inject_s, cut_s)
+
+    def _most_out_Bps(self, group: Group) -> float:
+        """The largest bandwidth any chip of ``group`` sends at (B/s)."""
+        return float(self.out_Bps[np.unique(group.chips)].max()) or math.inf
+
+    def _cut_Bps(self, group: Group) -> float:
+        """Bandwidth (B/s, per group) of the links leaving the first half of every group's
+        positions: every byte from that half to the other crosses one of them."""
+        key = (group.chips.shape, hash(group.chips.tobytes()))
+        if key not in self._cuts:
+            first = np.zeros(self.out_Bps.size, dtype=bool)
+            first[group.flat[:, : group.size // 2].ravel()] = True
+            links = self.network.topology.links
+            leaving = first[links.src] & ~first[links.dst]
+            total = float(self.network.bandwidth_Bps[leaving].sum())
+            self._cuts[key] = total / group.num_groups or math.inf
+        return self._cuts[key]
 
     def lower_bound_s(self, schedule: Schedule) -> float:
         """A time no fidelity can beat (no routes needed)."""
@@ -150,49 +172,47 @@ class Predictor:
         sent = np.bincount(step.src[moving], weights=step.bytes[moving])
         used = np.flatnonzero(sent)
         inject_s = float((sent[used] / self.out_Bps[used]).max())
-        return inject_s + self.min_latency_s + self.onchip.step_sync_s
+        sync_s = self.onchip.step_sync_s + self.onchip.messages_s(step)
+        return inject_s + self.min_latency_s + sync_s
 
     def _step_time_s(self, step: Step) -> float:
         transfer_s = self.network.batch_time_s(self.batch_of(step))
         return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
 
 
-def too_big(algorithm: str, group: Group, op: Op | None = None) -> bool:
-    """True when ``algorithm`` is not a candidate for ``op`` on ``group`` for its size: an
-    all-pairs exchange past DIRECT_MAX_CHIPS, a ring relay all-to-all past
-    RELAY_ALL_TO_ALL_MAX_CHIPS."""
-    limit = DIRECT_MAX_CHIPS["torus" if group.on_torus_axes else "other"]
-    if algorithm in ALL_PAIRS_ALGORITHMS and group.size > limit:
-        return True
-    relay = op == "all-to-all" and algorithm in RELAY_ALGORITHMS
-    return relay and group.size > RELAY_ALL_TO_ALL_MAX_CHIPS
-
-
 def choose(
     op: Op,
+    size: float,
     group: Group,
-    candidates: list[Schedule],
+    candidates: list[tuple[str, CostClass]],
+    build: Callable[[str], Schedule],
     predictor: Predictor,
 ) -> tuple[Schedule, list[Prediction]]:
-    """The fastest of ``candidates`` (schedules of ``op`` on ``group``) and every
-    prediction made, in the order tried. Raises AlgorithmError when there is none."""
-    if not candidates:
-        raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
-    bounds = [predictor.lower_bound_s(s) for s in candidates]
-    best, best_s, predictions = candidates[0], math.inf, []
-    predicted_s = [math.inf] * len(candidates)  # by candidate; inf: pruned, not routed
+    """The fastest of ``candidates`` for ``op`` of ``size`` bytes (names and declared cost classes of algorithms that
+    support ``op`` on ``group``; ``build(name)`` builds one, raising ValueError when it
+    cannot) and every prediction made, in the order tried (see the module docstring).
+    Raises AlgorithmError when none can run it."""
+    bounds = [predictor.closed_bound_s(cost, op, group, size) for _, cost in candidates]
+    best: Schedule | None = None
+    best_s, predictions, predicted = math.inf, [], []
     for i in np.argsort(bounds, kind="stable"):
-        schedule, bound_s = candidates[i], bounds[i]
+        name, bound_s = candidates[i][0], bounds[i]
         if bound_s >= best_s:
-            predictions.append(Prediction(schedule.algorithm, bound_s, math.inf, False))
+            predictions.append(Prediction(name, bound_s, math.inf, False))
             continue
-        predicted_s[i] = time_s = predictor.time_s(schedule)
-        predictions.append(Prediction(schedule.algorithm, bound_s, time_s, True))
+        try:
+            schedule = build(name)
+        except ValueError:  # AlgorithmError, or a phase that cannot run this op
+            continue
+        bound_s = max(bound_s, predictor.lower_bound_s(schedule))
+        time_s = predictor.time_s(schedule) if bound_s < best_s else math.inf
+        predictions.append(Prediction(name, bound_s, time_s, time_s < math.inf))
+        predicted.append((schedule, time_s))
         if time_s < best_s:
             best, best_s = schedule, time_s
-    close = [
-        s for s, t in zip(candidates, predicted_s, strict=True) if t <= best_s * (1 + REFINE_MARGIN)
-    ]
+    if best is None:
+        raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
+    close = [s for s, t in predicted if t <= best_s * (1 + REFINE_MARGIN)]
     if len(close) > 1 and predictor.simulate is not None:
         simulated = [predictor.simulate(s) for s in close]
         best = close[int(np.argmin(simulated))]
