@@ -43,7 +43,7 @@ from tpusim.collectives.base import AlgorithmError, Group, Schedule, Step
 from tpusim.collectives.costs import CostClass
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network.analytic import AnalyticNetwork
-from tpusim.network.base import FlowBatch
+from tpusim.network.base import FlowBatch, Network
 from tpusim.topology import Topology
 from tpusim.vocabulary import Op
 
@@ -76,7 +76,9 @@ class Predictor:
     """Predicts schedules' times on ``topology`` under ``onchip``; ``batch_of(step)``
     gives a step's routed flow batch (the engine passes its cache, so the chosen
     schedule's routes are computed once); ``simulate(schedule)``, if given, is the
-    schedule's time simulated alone at the run's fidelity (for close calls)."""
+    schedule's time simulated alone at the run's fidelity (for close calls);
+    ``faults_of``, if given, is a network whose routing policy and failed or degraded
+    links the predictions take (the survivors are what ``auto`` plans on)."""
 
     def __init__(
         self,
@@ -84,10 +86,13 @@ class Predictor:
         onchip: OnChipModel,
         batch_of: Callable[[Step], FlowBatch],
         simulate: Callable[[Schedule], float] | None = None,
+        faults_of: Network | None = None,
     ):
         self.onchip, self.batch_of, self.simulate = onchip, batch_of, simulate
         self.network = AnalyticNetwork(simpy.Environment(), topology)
         self.network.set_link_efficiency(onchip.link_efficiency)
+        if faults_of is not None:
+            self.network.copy_links_from(faults_of)
         links = topology.links
         n = topology.num_chips
         self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
@@ -145,11 +150,12 @@ class Predictor:
             kept = repeats.get(id(step))
             repeats[id(step)] = (step, kept[1] + 1 if kept else 1)
         for step, count in repeats.values():
-            batch = self.batch_of(step)
+            batch = self.network.routed(self.batch_of(step))
             load += count * np.bincount(
                 batch.links, weights=batch.bytes_per_entry, minlength=load.size
             )
-        shared = self.onchip.launch_s + float((load / self.network.bandwidth_Bps).max())
+        used = load > 0
+        shared = self.onchip.launch_s + float((load[used] / self.network.bandwidth_Bps[used]).max())
         return max(critical, shared)
 
     def _total(self, schedule: Schedule, step_s: Callable[[Step], float]) -> float:
@@ -176,7 +182,7 @@ class Predictor:
         return inject_s + self.min_latency_s + sync_s
 
     def _step_time_s(self, step: Step) -> float:
-        transfer_s = self.network.batch_time_s(self.batch_of(step))
+        transfer_s = self.network.batch_time_s(self.network.routed(self.batch_of(step)))
         return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
 
 

@@ -180,10 +180,24 @@ class FaultState:
         if down and policy == "exclude":
             group, more = without_chips(group, down)
             notes += more
+        if network.dead is not None:
+            self._check_connected(group, network, op)
         for note in notes:
             if note not in self.notes:
                 self.notes.append(note)
         return group
+
+    def _check_connected(self, group: Group, network: Network, op: str) -> None:
+        """Raise SimulationError naming the chips of ``group`` that failed links cut off
+        from the rest of their group (a runtime cannot run the collective there)."""
+        cut = network.surviving_routes().unreachable(group.flat)
+        if cut.size:
+            chips = np.unique(cut)
+            named = ", ".join(map(str, chips[:8].tolist())) + (", ..." if chips.size > 8 else "")
+            raise SimulationError(
+                f"failed links cut chips {named} off from the rest of their group of "
+                f"{group.size} chips: collective '{op}' cannot run"
+            )
 
     def attempts(self, sim: Simulation, op: Op, schedule: Schedule):
         """SimPy process body: ``op``'s schedule, retried after a chip failure (spare

@@ -154,6 +154,26 @@ class SurvivingRoutes:
         order = np.argsort(keys, kind="stable")
         self._keys, self._key_ids = keys[order], self._ids[order]
         self._isolated = np.bincount(links.src[self._ids], minlength=topology.num_nodes) == 0
+        self._components: np.ndarray | None = None
+
+    def components(self) -> np.ndarray:
+        """Per node, the label of its strongly connected component over the links still
+        up (two chips can reach each other both ways iff their labels match)."""
+        if self._components is None:
+            from scipy.sparse import coo_matrix
+            from scipy.sparse.csgraph import connected_components
+
+            links, n = self.topology.links, self.topology.num_nodes
+            ids = self._ids
+            graph = coo_matrix((np.ones(ids.size), (links.src[ids], links.dst[ids])), (n, n))
+            self._components = connected_components(graph, directed=True, connection="strong")[1]
+        return self._components
+
+    def unreachable(self, chips: np.ndarray) -> np.ndarray:
+        """The chips of each row of ``chips`` (groups x members) that cannot reach the
+        row's first chip both ways over the surviving links."""
+        labels = self.components()[chips]
+        return chips[labels != labels[:, :1]]
 
     def _tree(self, src: int) -> tuple[np.ndarray, np.ndarray]:
         tree = self._trees.get(src)
