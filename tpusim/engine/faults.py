@@ -16,8 +16,11 @@ under ``exclude``) and runs collectives as attempts under the chip-failure polic
   cube in :data:`OCS_RECONFIGURATION_S` after the failure; a collective waits for it
   (and one that lost a chip while running is retried then) on the whole torus.
 
-The packet fidelity models neither faults nor non-minimal routing: asking for them
-is an InputError (exit 2).
+Every fidelity takes non-minimal routing and the faults present from the start (the
+packet fidelity sends its packets on the routes the policy and the failures leave); a
+link or chip that fails during the run needs flows moved in flight, which only the
+flow and analytic fidelities do: asking the packet fidelity for it is an InputError
+(exit 2).
 """
 
 from __future__ import annotations
@@ -73,10 +76,11 @@ class FaultState:
             self.schedule = resolve_faults(plan, topology, rng)
         self.router = make_router(routing, rng)
         self.used = not self.schedule.empty or self.router is not None
-        if self.used and fidelity == "packet":
+        if fidelity == "packet" and self._changes_later():
             raise InputError(
-                "the packet fidelity models neither faults nor non-minimal routing: "
-                "use --fidelity flow or analytic"
+                "the packet fidelity does not move packets in flight off a link that fails "
+                "during the run: use --fidelity flow or analytic (faults from the start and "
+                "non-minimal routing run at every fidelity)"
             )
         if plan.on_chip_failure == "spare_cube":
             _check_cubes(topology)
@@ -85,6 +89,13 @@ class FaultState:
         self.epoch = 0
         self.notes: list[str] = []
         self._running: dict[str, tuple[set[int], list[ChipFault]]] = {}
+
+    def _changes_later(self) -> bool:
+        """Some link or chip fails after the start (links change under flows in flight)."""
+        sched = self.schedule
+        return any(f.at_s > 0 for f in sched.link_faults) or any(
+            f.at_s > 0 for f in sched.chip_faults
+        )
 
     # -- before the run --------------------------------------------------------------------
     def slowed(self, program: Program) -> Program:
