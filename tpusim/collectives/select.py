@@ -9,9 +9,9 @@ it, before anything is built, a closed-form lower bound:
       + max(sent_bytes / the busiest sender's link bandwidth,
             pair_bytes x |A| x |B| / bandwidth of the cut between halves A, B of the group)
 
-(the last term only for all-pairs exchanges: on a 1 GiB all-reduce over 1,024 torus
-chips it is ~200x the torus algorithm's time, so ``direct``'s n^2 transfers are never
-built). Algorithms are visited in order of that bound; one whose bound reaches the best
+(the last term only for all-pairs exchanges, over the narrowest cut halving one axis
+of the group: on a 1 GiB all-reduce over an 8x8x16 torus it is ~20x the torus
+algorithm's time, so ``direct``'s million transfers are never built). Algorithms are visited in order of that bound; one whose bound reaches the best
 prediction so far is not built, one whose built schedule's bound (per step: the bytes a
 chip sends over its links, plus the smallest link latency) reaches it is not routed.
 The prediction is the analytic fidelity's time under the cost model
@@ -97,7 +97,7 @@ class Predictor:
         n = topology.num_chips
         self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
         self.min_latency_s = float(links.latency_s.min()) if len(links) else 0.0
-        self._cuts: dict[tuple, float] = {}
+        self._cuts: dict[tuple, list[tuple[int, float]]] = {}
 
     def closed_bound_s(self, cost: CostClass, op: Op, group: Group, size: float) -> float:
         """A time no schedule of an algorithm of class ``cost`` can beat on ``group``
@@ -109,8 +109,7 @@ class Predictor:
         messages = max(0, math.ceil(cost.messages(op, n) / self.onchip.ports) - 1)
         latency_s = steps * (self.min_latency_s + self.onchip.step_sync_s)
         inject_s = cost.sent_bytes(op, size, n) / self._most_out_Bps(group)
-        pair_bytes = cost.pair_bytes(op, size, n)
-        cut_s = pair_bytes * (n // 2) * (n - n // 2) / self._cut_Bps(group) if pair_bytes else 0.0
+        cut_s = self._cut_s(group, cost.pair_bytes(op, size, n))
         extra_s = min(steps, 1) * messages * self.onchip.message_s
         return self.onchip.launch_s + latency_s + extra_s + max(inject_s, cut_s)
 
@@ -118,18 +117,34 @@ class Predictor:
         """The largest bandwidth any chip of ``group`` sends at (B/s)."""
         return float(self.out_Bps[np.unique(group.chips)].max()) or math.inf
 
-    def _cut_Bps(self, group: Group) -> float:
-        """Bandwidth (B/s, per group) of the links leaving the first half of every group's
-        positions: every byte from that half to the other crosses one of them."""
+    def _cuts_of(self, group: Group) -> list[tuple[int, float]]:
+        """Per axis of the group, the cut halving it: (ordered pairs of one group with a
+        chip below half the axis and one above, bandwidth in B/s per group of the links
+        leaving the first half). Every byte between the halves crosses those links."""
         key = (group.chips.shape, hash(group.chips.tobytes()))
         if key not in self._cuts:
-            first = np.zeros(self.out_Bps.size, dtype=bool)
-            first[group.flat[:, : group.size // 2].ravel()] = True
-            links = self.network.topology.links
-            leaving = first[links.src] & ~first[links.dst]
-            total = float(self.network.bandwidth_Bps[leaving].sum())
-            self._cuts[key] = total / group.num_groups or math.inf
+            links, n, cuts = self.network.topology.links, group.size, []
+            for axis in range(1, group.chips.ndim):
+                k = group.chips.shape[axis]
+                if k < 2:
+                    continue
+                first = np.zeros(self.out_Bps.size, dtype=bool)
+                first[np.take(group.chips, np.arange(k // 2), axis=axis).ravel()] = True
+                leaving = first[links.src] & ~first[links.dst]
+                a = n // k * (k // 2)
+                cuts.append((a * (n - a), float(self.network.bandwidth_Bps[leaving].sum())))
+            self._cuts[key] = [(p, bw / group.num_groups) for p, bw in cuts]
         return self._cuts[key]
+
+    def _cut_s(self, group: Group, pair_bytes: float) -> float:
+        """Seconds to move ``pair_bytes`` between every ordered pair across the narrowest
+        cut (0 without all-pairs bytes); inf across a cut with no link left."""
+        if not pair_bytes:
+            return 0.0
+        return max(
+            (pairs * pair_bytes / bw if bw > 0 else math.inf for pairs, bw in self._cuts_of(group)),
+            default=0.0,
+        )
 
     def lower_bound_s(self, schedule: Schedule) -> float:
         """A time no fidelity can beat (no routes needed)."""
