@@ -37,7 +37,7 @@ from tpusim.collectives.base import Group, Schedule
 from tpusim.config.faults import NO_FAULTS, FaultPlan, Routing
 from tpusim.errors import InputError, SimulationError
 from tpusim.network import Network
-from tpusim.network.faults import ChipFault, FaultSchedule, resolve_faults
+from tpusim.network.faults import ChipFault, DisconnectedError, FaultSchedule, resolve_faults
 from tpusim.network.routing import make_router
 from tpusim.program.ir import ChipOverride, Op, Program
 from tpusim.topology import Topology
@@ -205,7 +205,7 @@ class FaultState:
         if cut.size:
             chips = np.unique(cut)
             named = ", ".join(map(str, chips[:8].tolist())) + (", ..." if chips.size > 8 else "")
-            raise SimulationError(
+            raise DisconnectedError(
                 f"failed links cut chips {named} off from the rest of their group of "
                 f"{group.size} chips: collective '{op}' cannot run"
             )

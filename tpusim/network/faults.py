@@ -138,6 +138,11 @@ def resolve_faults(plan: FaultPlan, topology: Topology, rng: np.random.Generator
     return out
 
 
+class DisconnectedError(SimulationError):
+    """Failed links cut chips of a collective's group off from the rest (exit 1): a
+    runtime cannot run the collective on that group."""
+
+
 class SurvivingRoutes:
     """Shortest routes over the links whose ``alive`` flag is set (a bool per directed
     link of ``topology``). Raises SimulationError when failures cut a pair apart."""
@@ -206,7 +211,7 @@ class SurvivingRoutes:
         except ValueError:
             cut = dist[which.reshape(-1), dst] < 0
             k = int(np.flatnonzero(cut)[0])
-            raise SimulationError(
+            raise DisconnectedError(
                 f"failed links cut chip {int(src[k])} off from chip {int(dst[k])}: no route left"
             ) from None
         wanted = a * self.topology.num_nodes + b
