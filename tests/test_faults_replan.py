@@ -35,7 +35,7 @@ def down(a: int, b: int) -> FaultSpec:
 def test_every_link_down_is_an_error_not_a_faster_collective():
     topo = torus4x4()
     every = FaultPlan(fail_links=topo.num_links)
-    with pytest.raises(SimulationError, match="cut chips .* off from the rest of their group"):
+    with pytest.raises(SimulationError, match=r"cut chips .* off from the rest of their group"):
         run_collective(topo, "all-reduce", V, faults=every)
 
 

@@ -88,6 +88,11 @@ def test_small_all_reduce_on_tpu8i_1024_at_most_16_us():
     assert auto.time_s >= floor_s
 
 
+def batches_of(topo):
+    routes = RouteCache(topo)
+    return lambda step: routes.batch(step.src, step.dst, step.bytes)
+
+
 def test_closed_form_bounds_never_exceed_the_simulated_time():
     """For every algorithm, op and size on small tori and a Boardfly, the bound ``auto``
     prunes by (nothing built) is at most the algorithm's simulated time."""
@@ -99,8 +104,7 @@ def test_closed_form_bounds_never_exceed_the_simulated_time():
     ops = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast")
     for topo, op, size in itertools.product(topos, ops, (KiB, 64 * MiB)):
         group = make_group(topo)
-        routes = RouteCache(topo)
-        predictor = Predictor(topo, CAE, lambda s: routes.batch(s.src, s.dst, s.bytes))
+        predictor = Predictor(topo, CAE, batches_of(topo))
         for name, time_s in fastest(topo, op, size, CAE).items():
             bound_s = predictor.closed_bound_s(algorithm_cost(name), op, group, size)
             assert bound_s <= time_s * (1 + 1e-9), (topo.kind, op, size, name)

@@ -9,9 +9,9 @@ gives percentiles of the time per count and the slowdown against the healthy run
 runtime would, every trial re-plans the algorithm on the surviving links (``auto``; the
 row lists the algorithms its trials ran), and a trial whose failed links cut the group
 apart is counted as ``disconnected``, not timed (percentiles over the connected trials;
-null when none is). The fidelity is ``analytic`` by default (static faults: routes around the failed links, the
-busiest surviving link bounds each step); ``--out DIR`` writes ``faults.csv`` and the
-degradation curve ``faults.png``.
+null when none is). The fidelity is ``analytic`` by default (static faults: routes
+around the failed links, the busiest surviving link bounds each step); ``--out DIR``
+writes ``faults.csv`` and the degradation curve ``faults.png``.
 """
 
 from __future__ import annotations

@@ -126,8 +126,8 @@ DECLARED: dict[str, CostClass] = {
         min_steps=lambda op, n: _lg(n),
     ),
     "direct": CostClass(
-        ops=frozenset(OPS), steps="O(1)", transfers="O(n^2)", sent_bytes=_direct_sent, pair_bytes=_direct_pairs,
-        messages=_all_pairs_messages,
+        ops=frozenset(OPS), steps="O(1)", transfers="O(n^2)", sent_bytes=_direct_sent,
+        pair_bytes=_direct_pairs, messages=_all_pairs_messages,
         min_steps=lambda op, n: 0 if n <= 1 else (2 if op == "all-reduce" else 1),
     ),
     "hierarchical": CostClass(ops=AXIS_OPS, steps="O(levels)"),

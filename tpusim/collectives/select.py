@@ -11,8 +11,9 @@ it, before anything is built, a closed-form lower bound:
 
 (the last term only for all-pairs exchanges, over the narrowest cut halving one axis
 of the group: on a 1 GiB all-reduce over an 8x8x16 torus it is ~20x the torus
-algorithm's time, so ``direct``'s million transfers are never built). Algorithms are visited in order of that bound; one whose bound reaches the best
-prediction so far is not built, one whose built schedule's bound (per step: the bytes a
+algorithm's time, so ``direct``'s million transfers are never built). Algorithms are
+visited in order of that bound; one whose bound reaches the best prediction so far is
+not built, one whose built schedule's bound (per step: the bytes a
 chip sends over its links, plus the smallest link latency) reaches it is not routed.
 The prediction is the analytic fidelity's time under the cost model
 (:class:`~tpusim.collectives.offload.OnChipModel`):
@@ -60,6 +61,7 @@ REFINE_MARGIN = 0.15
 """Algorithms predicted within this fraction of the best are simulated to choose
 (dimensionless): the largest under-prediction seen on the selection test grid is 14%
 (the torus algorithm's broadcast on a 2x4 mesh, whose pipelines collide)."""
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -209,10 +211,10 @@ def choose(
     build: Callable[[str], Schedule],
     predictor: Predictor,
 ) -> tuple[Schedule, list[Prediction]]:
-    """The fastest of ``candidates`` for ``op`` of ``size`` bytes (names and declared cost classes of algorithms that
-    support ``op`` on ``group``; ``build(name)`` builds one, raising ValueError when it
-    cannot) and every prediction made, in the order tried (see the module docstring).
-    Raises AlgorithmError when none can run it."""
+    """The fastest of ``candidates`` for ``op`` of ``size`` bytes (names and declared
+    cost classes of algorithms that support ``op`` on ``group``; ``build(name)`` builds
+    one, raising ValueError when it cannot) and every prediction made, in the order
+    tried (see the module docstring). Raises AlgorithmError when none can run it."""
     bounds = [predictor.closed_bound_s(cost, op, group, size) for _, cost in candidates]
     best: Schedule | None = None
     best_s, predictions, predicted = math.inf, [], []

@@ -116,7 +116,9 @@ def _note_replanning(sim: Simulation, op: ProgramOp, schedule: Schedule) -> None
     report = sim.network.fault_report
     report["replanned"] = {"algorithm": schedule.algorithm, "healthy_algorithm": was}
     change = "kept" if was == schedule.algorithm else f"instead of {was} (healthy)"
-    report["adapted"].append(f"auto re-planned on the surviving links: {schedule.algorithm} {change}")
+    report["adapted"].append(
+        f"auto re-planned on the surviving links: {schedule.algorithm} {change}"
+    )
 
 
 def _schedule(sim: Simulation, op: ProgramOp) -> Schedule:

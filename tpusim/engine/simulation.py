@@ -105,7 +105,7 @@ class Simulation:
         self.observers += observers
         self.batches = FlowBatches(routes or RouteCache(self.topology), self.observers)
         self._schedules: dict[tuple[Any, ...], Schedule] = {}
-        self._predictors: dict[bool, Predictor] = {}
+        self._predictors: dict[tuple[bool, int], Predictor] = {}
         self._rendezvous: dict[str, Rendezvous] = {}
         self._started: dict[str, simpy.Event] = {}
         self._port_cache: dict[tuple[int, int], list[str]] = {}

@@ -120,12 +120,12 @@ class GoodputWorkload(WorkloadSpec):
             raise ValueError(
                 "give 'checkpoint_cost', or 'state_per_chip' / 'storage_bandwidth', not both"
             )
-        if self.checkpoint_cost_s is None and self.state_bytes_per_chip is None:
-            if self.training is None:
-                raise ValueError(
-                    "give 'checkpoint_cost', 'state_per_chip' or a 'training' workload "
-                    "(its weights and optimiser state)"
-                )
+        given = (self.checkpoint_cost_s, self.state_bytes_per_chip, self.training)
+        if all(v is None for v in given):
+            raise ValueError(
+                "give 'checkpoint_cost', 'state_per_chip' or a 'training' workload "
+                "(its weights and optimiser state)"
+            )
         return self
 
 

@@ -44,7 +44,8 @@ def resolve_inputs(spec: Any, context: WorkloadContext) -> GoodputInputs:
     if spec.training is not None:
         from tpusim.workloads.training_step import run as run_training
 
-        step_s, source = float(run_training(spec.training, context).record.step_time_s), "simulated"
+        record = run_training(spec.training, context).record
+        step_s, source = float(record.step_time_s), "simulated"  # type: ignore[attr-defined]
     if spec.checkpoint_cost_s is not None:
         return GoodputInputs(step_s, spec.checkpoint_cost_s, None, None, source)
     state = spec.state_bytes_per_chip
