@@ -59,6 +59,7 @@ def best_latency_s(system_name: str, op: str) -> float:
     return min(times)
 
 
+@pytest.mark.slow  # brute force: direct and one-shot route a million flows on each side
 def test_latency_claim_compares_each_sides_fastest_algorithm(table):
     """Each side with its own best algorithm: the figures equal the fastest of every
     registered algorithm tried by brute force, and at least the hop-count floor (the
