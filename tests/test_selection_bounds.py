@@ -149,3 +149,18 @@ def test_permute_with_pairs_runs_on_the_1152_chip_pod():
     assert res.algorithm == "direct"
     out_Bps = 7 * float(topo.links.bandwidth_Bps.max())
     assert res.time_s >= 64 * MiB / out_Bps
+
+
+def test_all_pairs_candidates_are_tried_only_within_the_memory_budget():
+    """Direct's declared transfers: 2 n (n - 1) for an all-reduce. On the 1,152-chip pod
+    2.65 M fit the 4 M budget; on a 9,216-chip torus 170 M do not, and auto still runs
+    (the axis-by-axis algorithms) without building them."""
+    from tpusim.collectives.select import MAX_BUILD_TRANSFERS, affordable
+
+    direct = algorithm_cost("direct")
+    pod = make_group(build_topology(load_system("tpu8i-pod")))
+    big = Torus((16, 24, 24), (True,) * 3, link_bandwidth_Bps=100e9, hop_latency_s=1e-6)
+    assert direct.transfers("all-reduce", 1152) == 2 * 1152 * 1151 <= MAX_BUILD_TRANSFERS
+    assert affordable(direct, "all-reduce", pod)
+    assert not affordable(direct, "all-reduce", make_group(big))
+    assert affordable(direct, "collective-permute", make_group(big))

@@ -26,7 +26,7 @@ from tpusim.collectives.registry import (
     algorithm_names,
     register_algorithm,
 )
-from tpusim.collectives.select import AUTO, AUTO_MAX_CHIPS, Predictor, choose
+from tpusim.collectives.select import AUTO, AUTO_MAX_CHIPS, Predictor, affordable, choose
 from tpusim.vocabulary import OPS, Op
 
 __all__ = [
@@ -101,7 +101,7 @@ def build_schedule(
     candidates = [
         (name, cost)
         for name in algorithm_names()
-        if (cost := algorithm_cost(name)).supports(op, torus_axes)
+        if (cost := algorithm_cost(name)).supports(op, torus_axes) and affordable(cost, op, group)
     ]
 
     def build(name: str) -> Schedule:

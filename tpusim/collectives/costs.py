@@ -12,9 +12,11 @@ size), closed forms that no schedule of the algorithm can beat:
   chips sends the other directly (over the bandwidth of a cut between two halves of
   the group: the bisection bound; 0 when the algorithm is not all-pairs);
 - ``messages``: messages the busiest chip sends in one step (a direct exchange sends
-  n - 1; see :data:`tpusim.collectives.offload.MESSAGE_S`).
+  n - 1; see :data:`tpusim.collectives.offload.MESSAGE_S`);
+- ``transfers``: transfers the schedule holds per group over all its steps (what
+  building and routing it costs in memory: n (n - 1) per all-pairs step; 0: small).
 
-``steps`` and ``transfers`` name the class (``O(n)`` steps, ``O(n^2)`` transfers) for
+``steps`` and ``transfer_class`` name the class (``O(n)`` steps, ``O(n^2)`` transfers) for
 the CLI and the docs. Bounds may be loose (a multi-axis algorithm declares one step);
 they must never exceed what the algorithm does, or ``auto`` could drop the fastest.
 """
@@ -52,11 +54,12 @@ class CostClass:
     ops: frozenset[str] = frozenset(OPS) - {"collective-permute"}
     shape: Shape = "any"
     steps: str = "O(log n)"
-    transfers: str = "O(n)"
+    transfer_class: str = "O(n)"
     min_steps: Callable[[Op, int], int] = field(default=lambda op, n: 1 if n > 1 else 0)
     sent_bytes: Callable[[Op, float, int], float] = field(default=generic_sent_bytes)
     pair_bytes: Callable[[Op, float, int], float] = field(default=lambda op, size, n: 0.0)
     messages: Callable[[Op, int], int] = field(default=lambda op, n: 1)
+    transfers: Callable[[Op, int], int] = field(default=lambda op, n: 0)
 
     def supports(self, op: Op, on_torus_axes: bool) -> bool:
         """Whether the algorithm runs ``op`` on a group of this shape."""
@@ -104,6 +107,17 @@ def _direct_pairs(op: Op, size: float, n: int) -> float:
     return (2 if op == "all-reduce" else 1) * size / n
 
 
+def _relay_transfers(op: Op, n: int) -> int:
+    """A relay all-to-all forwards n transfers a step for ~n steps."""
+    return n * (n - 1) if op == "all-to-all" else 0
+
+
+def _direct_transfers(op: Op, n: int) -> int:
+    if op in ("collective-permute", "broadcast"):
+        return n
+    return (2 if op == "all-reduce" else 1) * n * (n - 1)
+
+
 def _all_pairs_messages(op: Op, n: int) -> int:
     return 1 if op == "collective-permute" else max(1, n - 1)
 
@@ -113,12 +127,12 @@ AXIS_OPS = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all"
 
 DECLARED: dict[str, CostClass] = {
     "ring": CostClass(
-        steps="O(n)", transfers="O(n) (all-to-all: O(n^2))", min_steps=_ring_steps,
-        sent_bytes=_ring_sent,
+        steps="O(n)", transfer_class="O(n) (all-to-all: O(n^2))", min_steps=_ring_steps,
+        sent_bytes=_ring_sent, transfers=_relay_transfers,
     ),
     "bidir-ring": CostClass(
-        steps="O(n)", transfers="O(n) (all-to-all: O(n^2))", min_steps=_bidir_steps,
-        sent_bytes=_bidir_sent,
+        steps="O(n)", transfer_class="O(n) (all-to-all: O(n^2))", min_steps=_bidir_steps,
+        sent_bytes=_bidir_sent, transfers=_relay_transfers,
     ),
     "torus": CostClass(ops=AXIS_OPS, shape="torus-axes", steps="O(sum of k_i)"),
     "halving-doubling": CostClass(
@@ -126,8 +140,8 @@ DECLARED: dict[str, CostClass] = {
         min_steps=lambda op, n: _lg(n),
     ),
     "direct": CostClass(
-        ops=frozenset(OPS), steps="O(1)", transfers="O(n^2)", sent_bytes=_direct_sent,
-        pair_bytes=_direct_pairs, messages=_all_pairs_messages,
+        ops=frozenset(OPS), steps="O(1)", transfer_class="O(n^2)", sent_bytes=_direct_sent,
+        pair_bytes=_direct_pairs, messages=_all_pairs_messages, transfers=_direct_transfers,
         min_steps=lambda op, n: 0 if n <= 1 else (2 if op == "all-reduce" else 1),
     ),
     "hierarchical": CostClass(ops=AXIS_OPS, steps="O(levels)"),
@@ -136,14 +150,14 @@ DECLARED: dict[str, CostClass] = {
     ),
     "tree": CostClass(ops=frozenset({"all-reduce", "broadcast"}), min_steps=lambda op, n: _lg(n)),
     "direct-axes": CostClass(
-        ops=AXIS_OPS, steps="O(axes)", transfers="O(n sum of k_i)",
+        ops=AXIS_OPS, steps="O(axes)", transfer_class="O(n sum of k_i)",
         messages=lambda op, n: 1,
     ),
     "one-shot": CostClass(
-        ops=frozenset({"all-reduce"}), steps="O(1)", transfers="O(n^2)",
+        ops=frozenset({"all-reduce"}), steps="O(1)", transfer_class="O(n^2)",
         sent_bytes=lambda op, size, n: (n - 1) * size,
         pair_bytes=lambda op, size, n: size if n > 1 else 0.0,
-        messages=_all_pairs_messages,
+        messages=_all_pairs_messages, transfers=lambda op, n: n * (n - 1),
     ),
 }  # fmt: skip
 """The cost classes of the shipped algorithms (registry.py registers them)."""

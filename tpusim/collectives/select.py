@@ -28,7 +28,9 @@ bytes summed over all of them (pipelines that drift apart share links).
 Predictions of several pipelines are approximate (their pipelines share links in
 ways only a simulation follows), so when more than one algorithm is predicted within
 ``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
-(the engine passes ``simulate``) and the fastest is kept.
+(the engine passes ``simulate``) and the fastest is kept. A candidate whose declared
+transfers exceed :data:`MAX_BUILD_TRANSFERS` (an all-pairs exchange over 9,216 chips) is
+not tried: building it would not fit in memory.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ from tpusim.vocabulary import Op
 
 AUTO = "auto"
 """The algorithm name that asks for cost-based selection."""
+
+MAX_BUILD_TRANSFERS = 4_000_000
+"""Most transfers (summed over a collective's groups and steps, from the cost class's
+``transfers``) ``auto`` builds and routes for one candidate: a memory budget, not a
+physical limit. Each routed transfer holds its route (a few hops of int64 ids) and
+per-flow state, ~1 KiB in all: 4 M stay within ~4 GB, so the 1,152-chip Boardfly's
+direct all-reduce (2.65 M) is a candidate and a 9,216-chip one (170 M, ~170 GB) is not
+(assumption; ``--algorithm direct`` still builds it when asked)."""
 
 AUTO_MAX_CHIPS = 16_384
 """Largest group (chips) on which ``auto`` predicts every algorithm; a bigger one (the
@@ -201,6 +211,11 @@ class Predictor:
     def _step_time_s(self, step: Step) -> float:
         transfer_s = self.network.batch_time_s(self.network.routed(self.batch_of(step)))
         return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
+
+
+def affordable(cost: CostClass, op: Op, group: Group) -> bool:
+    """Whether a candidate of class ``cost`` fits :data:`MAX_BUILD_TRANSFERS` on ``group``."""
+    return cost.transfers(op, group.size) * group.num_groups <= MAX_BUILD_TRANSFERS
 
 
 def choose(
