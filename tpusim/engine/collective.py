@@ -59,10 +59,12 @@ def run_collective(
     faults: FaultPlan | None = None,
     routing: Routing = "minimal",
     seed: int = 0,
+    name_replanning: bool = True,
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
     a one-op program run by :class:`tpusim.engine.Simulation` (``faults``, ``routing``,
-    ``seed``: see there; the network's ``fault_report`` holds their JSON fields).
+    ``seed``: see there; the network's ``fault_report`` holds their JSON fields, with
+    ``replanned`` when ``auto`` ran with faults and ``name_replanning``).
 
     ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a reusable
     :class:`RouteCache` of ``topology``. On-chip cost from ``onchip``, else ``chip`` and
@@ -94,7 +96,7 @@ def run_collective(
     )  # fmt: skip
     schedule = _schedule(sim, collective)
     sim.run()
-    if algorithm in (None, AUTO) and not sim.faults.schedule.empty:
+    if name_replanning and algorithm in (None, AUTO) and not sim.faults.schedule.empty:
         _note_replanning(sim, collective, schedule)
     return _result(sim, schedule, system_name, size, pairs), sim.network
 
