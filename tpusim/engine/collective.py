@@ -63,8 +63,8 @@ def run_collective(
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
     a one-op program run by :class:`tpusim.engine.Simulation` (``faults``, ``routing``,
-    ``seed``: see there; the network's ``fault_report`` holds their JSON fields, with
-    ``replanned`` when ``auto`` ran with faults and ``name_replanning``).
+    ``seed``: see there; the network's ``fault_report`` holds their JSON fields, and
+    ``replanned`` under ``name_replanning``).
 
     ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a reusable
     :class:`RouteCache` of ``topology``. On-chip cost from ``onchip``, else ``chip`` and
@@ -78,16 +78,10 @@ def run_collective(
         raise ValueError("routes must be a RouteCache of the same topology")
     model = onchip or (OnChipModel.for_chip(chip, engine) if chip else OnChipModel.none())
     collective = ProgramOp(
-        name=op,
-        kind="collective",
-        collective=op,
-        size_bytes=float(size),
-        axes=tuple(axes or ()),
-        algorithm=algorithm,
-        num_chips=chips,
-        pairs=tuple(pairs or ()),
-        split_ports=op == "collective-permute",
-    )
+        name=op, kind="collective", collective=op, size_bytes=float(size),
+        axes=tuple(axes or ()), algorithm=algorithm, num_chips=chips,
+        pairs=tuple(pairs or ()), split_ports=op == "collective-permute",
+    )  # fmt: skip
     sim = Simulation(
         None, Program(op, (collective,)), fidelity, seed, onchip=model, topology=topology,
         flow_tolerance=flow_tolerance if fidelity == "flow" else None, routes=routes,
