@@ -73,12 +73,14 @@ def test_chip_failure_exits_1_naming_chip_op_and_time(capsys, tmp_path):
     )
 
 
-def test_packet_fidelity_refuses_faults(capsys):
+def test_packet_fidelity_refuses_a_link_failing_mid_run(capsys, tmp_path):
+    faults = tmp_path / "f.yaml"
+    faults.write_text("faults:\n  - {kind: link_down, link: [0, 1], at: 1 us}\n")
     code, _, err = run_cli(
         capsys, "collective", "v5e-pod", "--op", "all-gather", "--bytes", "1MiB",
-        "--fidelity", "packet", "--chips", "16", "--fail-links", "1",
+        "--fidelity", "packet", "--chips", "16", "--faults", str(faults),
     )  # fmt: skip
-    assert code == 2 and "packet fidelity" in err
+    assert code == 2 and "packet fidelity" in err and len(err.strip().splitlines()) == 1
 
 
 def test_link_counts():

@@ -138,9 +138,57 @@ def test_same_seed_same_answer_other_seed_other_answer(tmp_path, capsys):
         (", checkpoint_interval: 3 weeks", "checkpoint_interval"),
         (", run_length: -1 h", "run_length"),
         (", chips: 0", "chips"),
+        (", state_per_chip: 1 GB", "not both"),
+        (", training: {kind: training_step}", "training"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(tmp_path, capsys, extra, words):
     code, out, err = run(capsys, "run", _scenario(tmp_path, extra), "--out", str(tmp_path))
     line = assert_one_error_line(code, out, err)
     assert words in line
+
+
+TRAINING = (
+    "{kind: training_step, name: step, layers: 2, d_model: 512, d_ff: 2048, heads: 8,"
+    " head_dim: 64, seq: 256, mlp: gated, vocab: 4000, batch: 256, mesh: {data: 256}}"
+)
+
+
+def test_step_time_simulated_and_checkpoint_cost_from_the_state(tmp_path, capsys):
+    """Goodput over a simulated training step: the step time is the same step's as a
+    training_step workload of the scenario; the checkpoint cost is the chip's state
+    over its DCN bandwidth, by hand: 2 layers of 512 x 24 x 64 + 8 x 64 x 512 (attention)
+    + 3 x 512 x 2048 (gated MLP) + 2 x 512 (norms) and 2 x 4000 x 512 (embedding, head)
+    = 12,486,656 parameters, 2 bytes of bf16 weights + 12 of Adam each, over
+    Ironwood's 100 Gb/s."""
+    path = tmp_path / "gp.yaml"
+    path.write_text(
+        "name: gp\nsystems: [ironwood-256]\nworkloads:\n"
+        f"  - {TRAINING[:-1]}}}\n"
+        "  - {name: gp, kind: goodput, mtbf_per_chip: 10000 h, restart: 5 min, trials: 20,\n"
+        f"     training: {TRAINING}}}\n"
+    )
+    code, out, err = run(capsys, "run", str(path), "--json", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    step, goodput = json.loads(out)["results"]
+    assert goodput["step_time_from"] == "simulated"
+    assert goodput["step_time_s"] == pytest.approx(step["step_time_s"], rel=1e-12)
+    params = 2 * (512 * 24 * 64 + 8 * 64 * 512 + 3 * 512 * 2048 + 2 * 512) + 2 * 4000 * 512
+    assert params == 12_486_656
+    assert goodput["state_bytes_per_chip"] == pytest.approx(params * 14.0)
+    assert goodput["storage_bandwidth_Bps"] == pytest.approx(100e9 / 8)
+    assert goodput["checkpoint_cost_s"] == pytest.approx(params * 14.0 / (100e9 / 8))
+
+
+def test_checkpoint_cost_from_given_state_and_storage_bandwidth(tmp_path, capsys):
+    path = _scenario(tmp_path, "")
+    with open(path) as f:
+        text = f.read()
+    given = "state_per_chip: 30 GB, storage_bandwidth: 1 GB/s"
+    with open(path, "w") as f:
+        f.write(text.replace("checkpoint_cost: 2 min", given))
+    code, out, err = run(capsys, "run", path, "--json", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    row = json.loads(out)["results"][0]
+    assert row["checkpoint_cost_s"] == pytest.approx(30.0)
+    assert row["step_time_from"] == "input"

@@ -5,11 +5,13 @@ and the fault flags shared by ``tpusim collective`` (``--faults``, ``--fail-link
 For each count of failed links (0 and the powers of two in ``--fail-links LOW:HIGH``,
 both ends included) the collective runs ``--trials`` times, each trial with links drawn
 from its own seed (derived from ``--seed``: the same seed, the same table); the table
-gives percentiles of the time per count and the slowdown against the healthy run. The
-algorithm is the one the healthy run chooses (a runtime keeps it when links fail), the
-fidelity ``analytic`` by default (static faults: routes around the failed links, the
-busiest surviving link bounds each step); ``--out DIR`` writes ``faults.csv`` and the
-degradation curve ``faults.png``.
+gives percentiles of the time per count and the slowdown against the healthy run. As a
+runtime would, every trial re-plans the algorithm on the surviving links (``auto``; the
+row lists the algorithms its trials ran), and a trial whose failed links cut the group
+apart is counted as ``disconnected``, not timed (percentiles over the connected trials;
+null when none is). The fidelity is ``analytic`` by default (static faults: routes
+around the failed links, the busiest surviving link bounds each step); ``--out DIR``
+writes ``faults.csv`` and the degradation curve ``faults.png``.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def monte_carlo(
     """The Monte Carlo record (see the module docstring)."""
     from tpusim.config.loader import load_system
     from tpusim.engine import run_collective
+    from tpusim.network.faults import DisconnectedError
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology
 
@@ -132,21 +135,26 @@ def monte_carlo(
     common: dict[str, Any] = {"chip": system.chip, "system_name": system.name, "routes": routes}
     common |= {"fidelity": fidelity, "routing": routing}
     healthy, _ = run_collective(topology, op, size, **common)  # type: ignore[arg-type]
-    common["algorithm"] = healthy.algorithm
+    common["name_replanning"] = False  # the healthy algorithm is the record's
     draw = np.random.default_rng(seed)
     rows = []
     for count in counts:
-        times = []
+        times, algorithms, cut = [], set(), 0
         for _ in range(trials if count else 1):
             plan = FaultPlan(fail_links=count, seed=int(draw.integers(2**31)))
-            result, _ = run_collective(topology, op, size, faults=plan, **common)  # type: ignore[arg-type]
+            try:
+                result, _ = run_collective(topology, op, size, faults=plan, **common)  # type: ignore[arg-type]
+            except DisconnectedError:
+                cut += 1
+                continue
             times.append(result.time_s)
-        rows.append(_row(count, np.array(times), healthy.time_s))
+            algorithms.add(result.algorithm)
+        rows.append(_row(count, np.array(times), healthy.time_s, cut, sorted(algorithms)))
     return {
         "system": system.name,
         "op": op,
         "bytes": size,
-        "algorithm": healthy.algorithm,
+        "algorithm": healthy.algorithm,  # healthy; each row lists its trials' algorithms
         "fidelity": fidelity,
         "routing": routing,
         "trials": trials,
@@ -156,12 +164,19 @@ def monte_carlo(
     }
 
 
-def _row(count: int, times: np.ndarray, healthy_s: float) -> dict[str, Any]:
-    row: dict[str, Any] = {"failed_links": count, "trials": int(times.size)}
+def _row(
+    count: int, times: np.ndarray, healthy_s: float, cut: int, algorithms: list[str]
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"failed_links": count, "trials": int(times.size) + cut}
+    row["disconnected"] = cut
+    if not times.size:  # every trial cut the group apart: no time to report
+        row |= {f"p{q}_s": None for q in PERCENTILES} | {"mean_s": None, "max_s": None}
+        return row | {"p50_slowdown": None, "algorithms": ""}
     for q in PERCENTILES:
         row[f"p{q}_s"] = float(np.percentile(times, q))
     row["mean_s"], row["max_s"] = float(times.mean()), float(times.max())
     row["p50_slowdown"] = row["p50_s"] / healthy_s
+    row["algorithms"] = ";".join(algorithms)
     return row
 
 
@@ -193,8 +208,15 @@ def _lines(rec: dict[str, Any]) -> list[str]:
     )
     lines = [head, f"{'links down':>10} " + " ".join(f"{'p' + str(q):>10}" for q in PERCENTILES)]
     for row in rec["counts"]:
+        cut = f"  {row['disconnected']} disconnected" if row["disconnected"] else ""
+        if row["p50_s"] is None:
+            lines.append(f"{row['failed_links']:>10} every trial disconnected{cut}")
+            continue
         cells = " ".join(f"{units.format_time(row[f'p{q}_s']):>10}" for q in PERCENTILES)
-        lines.append(f"{row['failed_links']:>10} {cells}  x{row['p50_slowdown']:.2f}")
+        lines.append(
+            f"{row['failed_links']:>10} {cells}  x{row['p50_slowdown']:.2f}"
+            f"  {row['algorithms']}{cut}"
+        )
     lines += [f"wrote {f}" for f in rec.get("files", [])]
     return lines
 
@@ -221,7 +243,7 @@ def _plot(rec: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = rec["counts"]
+    rows = [r for r in rec["counts"] if r["p50_s"] is not None]  # connected trials only
     x = [r["failed_links"] for r in rows]
     ms = {q: [r[f"p{q}_s"] * 1e3 for r in rows] for q in PERCENTILES}
     fig, ax = plt.subplots(figsize=(7, 4.2))

@@ -22,10 +22,11 @@ from tpusim.collectives.groups import make_group
 from tpusim.collectives.registry import (
     AlgorithmName,
     algorithm_builder,
+    algorithm_cost,
     algorithm_names,
     register_algorithm,
 )
-from tpusim.collectives.select import AUTO, AUTO_MAX_CHIPS, Predictor, choose, too_big
+from tpusim.collectives.select import AUTO, AUTO_MAX_CHIPS, Predictor, affordable, choose
 from tpusim.vocabulary import OPS, Op
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Schedule",
     "Step",
     "algorithm_builder",
+    "algorithm_cost",
     "algorithm_names",
     "build_schedule",
     "bus_factor",
@@ -49,6 +51,12 @@ __all__ = [
 ]
 
 
+DEFAULT_DIRECT_MAX_CHIPS = 256
+"""Largest group (chips) whose all-to-all the structural default runs ``direct`` (its
+n^2 transfers; past it, the axis-by-axis default). Used only without a cost model or
+past ``AUTO_MAX_CHIPS`` (assumption; a speed limit, not a physical one)."""
+
+
 def default_algorithm(op: Op, group: Group) -> Algorithm:
     """A structural guess for when no cost model is at hand (``build_schedule`` without a
     predictor): direct permute and small all-to-all, multi-axis torus on torus axes,
@@ -56,7 +64,7 @@ def default_algorithm(op: Op, group: Group) -> Algorithm:
     a cost model, ``auto`` (:mod:`tpusim.collectives.select`) picks by predicted time."""
     if op == "collective-permute":
         return "direct"
-    if op == "all-to-all" and not too_big("direct", group):
+    if op == "all-to-all" and group.size <= DEFAULT_DIRECT_MAX_CHIPS:
         return "direct"
     if group.on_torus_axes:
         return "torus"
@@ -76,7 +84,8 @@ def build_schedule(
     """Schedule of ``op`` with ``size`` bytes (nccl-tests convention) on ``group``.
 
     ``algorithm`` None or ``auto``: with a ``predictor`` the fastest predicted of every
-    registered algorithm that can run it (:func:`tpusim.collectives.select.choose`),
+    registered algorithm that declares it supports it
+    (:func:`tpusim.collectives.select.choose`, pruning by cost bounds),
     without one, or on a group of more than ``AUTO_MAX_CHIPS``, :func:`default_algorithm`.
     Raises AlgorithmError when the algorithm does not fit the op or the group.
     """
@@ -88,15 +97,17 @@ def build_schedule(
         return _build_named(op, size, group, algorithm, pairs)
     if predictor is None or group.size > AUTO_MAX_CHIPS:
         return _build_named(op, size, group, default_algorithm(op, group), pairs)
-    candidates = []
-    for name in algorithm_names():
-        if too_big(name, group, op):
-            continue
-        try:
-            candidates.append(_build_named(op, size, group, name, pairs))
-        except ValueError:  # AlgorithmError, or a phase that cannot run this op
-            continue
-    return choose(op, group, candidates, predictor)[0]
+    torus_axes = group.on_torus_axes
+    candidates = [
+        (name, cost)
+        for name in algorithm_names()
+        if (cost := algorithm_cost(name)).supports(op, torus_axes) and affordable(cost, op, group)
+    ]
+
+    def build(name: str) -> Schedule:
+        return _build_named(op, size, group, name, pairs)
+
+    return choose(op, size, group, candidates, build, predictor)[0]
 
 
 def _build_named(

@@ -5,11 +5,16 @@ The network (:mod:`tpusim.network`) charges each transfer its route's per-hop la
 chip's ``collectives:`` block (:class:`~tpusim.config.chip.CollectiveCostSpec`):
 
     time = launch_s + sum over steps of [ transfer_s / link_efficiency
-                                          + step_sync_s
+                                          + step_sync_s + messages_s
                                           + max(0, reduce_s - transfer_s) ]
 
 - ``launch_s``: once per collective (issue and rendezvous).
 - ``step_sync_s``: once per algorithm step (the chips agree the step is done).
+- ``messages_s``: a step whose busiest chip sends m messages (one per destination) on
+  p ports issues them p at a time: (ceil(m / p) - 1) x ``MESSAGE_S``. The first
+  message on each port is inside ``step_sync_s`` (it was calibrated on ring and torus
+  algorithms, which send at most one message per port a step), so only direct
+  exchanges (n - 1 destinations) pay it.
 - ``link_efficiency``: the fraction of nominal link bandwidth transfers reach; the
   network runs at ``link_bandwidth * link_efficiency``.
 - reductions are pipelined with the transfers (a chunk is reduced while the next one
@@ -38,12 +43,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from tpusim.collectives.base import Step
 from tpusim.config.chip import ChipSpec
 from tpusim.vocabulary import CostEngine, EngineChoice
 
 CAE_LATENCY_GAIN = 5.0
 """On-chip latency gain of TPU 8i's CAE (dimensionless; published "up to 5x", TPU8)."""
+
+MESSAGE_S = 1 / 215e6
+"""Seconds to issue one more message (DMA descriptor) on a port, about 4.65 ns: the
+published message rate of an RDMA NIC (NVIDIA ConnectX-6: "215 million messages per
+second") standing in for a TPU's per-port DMA issue rate, which is not published.
+Grade: assumption (an analog)."""
 
 REDUCE_TRAFFIC_PER_BYTE = 3.0
 """HBM bytes moved per byte reduced on the TensorCore: read two operands, write one
@@ -59,6 +72,16 @@ class OnChipModel:
     step_sync_s: float
     reduce_bandwidth_Bps: float
     link_efficiency: float = 1.0
+    ports: int = 1
+    message_s: float = 0.0
+
+    def messages_s(self, step: Step) -> float:
+        """Seconds the busiest chip of ``step`` spends issuing messages beyond one per port
+        (see the module docstring); 0 without a message cost."""
+        if not self.message_s or step.src.size <= self.ports:
+            return 0.0
+        most = int(np.bincount(step.src).max())
+        return max(0, math.ceil(most / self.ports) - 1) * self.message_s
 
     def reduce_time_s(self, step: Step) -> float:
         """Seconds to reduce what a chip receives in ``step`` (0 when nothing is reduced)."""
@@ -67,7 +90,8 @@ class OnChipModel:
     def after_transfer_s(self, step: Step, transfer_s: float) -> float:
         """Seconds a step costs after its last byte arrived ``transfer_s`` after it began:
         the synchronisation plus the reduction that did not overlap the transfer."""
-        return self.step_sync_s + max(0.0, self.reduce_time_s(step) - transfer_s)
+        unhidden = max(0.0, self.reduce_time_s(step) - transfer_s)
+        return self.step_sync_s + self.messages_s(step) + unhidden
 
     @staticmethod
     def none() -> OnChipModel:
@@ -97,4 +121,6 @@ class OnChipModel:
             costs.step_sync_s / gain,
             reduce_Bps,
             costs.link_efficiency,
+            chip.ici.ports,
+            MESSAGE_S,
         )

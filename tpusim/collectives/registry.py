@@ -4,7 +4,10 @@ An algorithm is a function ``build(op, size, group) -> pipelines`` (a list of
 pipelines, each a list of :class:`~tpusim.collectives.base.Step`; ``direct`` also takes
 ``pairs=`` for collective-permute) that raises
 :class:`~tpusim.collectives.base.AlgorithmError` for an op or group it cannot do.
-Adding one is a new module plus one :func:`register_algorithm` call; schemas
+Each declares the ops and group shapes it supports and its cost class
+(:class:`~tpusim.collectives.costs.CostClass`), from which ``auto`` bounds its time
+before building it. Adding one is a new module plus one :func:`register_algorithm`
+call; schemas
 (:data:`AlgorithmName`), the CLI's choices and :func:`~tpusim.collectives.build_schedule`
 all read this registry.
 """
@@ -22,20 +25,25 @@ from tpusim.collectives import (
     direct_axes,
     halving_doubling,
     hierarchical,
+    one_shot,
     recursive_doubling,
     ring,
     torus,
     tree,
 )
 from tpusim.collectives.base import AlgorithmError, Step
+from tpusim.collectives.costs import DECLARED, CostClass
 
 Builder = Callable[..., list[list[Step]]]
 
 _ALGORITHMS: dict[str, Builder] = {}
+_COSTS: dict[str, CostClass] = {}
 
 
-def register_algorithm(name: str, build: Builder) -> None:
-    """Make ``build`` available as ``--algorithm NAME`` and ``algorithm: NAME``.
+def register_algorithm(name: str, build: Builder, cost: CostClass | None = None) -> None:
+    """Make ``build`` available as ``--algorithm NAME`` and ``algorithm: NAME``; ``cost``
+    declares its ops, group shapes and cost class (default: every op but permute, any
+    group, one step, the op's generic bytes: loose bounds, so ``auto`` always tries it).
 
     Raises ValueError when the name is taken (re-registering the same function is a no-op).
     """
@@ -43,6 +51,13 @@ def register_algorithm(name: str, build: Builder) -> None:
     if known is not None and known is not build:
         raise ValueError(f"collective algorithm '{name}' is already registered")
     _ALGORITHMS[name] = build
+    _COSTS[name] = cost or _COSTS.get(name) or CostClass()
+
+
+def algorithm_cost(name: str) -> CostClass:
+    """The declared cost class of ``name``; raises AlgorithmError naming the choices."""
+    algorithm_builder(name)
+    return _COSTS[name]
 
 
 def algorithm_names() -> tuple[str, ...]:
@@ -79,5 +94,6 @@ for _name, _module in (
     ("recursive-doubling", recursive_doubling),
     ("tree", tree),
     ("direct-axes", direct_axes),
+    ("one-shot", one_shot),
 ):
-    register_algorithm(_name, _module.build)
+    register_algorithm(_name, _module.build, DECLARED[_name])

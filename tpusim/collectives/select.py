@@ -1,12 +1,26 @@
 """Choosing a collective's algorithm by predicted cost: ``--algorithm auto``.
 
-As NCCL's tuner does, ``auto`` predicts every registered algorithm that can run the
-collective on its group and keeps the fastest. The prediction is the analytic
-fidelity's time under the current cost model (:class:`~tpusim.collectives.offload.OnChipModel`):
+As NCCL's tuner does, ``auto`` predicts the registered algorithms that can run the
+collective on its group and keeps the fastest. Each algorithm declares the ops and
+group shapes it supports and its cost class (:mod:`tpusim.collectives.costs`); from
+it, before anything is built, a closed-form lower bound:
+
+    launch_s + min_steps x (smallest hop latency + step_sync_s) + messages_s
+      + max(sent_bytes / the busiest sender's link bandwidth,
+            pair_bytes x |A| x |B| / bandwidth of the cut between halves A, B of the group)
+
+(the last term only for all-pairs exchanges, over the narrowest cut halving one axis
+of the group: on a 1 GiB all-reduce over an 8x8x16 torus it is ~20x the torus
+algorithm's time, so ``direct``'s million transfers are never built). Algorithms are
+visited in order of that bound; one whose bound reaches the best prediction so far is
+not built, one whose built schedule's bound (per step: the bytes a
+chip sends over its links, plus the smallest link latency) reaches it is not routed.
+The prediction is the analytic fidelity's time under the cost model
+(:class:`~tpusim.collectives.offload.OnChipModel`):
 
     launch_s + max over pipelines of sum over steps of
         [ max(flow alone on its route, busiest link + longest route crossing it)
-          + step_sync_s + non-overlapped reduction ]
+          + step_sync_s + messages_s + non-overlapped reduction ]
 
 and, for a schedule of several pipelines, at least the launch plus the busiest link's
 bytes summed over all of them (pipelines that drift apart share links).
@@ -14,14 +28,9 @@ bytes summed over all of them (pipelines that drift apart share links).
 Predictions of several pipelines are approximate (their pipelines share links in
 ways only a simulation follows), so when more than one algorithm is predicted within
 ``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
-(the engine passes ``simulate``) and the fastest is kept.
-
-Algorithms are predicted in order of a cheap lower bound (per step: the bytes a chip
-sends over all its links' bandwidth, plus the smallest link latency), and one whose
-bound already exceeds the best prediction is not routed at all: a 1 GiB all-reduce
-on a 9,216-chip pod never routes the binomial tree. Direct all-pairs exchanges on
-more than ``DIRECT_MAX_CHIPS`` chips and ring relay all-to-alls on more than
-``RELAY_ALL_TO_ALL_MAX_CHIPS`` are not candidates (their n^2 transfers).
+(the engine passes ``simulate``) and the fastest is kept. A candidate whose declared
+transfers exceed :data:`MAX_BUILD_TRANSFERS` (an all-pairs exchange over 9,216 chips) is
+not tried: building it would not fit in memory.
 """
 
 from __future__ import annotations
@@ -34,19 +43,23 @@ import numpy as np
 import simpy
 
 from tpusim.collectives.base import AlgorithmError, Group, Schedule, Step
+from tpusim.collectives.costs import CostClass
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network.analytic import AnalyticNetwork
-from tpusim.network.base import FlowBatch
+from tpusim.network.base import FlowBatch, Network
 from tpusim.topology import Topology
 from tpusim.vocabulary import Op
 
 AUTO = "auto"
 """The algorithm name that asks for cost-based selection."""
 
-DIRECT_MAX_CHIPS = {"torus": 1152, "other": 256}
-"""Largest group (chips) on which a one-step all-pairs exchange (``direct``) is a
-candidate, on torus axes and elsewhere: beyond, its n^2 flows with uneven routes make
-routing and the flow fidelity slow (assumption; a speed limit, not a physical one)."""
+MAX_BUILD_TRANSFERS = 4_000_000
+"""Most transfers (summed over a collective's groups and steps, from the cost class's
+``transfers``) ``auto`` builds and routes for one candidate: a memory budget, not a
+physical limit. Each routed transfer holds its route (a few hops of int64 ids) and
+per-flow state, ~1 KiB in all: 4 M stay within ~4 GB, so the 1,152-chip Boardfly's
+direct all-reduce (2.65 M) is a candidate and a 9,216-chip one (170 M, ~170 GB) is not
+(assumption; ``--algorithm direct`` still builds it when asked)."""
 
 AUTO_MAX_CHIPS = 16_384
 """Largest group (chips) on which ``auto`` predicts every algorithm; a bigger one (the
@@ -58,18 +71,6 @@ REFINE_MARGIN = 0.15
 """Algorithms predicted within this fraction of the best are simulated to choose
 (dimensionless): the largest under-prediction seen on the selection test grid is 14%
 (the torus algorithm's broadcast on a 2x4 mesh, whose pipelines collide)."""
-
-ALL_PAIRS_ALGORITHMS = ("direct",)
-"""Algorithms whose steps exchange between every pair of the group's chips."""
-
-RELAY_ALL_TO_ALL_MAX_CHIPS = 256
-"""Largest group (chips) on which a ring relay all-to-all (``ring``, ``bidir-ring``) is
-a candidate: it takes ~n distinct steps of n transfers (n^2 arrays to build) and its
-bandwidth term grows with n (V(n-1)/(4W) on a bidirectional ring), so past a few hundred
-chips it is both slow to build and never the fastest (assumption; a speed limit)."""
-
-RELAY_ALGORITHMS = ("ring", "bidir-ring")
-"""Algorithms whose all-to-all relays chunks around a ring."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,9 @@ class Predictor:
     """Predicts schedules' times on ``topology`` under ``onchip``; ``batch_of(step)``
     gives a step's routed flow batch (the engine passes its cache, so the chosen
     schedule's routes are computed once); ``simulate(schedule)``, if given, is the
-    schedule's time simulated alone at the run's fidelity (for close calls)."""
+    schedule's time simulated alone at the run's fidelity (for close calls);
+    ``faults_of``, if given, is a network whose routing policy and failed or degraded
+    links the predictions take (the survivors are what ``auto`` plans on)."""
 
     def __init__(
         self,
@@ -95,14 +98,65 @@ class Predictor:
         onchip: OnChipModel,
         batch_of: Callable[[Step], FlowBatch],
         simulate: Callable[[Schedule], float] | None = None,
+        faults_of: Network | None = None,
     ):
         self.onchip, self.batch_of, self.simulate = onchip, batch_of, simulate
         self.network = AnalyticNetwork(simpy.Environment(), topology)
         self.network.set_link_efficiency(onchip.link_efficiency)
+        if faults_of is not None:
+            self.network.copy_links_from(faults_of)
         links = topology.links
         n = topology.num_chips
         self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
         self.min_latency_s = float(links.latency_s.min()) if len(links) else 0.0
+        self._cuts: dict[tuple, list[tuple[int, float]]] = {}
+
+    def closed_bound_s(self, cost: CostClass, op: Op, group: Group, size: float) -> float:
+        """A time no schedule of an algorithm of class ``cost`` can beat on ``group``
+        (nothing built; see the module docstring)."""
+        n = group.size
+        if n <= 1:
+            return 0.0
+        steps = cost.min_steps(op, n)
+        messages = max(0, math.ceil(cost.messages(op, n) / self.onchip.ports) - 1)
+        latency_s = steps * (self.min_latency_s + self.onchip.step_sync_s)
+        inject_s = cost.sent_bytes(op, size, n) / self._most_out_Bps(group)
+        cut_s = self._cut_s(group, cost.pair_bytes(op, size, n))
+        extra_s = min(steps, 1) * messages * self.onchip.message_s
+        return self.onchip.launch_s + latency_s + extra_s + max(inject_s, cut_s)
+
+    def _most_out_Bps(self, group: Group) -> float:
+        """The largest bandwidth any chip of ``group`` sends at (B/s)."""
+        return float(self.out_Bps[np.unique(group.chips)].max()) or math.inf
+
+    def _cuts_of(self, group: Group) -> list[tuple[int, float]]:
+        """Per axis of the group, the cut halving it: (ordered pairs of one group with a
+        chip below half the axis and one above, bandwidth in B/s per group of the links
+        leaving the first half). Every byte between the halves crosses those links."""
+        key = (group.chips.shape, hash(group.chips.tobytes()))
+        if key not in self._cuts:
+            links, n, cuts = self.network.topology.links, group.size, []
+            for axis in range(1, group.chips.ndim):
+                k = group.chips.shape[axis]
+                if k < 2:
+                    continue
+                first = np.zeros(self.out_Bps.size, dtype=bool)
+                first[np.take(group.chips, np.arange(k // 2), axis=axis).ravel()] = True
+                leaving = first[links.src] & ~first[links.dst]
+                a = n // k * (k // 2)
+                cuts.append((a * (n - a), float(self.network.bandwidth_Bps[leaving].sum())))
+            self._cuts[key] = [(p, bw / group.num_groups) for p, bw in cuts]
+        return self._cuts[key]
+
+    def _cut_s(self, group: Group, pair_bytes: float) -> float:
+        """Seconds to move ``pair_bytes`` between every ordered pair across the narrowest
+        cut (0 without all-pairs bytes); inf across a cut with no link left."""
+        if not pair_bytes:
+            return 0.0
+        return max(
+            (pairs * pair_bytes / bw if bw > 0 else math.inf for pairs, bw in self._cuts_of(group)),
+            default=0.0,
+        )
 
     def lower_bound_s(self, schedule: Schedule) -> float:
         """A time no fidelity can beat (no routes needed)."""
@@ -123,11 +177,12 @@ class Predictor:
             kept = repeats.get(id(step))
             repeats[id(step)] = (step, kept[1] + 1 if kept else 1)
         for step, count in repeats.values():
-            batch = self.batch_of(step)
+            batch = self.network.routed(self.batch_of(step))
             load += count * np.bincount(
                 batch.links, weights=batch.bytes_per_entry, minlength=load.size
             )
-        shared = self.onchip.launch_s + float((load / self.network.bandwidth_Bps).max())
+        used = load > 0
+        shared = self.onchip.launch_s + float((load[used] / self.network.bandwidth_Bps[used]).max())
         return max(critical, shared)
 
     def _total(self, schedule: Schedule, step_s: Callable[[Step], float]) -> float:
@@ -150,49 +205,52 @@ class Predictor:
         sent = np.bincount(step.src[moving], weights=step.bytes[moving])
         used = np.flatnonzero(sent)
         inject_s = float((sent[used] / self.out_Bps[used]).max())
-        return inject_s + self.min_latency_s + self.onchip.step_sync_s
+        sync_s = self.onchip.step_sync_s + self.onchip.messages_s(step)
+        return inject_s + self.min_latency_s + sync_s
 
     def _step_time_s(self, step: Step) -> float:
-        transfer_s = self.network.batch_time_s(self.batch_of(step))
+        transfer_s = self.network.batch_time_s(self.network.routed(self.batch_of(step)))
         return transfer_s + self.onchip.after_transfer_s(step, transfer_s)
 
 
-def too_big(algorithm: str, group: Group, op: Op | None = None) -> bool:
-    """True when ``algorithm`` is not a candidate for ``op`` on ``group`` for its size: an
-    all-pairs exchange past DIRECT_MAX_CHIPS, a ring relay all-to-all past
-    RELAY_ALL_TO_ALL_MAX_CHIPS."""
-    limit = DIRECT_MAX_CHIPS["torus" if group.on_torus_axes else "other"]
-    if algorithm in ALL_PAIRS_ALGORITHMS and group.size > limit:
-        return True
-    relay = op == "all-to-all" and algorithm in RELAY_ALGORITHMS
-    return relay and group.size > RELAY_ALL_TO_ALL_MAX_CHIPS
+def affordable(cost: CostClass, op: Op, group: Group) -> bool:
+    """Whether a candidate of class ``cost`` fits :data:`MAX_BUILD_TRANSFERS` on ``group``."""
+    return cost.transfers(op, group.size) * group.num_groups <= MAX_BUILD_TRANSFERS
 
 
 def choose(
     op: Op,
+    size: float,
     group: Group,
-    candidates: list[Schedule],
+    candidates: list[tuple[str, CostClass]],
+    build: Callable[[str], Schedule],
     predictor: Predictor,
 ) -> tuple[Schedule, list[Prediction]]:
-    """The fastest of ``candidates`` (schedules of ``op`` on ``group``) and every
-    prediction made, in the order tried. Raises AlgorithmError when there is none."""
-    if not candidates:
-        raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
-    bounds = [predictor.lower_bound_s(s) for s in candidates]
-    best, best_s, predictions = candidates[0], math.inf, []
-    predicted_s = [math.inf] * len(candidates)  # by candidate; inf: pruned, not routed
+    """The fastest of ``candidates`` for ``op`` of ``size`` bytes (names and declared
+    cost classes of algorithms that support ``op`` on ``group``; ``build(name)`` builds
+    one, raising ValueError when it cannot) and every prediction made, in the order
+    tried (see the module docstring). Raises AlgorithmError when none can run it."""
+    bounds = [predictor.closed_bound_s(cost, op, group, size) for _, cost in candidates]
+    best: Schedule | None = None
+    best_s, predictions, predicted = math.inf, [], []
     for i in np.argsort(bounds, kind="stable"):
-        schedule, bound_s = candidates[i], bounds[i]
+        name, bound_s = candidates[i][0], bounds[i]
         if bound_s >= best_s:
-            predictions.append(Prediction(schedule.algorithm, bound_s, math.inf, False))
+            predictions.append(Prediction(name, bound_s, math.inf, False))
             continue
-        predicted_s[i] = time_s = predictor.time_s(schedule)
-        predictions.append(Prediction(schedule.algorithm, bound_s, time_s, True))
+        try:
+            schedule = build(name)
+        except ValueError:  # AlgorithmError, or a phase that cannot run this op
+            continue
+        bound_s = max(bound_s, predictor.lower_bound_s(schedule))
+        time_s = predictor.time_s(schedule) if bound_s < best_s else math.inf
+        predictions.append(Prediction(name, bound_s, time_s, time_s < math.inf))
+        predicted.append((schedule, time_s))
         if time_s < best_s:
             best, best_s = schedule, time_s
-    close = [
-        s for s, t in zip(candidates, predicted_s, strict=True) if t <= best_s * (1 + REFINE_MARGIN)
-    ]
+    if best is None:
+        raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
+    close = [s for s, t in predicted if t <= best_s * (1 + REFINE_MARGIN)]
     if len(close) > 1 and predictor.simulate is not None:
         simulated = [predictor.simulate(s) for s in close]
         best = close[int(np.argmin(simulated))]

@@ -145,6 +145,7 @@ class BoardflyTopologySpec(BaseTopologySpec):
     arrangement: Literal["absolute", "relative"] = "absolute"
     board_link_bandwidth_Bps: Bandwidth | None = Field(None, alias="board_link_bandwidth")
     global_link_bandwidth_Bps: Bandwidth | None = Field(None, alias="global_link_bandwidth")
+    board_hop_latency_s: HopLatency | None = Field(None, alias="board_hop_latency")
     global_hop_latency_s: HopLatency | None = Field(None, alias="global_hop_latency")
 
     @property

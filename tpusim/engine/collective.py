@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpusim.collectives import bus_factor
+from tpusim.collectives import AUTO, Predictor, build_schedule, bus_factor
 from tpusim.collectives.base import Algorithm, Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
@@ -59,10 +59,12 @@ def run_collective(
     faults: FaultPlan | None = None,
     routing: Routing = "minimal",
     seed: int = 0,
+    name_replanning: bool = True,
 ) -> tuple[CollectiveResult, Network]:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
     a one-op program run by :class:`tpusim.engine.Simulation` (``faults``, ``routing``,
-    ``seed``: see there; the network's ``fault_report`` holds their JSON fields).
+    ``seed``: see there; the network's ``fault_report`` holds their JSON fields, and
+    ``replanned`` under ``name_replanning``).
 
     ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a reusable
     :class:`RouteCache` of ``topology``. On-chip cost from ``onchip``, else ``chip`` and
@@ -76,16 +78,10 @@ def run_collective(
         raise ValueError("routes must be a RouteCache of the same topology")
     model = onchip or (OnChipModel.for_chip(chip, engine) if chip else OnChipModel.none())
     collective = ProgramOp(
-        name=op,
-        kind="collective",
-        collective=op,
-        size_bytes=float(size),
-        axes=tuple(axes or ()),
-        algorithm=algorithm,
-        num_chips=chips,
-        pairs=tuple(pairs or ()),
-        split_ports=op == "collective-permute",
-    )
+        name=op, kind="collective", collective=op, size_bytes=float(size),
+        axes=tuple(axes or ()), algorithm=algorithm, num_chips=chips,
+        pairs=tuple(pairs or ()), split_ports=op == "collective-permute",
+    )  # fmt: skip
     sim = Simulation(
         None, Program(op, (collective,)), fidelity, seed, onchip=model, topology=topology,
         flow_tolerance=flow_tolerance if fidelity == "flow" else None, routes=routes,
@@ -94,7 +90,31 @@ def run_collective(
     )  # fmt: skip
     schedule = _schedule(sim, collective)
     sim.run()
+    if name_replanning and algorithm in (None, AUTO) and not sim.faults.schedule.empty:
+        _note_replanning(sim, collective, schedule)
     return _result(sim, schedule, system_name, size, pairs), sim.network
+
+
+def _note_replanning(sim: Simulation, op: ProgramOp, schedule: Schedule) -> None:
+    """Name what ``auto`` planned on the surviving links against what it predicts on the
+    healthy topology (``replanned`` in the fault report, and a note in ``adapted``): the
+    cause of a slowdown is the algorithm the runtime re-planned and its adaptations."""
+    group = sim.placement.group(op, sim.placement.physical_axes(op))
+    split = op.split_ports
+    healthy = Predictor(
+        sim.topology,
+        sim.onchip,
+        lambda step: sim.batches.of(step, split),
+        lambda trial: sim._trial_time_s(trial, split, healthy=True),
+    )
+    pairs = list(op.pairs) or None
+    was = build_schedule(schedule.op, op.size_bytes, group, None, pairs, healthy).algorithm
+    report = sim.network.fault_report
+    report["replanned"] = {"algorithm": schedule.algorithm, "healthy_algorithm": was}
+    change = "kept" if was == schedule.algorithm else f"instead of {was} (healthy)"
+    report["adapted"].append(
+        f"auto re-planned on the surviving links: {schedule.algorithm} {change}"
+    )
 
 
 def _schedule(sim: Simulation, op: ProgramOp) -> Schedule:

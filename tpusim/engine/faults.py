@@ -16,8 +16,11 @@ under ``exclude``) and runs collectives as attempts under the chip-failure polic
   cube in :data:`OCS_RECONFIGURATION_S` after the failure; a collective waits for it
   (and one that lost a chip while running is retried then) on the whole torus.
 
-The packet fidelity models neither faults nor non-minimal routing: asking for them
-is an InputError (exit 2).
+Every fidelity takes non-minimal routing and the faults present from the start (the
+packet fidelity sends its packets on the routes the policy and the failures leave); a
+link or chip that fails during the run needs flows moved in flight, which only the
+flow and analytic fidelities do: asking the packet fidelity for it is an InputError
+(exit 2).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from tpusim.collectives.base import Group, Schedule
 from tpusim.config.faults import NO_FAULTS, FaultPlan, Routing
 from tpusim.errors import InputError, SimulationError
 from tpusim.network import Network
-from tpusim.network.faults import ChipFault, FaultSchedule, resolve_faults
+from tpusim.network.faults import ChipFault, DisconnectedError, FaultSchedule, resolve_faults
 from tpusim.network.routing import make_router
 from tpusim.program.ir import ChipOverride, Op, Program
 from tpusim.topology import Topology
@@ -73,10 +76,11 @@ class FaultState:
             self.schedule = resolve_faults(plan, topology, rng)
         self.router = make_router(routing, rng)
         self.used = not self.schedule.empty or self.router is not None
-        if self.used and fidelity == "packet":
+        if fidelity == "packet" and self._changes_later():
             raise InputError(
-                "the packet fidelity models neither faults nor non-minimal routing: "
-                "use --fidelity flow or analytic"
+                "the packet fidelity does not move packets in flight off a link that fails "
+                "during the run: use --fidelity flow or analytic (faults from the start and "
+                "non-minimal routing run at every fidelity)"
             )
         if plan.on_chip_failure == "spare_cube":
             _check_cubes(topology)
@@ -85,6 +89,13 @@ class FaultState:
         self.epoch = 0
         self.notes: list[str] = []
         self._running: dict[str, tuple[set[int], list[ChipFault]]] = {}
+
+    def _changes_later(self) -> bool:
+        """Some link or chip fails after the start (links change under flows in flight)."""
+        sched = self.schedule
+        return any(f.at_s > 0 for f in sched.link_faults) or any(
+            f.at_s > 0 for f in sched.chip_faults
+        )
 
     # -- before the run --------------------------------------------------------------------
     def slowed(self, program: Program) -> Program:
@@ -180,10 +191,24 @@ class FaultState:
         if down and policy == "exclude":
             group, more = without_chips(group, down)
             notes += more
+        if network.dead is not None:
+            self._check_connected(group, network, op)
         for note in notes:
             if note not in self.notes:
                 self.notes.append(note)
         return group
+
+    def _check_connected(self, group: Group, network: Network, op: str) -> None:
+        """Raise SimulationError naming the chips of ``group`` that failed links cut off
+        from the rest of their group (a runtime cannot run the collective there)."""
+        cut = network.surviving_routes().unreachable(group.flat)
+        if cut.size:
+            chips = np.unique(cut)
+            named = ", ".join(map(str, chips[:8].tolist())) + (", ..." if chips.size > 8 else "")
+            raise DisconnectedError(
+                f"failed links cut chips {named} off from the rest of their group of "
+                f"{group.size} chips: collective '{op}' cannot run"
+            )
 
     def attempts(self, sim: Simulation, op: Op, schedule: Schedule):
         """SimPy process body: ``op``'s schedule, retried after a chip failure (spare

@@ -105,7 +105,7 @@ class Simulation:
         self.observers += observers
         self.batches = FlowBatches(routes or RouteCache(self.topology), self.observers)
         self._schedules: dict[tuple[Any, ...], Schedule] = {}
-        self._predictors: dict[bool, Predictor] = {}
+        self._predictors: dict[tuple[bool, int], Predictor] = {}
         self._rendezvous: dict[str, Rendezvous] = {}
         self._started: dict[str, simpy.Event] = {}
         self._port_cache: dict[tuple[int, int], list[str]] = {}
@@ -148,20 +148,24 @@ class Simulation:
 
     def predictor(self, split_ports: bool) -> Predictor:
         """What ``auto`` predicts algorithms with: the analytic model of this network
-        under this cost model, on the simulation's route cache."""
-        key = bool(split_ports)
+        under this cost model, on the simulation's route cache, with the links that are
+        down or degraded now (``auto`` re-plans on the surviving topology)."""
+        key = (bool(split_ports), self.faults.epoch)
         if key not in self._predictors:
             self._predictors[key] = Predictor(
                 self.topology,
                 self.onchip,
-                lambda step: self.batches.of(step, key),
-                lambda schedule: self._trial_time_s(schedule, key),
+                lambda step: self.batches.of(step, key[0]),
+                lambda schedule: self._trial_time_s(schedule, key[0]),
+                faults_of=self.network,
             )
         return self._predictors[key]
 
-    def _new_network(self, env: simpy.Environment, check_capacity: bool = False) -> Network:
+    def _new_network(
+        self, env: simpy.Environment, check_capacity: bool = False, healthy: bool = False
+    ) -> Network:
         """A network of this simulation's fidelity, options and link efficiency in ``env``,
-        with its routing policy and the faults present from the start."""
+        with its routing policy and the faults present from the start (none: ``healthy``)."""
         network = make_network(
             self.fidelity,
             env,
@@ -171,13 +175,17 @@ class Simulation:
             flow_tolerance=self._flow_tolerance,
             link_efficiency=self.onchip.link_efficiency,
         )
-        self.faults.prepare(network)
+        if not healthy:
+            self.faults.prepare(network)
         return network
 
-    def _trial_time_s(self, schedule: Schedule, split_ports: bool) -> float:
-        """``schedule`` run alone on a fresh network of this fidelity (nothing recorded)."""
+    def _trial_time_s(self, schedule: Schedule, split_ports: bool, healthy: bool = False) -> float:
+        """``schedule`` run alone on a fresh network of this fidelity (nothing recorded),
+        with the links down now (none: ``healthy``)."""
         env = simpy.Environment()
-        network = self._new_network(env)
+        network = self._new_network(env, healthy=healthy)
+        if not healthy:
+            network.copy_links_from(self.network)
         batches = FlowBatches(self.batches.routes, ())
         execute_schedule(env, network, schedule, self.onchip, batches, split_ports)
         env.run()

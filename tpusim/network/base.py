@@ -184,6 +184,24 @@ class Network(ABC):
         self._rerouted.clear()
         self._links_changed(np.asarray(links, dtype=np.int64))
 
+    def copy_links_from(self, other: Network) -> None:
+        """Take ``other``'s link capacities as they are now (a network that predicts a
+        schedule on the surviving topology; its routing policy stays its own)."""
+        if other.link_fraction is not None:
+            self.link_fraction = other.link_fraction.copy()
+            self._set_bandwidth()
+            self.dead = self.link_fraction == 0
+            self._surviving = None
+            self._rerouted.clear()
+            self._links_changed(np.flatnonzero(self.link_fraction < 1))
+
+    def routed(self, batch: FlowBatch) -> FlowBatch:
+        """``batch`` on the paths the routing policy and the failures leave (itself on a
+        healthy network under minimal routing)."""
+        if self.routing is None and self.dead is None:
+            return batch
+        return self._routed(batch)
+
     def _routed(self, batch: FlowBatch) -> FlowBatch:
         """``batch`` on the paths the routing policy and the failures leave, counted in
         :attr:`routed_hops` (flows, hops, longest route) for reports."""

@@ -138,6 +138,11 @@ def resolve_faults(plan: FaultPlan, topology: Topology, rng: np.random.Generator
     return out
 
 
+class DisconnectedError(SimulationError):
+    """Failed links cut chips of a collective's group off from the rest (exit 1): a
+    runtime cannot run the collective on that group."""
+
+
 class SurvivingRoutes:
     """Shortest routes over the links whose ``alive`` flag is set (a bool per directed
     link of ``topology``). Raises SimulationError when failures cut a pair apart."""
@@ -154,6 +159,26 @@ class SurvivingRoutes:
         order = np.argsort(keys, kind="stable")
         self._keys, self._key_ids = keys[order], self._ids[order]
         self._isolated = np.bincount(links.src[self._ids], minlength=topology.num_nodes) == 0
+        self._components: np.ndarray | None = None
+
+    def components(self) -> np.ndarray:
+        """Per node, the label of its strongly connected component over the links still
+        up (two chips can reach each other both ways iff their labels match)."""
+        if self._components is None:
+            from scipy.sparse import coo_matrix
+            from scipy.sparse.csgraph import connected_components
+
+            links, n = self.topology.links, self.topology.num_nodes
+            ids = self._ids
+            graph = coo_matrix((np.ones(ids.size), (links.src[ids], links.dst[ids])), (n, n))
+            self._components = connected_components(graph, directed=True, connection="strong")[1]
+        return self._components
+
+    def unreachable(self, chips: np.ndarray) -> np.ndarray:
+        """The chips of each row of ``chips`` (groups x members) that cannot reach the
+        row's first chip both ways over the surviving links."""
+        labels = self.components()[chips]
+        return chips[labels != labels[:, :1]]
 
     def _tree(self, src: int) -> tuple[np.ndarray, np.ndarray]:
         tree = self._trees.get(src)
@@ -186,7 +211,7 @@ class SurvivingRoutes:
         except ValueError:
             cut = dist[which.reshape(-1), dst] < 0
             k = int(np.flatnonzero(cut)[0])
-            raise SimulationError(
+            raise DisconnectedError(
                 f"failed links cut chip {int(src[k])} off from chip {int(dst[k])}: no route left"
             ) from None
         wanted = a * self.topology.num_nodes + b

@@ -8,10 +8,19 @@
   (at most twice the load of a minimal route on a uniform pattern).
 - ``ugal`` (Universal Globally-Adaptive Load-balanced, Singh 2005): each flow takes the
   minimal route or one of :data:`UGAL_CANDIDATES` Valiant routes, whichever the flow
-  model predicts is fastest given the load at the moment it is sent: for a path P,
-  ``bytes * max over l in P of (flows on l + 1) / bandwidth(l) + latency(P)``, the
-  time of the flow if it got an equal share of its busiest link. The flows of one batch
-  choose in :data:`UGAL_CHUNKS` rounds, each seeing the choices of the rounds before.
+  model predicts is fastest given the load on the links: for a path P,
+  ``bytes * max over l in P of (flows on l + 1) / bandwidth(l) + latency(P)``, the time
+  of the flow if it got an equal share of its busiest link (ties: the minimal route).
+  The load is the flows in flight plus the whole batch on its minimal routes (the
+  queues a router sees fill with its own traffic, the flow itself included on its
+  minimal route); the flows choose in :data:`UGAL_CHUNKS` rounds, a flow that leaves
+  its minimal route moving its count to the route chosen. A uniform pattern (every
+  link equally loaded) thus stays minimal; a hot spot spreads until the loads even out.
+
+Multipath: under ``valiant`` and ``ugal`` each flow of a batch of at most
+:data:`MULTIPATH_MAX_FLOWS` flows is split into :data:`MULTIPATH_CHUNKS` equal chunks,
+each routed on its own (Valiant: its own intermediate; UGAL: its own choice), as an
+adaptive network routes packets of one message over several paths.
 
 Random draws come from the simulation's RNG: the same seed, the same routes.
 """
@@ -23,7 +32,16 @@ import numpy as np
 from tpusim.config.faults import ROUTINGS, Routing
 from tpusim.network.base import FlowBatch, Network
 
-__all__ = ["ROUTINGS", "UGAL_CANDIDATES", "UGAL_CHUNKS", "Router", "Routing", "make_router"]
+__all__ = [
+    "MULTIPATH_CHUNKS",
+    "ROUTINGS",
+    "UGAL_CANDIDATES",
+    "UGAL_CHUNKS",
+    "Router",
+    "Routing",
+    "make_router",
+    "split_flows",
+]
 
 UGAL_CANDIDATES = 16
 """Non-minimal (Valiant) candidates each flow weighs against its minimal route under
@@ -36,6 +54,25 @@ large (:data:`UGAL_ROUTE_BUDGET`)."""
 UGAL_ROUTE_BUDGET = 2_000_000
 """Most candidate routes UGAL builds per batch (count; speed and memory only): a batch
 of n flows weighs max(1, min(UGAL_CANDIDATES, budget // n)) Valiant candidates."""
+
+MULTIPATH_CHUNKS = 16
+"""Chunks each flow is split into under non-minimal routing (count). Assumption (speed
+against quality): 32 chips of a TPU 8i group sending to the next group have 70 global
+links out of the group; 16 chunks of each flow spread over them (1 chunk: at most 32
+links, 2.2x the injection bound)."""
+
+MULTIPATH_MAX_FLOWS = 4096
+"""Largest batch (flows) whose flows are split into chunks (count; speed only): a
+larger batch (an all-to-all) already spreads over the network by its own number."""
+
+UGAL_MARGIN = 0.1
+"""How much faster (fraction) a non-minimal route must be predicted than the minimal one
+for a flow to take it (dimensionless): UGAL's threshold (Singh 2005, the bias T of
+q_min H_min <= q_nm H_nm + T). Without one, flows whose routes are predicted equal within
+rounding leave their minimal routes on a uniform pattern, each detour loads two global
+links, and the detours cascade (1.56x minimal on a 256-chip Boardfly all-to-all).
+Assumption: 10% keeps that all-to-all minimal and a group's hot spot within 1.5x of
+its injection bound."""
 
 UGAL_CHUNKS = 64
 """Rounds in which the flows of one batch choose under UGAL (count). Assumption: within a
@@ -73,6 +110,8 @@ class Router:
     def __call__(self, batch: FlowBatch, network: Network) -> FlowBatch:
         if self.routing == "minimal" or not len(batch):
             return batch
+        if len(batch) <= MULTIPATH_MAX_FLOWS:
+            batch = split_flows(batch, MULTIPATH_CHUNKS)
         if self.routing == "valiant":
             return self._valiant(batch, network)
         return self._ugal(batch, network)
@@ -95,15 +134,18 @@ class Router:
         count = max(1, min(self.candidates, UGAL_ROUTE_BUDGET // max(len(batch), 1)))
         options += [self._valiant_routes(batch, network) for _ in range(count)]
         load = _active_flows(network).astype(np.float64)
+        load += np.bincount(batch.links, minlength=load.size)
         bandwidth, latency = network.bandwidth_Bps, network.latency_s
         n = len(batch)
         chosen = np.zeros(n, dtype=np.int64)
-        size = max(1, -(-n // UGAL_CHUNKS))
-        for start in range(0, n, size):
-            rows = np.arange(start, min(n, start + size))
+        rounds = min(n, UGAL_CHUNKS)
+        for start in range(rounds):
+            rows = np.arange(start, n, rounds)  # strided: a flow's chunks in different rounds
+            np.subtract.at(load, batch.links[_entries(batch.ptr, rows)], 1.0)
             cost = np.stack(
                 [_cost(o, rows, load, bandwidth, latency, batch.bytes) for o in options]
             )
+            cost[1:] *= 1 + UGAL_MARGIN
             pick = np.argmin(cost, axis=0)  # ties: the minimal route (option 0)
             chosen[rows] = pick
             for k in np.unique(pick):
@@ -111,6 +153,18 @@ class Router:
                 np.add.at(load, options[k][1][entries], 1.0)
         self.nonminimal_flows += int((chosen > 0).sum())
         return _assemble(batch, options, chosen)
+
+
+def split_flows(batch: FlowBatch, chunks: int) -> FlowBatch:
+    """``batch`` with every flow split into ``chunks`` equal flows on its route."""
+    if chunks <= 1:
+        return batch
+    rows = np.repeat(np.arange(len(batch)), chunks)
+    hops = batch.hops[rows]
+    ptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(hops, out=ptr[1:])
+    links = batch.links[_entries(batch.ptr, rows)]
+    return FlowBatch(batch.src[rows], batch.dst[rows], batch.bytes[rows] / chunks, ptr, links)
 
 
 def _active_flows(network: Network) -> np.ndarray:

@@ -8,6 +8,12 @@ boards); the ``g`` groups are fully connected (``global`` links,
 
 Chip ids are group-major: chip = (group * a + board) * p + position.
 
+Each link class has its own bandwidth and hop latency: ``local`` takes the chip's ICI
+figures, ``board`` and ``global`` default to them and are overridden in the system's
+``topology:`` block (``board_link_bandwidth``, ``board_hop_latency``,
+``global_link_bandwidth``, ``global_hop_latency``), each with its source or
+assumption in the system file's ``sources:``.
+
 Arrangement (which chip ends each inter-board and inter-group link; Google has
 not published it, so this is a documented choice):
 
@@ -63,6 +69,7 @@ class Boardfly(Topology):
         global_link_bandwidth_Bps: float | None = None,
         global_hop_latency_s: float | None = None,
         links_per_board_pair: int = 1,
+        board_hop_latency_s: float | None = None,
         links_per_group_pair: int = 1,
         arrangement: Arrangement = "absolute",
     ):
@@ -78,7 +85,7 @@ class Boardfly(Topology):
         }
         self.latency = {
             "local": float(hop_latency_s),
-            "board": float(hop_latency_s),
+            "board": float(hop_latency_s if board_hop_latency_s is None else board_hop_latency_s),
             "global": float(
                 hop_latency_s if global_hop_latency_s is None else global_hop_latency_s
             ),
@@ -362,6 +369,7 @@ def build_boardfly(system: System) -> Boardfly:
         board_link_bandwidth_Bps=spec.board_link_bandwidth_Bps,
         global_link_bandwidth_Bps=spec.global_link_bandwidth_Bps,
         global_hop_latency_s=spec.global_hop_latency_s,
+        board_hop_latency_s=spec.board_hop_latency_s,
         links_per_board_pair=spec.links_per_board_pair,
         links_per_group_pair=spec.links_per_group_pair,
         arrangement=spec.arrangement,

@@ -29,16 +29,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, PositiveInt
+from pydantic import BeforeValidator, Field, PositiveInt, model_validator
 
+from tpusim.config.types import Bandwidth, Bytes
 from tpusim.results.records import Figure, Record
 from tpusim.units import parse_time
+from tpusim.workloads.goodput_inputs import resolve_inputs
 from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
 from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.training_step import TrainingWorkload
 
 #: Units of long durations (s) on top of :func:`tpusim.units.parse_time`'s.
 LONG_TIME_UNITS_S = {"min": 60.0, "h": 3600.0, "d": 86400.0}
@@ -83,16 +86,21 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 class GoodputWorkload(WorkloadSpec):
     """A long training run under failures: MTBF per chip, chips (default: the
-    system's), training step time, checkpoint cost and interval (default: Daly's
-    optimum, rounded to whole steps), restart time, and the Monte Carlo's run length,
-    number of runs and seed."""
+    system's), training step time (``step_time``, or simulated from a ``training:``
+    training_step workload), checkpoint cost (``checkpoint_cost``, or the state per
+    chip over the storage bandwidth: :mod:`tpusim.workloads.goodput_inputs`) and
+    interval (default: Daly's optimum, rounded to whole steps), restart time, and the
+    Monte Carlo's run length, number of runs and seed."""
 
     kind: Literal["goodput"]
     name: str
     mtbf_per_chip_s: Duration = Field(DEFAULT_MTBF_PER_CHIP_H * 3600.0, alias="mtbf_per_chip", gt=0)
     chips: PositiveInt | None = None
-    step_time_s: Duration = Field(alias="step_time", gt=0)
-    checkpoint_cost_s: Duration = Field(alias="checkpoint_cost")
+    step_time_s: Duration | None = Field(None, alias="step_time", gt=0)
+    training: TrainingWorkload | None = None
+    checkpoint_cost_s: Duration | None = Field(None, alias="checkpoint_cost")
+    state_bytes_per_chip: Bytes | None = Field(None, alias="state_per_chip")
+    storage_bandwidth_Bps: Bandwidth | None = Field(None, alias="storage_bandwidth")
     checkpoint_interval_s: Duration | Literal["optimal"] = Field(
         "optimal", alias="checkpoint_interval"
     )
@@ -100,6 +108,25 @@ class GoodputWorkload(WorkloadSpec):
     run_length_s: Duration = Field(DEFAULT_RUN_LENGTH_S, alias="run_length", gt=0)
     trials: PositiveInt = DEFAULT_TRIALS
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_source_each(self) -> GoodputWorkload:
+        if (self.step_time_s is None) == (self.training is None):
+            raise ValueError("give exactly one of 'step_time' and 'training'")
+        if self.training is not None and self.training.batch_per_shard is not None:
+            raise ValueError("a goodput's training workload takes 'batch', not 'batch_per_shard'")
+        derived = self.state_bytes_per_chip is not None or self.storage_bandwidth_Bps is not None
+        if self.checkpoint_cost_s is not None and derived:
+            raise ValueError(
+                "give 'checkpoint_cost', or 'state_per_chip' / 'storage_bandwidth', not both"
+            )
+        given = (self.checkpoint_cost_s, self.state_bytes_per_chip, self.training)
+        if all(v is None for v in given):
+            raise ValueError(
+                "give 'checkpoint_cost', 'state_per_chip' or a 'training' workload "
+                "(its weights and optimiser state)"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -199,6 +226,21 @@ class GoodputRecord(Record):
     optimum_interval_young_s: float
     optimum_interval_daly_s: float
     goodput_at_optimum: float
+    step_time_from: str = "input"
+    state_bytes_per_chip: float | None = None
+    storage_bandwidth_Bps: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Record:
+        """The record back from its row; the derived-input columns may be empty (a cost
+        given as input) or absent (a row written before they existed)."""
+        derived = ("step_time_from", "state_bytes_per_chip", "storage_bandwidth_Bps")
+        values = {f.name: row[f.name] for f in fields(cls) if f.name not in derived}
+        for name in derived[1:]:
+            value = row.get(name)
+            empty = value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+            values[name] = None if empty else float(value)
+        return cls(**values, step_time_from=str(row.get("step_time_from") or "input"))
 
     def figures(self) -> list[Figure]:
         label = self.workload
@@ -216,11 +258,12 @@ def whole_steps(interval_s: float, step_s: float) -> int:
 def run(spec: GoodputWorkload, context: WorkloadContext) -> Outcome:
     """The Monte Carlo and the closed forms for ``spec`` on the context's system."""
     chips = spec.chips or context.system.num_chips
-    model = FailureModel(spec.mtbf_per_chip_s / chips, spec.checkpoint_cost_s, spec.restart_s)
+    inputs = resolve_inputs(spec, context)
+    model = FailureModel(spec.mtbf_per_chip_s / chips, inputs.checkpoint_cost_s, spec.restart_s)
     daly = model.daly_interval_s()
     wanted = daly if spec.checkpoint_interval_s == "optimal" else spec.checkpoint_interval_s
-    steps = whole_steps(float(wanted), spec.step_time_s)
-    tau = steps * spec.step_time_s
+    steps = whole_steps(float(wanted), inputs.step_time_s)
+    tau = steps * inputs.step_time_s
     runs = simulate_runs(model, tau, spec.run_length_s, spec.trials, spec.seed)
     stderr = float(runs.std(ddof=1) / math.sqrt(runs.size)) if runs.size > 1 else math.nan
     record = GoodputRecord(
@@ -230,10 +273,10 @@ def run(spec: GoodputWorkload, context: WorkloadContext) -> Outcome:
         chips=chips,
         mtbf_per_chip_s=spec.mtbf_per_chip_s,
         system_mtbf_s=model.mtbf_s,
-        step_time_s=spec.step_time_s,
+        step_time_s=inputs.step_time_s,
         steps_per_checkpoint=steps,
         checkpoint_interval_s=tau,
-        checkpoint_cost_s=spec.checkpoint_cost_s,
+        checkpoint_cost_s=inputs.checkpoint_cost_s,
         restart_s=spec.restart_s,
         run_length_s=spec.run_length_s,
         trials=spec.trials,
@@ -244,6 +287,9 @@ def run(spec: GoodputWorkload, context: WorkloadContext) -> Outcome:
         optimum_interval_young_s=model.young_interval_s(),
         optimum_interval_daly_s=daly,
         goodput_at_optimum=model.goodput(daly),
+        step_time_from=inputs.step_time_from,
+        state_bytes_per_chip=inputs.state_bytes_per_chip,
+        storage_bandwidth_Bps=inputs.storage_bandwidth_Bps,
     )
     return Outcome(record)
 
