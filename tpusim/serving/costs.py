@@ -43,6 +43,7 @@ from tpusim.program.builders.serving import (
     output_program,
 )
 from tpusim.program.ir import Op, Program
+from tpusim.serving.overheads import NONE, SAMPLER_LOGIT_BYTES, IterationOverheads
 from tpusim.vocabulary import Fidelity
 
 #: Counts up to this are their own bucket (a design choice: small batches, where one
@@ -110,7 +111,12 @@ def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
 class IterationCosts:
     """Iteration times (s) of one replica of shape ``shape`` on ``system``; the engine
     runs at ``fidelity`` on ``topology`` and ``routes`` (built once, shared by every
-    run). ``engine_runs`` counts the simulations made."""
+    run). ``engine_runs`` counts the simulations made. ``overheads``
+    (:mod:`tpusim.serving.overheads`): the host time, HBM efficiency and sampler
+    passes added to every iteration (default none: the engine's time alone);
+    ``async_scheduling`` (vLLM's ``--async-scheduling``): the host prepares the next
+    iteration while the chips run this one, so an iteration takes the longer of the
+    two instead of their sum."""
 
     def __init__(
         self,
@@ -118,10 +124,15 @@ class IterationCosts:
         shape: ReplicaShape,
         fidelity: Fidelity = "flow",
         flow_tolerance: float | None = None,
+        overheads: IterationOverheads = NONE,
+        async_scheduling: bool = False,
     ):
         from tpusim.network.routes import RouteCache
+        from tpusim.serving.overheads import with_hbm_efficiency
         from tpusim.topology import build_topology
 
+        self.overheads, self.async_scheduling = overheads, async_scheduling
+        system = with_hbm_efficiency(system, overheads.hbm_efficiency)
         self.system, self.shape, self.fidelity = system, shape, fidelity
         self.flow_tolerance = flow_tolerance
         self.topology = build_topology(system)
@@ -170,7 +181,20 @@ class IterationCosts:
         s, chip = self.shape, batch.per_chip(self.shape.ep)
         embed, dense, moe = self.layer_times_s(chip.tokens)
         layers = embed + s.dense_layers * dense + s.moe_layers * moe
-        return layers + s.layers * self.attention_time_s(chip) + self.output_time_s(chip.sequences)
+        attention = s.layers * self.attention_time_s(chip)
+        device = layers + attention + self.output_time_s(chip.sequences)
+        device += self.sampling_s(chip.sequences)
+        host = self.overheads.host_s
+        return max(device, host) if self.async_scheduling else device + host
+
+    def sampling_s(self, sequences: int) -> float:
+        """The sampler's extra passes over the fp32 logits of ``sequences`` per chip
+        (seconds; :mod:`tpusim.serving.overheads`)."""
+        passes = self.overheads.sampling_passes
+        if not passes or not self.shape.vocab:
+            return 0.0
+        logits = sequences * math.ceil(self.shape.vocab / self.shape.tp) * SAMPLER_LOGIT_BYTES
+        return passes * self.costs.elementwise(logits).time_s
 
 
 def _sum(times: dict[str, float], prefixes: Iterable[str]) -> float:

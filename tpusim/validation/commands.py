@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 from tpusim.vocabulary import FIDELITIES
 
@@ -19,6 +20,8 @@ def add_parsers(sub: Any) -> None:
     _common(p)
     p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument("--serving", action="store_true", help="the public serving figures instead")
+    p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser(
         "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
@@ -41,6 +44,12 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
+    if args.fit and not args.serving:
+        raise InputError("tpusim validate: --fit refits the serving terms; give --serving")
+    if args.serving:
+        from tpusim.validation.serving import cmd
+
+        return cmd(args)
     from tpusim.config.calibration import load_calibration
     from tpusim.validation.measurements import load_measurements
     from tpusim.validation.validate import summary, validate
