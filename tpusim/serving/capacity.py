@@ -139,21 +139,21 @@ def find_capacity(
     if cap <= 0:
         return head | {"capacity_rate_per_s": 0.0, "capacity_rate_per_s_per_chip": 0.0,
                        "trials": 0, "curve": [], "capacity_limited_by": "slo"}  # fmt: skip
-    best = tried(cap)
-    if best["slo_met"]:
-        return head | best | _found(cap, service.chips, 1, points, "utilisation")
-    lo, hi, best, trials = _below(tried, cap)
+    at_cap = tried(cap)
+    if at_cap["slo_met"]:
+        return head | at_cap | _found(cap, service.chips, 1, points, "utilisation")
+    lo, hi, found, trials = _below(tried, cap)
     trials += 1
-    if best is None:
+    if found is None:
         return head | _found(0.0, service.chips, trials, points, "slo")
     while (hi - lo) / hi > tolerance:
         mid = (lo + hi) / 2
         row, trials = tried(mid), trials + 1
         if row["slo_met"]:
-            lo, best = mid, row
+            lo, found = mid, row
         else:
             hi = mid
-    return head | best | _found(lo, service.chips, trials, points, "slo")
+    return head | found | _found(lo, service.chips, trials, points, "slo")
 
 
 def _found(

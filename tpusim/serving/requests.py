@@ -97,9 +97,9 @@ def _distribution(value: dict[str, Any], flag: str) -> TokenCount:
     top = MAX_TOKEN_COUNT
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
         lo, hi = args
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in args) and 1 <= lo <= hi:
-            if hi <= top:
-                return TokenCount("uniform", lo, hi)
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in args)
+        if whole and 1 <= lo <= hi <= top:
+            return TokenCount("uniform", lo, hi)
     if kind == "lognormal" and isinstance(args, dict) and set(args) == {"median", "sigma"}:
         median, sigma = args["median"], args["sigma"]
         if _number(median) and _number(sigma) and 1 <= median <= top and 0 <= sigma <= 3:

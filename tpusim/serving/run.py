@@ -31,7 +31,7 @@ def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
     ``slo_tpot``, ``power_per_chip``, ``price_per_chip_hour``, ``disaggregate``) on
     ``deployment``; the JSON row. Raises InputError for bad input."""
     service = check_options(options, deployment)
-    prompt, output, slo, stream = _stream(options)
+    _, _, slo, stream = _stream(options)
     economics = {
         "power_per_chip_W": options.power_per_chip,
         "price_per_chip_hour_usd": options.price_per_chip_hour,
@@ -60,7 +60,9 @@ def check_options(options: Any, deployment: Deployment) -> Runner:
     serving; the runner. Raises InputError."""
     service = runner(deployment, getattr(options, "disaggregate", None))
     prompt, output, _, _ = _stream(options)
-    if not options.trace:
+    if options.trace:
+        read_trace(options.trace)  # the file reads and every row is good
+    else:
         check_fits(service, prompt, output)
     if options.find_capacity and options.requests < MIN_REQUESTS:
         raise InputError(
@@ -73,7 +75,8 @@ def check_options(options: Any, deployment: Deployment) -> Runner:
 def check_fits(service: Runner, prompt: TokenCount, output: TokenCount) -> None:
     """Raise InputError when no request of the stream can be served: its smallest
     prompt plus output does not fit the model's context or one replica's KV cache."""
-    base: Service = getattr(service, "service", service)  # a disaggregated one's replicas
+    base = service.service if isinstance(service, DisaggregatedService) else service
+    assert isinstance(base, Service)
     smallest = int(prompt.low + output.low)
     context, cache = base.model.context_length, base.capacity.tokens
     if smallest + 1 > context:

@@ -1,0 +1,112 @@
+"""Closed-loop clients and per-iteration overheads (issue 22): one client serves one
+request at a time (TTFT one prefill from the sending, the next sent at the last
+one's finish), N clients never hold more than N requests, and the overheads add
+exactly what their closed forms say."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from tpusim.config.loader import load_system
+from tpusim.hardware import ChipCostModel
+from tpusim.serving import Deployment, Service
+from tpusim.serving.costs import ReplicaBatch
+from tpusim.serving.overheads import NONE, IterationOverheads, with_hbm_efficiency
+from tpusim.serving.requests import TokenCount, synthetic_requests
+from tpusim.serving.scheduler import Request
+
+
+@pytest.fixture(scope="module")
+def service() -> Service:
+    return Service(Deployment("tpu8i-pod", "llama-3.1-8b", tp=2, max_sequences=64))
+
+
+def test_one_client_sends_each_request_when_the_last_finishes(service):
+    prompt, output = 256, 8
+    requests = synthetic_requests(
+        5, math.inf, TokenCount("fixed", prompt), TokenCount("fixed", output), seed=0
+    )
+    assert all(r.arrival_at == 0.0 for r in requests)  # --rate inf: all at once
+    service.run(requests, concurrency=1)
+    prefill = service.costs.time_s(ReplicaBatch(
+        decode=0, chunk_tokens=prompt, chunks=1, prefill_pairs=prompt * (prompt + 1) / 2
+    ))  # fmt: skip
+    for before, after in itertools.pairwise(requests):
+        assert after.arrival_at == before.finished_at
+    for r in requests:  # TTFT from the sending, as vLLM's benchmark measures it
+        assert r.first_token_at - r.arrival_at == pytest.approx(prefill, rel=1e-12)
+
+
+def test_n_clients_never_hold_more_than_n_requests(service):
+    requests = synthetic_requests(
+        120, math.inf, TokenCount("uniform", 64, 512), TokenCount("uniform", 4, 40), seed=9
+    )
+    service.run(requests, concurrency=7)
+    events = sorted([(r.arrival_at, 1) for r in requests] + [(r.finished_at, -1) for r in requests])
+    held = peak = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):  # finishes first at a tie
+        held += step
+        peak = max(peak, held)
+    assert peak == 7
+    assert all(r.finished_at is not None for r in requests)
+
+
+def test_fewer_clients_than_replicas_is_refused():
+    from tpusim.errors import InputError
+
+    two = Service(Deployment("tpu8i-pod", "llama-3.1-8b", tp=1, replicas=2))
+    with pytest.raises(InputError, match="below the 2 replicas"):
+        two.run([Request(0, 0.0, 10, 2)], concurrency=1)
+
+
+def test_two_rejected_arrivals_in_a_row_do_not_stop_the_run(service):
+    """Prompts longer than the context are rejected; the run goes on (it used to end
+    with 'the scheduler made no progress')."""
+    too_long = service.model.context_length
+    requests = [Request(0, 0.0, too_long, 4), Request(1, 1.0, too_long, 4), Request(2, 2.0, 64, 4)]
+    service.run(requests)
+    assert [r.rejected for r in requests] == [True, True, False]
+    assert requests[2].finished_at is not None
+
+
+def _costs(overheads: IterationOverheads, async_scheduling: bool):
+    from tpusim.serving.costs import IterationCosts
+
+    system = load_system("tpu8i-pod")
+    shape = Service(Deployment(system, "llama-3.1-8b", tp=1, overheads=False)).shape
+    return IterationCosts(system, shape, overheads=overheads, async_scheduling=async_scheduling)
+
+
+def test_host_time_adds_without_async_scheduling_and_overlaps_with_it():
+    batch = ReplicaBatch(decode=8, kv_tokens=8 * 300)
+    device = _costs(NONE, False).time_s(batch)
+    host = IterationOverheads(host_s=0.004)
+    assert _costs(host, False).time_s(batch) == pytest.approx(device + 0.004, rel=1e-12)
+    assert _costs(host, True).time_s(batch) == pytest.approx(max(device, 0.004), rel=1e-12)
+    slow_host = IterationOverheads(host_s=10 * device)
+    assert _costs(slow_host, True).time_s(batch) == pytest.approx(10 * device, rel=1e-12)
+
+
+def test_hbm_efficiency_slows_memory_bound_ops_by_its_inverse():
+    system = load_system("tpu8i-pod")
+    slowed = with_hbm_efficiency(system, 0.8)
+    assert slowed.chip.hbm.bandwidth_Bps == pytest.approx(0.8 * system.chip.hbm.bandwidth_Bps)
+    full, part = ChipCostModel(system.chip), ChipCostModel(slowed.chip)
+    nbytes = 1e9  # an elementwise pass: memory-bound
+    overhead = full.elementwise(0.0).time_s
+    ratio = (part.elementwise(nbytes).time_s - overhead) / (
+        full.elementwise(nbytes).time_s - overhead
+    )
+    assert ratio == pytest.approx(1 / 0.8, rel=1e-9)
+
+
+def test_sampler_passes_cost_their_logit_bytes():
+    """Two passes over 8 sequences' fp32 logits of the 128,256-token vocabulary."""
+    costs = _costs(IterationOverheads(sampling_passes=2.0), False)
+    nbytes = 8 * 128256 * 4
+    bandwidth = costs.system.chip.hbm.bandwidth_Bps
+    op = ChipCostModel(costs.system.chip).elementwise(0.0).time_s  # the fixed op cost
+    assert costs.sampling_s(8) == pytest.approx(2 * (nbytes / bandwidth + op), rel=1e-9)
