@@ -20,6 +20,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.metrics import Slo, meets, summary
 from tpusim.serving.scheduler import Request
@@ -101,17 +103,31 @@ def curve_point(row: dict[str, Any]) -> tuple[float, float | None, float | None]
 
 def saturated_throughput_per_s(service: Runner, stream: Stream) -> float:
     """The rate (requests/s) the deployment completes when saturated: ``stream`` sent
-    all at once (an infinite rate), completions counted between the 10th and the 90th
-    percentile of the completion times (the batch full throughout). 0 when fewer
+    all at once (an infinite rate), its output tokens counted between the instants of
+    the 10th and the 90th percentile completions (the batch full throughout), divided
+    by the mean output per request. Tokens, not completions: fixed-length requests
+    admitted together finish in waves, and a window's edge falling inside a wave
+    moves a count of completions by a whole batch. A request's tokens by time ``t``
+    are interpolated linearly between its first token and its last. 0 when fewer
     than two requests complete."""
     requests = stream(math.inf)
     service.run(requests)
-    done = sorted(float(r.finished_at) for r in requests if r.finished_at is not None)
-    first, last = int(SATURATION_WINDOW[0] * len(done)), int(SATURATION_WINDOW[1] * len(done))
-    last = min(last, len(done) - 1)
-    if last <= first or done[last] <= done[first]:
+    done = [r for r in requests if r.finished_at is not None]
+    if len(done) < 2:
         return 0.0
-    return (last - first) / (done[last] - done[first])
+    first = np.array([r.first_token_at for r in done], dtype=float)
+    finish = np.array([r.finished_at for r in done], dtype=float)
+    outputs = np.array([r.output_tokens for r in done], dtype=float)
+    t0, t1 = np.percentile(finish, [100 * SATURATION_WINDOW[0], 100 * SATURATION_WINDOW[1]])
+    if t1 <= t0:
+        return 0.0
+
+    def tokens_by(t: float) -> float:
+        span = np.maximum(finish - first, 1e-300)
+        part = np.clip((t - first) / span, 0.0, 1.0)
+        return float(np.sum(np.where(t >= first, 1 + (outputs - 1) * part, 0.0)))
+
+    return (tokens_by(t1) - tokens_by(t0)) / (t1 - t0) / float(outputs.mean())
 
 
 def find_capacity(
