@@ -42,7 +42,7 @@ def test_one_client_sends_each_request_when_the_last_finishes(service):
 
 def test_n_clients_never_hold_more_than_n_requests(service):
     requests = synthetic_requests(
-        120, math.inf, TokenCount("uniform", 64, 512), TokenCount("uniform", 4, 40), seed=9
+        60, math.inf, TokenCount("uniform", 64, 512), TokenCount("uniform", 4, 40), seed=9
     )
     service.run(requests, concurrency=7)
     events = sorted([(r.arrival_at, 1) for r in requests] + [(r.finished_at, -1) for r in requests])
@@ -110,3 +110,43 @@ def test_sampler_passes_cost_their_logit_bytes():
     bandwidth = costs.system.chip.hbm.bandwidth_Bps
     op = ChipCostModel(costs.system.chip).elementwise(0.0).time_s  # the fixed op cost
     assert costs.sampling_s(8) == pytest.approx(2 * (nbytes / bandwidth + op), rel=1e-9)
+
+
+def _prefix_service(prefix: int) -> Service:
+    return Service(Deployment("tpu8i-pod", "llama-3.1-8b", tp=2, prefix_tokens=prefix))
+
+
+def test_a_prefix_hit_prefills_only_the_rest_of_the_prompt():
+    """Prompt 1,000 tokens, shared prefix 520: 32 whole blocks (512 tokens) are cached,
+    so TTFT at low load is one prefill of the other 488 tokens attending to the 512;
+    a miss prefills all 1,000."""
+    service = _prefix_service(520)
+    hit, miss = Request(0, 0.0, 1000, 4, prefix_hit=True), Request(1, 100.0, 1000, 4)
+    service.run([hit, miss])
+    rest = 1000 - 512
+    suffix = ReplicaBatch(decode=0, chunk_tokens=rest, chunks=1, kv_tokens=512,
+                          prefill_pairs=rest * (512 + (rest + 1) / 2))  # fmt: skip
+    whole = ReplicaBatch(decode=0, chunk_tokens=1000, chunks=1, prefill_pairs=1000 * 1001 / 2)
+    assert hit.first_token_at - hit.arrival_at == pytest.approx(service.costs.time_s(suffix))
+    assert miss.first_token_at - miss.arrival_at == pytest.approx(service.costs.time_s(whole))
+
+
+def test_prefix_caching_conserves_blocks_and_requests():
+    """A small cache with hits and misses, preemptions included: every request completes
+    and every block not pinned by the prefix is free again at the end."""
+    import dataclasses
+
+    base = _prefix_service(256)
+    small = dataclasses.replace(base.capacity, hbm_blocks=300)
+    tiny = Service.__new__(Service)
+    tiny.__dict__ |= base.__dict__ | {"capacity": small}
+    requests = synthetic_requests(
+        120, 40.0, TokenCount("uniform", 300, 1500), TokenCount("uniform", 20, 200), seed=5,
+        prefix_hit_rate=0.6,
+    )  # fmt: skip
+    stats = tiny.run_replica(requests)
+    assert 50 < sum(r.prefix_hit for r in requests) < 95
+    assert all(r.finished_at is not None and r.generated == r.output_tokens for r in requests)
+    assert stats.preemptions > 0
+    assert all(r.blocks == 0 and r.shared_blocks == 0 for r in requests)
+    assert stats.free_blocks == 300 - 16  # the 256-token prefix's 16 blocks stay pinned

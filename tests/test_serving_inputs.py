@@ -32,6 +32,9 @@ SERVE = ("serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--requests", "20")
         (("--concurrency", "4", "--find-capacity", "--slo-ttft", "1s", "--slo-tpot", "1s"),
          "--concurrency"),
         (("--prompt-tokens", "{uniform: [1, 100000000000]}"), "--prompt-tokens"),
+        (("--prefix-tokens", "64", "--prefix-hit-rate", "2"), "--prefix-hit-rate"),
+        (("--prefix-hit-rate", "0.5"), "needs --prefix-tokens"),
+        (("--prefix-tokens", "-4"), "--prefix-tokens"),
     ],
 )  # fmt: skip
 def test_bad_serve_flags_are_one_line(capsys, flags, says):

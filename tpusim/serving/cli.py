@@ -152,6 +152,14 @@ def _stream_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, help=tokens)
     p.add_argument("--output-tokens", default=DEFAULT_OUTPUT_TOKENS, help=tokens)
     p.add_argument("--seed", type=int, default=0, help="seeds arrivals and token counts")
+    p.add_argument(
+        "--prefix-tokens", type=int, default=0, metavar="P",
+        help="a shared prompt prefix of P tokens held in the prefix cache (0: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--prefix-hit-rate", type=float, default=0.0, metavar="H",
+        help="fraction of the requests whose prompt starts with that prefix",
+    )  # fmt: skip
 
 
 def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
@@ -164,7 +172,7 @@ def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
         replicas=args.replicas, dtype=args.dtype, kv_cache=args.kv_cache,
         block_size=args.block_size, max_tokens=args.max_tokens, max_sequences=args.max_seqs,
         fidelity=args.fidelity, overheads=not args.no_overheads,
-        async_scheduling=not args.no_async_scheduling,
+        async_scheduling=not args.no_async_scheduling, prefix_tokens=args.prefix_tokens,
     )  # fmt: skip
 
 

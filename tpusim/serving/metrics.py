@@ -104,6 +104,7 @@ def summary(
         "tokens_per_s_per_chip": out_rate / chips if out_rate else None,
         "total_tokens_per_s_per_chip": all_tokens / duration / chips if duration > 0 else None,
         "preemptions": sum(r.preemptions for r in requests),
+        "prefix_hits": sum(r.prefix_hit for r in requests),
         "mean_queue_s": float(np.mean([r.queued_s for r in done])) if done else None,
     }
     if slo is not None:

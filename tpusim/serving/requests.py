@@ -140,12 +140,19 @@ def synthetic_requests(
     seed: int,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
+    prefix_hit_rate: float = 0.0,
 ) -> list[Request]:
-    """``n`` requests (see :func:`arrival_times`); the same seed gives the same ones."""
+    """``n`` requests (see :func:`arrival_times`); the same seed gives the same ones.
+    ``prefix_hit_rate``: the fraction of them (drawn independently, after the token
+    counts) whose prompt starts with the shared prefix the prefix cache holds."""
     rng = np.random.default_rng(seed)
     at = arrival_times(rng, n, rate_per_s, arrival, burstiness)
     prompts, outputs = prompt.draw(rng, n), output.draw(rng, n)
-    return [Request(i, float(at[i]), int(prompts[i]), int(outputs[i])) for i in range(n)]
+    hits = rng.random(n) < prefix_hit_rate if prefix_hit_rate > 0 else np.zeros(n, bool)
+    return [
+        Request(i, float(at[i]), int(prompts[i]), int(outputs[i]), prefix_hit=bool(hits[i]))
+        for i in range(n)
+    ]
 
 
 def read_trace(path: str | Path) -> list[Request]:

@@ -58,6 +58,7 @@ def check_options(options: Any, deployment: Deployment) -> Runner:
     """The deployment loaded and the stream checked (token counts, seed, burstiness,
     request count, rate; the smallest request fits the context and the cache), without
     serving; the runner. Raises InputError."""
+    check_prefix(deployment.prefix_tokens, getattr(options, "prefix_hit_rate", 0.0) or 0.0)
     service = runner(deployment, getattr(options, "disaggregate", None))
     prompt, output, _, _ = _stream(options)
     if options.trace:
@@ -70,6 +71,19 @@ def check_options(options: Any, deployment: Deployment) -> Runner:
             f"at least {MIN_REQUESTS} requests, got {options.requests}"
         )
     return service
+
+
+def check_prefix(prefix_tokens: int, hit_rate: float) -> None:
+    """Raise InputError for a prefix length below 0 or over the token limit, a hit rate
+    outside [0, 1], or hits without a prefix."""
+    from tpusim.serving.requests import MAX_TOKEN_COUNT
+
+    if not 0 <= prefix_tokens <= MAX_TOKEN_COUNT:
+        raise InputError(f"--prefix-tokens: must be 0 to {MAX_TOKEN_COUNT:,}, got {prefix_tokens}")
+    if not 0.0 <= hit_rate <= 1.0:
+        raise InputError(f"--prefix-hit-rate: must be 0 to 1, got {hit_rate:g}")
+    if hit_rate > 0 and prefix_tokens == 0:
+        raise InputError("--prefix-hit-rate: needs --prefix-tokens (the shared prefix)")
 
 
 def check_fits(service: Runner, prompt: TokenCount, output: TokenCount) -> None:
@@ -112,6 +126,7 @@ def _stream(options: Any) -> tuple[TokenCount, TokenCount, Slo | None, Any]:
         return synthetic_requests(
             options.requests, rate, prompt, output, seed=options.seed,
             arrival=options.arrival, burstiness=options.burstiness,
+            prefix_hit_rate=getattr(options, "prefix_hit_rate", 0.0) or 0.0,
         )  # fmt: skip
 
     return prompt, output, slo, stream

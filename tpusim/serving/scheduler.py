@@ -22,6 +22,13 @@ the time to first token), and one with all its output tokens completes and frees
 blocks. Nothing is lost: a request that fits the cache alone always completes (the
 oldest running request is never preempted for a younger one), and one that cannot
 fit even alone is rejected at arrival by the caller.
+
+Prefix caching (``prefix_tokens`` > 0): the first ``prefix_tokens`` tokens of a
+prompt, a prefix every request of the stream may share (a system prompt), are held
+once in the cache, pinned, in whole blocks (vLLM caches full blocks only). A request
+that hits it (``prefix_hit``) is admitted with its cached whole blocks already
+computed and shared, not allocated: it prefills only the rest of its prompt, its
+attention still reads the prefix. A preempted request keeps its hit.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ class Request:
     finished_at: float | None = None
     rejected: bool = False
     running: bool = False
+    prefix_hit: bool = False
+    shared_blocks: int = 0
 
     @property
     def pending(self) -> int:
@@ -83,11 +92,13 @@ class Scheduler:
         max_tokens: int,
         max_sequences: int,
         sram_blocks: int = 0,
+        prefix_tokens: int = 0,
     ):
         self.total_blocks, self.block_size = total_blocks, block_size
         self.max_tokens, self.max_sequences = max_tokens, max_sequences
         self.sram_tokens = sram_blocks * block_size
-        self.free_blocks = total_blocks
+        self.prefix_blocks = min(prefix_tokens // block_size, total_blocks)
+        self.free_blocks = total_blocks - self.prefix_blocks
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.preemptions = 0
@@ -96,9 +107,17 @@ class Scheduler:
         """Blocks that hold ``tokens`` tokens."""
         return -(-tokens // self.block_size)
 
+    def cached_blocks(self, request: Request) -> int:
+        """Whole blocks of the request's prompt found in the prefix cache (at least one
+        prompt token is always computed: its last, to sample from)."""
+        if not request.prefix_hit:
+            return 0
+        return min(self.prefix_blocks, (request.prompt_tokens - 1) // self.block_size)
+
     def fits_alone(self, request: Request) -> bool:
         """Whether the request's whole cache fits when nothing else runs."""
-        return self.blocks_for(request.total_tokens) <= self.total_blocks
+        own = self.blocks_for(request.total_tokens) - self.cached_blocks(request)
+        return own <= self.total_blocks - self.prefix_blocks
 
     def enqueue(self, request: Request, now: float) -> None:
         """A new request joins the back of the waiting queue at ``now``."""
@@ -147,8 +166,8 @@ class Scheduler:
         """Free ``req``'s cache and put it back at the front of the waiting queue."""
         self.running.remove(req)
         req.running = False
-        self.free_blocks += req.blocks
-        req.blocks, req.computed = 0, 0
+        self.free_blocks += req.blocks - req.shared_blocks
+        req.blocks, req.computed, req.shared_blocks = 0, 0, 0
         req.preemptions += 1
         self.preemptions += 1
         req.queued_at = now
@@ -158,14 +177,17 @@ class Scheduler:
         """Admit waiting requests first come, first served; returns the budget left."""
         while self.waiting and budget > 0 and len(plan.chunks) < self.max_sequences:
             req = self.waiting[0]
-            chunk = min(req.pending, budget)
-            need = self.blocks_for(req.computed + chunk) - req.blocks
+            shared = self.cached_blocks(req) if req.computed == 0 else 0
+            start = req.computed + shared * self.block_size
+            chunk = min(req.pending - shared * self.block_size, budget)
+            need = self.blocks_for(start + chunk) - req.blocks - shared
             if need > self.free_blocks:
                 break
             self.waiting.popleft()
             req.queued_s += now - req.queued_at
             self.free_blocks -= need
-            req.blocks += need
+            req.computed, req.shared_blocks = start, req.shared_blocks + shared
+            req.blocks += need + shared
             self.running.append(req)
             req.running = True
             plan.chunks.append((req, chunk))
@@ -203,8 +225,8 @@ class Scheduler:
             if req.generated == req.output_tokens:
                 req.finished_at = now
                 req.running = False
-                self.free_blocks += req.blocks
-                req.blocks = 0
+                self.free_blocks += req.blocks - req.shared_blocks
+                req.blocks, req.shared_blocks = 0, 0
                 done.append(req)
         if done:
             self.running = [r for r in self.running if r.running]

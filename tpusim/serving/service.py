@@ -44,7 +44,9 @@ class Deployment:
     engine's iteration time alone), or give them; ``async_scheduling``: the host
     overlaps the next iteration's scheduling with this one's device time (vLLM's
     ``--async-scheduling``, which vLLM's TPU recipes and tpu-inference's benchmark
-    configurations run; a design choice to default to it)."""
+    configurations run; a design choice to default to it); ``prefix_tokens``: the
+    shared prompt prefix the prefix cache holds (0: no prefix caching; see
+    :mod:`tpusim.serving.scheduler`)."""
 
     system: str | System
     model: str
@@ -61,6 +63,7 @@ class Deployment:
     flow_tolerance: float | None = None
     overheads: bool | IterationOverheads = True
     async_scheduling: bool = True
+    prefix_tokens: int = 0
 
 
 @dataclass
@@ -72,6 +75,7 @@ class ReplicaRun:
     queue_area: float = 0.0
     system_area: float = 0.0
     preemptions: int = 0
+    free_blocks: int = 0
 
 
 @dataclass
@@ -174,7 +178,10 @@ class Service:
     def scheduler(self) -> Scheduler:
         """A fresh scheduler with this replica's cache and limits."""
         d, cap = self.deployment, self.capacity
-        return Scheduler(cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks)
+        return Scheduler(
+            cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks,
+            d.prefix_tokens,
+        )  # fmt: skip
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
         """Serve ``requests`` (sorted by arrival), replica ``i mod replicas`` taking the
@@ -230,7 +237,7 @@ class Service:
             stats.busy_s += dt
             stats.iterations += 1
             in_system -= len(sched.finish(plan, now))
-        stats.preemptions = sched.preemptions
+        stats.preemptions, stats.free_blocks = sched.preemptions, sched.free_blocks
         return stats
 
     def describe(self) -> dict[str, Any]:
@@ -252,4 +259,8 @@ class Service:
             "weights_bytes_per_chip": cap.weights_bytes,
             "activation_bytes_per_chip": cap.activation_bytes,
             "kv_bytes_per_token_per_chip": cap.bytes_per_token_per_chip,
+            "prefix_tokens": self.deployment.prefix_tokens,
+            "async_scheduling": self.deployment.async_scheduling,
+            "host_s_per_iteration": self.costs.overheads.host_s,
+            "hbm_efficiency": self.costs.overheads.hbm_efficiency,
         }

@@ -48,6 +48,8 @@ class ServingWorkload(WorkloadSpec):
     disaggregate: str | None = Field(None, description="P:D prefill and decode replicas")
     async_scheduling: bool = True
     overheads: bool = True
+    prefix_tokens: int = Field(0, description="shared prompt prefix in the prefix cache")
+    prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
     find_capacity: bool = False
     slo_ttft: Time | None = None
     slo_tpot: Time | None = None
@@ -141,6 +143,7 @@ def deployment_of(spec: ServingWorkload, context: WorkloadContext) -> Any:
         block_size=spec.block_size, max_tokens=spec.max_tokens, max_sequences=spec.max_sequences,
         fidelity=context.fidelity, flow_tolerance=context.flow_tolerance,
         overheads=spec.overheads, async_scheduling=spec.async_scheduling,
+        prefix_tokens=spec.prefix_tokens,
     )  # fmt: skip
 
 
@@ -154,6 +157,7 @@ def options_of(spec: ServingWorkload, context: WorkloadContext) -> SimpleNamespa
         rate=None if spec.trace else spec.rate, find_capacity=spec.find_capacity,
         prompt_tokens=_tokens(spec.prompt_tokens), output_tokens=_tokens(spec.output_tokens),
         slo_ttft=spec.slo_ttft, slo_tpot=spec.slo_tpot, concurrency=spec.concurrency,
+        prefix_hit_rate=spec.prefix_hit_rate,
         disaggregate=split_flag(spec.disaggregate) if spec.disaggregate else None,
         power_per_chip=context.power_per_chip_W,
         price_per_chip_hour=context.price_per_chip_hour_usd,
