@@ -78,10 +78,10 @@ def _stream(n: int):
 def test_an_overloaded_rate_is_not_steady_and_fails_the_slo(small):
     """Twice the saturated throughput: the queue grows through the run, the trial has
     no steady state and fails even a loose SLO."""
-    from tpusim.serving.capacity import saturated_throughput_per_s
+    from tpusim.serving.capacity import saturated_rate_per_s, saturated_throughput_per_s
 
     stream = _stream(600)
-    saturation = saturated_throughput_per_s(small, stream)
+    saturation = saturated_throughput_per_s(small, stream, saturated_rate_per_s(small, 512, 64))
     row = trial(small, stream, 2 * saturation, Slo(ttft_s=1e6, tpot_s=1e6))
     assert row["steady_state"]["queue_trending"] and not row["slo_met"]
 

@@ -4,8 +4,8 @@ p99 TPOT meet it (and nothing is rejected), by bisection on the rate.
 Every trial serves the same stream shape (count, token counts, seed) at a new rate,
 so the search is deterministic, and judges it in steady state
 (:mod:`tpusim.serving.steady`: warm-up and cool-down discarded, batch means, the queue
-not trending). The search first measures the saturated throughput (the stream sent
-all at once, :func:`saturated_throughput_per_s`) and caps the rate at
+not trending). The search first measures the saturated throughput (the stream
+offered well above it, :func:`saturated_throughput_per_s`) and caps the rate at
 :data:`MAX_UTILISATION` of it: above, the queue's relaxation time is a sizeable part
 of any affordable stream and its p99s depend on the stream's length, not on the rate
 (issue 22: 61 req/s at 500 requests, 41 at 4,000). The cap is tried first; when it
@@ -16,7 +16,6 @@ estimate of the saturated rate (the latency curve's ``auto`` rates).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +37,12 @@ DEFAULT_TOLERANCE = 0.01
 MAX_UTILISATION = 0.9
 #: Completion-time percentiles between which the saturated throughput is counted.
 SATURATION_WINDOW = (0.1, 0.9)
+#: The saturated throughput is measured at this multiple of the closed-form estimate
+#: (:func:`saturated_rate_per_s`, which errs low), doubled while the server keeps up
+#: (serves at least ``KEEPS_UP`` of the offered rate), at most 6 times (design choices).
+OVERLOAD = 2.0
+KEEPS_UP = 0.95
+MAX_OVERLOAD_DOUBLINGS = 6
 #: Halvings tried below the saturated rate before giving up (2^-30 of it).
 MAX_HALVINGS = 30
 
@@ -101,17 +106,9 @@ def curve_point(row: dict[str, Any]) -> tuple[float, float | None, float | None]
     return (float(row["rate_per_s"]), row["ttft_p99_s"], row["tpot_p99_s"])
 
 
-def saturated_throughput_per_s(service: Runner, stream: Stream) -> float:
-    """The rate (requests/s) the deployment completes when saturated: ``stream`` sent
-    all at once (an infinite rate), its output tokens counted between the instants of
-    the 10th and the 90th percentile completions (the batch full throughout), divided
-    by the mean output per request. Tokens, not completions: fixed-length requests
-    admitted together finish in waves, and a window's edge falling inside a wave
-    moves a count of completions by a whole batch. A request's tokens by time ``t``
-    are interpolated linearly between its first token and its last. 0 when fewer
-    than two requests complete."""
-    requests = stream(math.inf)
-    service.run(requests)
+def _window_rate(requests: list[Request]) -> float:
+    """Requests/s completed between the 10th and the 90th percentile completions, in
+    output tokens over the mean output (see :func:`saturated_throughput_per_s`)."""
     done = [r for r in requests if r.finished_at is not None]
     if len(done) < 2:
         return 0.0
@@ -121,13 +118,35 @@ def saturated_throughput_per_s(service: Runner, stream: Stream) -> float:
     t0, t1 = np.percentile(finish, [100 * SATURATION_WINDOW[0], 100 * SATURATION_WINDOW[1]])
     if t1 <= t0:
         return 0.0
+    span = np.maximum(finish - first, 1e-300)
 
     def tokens_by(t: float) -> float:
-        span = np.maximum(finish - first, 1e-300)
         part = np.clip((t - first) / span, 0.0, 1.0)
         return float(np.sum(np.where(t >= first, 1 + (outputs - 1) * part, 0.0)))
 
     return (tokens_by(t1) - tokens_by(t0)) / (t1 - t0) / float(outputs.mean())
+
+
+def saturated_throughput_per_s(service: Runner, stream: Stream, start_rate_per_s: float) -> float:
+    """The rate (requests/s) the deployment completes when saturated, measured on
+    ``stream`` offered at :data:`OVERLOAD` times ``start_rate_per_s`` (doubled, up to
+    :data:`MAX_OVERLOAD_DOUBLINGS` times, while the server keeps up with it): output
+    tokens counted between the instants of the 10th and the 90th percentile
+    completions (the queue never empty), divided by the mean output per request.
+    Poisson arrivals, not all at once: fixed-length requests sent together run in
+    lockstep waves (admitted, decoded and finished together) and complete less than
+    a server fed one by one; tokens, not completions, because a window's edge inside
+    a wave would move a count of completions by a whole batch. A request's tokens by
+    time ``t`` are interpolated linearly between its first token and its last."""
+    rate = OVERLOAD * start_rate_per_s
+    for _ in range(MAX_OVERLOAD_DOUBLINGS):
+        requests = stream(rate)
+        service.run(requests)
+        served = _window_rate(requests)
+        if served < KEEPS_UP * rate:
+            return served
+        rate *= 2
+    return served
 
 
 def find_capacity(
@@ -149,7 +168,13 @@ def find_capacity(
         points.append(curve_point(row))
         return row
 
-    saturation = saturated_throughput_per_s(service, stream)
+    probe = stream(1.0)
+    estimate = saturated_rate_per_s(
+        service,
+        float(np.mean([r.prompt_tokens for r in probe])),
+        float(np.mean([r.output_tokens for r in probe])),
+    )
+    saturation = saturated_throughput_per_s(service, stream, estimate)
     cap = MAX_UTILISATION * saturation
     head = {"saturation_rate_per_s": saturation, "max_utilisation": MAX_UTILISATION}
     if cap <= 0:
