@@ -35,6 +35,8 @@ SERVE = ("serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--requests", "20")
         (("--prefix-tokens", "64", "--prefix-hit-rate", "2"), "--prefix-hit-rate"),
         (("--prefix-hit-rate", "0.5"), "needs --prefix-tokens"),
         (("--prefix-tokens", "-4"), "--prefix-tokens"),
+        (("--draft-tokens", "1000"), "--draft-tokens"),
+        (("--draft-tokens", "4", "--acceptance-rate", "1.5"), "--acceptance-rate"),
     ],
 )  # fmt: skip
 def test_bad_serve_flags_are_one_line(capsys, flags, says):

@@ -129,6 +129,14 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
     p.add_argument(
+        "--draft-tokens", type=int, default=0, metavar="K",
+        help="speculative decoding: K draft tokens verified per decode iteration (0: off)",
+    )  # fmt: skip
+    p.add_argument(
+        "--acceptance-rate", type=float, default=0.0, metavar="A",
+        help="speculative decoding: each draft accepted with probability A",
+    )  # fmt: skip
+    p.add_argument(
         "--no-async-scheduling", action="store_true",
         help="the host schedules between iterations (adds its time to each)",
     )  # fmt: skip
@@ -173,6 +181,7 @@ def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
         block_size=args.block_size, max_tokens=args.max_tokens, max_sequences=args.max_seqs,
         fidelity=args.fidelity, overheads=not args.no_overheads,
         async_scheduling=not args.no_async_scheduling, prefix_tokens=args.prefix_tokens,
+        draft_tokens=args.draft_tokens, acceptance=args.acceptance_rate,
     )  # fmt: skip
 
 

@@ -59,6 +59,7 @@ def check_options(options: Any, deployment: Deployment) -> Runner:
     request count, rate; the smallest request fits the context and the cache), without
     serving; the runner. Raises InputError."""
     check_prefix(deployment.prefix_tokens, getattr(options, "prefix_hit_rate", 0.0) or 0.0)
+    check_speculation(deployment.draft_tokens, deployment.acceptance)
     service = runner(deployment, getattr(options, "disaggregate", None))
     prompt, output, _, _ = _stream(options)
     if options.trace:
@@ -84,6 +85,20 @@ def check_prefix(prefix_tokens: int, hit_rate: float) -> None:
         raise InputError(f"--prefix-hit-rate: must be 0 to 1, got {hit_rate:g}")
     if hit_rate > 0 and prefix_tokens == 0:
         raise InputError("--prefix-hit-rate: needs --prefix-tokens (the shared prefix)")
+
+
+#: Most draft tokens per decode iteration (a limit: speculative decoding proposes a
+#: handful; vLLM's examples use 1-10).
+MAX_DRAFT_TOKENS = 64
+
+
+def check_speculation(draft_tokens: int, acceptance: float) -> None:
+    """Raise InputError for draft tokens outside 0 to :data:`MAX_DRAFT_TOKENS` or an
+    acceptance rate outside [0, 1]."""
+    if not 0 <= draft_tokens <= MAX_DRAFT_TOKENS:
+        raise InputError(f"--draft-tokens: must be 0 to {MAX_DRAFT_TOKENS}, got {draft_tokens}")
+    if not 0.0 <= acceptance <= 1.0:
+        raise InputError(f"--acceptance-rate: must be 0 to 1, got {acceptance:g}")
 
 
 def check_fits(service: Runner, prompt: TokenCount, output: TokenCount) -> None:

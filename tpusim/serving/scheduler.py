@@ -29,12 +29,23 @@ once in the cache, pinned, in whole blocks (vLLM caches full blocks only). A req
 that hits it (``prefix_hit``) is admitted with its cached whole blocks already
 computed and shared, not allocated: it prefills only the rest of its prompt, its
 attention still reads the prefix. A preempted request keeps its hit.
+
+Speculative decoding (``draft_tokens`` k > 0): a request in decode runs its last
+token and k draft tokens through the model in one iteration (a chunk of ``k + 1``
+tokens attending to its context, within the token budget and its remaining output);
+each draft is accepted with probability ``acceptance`` until the first rejection,
+and the iteration yields the accepted drafts plus one token of the model's own
+(``(1 - a^(k+1)) / (1 - a)`` on average). Rejected drafts' KV is discarded. The
+drafts are assumed free to propose (an n-gram or prompt-lookup proposer); the draws
+come from one generator seeded per replica, so runs repeat.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tpusim.serving.costs import ReplicaBatch
 
@@ -93,12 +104,17 @@ class Scheduler:
         max_sequences: int,
         sram_blocks: int = 0,
         prefix_tokens: int = 0,
+        draft_tokens: int = 0,
+        acceptance: float = 0.0,
+        seed: int = 0,
     ):
         self.total_blocks, self.block_size = total_blocks, block_size
         self.max_tokens, self.max_sequences = max_tokens, max_sequences
         self.sram_tokens = sram_blocks * block_size
         self.prefix_blocks = min(prefix_tokens // block_size, total_blocks)
         self.free_blocks = total_blocks - self.prefix_blocks
+        self.draft_tokens, self.acceptance = draft_tokens, acceptance
+        self.rng = np.random.default_rng(seed)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.preemptions = 0
@@ -138,7 +154,7 @@ class Scheduler:
                 break
             if not req.running:  # preempted for an older request
                 continue
-            chunk = min(req.prompt_tokens + req.generated - req.computed, budget)
+            chunk = min(self._pending_with_drafts(req), budget)
             need = -(-(req.computed + chunk) // bs) - req.blocks
             if need > self.free_blocks and not self._make_room(req, need, now):
                 preempted = True
@@ -151,6 +167,19 @@ class Scheduler:
             self._admit(plan, budget, now)
         plan.batch = self._batch(plan)
         return plan
+
+    def _pending_with_drafts(self, req: Request) -> int:
+        """Tokens to run: the pending ones, plus the drafts of a request in decode."""
+        pending = req.prompt_tokens + req.generated - req.computed
+        if pending != 1 or not req.generated or not self.draft_tokens:
+            return pending
+        return 1 + min(self.draft_tokens, req.output_tokens - req.generated - 1)
+
+    def _accepted(self, drafts: int) -> int:
+        """Drafts accepted before the first rejection, of ``drafts``."""
+        if self.acceptance >= 1.0:
+            return drafts
+        return min(drafts, int(self.rng.geometric(1.0 - self.acceptance)) - 1)
 
     def _make_room(self, req: Request, need: int, now: float) -> bool:
         """Preempt the youngest running requests until ``need`` blocks are free; False
@@ -216,7 +245,12 @@ class Scheduler:
         """Apply an iteration that ended at ``now``; returns the requests it completed."""
         done = []
         for req, chunk in plan.chunks:
-            req.computed += chunk
+            if chunk > req.pending:  # speculative: the last token and chunk - 1 drafts
+                accepted = self._accepted(chunk - 1)
+                req.computed += 1 + accepted
+                req.generated += accepted
+            else:
+                req.computed += chunk
             if req.prompt_tokens + req.generated > req.computed:
                 continue
             req.generated += 1

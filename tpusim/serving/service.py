@@ -46,7 +46,8 @@ class Deployment:
     ``--async-scheduling``, which vLLM's TPU recipes and tpu-inference's benchmark
     configurations run; a design choice to default to it); ``prefix_tokens``: the
     shared prompt prefix the prefix cache holds (0: no prefix caching; see
-    :mod:`tpusim.serving.scheduler`)."""
+    :mod:`tpusim.serving.scheduler`); ``draft_tokens`` and ``acceptance``:
+    speculative decoding (0 drafts: none; the same module)."""
 
     system: str | System
     model: str
@@ -64,6 +65,8 @@ class Deployment:
     overheads: bool | IterationOverheads = True
     async_scheduling: bool = True
     prefix_tokens: int = 0
+    draft_tokens: int = 0
+    acceptance: float = 0.0
 
 
 @dataclass
@@ -180,7 +183,7 @@ class Service:
         d, cap = self.deployment, self.capacity
         return Scheduler(
             cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks,
-            d.prefix_tokens,
+            d.prefix_tokens, d.draft_tokens, d.acceptance,
         )  # fmt: skip
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
@@ -260,6 +263,8 @@ class Service:
             "activation_bytes_per_chip": cap.activation_bytes,
             "kv_bytes_per_token_per_chip": cap.bytes_per_token_per_chip,
             "prefix_tokens": self.deployment.prefix_tokens,
+            "draft_tokens": self.deployment.draft_tokens,
+            "acceptance": self.deployment.acceptance,
             "async_scheduling": self.deployment.async_scheduling,
             "host_s_per_iteration": self.costs.overheads.host_s,
             "hbm_efficiency": self.costs.overheads.hbm_efficiency,

@@ -50,6 +50,8 @@ class ServingWorkload(WorkloadSpec):
     overheads: bool = True
     prefix_tokens: int = Field(0, description="shared prompt prefix in the prefix cache")
     prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
+    draft_tokens: int = Field(0, description="speculative decoding: drafts per iteration")
+    acceptance: float = Field(0.0, description="speculative decoding: acceptance rate")
     find_capacity: bool = False
     slo_ttft: Time | None = None
     slo_tpot: Time | None = None
@@ -143,7 +145,8 @@ def deployment_of(spec: ServingWorkload, context: WorkloadContext) -> Any:
         block_size=spec.block_size, max_tokens=spec.max_tokens, max_sequences=spec.max_sequences,
         fidelity=context.fidelity, flow_tolerance=context.flow_tolerance,
         overheads=spec.overheads, async_scheduling=spec.async_scheduling,
-        prefix_tokens=spec.prefix_tokens,
+        prefix_tokens=spec.prefix_tokens, draft_tokens=spec.draft_tokens,
+        acceptance=spec.acceptance,
     )  # fmt: skip
 
 
