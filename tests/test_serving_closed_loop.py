@@ -188,3 +188,26 @@ def test_speculation_yields_the_expected_tokens_per_verification():
     verifications = run_.replicas[0].iterations - len(requests)  # one prefill each
     mean = 40 * 200 / verifications
     assert mean == pytest.approx((1 - 0.6**5) / 0.4, rel=0.03)
+
+
+def test_uneven_expert_routing_lengthens_the_routed_expert_compute():
+    """DeepSeek-V3 on EP 8, a compute-bound 4,096-token prefill per chip: at twice the
+    mean load on the busiest rank, a MoE layer takes longer by about the routed
+    experts' own compute time (linear in the rows; padding and the fixed op cost
+    keep it within 5%); uniform routing adds nothing."""
+    from tpusim.program.builders.serving import layer_program
+    from tpusim.serving.costs import ROUTED_EXPERT_OPS, IterationCosts, compute_op_time_s
+
+    system = load_system("tpu8i-pod")
+    shape = Service(Deployment(system, "deepseek-v3", ep=8, dtype="fp8", overheads=False)).shape
+    even = IterationCosts(system, shape)
+    uneven = IterationCosts(system, shape, expert_imbalance=2.0)
+    program = layer_program(shape, 4096)
+    routed = sum(
+        compute_op_time_s(even.costs, op)
+        for op in program.ops
+        if op.name.startswith("moe.") and op.name.endswith(ROUTED_EXPERT_OPS)
+    )
+    assert even.imbalance_s(program) == 0.0
+    assert uneven.imbalance_s(program) == pytest.approx(routed, rel=0.05)
+    assert uneven.layer_times_s(4096)[2] > even.layer_times_s(4096)[2]

@@ -36,6 +36,7 @@ SERVE = ("serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--requests", "20")
         (("--prefix-hit-rate", "0.5"), "needs --prefix-tokens"),
         (("--prefix-tokens", "-4"), "--prefix-tokens"),
         (("--draft-tokens", "1000"), "--draft-tokens"),
+        (("--expert-imbalance", "2"), "--expert-imbalance"),
         (("--draft-tokens", "4", "--acceptance-rate", "1.5"), "--acceptance-rate"),
     ],
 )  # fmt: skip

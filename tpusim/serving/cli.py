@@ -137,6 +137,10 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
         help="speculative decoding: each draft accepted with probability A",
     )  # fmt: skip
     p.add_argument(
+        "--expert-imbalance", type=float, default=1.0, metavar="F",
+        help="MoE: busiest expert-parallel rank's routed tokens over the mean (1: uniform)",
+    )  # fmt: skip
+    p.add_argument(
         "--no-async-scheduling", action="store_true",
         help="the host schedules between iterations (adds its time to each)",
     )  # fmt: skip
@@ -182,6 +186,7 @@ def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
         fidelity=args.fidelity, overheads=not args.no_overheads,
         async_scheduling=not args.no_async_scheduling, prefix_tokens=args.prefix_tokens,
         draft_tokens=args.draft_tokens, acceptance=args.acceptance_rate,
+        expert_imbalance=args.expert_imbalance,
     )  # fmt: skip
 
 

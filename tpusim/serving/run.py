@@ -61,6 +61,12 @@ def check_options(options: Any, deployment: Deployment) -> Runner:
     check_prefix(deployment.prefix_tokens, getattr(options, "prefix_hit_rate", 0.0) or 0.0)
     check_speculation(deployment.draft_tokens, deployment.acceptance)
     service = runner(deployment, getattr(options, "disaggregate", None))
+    ep = service.costs.shape.ep
+    if not 1.0 <= deployment.expert_imbalance <= ep:
+        raise InputError(
+            f"--expert-imbalance: must be 1 to the expert-parallel degree {ep} (the busiest "
+            f"rank holds at most every routed token), got {deployment.expert_imbalance:g}"
+        )
     prompt, output, _, _ = _stream(options)
     if options.trace:
         read_trace(options.trace)  # the file reads and every row is good

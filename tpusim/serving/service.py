@@ -47,7 +47,9 @@ class Deployment:
     configurations run; a design choice to default to it); ``prefix_tokens``: the
     shared prompt prefix the prefix cache holds (0: no prefix caching; see
     :mod:`tpusim.serving.scheduler`); ``draft_tokens`` and ``acceptance``:
-    speculative decoding (0 drafts: none; the same module)."""
+    speculative decoding (0 drafts: none; the same module); ``expert_imbalance``: the
+    busiest expert-parallel rank's routed tokens over the mean (1: uniform routing;
+    :class:`~tpusim.serving.costs.IterationCosts`)."""
 
     system: str | System
     model: str
@@ -67,6 +69,7 @@ class Deployment:
     prefix_tokens: int = 0
     draft_tokens: int = 0
     acceptance: float = 0.0
+    expert_imbalance: float = 1.0
 
 
 @dataclass
@@ -123,7 +126,7 @@ class Service:
             )
         self.costs = IterationCosts(
             self.system, self.shape, d.fidelity, d.flow_tolerance, self._overheads(),
-            d.async_scheduling,
+            d.async_scheduling, d.expert_imbalance,
         )  # fmt: skip
         order = replica_chip_order(self.costs.topology, self.shape.chips, d.replicas)
         if order:
@@ -265,6 +268,7 @@ class Service:
             "prefix_tokens": self.deployment.prefix_tokens,
             "draft_tokens": self.deployment.draft_tokens,
             "acceptance": self.deployment.acceptance,
+            "expert_imbalance": self.deployment.expert_imbalance,
             "async_scheduling": self.deployment.async_scheduling,
             "host_s_per_iteration": self.costs.overheads.host_s,
             "hbm_efficiency": self.costs.overheads.hbm_efficiency,

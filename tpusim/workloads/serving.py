@@ -52,6 +52,7 @@ class ServingWorkload(WorkloadSpec):
     prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
     draft_tokens: int = Field(0, description="speculative decoding: drafts per iteration")
     acceptance: float = Field(0.0, description="speculative decoding: acceptance rate")
+    expert_imbalance: float = Field(1.0, description="MoE: busiest rank's load over the mean")
     find_capacity: bool = False
     slo_ttft: Time | None = None
     slo_tpot: Time | None = None
@@ -146,7 +147,7 @@ def deployment_of(spec: ServingWorkload, context: WorkloadContext) -> Any:
         fidelity=context.fidelity, flow_tolerance=context.flow_tolerance,
         overheads=spec.overheads, async_scheduling=spec.async_scheduling,
         prefix_tokens=spec.prefix_tokens, draft_tokens=spec.draft_tokens,
-        acceptance=spec.acceptance,
+        acceptance=spec.acceptance, expert_imbalance=spec.expert_imbalance,
     )  # fmt: skip
 
 
