@@ -72,8 +72,8 @@ def _scenario(tmp_path, **fields) -> str:
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
-        ({"prompt_tokens": "abc"}, "prompt"),
-        ({"seed": -1}, "seed"),
+        ({"prompt_tokens": "abc"}, "prompt_tokens: expected a whole number"),
+        ({"seed": -1}, "seed: must be >= 0"),
         ({"requests": "1e9"}, "requests"),
         ({"requests": 10**9}, "requests"),
         ({"burstiness": 1e200, "arrival": "gamma"}, "burstiness"),

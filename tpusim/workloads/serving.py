@@ -175,11 +175,27 @@ def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     try:
         row = serve(options_of(spec, context), deployment_of(spec, context))
     except InputError as exc:
-        raise context.error(str(exc)) from None
+        raise context.error(field_names(str(exc))) from None
     record = ServingRecord.of(
         row, system=context.system.name, workload=context.label, kind="serving"
     )
     return Outcome(record)
+
+
+#: ``tpusim serve`` flags whose workload field is not the flag's name with underscores.
+FLAG_FIELDS = {"acceptance_rate": "acceptance", "max_seqs": "max_sequences"}
+
+
+def field_names(message: str) -> str:
+    """``message`` with the ``tpusim serve`` flags it names (``--prompt-tokens``) as the
+    workload's fields (``prompt_tokens``)."""
+    import re
+
+    def field(match: re.Match[str]) -> str:
+        name = match.group(1).replace("-", "_")
+        return FLAG_FIELDS.get(name, name)
+
+    return re.sub(r"--([a-z][a-z-]*)", field, message)
 
 
 def _tokens(value: int | str | dict[str, Any]) -> str:
@@ -204,7 +220,7 @@ def check(spec: ServingWorkload, context: WorkloadContext) -> None:
     try:
         check_options(options_of(spec, context), deployment_of(spec, context))
     except InputError as exc:
-        raise context.error(str(exc)) from None
+        raise context.error(field_names(str(exc))) from None
 
 
 register_workload("serving", ServingWorkload, run, record=ServingRecord, check=check)
