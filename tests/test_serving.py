@@ -122,7 +122,7 @@ def test_capacity_meets_the_slo_and_a_higher_rate_does_not(service):
             150, rate, TokenCount("fixed", 512), TokenCount("fixed", 32), seed=2
         )
 
-    best = find_capacity(service, stream, slo, start_rate_per_s=10.0, tolerance=0.05)
+    best = find_capacity(service, stream, slo, tolerance=0.05)
     capacity = best["capacity_rate_per_s"]
     assert capacity > 0
     assert best["ttft_p99_s"] <= slo.ttft_s and best["tpot_p99_s"] <= slo.tpot_s

@@ -46,7 +46,7 @@ def test_find_capacity_returns_every_trial_sorted_by_rate():
             300, rate, TokenCount("fixed", 1024), TokenCount("fixed", 256), seed=1
         )
 
-    found = find_capacity(service, stream, slo, 10.0)
+    found = find_capacity(service, stream, slo)
     curve = found["curve"]
     assert found["capacity_rate_per_s"] > 0
     assert len(curve) == found["trials"] and curve == sorted(curve)
@@ -55,12 +55,13 @@ def test_find_capacity_returns_every_trial_sorted_by_rate():
     assert all(not meets(t, p, slo) for rate, t, p in curve if rate > max(met))
 
 
-def test_a_stream_too_short_to_load_the_server_is_one_line(capsys):
-    """200 requests of the 8B model meet a loose SLO at any rate: the search says so
-    (exit 2) instead of reporting a capacity of 0."""
+def test_a_stream_too_short_for_a_steady_state_is_one_line(capsys):
+    """The capacity search judges rates in steady state (10 batches of at least 10
+    requests after a 10% warm-up and a 10% cool-down: 125 requests); 100 requests are
+    refused (exit 2) instead of reporting a capacity of 0 (issue 22)."""
     from helpers import assert_one_error_line
 
     argv = ["serve", "tpu8i-1024", "--model", "llama-3.1-8b", "--tp", "8", "--dtype", "fp8"]
-    argv += ["--requests", "200", "--find-capacity", "--slo-ttft", "1s", "--slo-tpot", "20ms"]
+    argv += ["--requests", "100", "--find-capacity", "--slo-ttft", "1s", "--slo-tpot", "20ms"]
     line = assert_one_error_line(*run(capsys, *argv))
-    assert "too short to load the server" in line
+    assert "--requests" in line and "125" in line

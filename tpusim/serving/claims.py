@@ -1,8 +1,9 @@
 """Google's inference claim for TPU 8i, "up to 80% better performance per dollar than
 Ironwood", evaluated from serving capacities.
 
-Definition: performance is the capacity at an SLO per chip (requests/s or tokens/s
-per chip, the same work on both); performance per dollar divides it by the price per
+Definition: performance is the steady-state capacity at an SLO per chip
+(:func:`tpusim.serving.capacity.find_capacity`: requests/s or tokens/s per chip, the
+same work on both); performance per dollar divides it by the price per
 chip-hour. With ``perf_ratio = perf_8i / perf_ironwood`` and ``price_ratio =
 price_8i / price_ironwood``, 8i's advantage is ``perf_ratio / price_ratio - 1``, and the
 claim holds at every price ratio up to the *break-even* ``perf_ratio / 1.8``.
@@ -121,7 +122,7 @@ def claim_row(
             f"<= {p.breakeven_price_ratio:.2f}x Ironwood's price per chip-hour"
         ),
         "assumptions": (
-            "capacity at the scenario's SLO, same model, dtype and stream; prices per "
+            "steady-state capacity at the scenario's SLO, same model, dtype and stream; prices per "
             "chip-hour (USD) 8i {:g}-{:g}, Ironwood {:g}-{:g} (assumed, unpublished)".format(
                 *PRICE_RANGES_USD_PER_CHIP_HOUR["tpu8i"],
                 *PRICE_RANGES_USD_PER_CHIP_HOUR["ironwood"],

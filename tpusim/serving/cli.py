@@ -23,6 +23,7 @@ TABLE_FIELDS = (
     ("output_tokens_per_s", "tok/s"), ("tokens_per_s_per_chip", "tok/s"),
     ("kv_cache_capacity_tokens", "tokens"), ("preemptions", None),
     ("goodput_rate_per_s", "req/s"), ("kv_transfer_p50_s", "s"), ("capacity_rate_per_s", "req/s"),
+    ("request_throughput_per_s", "req/s"), ("ttft_mean_s", "s"), ("tpot_mean_s", "s"),
     ("capacity_rate_per_s_per_chip", "req/s"),
 )  # fmt: skip
 
@@ -47,10 +48,25 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _rate(text: str) -> float:
+    """``--rate``: a finite number > 0, or ``inf`` (all requests at once)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return float("inf")
+    return _positive_float(text)
+
+
 def _split(text: str) -> tuple[int, int]:
-    parts = text.split(":")
-    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected P:D, whole numbers >= 1, got {text!r}")
+    try:
+        return split_flag(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("disaggregate: ")) from None
+
+
+def split_flag(text: str) -> tuple[int, int]:
+    """``P:D`` (prefill and decode replicas, whole numbers >= 1). Raises InputError."""
+    parts = str(text).split(":")
+    if len(parts) != 2 or not all(p.isdigit() and 1 <= int(p) <= 2**20 for p in parts):
+        raise InputError(f"disaggregate: expected P:D, whole numbers >= 1, got {text!r}")
     return int(parts[0]), int(parts[1])
 
 
@@ -112,10 +128,34 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
         help="sequences per iteration (%(default)s)",
     )  # fmt: skip
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument(
+        "--draft-tokens", type=int, default=0, metavar="K",
+        help="speculative decoding: K draft tokens verified per decode iteration (0: off)",
+    )  # fmt: skip
+    p.add_argument(
+        "--acceptance-rate", type=float, default=0.0, metavar="A",
+        help="speculative decoding: each draft accepted with probability A",
+    )  # fmt: skip
+    p.add_argument(
+        "--expert-imbalance", type=float, default=1.0, metavar="F",
+        help="MoE: busiest expert-parallel rank's routed tokens over the mean (1: uniform)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-async-scheduling", action="store_true",
+        help="the host schedules between iterations (adds its time to each)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-overheads", action="store_true",
+        help="iteration time from the chip and network alone (no host, HBM efficiency, sampler)",
+    )  # fmt: skip
 
 
 def _stream_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rate", type=_positive_float, help="requests/s (default 1)")
+    p.add_argument("--rate", type=_rate, help="requests/s (default 1; inf: every request at once)")
+    p.add_argument(
+        "--concurrency", type=_positive_int, metavar="N",
+        help="a closed loop of N clients (vLLM's benchmark --max-concurrency)",
+    )  # fmt: skip
     p.add_argument("--arrival", choices=("poisson", "gamma"), default="poisson")
     p.add_argument("--burstiness", type=_positive_float, default=1.0, help="gamma CV")
     p.add_argument("--trace", help="CSV of arrival_s,prompt_tokens,output_tokens")
@@ -124,6 +164,14 @@ def _stream_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, help=tokens)
     p.add_argument("--output-tokens", default=DEFAULT_OUTPUT_TOKENS, help=tokens)
     p.add_argument("--seed", type=int, default=0, help="seeds arrivals and token counts")
+    p.add_argument(
+        "--prefix-tokens", type=int, default=0, metavar="P",
+        help="a shared prompt prefix of P tokens held in the prefix cache (0: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--prefix-hit-rate", type=float, default=0.0, metavar="H",
+        help="fraction of the requests whose prompt starts with that prefix",
+    )  # fmt: skip
 
 
 def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
@@ -135,7 +183,10 @@ def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
         system=system or args.system, model=args.model, tp=args.tp, ep=args.ep, chips=args.chips,
         replicas=args.replicas, dtype=args.dtype, kv_cache=args.kv_cache,
         block_size=args.block_size, max_tokens=args.max_tokens, max_sequences=args.max_seqs,
-        fidelity=args.fidelity,
+        fidelity=args.fidelity, overheads=not args.no_overheads,
+        async_scheduling=not args.no_async_scheduling, prefix_tokens=args.prefix_tokens,
+        draft_tokens=args.draft_tokens, acceptance=args.acceptance_rate,
+        expert_imbalance=args.expert_imbalance,
     )  # fmt: skip
 
 
@@ -154,6 +205,11 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("tpusim serve: --plot draws the --rates curve; give --rates")
     if args.rates and (args.find_capacity or args.trace):
         raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
+    if args.concurrency and (args.find_capacity or args.rates or args.disaggregate):
+        raise InputError(
+            "tpusim serve: --concurrency runs a closed loop; it takes no --find-capacity, "
+            "--rates or --disaggregate"
+        )
 
 
 def cmd_serve(args: argparse.Namespace) -> None:

@@ -28,6 +28,7 @@ with ``t``, so rounding ``t`` up to ``t'`` overestimates the part by at most
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,11 +44,15 @@ from tpusim.program.builders.serving import (
     output_program,
 )
 from tpusim.program.ir import Op, Program
+from tpusim.serving.overheads import NONE, SAMPLER_LOGIT_BYTES, IterationOverheads
 from tpusim.vocabulary import Fidelity
 
 #: Counts up to this are their own bucket (a design choice: small batches, where one
 #: token more is a large relative change, are simulated exactly).
 EXACT_BUCKETS_UP_TO = 16
+#: The routed experts' compute ops of a MoE layer (by name suffix), which uneven
+#: routing lengthens on the busiest rank.
+ROUTED_EXPERT_OPS = (".moe.up", ".moe.act", ".moe.down")
 #: Geometric grid points per doubling above :data:`EXACT_BUCKETS_UP_TO` (a design
 #: choice: a 9.1% worst-case overestimate, 8 engine runs per doubling).
 BUCKETS_PER_DOUBLING = 8
@@ -113,7 +118,16 @@ def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
 class IterationCosts:
     """Iteration times (s) of one replica of shape ``shape`` on ``system``; the engine
     runs at ``fidelity`` on ``topology`` and ``routes`` (built once, shared by every
-    run). ``engine_runs`` counts the simulations made."""
+    run). ``engine_runs`` counts the simulations made. ``overheads``
+    (:mod:`tpusim.serving.overheads`): the host time, HBM efficiency and sampler
+    passes added to every iteration (default none: the engine's time alone);
+    ``async_scheduling`` (vLLM's ``--async-scheduling``): the host prepares the next
+    iteration while the chips run this one, so an iteration takes the longer of the
+    two instead of their sum. ``expert_imbalance`` (>= 1): uneven expert routing, the
+    routed tokens of the busiest expert-parallel rank over the mean; that rank's
+    routed-expert compute (the batched up and down matmuls and their activation) takes
+    as long as ``imbalance`` times the rows, and the layer waits for it (the
+    all-to-alls are kept balanced)."""
 
     def __init__(
         self,
@@ -121,10 +135,17 @@ class IterationCosts:
         shape: ReplicaShape,
         fidelity: Fidelity = "flow",
         flow_tolerance: float | None = None,
+        overheads: IterationOverheads = NONE,
+        async_scheduling: bool = False,
+        expert_imbalance: float = 1.0,
     ):
         from tpusim.network.routes import RouteCache
+        from tpusim.serving.overheads import with_hbm_efficiency
         from tpusim.topology import build_topology
 
+        self.overheads, self.async_scheduling = overheads, async_scheduling
+        self.expert_imbalance = expert_imbalance
+        system = with_hbm_efficiency(system, overheads.hbm_efficiency)
         self.system, self.shape, self.fidelity = system, shape, fidelity
         self.flow_tolerance = flow_tolerance
         self.topology = build_topology(system)
@@ -150,10 +171,28 @@ class IterationCosts:
         at ``tokens`` per chip (bucketed)."""
         key = bucket(tokens)
         if key not in self._layers:
-            times = self.simulate(layer_program(self.shape, key))
-            parts = (("embed",), ("dense.",), ("moe.",))
-            self._layers[key] = tuple(_sum(times, p) for p in parts)  # type: ignore[assignment]
+            program = layer_program(self.shape, key)
+            times = self.simulate(program)
+            embed, dense, moe = (_sum(times, p) for p in (("embed",), ("dense.",), ("moe.",)))
+            self._layers[key] = (embed, dense, moe + self.imbalance_s(program))
         return self._layers[key]
+
+    def imbalance_s(self, program: Program) -> float:
+        """Seconds uneven routing adds to one MoE layer of ``program``: its routed-expert
+        compute ops costed at ``expert_imbalance`` times their rows, less as given."""
+        f = self.expert_imbalance
+        if f == 1.0:
+            return 0.0
+        extra = 0.0
+        for op in program.ops:
+            if op.name.startswith("moe.") and op.name.endswith(ROUTED_EXPERT_OPS):
+                scaled = (
+                    dataclasses.replace(op, m=math.ceil(op.m * f))  # type: ignore[operator]
+                    if op.kind == "matmul"
+                    else dataclasses.replace(op, bytes=op.bytes * f)  # type: ignore[operator]
+                )
+                extra += compute_op_time_s(self.costs, scaled) - compute_op_time_s(self.costs, op)
+        return extra
 
     def output_time_s(self, sequences: int) -> float:
         """Final norm, LM head and sampler at ``sequences`` per chip (bucketed)."""
@@ -173,7 +212,20 @@ class IterationCosts:
         s, chip = self.shape, batch.per_chip(self.shape.ep)
         embed, dense, moe = self.layer_times_s(chip.tokens)
         layers = embed + s.dense_layers * dense + s.moe_layers * moe
-        return layers + s.layers * self.attention_time_s(chip) + self.output_time_s(chip.sequences)
+        attention = s.layers * self.attention_time_s(chip)
+        device = layers + attention + self.output_time_s(chip.sequences)
+        device += self.sampling_s(chip.sequences)
+        host = self.overheads.host_s
+        return max(device, host) if self.async_scheduling else device + host
+
+    def sampling_s(self, sequences: int) -> float:
+        """The sampler's extra passes over the fp32 logits of ``sequences`` per chip
+        (seconds; :mod:`tpusim.serving.overheads`)."""
+        passes = self.overheads.sampling_passes
+        if not passes or not self.shape.vocab:
+            return 0.0
+        logits = sequences * math.ceil(self.shape.vocab / self.shape.tp) * SAMPLER_LOGIT_BYTES
+        return passes * self.costs.elementwise(logits).time_s
 
 
 def _sum(times: dict[str, float], prefixes: Iterable[str]) -> float:

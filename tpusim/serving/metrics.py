@@ -7,12 +7,15 @@ completed requests (numpy's linear interpolation). Throughput is over the run's 
 from the first arrival to the last completion; ``tokens_per_s_per_chip`` counts output
 tokens, ``total_tokens_per_s_per_chip`` prompt and output tokens. Goodput at an SLO:
 the completed requests whose TTFT and TPOT both meet it, per second of the span.
-Energy and cost per million output tokens when the all-in power per chip (W) or the
-price per chip-hour (USD) is given.
+``request_throughput_per_s`` is the completed requests per second of the span and
+``ttft_mean_s`` / ``tpot_mean_s`` the means (what vLLM's benchmark prints besides
+the percentiles). Energy and cost per million output tokens when the all-in power
+per chip (W) or the price per chip-hour (USD) is given.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +60,11 @@ def _percentiles(name: str, values: np.ndarray) -> dict[str, float | None]:
     }
 
 
+def _mean(values: np.ndarray) -> float | None:
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if values.size else None
+
+
 def summary(
     requests: list[Request],
     chips: int,
@@ -81,18 +89,22 @@ def summary(
         "requests": len(requests),
         "completed": len(done),
         "rejected": sum(r.rejected for r in requests),
-        "rate_per_s": rate_per_s if rate_per_s is not None else measured,
+        "rate_per_s": (measured if rate_per_s is None or math.isinf(rate_per_s) else rate_per_s),
         "measured_rate_per_s": measured,
         "duration_s": duration,
         **_percentiles("ttft", lat["ttft"]),
         **_percentiles("tpot", lat["tpot"]),
         **_percentiles("e2e", lat["e2e"]),
+        "request_throughput_per_s": len(done) / duration if duration > 0 else None,
+        "ttft_mean_s": _mean(lat["ttft"]),
+        "tpot_mean_s": _mean(lat["tpot"]),
         "output_tokens": out_tokens,
         "output_tokens_per_s": out_rate,
         "total_tokens_per_s": all_tokens / duration if duration > 0 else None,
         "tokens_per_s_per_chip": out_rate / chips if out_rate else None,
         "total_tokens_per_s_per_chip": all_tokens / duration / chips if duration > 0 else None,
         "preemptions": sum(r.preemptions for r in requests),
+        "prefix_hits": sum(r.prefix_hit for r in requests),
         "mean_queue_s": float(np.mean([r.queued_s for r in done])) if done else None,
     }
     if slo is not None:

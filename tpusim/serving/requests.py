@@ -25,6 +25,20 @@ Arrival = Literal["poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = ("poisson", "gamma")
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
+#: Largest token count of a request (a limit: 2^31 - 1, far above any model's
+#: context; larger counts would overflow the simulator's int64 arithmetic on sums).
+MAX_TOKEN_COUNT = 2**31 - 1
+#: Most requests in one stream (a limit: about 200 bytes of state each, so 1,000,000
+#: requests hold about 200 MB; a capacity search runs the stream a dozen times).
+MAX_REQUESTS = 1_000_000
+#: Gamma burstiness (coefficient of variation) range: outside it the gamma shape
+#: ``1 / CV^2`` under- or overflows float64's useful range (a limit).
+BURSTINESS_RANGE = (1e-3, 1e3)
+#: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
+#: still resolves 0.25 us, far below one iteration (a limit; slower rates lose the
+#: iteration times to rounding and report zero latencies).
+MAX_STREAM_SPAN_S = 1e9
+
 
 @dataclass(frozen=True)
 class TokenCount:
@@ -45,6 +59,11 @@ class TokenCount:
         return np.maximum(1, np.rint(values)).astype(np.int64)
 
     @property
+    def low(self) -> float:
+        """The smallest count drawn."""
+        return 1.0 if self.kind == "lognormal" else self.a
+
+    @property
     def mean(self) -> float:
         """The distribution's mean (before rounding)."""
         if self.kind == "fixed":
@@ -62,6 +81,8 @@ def token_count(text: str, flag: str) -> TokenCount:
     except yaml.YAMLError:
         raise InputError(f"{flag}: not a number or a YAML mapping: {text!r}") from None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        if value > MAX_TOKEN_COUNT:
+            raise InputError(f"{flag}: {value} is over the limit of {MAX_TOKEN_COUNT:,} tokens")
         return TokenCount("fixed", value)
     if isinstance(value, dict) and len(value) == 1:
         return _distribution(value, flag)
@@ -73,17 +94,19 @@ def token_count(text: str, flag: str) -> TokenCount:
 
 def _distribution(value: dict[str, Any], flag: str) -> TokenCount:
     ((kind, args),) = value.items()
+    top = MAX_TOKEN_COUNT
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
         lo, hi = args
-        if all(isinstance(v, int) for v in args) and 1 <= lo <= hi:
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in args)
+        if whole and 1 <= lo <= hi <= top:
             return TokenCount("uniform", lo, hi)
     if kind == "lognormal" and isinstance(args, dict) and set(args) == {"median", "sigma"}:
         median, sigma = args["median"], args["sigma"]
-        if _number(median) and _number(sigma) and median >= 1 and sigma >= 0:
+        if _number(median) and _number(sigma) and 1 <= median <= top and 0 <= sigma <= 3:
             return TokenCount("lognormal", float(median), float(sigma))
     raise InputError(
-        f"{flag}: {kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH) or "
-        "lognormal: {median: M >= 1, sigma: S >= 0}"
+        f"{flag}: {kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH <= {top:,}) or "
+        f"lognormal: {{median: 1 <= M <= {top:,}, sigma: 0 <= S <= 3}}"
     )
 
 
@@ -96,7 +119,10 @@ def arrival_times(
 ) -> np.ndarray:
     """``n`` arrival instants (s): a Poisson process of ``rate_per_s``, or gamma
     inter-arrival times of the same mean and coefficient of variation ``burstiness``
-    (1 is Poisson; above 1 burstier, below more regular)."""
+    (1 is Poisson; above 1 burstier, below more regular); an infinite rate sends them
+    all at once (at 0, as vLLM's benchmark ``--request-rate inf``)."""
+    if math.isinf(rate_per_s):
+        return np.zeros(n)
     if arrival == "poisson":
         gaps = rng.exponential(1.0 / rate_per_s, size=n)
     else:
@@ -114,12 +140,19 @@ def synthetic_requests(
     seed: int,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
+    prefix_hit_rate: float = 0.0,
 ) -> list[Request]:
-    """``n`` requests (see :func:`arrival_times`); the same seed gives the same ones."""
+    """``n`` requests (see :func:`arrival_times`); the same seed gives the same ones.
+    ``prefix_hit_rate``: the fraction of them (drawn independently, after the token
+    counts) whose prompt starts with the shared prefix the prefix cache holds."""
     rng = np.random.default_rng(seed)
     at = arrival_times(rng, n, rate_per_s, arrival, burstiness)
     prompts, outputs = prompt.draw(rng, n), output.draw(rng, n)
-    return [Request(i, float(at[i]), int(prompts[i]), int(outputs[i])) for i in range(n)]
+    hits = rng.random(n) < prefix_hit_rate if prefix_hit_rate > 0 else np.zeros(n, bool)
+    return [
+        Request(i, float(at[i]), int(prompts[i]), int(outputs[i]), prefix_hit=bool(hits[i]))
+        for i in range(n)
+    ]
 
 
 def read_trace(path: str | Path) -> list[Request]:
@@ -130,7 +163,13 @@ def read_trace(path: str | Path) -> list[Request]:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: the trace is not a text CSV file") from None
+    if "\0" in text:
+        raise InputError(f"{path}: the trace is not a text CSV file")
     rows = list(csv.reader(text.splitlines()))
+    if len(rows) > MAX_REQUESTS + 1:
+        raise InputError(f"{path}: over the limit of {MAX_REQUESTS:,} requests")
     if not rows or tuple(c.strip() for c in rows[0]) != TRACE_COLUMNS:
         raise InputError(f"{path}:1: the header must be {','.join(TRACE_COLUMNS)}")
     out = [_trace_row(path, line, row) for line, row in enumerate(rows[1:], start=2) if row]
@@ -153,6 +192,28 @@ def _trace_row(path: Path, line: int, row: list[str]) -> Request:
         raise InputError(f"{where}: not numbers: {','.join(row)}") from None
     if not (math.isfinite(at) and at >= 0):
         raise InputError(f"{where}: arrival_s must be a finite time >= 0, got {row[0]}")
-    if prompt < 1 or output < 1:
-        raise InputError(f"{where}: prompt_tokens and output_tokens must be >= 1")
+    if not (math.isfinite(at) and at <= MAX_STREAM_SPAN_S):
+        raise InputError(f"{where}: arrival_s is over the limit of {MAX_STREAM_SPAN_S:g} s")
+    if not (1 <= prompt <= MAX_TOKEN_COUNT and 1 <= output <= MAX_TOKEN_COUNT):
+        raise InputError(
+            f"{where}: prompt_tokens and output_tokens must be 1 to {MAX_TOKEN_COUNT:,}"
+        )
     return Request(0, at, prompt, output)
+
+
+def check_stream(requests: int, rate_per_s: float | None, burstiness: float, seed: int) -> None:
+    """Raise InputError (naming the flag) for a stream outside the limits above: a
+    negative seed, too many requests, a burstiness outside :data:`BURSTINESS_RANGE`,
+    or a rate so low that the stream outlasts :data:`MAX_STREAM_SPAN_S`."""
+    if seed < 0:
+        raise InputError(f"--seed: must be >= 0, got {seed}")
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise InputError(f"--requests: must be 1 to {MAX_REQUESTS:,}, got {requests}")
+    lo, hi = BURSTINESS_RANGE
+    if not lo <= burstiness <= hi:
+        raise InputError(f"--burstiness: must be {lo:g} to {hi:g}, got {burstiness:g}")
+    if rate_per_s is not None and requests / rate_per_s > MAX_STREAM_SPAN_S:
+        raise InputError(
+            f"--rate: {rate_per_s:g} req/s spreads {requests} requests over more than "
+            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
+        )

@@ -22,12 +22,30 @@ the time to first token), and one with all its output tokens completes and frees
 blocks. Nothing is lost: a request that fits the cache alone always completes (the
 oldest running request is never preempted for a younger one), and one that cannot
 fit even alone is rejected at arrival by the caller.
+
+Prefix caching (``prefix_tokens`` > 0): the first ``prefix_tokens`` tokens of a
+prompt, a prefix every request of the stream may share (a system prompt), are held
+once in the cache, pinned, in whole blocks (vLLM caches full blocks only). A request
+that hits it (``prefix_hit``) is admitted with its cached whole blocks already
+computed and shared, not allocated: it prefills only the rest of its prompt, its
+attention still reads the prefix. A preempted request keeps its hit.
+
+Speculative decoding (``draft_tokens`` k > 0): a request in decode runs its last
+token and k draft tokens through the model in one iteration (a chunk of ``k + 1``
+tokens attending to its context, within the token budget and its remaining output);
+each draft is accepted with probability ``acceptance`` until the first rejection,
+and the iteration yields the accepted drafts plus one token of the model's own
+(``(1 - a^(k+1)) / (1 - a)`` on average). Rejected drafts' KV is discarded. The
+drafts are assumed free to propose (an n-gram or prompt-lookup proposer); the draws
+come from one generator seeded per replica, so runs repeat.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tpusim.serving.costs import ReplicaBatch
 
@@ -51,6 +69,8 @@ class Request:
     finished_at: float | None = None
     rejected: bool = False
     running: bool = False
+    prefix_hit: bool = False
+    shared_blocks: int = 0
 
     @property
     def pending(self) -> int:
@@ -83,11 +103,18 @@ class Scheduler:
         max_tokens: int,
         max_sequences: int,
         sram_blocks: int = 0,
+        prefix_tokens: int = 0,
+        draft_tokens: int = 0,
+        acceptance: float = 0.0,
+        seed: int = 0,
     ):
         self.total_blocks, self.block_size = total_blocks, block_size
         self.max_tokens, self.max_sequences = max_tokens, max_sequences
         self.sram_tokens = sram_blocks * block_size
-        self.free_blocks = total_blocks
+        self.prefix_blocks = min(prefix_tokens // block_size, total_blocks)
+        self.free_blocks = total_blocks - self.prefix_blocks
+        self.draft_tokens, self.acceptance = draft_tokens, acceptance
+        self.rng = np.random.default_rng(seed)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.preemptions = 0
@@ -96,9 +123,17 @@ class Scheduler:
         """Blocks that hold ``tokens`` tokens."""
         return -(-tokens // self.block_size)
 
+    def cached_blocks(self, request: Request) -> int:
+        """Whole blocks of the request's prompt found in the prefix cache (at least one
+        prompt token is always computed: its last, to sample from)."""
+        if not request.prefix_hit:
+            return 0
+        return min(self.prefix_blocks, (request.prompt_tokens - 1) // self.block_size)
+
     def fits_alone(self, request: Request) -> bool:
         """Whether the request's whole cache fits when nothing else runs."""
-        return self.blocks_for(request.total_tokens) <= self.total_blocks
+        own = self.blocks_for(request.total_tokens) - self.cached_blocks(request)
+        return own <= self.total_blocks - self.prefix_blocks
 
     def enqueue(self, request: Request, now: float) -> None:
         """A new request joins the back of the waiting queue at ``now``."""
@@ -119,7 +154,7 @@ class Scheduler:
                 break
             if not req.running:  # preempted for an older request
                 continue
-            chunk = min(req.prompt_tokens + req.generated - req.computed, budget)
+            chunk = min(self._pending_with_drafts(req), budget)
             need = -(-(req.computed + chunk) // bs) - req.blocks
             if need > self.free_blocks and not self._make_room(req, need, now):
                 preempted = True
@@ -132,6 +167,19 @@ class Scheduler:
             self._admit(plan, budget, now)
         plan.batch = self._batch(plan)
         return plan
+
+    def _pending_with_drafts(self, req: Request) -> int:
+        """Tokens to run: the pending ones, plus the drafts of a request in decode."""
+        pending = req.prompt_tokens + req.generated - req.computed
+        if pending != 1 or not req.generated or not self.draft_tokens:
+            return pending
+        return 1 + min(self.draft_tokens, req.output_tokens - req.generated - 1)
+
+    def _accepted(self, drafts: int) -> int:
+        """Drafts accepted before the first rejection, of ``drafts``."""
+        if self.acceptance >= 1.0:
+            return drafts
+        return min(drafts, int(self.rng.geometric(1.0 - self.acceptance)) - 1)
 
     def _make_room(self, req: Request, need: int, now: float) -> bool:
         """Preempt the youngest running requests until ``need`` blocks are free; False
@@ -147,8 +195,8 @@ class Scheduler:
         """Free ``req``'s cache and put it back at the front of the waiting queue."""
         self.running.remove(req)
         req.running = False
-        self.free_blocks += req.blocks
-        req.blocks, req.computed = 0, 0
+        self.free_blocks += req.blocks - req.shared_blocks
+        req.blocks, req.computed, req.shared_blocks = 0, 0, 0
         req.preemptions += 1
         self.preemptions += 1
         req.queued_at = now
@@ -158,14 +206,17 @@ class Scheduler:
         """Admit waiting requests first come, first served; returns the budget left."""
         while self.waiting and budget > 0 and len(plan.chunks) < self.max_sequences:
             req = self.waiting[0]
-            chunk = min(req.pending, budget)
-            need = self.blocks_for(req.computed + chunk) - req.blocks
+            shared = self.cached_blocks(req) if req.computed == 0 else 0
+            start = req.computed + shared * self.block_size
+            chunk = min(req.pending - shared * self.block_size, budget)
+            need = self.blocks_for(start + chunk) - req.blocks - shared
             if need > self.free_blocks:
                 break
             self.waiting.popleft()
             req.queued_s += now - req.queued_at
             self.free_blocks -= need
-            req.blocks += need
+            req.computed, req.shared_blocks = start, req.shared_blocks + shared
+            req.blocks += need + shared
             self.running.append(req)
             req.running = True
             plan.chunks.append((req, chunk))
@@ -194,7 +245,12 @@ class Scheduler:
         """Apply an iteration that ended at ``now``; returns the requests it completed."""
         done = []
         for req, chunk in plan.chunks:
-            req.computed += chunk
+            if chunk > req.pending:  # speculative: the last token and chunk - 1 drafts
+                accepted = self._accepted(chunk - 1)
+                req.computed += 1 + accepted
+                req.generated += accepted
+            else:
+                req.computed += chunk
             if req.prompt_tokens + req.generated > req.computed:
                 continue
             req.generated += 1
@@ -203,8 +259,8 @@ class Scheduler:
             if req.generated == req.output_tokens:
                 req.finished_at = now
                 req.running = False
-                self.free_blocks += req.blocks
-                req.blocks = 0
+                self.free_blocks += req.blocks - req.shared_blocks
+                req.blocks, req.shared_blocks = 0, 0
                 done.append(req)
         if done:
             self.running = [r for r in self.running if r.running]

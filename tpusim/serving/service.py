@@ -22,6 +22,7 @@ from tpusim.program.builders.serving import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
+from tpusim.serving.overheads import NONE, IterationOverheads, overheads_for
 from tpusim.serving.placement import replica_chip_order
 from tpusim.serving.scheduler import Request, Scheduler
 from tpusim.vocabulary import Fidelity
@@ -38,7 +39,17 @@ class Deployment:
     """What to serve where: ``system`` and ``model`` (shipped names or YAML paths),
     ``tp`` x ``ep`` chips per replica (None: from ``chips``, else the fewest that fit),
     ``replicas``, the weights' ``dtype``, the KV tier and the scheduler limits;
-    ``system`` may also be a loaded system."""
+    ``system`` may also be a loaded system. ``overheads``: add the chip's
+    per-iteration serving overheads (:mod:`tpusim.serving.overheads`; False: the
+    engine's iteration time alone), or give them; ``async_scheduling``: the host
+    overlaps the next iteration's scheduling with this one's device time (vLLM's
+    ``--async-scheduling``, which vLLM's TPU recipes and tpu-inference's benchmark
+    configurations run; a design choice to default to it); ``prefix_tokens``: the
+    shared prompt prefix the prefix cache holds (0: no prefix caching; see
+    :mod:`tpusim.serving.scheduler`); ``draft_tokens`` and ``acceptance``:
+    speculative decoding (0 drafts: none; the same module); ``expert_imbalance``: the
+    busiest expert-parallel rank's routed tokens over the mean (1: uniform routing;
+    :class:`~tpusim.serving.costs.IterationCosts`)."""
 
     system: str | System
     model: str
@@ -53,6 +64,12 @@ class Deployment:
     max_sequences: int = DEFAULT_MAX_SEQUENCES
     fidelity: Fidelity = "flow"
     flow_tolerance: float | None = None
+    overheads: bool | IterationOverheads = True
+    async_scheduling: bool = True
+    prefix_tokens: int = 0
+    draft_tokens: int = 0
+    acceptance: float = 0.0
+    expert_imbalance: float = 1.0
 
 
 @dataclass
@@ -64,6 +81,7 @@ class ReplicaRun:
     queue_area: float = 0.0
     system_area: float = 0.0
     preemptions: int = 0
+    free_blocks: int = 0
 
 
 @dataclass
@@ -106,11 +124,20 @@ class Service:
                 f"{self.shape.chips * d.replicas} chips; {self.system.name} has "
                 f"{self.system.num_chips}"
             )
-        self.costs = IterationCosts(self.system, self.shape, d.fidelity, d.flow_tolerance)
+        self.costs = IterationCosts(
+            self.system, self.shape, d.fidelity, d.flow_tolerance, self._overheads(),
+            d.async_scheduling, d.expert_imbalance,
+        )  # fmt: skip
         order = replica_chip_order(self.costs.topology, self.shape.chips, d.replicas)
         if order:
             self.shape = dataclasses.replace(self.shape, chip_order=order)
             self.costs.shape = self.shape
+
+    def _overheads(self) -> IterationOverheads:
+        given = self.deployment.overheads
+        if isinstance(given, IterationOverheads):
+            return given
+        return overheads_for(self.system.chip.name) if given else NONE
 
     @property
     def chips(self) -> int:
@@ -157,41 +184,58 @@ class Service:
     def scheduler(self) -> Scheduler:
         """A fresh scheduler with this replica's cache and limits."""
         d, cap = self.deployment, self.capacity
-        return Scheduler(cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks)
+        return Scheduler(
+            cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks,
+            d.prefix_tokens, d.draft_tokens, d.acceptance,
+        )  # fmt: skip
 
-    def run(self, requests: list[Request]) -> ServingRun:
+    def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
         """Serve ``requests`` (sorted by arrival), replica ``i mod replicas`` taking the
-        ``i``-th; every request ends completed or rejected."""
+        ``i``-th; every request ends completed or rejected. ``concurrency``: a closed
+        loop of that many clients (vLLM's benchmark ``--max-concurrency``), split
+        evenly over the replicas: a request is sent at its arrival time or when a
+        client is free, whichever is later, and its TTFT counts from the sending (as
+        that benchmark measures it). Raises InputError for fewer clients than replicas."""
         n = self.deployment.replicas
+        if concurrency is not None and concurrency < n:
+            raise InputError(f"--concurrency {concurrency} is below the {n} replicas")
         run = ServingRun(requests)
         for r in range(n):
-            run.replicas.append(self.run_replica(requests[r::n]))
+            clients = None if concurrency is None else concurrency // n + (r < concurrency % n)
+            run.replicas.append(self.run_replica(requests[r::n], clients))
         return run
 
-    def run_replica(self, requests: list[Request]) -> ReplicaRun:
-        """One replica's loop over iterations (see the module docstring)."""
+    def _arrive(self, sched: Scheduler, req: Request, now: float, stats: ReplicaRun) -> bool:
+        """Admit ``req`` (arrived by ``now``) to the queue, or reject it (it cannot fit
+        the cache alone or the context); True when admitted."""
+        if not sched.fits_alone(req) or req.total_tokens + 1 > self.model.context_length:
+            req.rejected = True
+            return False
+        sched.enqueue(req, req.arrival_at)
+        stats.queue_area += now - req.arrival_at
+        stats.system_area += now - req.arrival_at
+        return True
+
+    def run_replica(self, requests: list[Request], clients: int | None = None) -> ReplicaRun:
+        """One replica's loop over iterations (see the module docstring); ``clients``:
+        the closed loop's clients (see :meth:`run`)."""
         sched, stats = self.scheduler(), ReplicaRun()
-        limit = self.model.context_length
-        now, i, in_system, idle_plans = 0.0, 0, 0, 0
+        now, i, in_system = 0.0, 0, 0
         while i < len(requests) or not sched.idle:
             if sched.idle and now < requests[i].arrival_at:
                 now = requests[i].arrival_at
             while i < len(requests) and requests[i].arrival_at <= now:
+                if clients is not None and in_system >= clients:
+                    break
                 req, i = requests[i], i + 1
-                if not sched.fits_alone(req) or req.total_tokens + 1 > limit:
-                    req.rejected = True
-                    continue
-                sched.enqueue(req, req.arrival_at)
-                stats.queue_area += now - req.arrival_at
-                stats.system_area += now - req.arrival_at
-                in_system += 1
+                if clients is not None:
+                    req.arrival_at = now  # sent when a client is free
+                in_system += self._arrive(sched, req, now, stats)
             plan = sched.schedule(now)
             if not plan.chunks:
-                idle_plans += 1
-                if idle_plans > 1:
-                    raise SimulationError("serving: the scheduler made no progress")
-                continue
-            idle_plans = 0
+                if sched.idle:
+                    continue  # every arrival so far was rejected: wait for the next
+                raise SimulationError("serving: the scheduler made no progress")
             dt = self.costs.time_s(plan.batch)  # type: ignore[arg-type]
             stats.queue_area += len(sched.waiting) * dt
             stats.system_area += in_system * dt
@@ -199,7 +243,7 @@ class Service:
             stats.busy_s += dt
             stats.iterations += 1
             in_system -= len(sched.finish(plan, now))
-        stats.preemptions = sched.preemptions
+        stats.preemptions, stats.free_blocks = sched.preemptions, sched.free_blocks
         return stats
 
     def describe(self) -> dict[str, Any]:
@@ -221,4 +265,11 @@ class Service:
             "weights_bytes_per_chip": cap.weights_bytes,
             "activation_bytes_per_chip": cap.activation_bytes,
             "kv_bytes_per_token_per_chip": cap.bytes_per_token_per_chip,
+            "prefix_tokens": self.deployment.prefix_tokens,
+            "draft_tokens": self.deployment.draft_tokens,
+            "acceptance": self.deployment.acceptance,
+            "expert_imbalance": self.deployment.expert_imbalance,
+            "async_scheduling": self.deployment.async_scheduling,
+            "host_s_per_iteration": self.costs.overheads.host_s,
+            "hbm_efficiency": self.costs.overheads.hbm_efficiency,
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 from tpusim.vocabulary import FIDELITIES
 
@@ -20,6 +21,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
     p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
     _workloads(p)
+    p.add_argument("--serving", action="store_true", help="the public serving figures instead")
+    p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser(
         "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
@@ -68,6 +71,14 @@ def _check_workloads(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
+    if args.fit and not args.serving:
+        raise InputError("tpusim validate: --fit refits the serving terms; give --serving")
+    if args.serving and args.workloads:
+        raise InputError("tpusim validate: give one of --serving and --workloads")
+    if args.serving:
+        from tpusim.validation.serving import cmd
+
+        return cmd(args)
     _check_workloads(args)
     if args.workloads:
         from tpusim.validation.workloads_cli import cmd_validate_workloads

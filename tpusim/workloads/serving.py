@@ -34,15 +34,25 @@ class ServingWorkload(WorkloadSpec):
     replicas: PositiveInt = 1
     dtype: Dtype = "bf16"
     kv_cache: Literal["hbm", "sram", "tiered"] = "hbm"
-    rate: PositiveFloat = 1.0
+    rate: PositiveFloat = Field(1.0, description="requests/s; .inf: every request at once")
+    concurrency: PositiveInt | None = Field(None, description="closed loop of N clients")
     arrival: Literal["poisson", "gamma"] = "poisson"
     burstiness: PositiveFloat = 1.0
     requests: PositiveInt = 1000
     prompt_tokens: int | str | dict[str, Any] = 1024
     output_tokens: int | str | dict[str, Any] = 256
     seed: int = 0
+    block_size: PositiveInt = 16
     max_tokens: PositiveInt = 8192
     max_sequences: PositiveInt = 256
+    disaggregate: str | None = Field(None, description="P:D prefill and decode replicas")
+    async_scheduling: bool = True
+    overheads: bool = True
+    prefix_tokens: int = Field(0, description="shared prompt prefix in the prefix cache")
+    prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
+    draft_tokens: int = Field(0, description="speculative decoding: drafts per iteration")
+    acceptance: float = Field(0.0, description="speculative decoding: acceptance rate")
+    expert_imbalance: float = Field(1.0, description="MoE: busiest rank's load over the mean")
     find_capacity: bool = False
     slo_ttft: Time | None = None
     slo_tpot: Time | None = None
@@ -54,6 +64,12 @@ class ServingWorkload(WorkloadSpec):
             raise ValueError("find_capacity needs slo_ttft and slo_tpot")
         if self.find_capacity and self.trace:
             raise ValueError("find_capacity varies the rate; it takes no trace")
+        if self.concurrency and (self.find_capacity or self.disaggregate):
+            raise ValueError(
+                "concurrency runs a closed loop; it takes no find_capacity or disaggregate"
+            )
+        if self.disaggregate and self.replicas != 1:
+            raise ValueError("disaggregate P:D sets the replicas; drop replicas")
         return self
 
 
@@ -127,8 +143,28 @@ def deployment_of(spec: ServingWorkload, context: WorkloadContext) -> Any:
     return Deployment(
         system=context.system, model=spec.model, tp=spec.tp, ep=spec.ep, chips=spec.chips,
         replicas=spec.replicas, dtype=spec.dtype, kv_cache=spec.kv_cache,
-        max_tokens=spec.max_tokens, max_sequences=spec.max_sequences,
+        block_size=spec.block_size, max_tokens=spec.max_tokens, max_sequences=spec.max_sequences,
         fidelity=context.fidelity, flow_tolerance=context.flow_tolerance,
+        overheads=spec.overheads, async_scheduling=spec.async_scheduling,
+        prefix_tokens=spec.prefix_tokens, draft_tokens=spec.draft_tokens,
+        acceptance=spec.acceptance, expert_imbalance=spec.expert_imbalance,
+    )  # fmt: skip
+
+
+def options_of(spec: ServingWorkload, context: WorkloadContext) -> SimpleNamespace:
+    """The workload as the ``tpusim serve`` flags :func:`tpusim.serving.run.serve` reads.
+    Raises InputError for a bad ``disaggregate``."""
+    from tpusim.serving.cli import split_flag
+
+    return SimpleNamespace(
+        **spec.model_dump(include={"requests", "seed", "arrival", "burstiness", "trace"}),
+        rate=None if spec.trace else spec.rate, find_capacity=spec.find_capacity,
+        prompt_tokens=_tokens(spec.prompt_tokens), output_tokens=_tokens(spec.output_tokens),
+        slo_ttft=spec.slo_ttft, slo_tpot=spec.slo_tpot, concurrency=spec.concurrency,
+        prefix_hit_rate=spec.prefix_hit_rate,
+        disaggregate=split_flag(spec.disaggregate) if spec.disaggregate else None,
+        power_per_chip=context.power_per_chip_W,
+        price_per_chip_hour=context.price_per_chip_hour_usd,
     )  # fmt: skip
 
 
@@ -136,23 +172,30 @@ def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     """Serve on the context's system; a bad deployment is a ConfigError at the workload."""
     from tpusim.serving.run import serve
 
-    deployment = deployment_of(spec, context)
-    options = SimpleNamespace(
-        **spec.model_dump(include={"requests", "seed", "arrival", "burstiness", "trace"}),
-        rate=None if spec.trace else spec.rate, find_capacity=spec.find_capacity,
-        prompt_tokens=_tokens(spec.prompt_tokens), output_tokens=_tokens(spec.output_tokens),
-        slo_ttft=spec.slo_ttft, slo_tpot=spec.slo_tpot,
-        power_per_chip=context.power_per_chip_W,
-        price_per_chip_hour=context.price_per_chip_hour_usd,
-    )  # fmt: skip
     try:
-        row = serve(options, deployment)
+        row = serve(options_of(spec, context), deployment_of(spec, context))
     except InputError as exc:
-        raise context.error(str(exc)) from None
+        raise context.error(field_names(str(exc))) from None
     record = ServingRecord.of(
         row, system=context.system.name, workload=context.label, kind="serving"
     )
     return Outcome(record)
+
+
+#: ``tpusim serve`` flags whose workload field is not the flag's name with underscores.
+FLAG_FIELDS = {"acceptance_rate": "acceptance", "max_seqs": "max_sequences"}
+
+
+def field_names(message: str) -> str:
+    """``message`` with the ``tpusim serve`` flags it names (``--prompt-tokens``) as the
+    workload's fields (``prompt_tokens``)."""
+    import re
+
+    def field(match: re.Match[str]) -> str:
+        name = match.group(1).replace("-", "_")
+        return FLAG_FIELDS.get(name, name)
+
+    return re.sub(r"--([a-z][a-z-]*)", field, message)
 
 
 def _tokens(value: int | str | dict[str, Any]) -> str:
@@ -167,15 +210,17 @@ def _tokens(value: int | str | dict[str, Any]) -> str:
 
 
 def check(spec: ServingWorkload, context: WorkloadContext) -> None:
-    """Fit the deployment without serving (``tpusim check`` and before ``tpusim
-    run``): a model the chips cannot hold, a degree that does not divide its heads or
-    experts, more replicas than chips, a ConfigError at the workload."""
-    from tpusim.serving.service import Service
+    """Fit the deployment and check the stream without serving (``tpusim check`` and
+    before ``tpusim run``): a model the chips cannot hold, a degree that does not
+    divide its heads or experts, more replicas than chips, a bad token count, seed,
+    burstiness or request count, a prompt longer than the context or the cache, a
+    ConfigError at the workload."""
+    from tpusim.serving.run import check_options
 
     try:
-        Service(deployment_of(spec, context))
+        check_options(options_of(spec, context), deployment_of(spec, context))
     except InputError as exc:
-        raise context.error(str(exc)) from None
+        raise context.error(field_names(str(exc))) from None
 
 
 register_workload("serving", ServingWorkload, run, record=ServingRecord, check=check)

@@ -1,0 +1,83 @@
+"""What a real server pays per iteration beyond the chip's roofline and the network:
+the host's scheduling and launch time, the fraction of peak HBM bandwidth the
+iteration's memory-bound ops reach, and the sampler's passes over the logits.
+
+Model: an iteration of ``S`` sequences per chip takes
+
+    engine time with HBM bandwidth ``hbm_efficiency x peak``
+    + ``host_s``
+    + ``sampling_passes`` x (``S x vocab / tp x 4`` bytes of fp32 logits at that bandwidth)
+
+``host_s`` is vLLM's CPU side of one step (scheduling, input preparation, the
+launch of the compiled graph, detokenisation); it is paid once per iteration,
+whatever the batch. ``hbm_efficiency`` applies to every HBM-bound op of the
+iteration (weight and KV reads of decode above all; prefill is compute-bound and
+barely moves). ``sampling_passes`` counts the sampler's passes over the logits
+besides the one read the output program already charges (softmax, the top-k/top-p
+sort).
+
+The terms are per chip generation; :data:`OVERHEADS` gives them, :data:`DEFAULT`
+the rest. ``host_s`` and ``hbm_efficiency`` are CALIBRATED by ``tpusim validate
+--serving --fit`` on the ``fit`` figures of ``configs/measurements/serving/`` (vLLM on
+v6e: ``vllm-16458-8b-v6e1`` and ``tpu-recipes-70b-v6e8-c64``); the other chips take
+the v6e values (an ASSUMPTION: the host and the XLA kernels are the same software;
+no serving figure is published for Ironwood, TPU 8i or 8t).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+#: Bytes per logit the sampler reads (fp32 logits: vLLM samples in float32).
+SAMPLER_LOGIT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class IterationOverheads:
+    """Per-iteration terms (see the module docstring): ``host_s`` seconds,
+    ``hbm_efficiency`` a fraction in (0, 1], ``sampling_passes`` extra passes."""
+
+    host_s: float = 0.0
+    hbm_efficiency: float = 1.0
+    sampling_passes: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.host_s >= 0 or not 0 < self.hbm_efficiency <= 1:
+            raise ValueError("host_s must be >= 0 and hbm_efficiency in (0, 1]")
+        if not self.sampling_passes >= 0:
+            raise ValueError("sampling_passes must be >= 0")
+
+
+#: No overheads: the iteration is what the engine and the roofline give.
+NONE = IterationOverheads()
+
+#: The calibrated terms (see the module docstring). host_s: CALIBRATED (fit on
+#: vllm-16458-8b-v6e1, tpu-recipes-70b-v6e8-c64). hbm_efficiency: CALIBRATED (same
+#: figures). sampling_passes: ASSUMPTION, 2 (vLLM's TPU sampler: a softmax over the
+#: logits and a top-k/top-p pass; greedy runs skip it, the benchmarks sample).
+DEFAULT = IterationOverheads(host_s=13.1e-3, hbm_efficiency=0.90, sampling_passes=2.0)
+
+#: Per chip generation; chips not listed take :data:`DEFAULT`.
+OVERHEADS: dict[str, IterationOverheads] = {"v6e": DEFAULT}
+
+
+def overheads_for(chip: str) -> IterationOverheads:
+    """The terms of chip generation ``chip`` (its name in ``configs/chips/``)."""
+    return OVERHEADS.get(chip, DEFAULT)
+
+
+def with_hbm_efficiency(system: Any, efficiency: float) -> Any:
+    """``system`` (a loaded :class:`~tpusim.config.loader.System`) whose chip's HBM
+    bandwidth is ``efficiency`` of its peak (the system itself at 1)."""
+    if efficiency == 1.0:
+        return system
+    chip = system.chip
+    peak = chip.hbm.bandwidth_Bps
+    if peak is None:
+        return system
+    hbm = chip.hbm.model_copy(update={"bandwidth_Bps": peak * efficiency})
+    slowed = chip.model_copy(update={"hbm": hbm})
+    pod = None if system.pod is None else with_hbm_efficiency(system.pod, efficiency)
+    return dataclasses.replace(system, chip=slowed, pod=pod)
