@@ -25,8 +25,8 @@ __all__ = [
     "axes_flag",
     "check_packet_work",
     "flow_tolerance_flag",
-    "jobs_flag",
     "pairs_flag",
+    "path_flag",
     "positive_flag",
     "size_flag",
     "size_in_binary",
@@ -120,11 +120,11 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
-def jobs_flag(text: str) -> int:
-    value = _whole_number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (one per core) or more, got {value}")
-    return value
+def path_flag(text: str) -> str:
+    """A file or folder flag (``--out``, ``--plot``): not empty, not only spaces."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
 
 
 def positive_flag(text: str) -> int:

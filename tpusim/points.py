@@ -36,10 +36,12 @@ class PointResult:
     exit_code: int
     wall_s: float
     topology: Any = None
+    peak_memory_bytes: int | None = None
 
     def finished(self) -> Finished:
         """The progress report of this point."""
-        return Finished(f"{self.system} {self.label}", self.wall_s, self.failure)
+        name = f"{self.system} {self.label}"
+        return Finished(name, self.wall_s, self.failure, self.peak_memory_bytes)
 
 
 def run_point(
@@ -49,6 +51,7 @@ def run_point(
     (its built topology and route cache); a tpusim error becomes the point's failure."""
     system = scenario.systems[system_index]
     index, (workload, label) = scenario.runs[run_index]
+    reset_peak_memory()
     began = time.perf_counter()
     outcome, failure, code = None, None, 0
     try:
@@ -57,7 +60,40 @@ def run_point(
     except TpusimError as exc:
         failure, code = str(exc), exc.exit_code
     wall_s = time.perf_counter() - began
-    return PointResult(system_index, run_index, system.name, label, outcome, failure, code, wall_s)
+    result = PointResult(
+        system_index, run_index, system.name, label, outcome, failure, code, wall_s
+    )
+    result.peak_memory_bytes = peak_memory_bytes()
+    return result
+
+
+def reset_peak_memory() -> None:
+    """Reset this process's peak resident memory (Linux: ``5`` to
+    ``/proc/self/clear_refs``), so :func:`peak_memory_bytes` measures the next point
+    alone; elsewhere (or where refused) the peak stays the process's so far."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+
+
+def peak_memory_bytes() -> int | None:
+    """This process's peak resident memory since :func:`reset_peak_memory` (bytes):
+    ``VmHWM`` of ``/proc/self/status``, else ``ru_maxrss``; None if neither reads."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except (ImportError, OSError):
+        return None
 
 
 def run_workload(

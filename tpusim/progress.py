@@ -28,12 +28,18 @@ class Finished:
     name: str
     wall_s: float
     problem: str | None = None
+    peak_memory_bytes: int | None = None
 
     def line(self) -> str:
-        """The line printed for this run."""
+        """The line printed for this run (with its peak resident memory when known)."""
+        spent = f"{self.wall_s:.2f} s"
+        if self.peak_memory_bytes is not None:
+            from tpusim.units import format_bytes
+
+            spent += f", peak {format_bytes(self.peak_memory_bytes)}"
         if self.problem is None:
-            return f"done    {self.name} ({self.wall_s:.2f} s)"
-        return f"failed  {self.name} ({self.wall_s:.2f} s): {self.problem}"
+            return f"done    {self.name} ({spent})"
+        return f"failed  {self.name} ({spent}): {self.problem}"
 
 
 class Progress:
@@ -50,11 +56,14 @@ class Progress:
         enabled: bool = True,
         stream: IO[str] | None = None,
         terminal_only: bool = False,
+        total_cost: float | None = None,
     ):
         self.stream = stream if stream is not None else sys.stderr
         if terminal_only and not _is_terminal(self.stream):
             enabled = False
         self.total, self.enabled, self.count = total, enabled, 0
+        self.total_cost = float(total if total_cost is None else total_cost)
+        self.done_cost = 0.0
         self.began = time.perf_counter()
         self.bar: Any = None
         if enabled and _is_terminal(self.stream):
@@ -62,9 +71,11 @@ class Progress:
 
             self.bar = tqdm(total=total, desc=what, unit="run", file=self.stream)
 
-    def finished(self, event: Finished) -> None:
-        """Print ``event``'s line and advance the bar by one."""
+    def finished(self, event: Finished, cost: float = 1.0) -> None:
+        """Print ``event``'s line and advance the bar by one run of weight ``cost``
+        (the ETA is the time per unit of cost so far times the cost left)."""
         self.count += 1
+        self.done_cost += cost
         if not self.enabled:
             return
         if self.bar is None:
@@ -72,6 +83,7 @@ class Progress:
             return
         self.bar.write(event.line(), file=self.stream)
         self.bar.update(1)
+        self.bar.set_postfix_str(f"ETA {self._eta()}", refresh=True)
 
     def note(self, text: str) -> None:
         """A line that is not a run (``writing out/demo``)."""
@@ -100,16 +112,21 @@ class Progress:
             self.bar.close()
             self.bar = None
 
-    def _position(self) -> str:
-        """``3/12 25% ETA 00:04``: the ETA from the mean time per run so far."""
+    def _eta(self) -> str:
+        """The time left: the time per unit of cost so far times the cost left."""
         from tqdm import tqdm
 
-        total = max(self.total, 1)
         elapsed_s = time.perf_counter() - self.began
-        eta_s = elapsed_s / self.count * max(total - self.count, 0)
-        percent = 100 * self.count / total
+        left = max(self.total_cost - self.done_cost, 0.0)
+        eta_s = elapsed_s / self.done_cost * left if self.done_cost > 0 else 0.0
+        return str(tqdm.format_interval(eta_s))
+
+    def _position(self) -> str:
+        """``3/12 25% ETA 00:04``: runs done, the share of the cost done and the ETA."""
+        total = max(self.total, 1)
+        percent = 100 * self.done_cost / self.total_cost if self.total_cost > 0 else 100.0
         width = len(str(total))
-        return f"{self.count:>{width}}/{total} {percent:3.0f}% ETA {tqdm.format_interval(eta_s)}"
+        return f"{self.count:>{width}}/{total} {percent:3.0f}% ETA {self._eta()}"
 
     def _write(self, line: str) -> None:
         # one write per line: a whole line even if another process shares the stream
