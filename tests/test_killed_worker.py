@@ -55,8 +55,8 @@ def run_nap(spec: Nap, context: WorkloadContext) -> Outcome:
         assert os.getpid() != PARENT_PID, "the kill must happen in a worker"
         os.kill(os.getpid(), signal.SIGKILL)
     written = 0
-    if spec.out:
-        written = len((context_out(spec.out)).read_text().splitlines())
+    if spec.out and context_out(spec.out).exists():
+        written = len(context_out(spec.out).read_text().splitlines())
     record = NapRecord(
         system=context.system.name,
         workload=context.label,

@@ -26,7 +26,7 @@ workloads:
 """
 LABELS = ["topo", "ar[bytes=1 MiB]", "ar[bytes=2 MiB]", "mm"]
 LINE = re.compile(
-    r"\[ ?(\d+)/8 +(\d+)% ETA (\d\d:\d\d)\] done    (v5e-pod|v6e-pod) (.+) \((\d+\.\d\d) s\)"
+    r"\[ ?(\d+)/8 +(\d+)% ETA (\d\d:\d\d)\] done    (v5e-pod|v6e-pod) (.+) \((\d+\.\d\d) s, peak [\d.]+ [KMG]iB\)"
 )
 
 

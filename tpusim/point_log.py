@@ -53,7 +53,8 @@ class PointLog:
     """``OUT/points.jsonl``: one JSON object per finished point, written and flushed as
     it comes back: ``system``, ``workload``, ``wall_s``, ``peak_memory_bytes`` and
     ``row`` (the summary row) or ``error`` (the one-line failure). Created (with the
-    folder) on entering; an OSError becomes the ``--out`` InputError."""
+    folder) at the first point, so a run that fails before any leaves no folder; an
+    OSError becomes the ``--out`` InputError."""
 
     def __init__(self, out: Path):
         self.path = Path(out) / POINTS_FILE
@@ -61,12 +62,16 @@ class PointLog:
         self.count = 0
 
     def __enter__(self) -> PointLog:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.handle = self.path.open("w", encoding="utf-8")
-        except OSError as exc:
-            raise output_error("--out", self.path.parent, exc) from None
         return self
+
+    def _open(self) -> IO[str]:
+        if self.handle is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.handle = self.path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise output_error("--out", self.path.parent, exc) from None
+        return self.handle
 
     def write(self, result: Any) -> None:
         """Append one :class:`~tpusim.points.PointResult` and flush it to the file."""
@@ -81,10 +86,10 @@ class PointLog:
             self.count += 1
         else:
             record["error"] = result.failure
-        assert self.handle is not None
+        handle = self._open()
         try:
-            self.handle.write(json_text(record, indent=None) + "\n")
-            self.handle.flush()
+            handle.write(json_text(record, indent=None) + "\n")
+            handle.flush()
         except OSError as exc:
             raise output_error("--out", self.path, exc) from None
 

@@ -80,7 +80,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     except OSError as exc:
         raise output_error("--out", out, exc) from None
     pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]
-    files = [p for paths in written.values() for p in paths] + [log.path]
+    files = [p for paths in written.values() for p in paths]
+    files += [log.path] if log.handle is not None else []
     if args.json:
         print(json_text(_run_record(scenario.spec.name, outputs, out, pictures)))
     else:
