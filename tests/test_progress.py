@@ -26,7 +26,8 @@ workloads:
 """
 LABELS = ["topo", "ar[bytes=1 MiB]", "ar[bytes=2 MiB]", "mm"]
 LINE = re.compile(
-    r"\[ ?(\d+)/8 +(\d+)% ETA (\d\d:\d\d)\] done    (v5e-pod|v6e-pod) (.+) \((\d+\.\d\d) s, peak [\d.]+ [KMG]iB\)"
+    r"\[ ?(\d+)/8 +(\d+)% ETA (\d\d:\d\d)\] done    (v5e-pod|v6e-pod) (.+) "
+    r"\((\d+\.\d\d) s, peak [\d.]+ [KMG]iB\)"
 )
 
 
