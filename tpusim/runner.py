@@ -107,13 +107,14 @@ def run_scenario(
     """
     began = time.perf_counter()
     count = len(scenario.systems)
-    total = len(scenario.points())
-    with Progress(total, scenario.spec.name, progress, total_cost=total_cost(scenario)) as bar:
+    kinds = [point_kind(scenario, s, r) for s, r in scenario.points()]
+    with Progress(len(kinds), scenario.spec.name, progress, kinds=kinds) as bar:
 
         def report(result: PointResult) -> None:
             if on_result is not None:
                 on_result(result)
-            bar.finished(result.finished(), point_cost(scenario, result.system_index))
+            kind = point_kind(scenario, result.system_index, result.run_index)
+            bar.finished(result.finished(), kind)
 
         if executor == "dask":
             from tpusim.executors import run_on_dask
@@ -134,13 +135,9 @@ def run_scenario(
     return out
 
 
-def point_cost(scenario: Any, system_index: int) -> float:
-    """The weight of one point in the progress ETA: its system's chips (assumption: a
-    point's wall time grows with the chips simulated; every workload point of a
-    shipped scenario simulates its whole system)."""
-    return float(scenario.systems[system_index].num_chips)
-
-
-def total_cost(scenario: Any) -> float:
-    """The summed :func:`point_cost` of every point."""
-    return sum(point_cost(scenario, s) for s, _ in scenario.points())
+def point_kind(scenario: Any, system_index: int, run_index: int) -> tuple[Any, ...]:
+    """What the progress ETA expects to cost alike (:class:`~tpusim.progress.Progress`):
+    points of one workload point on systems of one topology and chip count (the
+    variants of a swept system differ in link figures, not in the work simulated)."""
+    system = scenario.systems[system_index]
+    return (system.topology_kind, system.num_chips, run_index)
