@@ -27,6 +27,7 @@ __all__ = [
     "flow_tolerance_flag",
     "pairs_flag",
     "path_flag",
+    "plot_flag",
     "positive_flag",
     "size_flag",
     "size_in_binary",
@@ -121,9 +122,23 @@ def _whole_number(text: str) -> int:
 
 
 def path_flag(text: str) -> str:
-    """A file or folder flag (``--out``, ``--plot``): not empty, not only spaces."""
+    """A flag that names something (``--out DIR``, ``--rates R1,R2``): not empty, not
+    only spaces (an empty value was taken as the flag not given)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+        raise argparse.ArgumentTypeError("expected a value, got an empty string")
+    return text
+
+
+def plot_flag(text: str) -> str:
+    """``--plot PATH`` (PATH.png and PATH.svg are written): not empty, and its folder
+    exists and takes files (a missing folder is refused, never created)."""
+    from tpusim.results.files import check_file_target
+
+    path_flag(text)
+    try:
+        check_file_target(text + ".png", "--plot")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--plot ")) from None
     return text
 
 
