@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
+from tpusim.report import integer_bytes
 from tpusim.results.files import json_text, output_error
 
 __all__ = ["POINTS_FILE", "WORKER_MEMORY_BYTES", "PointLog", "default_jobs", "free_memory_bytes"]
@@ -82,7 +83,7 @@ class PointLog:
             "peak_memory_bytes": result.peak_memory_bytes,
         }
         if result.outcome is not None:
-            record["row"] = result.outcome.record.row()
+            record["row"] = integer_bytes(result.outcome.record.row())
             self.count += 1
         else:
             record["error"] = result.failure

@@ -19,6 +19,7 @@ from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.console import text_table
 from tpusim.errors import InputError, SimulationError
 from tpusim.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
+from tpusim.report import integer_bytes
 from tpusim.results.files import check_folder_target, json_text, output_error
 from tpusim.runner import EXECUTORS
 from tpusim.scenario_systems import locate_scenario, scenario_listing
@@ -83,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     files = [p for paths in written.values() for p in paths]
     files += [log.path] if log.handle is not None else []
     if args.json:
-        print(json_text(_run_record(scenario.spec.name, outputs, out, pictures)))
+        print(json_text(integer_bytes(_run_record(scenario.spec.name, outputs, out, pictures))))
     else:
         print("\n".join(_run_lines(scenario.spec, outputs, out, files)))
     if run.failures:

@@ -82,7 +82,9 @@ def cmd_validate(args: argparse.Namespace) -> None:
     cases = validate(measurements, calibration, args.fidelity)
     stats = summary(cases)
     if args.json:
-        print(json_text({"cases": [c.row() for c in cases], **stats}))
+        from tpusim.report import integer_bytes
+
+        print(json_text(integer_bytes({"cases": [c.row() for c in cases], **stats})))
         return
     print(_cases_table([c.row() for c in cases]))
     print()
