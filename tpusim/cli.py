@@ -192,7 +192,8 @@ def _collective_sweep(
     binary: bool,
 ) -> None:
     """``--sweep-bytes``: each row printed as it finishes (text), or one JSON object at
-    the end; a progress bar on stderr when it is a terminal, unless ``--quiet``."""
+    the end; progress on stderr unless ``--quiet``: a bar on a terminal, and with
+    ``--json`` plain lines on a pipe too."""
     import time
 
     from tpusim.progress import Finished, Progress
@@ -201,7 +202,8 @@ def _collective_sweep(
     if not args.json:
         print(_SWEEP_HEADER, flush=True)
     what = f"{system.name} {args.op}"
-    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=True) as bar:
+    # text rows on stdout are the progress; with --json a pipe gets plain lines on stderr
+    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=not args.json) as bar:
         for size in sizes:
             began = time.perf_counter()
             rows.append(_run_one(system, topology, args, size, options)[0].record())
