@@ -6,6 +6,7 @@ bounded by the free memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import IO, Any
@@ -55,12 +56,15 @@ class PointLog:
     it comes back: ``system``, ``workload``, ``wall_s``, ``peak_memory_bytes`` and
     ``row`` (the summary row) or ``error`` (the one-line failure). Created (with the
     folder) at the first point, so a run that fails before any leaves no folder; an
-    OSError becomes the ``--out`` InputError."""
+    OSError becomes the ``--out`` InputError. Ctrl-C (KeyboardInterrupt) is the user
+    stopping the run: the file is removed, and the folder if it made it, so an
+    interrupted run leaves DIR as it was; a run killed outright keeps the file."""
 
     def __init__(self, out: Path):
         self.path = Path(out) / POINTS_FILE
         self.handle: IO[str] | None = None
         self.count = 0
+        self.made_folder = False
 
     def __enter__(self) -> PointLog:
         return self
@@ -68,6 +72,7 @@ class PointLog:
     def _open(self) -> IO[str]:
         if self.handle is None:
             try:
+                self.made_folder = not self.path.parent.exists()
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.handle = self.path.open("w", encoding="utf-8")
             except OSError as exc:
@@ -98,6 +103,12 @@ class PointLog:
         """`` (N finished points kept in OUT/points.jsonl)`` for the failure line."""
         return f" ({self.count} finished points kept in {self.path})"
 
-    def __exit__(self, *exc: object) -> None:
-        if self.handle is not None:
-            self.handle.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if self.handle is None:
+            return
+        self.handle.close()
+        if kind is KeyboardInterrupt:
+            self.path.unlink(missing_ok=True)
+            if self.made_folder:
+                with contextlib.suppress(OSError):
+                    self.path.parent.rmdir()  # only when nothing else is in it
