@@ -131,9 +131,11 @@ def test_ctrl_c_during_run_stops_promptly_and_writes_nothing(jobs, tmp_path):
     assert not out.exists()  # nothing half-written
 
 
-def test_a_killed_worker_is_one_line_not_a_hang(tmp_path):
+def test_a_killed_worker_loses_only_its_point_in_one_line(tmp_path):
+    """Issue 24: a worker killed mid-sweep ends the run with exit 1 and one line naming
+    the point it was on and the points kept; the other points are written."""
     scenario = tmp_path / "slow.yaml"
-    scenario.write_text(SLOW)
+    scenario.write_text(SLOW.replace("to: 4 GiB", "to: 16 MiB"))
     argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--jobs", "2"]
     proc = subprocess.Popen(
         _command(argv, tmp_path), stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path
@@ -148,10 +150,17 @@ def test_a_killed_worker_is_one_line_not_a_hang(tmp_path):
         _, err = proc.communicate(timeout=TIMEOUT_S)
     finally:
         proc.kill()
-    assert proc.returncode == 1
-    assert err.splitlines()[-1] == (
-        "tpusim: error: a worker process died (killed, or out of memory); try --jobs 1"
-    )
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert re.fullmatch(
+        r"tpusim: error: \S+ a2a\[bytes=[^]]+\] failed: its worker process died \(killed, or "
+        r"out of memory\) while simulating it \(signal 9\) \((\d+) finished points kept in "
+        r".*points\.jsonl\)",
+        last,
+    ), last
+    kept = (tmp_path / "out" / "points.jsonl").read_text().splitlines()
+    assert len(kept) == 3 * 15  # every point is there: 44 results and the lost one
 
 
 def test_ctrl_c_during_collective(tmp_path):

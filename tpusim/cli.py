@@ -33,7 +33,7 @@ from tpusim.console import (
     text_table,
 )
 from tpusim.errors import InputError, TpusimError
-from tpusim.report import topology_summary
+from tpusim.report import integer_bytes, topology_lines, topology_summary
 from tpusim.results.files import (
     atomic_csv,
     check_file_target,
@@ -56,8 +56,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_json(record: Any) -> None:
-    """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`)."""
-    print(json_text(record))
+    """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`), byte
+    counts as integers (:func:`~tpusim.report.integer_bytes`)."""
+    print(json_text(integer_bytes(record)))
 
 
 def cmd_systems(args: argparse.Namespace) -> None:
@@ -89,46 +90,12 @@ def cmd_claims(args: argparse.Namespace) -> None:
         print(format_claims(claims))
 
 
-def _topo_lines(rec: dict[str, Any]) -> list[str]:
-    degree = rec["degree"]
-    flops = ", ".join(f"{d} {units.format_flops(v)}" for d, v in rec["peak_flops"].items())
-    kinds = ", ".join(f"{k} {n}" for k, n in rec["links_by_kind"].items())
-    return [
-        f"system          {rec['system']} ({rec['chip']} chips)",
-        f"topology        {rec['topology']}  {_shape_text(rec['shape'])}",
-        f"chips           {rec['chips']:,}",
-        f"links           {rec['links']:,} bidirectional ({kinds})",
-        f"degree          min {degree['min']}, mean {degree['mean']:.2f}, max {degree['max']}",
-        f"diameter        {rec['diameter_hops']} hops",
-        f"mean hops       {rec['mean_hops']:.3f}",
-        f"bisection       {units.format_bandwidth(rec['bisection_bandwidth_Bps'])} (one direction)",
-        f"ICI link        {units.format_bandwidth(rec['link_bandwidth_Bps'])} per direction, "
-        f"{units.format_time(rec['hop_latency_s'])} per hop",
-        f"peak compute    {flops}",
-        f"HBM total       {units.format_bytes(rec['hbm_capacity_bytes'], binary=False)}",
-    ]
-
-
-def _shape_text(shape: dict[str, Any]) -> str:
-    if "dims" in shape:
-        wrap = "".join("W" if w else "-" for w in shape["wraparound"])
-        return f"{'x'.join(map(str, shape['dims']))} wrap {wrap}" + (
-            " twisted" if shape["twisted"] else ""
-        )
-    if "groups" in shape:
-        return (
-            f"{shape['chips_per_board']} chips/board x {shape['boards_per_group']} boards/group "
-            f"x {shape['groups']} groups ({shape['arrangement']})"
-        )
-    return f"{shape['pods']} pods of {shape['chips_per_pod']:,} chips via {shape['fabric']}"
-
-
 def cmd_topo(args: argparse.Namespace) -> None:
     records = [topology_summary(load_system(name)) for name in args.system]
     if args.json:
         _print_json(records[0] if len(records) == 1 else {"topologies": records})
         return
-    print("\n\n".join("\n".join(_topo_lines(rec)) for rec in records))
+    print("\n\n".join("\n".join(topology_lines(rec)) for rec in records))
 
 
 def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -225,7 +192,8 @@ def _collective_sweep(
     binary: bool,
 ) -> None:
     """``--sweep-bytes``: each row printed as it finishes (text), or one JSON object at
-    the end; a progress bar on stderr when it is a terminal, unless ``--quiet``."""
+    the end; progress on stderr unless ``--quiet``: a bar on a terminal, and with
+    ``--json`` plain lines on a pipe too."""
     import time
 
     from tpusim.progress import Finished, Progress
@@ -234,7 +202,8 @@ def _collective_sweep(
     if not args.json:
         print(_SWEEP_HEADER, flush=True)
     what = f"{system.name} {args.op}"
-    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=True) as bar:
+    # text rows on stdout are the progress; with --json a pipe gets plain lines on stderr
+    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=not args.json) as bar:
         for size in sizes:
             began = time.perf_counter()
             rows.append(_run_one(system, topology, args, size, options)[0].record())
@@ -293,12 +262,11 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         ) from None
     if args.flow_tolerance is not None and args.fidelity != "flow":
         raise InputError("--flow-tolerance only applies to --fidelity flow")
-    record = hlo_summary(
-        args.file, args.system, args.fidelity, order, args.calibration, args.flow_tolerance
-    )
+    system, file = _hlo_target(args)
+    record = hlo_summary(file, system, args.fidelity, order, args.calibration, args.flow_tolerance)
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
-        print(f"tpusim: warning: {args.file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
+        print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
     if args.json:
         _print_json(record)
         return
@@ -358,10 +326,21 @@ def build_parser() -> argparse.ArgumentParser:
     from tpusim.plan_cli import add_parsers as add_plan_parsers
 
     add_plan_parsers(sub)
-    p = sub.add_parser("hlo", help="replay an XLA-compiled HLO module on a system")
-    p.add_argument("file", help="HLO text, as jax.jit(f).lower(...).compile().as_text()")
-    p.add_argument("--system", required=True, help="shipped system name or path")
-    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p = sub.add_parser(
+        "hlo",
+        help="replay an XLA-compiled HLO module on a system",
+        usage="tpusim hlo SYSTEM FILE [options]  (or: tpusim hlo FILE --system SYSTEM)",
+    )
+    p.add_argument(
+        "where",
+        nargs="+",
+        metavar="SYSTEM FILE",
+        help="shipped system name or path, then the HLO text (as "
+        "jax.jit(f).lower(...).compile().as_text()); the system first, as every command "
+        "takes it",
+    )
+    p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
+    _add_fidelity(p)
     p.add_argument(
         "--device-chips",
         help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
@@ -390,7 +369,7 @@ def _add_collective(sub: Any) -> None:
         default="auto",
         help="auto (default): the fastest predicted under the cost model",
     )
-    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    _add_fidelity(p)
     p.add_argument(
         "--engine",
         choices=ENGINE_CHOICES,
@@ -415,6 +394,31 @@ def _add_collective(sub: Any) -> None:
 
     add_fault_flags(p)
     p.set_defaults(func=cmd_collective)
+
+
+def _add_fidelity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fidelity",
+        choices=FIDELITIES,
+        default="flow",
+        help="network model: analytic (closed forms), flow (max-min fair, the default) "
+        "or packet (small systems)",
+    )
+
+
+def _hlo_target(args: argparse.Namespace) -> tuple[str, str]:
+    """(system, file) of ``tpusim hlo SYSTEM FILE`` or ``tpusim hlo FILE --system S``."""
+    where = args.where
+    if args.system is not None and len(where) == 1:
+        return args.system, where[0]
+    if args.system is None and len(where) == 2:
+        return where[0], where[1]
+    raise InputError(
+        "hlo: give SYSTEM FILE (or FILE --system SYSTEM), got "
+        + " ".join(where)
+        + (f" --system {args.system}" if args.system else "")
+        + " (see tpusim hlo --help)"
+    )
 
 
 def _add_flow_tolerance(p: argparse.ArgumentParser) -> None:

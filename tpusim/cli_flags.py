@@ -25,8 +25,9 @@ __all__ = [
     "axes_flag",
     "check_packet_work",
     "flow_tolerance_flag",
-    "jobs_flag",
     "pairs_flag",
+    "path_flag",
+    "plot_flag",
     "positive_flag",
     "size_flag",
     "size_in_binary",
@@ -120,11 +121,25 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
-def jobs_flag(text: str) -> int:
-    value = _whole_number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (one per core) or more, got {value}")
-    return value
+def path_flag(text: str) -> str:
+    """A flag that names something (``--out DIR``, ``--rates R1,R2``): not empty, not
+    only spaces (an empty value was taken as the flag not given)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty string")
+    return text
+
+
+def plot_flag(text: str) -> str:
+    """``--plot PATH`` (PATH.png and PATH.svg are written): not empty, and its folder
+    exists and takes files (a missing folder is refused, never created)."""
+    from tpusim.results.files import check_file_target
+
+    path_flag(text)
+    try:
+        check_file_target(text + ".png", "--plot")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--plot ")) from None
+    return text
 
 
 def positive_flag(text: str) -> int:

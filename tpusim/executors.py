@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,10 @@ LOCAL_WORKERS = 2
 #: Seconds to wait for a scheduler given by address before giving up (assumption).
 CONNECT_TIMEOUT_S = 20
 
+#: Seconds a first TCP connection to ``--scheduler`` may take before the address is
+#: reported unreachable (assumption: a reachable scheduler answers in milliseconds).
+PROBE_TIMEOUT_S = 3.0
+
 
 def _distributed() -> Any:
     try:
@@ -45,12 +50,18 @@ def _distributed() -> Any:
     return distributed
 
 
-def run_on_dask(scenario: Any, bar: Progress, scheduler: str | None) -> list[PointResult]:
+def run_on_dask(
+    scenario: Any, bar: Progress, scheduler: str | None, report: Callable[[PointResult], None]
+) -> list[PointResult]:
     """Every (system, workload point) of ``scenario`` as one Dask task, on the scheduler
     at ``scheduler`` or a local cluster; the results in the scenario's order. Each
-    finished task is reported to ``bar`` as it comes back. Raises InputError when dask
-    is not installed or the scheduler cannot be reached."""
+    finished task is passed to ``report`` as it comes back (``bar``'s clock starts at
+    the first task). Raises InputError when dask is not installed or the scheduler
+    cannot be reached (an address that does not parse, resolve or accept a connection
+    fails within :data:`PROBE_TIMEOUT_S`)."""
     distributed = _distributed()
+    if scheduler is not None:
+        check_scheduler(scheduler)
     cluster = None
     try:
         if scheduler is None:
@@ -64,7 +75,7 @@ def run_on_dask(scenario: Any, bar: Progress, scheduler: str | None) -> list[Poi
         client = _client(distributed, scheduler or cluster)
         bar.began = time.perf_counter()  # the ETA counts from the first task, not start-up
         try:
-            return _run_tasks(distributed, client, scenario, bar)
+            return _run_tasks(distributed, client, scenario, report)
         finally:
             client.close()
     finally:
@@ -75,13 +86,41 @@ def run_on_dask(scenario: Any, bar: Progress, scheduler: str | None) -> list[Poi
 def _client(distributed: Any, address: Any) -> Any:
     try:
         return distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(
             f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
         ) from None
 
 
-def _run_tasks(distributed: Any, client: Any, scenario: Any, bar: Progress) -> list[PointResult]:
+def check_scheduler(address: str) -> None:
+    """Raise InputError, within about PROBE_TIMEOUT_S, unless ``address`` is a
+    ``tcp://HOST:PORT`` (or ``HOST:PORT``) that resolves and accepts a TCP connection
+    (Dask's own client retries for CONNECT_TIMEOUT_S and then fails with a traceback).
+    Other Dask protocols (``inproc``, ``ucx``...) are left to Dask."""
+    import socket
+
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in ("tcp", "tls"):
+        return
+    host, colon, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(f"--scheduler {address}: expected an address like tcp://HOST:8786")
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
+            return
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise InputError(
+            f"--scheduler {address}: cannot reach the Dask scheduler ({reason})"
+        ) from None
+
+
+def _run_tasks(
+    distributed: Any, client: Any, scenario: Any, report: Callable[[PointResult], None]
+) -> list[PointResult]:
     """Submit one task per point and collect them as they finish."""
     source = (type(scenario), str(Path(scenario.file).resolve()), _digest(scenario.file))
     keys = scenario.points()
@@ -98,7 +137,7 @@ def _run_tasks(distributed: Any, client: Any, scenario: Any, bar: Progress) -> l
             if isinstance(result, tuple):  # the scenario did not load on the worker
                 raise (InputError if result[0] == 2 else SimulationError)(result[1])
             results[(result.system_index, result.run_index)] = result
-            bar.finished(result.finished())
+            report(result)
     except BaseException:
         client.cancel(futures)
         raise

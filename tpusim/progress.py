@@ -28,12 +28,18 @@ class Finished:
     name: str
     wall_s: float
     problem: str | None = None
+    peak_memory_bytes: int | None = None
 
     def line(self) -> str:
-        """The line printed for this run."""
+        """The line printed for this run (with its peak resident memory when known)."""
+        spent = f"{self.wall_s:.2f} s"
+        if self.peak_memory_bytes is not None:
+            from tpusim.units import format_bytes
+
+            spent += f", peak {format_bytes(self.peak_memory_bytes)}"
         if self.problem is None:
-            return f"done    {self.name} ({self.wall_s:.2f} s)"
-        return f"failed  {self.name} ({self.wall_s:.2f} s): {self.problem}"
+            return f"done    {self.name} ({spent})"
+        return f"failed  {self.name} ({spent}): {self.problem}"
 
 
 class Progress:
@@ -50,11 +56,16 @@ class Progress:
         enabled: bool = True,
         stream: IO[str] | None = None,
         terminal_only: bool = False,
+        kinds: list[Any] | None = None,
     ):
         self.stream = stream if stream is not None else sys.stderr
         if terminal_only and not _is_terminal(self.stream):
             enabled = False
         self.total, self.enabled, self.count = total, enabled, 0
+        self.left: dict[Any, int] = {}  # runs still to come, per kind
+        for kind in kinds if kinds is not None else [None] * total:
+            self.left[kind] = self.left.get(kind, 0) + 1
+        self.spent: dict[Any, list[float]] = {}  # wall time and runs done, per kind
         self.began = time.perf_counter()
         self.bar: Any = None
         if enabled and _is_terminal(self.stream):
@@ -62,9 +73,15 @@ class Progress:
 
             self.bar = tqdm(total=total, desc=what, unit="run", file=self.stream)
 
-    def finished(self, event: Finished) -> None:
-        """Print ``event``'s line and advance the bar by one."""
+    def finished(self, event: Finished, kind: Any = None) -> None:
+        """Print ``event``'s line and advance the bar by one run of ``kind`` (one of
+        the ``kinds`` given: runs of a kind are expected to cost alike, :meth:`eta_s`)."""
         self.count += 1
+        if self.left.get(kind, 0) > 0:
+            self.left[kind] -= 1
+        spent = self.spent.setdefault(kind, [0.0, 0])
+        spent[0] += event.wall_s
+        spent[1] += 1
         if not self.enabled:
             return
         if self.bar is None:
@@ -72,6 +89,7 @@ class Progress:
             return
         self.bar.write(event.line(), file=self.stream)
         self.bar.update(1)
+        self.bar.set_postfix_str(f"ETA {self._eta()}", refresh=True)
 
     def note(self, text: str) -> None:
         """A line that is not a run (``writing out/demo``)."""
@@ -100,16 +118,40 @@ class Progress:
             self.bar.close()
             self.bar = None
 
-    def _position(self) -> str:
-        """``3/12 25% ETA 00:04``: the ETA from the mean time per run so far."""
+    def work_left_s(self) -> float:
+        """Run time still to come (s): each run left costs the mean wall time of the
+        finished runs of its kind, or of all finished runs for a kind not seen yet."""
+        done_s = sum(s for s, _ in self.spent.values())
+        done = sum(n for _, n in self.spent.values())
+        overall_s = done_s / done if done else 0.0
+        return sum(
+            n * (self.spent[k][0] / self.spent[k][1] if k in self.spent else overall_s)
+            for k, n in self.left.items()
+        )
+
+    def eta_s(self) -> float:
+        """Wall time left (s): :meth:`work_left_s` over the rate at which run time has
+        been done so far (run seconds per wall second: the parallelism)."""
+        elapsed_s = time.perf_counter() - self.began
+        done_s = sum(s for s, _ in self.spent.values())
+        if done_s <= 0 or elapsed_s <= 0:
+            return 0.0
+        return self.work_left_s() / max(done_s / elapsed_s, 1e-9)
+
+    def _eta(self) -> str:
         from tqdm import tqdm
 
+        return str(tqdm.format_interval(self.eta_s()))
+
+    def _position(self) -> str:
+        """``3/12 25% ETA 00:04``: runs done, the share of the expected run time done
+        and the ETA."""
         total = max(self.total, 1)
-        elapsed_s = time.perf_counter() - self.began
-        eta_s = elapsed_s / self.count * max(total - self.count, 0)
-        percent = 100 * self.count / total
+        done_s = sum(s for s, _ in self.spent.values())
+        expected_s = done_s + self.work_left_s()
+        percent = 100 * done_s / expected_s if expected_s > 0 else 100 * self.count / total
         width = len(str(total))
-        return f"{self.count:>{width}}/{total} {percent:3.0f}% ETA {tqdm.format_interval(eta_s)}"
+        return f"{self.count:>{width}}/{total} {percent:3.0f}% ETA {self._eta()}"
 
     def _write(self, line: str) -> None:
         # one write per line: a whole line even if another process shares the stream

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,26 @@ class Assumptions(Frozen):
         return self.price_per_chip_hour_usd.get(chip.name)
 
 
+def models_beside(data: Any, folder: Path) -> Any:
+    """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name)
+    taken relative to ``folder``, the scenario's, as its ``calibration:`` and HLO files
+    are; shipped names and absolute paths are kept. Anything else is left for
+    validation to report."""
+    workloads = data.get("workloads") if isinstance(data, dict) else None
+    if not isinstance(workloads, list):
+        return data
+    return {**data, "workloads": [_model_beside(w, folder) for w in workloads]}
+
+
+def _model_beside(workload: Any, folder: Path) -> Any:
+    model = workload.get("model") if isinstance(workload, dict) else None
+    if not isinstance(model, str) or Path(model).is_absolute():
+        return workload
+    if not (model.endswith((".yaml", ".yml")) or "/" in model):  # a shipped name
+        return workload
+    return {**workload, "model": os.path.join(folder, model)}
+
+
 class ScenarioSpec(Frozen):
     """A scenario file: systems x workloads (each validated by its kind's spec class,
     see :mod:`tpusim.workloads`), the network fidelity and what to write."""
@@ -163,7 +184,8 @@ class Scenario:
         self.file = str(file)
         self.fault_flags = fault_flags or {}
         self.problems = problems
-        self.data, self.lines = load_yaml(file)
+        data, self.lines = load_yaml(file)
+        self.data = models_beside(data, Path(self.file).parent)
         self.spec, self.indices = self._validated()
         self.max_points = max_points or self.spec.max_points
         self._check_workload_names()

@@ -10,15 +10,16 @@ after the results (exit 1). A scenario is a path or a shipped name
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from tpusim.cli_flags import jobs_flag, positive_flag
+from tpusim.cli_flags import path_flag, positive_flag
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.console import text_table
 from tpusim.errors import InputError, SimulationError
+from tpusim.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
+from tpusim.report import integer_bytes
 from tpusim.results.files import check_folder_target, json_text, output_error
 from tpusim.runner import EXECUTORS
 from tpusim.scenario_systems import locate_scenario, scenario_listing
@@ -67,10 +68,11 @@ def cmd_run(args: argparse.Namespace) -> None:
     assert scenario is not None
     out = Path(args.out or Path("out") / scenario.spec.name)
     check_folder_target(out, "--out")  # before minutes of simulation, not after
-    jobs = args.jobs or (os.cpu_count() or 1)
-    run = run_scenario(scenario, not args.quiet, jobs, args.executor, args.scheduler)
+    jobs = args.jobs or default_jobs(len(scenario.systems))
+    with PointLog(out) as log:
+        run = run_scenario(scenario, not args.quiet, jobs, args.executor, args.scheduler, log.write)
     if not run.records:
-        raise SimulationError(_failure_text(run.failures))
+        raise SimulationError(_failure_text(run.failures) + log.kept_text())
     outputs = scenario.outputs(run)
     if not args.quiet:
         print(f"writing {out}/", file=sys.stderr, flush=True)
@@ -79,13 +81,15 @@ def cmd_run(args: argparse.Namespace) -> None:
     except OSError as exc:
         raise output_error("--out", out, exc) from None
     pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]
+    files = [p for paths in written.values() for p in paths]
+    files += [log.path] if log.handle is not None else []
     if args.json:
-        print(json_text(_run_record(scenario.spec.name, outputs, out, pictures)))
+        print(json_text(integer_bytes(_run_record(scenario.spec.name, outputs, out, pictures))))
     else:
-        print("\n".join(_run_lines(scenario.spec, outputs, out, pictures)))
+        print("\n".join(_run_lines(scenario.spec, outputs, out, files)))
     if run.failures:
         sys.stdout.flush()
-        raise SimulationError(_failure_text(run.failures))
+        raise SimulationError(_failure_text(run.failures) + log.kept_text())
 
 
 def _failure_text(failures: list[tuple[str, str, str]]) -> str:
@@ -118,23 +122,41 @@ def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[
     return record
 
 
-def _run_lines(spec: Any, outputs: Any, out: Any, pictures: list[Any]) -> list[str]:
-    """The text ``tpusim run`` prints: the comparison table, the claims, the files."""
+def _run_lines(spec: Any, outputs: Any, out: Any, files: list[Path]) -> list[str]:
+    """The text ``tpusim run`` prints: the comparison table, the claims, the files
+    that were written (:func:`written_text`)."""
     from tpusim.claims import format_claims
     from tpusim.report import format_table
 
     lines = [f"{spec.name}: {spec.description}".rstrip(": "), "", format_table(outputs.comparison)]
-    files = (
-        "report.html, summary.csv, comparison.csv, ops.csv, links.csv, sources.csv, "
-        "trace-*.json, resolved.yaml"
-    )
     if outputs.claims is not None:
         lines += ["\nVendor claims against tpusim\n", format_claims(outputs.claims)]
-        files += ", claims.csv"
-    if pictures:
-        files += f", {len(pictures)} plots (PNG and SVG)"
-    lines.append(f"\nwrote {out}/ ({files}); simulated in {outputs.run.wall_s:.1f} s")
+    lines.append(
+        f"\nwrote {out}/ ({written_text(Path(out), files)}); simulated in "
+        f"{outputs.run.wall_s:.1f} s"
+    )
     return lines
+
+
+def written_text(out: Path, files: list[Path]) -> str:
+    """The files under ``out`` that were written, by name, with a run of numbered or
+    per-system files of one kind (``trace-*.json``, the plots) as one pattern and a
+    count: ``report.html, summary.csv, trace-*.json (4), 6 plots (PNG and SVG)``."""
+    names: dict[str, int] = {}
+    plots = 0
+    for path in files:
+        relative = path.relative_to(out) if path.is_relative_to(out) else path
+        if relative.suffix in (".png", ".svg") and relative.name != "report.html":
+            plots += relative.suffix == ".png"
+            continue
+        name = relative.name
+        if "-" in relative.stem and relative.suffix == ".json":
+            name = relative.stem.split("-")[0] + "-*.json"
+        names[name] = names.get(name, 0) + 1
+    shown = [name if count == 1 else f"{name} ({count})" for name, count in names.items()]
+    if plots:
+        shown.append(f"{plots} plots (PNG and SVG)")
+    return ", ".join(shown) or "nothing"
 
 
 def add_parsers(sub: Any) -> None:
@@ -153,15 +175,16 @@ def add_parsers(sub: Any) -> None:
 def _add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
     p.add_argument("scenario", help="shipped scenario name (tpusim scenarios) or YAML path")
-    p.add_argument("--out", help="output folder (default out/SCENARIO_NAME)")
+    p.add_argument("--out", type=path_flag, help="output folder (default out/SCENARIO_NAME)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--jobs",
-        type=jobs_flag,
-        default=0,
+        type=positive_flag,
+        default=None,
         help="local executor: systems simulated at once, each in its own process "
-        "(default: one per CPU core; 1 runs in-process)",
+        "(default: one per CPU core, fewer when free memory is short: "
+        f"{WORKER_MEMORY_BYTES // 2**30} GiB each; 1 runs in-process)",
     )
     p.add_argument(
         "--executor",

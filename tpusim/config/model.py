@@ -28,11 +28,23 @@ Counting conventions (no biases; what the published counts include):
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
 from tpusim.config.types import Frozen, Source
+
+#: Largest value of any model dimension (layers, widths, heads, vocab, context,
+#: experts). Grade: assumption. The largest published dimension of a shipped preset
+#: is Llama 3.1's 131,072-token context; a dimension of 2^31 is 16,000 times that and
+#: keeps every parameter and FLOP count a finite float (a ``d_ff`` of 10^400 made the
+#: memory plan's division overflow).
+MAX_MODEL_DIM = 2**31
+
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_MODEL_DIM)]
+"""A model dimension: a whole number from 1 to :data:`MAX_MODEL_DIM`."""
+Rank = Annotated[int, Field(ge=0, le=MAX_MODEL_DIM)]
+"""A dimension that may be 0 (absent): 0 to :data:`MAX_MODEL_DIM`."""
 
 AttentionKind = Literal["gqa", "mla"]
 MlpKind = Literal["plain", "gated"]
@@ -84,9 +96,9 @@ class AttentionSpec(Frozen):
     heads: PositiveInt
     kv_heads: PositiveInt | None = None
     head_dim: PositiveInt
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    rope_head_dim: int = Field(0, ge=0)
+    q_lora_rank: Rank = 0
+    kv_lora_rank: Rank = 0
+    rope_head_dim: Rank = 0
 
     @model_validator(mode="after")
     def _consistent(self) -> AttentionSpec:
@@ -109,8 +121,8 @@ class MoeSpec(Frozen):
     experts: PositiveInt
     top_k: PositiveInt
     d_ff: PositiveInt
-    shared: int = Field(0, ge=0)
-    dense_layers: int = Field(0, ge=0)
+    shared: Rank = 0
+    dense_layers: Rank = 0
 
     @model_validator(mode="after")
     def _top_k(self) -> MoeSpec:
@@ -122,8 +134,8 @@ class MoeSpec(Frozen):
 class PublishedCounts(Frozen):
     """Parameter counts as their authors publish them (``active`` for MoE models)."""
 
-    parameters: float = Field(gt=0)
-    active_parameters: float | None = Field(None, gt=0)
+    parameters: float = Field(gt=0, allow_inf_nan=False)
+    active_parameters: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
 class ModelSpec(Frozen):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.cli_flags import path_flag, plot_flag
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
 from tpusim.vocabulary import DTYPES, FIDELITIES
@@ -92,8 +93,12 @@ def add_parsers(sub: Any) -> None:
     _deployment_flags(p)
     _stream_flags(p)
     p.add_argument("--find-capacity", action="store_true", help="bisect the rate to the SLO")
-    p.add_argument("--rates", help="a latency curve: requests/s R1,R2,... (or 'auto')")
-    p.add_argument("--plot", help="with --rates: write the curve to PLOT.png and PLOT.svg")
+    p.add_argument(
+        "--rates", type=path_flag, help="a latency curve: requests/s R1,R2,... (or 'auto')"
+    )
+    p.add_argument(
+        "--plot", type=plot_flag, help="with --rates: write the curve to PLOT.png and PLOT.svg"
+    )
     p.add_argument("--slo-ttft", type=_time, help="p99 time-to-first-token SLO, e.g. 2s")
     p.add_argument("--slo-tpot", type=_time, help="p99 time-per-output-token SLO, e.g. 50ms")
     p.add_argument("--power-per-chip", type=_positive_float, help="all-in W per chip")

@@ -19,7 +19,7 @@ def add_parsers(sub: Any) -> None:
     )
     _common(p)
     p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
-    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    _fidelity(p)
     _workloads(p)
     p.add_argument("--serving", action="store_true", help="the public serving figures instead")
     p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
@@ -31,9 +31,39 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--out", default="calibration.yaml", help="overlay YAML to write (default %(default)s)"
     )
-    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    _fidelity(p)
     _workloads(p)
     p.set_defaults(func=cmd_calibrate)
+
+
+def _fidelity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fidelity",
+        choices=FIDELITIES,
+        default="flow",
+        help="network model (default %(default)s; packet refuses cases over its limits)",
+    )
+
+
+def check_packet_limits(measurements: Any, fidelity: str) -> None:
+    """At packet fidelity, refuse (before simulating any) every measurement over the
+    packet limits of :func:`~tpusim.config.limits.packet_work_problem`, one line
+    each naming its file, line and id; raises InputError."""
+    import math
+
+    from tpusim.config.limits import packet_work_problem
+    from tpusim.network.packet import DEFAULT_PACKET_BYTES
+
+    if fidelity != "packet":
+        return
+    problems = []
+    for m in measurements:
+        problem = packet_work_problem(math.prod(m.slice), m.bytes, DEFAULT_PACKET_BYTES)
+        if problem is not None:
+            where = f"{m.file}:{m.line}" if m.line is not None else m.file
+            problems.append(f"{where} {m.id}: {problem.replace('(--packet-bytes) ', '')}")
+    if problems:
+        raise InputError("\n".join(problems))
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -89,11 +119,14 @@ def cmd_validate(args: argparse.Namespace) -> None:
     from tpusim.validation.validate import summary, validate
 
     measurements = load_measurements(args.measurements)
+    check_packet_limits(measurements, args.fidelity)
     calibration = load_calibration(args.calibration) if args.calibration else None
     cases = validate(measurements, calibration, args.fidelity)
     stats = summary(cases)
     if args.json:
-        print(json_text({"cases": [c.row() for c in cases], **stats}))
+        from tpusim.report import integer_bytes
+
+        print(json_text(integer_bytes({"cases": [c.row() for c in cases], **stats})))
         return
     print(_cases_table([c.row() for c in cases]))
     print()
@@ -112,6 +145,12 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     from tpusim.validation.validate import summary, validate
 
     measurements = load_measurements(args.measurements)
+    if not any(m.split == "fit" for m in measurements):
+        raise InputError(
+            f"no 'fit' measurements among the {len(measurements)} given (holdout points "
+            "are never fitted): nothing to calibrate"
+        )
+    check_packet_limits(measurements, args.fidelity)
     check_file_target(args.out, "--out")  # before minutes of fitting, not after
     fits = calibrate(measurements, args.fidelity)
     try:

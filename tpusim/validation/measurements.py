@@ -24,6 +24,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from tpusim import units
 from tpusim.collectives import bus_factor
 from tpusim.config import configs_dir, shipped
+from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_CHIPS
 from tpusim.config.loader import validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -108,6 +109,7 @@ class CaseSpec(Frozen):
                 "give exactly one of measured_time, measured_algbw, measured_busbw"
                 f" (got {', '.join(given) or 'none'})"
             )
+        _check_slice(self.slice)
         names = AXIS_NAMES[: len(self.slice)]
         if self.axes is not None:
             bad = [a for a in self.axes if a not in names]
@@ -117,6 +119,20 @@ class CaseSpec(Frozen):
                     f" slice's axes {list(names)}"
                 )
         return self
+
+
+def _check_slice(dims: tuple[int, ...]) -> None:
+    """A slice within the torus limits (:mod:`tpusim.config.limits`); raises ValueError."""
+    for axis, size in enumerate(dims):
+        if size > MAX_AXIS_CHIPS:
+            raise ValueError(
+                f"slice axis {axis} has {size:,} chips, over the limit of "
+                f"{MAX_AXIS_CHIPS:,} chips per torus axis"
+            )
+    if math.prod(dims) > MAX_CHIPS:
+        raise ValueError(
+            f"slice of {math.prod(dims):,} chips is over the limit of {MAX_CHIPS:,} chips"
+        )
 
 
 class MeasurementFile(Frozen):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field
 
+from tpusim.config.model import PositiveInt
 from tpusim.program.builders.decode import MODEL_FIELDS
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier

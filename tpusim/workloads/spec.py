@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PositiveInt, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
-from tpusim.config.model import NEUTRAL_SHAPE
+from tpusim.config.model import NEUTRAL_SHAPE, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
 from tpusim.units import parse_bytes

@@ -31,8 +31,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
+from tpusim.config.model import PositiveInt
 from tpusim.results.energy import busy_share
 from tpusim.results.records import Economics, TrainingRecord
 from tpusim.results.simulation import Results

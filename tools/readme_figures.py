@@ -1,0 +1,172 @@
+"""Write the README's figure blocks from a run, so that no figure is typed in.
+
+Each block sits between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in
+README.md and is rendered from one command's JSON:
+
+- ``validation``: ``tpusim validate --json`` (about 10 s);
+- ``claims``: ``tpusim claims --json`` (about 15 s);
+- ``serving``: ``tpusim run serving --json`` (40-70 s on 2 cores).
+
+Usage (from the repository root)::
+
+    python tools/readme_figures.py            # run all three, rewrite README.md
+    python tools/readme_figures.py --check    # exit 1 naming each block that differs
+    python tools/readme_figures.py --only validation --check
+
+``--json-dir DIR`` reads ``DIR/NAME.json`` instead of running a command (a run saved
+earlier). The test ``tests/test_readme_figures.py`` checks the validation block
+against a fresh run in the default test run, and the other two under ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+#: The command whose JSON each block is rendered from.
+COMMANDS: dict[str, list[str]] = {
+    "validation": ["validate", "--json"],
+    "claims": ["claims", "--json"],
+    "serving": ["run", "serving", "--json", "--quiet", "--out", "{tmp}"],
+}
+
+
+def run_json(name: str) -> Any:
+    """Run block ``name``'s command (this checkout first on the path) and parse its
+    stdout. A command that exits non-zero raises RuntimeError with its stderr."""
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [a.replace("{tmp}", tmp) for a in COMMANDS[name]]
+        done = subprocess.run(
+            [sys.executable, "-m", "tpusim", *argv],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"tpusim {' '.join(argv)}: exit {done.returncode}: {done.stderr}")
+    return json.loads(done.stdout)
+
+
+def validation_block(record: dict[str, Any]) -> str:
+    """The validation table: points, within 10% and median |error| per split."""
+    lines = ["| | points | within 10% | median abs. error |", "|---|---|---|---|"]
+    for label, part in (("all", record), ("fit", record["fit"]), ("holdout", record["holdout"])):
+        total, within = part["total"], part["within_10pct"]
+        share = within / total if total else 0.0
+        error = part["median_abs_error"]
+        lines.append(f"| {label} | {total} | {within} ({share:.0%}) | {error:.1%} |")
+    return "\n".join(lines)
+
+
+def claims_block(record: dict[str, Any]) -> str:
+    """What ``tpusim claims`` prints today: each claim, tpusim's figure, the verdict."""
+    lines = ["| Claim | tpusim | Verdict |", "|---|---|---|"]
+    for claim in record["claims"]:
+        cells = (claim["claim"], claim["tpusim"], claim["verdict"])
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+#: The serving table's systems (column heading, system name) and rows (heading,
+#: column of the summary row, format).
+SERVING_SYSTEMS = (("8i", "tpu8i-pod"), ("Ironwood", "ironwood-256"), ("8t", "tpu8t-superpod"))
+SERVING_MODELS = (("Llama 3.1 70B", "llama-70b-fp8"), ("DeepSeek-V3", "deepseek-v3-fp8"))
+SERVING_ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("capacity (req/s per chip)", "capacity_rate_per_s_per_chip", lambda v: f"{v:.3g}"),
+    (
+        "output tokens/s per chip at capacity",
+        "tokens_per_s_per_chip",
+        lambda v: f"{v:,.0f}",
+    ),
+    ("energy per M output tokens (MJ)", "energy_per_million_tokens_J", lambda v: f"{v / 1e6:.2f}"),
+    (
+        "cost per M output tokens (USD, midpoint prices)",
+        "cost_per_million_tokens_usd",
+        lambda v: f"{v:.2f}",
+    ),
+)
+
+
+def serving_block(record: dict[str, Any]) -> str:
+    """The serving-across-generations table from ``tpusim run serving --json``."""
+    rows = {(r["system"], r["workload"]): r for r in record["results"]}
+    heads = " | ".join(head for head, _ in SERVING_SYSTEMS)
+    lines = [f"| | {heads} |", "|---" * (len(SERVING_SYSTEMS) + 1) + "|"]
+    for model, workload in SERVING_MODELS:
+        for label, column, fmt in SERVING_ROWS:
+            cells = []
+            for _, system in SERVING_SYSTEMS:
+                value = rows.get((system, workload), {}).get(column)
+                cells.append("n/a" if value is None else fmt(value))
+            lines.append(f"| {model}: {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+RENDER: dict[str, Callable[[Any], str]] = {
+    "validation": validation_block,
+    "claims": claims_block,
+    "serving": serving_block,
+}
+
+
+def block_pattern(name: str) -> re.Pattern[str]:
+    """The block ``name`` in the README: its markers and the text between them."""
+    return re.compile(rf"(<!-- figures:{name} -->\n)(.*?)(<!-- /figures:{name} -->)", re.S)
+
+
+def current_block(text: str, name: str) -> str:
+    """Block ``name``'s text in ``text``; raises KeyError when its markers are absent."""
+    found = block_pattern(name).search(text)
+    if found is None:
+        raise KeyError(f"README.md has no <!-- figures:{name} --> block")
+    return found.group(2).rstrip("\n")
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with block ``name`` replaced by ``body``."""
+    current_block(text, name)  # raises when absent
+    return block_pattern(name).sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare, do not write")
+    parser.add_argument("--only", nargs="+", choices=sorted(RENDER), help="these blocks")
+    parser.add_argument("--json-dir", type=Path, help="read NAME.json here, run nothing")
+    args = parser.parse_args(argv)
+    text = README.read_text(encoding="utf-8")
+    new, stale = text, []
+    for name in args.only or sorted(RENDER):
+        if args.json_dir is not None:
+            record = json.loads((args.json_dir / f"{name}.json").read_text())
+        else:
+            record = run_json(name)
+        body = RENDER[name](record)
+        if current_block(new, name) != body:
+            stale.append(name)
+        new = replace_block(new, name, body)
+    if args.check:
+        for name in stale:
+            print(f"README.md: the {name} block differs from a fresh run", file=sys.stderr)
+        return 1 if stale else 0
+    if new != text:
+        README.write_text(new, encoding="utf-8")
+    print(f"README.md: {len(stale)} block(s) rewritten: {', '.join(stale) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
