@@ -4,7 +4,8 @@ iteration's memory-bound ops reach, and the sampler's passes over the logits.
 
 Model: an iteration of ``S`` sequences per chip takes
 
-    engine time with HBM bandwidth ``hbm_efficiency x peak``
+    engine time with HBM bandwidth ``hbm_efficiency x peak`` (replacing the chip's
+    ``efficiency.hbm``)
     + ``host_s``
     + ``sampling_passes`` x (``S x vocab / tp x 4`` bytes of fp32 logits at that bandwidth)
 
@@ -69,15 +70,15 @@ def overheads_for(chip: str) -> IterationOverheads:
 
 
 def with_hbm_efficiency(system: Any, efficiency: float) -> Any:
-    """``system`` (a loaded :class:`~tpusim.config.loader.System`) whose chip's HBM
-    bandwidth is ``efficiency`` of its peak (the system itself at 1)."""
-    if efficiency == 1.0:
+    """``system`` (a loaded :class:`~tpusim.config.loader.System`) whose chip's streaming
+    ops reach ``efficiency`` of its HBM bandwidth: the serving term replaces the chip
+    file's ``efficiency.hbm`` (which the training calibration fits on whole steps)
+    rather than multiplying it, so decode's HBM efficiency is the one fitted on the
+    serving figures."""
+    from tpusim.config.calibration import with_efficiency
+
+    if system.chip.hbm.bandwidth_Bps is None:
         return system
-    chip = system.chip
-    peak = chip.hbm.bandwidth_Bps
-    if peak is None:
-        return system
-    hbm = chip.hbm.model_copy(update={"bandwidth_Bps": peak * efficiency})
-    slowed = chip.model_copy(update={"hbm": hbm})
+    slowed = with_efficiency(system.chip, hbm=efficiency)
     pod = None if system.pod is None else with_hbm_efficiency(system.pod, efficiency)
     return dataclasses.replace(system, chip=slowed, pod=pod)

@@ -7,7 +7,8 @@ step), the mesh and the role of its axes, and the parallel schedule (``pipeline`
 memory layout (``remat_policy`` and ``remat_tensors``: :mod:`.remat`;
 ``sequence_parallel``, ``context_axis``, ``shard_optimizer_over_data``,
 ``optimizer_memory_host_offload``, ``param_memory_host_offload`` and the host link's
-``host_bandwidth_Bps``: :mod:`.training`), the overlap (``async_collectives``: XLA's latency-hiding scheduler, on by default;
+``host_bandwidth_Bps``: :mod:`.training`), the overlap (``async_collectives``:
+XLA's latency-hiding scheduler, on by default;
 ``collective_matmul``: TP collectives windowed into the projections, off by
 default) and the MoE costs (``capacity_factor``, -1 dropless as MaxText's default;
 ``routing_skew``; ``sparse_matmul``: megablox; ``expert_weight_dtype``: the dtype
