@@ -43,6 +43,7 @@ class Role:
     name: str
     needs: str | None = None
     field: str | None = None
+    min_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,18 @@ class Remat:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
+CONTEXT_MIN_SEQ = 32768
+"""Shortest sequence for which the search tries context parallelism (an assumption:
+the public MaxText recipes shard the sequence only for long-context runs, 131k tokens
+on Ironwood; at 8k the batch axes have work to split). It keeps the search bounded:
+each role multiplies the meshes by up to the chip count's divisors."""
+
 #: Mesh roles searched, outermost first (the mesh order; tensor innermost).
 ROLES: tuple[Role, ...] = (
     Role("data"),
     Role("pipeline", needs="layers"),
     Role("fsdp"),
-    Role("context", field="context_axis"),
+    Role("context", field="context_axis", min_seq=CONTEXT_MIN_SEQ),
     Role("expert", needs="experts"),
     Role("tensor"),
 )
@@ -124,12 +131,14 @@ def factorisations(n: int, parts: int) -> Iterator[tuple[int, ...]]:
 
 def active_roles(model: dict[str, Any], known_fields: set[str]) -> list[Role]:
     """The roles of :data:`ROLES` this model can use: its ``needs`` field is non-zero
-    (``layers`` needs more than one layer for a pipeline)."""
+    (``layers`` needs more than one layer for a pipeline) and its ``seq`` is at least
+    the role's ``min_seq``."""
     out = []
     for role in ROLES:
         value = model.get(role.needs, 0) if role.needs else 1
         if role.needs == "layers":
             value = int(value) > 1
+        value = value and int(model.get("seq", 0)) >= role.min_seq
         if value and (role.field is None or role.field in known_fields):
             out.append(role)
     return out
@@ -194,4 +203,12 @@ def layouts(
         per_shard = global_batch // shards
         choices = microbatch_choices(per_shard, mesh.get("pipeline", 1))
         for remat, m, flag in itertools.product(remats, choices, flags):
-            yield Layout(mesh, remat, m, flag)
+            if all(on is False or _applies(name, mesh) for name, on in flag):
+                yield Layout(mesh, remat, m, flag)
+
+
+def _applies(flag: str, mesh: dict[str, int]) -> bool:
+    """Whether turning ``flag`` on changes anything on ``mesh``: sequence parallelism
+    needs a tensor axis, ZeRO-1 a data axis (else the layout is its flag-off twin)."""
+    axis = {"sequence_parallel": "tensor", "shard_optimizer_over_data": "data"}.get(flag)
+    return axis is None or mesh.get(axis, 1) > 1
