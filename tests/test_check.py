@@ -167,9 +167,10 @@ def test_a_failed_run_keeps_the_others_outputs(tmp_path, capsys, jobs):
         ("v5e-pod", "stuck"),
         ("v6e-pod", "stuck"),
     ]
-    assert err.splitlines() == [
-        f"tpusim: error: {f['system']} stuck failed: {f['error']}" for f in failures
-    ]
+    lines = [f"tpusim: error: {f['system']} stuck failed: {f['error']}" for f in failures]
+    kept = len(record["results"])
+    lines[-1] += f" ({kept} finished points kept in {out / 'points.jsonl'})"
+    assert err.splitlines() == lines
     assert all(f["error"].startswith("deadlock: collective 'log'") for f in failures)
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary.workload) == ["topo", "mm"] * 2

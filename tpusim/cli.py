@@ -289,6 +289,33 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     )
 
 
+def _add_hlo_parser(sub: Any) -> None:
+    """The ``hlo`` command's flags."""
+    p = sub.add_parser(
+        "hlo",
+        help="replay an XLA-compiled HLO module on a system",
+        usage="tpusim hlo SYSTEM FILE [options]  (or: tpusim hlo FILE --system SYSTEM)",
+    )
+    p.add_argument(
+        "where",
+        nargs="+",
+        metavar="SYSTEM FILE",
+        help="shipped system name or path, then the HLO text (as "
+        "jax.jit(f).lower(...).compile().as_text()); the system first, as every command "
+        "takes it",
+    )
+    p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
+    _add_fidelity(p)
+    p.add_argument(
+        "--device-chips",
+        help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
+    )
+    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
+    _add_flow_tolerance(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_hlo)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
@@ -326,29 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tpusim.plan_cli import add_parsers as add_plan_parsers
 
     add_plan_parsers(sub)
-    p = sub.add_parser(
-        "hlo",
-        help="replay an XLA-compiled HLO module on a system",
-        usage="tpusim hlo SYSTEM FILE [options]  (or: tpusim hlo FILE --system SYSTEM)",
-    )
-    p.add_argument(
-        "where",
-        nargs="+",
-        metavar="SYSTEM FILE",
-        help="shipped system name or path, then the HLO text (as "
-        "jax.jit(f).lower(...).compile().as_text()); the system first, as every command "
-        "takes it",
-    )
-    p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
-    _add_fidelity(p)
-    p.add_argument(
-        "--device-chips",
-        help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
-    )
-    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
-    _add_flow_tolerance(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_hlo)
+    _add_hlo_parser(sub)
     return parser
 
 

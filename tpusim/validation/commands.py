@@ -142,7 +142,7 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     from tpusim.config.calibration import load_calibration
     from tpusim.validation.fit import calibrate, overlay_yaml
     from tpusim.validation.measurements import load_measurements
-    from tpusim.validation.validate import summary, validate
+    from tpusim.validation.validate import validate
 
     measurements = load_measurements(args.measurements)
     if not any(m.split == "fit" for m in measurements):
@@ -161,8 +161,29 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     cases = validate(
         [m for m in measurements if m.chip in chips], load_calibration(args.out), args.fidelity
     )
-    record = {
-        "calibration": args.out,
+    record = _calibration_record(args.out, fits, cases)
+    if args.json:
+        print(json_text(record))
+        return
+    for chip in record["chips"]:
+        print(
+            f"{chip['chip']:<10} hop latency {chip['hop_latency_s'] * 1e6:.3g} us, launch "
+            f"{chip['launch_s'] * 1e6:.3g} us, step sync {chip['step_sync_s'] * 1e6:.3g} us, "
+            f"link efficiency {chip['link_efficiency']:.3f} ({len(chip['fit_on'])} points)"
+            + (f"; at bound: {', '.join(chip['at_bound'])}" if chip["at_bound"] else "")
+        )
+    print()
+    print(_summary_lines(record))
+    print(f"\nwrote {args.out} (apply with --calibration {args.out})")
+
+
+def _calibration_record(out: str, fits: Any, cases: Any) -> dict[str, Any]:
+    """The JSON record of a collective calibration: the fitted terms per chip and the
+    fit and holdout errors."""
+    from tpusim.validation.validate import summary
+
+    return {
+        "calibration": out,
         "chips": [
             {
                 "chip": f.chip,
@@ -181,19 +202,6 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         ],
         **summary(cases),
     }
-    if args.json:
-        print(json_text(record))
-        return
-    for chip in record["chips"]:
-        print(
-            f"{chip['chip']:<10} hop latency {chip['hop_latency_s'] * 1e6:.3g} us, launch "
-            f"{chip['launch_s'] * 1e6:.3g} us, step sync {chip['step_sync_s'] * 1e6:.3g} us, "
-            f"link efficiency {chip['link_efficiency']:.3f} ({len(chip['fit_on'])} points)"
-            + (f"; at bound: {', '.join(chip['at_bound'])}" if chip["at_bound"] else "")
-        )
-    print()
-    print(_summary_lines(record))
-    print(f"\nwrote {args.out} (apply with --calibration {args.out})")
 
 
 def _summary_lines(stats: dict[str, Any]) -> str:
