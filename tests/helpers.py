@@ -53,3 +53,15 @@ def stable_bytes(path: Path) -> bytes:
         volatile = rb"(<td>(written \(UTC\)|simulated in \(s\))</td><td[^>]*>)[^<]*"
         data = re.sub(volatile, rb"\1", data)
     return data
+
+
+def achievable_flops(chip, m: int, dtype: str = "bf16") -> float:
+    """A matmul's rate with the chip's efficiency terms, by hand: peak x matmul[dtype] x
+    m' / (m' + 256) for its m rows padded to 8 sublanes (m')."""
+    rows = -(-m // 8) * 8
+    return chip.peak_flops[dtype] * chip.efficiency.matmul[dtype] * rows / (rows + 256)
+
+
+def achievable_hbm_Bps(chip) -> float:
+    """The HBM bandwidth streaming ops reach: nominal x the chip's hbm efficiency."""
+    return chip.hbm.bandwidth_Bps * chip.efficiency.hbm

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, run
+from helpers import achievable_flops, achievable_hbm_Bps, assert_one_error_line, run
 
 from tpusim.config import load_chip
 from tpusim.engine import simulate_collective
@@ -58,9 +58,10 @@ def test_demo_overlap_program_is_the_max_plus_the_update(demo):
     for system, row in rows(record, "overlap").items():
         chip = load_chip(system.split("-")[0])
         overhead = 0.5e-6
-        fwd = max(2 * 8192**3 / chip.peak_flops["bf16"], 3 * 2 * 8192**2 / chip.hbm.bandwidth_Bps)
+        hbm_Bps = achievable_hbm_Bps(chip)
+        fwd = max(2 * 8192**3 / achievable_flops(chip, 8192), 3 * 2 * 8192**2 / hbm_Bps)
         fwd += overhead
-        update = 2**30 / chip.hbm.bandwidth_Bps + overhead
+        update = 2**30 / hbm_Bps + overhead
         grads, _ = simulate_collective(system, "all-reduce", 256 * 2**20)
         assert row["step_time_s"] == pytest.approx(max(fwd, grads.time_s) + update, rel=1e-6)
 
@@ -213,7 +214,7 @@ def test_sweep_range_is_geometric_from_to_inclusive(tmp_path):
 
 
 def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, capsys):
-    """A matmul of n^3 on v5e is compute-bound: 2 n^3 / peak (+ 0.5 us overhead)."""
+    """A matmul of n^3 on v5e is compute-bound: 2 n^3 / achievable FLOP/s (+ 0.5 us)."""
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
@@ -227,8 +228,8 @@ def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, cap
     assert code == 0
     rows = {r["system"]: r for r in json.loads(out)["results"]}
     for system, n in (("v5e-pod", 8192), ("v6e-pod", 2048)):
-        peak = load_chip(system.split("-")[0]).peak_flops["bf16"]
-        assert rows[system]["step_time_s"] == pytest.approx(2 * n**3 / peak + 0.5e-6, rel=1e-3)
+        rate = achievable_flops(load_chip(system.split("-")[0]), n)
+        assert rows[system]["step_time_s"] == pytest.approx(2 * n**3 / rate + 0.5e-6, rel=1e-3)
 
 
 def test_model_that_does_not_fit_is_out_of_memory_found_by_the_check_exit_1(tmp_path, capsys):
@@ -245,7 +246,8 @@ def test_model_that_does_not_fit_is_out_of_memory_found_by_the_check_exit_1(tmp_
 
 
 def test_workload_systems_runs_it_on_those_systems_only(tmp_path, capsys):
-    """A matmul of n^3 is compute-bound: 2 n^3 / peak (+ 0.5 us), on the named system only."""
+    """A matmul of n^3 is compute-bound: 2 n^3 / achievable FLOP/s (+ 0.5 us), on the
+    named system only."""
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
@@ -260,8 +262,8 @@ def test_workload_systems_runs_it_on_those_systems_only(tmp_path, capsys):
     rows = [(r["system"], r["workload"]) for r in json.loads(out)["results"]]
     assert rows == [("v5e-pod", "both"), ("v6e-pod", "both"), ("v6e-pod", "one")]
     one = json.loads(out)["results"][2]
-    peak = load_chip("v6e").peak_flops["bf16"]
-    assert one["step_time_s"] == pytest.approx(2 * 4096**3 / peak + 0.5e-6, rel=1e-3)
+    rate = achievable_flops(load_chip("v6e"), 4096)
+    assert one["step_time_s"] == pytest.approx(2 * 4096**3 / rate + 0.5e-6, rel=1e-3)
     code, out, _ = run(capsys, "check", str(path), "--json")
     assert code == 0 and json.loads(out)["checked"] == 3
 
