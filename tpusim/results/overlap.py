@@ -85,8 +85,8 @@ def breakdown(
             compute.append((start, end))
         elif r.unit == "ici":
             purpose = purpose_of(r.name)
-            keys = (r.collective or "collective", *([purpose] if purpose != "other" else []))
-            comms.append((start, end, keys))
+            labels = (r.collective or "collective", *([purpose] if purpose != "other" else []))
+            comms.append((start, end, labels))
     out = dict.fromkeys(BREAKDOWN_COLUMNS, 0.0)
     for (start, end), keys, computing in _segments(_union(compute), comms):
         side = "hidden" if computing else "exposed"
