@@ -17,7 +17,14 @@ from tpusim.program.builders import training_step
 from tpusim.program.builders.layers import LayerStep
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
-from tpusim.results.overlap import BREAKDOWN_COLUMNS, breakdown
+from tpusim.results.overlap import (
+    BREAKDOWN_COLUMNS,
+    COLLECTIVE_KINDS,
+    PURPOSES,
+    breakdown,
+    column,
+    purpose_of,
+)
 from tpusim.results.simulation import OpRecord
 
 SYSTEM = "ironwood-256"
@@ -54,6 +61,22 @@ def test_breakdown_splits_concurrent_exposed_time_and_counts_hidden_time_whole()
     assert sum(v for k, v in got.items() if k.startswith("exposed")) == 4.0  # 4..8
     window = breakdown(ops, 5.0, 7.0)  # 5..6 shared, 6..7 the all-reduce alone
     assert window["exposed_all_gather_s"] == 0.5 and window["exposed_all_reduce_s"] == 1.5
+
+
+def test_purposes_of_the_training_builders_collectives():
+    names = {
+        "i0.L3.weights.allgather.fwd": "fsdp",
+        "L3.grad.reduce_scatter": "fsdp",
+        "L3.attn.tp_allreduce.fwd": "tensor",
+        "L3.mlp.tp_allreduce.bwd.rs2": "tensor",
+        "head.tp_allreduce.bwd": "tensor",
+        "L3.moe.dispatch.fwd": "expert",
+        "L3.grad.experts.allreduce": "data",
+        "head.grad.inner_reduce_scatter": "data",
+        "i4.permute.bwd": "pipeline",
+        "grads": "other",
+    }
+    assert {name: purpose_of(name) for name in names} == names
 
 
 def test_async_all_reduce_under_a_longer_matmul_is_fully_hidden():
@@ -243,8 +266,14 @@ def test_training_row_reports_the_breakdown_and_reuse_extrapolates_it(capsys, tm
     the core); the layers' reuse gives the same columns as the whole step simulated."""
     reused = step_row(capsys, tmp_path, "")
     whole = step_row(capsys, tmp_path, "    reuse: false\n")
-    exposed = sum(v for k, v in reused.items() if k.startswith("exposed_") and k != EXPOSED)
+    exposed = sum(reused[column("exposed", kind)] for kind in COLLECTIVE_KINDS)
     assert exposed == pytest.approx(reused[EXPOSED], rel=1e-6)
-    for column in BREAKDOWN_COLUMNS:
-        assert reused[column] == pytest.approx(whole[column], rel=1e-6, abs=1e-12), column
+    for name in BREAKDOWN_COLUMNS:
+        assert reused[name] == pytest.approx(whole[name], rel=1e-6, abs=1e-12), name
     assert reused["hidden_all_gather_s"] > 0 and reused["exposed_all_reduce_s"] > 0
+    # every collective of the step has a purpose: the purposes sum as the kinds do
+    purposes = sum(reused[f"exposed_{p}_s"] for p in PURPOSES)
+    assert purposes == pytest.approx(exposed, rel=1e-9)
+    hidden = sum(reused[column("hidden", kind)] for kind in COLLECTIVE_KINDS)
+    assert sum(reused[f"hidden_{p}_s"] for p in PURPOSES) == pytest.approx(hidden, rel=1e-9)
+    assert reused["hidden_fsdp_s"] > 0 and reused["exposed_tensor_s"] > 0

@@ -10,7 +10,9 @@ collectives hidden under one matmul both count it). Only the SPMD class's ops co
 
 Columns (:data:`BREAKDOWN_COLUMNS`): ``exposed_<kind>_s`` and ``hidden_<kind>_s`` for
 each kind of :data:`COLLECTIVE_KINDS` (``all_gather``, ``reduce_scatter``,
-``all_reduce``, ``all_to_all``, ``collective_permute``), in s.
+``all_reduce``, ``all_to_all``, ``collective_permute``), then the same by purpose
+(:data:`PURPOSES`: ``fsdp``, ``tensor``, ``data``, ``expert``, ``pipeline``; from the
+training step builder's op names, :func:`purpose_of`), in s.
 """
 
 from __future__ import annotations
@@ -30,23 +32,49 @@ COLLECTIVE_KINDS = (
 """The collective kinds the breakdown reports (other kinds count as their own key)."""
 
 
+PURPOSES = ("fsdp", "tensor", "data", "expert", "pipeline")
+"""What a training step's collectives are for (see :func:`purpose_of`)."""
+
+#: Substrings of the training step builder's collective names, by purpose (first match).
+_PURPOSE_MARKS = (
+    ("fsdp", (".weights.allgather.", ".grad.reduce_scatter")),
+    ("tensor", ("tp_allreduce",)),
+    ("expert", ("moe.dispatch", "moe.combine")),
+    ("data", (".grad.",)),
+    ("pipeline", (".permute.",)),
+)
+
+
 def column(side: str, kind: str) -> str:
     """``exposed_all_gather_s`` for ``("exposed", "all-gather")``."""
     return f"{side}_{kind.replace('-', '_')}_s"
 
 
-BREAKDOWN_COLUMNS = tuple(
-    column(side, k) for k in COLLECTIVE_KINDS for side in ("exposed", "hidden")
-)
+def purpose_of(name: str) -> str:
+    """The purpose of a training step's collective op ``name``: FSDP gathers and
+    gradient reduce-scatters, tensor all-reduces (and their collective-matmul
+    permutes), MoE all-to-alls, the other gradient collectives (data), pipeline
+    permutes; ``other`` (left out of the breakdown) for a name the builder does not
+    make."""
+    for purpose, marks in _PURPOSE_MARKS:
+        if any(mark in name for mark in marks):
+            return purpose
+    return "other"
+
+
+_KEYS = (*COLLECTIVE_KINDS, *PURPOSES)
+BREAKDOWN_COLUMNS = tuple(column(side, k) for k in _KEYS for side in ("exposed", "hidden"))
 
 
 def breakdown(
     ops: Iterable[OpRecord], lo: float = float("-inf"), hi: float = float("inf"), spmd: str = "spmd"
 ) -> dict[str, float]:
-    """Exposed and hidden seconds per collective kind of ``ops`` inside [lo, hi]
-    (see the module docstring); every column of :data:`BREAKDOWN_COLUMNS` is present."""
+    """Exposed and hidden seconds per collective kind and per purpose of ``ops``
+    inside [lo, hi] (see the module docstring); every column of
+    :data:`BREAKDOWN_COLUMNS` is present (a collective that is not a training
+    step's counts under its kind only)."""
     compute: list[tuple[float, float]] = []
-    comms: list[tuple[float, float, str]] = []
+    comms: list[tuple[float, float, tuple[str, ...]]] = []
     for r in ops:
         if not r.chips.startswith(spmd):
             continue
@@ -56,13 +84,15 @@ def breakdown(
         if r.kind != "collective":
             compute.append((start, end))
         elif r.unit == "ici":
-            comms.append((start, end, r.collective or "collective"))
+            purpose = purpose_of(r.name)
+            labels = (r.collective or "collective", *([purpose] if purpose != "other" else []))
+            comms.append((start, end, labels))
     out = dict.fromkeys(BREAKDOWN_COLUMNS, 0.0)
-    for (start, end), kinds, computing in _segments(_union(compute), comms):
-        for kind in kinds:
-            side = "hidden" if computing else "exposed"
-            share = (end - start) if computing else (end - start) / len(kinds)
-            out[column(side, kind)] = out.get(column(side, kind), 0.0) + share
+    for (start, end), keys, computing in _segments(_union(compute), comms):
+        side = "hidden" if computing else "exposed"
+        share = (end - start) if computing else (end - start) / len(keys)
+        for key in (k for pair in keys for k in pair):
+            out[column(side, key)] = out.get(column(side, key), 0.0) + share
     return out
 
 
@@ -78,15 +108,15 @@ def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _segments(
-    busy: list[tuple[float, float]], comms: list[tuple[float, float, str]]
-) -> list[tuple[tuple[float, float], list[str], bool]]:
+    busy: list[tuple[float, float]], comms: list[tuple[float, float, tuple[str, ...]]]
+) -> list[tuple[tuple[float, float], list[tuple[str, ...]], bool]]:
     """Elementary intervals between successive boundaries of the collectives and of
     the compute union ``busy``, each with the kinds of the collectives in flight and
     whether compute runs in it (constant inside one)."""
     edges = sorted({t for s, e, _ in comms for t in (s, e)} | {t for s, e in busy for t in (s, e)})
     starts = sorted(comms)
-    out: list[tuple[tuple[float, float], list[str], bool]] = []
-    live: list[tuple[float, float, str]] = []
+    out: list[tuple[tuple[float, float], list[tuple[str, ...]], bool]] = []
+    live: list[tuple[float, float, tuple[str, ...]]] = []
     i = j = 0
     for a, b in itertools.pairwise(edges):
         while i < len(starts) and starts[i][0] <= a:
