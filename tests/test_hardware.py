@@ -19,7 +19,7 @@ IRONWOOD_BF16_FLOPS = 2307e12
 IRONWOOD_HBM_BPS = 7380e9
 SRAM_BPS = 60e12  # an assumed VMEM bandwidth: no chip publishes one
 TPU8I_HBM_BPS = 8.6e12
-V5E_HBM_BYTES = 16e9
+V5E_HBM_BYTES = 16 * 2**30  # "16 GB" in the docs, 16 GiB in JAX (17.2e9 B)
 
 
 def model(chip: str, **kwargs: float) -> ChipCostModel:

@@ -192,28 +192,27 @@ def llama_8b_recipe():
     )  # fmt: skip
 
 
-def test_llama_8b_on_v6e_8_fits_but_for_attention_scores():
-    # Attention's seq^2 scores are set aside: flash attention (helper `kernels`)
-    # removes them; everything else is counted by hand here and must fit 32 GB.
+def test_llama_8b_on_v6e_8_fits_where_it_ran():
+    """The tpu-recipes run, counted by hand with flash attention (the default): it
+    keeps the fp32 logsumexp, not the seq^2 scores; a layer's backward phase (its
+    live set, the next layer's offloaded tensors, two layers of gathered weights and
+    the largest weight's gradient) and the loss's logits are not live at once."""
     plan = llama_8b_recipe()
     d, ff, h, kv, hd, vocab, t = 4096, 14336, 32, 8, 128, 128256, 3 * 8192
     layer = parameters_per_layer(d, ff, h, hd, kv_heads=kv, mlp="gated")
     local = (32 * layer + 2 * vocab * d) / 8
     held = local * (BF16 + ADAM + BF16)  # weights, optimiser, gradients (bf16)
-    full_set = (t * (6 * d + (2 * h + 2 * kv) * hd) + 3 * t * ff) * BF16  # no scores
+    full_set = (t * (6 * d + (2 * h + 2 * kv) * hd) + 3 * t * ff) * BF16
+    logsumexp = t * h * 4  # fp32 per query row and head
+    assert saved_bytes(plan.dense) == full_set + logsumexp
     offloaded = t * (d + h * hd + 2 * kv * hd + d) * BF16  # the next layer's, prefetched
-    buffers = full_set + offloaded + t * vocab * BF16 + layer * (2 * BF16 + BF16)
-    # what the attention kernel saves beyond Q, K, V and its output: the scores
-    # (3 x 32 x 8192^2 bf16 = 12 GiB) with naive attention, ~0 with flash
-    attention = saved_bytes(plan.dense) - full_set
-    if getattr(plan.args, "attention_kernel", "naive") == "naive":
-        assert attention == 3 * h * 8192 * 8192 * BF16
+    gathered = 2 * layer * BF16 + d * ff * BF16  # two layers; the MLP matrix's gradient
+    layer_phase = full_set + logsumexp + offloaded + gathered
+    logits = t * vocab * BF16
     peak = peak_stage(plan)
     assert peak.activations_bytes == 0  # everything kept is offloaded
-    assert peak.total_bytes == pytest.approx(held + buffers + attention, rel=1e-12)
-    capacity = load_chip("v6e").hbm.capacity_bytes
-    assert held + buffers <= capacity
-    assert (held + buffers) / capacity == pytest.approx(0.882, abs=0.001)
+    assert peak.total_bytes == pytest.approx(held + max(layer_phase, logits), rel=1e-12)
+    assert peak.total_bytes <= load_chip("v6e").hbm.capacity_bytes
 
 
 BASE = """name: t

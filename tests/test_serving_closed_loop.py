@@ -93,8 +93,10 @@ def test_host_time_adds_without_async_scheduling_and_overlaps_with_it():
 def test_hbm_efficiency_slows_memory_bound_ops_by_its_inverse():
     system = load_system("tpu8i-pod")
     slowed = with_hbm_efficiency(system, 0.8)
-    assert slowed.chip.hbm.bandwidth_Bps == pytest.approx(0.8 * system.chip.hbm.bandwidth_Bps)
-    full, part = ChipCostModel(system.chip), ChipCostModel(slowed.chip)
+    # the serving term replaces the chip file's efficiency.hbm (it does not multiply it)
+    assert slowed.chip.efficiency.hbm == 0.8
+    nominal = with_hbm_efficiency(system, 1.0)
+    full, part = ChipCostModel(nominal.chip), ChipCostModel(slowed.chip)
     nbytes = 1e9  # an elementwise pass: memory-bound
     overhead = full.elementwise(0.0).time_s
     ratio = (part.elementwise(nbytes).time_s - overhead) / (
@@ -193,8 +195,8 @@ def test_speculation_yields_the_expected_tokens_per_verification():
 def test_uneven_expert_routing_lengthens_the_routed_expert_compute():
     """DeepSeek-V3 on EP 8, a compute-bound 4,096-token prefill per chip: at twice the
     mean load on the busiest rank, a MoE layer takes longer by about the routed
-    experts' own compute time (linear in the rows; padding and the fixed op cost
-    keep it within 5%); uniform routing adds nothing."""
+    experts' own compute time (a little less: a matmul of twice the rows reaches more
+    of the MXU); uniform routing adds nothing."""
     from tpusim.program.builders.serving import layer_program
     from tpusim.serving.costs import ROUTED_EXPERT_OPS, IterationCosts, compute_op_time_s
 
@@ -209,5 +211,7 @@ def test_uneven_expert_routing_lengthens_the_routed_expert_compute():
         if op.name.startswith("moe.") and op.name.endswith(ROUTED_EXPERT_OPS)
     )
     assert even.imbalance_s(program) == 0.0
-    assert uneven.imbalance_s(program) == pytest.approx(routed, rel=0.05)
+    # at most the routed compute once more (linear in the rows); less by the rows
+    # term of the matmul efficiency (m / (m + 256): twice the rows run more efficiently)
+    assert 0.7 * routed < uneven.imbalance_s(program) <= 1.05 * routed
     assert uneven.layer_times_s(4096)[2] > even.layer_times_s(4096)[2]
