@@ -160,8 +160,9 @@ def test_mesh_maps_onto_physical_axes_and_rejects_what_does_not_fit():
 
 
 def test_program_that_does_not_fit_in_hbm_is_out_of_memory():
+    # v5e: 16 GiB = 17.18e9 B
     with pytest.raises(OutOfMemoryError, match="HBM"):
-        run("v5e-pod", Op("mm", "matmul", m=8, n=8, k=8), memory_bytes={"hbm": 18e9})  # v5e: 16 GiB = 17.18e9 B
+        run("v5e-pod", Op("mm", "matmul", m=8, n=8, k=8), memory_bytes={"hbm": 18e9})
 
 
 def test_cycles_and_unknown_ops_are_program_errors():
