@@ -140,6 +140,7 @@ def _brute_force(request):
     return best
 
 
+@pytest.mark.slow  # 25-45 s on 2 cores: keeps the default run under 10 minutes
 def test_search_agrees_with_a_brute_force_on_a_tiny_system(tmp_path):
     system = tmp_path / "tiny.yaml"
     system.write_text("name: tiny\nchip: ironwood\ntopology: {kind: torus, dims: [2, 4]}\n")
