@@ -62,14 +62,27 @@ PositiveBandwidth = Annotated[Any, _quantity("bandwidth")]
 WholeBytes = Annotated[Any, _quantity("bytes"), AfterValidator(_whole_bytes)]
 
 
-class SourceSpec(Frozen):
-    """Where a file's numbers come from."""
+def shipped_name(kind: Literal["chips", "models"], name: str) -> str:
+    """``name`` when ``configs/<kind>/`` ships it; ValueError listing the shipped ones."""
+    known = shipped(kind)
+    if name not in known:
+        raise ValueError(f"unknown {kind[:-1]} '{name}' (shipped: {', '.join(known)})")
+    return name
+
+
+class SourceInfo(Frozen):
+    """Where a file's numbers come from (every measurement table's ``source`` block)."""
 
     key: str = Field(min_length=1)
     title: str = Field(min_length=1)
     url: str = Field(min_length=1)
     revision: str = Field(min_length=1)
     measured: str = Field(min_length=1)
+
+
+class SourceSpec(SourceInfo):
+    """A collective table's source: also how its sizes map to tpusim's convention."""
+
     size_convention: str = Field(min_length=1)
 
 
@@ -92,10 +105,7 @@ class CaseSpec(Frozen):
     @field_validator("chip")
     @classmethod
     def _known_chip(cls, chip: str) -> str:
-        known = shipped("chips")
-        if chip not in known:
-            raise ValueError(f"unknown chip '{chip}' (shipped: {', '.join(known)})")
-        return chip
+        return shipped_name("chips", chip)
 
     @model_validator(mode="after")
     def _one_measurement_and_known_axes(self) -> CaseSpec:

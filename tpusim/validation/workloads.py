@@ -28,12 +28,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from tpusim.config import configs_dir, shipped
+from tpusim.config import configs_dir
 from tpusim.config.loader import validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
-from tpusim.validation.measurements import PositiveTime, Split
+from tpusim.validation.measurements import PositiveTime, SourceInfo, Split, shipped_name
 
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
 """The one split rule: within each (chip, dtype) group of a file, cases sorted by id
@@ -138,16 +138,6 @@ def _layout_flag(name: str, value: Any) -> Any:
         raise ValueError(f"{name}: {value!r} is not a valid value") from None
 
 
-class WorkloadSource(Frozen):
-    """Where a file's numbers come from."""
-
-    key: str = Field(min_length=1)
-    title: str = Field(min_length=1)
-    url: str = Field(min_length=1)
-    revision: str = Field(min_length=1)
-    measured: str = Field(min_length=1)
-
-
 class SliceShape(Frozen):
     """A slice as published (``v6e-256``) with its chip count and torus dims."""
 
@@ -190,16 +180,12 @@ class WorkloadCaseSpec(Frozen):
     @field_validator("chip")
     @classmethod
     def _known_chip(cls, chip: str) -> str:
-        if chip not in shipped("chips"):
-            raise ValueError(f"unknown chip '{chip}' (shipped: {', '.join(shipped('chips'))})")
-        return chip
+        return shipped_name("chips", chip)
 
     @field_validator("model")
     @classmethod
     def _known_model(cls, model: str) -> str:
-        if model not in shipped("models"):
-            raise ValueError(f"unknown model '{model}' (shipped: {', '.join(shipped('models'))})")
-        return model
+        return shipped_name("models", model)
 
     @field_validator("layout")
     @classmethod
@@ -237,7 +223,7 @@ class WorkloadCaseSpec(Frozen):
 class WorkloadFile(Frozen):
     """A whole file: the source block, the split rule and the cases."""
 
-    source: WorkloadSource
+    source: SourceInfo
     split_rule: SplitRule
     cases: tuple[WorkloadCaseSpec, ...] = Field(min_length=1)
 
