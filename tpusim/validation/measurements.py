@@ -254,6 +254,20 @@ def load_measurement_file(file: Path) -> list[Measurement]:
     return [_case_to_measurement(spec, i, str(file), lines) for i in range(len(spec.cases))]
 
 
+def claim_case_id(seen: dict[str, Any], case: Any, case_id: str, path: str) -> None:
+    """Record ``case`` (which has ``file`` and ``line``) under ``case_id`` in ``seen``;
+    ConfigError at ``path`` when another case of the tables already took that id."""
+    if case_id in seen:
+        first = seen[case_id]
+        raise ConfigError(
+            f"duplicate case id '{case_id}' (first in {first.file}:{first.line})",
+            file=case.file,
+            path=path,
+            line=case.line,
+        )
+    seen[case_id] = case
+
+
 def load_measurements(paths: Sequence[Path] | None = None) -> list[Measurement]:
     """All measurements of ``paths`` (default: every shipped file), in file order.
 
@@ -267,15 +281,7 @@ def load_measurements(paths: Sequence[Path] | None = None) -> list[Measurement]:
     for file in files:
         found = load_measurement_file(file)
         for m in found:
-            if m.id in seen:
-                first = seen[m.id]
-                raise ConfigError(
-                    f"duplicate case id '{m.id}' (first in {first.file}:{first.line})",
-                    file=m.file,
-                    path=f"cases[{found.index(m)}].id",
-                    line=m.line,
-                )
-            seen[m.id] = m
+            claim_case_id(seen, m, m.id, f"cases[{found.index(m)}].id")
         if found and sources.setdefault(found[0].source, str(file)) != str(file):
             raise ConfigError(
                 f"duplicate source key '{found[0].source}' (also in {sources[found[0].source]})",

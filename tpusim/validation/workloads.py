@@ -33,7 +33,13 @@ from tpusim.config.loader import validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
-from tpusim.validation.measurements import PositiveTime, SourceInfo, Split, shipped_name
+from tpusim.validation.measurements import (
+    PositiveTime,
+    SourceInfo,
+    Split,
+    claim_case_id,
+    shipped_name,
+)
 
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
 """The one split rule: within each (chip, dtype) group of a file, cases sorted by id
@@ -310,15 +316,7 @@ def load_workload_cases(paths: Sequence[Path] | None = None) -> list[WorkloadCas
     seen: dict[str, WorkloadCase] = {}
     for file in files:
         for case in load_workload_file(file):
-            if case.id in seen:
-                first = seen[case.id]
-                raise ConfigError(
-                    f"duplicate case id '{case.id}' (first in {first.file}:{first.line})",
-                    file=case.file,
-                    path=f"{case.path}.id",
-                    line=case.line,
-                )
-            seen[case.id] = case
+            claim_case_id(seen, case, case.id, f"{case.path}.id")
             out.append(case)
     return out
 
