@@ -65,3 +65,21 @@ def achievable_flops(chip, m: int, dtype: str = "bf16") -> float:
 def achievable_hbm_Bps(chip) -> float:
     """The HBM bandwidth streaming ops reach: nominal x the chip's hbm efficiency."""
     return chip.hbm.bandwidth_Bps * chip.efficiency.hbm
+
+
+def forced_times(topo, op: str, size: float, onchip, fidelity: str = "flow") -> dict[str, float]:
+    """Every registered algorithm's time for the collective, each forced in turn (the
+    brute force ``auto`` is checked against); an algorithm that cannot run it is left out."""
+    from tpusim.collectives import AlgorithmError, algorithm_names
+    from tpusim.engine import run_collective
+
+    times = {}
+    for name in algorithm_names():
+        try:
+            res, _ = run_collective(
+                topo, op, size, algorithm=name, onchip=onchip, fidelity=fidelity
+            )
+        except AlgorithmError:
+            continue
+        times[name] = res.time_s
+    return times

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from tpusim.collectives import AlgorithmError, algorithm_names
+from tests.helpers import forced_times
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_chip
 from tpusim.engine import run_collective
@@ -33,23 +33,10 @@ SIZES = (1024.0, 1 * MiB, 64 * MiB, 1 * GiB)
 MODEL = OnChipModel.for_chip(load_chip("v5p"))
 
 
-def fastest_valid(topo, op, size, fidelity):
-    times = {}
-    for name in algorithm_names():
-        try:
-            result, _ = run_collective(
-                topo, op, size, algorithm=name, fidelity=fidelity, onchip=MODEL
-            )
-        except AlgorithmError:
-            continue
-        times[name] = result.time_s
-    return times
-
-
 def check_auto(topology, op, size, fidelity):
     topo = TOPOLOGIES[topology]()
     auto, _ = run_collective(topo, op, size, fidelity=fidelity, onchip=MODEL)
-    times = fastest_valid(topo, op, size, fidelity)
+    times = forced_times(topo, op, size, MODEL, fidelity)
     best = min(times.values())
     assert auto.algorithm in times
     assert auto.time_s == pytest.approx(times[auto.algorithm], rel=1e-9)

@@ -14,11 +14,10 @@ import itertools
 
 import pytest
 
+from tests.helpers import forced_times
 from tpusim.collectives import (
-    AlgorithmError,
     Predictor,
     algorithm_cost,
-    algorithm_names,
     make_group,
 )
 from tpusim.collectives.offload import MESSAGE_S, OnChipModel
@@ -33,23 +32,9 @@ CAE = OnChipModel.for_chip(load_chip("tpu8i"))
 OPS4 = ("all-reduce", "all-gather", "all-to-all", "collective-permute")
 
 
-def fastest(topo, op, size, onchip, fidelity="flow"):
-    """Every registered algorithm's time, forced one by one (brute force)."""
-    times = {}
-    for name in algorithm_names():
-        try:
-            res, _ = run_collective(
-                topo, op, size, algorithm=name, onchip=onchip, fidelity=fidelity
-            )
-        except AlgorithmError:
-            continue
-        times[name] = res.time_s
-    return times
-
-
 def check_auto(topo, op, size, onchip, fidelity="flow"):
     auto, _ = run_collective(topo, op, size, onchip=onchip, fidelity=fidelity)
-    times = fastest(topo, op, size, onchip, fidelity)
+    times = forced_times(topo, op, size, onchip, fidelity)
     assert auto.algorithm in times
     assert auto.time_s <= 1.02 * min(times.values()), (auto.algorithm, auto.time_s, times)
     return auto, times
@@ -105,7 +90,7 @@ def test_closed_form_bounds_never_exceed_the_simulated_time():
     for topo, op, size in itertools.product(topos, ops, (KiB, 64 * MiB)):
         group = make_group(topo)
         predictor = Predictor(topo, CAE, batches_of(topo))
-        for name, time_s in fastest(topo, op, size, CAE).items():
+        for name, time_s in forced_times(topo, op, size, CAE).items():
             bound_s = predictor.closed_bound_s(algorithm_cost(name), op, group, size)
             assert bound_s <= time_s * (1 + 1e-9), (topo.kind, op, size, name)
 
