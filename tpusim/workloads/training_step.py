@@ -163,9 +163,15 @@ def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
 
 
 def _fits(step: Any, context: WorkloadContext) -> bool:
-    from tpusim.program.builders.memory import peak_stage
+    """Whether the run's own memory check (:func:`check_fits`) passes."""
+    from tpusim.errors import SimulationError
+    from tpusim.workloads.training_memory import check_fits
 
-    return peak_stage(step).total_bytes <= context.system.chip.hbm.capacity_bytes
+    try:
+        check_fits(step, context.system.chip)
+    except SimulationError:
+        return False
+    return True
 
 
 def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
