@@ -80,14 +80,14 @@ def _assert_frames_equal(got: pd.DataFrame, want: pd.DataFrame, name: str) -> No
     )
 
 
-def test_scenario_tables_unchanged(tmp_path):
-    capture.run_scenario_tables(tmp_path)
+@pytest.mark.parametrize("scenario", sorted(capture.SCENARIOS))
+def test_scenario_tables_unchanged(tmp_path, scenario):
+    capture.run_scenario_tables(tmp_path, scenario)
+    folder = GOLDEN / capture.SCENARIOS[scenario]
     for name in ("summary.csv", "ops.csv"):
-        _assert_frames_equal(
-            pd.read_csv(tmp_path / name), pd.read_csv(GOLDEN / "scenario" / name), name
-        )
+        _assert_frames_equal(pd.read_csv(tmp_path / name), pd.read_csv(folder / name), name)
     _assert_frames_equal(
         capture.links_digest(tmp_path / "links.csv"),
-        pd.read_csv(GOLDEN / "scenario" / "links-digest.csv"),
+        pd.read_csv(folder / "links-digest.csv"),
         "links digest",
     )

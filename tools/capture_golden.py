@@ -140,7 +140,61 @@ CASES: list[list[str]] = [
     ],
     ["hlo", HLO, "--system", "ironwood-256"],
     ["hlo", HLO, "--system", "tpu8i-1024", "--fidelity", "analytic"],
+    ["serve", "ironwood-256", "--model", "llama-3.1-8b", "--rate", "4", "--requests", "300"],
+    [
+        "serve",
+        "tpu8i-1024",
+        "--model",
+        "llama-3.1-8b",
+        "--find-capacity",
+        "--slo-ttft",
+        "2s",
+        "--slo-tpot",
+        "50ms",
+        "--requests",
+        "400",
+    ],
+    [
+        "serve",
+        "ironwood-256",
+        "--model",
+        "llama-3.1-8b",
+        "--disaggregate",
+        "1:2",
+        "--rate",
+        "8",
+        "--requests",
+        "200",
+    ],
+    [
+        "faults",
+        "ironwood-256",
+        "--op",
+        "all-reduce",
+        "--bytes",
+        "16MiB",
+        "--fail-links",
+        "0:2",
+        "--trials",
+        "3",
+    ],
+    [
+        "plan",
+        "llama-3.1-8b",
+        "ironwood-256",
+        "--global-batch",
+        "256",
+        "--seq",
+        "2048",
+        "--layers",
+        "4",
+    ],
+    ["validate"],
+    ["validate", "--serving"],
 ]
+
+#: the golden scenarios: YAML under tests/golden/ -> folder of their tables
+SCENARIOS = {"reduced-generations.yaml": "scenario", "reduced-models.yaml": "scenario-models"}
 
 
 def run_json(argv: list[str]) -> dict:
@@ -156,13 +210,13 @@ def run_json(argv: list[str]) -> dict:
     return json.loads(out.getvalue())
 
 
-def run_scenario_tables(folder: Path) -> None:
-    """Run the reduced generations scenario in-process into ``folder``."""
+def run_scenario_tables(folder: Path, scenario: str = "reduced-generations.yaml") -> None:
+    """Run a golden scenario (a YAML under tests/golden/) in-process into ``folder``."""
     with contextlib.redirect_stdout(io.StringIO()):
         code = main(
             [
                 "run",
-                str(GOLDEN / "reduced-generations.yaml"),
+                str(GOLDEN / scenario),
                 "--out",
                 str(folder),
                 "--jobs",
@@ -171,7 +225,7 @@ def run_scenario_tables(folder: Path) -> None:
             ]
         )
     if code != 0:
-        raise RuntimeError(f"the golden scenario exited {code}")
+        raise RuntimeError(f"the golden scenario {scenario} exited {code}")
 
 
 def links_digest(path: Path) -> pd.DataFrame:
@@ -194,14 +248,15 @@ def links_digest(path: Path) -> pd.DataFrame:
 def main_capture() -> None:
     cases = [{"argv": argv, "json": run_json(argv)} for argv in CASES]
     (GOLDEN / "cli.json").write_text(json.dumps(cases, indent=1) + "\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        run_scenario_tables(Path(tmp))
-        target = GOLDEN / "scenario"
-        target.mkdir(exist_ok=True)
-        for name in ("summary.csv", "ops.csv"):
-            shutil.copy(Path(tmp) / name, target / name)
-        links_digest(Path(tmp) / "links.csv").to_csv(target / "links-digest.csv", index=False)
-    print(f"wrote {GOLDEN / 'cli.json'} ({len(cases)} cases) and {GOLDEN / 'scenario'}")
+    for scenario, folder in SCENARIOS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            run_scenario_tables(Path(tmp), scenario)
+            target = GOLDEN / folder
+            target.mkdir(exist_ok=True)
+            for name in ("summary.csv", "ops.csv"):
+                shutil.copy(Path(tmp) / name, target / name)
+            links_digest(Path(tmp) / "links.csv").to_csv(target / "links-digest.csv", index=False)
+    print(f"wrote {GOLDEN / 'cli.json'} ({len(cases)} cases) and {', '.join(SCENARIOS.values())}")
 
 
 if __name__ == "__main__":
