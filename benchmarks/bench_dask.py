@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tpusim.executors import LOCAL_WORKERS, run_on_dask  # noqa: E402
-from tpusim.progress import Progress  # noqa: E402
-from tpusim.runner import run_scenario  # noqa: E402
-from tpusim.scenario import Scenario  # noqa: E402
+from tpusim.study.executors import LOCAL_WORKERS, run_on_dask  # noqa: E402
+from tpusim.study.progress import Progress  # noqa: E402
+from tpusim.study.runner import run_scenario  # noqa: E402
+from tpusim.study.scenario import Scenario  # noqa: E402
 
 SCENARIO = """\
 name: bench-dask

@@ -17,10 +17,10 @@ from __future__ import annotations
 import sys
 import time
 
+from tpusim.cli.faults import link_counts, monte_carlo
 from tpusim.config.faults import FaultPlan
 from tpusim.config.loader import load_system
 from tpusim.engine import run_collective, simulate_collective
-from tpusim.faults_cli import link_counts, monte_carlo
 from tpusim.topology import build_topology
 
 MC_BUDGET_S = 60.0

@@ -54,7 +54,7 @@ CASES = {"llama": (LLAMA_70B, 10.0, 2.0), "deepseek": (DEEPSEEK_V3, 30.0, None)}
 def run_case(text: str) -> dict:
     """Simulate the scenario ``text`` in this process; its figures."""
     start, cpu = time.perf_counter(), time.process_time()
-    from tpusim.scenario import Scenario, run_scenario
+    from tpusim.study.scenario import Scenario, run_scenario
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)

@@ -184,7 +184,7 @@ def test_scenario_calibration_applies_and_a_missing_file_names_its_line(tmp_path
         "name: cal\nsystems: [v5p-pod]\n{cal}workloads:\n"
         "  - {{name: ar, kind: collective, op: all-reduce, bytes: 1 KiB}}\n"
     )
-    from tpusim.scenario import Scenario
+    from tpusim.study.scenario import Scenario
 
     plain = Scenario(_write(tmp_path / "a.yaml", base.format(cal="")))
     calibrated = Scenario(_write(tmp_path / "b.yaml", base.format(cal="calibration: cal.yaml\n")))

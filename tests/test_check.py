@@ -109,12 +109,12 @@ def test_check_json_lists_the_same_problems(broken, capsys):
 
 
 def test_run_checks_first_and_simulates_nothing(broken, tmp_path, capsys, monkeypatch):
-    import tpusim.runner
+    import tpusim.study.runner
 
     def never(*args, **kwargs):
         raise AssertionError("simulated a scenario that has problems")
 
-    monkeypatch.setattr(tpusim.runner, "run_scenario", never)
+    monkeypatch.setattr(tpusim.study.runner, "run_scenario", never)
     code, out, err = run(capsys, "run", str(broken), "--out", str(tmp_path / "o"))
     assert code == 2 and out == ""
     assert len(err.splitlines()) == len(PLANTED)

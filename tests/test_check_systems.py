@@ -11,7 +11,7 @@ from helpers import run
 
 from tpusim.config import load_system
 from tpusim.engine import simulate_collective
-from tpusim.scenario import Scenario
+from tpusim.study.scenario import Scenario
 
 SWEPT = """\
 name: swept

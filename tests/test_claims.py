@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from tpusim.claims import format_claims, vendor_claims
 from tpusim.collectives import AlgorithmError, algorithm_names
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
 from tpusim.engine import run_collective
+from tpusim.study.claims import format_claims, vendor_claims
 from tpusim.topology import build_topology
 
 HOP_S = 1e-6  # 1 us per hop on the two 1,024-chip systems (their chip files)

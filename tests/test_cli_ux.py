@@ -29,7 +29,7 @@ def test_version_is_the_package_version(capsys):
     except PackageNotFoundError:
         want = tpusim.__version__
     with pytest.raises(SystemExit) as exc:
-        tpusim.cli.main(["--version"])
+        tpusim.cli.app.main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out == f"tpusim {want}\n"
 

@@ -1,5 +1,8 @@
-"""The package's shape (issue 11): small modules and functions, no import cycle between
-subpackages, no isinstance on topology classes outside tpusim/topology/."""
+"""The package's shape (issues 11 and 25): small modules and functions met without
+``# fmt: skip``, layers that import only the layers below them (every import form:
+``import tpusim.x``, ``from tpusim import x``, relative imports, ``import_module``
+strings), no isinstance on topology classes outside tpusim/topology/, and no ``Any``
+in the run path."""
 
 from __future__ import annotations
 
@@ -7,9 +10,84 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tpusim"
-MAX_MODULE_LINES = 500
-MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 50
 TOPOLOGY_CLASSES = {"Torus", "Boardfly", "ClosFabric"}
+
+#: The layers, lowest first: a unit (a subpackage or a top-level module) imports only
+#: units of lower layers (and itself). The README's architecture picture is drawn from
+#: this list (tools/layers_figure.py).
+LAYERS: list[tuple[str, ...]] = [
+    ("__init__", "errors", "units", "vocabulary"),
+    ("registry",),
+    ("config",),
+    ("hardware", "topology"),
+    ("network",),
+    ("collectives",),
+    ("program",),
+    ("results",),
+    ("report",),
+    ("engine",),
+    ("serving",),
+    ("workloads",),
+    ("planner", "validation"),
+    ("study",),
+    ("cli",),
+    ("__main__",),
+]
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+#: The run path: scenario -> plan of points -> executor -> records; no ``Any`` in it.
+RUN_PATH = (
+    "study/scenario.py",
+    "study/runner.py",
+    "study/points.py",
+    "study/executors.py",
+    "study/workers.py",
+)
+
+#: Known violations being removed during issue 25 (must end empty).
+PENDING: dict[str, set[str]] = {
+    "modules": {
+        "network/flow.py",
+        "program/builders/layers.py",
+        "program/builders/serving.py",
+        "report/plots.py",
+        "results/records.py",
+        "study/scenario.py",
+        "validation/workloads.py",
+    },
+    "functions": {"engine/collective.py:run_collective", "program/builders/decode.py:decode_step"},
+    "fmt_skip": {
+        "cli/serve.py",
+        "collectives/costs.py",
+        "engine/collective.py",
+        "hardware/memory.py",
+        "network/base.py",
+        "program/builders/checks.py",
+        "program/builders/decode.py",
+        "program/builders/serving.py",
+        "results/records.py",
+        "serving/capacity.py",
+        "serving/costs.py",
+        "serving/disaggregated.py",
+        "serving/placement.py",
+        "serving/run.py",
+        "serving/service.py",
+        "serving/steady.py",
+        "study/claims.py",
+        "validation/serving.py",
+        "workloads/serving.py",
+    },
+    "upward": {"report->workloads", "serving->cli", "workloads->cli"},
+    "any": {
+        "study/scenario.py",
+        "study/runner.py",
+        "study/points.py",
+        "study/executors.py",
+        "study/workers.py",
+    },
+}
 
 
 def _modules():
@@ -22,20 +100,30 @@ def _unit(path: Path) -> str:
     return parts[0]
 
 
-def test_no_module_over_500_lines():
-    big = [(str(p), n) for p in _modules() if (n := len(p.read_text().splitlines())) > 500]
-    assert big == []
+def _rel(path: Path) -> str:
+    return str(path.relative_to(PACKAGE))
 
 
-def test_no_function_over_60_lines():
-    long = []
+def test_no_module_over_400_lines():
+    big = {_rel(p) for p in _modules() if len(p.read_text().splitlines()) > MAX_MODULE_LINES}
+    assert big - PENDING["modules"] == set()
+
+
+def test_no_function_over_50_lines():
+    long = set()
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                lines = node.end_lineno - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES:
-                    long.append(f"{path.name}:{node.name} ({lines})")
-    assert long == []
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+            ):
+                long.add(f"{_rel(path)}:{node.name}")
+    assert long - PENDING["functions"] == set()
+
+
+def test_no_fmt_skip():
+    found = {_rel(p) for p in _modules() if "fmt: skip" in p.read_text()}
+    assert found - PENDING["fmt_skip"] == set()
 
 
 def test_no_isinstance_on_topology_classes_outside_topology():
@@ -51,52 +139,98 @@ def test_no_isinstance_on_topology_classes_outside_topology():
     assert found == []
 
 
-def _import_graph() -> dict[str, set[str]]:
-    """unit -> units it imports (module-level and function-level imports alike)."""
-    graph: dict[str, set[str]] = {}
+def _imported(path: Path, node: ast.AST) -> list[str]:
+    """Dotted names of the tpusim modules (or module attributes) ``node`` imports."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            here = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)[:-1]
+            base = here[: len(here) - (node.level - 1)]
+            module = ".".join([*base, *([node.module] if node.module else [])])
+        else:
+            module = node.module or ""
+        return [f"{module}.{a.name}" for a in node.names]
+    if (
+        isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant | ast.JoinedStr)
+    ):
+        first = node.args[0]
+        text = first.value if isinstance(first, ast.Constant) else first.values[0].value
+        return [str(text).rstrip(".")]
+    return []
+
+
+def _target_unit(name: str) -> str | None:
+    """The unit a dotted import lands in: ``tpusim.x.y`` -> x; ``tpusim.name`` -> name if
+    it is a module or subpackage, else the package root (``__init__``)."""
+    parts = name.split(".")
+    if parts[0] != "tpusim":
+        return None
+    if len(parts) == 1:
+        return "__init__"
+    head = parts[1]
+    if (PACKAGE / head).is_dir() or (PACKAGE / f"{head}.py").is_file():
+        return head
+    return "__init__"
+
+
+def _edges() -> dict[tuple[str, str], list[str]]:
+    """(unit, imported unit) -> where, for every import between different units."""
+    edges: dict[tuple[str, str], list[str]] = {}
     for path in _modules():
         unit = _unit(path)
-        edges = graph.setdefault(unit, set())
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            for name in names:
-                parts = name.split(".")
-                if parts[0] == "tpusim" and len(parts) > 1 and parts[1] != unit:
-                    edges.add(parts[1])
-    return graph
+            for name in _imported(path, node):
+                target = _target_unit(name)
+                if target is not None and target != unit:
+                    edges.setdefault((unit, target), []).append(f"{_rel(path)}:{node.lineno}")
+    return edges
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
+def test_the_import_finder_sees_every_form(tmp_path):
+    tree = ast.parse(
+        "import tpusim.config\nfrom tpusim import report\nfrom .. import serving\n"
+        "from ..engine import Simulation\nimportlib.import_module('tpusim.study')\n"
+        "import_module(f'tpusim.cli.{name}')\n"
+    )
+    path = PACKAGE / "workloads" / "example.py"
+    found = [n for node in ast.walk(tree) for n in _imported(path, node)]
+    units = {_target_unit(n) for n in found}
+    assert units == {"config", "report", "serving", "engine", "study", "cli"}
 
 
-def test_cycle_finder_finds_a_planted_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
+def test_every_unit_has_a_layer():
+    assert {_unit(p) for p in _modules()} - set(RANK) == set()
 
 
-def test_no_import_cycle_between_subpackages():
-    assert _cycle(_import_graph()) is None
+def test_no_upward_import():
+    upward = {f"{a}->{b}" for (a, b) in _edges() if RANK[b] >= RANK[a]}
+    assert upward - PENDING["upward"] == set(), {
+        e: w for (a, b), w in _edges().items() if (e := f"{a}->{b}") in upward
+    }
+
+
+def _annotations(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            args += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+            yield from (a.annotation for a in args if a.annotation is not None)
+            if node.returns is not None:
+                yield node.returns
+        elif isinstance(node, ast.AnnAssign):
+            yield node.annotation
+
+
+def test_no_any_in_the_run_path():
+    found = set()
+    for rel in RUN_PATH:
+        tree = ast.parse((PACKAGE / rel).read_text())
+        for ann in _annotations(tree):
+            text = ast.unparse(ann)
+            if "Any" in {n.id for n in ast.walk(ann) if isinstance(n, ast.Name)} or "Any" in text:
+                found.add(rel)
+    assert found - PENDING["any"] == set()

@@ -25,7 +25,7 @@ from helpers import stable_bytes
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
 from tpusim.results.writers import register_writer, unregister_writer, write_outputs
-from tpusim.scenario import Scenario, run_scenario
+from tpusim.study.scenario import Scenario, run_scenario
 
 CORPUS = Path(__file__).parent / "corpus" / "outputs"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())

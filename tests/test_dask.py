@@ -61,9 +61,9 @@ def test_scheduler_without_dask_executor_is_refused(tmp_path, capsys):
 
 
 def test_unreachable_scheduler_is_one_line(tmp_path, capsys, monkeypatch):
-    import tpusim.executors
+    import tpusim.study.executors
 
-    monkeypatch.setattr(tpusim.executors, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(tpusim.study.executors, "CONNECT_TIMEOUT_S", 2)
     path = tmp_path / "s.yaml"
     path.write_text(SMALL)
     argv = ["run", str(path), "--out", str(tmp_path / "o"), "--executor", "dask", "--quiet"]

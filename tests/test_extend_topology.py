@@ -165,7 +165,7 @@ def test_axes_and_plot_layout_come_from_the_defaults(tmp_path):
 
 def test_heatmap_draws_the_toy(tmp_path):
     pytest.importorskip("matplotlib")
-    from tpusim import plots
+    from tpusim.report import plots
 
     n = 5
     topo = build_topology(toy_system(tmp_path, n))

@@ -144,7 +144,7 @@ def test_registered_kind_runs_in_a_scenario_and_meets_the_roofline(matmul_sweep,
 
 
 def test_rows_of_a_registered_kind_read_back_as_its_records(matmul_sweep, tmp_path):
-    from tpusim.scenario import Scenario, run_scenario
+    from tpusim.study.scenario import Scenario, run_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)

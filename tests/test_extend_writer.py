@@ -59,7 +59,7 @@ def test_registered_writer_runs_in_tpusim_run(diameters_writer, tmp_path, capsys
 
 
 def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
-    from tpusim.scenario import Scenario, run_scenario
+    from tpusim.study.scenario import Scenario, run_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO.replace("torus-8x8x16", "v6e-pod"))
@@ -75,7 +75,7 @@ def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
 
 
 def test_unregistered_writer_writes_nothing(tmp_path):
-    from tpusim.scenario import Scenario, run_scenario
+    from tpusim.study.scenario import Scenario, run_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tpusim.cli import main
-from tpusim.faults_cli import link_counts, monte_carlo
+from tpusim.cli.faults import link_counts, monte_carlo
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

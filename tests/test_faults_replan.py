@@ -14,11 +14,11 @@ import json
 import pytest
 
 from tpusim.cli import main
+from tpusim.cli.faults import monte_carlo
 from tpusim.collectives import AlgorithmError, algorithm_names
 from tpusim.config.faults import FaultPlan, FaultSpec
 from tpusim.engine import run_collective
 from tpusim.errors import SimulationError
-from tpusim.faults_cli import monte_carlo
 from tpusim.topology.torus import Torus
 
 W, V = 100e9, 16 * 2**20

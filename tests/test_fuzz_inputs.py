@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tpusim.config import load_system
 from tpusim.errors import InputError
 from tpusim.report import topology_summary
-from tpusim.scenario import Scenario
+from tpusim.study.scenario import Scenario
 from tpusim.topology import build_topology
 
 #: Chips a fuzzed system may have and still be built and measured in the test.

@@ -14,7 +14,7 @@ import yaml
 from helpers import achievable_hbm_Bps, run
 
 from tpusim.config import load_chip, load_system
-from tpusim.scenario import Scenario
+from tpusim.study.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATIONS = ROOT / "scenarios" / "generations.yaml"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tpusim.config.loader import load_chip, load_system
 from tpusim.engine import Simulation, run_collective
-from tpusim.jobs import Job, chips_group, run_jobs
+from tpusim.engine.multijob import Job, chips_group, run_jobs
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
 from tpusim.topology import build_topology

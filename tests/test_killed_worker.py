@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from helpers import run
 
-from tpusim.point_log import POINTS_FILE, WORKER_MEMORY_BYTES, default_jobs
 from tpusim.results.records import Record
+from tpusim.study.point_log import POINTS_FILE, WORKER_MEMORY_BYTES, default_jobs
 from tpusim.workloads import (
     Outcome,
     WorkloadContext,

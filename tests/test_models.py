@@ -187,7 +187,7 @@ def test_fragments_of_a_preset_are_labelled_and_whole_models_are_not(tmp_path, c
 def test_serving_claim_from_capacities():
     """The perf-per-dollar claim row appears once per serving workload with both
     capacities, and its ratio is theirs."""
-    from tpusim.claims import serving_claims
+    from tpusim.study.claims import serving_claims
 
     rows = [
         {

@@ -148,8 +148,8 @@ def test_schedule_orders_hold_what_in_flight_says():
 
 
 def test_memory_timeline_rises_with_forwards_and_falls_with_backwards(tmp_path):
-    from tpusim import plots_workloads
     from tpusim.program.builders.memory import MEMORY_PARTS, memory_timeline
+    from tpusim.report import workload_plots as plots_workloads
 
     p, m = 4, 8
     plan = plan_training(**SHAPE, layers=8, batch=m, mesh={"pipeline": p}, microbatches=m)

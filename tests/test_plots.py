@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from tpusim import plots
 from tpusim.engine import Simulation, run_collective
 from tpusim.program import Op, Program
+from tpusim.report import plots
 from tpusim.topology.boardfly import Boardfly
 from tpusim.topology.torus import Torus
 
@@ -44,8 +44,8 @@ def check(fig, tmp_path, legend: bool) -> None:
 
 
 def test_import_is_cheap():
-    """Importing tpusim.plots must not pull in matplotlib (it is imported inside functions)."""
-    code = "import sys, tpusim.plots; print('matplotlib' in sys.modules)"
+    """Importing tpusim.report.plots must not pull in matplotlib (imported inside functions)."""
+    code = "import sys, tpusim.report.plots; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

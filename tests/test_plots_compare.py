@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from tpusim import plots, plots_compare
+from tpusim.report import compare_plots as plots_compare
+from tpusim.report import plots
 from tpusim.results.simulation import OpRecord
 from tpusim.topology.boardfly import Boardfly
 from tpusim.topology.torus import Torus

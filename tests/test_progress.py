@@ -13,8 +13,9 @@ import sys
 import pytest
 from helpers import run
 
-import tpusim.cli
-from tpusim.progress import Finished, Progress
+import tpusim.cli.app
+import tpusim.cli.collective
+from tpusim.study.progress import Finished, Progress
 
 SMALL = """\
 name: small
@@ -82,7 +83,7 @@ def test_eta_costs_each_kind_at_its_own_mean_time(monkeypatch):
     11 s of run time done in 11 s of wall time (no parallelism): ETA 21 s, 11 / 32
     of the expected run time done (34%)."""
     clock = iter([0.0, 11.0, 11.0, 11.0, 11.0])
-    monkeypatch.setattr("tpusim.progress.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("tpusim.study.progress.time.perf_counter", lambda: next(clock))
     stream = io.StringIO()
     bar = Progress(5, stream=stream, kinds=["fast", "fast", "slow", "slow", "slow"])
     bar.finished(Finished("a", 1.0), "fast")
@@ -104,15 +105,15 @@ def test_sweep_rows_are_printed_as_they_finish(monkeypatch, capsys):
     buffer = io.StringIO()
     monkeypatch.setattr(sys, "stdout", buffer)
     seen = []
-    real = tpusim.cli._run_one
+    real = tpusim.cli.collective._run_one
 
     def spy(*args, **kwargs):
         seen.append(buffer.getvalue().count("\n"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tpusim.cli, "_run_one", spy)
+    monkeypatch.setattr(tpusim.cli.collective, "_run_one", spy)
     argv = ["collective", "v5e-pod", "--op", "all-reduce", "--sweep-bytes", "1KiB:8KiB"]
-    assert tpusim.cli.main(argv) == 0
+    assert tpusim.cli.app.main(argv) == 0
     assert seen == [1, 2, 3, 4]
     rows = buffer.getvalue().splitlines()
     assert [r.split()[0:2] for r in rows[1:]] == [
@@ -128,7 +129,7 @@ def test_sweep_bar_on_a_terminal(monkeypatch, capsys):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     argv = ["collective", "v5e-pod", "--op", "all-reduce", "--sweep-bytes", "1KiB:4KiB", "--json"]
-    assert tpusim.cli.main(argv) == 0
+    assert tpusim.cli.app.main(argv) == 0
     assert len(json.loads(capsys.readouterr().out)["sweep"]) == 3
     text = terminal.getvalue()
     assert [f"done    {n} KiB (" in text for n in (1, 2, 4)] == [True] * 3

@@ -23,7 +23,7 @@ def test_quickstart_is_two_commands_and_runs_the_generations_study():
 
 
 def test_example_scenario_validates(tmp_path):
-    from tpusim.scenario import Scenario
+    from tpusim.study.scenario import Scenario
 
     block = re.search(r"```yaml\n(name: example\n.*?)```", README, re.S).group(1)
     path = tmp_path / "example.yaml"

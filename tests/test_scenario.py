@@ -197,7 +197,7 @@ def test_bad_jobs_flag_is_one_line(tmp_path, capsys):
 
 
 def test_sweep_range_is_geometric_from_to_inclusive(tmp_path):
-    from tpusim.scenario import Scenario
+    from tpusim.study.scenario import Scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(

@@ -89,8 +89,8 @@ def test_bad_serving_workloads_are_one_line_under_check(capsys, tmp_path, fields
 
 
 def test_serving_workloads_take_block_size_and_disaggregate(tmp_path):
-    from tpusim.scenario import Scenario
     from tpusim.serving.run import check_options
+    from tpusim.study.scenario import Scenario
     from tpusim.workloads.serving import deployment_of, options_of
 
     path = _scenario(tmp_path, block_size=32, disaggregate="1:1", concurrency=None)

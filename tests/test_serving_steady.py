@@ -106,8 +106,8 @@ SCENARIO_CASES = [
 def _scenario_capacity(system: str, workload: str, requests: int) -> float:
     from pathlib import Path
 
-    from tpusim.scenario import Scenario
     from tpusim.serving.run import serve
+    from tpusim.study.scenario import Scenario
     from tpusim.workloads.serving import deployment_of, options_of
 
     path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"

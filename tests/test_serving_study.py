@@ -84,7 +84,7 @@ def test_latency_curve_plot_is_written(tmp_path, capsys):
 def test_shipped_serving_scenario_validates():
     from pathlib import Path
 
-    from tpusim.scenario import Scenario
+    from tpusim.study.scenario import Scenario
 
     path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
     scenario = Scenario(path)

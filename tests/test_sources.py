@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tpusim.config import load_system
-from tpusim.sources import load_references, sources_frame
+from tpusim.report.sources import load_references, sources_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 CITED = re.compile(r"\{\s*source:\s*([A-Za-z0-9_.-]+)\s*,")  # {source: KEY, grade: ...}

@@ -28,7 +28,7 @@ def _interrupted_while_starting(_signum, _frame):  # pragma: no cover - timing d
     # extension (pydantic_core) runs Python code during its import surfaces as that
     # extension's panic, several lines long. Nothing is written yet, so nothing is lost.
     print("tpusim: interrupted", file=_sys.stderr, flush=True)
-    _os._exit(130)  # 128 + SIGINT, as tpusim.console.INTERRUPTED_EXIT_CODE
+    _os._exit(130)  # 128 + SIGINT, as tpusim.cli.console.INTERRUPTED_EXIT_CODE
 
 
 # Started as the command (``python -m tpusim``: argv[0] is still "-m" while the package

@@ -10,7 +10,7 @@ def run() -> int:
         from tpusim.cli import main
     except KeyboardInterrupt:
         print("tpusim: interrupted", file=sys.stderr)
-        return 130  # 128 + SIGINT, as tpusim.console.INTERRUPTED_EXIT_CODE
+        return 130  # 128 + SIGINT, as tpusim.cli.console.INTERRUPTED_EXIT_CODE
     return main()
 
 

@@ -55,7 +55,7 @@ class Simulation:
     besides the built-in recorders; ``port_rows=False`` skips the per-port op rows.
     ``env``, ``network`` and ``placement`` let several simulations share one SimPy
     environment and network, each placing its collectives on its own chips
-    (:mod:`tpusim.jobs`: each starts with :meth:`start`, the environment runs once,
+    (:mod:`tpusim.engine.multijob`: each starts with :meth:`start`, the environment runs once,
     each ends with :meth:`finish`).
     ``faults`` (a :class:`~tpusim.config.faults.FaultPlan`) and ``routing`` (minimal,
     valiant, ugal): see :mod:`tpusim.engine.faults`; random failures and routes are drawn

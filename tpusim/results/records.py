@@ -412,7 +412,7 @@ class CollectiveLinks:
 
 @dataclass
 class ScenarioRun:
-    """What :func:`tpusim.scenario.run_scenario` produced. Unpacks as ``rows, details``.
+    """What :func:`tpusim.study.scenario.run_scenario` produced. Unpacks as ``rows, details``.
 
     ``records``: one :class:`Record` per system x workload point (``rows``: their
     columns as dicts); ``details``: (system, label, :class:`~tpusim.engine.Results`) of

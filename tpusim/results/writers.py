@@ -18,7 +18,7 @@ name            file(s)
 ``claims``      ``claims.csv``: vendor claims against the run, if the scenario asks
 ==============  ===================================================================
 
-:mod:`tpusim.report` adds ``plots`` (PNG and SVG figures, if the scenario asks).
+:mod:`tpusim.report.figures` adds ``plots`` (PNG and SVG figures, if the scenario asks).
 Adding a file is a function and one :func:`register_writer` call.
 """
 
@@ -50,7 +50,7 @@ class Outputs:
     resolved: dict[str, Any] = field(default_factory=dict)
     with_plots: bool = False
     with_claims: bool = False
-    #: rows -> the vendor-claims table (:func:`tpusim.claims.vendor_claims`), given by
+    #: rows -> the vendor-claims table (:func:`tpusim.study.claims.vendor_claims`), given by
     #: the caller so that results/ does not import the layers above it
     claims_of: Callable[[list[dict[str, Any]]], Any] | None = None
     systems: list[Any] = field(default_factory=list)
@@ -62,7 +62,7 @@ class Outputs:
 
     @cached_property
     def claims(self) -> Any:
-        """The vendor-claims table (:func:`tpusim.claims.vendor_claims`), or None when
+        """The vendor-claims table (:func:`tpusim.study.claims.vendor_claims`), or None when
         the scenario does not ask for it."""
         if not self.with_claims or self.claims_of is None:
             return None

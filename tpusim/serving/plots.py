@@ -46,7 +46,7 @@ def plot_latency_vs_rate(
     against requests/s per chip, a line per system of ``curves``; returns both paths."""
     from matplotlib.figure import Figure
 
-    from tpusim.plots import save
+    from tpusim.report.plots import save
 
     fig = Figure(figsize=(10, 4))
     ttft, tpot = fig.subplots(1, 2)

@@ -166,7 +166,7 @@ def curves(options: Any, deployments: list[Deployment]) -> dict[str, Any]:
     """``--rates``: the latency curve of each deployment (``auto``: fractions of its
     saturated rate) as ``{"systems": [...], "curve": [rows]}``, and one plot of them all
     when ``options.plot`` names a file."""
-    from tpusim.serving.cli import rates_flag
+    from tpusim.cli.serve import rates_flag
     from tpusim.serving.plots import DEFAULT_RATE_FRACTIONS, latency_curve, plot_latency_vs_rate
 
     prompt, output, slo, stream = _stream(options)

@@ -257,7 +257,7 @@ def cmd(args: argparse.Namespace) -> None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The readable table of the cases."""
-    from tpusim.console import text_table
+    from tpusim.report import text_table
 
     shown = [
         {

@@ -17,8 +17,8 @@ job's chips, or ``axes`` of its slice) or a ``program`` (mesh axes laid on the s
 axes; ``overrides`` keyed by the job's own chip positions). The record gives each
 job's time together and alone and its slowdown (:class:`JobsRecord`); the ``jobs``
 output writer draws the shared-link heatmap ``jobs-<system>-<workload>.png``
-(:func:`tpusim.plots_workloads.shared_links_heatmap`). How the jobs share the network:
-:mod:`tpusim.jobs`. Jobs that share a chip, or a slice that does not fit at its offset,
+(:func:`tpusim.report.workload_plots.shared_links_heatmap`). How the jobs share the network:
+:mod:`tpusim.engine.multijob`. Jobs that share a chip, or a slice that does not fit at its offset,
 are bad input naming the entry. Sharing shows at ``flow`` and ``packet`` fidelity; the
 ``analytic`` network has no contention, so there every slowdown is 1.
 """
@@ -169,7 +169,7 @@ def _program(entry: JobEntry, index: int, context: WorkloadContext) -> Program:
 def place_jobs(spec: JobsWorkload, context: WorkloadContext) -> list[Any]:
     """The workload's jobs placed on the context's system; a ConfigError names the
     entry of a job that does not fit, names a missing chip or shares one."""
-    from tpusim import jobs as placing
+    from tpusim.engine import multijob as placing
 
     topology, placed = context.topology, []
     for index, entry in enumerate(spec.jobs):
@@ -220,7 +220,7 @@ def _merged(together: Any, context: WorkloadContext, label: str) -> JobsResults:
 
 def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     """The jobs together on one network, then each alone on a fresh one."""
-    from tpusim.jobs import run_jobs
+    from tpusim.engine.multijob import run_jobs
 
     placed = place_jobs(spec, context)
 
@@ -266,8 +266,9 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
 def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
     """The ``jobs`` output writer: per jobs workload and system,
     ``jobs-<system>-<workload>.png`` and ``.svg``
-    (:func:`~tpusim.plots_workloads.shared_links_heatmap`)."""
-    from tpusim import plots, plots_workloads
+    (:func:`~tpusim.report.workload_plots.shared_links_heatmap`)."""
+    from tpusim.report import plots
+    from tpusim.report import workload_plots as plots_workloads
 
     written: list[Path] = []
     for system, label, results in outputs.run.details:

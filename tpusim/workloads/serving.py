@@ -154,7 +154,7 @@ def deployment_of(spec: ServingWorkload, context: WorkloadContext) -> Any:
 def options_of(spec: ServingWorkload, context: WorkloadContext) -> SimpleNamespace:
     """The workload as the ``tpusim serve`` flags :func:`tpusim.serving.run.serve` reads.
     Raises InputError for a bad ``disaggregate``."""
-    from tpusim.serving.cli import split_flag
+    from tpusim.cli.serve import split_flag
 
     return SimpleNamespace(
         **spec.model_dump(include={"requests", "seed", "arrival", "burstiness", "trace"}),

@@ -90,6 +90,7 @@ class LayerShape:
     def keys(self) -> int:
         """Keys per query row: ``kv_seq``, or ``seq`` when it is 0."""
         return self.kv_seq or self.seq
+
     local_experts: int = 0
     capacity_factor: float = DROPLESS
     routing_skew: float = 0.0

@@ -119,6 +119,7 @@ ADAM_STATE_BYTES = 12.0
 moments (published: Adam's two moments; the fp32 master is the mixed-precision
 recipe of Micikevicius et al. 2018)."""
 
+
 def training_step(**fields: Any) -> Program:
     """One training step (forward, backward, optimiser) of a dense or MoE transformer.
 
@@ -226,6 +227,7 @@ class TrainingPlan:
         if self.args.weight_dtype == "fp32":
             return ADAM_STATE_BYTES
         return 2.0 * 2.0
+
     @property
     def layers(self) -> int:
         return self.args.layers

@@ -7,8 +7,8 @@ import argparse
 from typing import Any
 
 from tpusim import units
-from tpusim.cli_flags import positive_flag
-from tpusim.console import text_table
+from tpusim.cli.flags import positive_flag
+from tpusim.report import text_table
 from tpusim.vocabulary import DTYPES, FIDELITIES
 
 COLUMNS = (

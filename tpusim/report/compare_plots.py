@@ -1,8 +1,9 @@
 """Figures that set systems side by side: decode latency per token, serving latency
 against request rate, and one summary figure of a comparison table's key rows.
 
-Like :mod:`tpusim.plots` (whose :func:`~tpusim.plots.pyplot`, :func:`~tpusim.plots.finish`
-and :func:`~tpusim.plots.save` these use), every function returns the matplotlib
+Like :mod:`tpusim.report.plots` (whose :func:`~tpusim.report.plots.pyplot`,
+:func:`~tpusim.report.plots.finish` and :func:`~tpusim.report.plots.save` these use),
+every function returns the matplotlib
 ``Figure`` and, with ``path``, also writes ``path.png`` and ``path.svg``; matplotlib
 is imported only when a figure is drawn.
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpusim.plots import finish, pyplot
+from tpusim.report.plots import finish, pyplot
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -3,7 +3,7 @@ sent back as it finishes so that a killed worker loses only the point it was on.
 
 One process per system at a time, at most ``workers`` at once (largest systems
 first, so the pool ends evenly). A worker runs its system's points in order (sharing
-the topology and route cache) and puts each :class:`~tpusim.points.PointResult` on a
+the topology and route cache) and puts each :class:`~tpusim.study.points.PointResult` on a
 :class:`multiprocessing.Queue` as soon as it is done. When a worker dies (killed, out
 of memory) the point it was running becomes a failure naming that cause, and the
 system's remaining points go on in a fresh worker. Workers ignore Ctrl-C: the
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpusim.errors import InputError, SimulationError, TpusimError
-from tpusim.points import PointResult
+from tpusim.study.points import PointResult
 
 __all__ = ["WORKER_DIED", "run_in_workers"]
 
@@ -140,7 +140,7 @@ def _worker(load: tuple[Any, ...], system: int, runs: list[int], results: Any) -
     in order and send each result down the ``results`` pipe as it is done (or a
     loading error as (exit code, message), which always pickles)."""
     from tpusim.network.routes import RouteCache
-    from tpusim.points import run_point
+    from tpusim.study.points import run_point
     from tpusim.topology import build_topology
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

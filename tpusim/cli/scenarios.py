@@ -1,10 +1,10 @@
 """The scenario commands: ``tpusim run``, ``tpusim check`` and ``tpusim scenarios``.
 
-``run`` checks the whole scenario first (:mod:`tpusim.check`: every problem listed,
-exit 2, nothing simulated), then runs it (:mod:`tpusim.runner`: locally or on Dask,
+``run`` checks the whole scenario first (:mod:`tpusim.study.check`: every problem listed,
+exit 2, nothing simulated), then runs it (:mod:`tpusim.study.runner`: locally or on Dask,
 with progress on stderr) and writes what ran; points that failed are listed on stderr
 after the results (exit 1). A scenario is a path or a shipped name
-(:func:`tpusim.scenario_systems.locate_scenario`).
+(:func:`tpusim.study.systems.locate_scenario`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tpusim.cli_flags import path_flag, positive_flag
+from tpusim.cli.flags import path_flag, positive_flag
 from tpusim.config.limits import MAX_SWEEP_POINTS
-from tpusim.console import text_table
 from tpusim.errors import InputError, SimulationError
-from tpusim.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
-from tpusim.report import integer_bytes
+from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import check_folder_target, json_text, output_error
-from tpusim.runner import EXECUTORS
-from tpusim.scenario_systems import locate_scenario, scenario_listing
+from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
+from tpusim.study.runner import EXECUTORS
+from tpusim.study.systems import locate_scenario, scenario_listing
 
 __all__ = ["add_parsers", "cmd_check", "cmd_run", "cmd_scenarios"]
 
@@ -36,7 +35,7 @@ def cmd_scenarios(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    from tpusim.check import CheckFailed, check_scenario
+    from tpusim.study.check import CheckFailed, check_scenario
 
     checked = check_scenario(locate_scenario(args.scenario), args.max_points)
     if args.json:
@@ -53,13 +52,13 @@ def cmd_check(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from tpusim.check import check_scenario
     from tpusim.results.writers import write_outputs
-    from tpusim.runner import run_scenario
+    from tpusim.study.check import check_scenario
+    from tpusim.study.runner import run_scenario
 
     if args.scheduler is not None and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask")
-    from tpusim.faults_cli import run_fault_flags
+    from tpusim.cli.faults import run_fault_flags
 
     flags = run_fault_flags(args)
     checked = check_scenario(locate_scenario(args.scenario), args.max_points, flags)
@@ -125,8 +124,8 @@ def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[
 def _run_lines(spec: Any, outputs: Any, out: Any, files: list[Path]) -> list[str]:
     """The text ``tpusim run`` prints: the comparison table, the claims, the files
     that were written (:func:`written_text`)."""
-    from tpusim.claims import format_claims
     from tpusim.report import format_table
+    from tpusim.study.claims import format_claims
 
     lines = [f"{spec.name}: {spec.description}".rstrip(": "), "", format_table(outputs.comparison)]
     if outputs.claims is not None:
@@ -199,7 +198,7 @@ def _add_run(sub: Any) -> None:
         "cluster of 2 worker processes)",
     )
     _add_max_points(p)
-    from tpusim.faults_cli import add_fault_flags
+    from tpusim.cli.faults import add_fault_flags
 
     add_fault_flags(p, default_routing=None)
     p.set_defaults(func=cmd_run)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tpusim.errors import ConfigError, InputError, TpusimError
-from tpusim.points import workload_errors
-from tpusim.scenario import Scenario
+from tpusim.study.points import workload_errors
+from tpusim.study.scenario import Scenario
 from tpusim.workloads import workload_kind
 
 __all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
@@ -72,7 +72,7 @@ def check_scenario(
     file: str | Path, max_points: int | None = None, fault_flags: dict[str, Any] | None = None
 ) -> ScenarioCheck:
     """Every problem of the scenario in ``file`` (see the module docstring); the
-    command line's ``fault_flags`` apply as in :class:`~tpusim.scenario.Scenario`."""
+    command line's ``fault_flags`` apply as in :class:`~tpusim.study.scenario.Scenario`."""
     problems: list[ConfigError] = []
     try:
         scenario = Scenario(file, max_points, fault_flags, problems=problems)

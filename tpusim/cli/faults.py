@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tpusim import units
-from tpusim.cli_flags import size_flag
+from tpusim.cli.flags import size_flag
 from tpusim.config.faults import ROUTINGS, FaultPlan, load_faults, plan_flags
 from tpusim.errors import InputError
 from tpusim.vocabulary import FIDELITIES, OPS

@@ -9,7 +9,7 @@ figure, the assumptions behind that figure, and a verdict:
 * ``partly``: the figure meets the claim only under the narrower reading stated;
 * ``does not hold``: the figure falls short under the stated assumptions.
 
-Figures from a scenario run (``rows``, as :func:`tpusim.scenario.run_scenario` gives)
+Figures from a scenario run (``rows``, as :func:`tpusim.study.scenario.run_scenario` gives)
 are used where present (the 1 GiB all-reduce, the training steps, decode with the KV
 cache in SRAM, the serving capacities); what is missing is simulated here on the
 shipped systems (the serving claim appears only with serving rows).

@@ -13,9 +13,12 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from tpusim.report import integer_bytes
+from tpusim.results.files import json_text
 
 __all__ = [
     "INTERRUPTED_EXIT_CODE",
@@ -23,24 +26,26 @@ __all__ = [
     "drop_stdout",
     "interrupts_handled",
     "raised_by_print",
-    "text_table",
 ]
 
 #: Exit code of a run stopped by Ctrl-C (published: 128 + SIGINT, the shell convention).
 INTERRUPTED_EXIT_CODE = 130
 
 
-#: Modules whose only unnamed writes are ``print`` to stdout (a file write names its path).
-PRINTING_MODULES = ("tpusim.cli", "tpusim.scenarios_cli", "tpusim.validation.commands")
+#: The package whose modules' only unnamed writes are ``print`` to stdout (a file
+#: write goes through :mod:`tpusim.results.files` and names its path).
+PRINTING_MODULES = "tpusim.cli."
 
 
 def raised_by_print(exc: OSError) -> bool:
     """True when ``exc`` came from printing to (or flushing) stdout: the innermost
-    Python frame it passed is one of the command modules, which write nothing else."""
+    Python frame it passed is a module of :mod:`tpusim.cli`, which write nothing else."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_globals.get("__name__") in PRINTING_MODULES
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__")).startswith(
+        PRINTING_MODULES
+    )
 
 
 @contextmanager
@@ -79,9 +84,7 @@ def drop_stdout() -> None:
         pass
 
 
-def text_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
-    """``rows`` as left-aligned text columns under a header line (the commands' tables)."""
-    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
-    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
-    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
-    return "\n".join(lines)
+def print_json(record: Any) -> None:
+    """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`), byte
+    counts as integers (:func:`~tpusim.report.integer_bytes`)."""
+    print(json_text(integer_bytes(record)))

@@ -1,11 +1,11 @@
 """Running a loaded scenario: every (system, workload point), in this process, in
-worker processes (one system each) or on Dask (one task each, :mod:`tpusim.executors`).
+worker processes (one system each) or on Dask (one task each, :mod:`tpusim.study.executors`).
 
 A point that fails (a simulation error, an out-of-memory program) is recorded as a
 failure and the other points go on: the caller writes what ran and lists the
-failures. Each finished point is reported to a :class:`~tpusim.progress.Progress`.
+failures. Each finished point is reported to a :class:`~tpusim.study.progress.Progress`.
 
-This module never imports :mod:`tpusim.scenario` (which re-exports
+This module never imports :mod:`tpusim.study.scenario` (which re-exports
 :func:`run_scenario`): it reads the scenario it is given (``systems``, ``runs``,
 ``for_system``, ``context``), and a worker loads the scenario file again through the
 scenario's own class.
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tpusim.points import PointResult, run_point, run_workload, workload_errors
-from tpusim.progress import Finished, Progress
 from tpusim.results.records import CollectiveLinks, ScenarioRun
+from tpusim.study.points import PointResult, run_point, run_workload, workload_errors
+from tpusim.study.progress import Finished, Progress
 
 __all__ = [
     "EXECUTORS",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: Where ``tpusim run`` runs the points: ``local`` (this machine's processes) or
-#: ``dask`` (a Dask cluster, :mod:`tpusim.executors`).
+#: ``dask`` (a Dask cluster, :mod:`tpusim.study.executors`).
 EXECUTORS = ("local", "dask")
 
 
@@ -97,7 +97,7 @@ def run_scenario(
     ``progress``: an overall bar and a line per finished point on stderr. ``executor``
     ``local``: ``jobs`` > 1 runs that many systems at once in worker processes (each
     system's points in order in one process, so its route cache is shared,
-    :mod:`tpusim.workers`: a worker that dies loses only the point it was on);
+    :mod:`tpusim.study.workers`: a worker that dies loses only the point it was on);
     ``dask``: one task per (system, point) on the Dask scheduler at ``scheduler``
     (default: a local cluster of two worker processes). ``on_result`` is called in
     this process with each point's result as soon as it is back (``tpusim run``
@@ -117,11 +117,11 @@ def run_scenario(
             bar.finished(result.finished(), kind)
 
         if executor == "dask":
-            from tpusim.executors import run_on_dask
+            from tpusim.study.executors import run_on_dask
 
             results = run_on_dask(scenario, bar, scheduler, report)
         elif jobs > 1 and count > 1:
-            from tpusim.workers import run_in_workers
+            from tpusim.study.workers import run_in_workers
 
             results = run_in_workers(scenario, report, min(jobs, count))
         else:
@@ -136,7 +136,7 @@ def run_scenario(
 
 
 def point_kind(scenario: Any, system_index: int, run_index: int) -> tuple[Any, ...]:
-    """What the progress ETA expects to cost alike (:class:`~tpusim.progress.Progress`):
+    """What the progress ETA expects to cost alike (:class:`~tpusim.study.progress.Progress`):
     points of one workload point on systems of one topology and chip count (the
     variants of a swept system differ in link figures, not in the work simulated)."""
     system = scenario.systems[system_index]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tpusim.console import text_table
+from tpusim.report import text_table
 
 COLUMNS = ("name", "parameters", "active", "published", "layers", "d_model", "attention", "moe")
 

@@ -1,5 +1,5 @@
 """Figures of single workload kinds, beside the scenario-wide ones of
-:mod:`tpusim.plots`: a training step's HBM over its schedule (``memory.png``) and the
+:mod:`tpusim.report.plots`: a training step's HBM over its schedule (``memory.png``) and the
 links several jobs share (``jobs-<system>-<workload>.png``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpusim.plots import finish, pyplot
+from tpusim.report.plots import finish, pyplot
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -1,97 +1,30 @@
-"""What the command line and notebooks show of a run: topology metrics and pod totals
-(re-exported from :mod:`tpusim.results.records`), the comparison table of a scenario
-run as a frame and as text, and its figures (the ``plots`` output writer)."""
+"""The figures of a scenario run (the ``plots`` output writer), PNG and SVG."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tpusim import units
-from tpusim.html_report import write_html_report
+from tpusim.report.html import write_html_report
+from tpusim.report.sources import write_sources
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
     ProgramRecord,
-    Record,
     ScenarioRun,
     TopologyRecord,
-    pod_totals,
-    topology_summary,
 )
 from tpusim.results.tables import comparison_frame
 from tpusim.results.writers import Outputs, register_writer
-from tpusim.sources import write_sources
 from tpusim.units import format_bytes
-from tpusim.workloads import record_from_row
 
-__all__ = [
-    "comparison_table",
-    "format_table",
-    "pod_totals",
-    "topology_summary",
-    "write_plots",
-    "write_scenario_plots",
-]
-
-
-def comparison_table(rows: Iterable[Record | Mapping[str, Any]]) -> Any:
-    """Key figures of a scenario run (its records, or their rows as ``run.rows`` gives):
-    one column per system, one row per figure (the figure's unit in its name).
-    Collectives give their time at the smallest size and bus bandwidth at the largest;
-    programs their step time, MFU, exposed communication, throughput per chip and,
-    where configured, energy and cost per token; decode steps their latency per token.
-    A row of an unregistered kind gives no figure."""
-    records = [r if isinstance(r, Record) else record_from_row(dict(r)) for r in rows]
-    return comparison_frame([r for r in records if r is not None])
-
-
-def integer_bytes(tree: Any) -> Any:
-    """``tree`` (a JSON record) with every byte count a whole number: a float under a
-    key ``bytes`` or ``*_bytes`` (or in a list there) that is whole becomes an int, so
-    ``--json`` prints ``1048576``, not ``1048576.0``. Other values are kept."""
-    if isinstance(tree, dict):
-        return {k: _whole(v) if _is_bytes_key(k) else integer_bytes(v) for k, v in tree.items()}
-    if isinstance(tree, list | tuple):
-        return [integer_bytes(v) for v in tree]
-    return tree
-
-
-def _is_bytes_key(key: Any) -> bool:
-    return isinstance(key, str) and (key == "bytes" or key.endswith("_bytes"))
-
-
-def _whole(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return [_whole(v) for v in value]
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        return int(value)
-    return integer_bytes(value)
-
-
-#: Widest line of a comparison table as text (characters): wider tables (one column
-#: per system: design-space has 40) wrap into blocks of columns, each block repeating
-#: the figure names (a block holds at least one column).
-TABLE_WIDTH = 120
-
-
-def format_table(frame: Any) -> str:
-    """A comparison table as text: 4 significant digits (whole numbers with thousands
-    separators from 10,000), blanks for missing values, wrapped into blocks of
-    columns at :data:`TABLE_WIDTH` characters."""
-
-    def cell(value: float) -> str:
-        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-
-    text = frame.to_string(float_format=cell, na_rep="", justify="right", line_width=TABLE_WIDTH)
-    return "\n".join(line.rstrip(" \\") for line in text.splitlines())
+__all__ = ["write_plots", "write_scenario_plots"]
 
 
 def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
-    """The figures of a scenario run (see :mod:`tpusim.plots` and
-    :mod:`tpusim.plots_compare`), PNG and SVG, into ``out``; returns the PNG paths.
+    """The figures of a scenario run (see :mod:`tpusim.report.plots` and
+    :mod:`tpusim.report.compare_plots`), PNG and SVG, into ``out``; returns the PNG paths.
     Written when there is something to show:
 
     * ``summary.png``: the systems side by side on the comparison table's key figures;
@@ -126,7 +59,7 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
 
 def _saved(fig: Any, path: Path) -> Path:
     """Save ``fig`` as ``path``.png and .svg, close it; returns the PNG path."""
-    from tpusim import plots
+    from tpusim.report import plots
 
     plots.save(fig, path)
     _close(fig)
@@ -136,7 +69,7 @@ def _saved(fig: Any, path: Path) -> Path:
 def _busbw_plots(out: Path, run: ScenarioRun) -> list[Path]:
     import pandas as pd
 
-    from tpusim import plots
+    from tpusim.report import plots
 
     rows = [r.row() for r in run.records if isinstance(r, CollectiveRecord)]
     curves = pd.DataFrame(rows)
@@ -151,7 +84,7 @@ def _busbw_plots(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _hops_plot(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim import plots
+    from tpusim.report import plots
 
     measured = [r.system for r in run.records if isinstance(r, TopologyRecord)]
     if not measured:
@@ -162,7 +95,7 @@ def _hops_plot(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim import plots
+    from tpusim.report import plots
 
     chosen: dict[str, Any] = {}
     for entry in run.collectives:
@@ -183,7 +116,7 @@ def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _summary_plot(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim import plots_compare
+    from tpusim.report import compare_plots as plots_compare
 
     table = comparison_frame(run.records)
     if not plots_compare.summary_rows(table):
@@ -192,7 +125,7 @@ def _summary_plot(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _decode_plot(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim import plots_compare
+    from tpusim.report import compare_plots as plots_compare
 
     rows = [r.row() for r in run.records if isinstance(r, DecodeRecord)]
     if not rows:
@@ -204,7 +137,7 @@ def _serving_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """The serving curve of each serving workload that searched for its capacity."""
     import pandas as pd
 
-    from tpusim import plots_compare
+    from tpusim.report import compare_plots as plots_compare
 
     points: dict[str, list[dict[str, Any]]] = {}
     for record in run.records:
@@ -223,7 +156,7 @@ def _serving_plots(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _steps_plot(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim import plots
+    from tpusim.report import plots
 
     programs = [
         r.row()
@@ -252,7 +185,7 @@ def _timeline_title(label: str, system: str, results: Any) -> str:
 def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``timeline.png`` (the first training step, else the first program) and
     ``timeline-<system>.png`` for that workload on every system that ran it."""
-    from tpusim import plots
+    from tpusim.report import plots
 
     if not run.details:
         return []
@@ -275,7 +208,7 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
 
 def _memory_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """HBM per chip over the first training step that reports its memory."""
-    from tpusim import plots_workloads
+    from tpusim.report import workload_plots as plots_workloads
 
     for system, label, results in run.details:
         points = getattr(results, "memory_points", None)
@@ -307,38 +240,3 @@ register_writer("plots", write_plots)
 # after the plots: the page inlines the figures the plots writer wrote
 register_writer("sources", write_sources)
 register_writer("report", write_html_report)
-
-
-def topology_lines(rec: dict[str, Any]) -> list[str]:
-    """The text ``tpusim topo`` prints for one :func:`topology_summary` record."""
-    degree = rec["degree"]
-    flops = ", ".join(f"{d} {units.format_flops(v)}" for d, v in rec["peak_flops"].items())
-    kinds = ", ".join(f"{k} {n}" for k, n in rec["links_by_kind"].items())
-    return [
-        f"system          {rec['system']} ({rec['chip']} chips)",
-        f"topology        {rec['topology']}  {_shape_text(rec['shape'])}",
-        f"chips           {rec['chips']:,}",
-        f"links           {rec['links']:,} bidirectional ({kinds})",
-        f"degree          min {degree['min']}, mean {degree['mean']:.2f}, max {degree['max']}",
-        f"diameter        {rec['diameter_hops']} hops",
-        f"mean hops       {rec['mean_hops']:.3f}",
-        f"bisection       {units.format_bandwidth(rec['bisection_bandwidth_Bps'])} (one direction)",
-        f"ICI link        {units.format_bandwidth(rec['link_bandwidth_Bps'])} per direction, "
-        f"{units.format_time(rec['hop_latency_s'])} per hop",
-        f"peak compute    {flops}",
-        f"HBM total       {units.format_bytes(rec['hbm_capacity_bytes'], binary=False)}",
-    ]
-
-
-def _shape_text(shape: dict[str, Any]) -> str:
-    if "dims" in shape:
-        wrap = "".join("W" if w else "-" for w in shape["wraparound"])
-        return f"{'x'.join(map(str, shape['dims']))} wrap {wrap}" + (
-            " twisted" if shape["twisted"] else ""
-        )
-    if "groups" in shape:
-        return (
-            f"{shape['chips_per_board']} chips/board x {shape['boards_per_group']} boards/group "
-            f"x {shape['groups']} groups ({shape['arrangement']})"
-        )
-    return f"{shape['pods']} pods of {shape['chips_per_pod']:,} chips via {shape['fabric']}"

@@ -101,7 +101,7 @@ def _share(count: int, total: int) -> str:
 def results_table(rows: list[dict[str, Any]]) -> str:
     """The cases as a text table; a not simulated case shows ``-``."""
     from tpusim import units
-    from tpusim.console import text_table
+    from tpusim.report import text_table
 
     def when(seconds: float | None) -> str:
         return "-" if seconds is None else units.format_time(seconds)

@@ -111,7 +111,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
         return cmd(args)
     _check_workloads(args)
     if args.workloads:
-        from tpusim.validation.workloads_cli import cmd_validate_workloads
+        from tpusim.cli.validate_workloads import cmd_validate_workloads
 
         return cmd_validate_workloads(args)
     from tpusim.config.calibration import load_calibration
@@ -136,7 +136,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> None:
     _check_workloads(args)
     if args.workloads:
-        from tpusim.validation.workloads_cli import cmd_calibrate_workloads
+        from tpusim.cli.validate_workloads import cmd_calibrate_workloads
 
         return cmd_calibrate_workloads(args)
     from tpusim.config.calibration import load_calibration
@@ -218,7 +218,7 @@ def _summary_lines(stats: dict[str, Any]) -> str:
 
 def _cases_table(rows: list[dict[str, Any]]) -> str:
     from tpusim import units
-    from tpusim.console import text_table
+    from tpusim.report import text_table
 
     shown = [
         {

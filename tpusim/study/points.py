@@ -1,8 +1,8 @@
 """One workload point on one system: its outcome or its failure, and its wall time.
 
-The unit of work of every executor (:mod:`tpusim.runner` in this process or in worker
-processes, :mod:`tpusim.executors` on Dask) and what the check resolves before running
-(:mod:`tpusim.check`). The scenario is read through what it offers (``systems``,
+The unit of work of every executor (:mod:`tpusim.study.runner` in this process or in worker
+processes, :mod:`tpusim.study.executors` on Dask) and what the check resolves before running
+(:mod:`tpusim.study.check`). The scenario is read through what it offers (``systems``,
 ``runs``, ``for_system``, ``context``), so this module does not import it.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpusim.errors import ConfigError, InputError, TpusimError
-from tpusim.progress import Finished
+from tpusim.study.progress import Finished
 from tpusim.workloads import Outcome, WorkloadContext, WorkloadSpec, workload_kind
 
 __all__ = ["PointResult", "run_point", "run_workload", "workload_errors"]

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tpusim.report.sources import load_references, sources_frame
 from tpusim.results.energy import IDLE_POWER_FRACTION
 from tpusim.results.files import atomic_write_text
 from tpusim.results.writers import Outputs
-from tpusim.sources import load_references, sources_frame
 
 __all__ = ["assumption_rows", "render_report", "table_html", "write_html_report"]
 

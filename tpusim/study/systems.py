@@ -97,10 +97,11 @@ def _merged(base: System, ici: IciOverride) -> IciOverride:
 def scenarios_dir() -> Path:
     """The shipped scenarios: ``tpusim/_scenarios`` in an installed wheel, else the
     checkout's ``scenarios/``."""
-    packaged = Path(__file__).resolve().parent / "_scenarios"
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_scenarios"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "scenarios"
+    return package.parent / "scenarios"
 
 
 def shipped_scenarios() -> dict[str, Path]:

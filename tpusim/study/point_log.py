@@ -80,7 +80,7 @@ class PointLog:
         return self.handle
 
     def write(self, result: Any) -> None:
-        """Append one :class:`~tpusim.points.PointResult` and flush it to the file."""
+        """Append one :class:`~tpusim.study.points.PointResult` and flush it to the file."""
         record: dict[str, Any] = {
             "system": result.system,
             "workload": result.label,

@@ -24,7 +24,7 @@ fits that topology); ``systems: [NAME, ...]`` runs a workload on those systems o
 A mesh axis of size ``auto`` takes the chips the other axes leave;
 ``batch_per_shard`` (training) sets the global batch from the batch-sharding axes.
 A ``systems`` entry may also derive systems with ICI overrides and sweeps
-(:mod:`tpusim.scenario_systems`).
+(:mod:`tpusim.study.systems`).
 
 Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 :func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
@@ -35,7 +35,7 @@ vendor-claims table), and the fault keys ``faults``, ``fail_links``, ``seed``,
 ``on_chip_failure`` and ``routing`` (:mod:`tpusim.config.faults`: defaults for every
 workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Errors
 name the file, the YAML path and the line; ``Scenario(file, problems=[])`` collects
-them all (:mod:`tpusim.check`), and :func:`run_scenario` (:mod:`tpusim.runner`) runs
+them all (:mod:`tpusim.study.check`), and :func:`run_scenario` (:mod:`tpusim.study.runner`) runs
 the points.
 
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
@@ -55,7 +55,7 @@ from typing import Any
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
-import tpusim.report  # noqa: F401  (registers the "plots" output writer)
+import tpusim.report.figures  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.chip import ChipSpec
 from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing, with_fault_defaults
@@ -66,8 +66,8 @@ from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
 from tpusim.results.records import CollectiveLinks, ScenarioRun
 from tpusim.results.writers import Outputs
-from tpusim.runner import run_scenario
-from tpusim.scenario_systems import SystemVariants, locate_scenario, variants
+from tpusim.study.runner import run_scenario
+from tpusim.study.systems import SystemVariants, locate_scenario, variants
 from tpusim.units import format_bytes
 from tpusim.vocabulary import Dtype, Fidelity
 from tpusim.workloads import Workload, WorkloadContext, WorkloadSpec
@@ -455,7 +455,7 @@ class Scenario:
     def outputs(self, run: ScenarioRun) -> Outputs:
         """What the writers of :mod:`tpusim.results.writers` write for ``run``: the
         scenario as validated (``resolved.yaml``), and plots and claims if it asks."""
-        from tpusim.claims import vendor_claims
+        from tpusim.study.claims import vendor_claims
 
         resolved = self.spec.model_dump(mode="json", by_alias=True)
         return Outputs(

@@ -20,6 +20,7 @@ from tpusim.config.limits import (
     whole_bytes_problem,
 )
 from tpusim.errors import InputError
+from tpusim.vocabulary import FIDELITIES
 
 __all__ = [
     "axes_flag",
@@ -147,3 +148,32 @@ def positive_flag(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
+
+
+def add_fidelity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fidelity",
+        choices=FIDELITIES,
+        default="flow",
+        help="network model: analytic (closed forms), flow (max-min fair, the default) "
+        "or packet (small systems)",
+    )
+
+
+def add_flow_tolerance(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--flow-tolerance",
+        type=flow_tolerance_flag,
+        help="flow fidelity: max-min rates solved to this relative tolerance and flows "
+        "finishing within it retired together (default 0.01; 0 is exact; a scenario's "
+        "flow_tolerance: is the same setting)",
+    )
+
+
+def add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) -> None:
+    p.add_argument(
+        "--max-points",
+        type=positive_flag,
+        default=default,
+        help=f"most {what} to run (default {MAX_SWEEP_POINTS:,}; refused above it)",
+    )

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tpusim.errors import InputError, SimulationError
-from tpusim.points import PointResult, run_point
-from tpusim.progress import Progress
+from tpusim.study.points import PointResult, run_point
+from tpusim.study.progress import Progress
 
 __all__ = ["LOCAL_WORKERS", "run_on_dask"]
 

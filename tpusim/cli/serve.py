@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tpusim.cli_flags import path_flag, plot_flag
+from tpusim.cli.flags import path_flag, plot_flag
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
 from tpusim.vocabulary import DTYPES, FIDELITIES

@@ -1,0 +1,26 @@
+"""``tpusim claims``: Google's TPU 8 claims against tpusim's figures."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tpusim.cli.console import print_json
+
+
+def cmd_claims(args: argparse.Namespace) -> None:
+    from tpusim.study.claims import format_claims, vendor_claims
+
+    claims = vendor_claims()
+    if args.json:
+        print_json({"claims": claims.to_dict("records")})
+    else:
+        print(format_claims(claims))
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "claims", help="Google's TPU 8 claims against tpusim's figures (shipped systems)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_claims)

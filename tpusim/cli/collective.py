@@ -1,0 +1,227 @@
+"""``tpusim collective``: one collective, or a sweep of sizes, on a system."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tpusim import units
+from tpusim.cli.console import print_json
+from tpusim.cli.flags import (
+    add_fidelity,
+    add_flow_tolerance,
+    add_max_points,
+    axes_flag,
+    check_packet_work,
+    pairs_flag,
+    size_flag,
+    size_in_binary,
+    sweep_sizes,
+)
+from tpusim.config import load_system
+from tpusim.config.limits import MAX_SWEEP_POINTS
+from tpusim.errors import InputError
+from tpusim.results.files import atomic_csv, check_file_target, output_error
+
+
+def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
+    if args.axes is not None and args.chips is not None:
+        raise InputError("give --axes or --chips, not both")
+    if args.chips is not None and args.chips < 1:
+        raise InputError(f"--chips {args.chips}: must be >= 1")
+    if args.packet_bytes is not None and args.fidelity != "packet":
+        raise InputError("--packet-bytes only applies to --fidelity packet")
+    if args.flow_tolerance is not None and args.fidelity != "flow":
+        raise InputError("--flow-tolerance only applies to --fidelity flow")
+    options: dict[str, Any] = {
+        "axes": axes_flag(args.axes),
+        "chips": args.chips,
+        "algorithm": args.algorithm,
+        "fidelity": args.fidelity,
+        "engine": "tensorcore" if args.no_offload else args.engine,
+        "pairs": pairs_flag(args.pairs),
+        "flow_tolerance": args.flow_tolerance,
+    }
+    if args.packet_bytes is not None:
+        options["packet_bytes"] = size_flag(args.packet_bytes, "--packet-bytes")
+    from tpusim.cli.faults import fault_options
+
+    return options | fault_options(args)
+
+
+def _run_one(
+    system: Any, topology: Any, args: argparse.Namespace, size: float, options: dict[str, Any]
+) -> tuple[Any, Any]:
+    from tpusim.collectives import AlgorithmError
+    from tpusim.engine import run_collective
+
+    try:
+        return run_collective(
+            topology, args.op, size, chip=system.chip, system_name=system.name, **options
+        )
+    except (AlgorithmError, ValueError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def cmd_collective(args: argparse.Namespace) -> None:
+    from tpusim.topology import build_topology
+
+    if (args.bytes is None) == (args.sweep_bytes is None):
+        raise InputError("give exactly one of --bytes SIZE and --sweep-bytes LOW:HIGH")
+    options = _collective_options(args)
+    if args.links_csv:
+        check_file_target(args.links_csv, "--links-csv")
+    system = load_system(args.system)
+    if args.calibration:
+        from tpusim.config.calibration import calibrated_system, load_calibration
+
+        system = calibrated_system(system, load_calibration(args.calibration))
+    if args.sweep_bytes is not None:
+        sizes = sweep_sizes(args.sweep_bytes, args.max_points)
+    else:
+        sizes = [size_flag(args.bytes, "--bytes")]
+    check_packet_work(system.num_chips, sizes, options)
+    topology = build_topology(system)
+    binary = size_in_binary(args.sweep_bytes or args.bytes)
+    if args.sweep_bytes is not None:
+        _collective_sweep(system, topology, args, sizes, options, binary)
+        return
+    result, network = _run_one(system, topology, args, sizes[0], options)
+    if args.links_csv:
+        _write_links(topology, network, result.time_s, args.links_csv)
+    rec = result.record() | network.fault_report
+    if args.json:
+        print_json(rec)
+    else:
+        print("\n".join(_collective_lines(rec, binary)))
+        if "failed_links" in rec:
+            from tpusim.cli.faults import fault_lines
+
+            print("\n".join(fault_lines(rec)))
+
+
+def _write_links(topology: Any, network: Any, time_s: float, file: str) -> None:
+    from tpusim.engine import link_table
+
+    try:
+        atomic_csv(link_table(topology, network, time_s), file, index=False)
+    except OSError as exc:
+        raise output_error("--links-csv", file, exc) from None
+
+
+def _collective_sweep(
+    system: Any,
+    topology: Any,
+    args: argparse.Namespace,
+    sizes: list[float],
+    options: dict[str, Any],
+    binary: bool,
+) -> None:
+    """``--sweep-bytes``: each row printed as it finishes (text), or one JSON object at
+    the end; progress on stderr unless ``--quiet``: a bar on a terminal, and with
+    ``--json`` plain lines on a pipe too."""
+    import time
+
+    from tpusim.study.progress import Finished, Progress
+
+    rows = []
+    if not args.json:
+        print(_SWEEP_HEADER, flush=True)
+    what = f"{system.name} {args.op}"
+    # text rows on stdout are the progress; with --json a pipe gets plain lines on stderr
+    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=not args.json) as bar:
+        for size in sizes:
+            began = time.perf_counter()
+            rows.append(_run_one(system, topology, args, size, options)[0].record())
+            if not args.json:
+                print(_sweep_row(rows[-1], binary), flush=True)
+            wall_s = time.perf_counter() - began
+            bar.finished(Finished(units.format_bytes(size, binary), wall_s))
+    if args.json:
+        print_json({"system": system.name, "op": args.op, "sweep": rows})
+
+
+def _collective_lines(rec: dict[str, Any], binary: bool = True) -> list[str]:
+    return [
+        f"system          {rec['system']}",
+        f"collective      {rec['op']} of {units.format_bytes(rec['bytes'], binary)} "
+        f"({rec['algorithm']}, {rec['fidelity']} fidelity, reductions on {rec['engine']})",
+        f"chips           {rec['chips']:,} in {rec['num_groups']:,} group(s) of "
+        f"{rec['group_size']:,}",
+        f"time            {units.format_time(rec['time_s'])}",
+        f"algbw / busbw   {_bandwidth_text(rec['algbw_Bps'])} / "
+        f"{_bandwidth_text(rec['busbw_Bps'])}",
+        f"hops            max {rec['max_hops']}, mean {rec['mean_hops']:.2f}",
+        f"links           max utilisation {rec['max_link_utilization']:.1%}, mean "
+        f"{rec['mean_link_utilization']:.1%} (links used), busiest "
+        f"{units.format_bytes(rec['busiest_link_bytes'], binary)}",
+        f"work            {rec['num_steps']:,} steps, {rec['num_flows']:,} flows, "
+        f"{rec['num_events']:,} network events",
+    ]
+
+
+def _bandwidth_text(value: float | None) -> str:
+    """A bandwidth, or "n/a" for a collective that took no time (None)."""
+    return "n/a" if value is None else units.format_bandwidth(value)
+
+
+def _gbps_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1e9:.2f}"
+
+
+_SWEEP_HEADER = f"{'size':>10} {'time':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  algorithm"
+
+
+def _sweep_row(r: dict[str, Any], binary: bool) -> str:
+    return (
+        f"{units.format_bytes(r['bytes'], binary):>10} {units.format_time(r['time_s']):>10} "
+        f"{_gbps_text(r['algbw_Bps']):>11} {_gbps_text(r['busbw_Bps']):>11}  {r['algorithm']}"
+    )
+
+
+def _add_collective(sub: Any) -> None:
+    from tpusim.collectives import algorithm_names
+    from tpusim.vocabulary import ENGINE_CHOICES, OPS
+
+    p = sub.add_parser("collective", help="simulate one collective (or a sweep of sizes)")
+    p.add_argument("system", help="shipped system name or path to a system YAML")
+    p.add_argument("--op", required=True, choices=OPS)
+    p.add_argument("--bytes", help="size with a unit (nccl-tests convention), e.g. 64MiB")
+    p.add_argument("--sweep-bytes", help="LOW:HIGH, powers of two, e.g. 1KiB:1GiB")
+    p.add_argument("--axes", help="torus axes to run over, e.g. x,z (one group per rest)")
+    p.add_argument("--chips", type=int, help="run on the first N chips")
+    p.add_argument(
+        "--algorithm",
+        choices=("auto", *algorithm_names()),
+        default="auto",
+        help="auto (default): the fastest predicted under the cost model",
+    )
+    add_fidelity(p)
+    p.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        default="auto",
+        help="who runs the collective: auto = the chip's default (collectives.offload in "
+        "its file); none = the network alone, no on-chip cost, nominal link bandwidth",
+    )
+    p.add_argument(
+        "--no-offload",
+        action="store_true",
+        help="reduce on the TensorCore (turns the CAE/SparseCore offload off)",
+    )
+    p.add_argument("--pairs", help="collective-permute chip pairs SRC:DST[,SRC:DST...]")
+    p.add_argument("--packet-bytes", help="packet size for --fidelity packet (default 64KiB)")
+    p.add_argument("--links-csv", help="write the per-link table to this CSV file")
+    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
+    add_flow_tolerance(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr (sweeps)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_max_points(p, "sizes of --sweep-bytes", MAX_SWEEP_POINTS)
+    from tpusim.cli.faults import add_fault_flags
+
+    add_fault_flags(p)
+    p.set_defaults(func=cmd_collective)
+
+
+def add_parsers(sub: Any) -> None:
+    _add_collective(sub)

@@ -1,0 +1,98 @@
+"""``tpusim hlo``: replay an XLA-compiled HLO module on a system."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tpusim import units
+from tpusim.cli.console import print_json
+from tpusim.cli.flags import (
+    add_fidelity,
+    add_flow_tolerance,
+)
+from tpusim.errors import InputError
+from tpusim.workloads.hlo import hlo_summary
+
+
+def cmd_hlo(args: argparse.Namespace) -> None:
+    try:
+        order = [int(c) for c in args.device_chips.split(",")] if args.device_chips else None
+    except ValueError:
+        raise InputError(
+            f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
+        ) from None
+    if args.flow_tolerance is not None and args.fidelity != "flow":
+        raise InputError("--flow-tolerance only applies to --fidelity flow")
+    system, file = _hlo_target(args)
+    record = hlo_summary(file, system, args.fidelity, order, args.calibration, args.flow_tolerance)
+    if record["unknown_ops"]:
+        ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
+        print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
+    if args.json:
+        print_json(record)
+        return
+    collectives = ", ".join(f"{k} {v}" for k, v in record["collectives"].items()) or "none"
+    print(
+        "\n".join(
+            [
+                f"module          {record['file']} ({record['chips']} devices, "
+                f"{record['num_ops']} ops)",
+                f"system          {record['system']}",
+                f"FLOPs per chip  {record['flops_per_chip']:.4g}",
+                f"collectives     {collectives} "
+                f"({units.format_bytes(record['collective_bytes_per_chip'])} per chip)",
+                f"step            {units.format_time(record['step_time_s'])} (compute "
+                f"{units.format_time(record['compute_time_s'])}, communication "
+                f"{units.format_time(record['communication_time_s'])}, exposed "
+                f"{units.format_time(record['exposed_communication_time_s'])})",
+            ]
+        )
+    )
+
+
+def _add_hlo_parser(sub: Any) -> None:
+    """The ``hlo`` command's flags."""
+    p = sub.add_parser(
+        "hlo",
+        help="replay an XLA-compiled HLO module on a system",
+        usage="tpusim hlo SYSTEM FILE [options]  (or: tpusim hlo FILE --system SYSTEM)",
+    )
+    p.add_argument(
+        "where",
+        nargs="+",
+        metavar="SYSTEM FILE",
+        help="shipped system name or path, then the HLO text (as "
+        "jax.jit(f).lower(...).compile().as_text()); the system first, as every command "
+        "takes it",
+    )
+    p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
+    add_fidelity(p)
+    p.add_argument(
+        "--device-chips",
+        help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
+    )
+    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
+    add_flow_tolerance(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_hlo)
+
+
+def _hlo_target(args: argparse.Namespace) -> tuple[str, str]:
+    """(system, file) of ``tpusim hlo SYSTEM FILE`` or ``tpusim hlo FILE --system S``."""
+    where = args.where
+    if args.system is not None and len(where) == 1:
+        return args.system, where[0]
+    if args.system is None and len(where) == 2:
+        return where[0], where[1]
+    raise InputError(
+        "hlo: give SYSTEM FILE (or FILE --system SYSTEM), got "
+        + " ".join(where)
+        + (f" --system {args.system}" if args.system else "")
+        + " (see tpusim hlo --help)"
+    )
+
+
+def add_parsers(sub: Any) -> None:
+    _add_hlo_parser(sub)

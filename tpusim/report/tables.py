@@ -1,0 +1,117 @@
+"""Tables as text and JSON-ready records: a scenario run's comparison table (as a
+frame and as text), the text of ``tpusim topo``, aligned text tables, and byte counts
+as whole numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tpusim import units
+from tpusim.results.records import Record
+from tpusim.results.tables import comparison_frame
+from tpusim.workloads import record_from_row
+
+__all__ = [
+    "TABLE_WIDTH",
+    "comparison_table",
+    "format_table",
+    "integer_bytes",
+    "text_table",
+    "topology_lines",
+]
+
+
+def comparison_table(rows: Iterable[Record | Mapping[str, Any]]) -> Any:
+    """Key figures of a scenario run (its records, or their rows as ``run.rows`` gives):
+    one column per system, one row per figure (the figure's unit in its name).
+    Collectives give their time at the smallest size and bus bandwidth at the largest;
+    programs their step time, MFU, exposed communication, throughput per chip and,
+    where configured, energy and cost per token; decode steps their latency per token.
+    A row of an unregistered kind gives no figure."""
+    records = [r if isinstance(r, Record) else record_from_row(dict(r)) for r in rows]
+    return comparison_frame([r for r in records if r is not None])
+
+
+def integer_bytes(tree: Any) -> Any:
+    """``tree`` (a JSON record) with every byte count a whole number: a float under a
+    key ``bytes`` or ``*_bytes`` (or in a list there) that is whole becomes an int, so
+    ``--json`` prints ``1048576``, not ``1048576.0``. Other values are kept."""
+    if isinstance(tree, dict):
+        return {k: _whole(v) if _is_bytes_key(k) else integer_bytes(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return [integer_bytes(v) for v in tree]
+    return tree
+
+
+def _is_bytes_key(key: Any) -> bool:
+    return isinstance(key, str) and (key == "bytes" or key.endswith("_bytes"))
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_whole(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return integer_bytes(value)
+
+
+#: Widest line of a comparison table as text (characters): wider tables (one column
+#: per system: design-space has 40) wrap into blocks of columns, each block repeating
+#: the figure names (a block holds at least one column).
+TABLE_WIDTH = 120
+
+
+def format_table(frame: Any) -> str:
+    """A comparison table as text: 4 significant digits (whole numbers with thousands
+    separators from 10,000), blanks for missing values, wrapped into blocks of
+    columns at :data:`TABLE_WIDTH` characters."""
+
+    def cell(value: float) -> str:
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+    text = frame.to_string(float_format=cell, na_rep="", justify="right", line_width=TABLE_WIDTH)
+    return "\n".join(line.rstrip(" \\") for line in text.splitlines())
+
+
+def topology_lines(rec: dict[str, Any]) -> list[str]:
+    """The text ``tpusim topo`` prints for one :func:`topology_summary` record."""
+    degree = rec["degree"]
+    flops = ", ".join(f"{d} {units.format_flops(v)}" for d, v in rec["peak_flops"].items())
+    kinds = ", ".join(f"{k} {n}" for k, n in rec["links_by_kind"].items())
+    return [
+        f"system          {rec['system']} ({rec['chip']} chips)",
+        f"topology        {rec['topology']}  {_shape_text(rec['shape'])}",
+        f"chips           {rec['chips']:,}",
+        f"links           {rec['links']:,} bidirectional ({kinds})",
+        f"degree          min {degree['min']}, mean {degree['mean']:.2f}, max {degree['max']}",
+        f"diameter        {rec['diameter_hops']} hops",
+        f"mean hops       {rec['mean_hops']:.3f}",
+        f"bisection       {units.format_bandwidth(rec['bisection_bandwidth_Bps'])} (one direction)",
+        f"ICI link        {units.format_bandwidth(rec['link_bandwidth_Bps'])} per direction, "
+        f"{units.format_time(rec['hop_latency_s'])} per hop",
+        f"peak compute    {flops}",
+        f"HBM total       {units.format_bytes(rec['hbm_capacity_bytes'], binary=False)}",
+    ]
+
+
+def _shape_text(shape: dict[str, Any]) -> str:
+    if "dims" in shape:
+        wrap = "".join("W" if w else "-" for w in shape["wraparound"])
+        return f"{'x'.join(map(str, shape['dims']))} wrap {wrap}" + (
+            " twisted" if shape["twisted"] else ""
+        )
+    if "groups" in shape:
+        return (
+            f"{shape['chips_per_board']} chips/board x {shape['boards_per_group']} boards/group "
+            f"x {shape['groups']} groups ({shape['arrangement']})"
+        )
+    return f"{shape['pods']} pods of {shape['chips_per_pod']:,} chips via {shape['fabric']}"
+
+
+def text_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    """``rows`` as left-aligned text columns under a header line (the commands' tables)."""
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(lines)
