@@ -16,8 +16,10 @@ Modules, one concept each:
 * :mod:`.checks`: argument checks of the Python API (one function per builder);
 * :mod:`.mesh`: which mesh axes a collective spans;
 * :mod:`.oplist`: an op accumulator that checks names and chains dependencies;
-* :mod:`.layers`: the per-layer op templates (attention, MLP, MoE) and how one
-  template becomes forward or backward ops;
+* :mod:`.layer_shape`: a layer's per-chip sizes, the input of its templates;
+* :mod:`.template`: one op template and how it becomes forward or backward ops;
+* :mod:`.layers`: a layer's templates (the attention block, then the MLP block);
+  :mod:`.mlp`: the MLP block, dense or MoE;
 * :mod:`.args`: the training step's keywords as one record;
 * :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
   activations);

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tpusim.hardware.costs import DTYPE_BYTES
-from tpusim.program.builders.layers import LayerStep, Phase, collective_step, layer_steps
+from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.offload import (
     fetch_activations,
@@ -21,6 +21,7 @@ from tpusim.program.builders.offload import (
 )
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
+from tpusim.program.builders.template import LayerStep, Phase, collective_step
 from tpusim.program.builders.training import TrainingPlan
 from tpusim.program.ir import Op, Program
 

@@ -92,17 +92,14 @@ from typing import Any
 
 from tpusim.program.builders.args import FSDP_PREFETCH_LAYERS, TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
-from tpusim.program.builders.layers import (
-    BACKWARD_ELEMENTWISE_FACTOR,
-    LayerShape,
-    LayerStep,
-    layer_steps,
-)
+from tpusim.program.builders.layer_shape import LayerShape
+from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.mesh import batch_axes, collective_axes
 from tpusim.program.builders.model import LocalParameters, local_parameters
 from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
 from tpusim.program.builders.remat import RematPlan, recomputed_steps
+from tpusim.program.builders.template import BACKWARD_ELEMENTWISE_FACTOR, LayerStep
 from tpusim.program.ir import Program
 
 __all__ = [
@@ -324,7 +321,7 @@ def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> Lay
 
 def _moe_shape(args: TrainingArgs, dense: LayerShape, tp: int, ep: int) -> LayerShape:
     """The local shape of a MoE layer: routed experts of width ``expert_d_ff``, ``ep``
-    the expert axis size; the MoE cost fields as given (see :func:`.layers.moe_steps`)."""
+    the expert axis size; the MoE cost fields as given (see :func:`.mlp.moe_steps`)."""
     width = (args.expert_d_ff or args.d_ff) // tp
     return replace(
         dense,
