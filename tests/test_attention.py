@@ -11,7 +11,7 @@ from tpusim.config import load_chip
 from tpusim.hardware import ChipCostModel
 from tpusim.program.builders import training_step
 from tpusim.program.builders.attention import AttentionShape, backward, computed_tiles, forward
-from tpusim.program.builders.layers import LayerShape
+from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.memory import saved_bytes
 from tpusim.program.builders.serving import IterationBatch, prefill_call, replica_shape
 from tpusim.program.ir import ProgramError

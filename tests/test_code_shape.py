@@ -50,21 +50,17 @@ RUN_PATH = (
 PENDING: dict[str, set[str]] = {
     "modules": {
         "network/flow.py",
-        "program/builders/layers.py",
         "program/builders/serving.py",
         "report/plots.py",
         "results/records.py",
         "study/scenario.py",
-        "validation/workloads.py",
     },
     "functions": {"engine/collective.py:run_collective", "program/builders/decode.py:decode_step"},
     "fmt_skip": {
         "cli/serve.py",
         "collectives/costs.py",
         "engine/collective.py",
-        "hardware/memory.py",
         "network/base.py",
-        "program/builders/checks.py",
         "program/builders/decode.py",
         "program/builders/serving.py",
         "results/records.py",

@@ -12,7 +12,7 @@ from tests.helpers import assert_one_error_line, run
 from tpusim.program import ProgramError
 from tpusim.program.builders import plan_training, training_step
 from tpusim.program.builders.emit import useful_flops
-from tpusim.program.builders.layers import GMM_TILE_ROWS, dropped_fraction
+from tpusim.program.builders.mlp import GMM_TILE_ROWS, dropped_fraction
 
 D, SEQ, TOP_K, EXPERTS, EP = 1024, 512, 2, 8, 4
 MOE = dict(

@@ -14,9 +14,9 @@ from tpusim.engine import Simulation, simulate_collective
 from tpusim.hardware import ChipCostModel
 from tpusim.program import Op, Program
 from tpusim.program.builders import training_step
-from tpusim.program.builders.layers import LayerStep
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
+from tpusim.program.builders.template import LayerStep
 from tpusim.results.overlap import (
     BREAKDOWN_COLUMNS,
     COLLECTIVE_KINDS,

@@ -10,7 +10,7 @@ import pytest
 from tpusim.config.loader import load_system
 from tpusim.engine.placement import group_of, split_mesh
 from tpusim.program.builders import parameters_per_layer, plan_training, training_step
-from tpusim.program.builders.model import local_parameters
+from tpusim.program.builders.counts import local_parameters
 from tpusim.topology import build_topology
 
 D, FF, H, HD, SEQ = 512, 2048, 8, 64, 256

@@ -13,14 +13,10 @@ import yaml
 from helpers import assert_one_error_line, run
 
 from tpusim.config.loader import load_chip
-from tpusim.validation.workloads import (
-    load_workload_cases,
-    load_workload_file,
-    rule_splits,
-    translate,
-)
+from tpusim.validation.workloads import load_workload_cases, load_workload_file, rule_splits
 from tpusim.validation.workloads_fit import calibrate_workloads, with_efficiency
 from tpusim.validation.workloads_run import simulate_workload, workload_fields
+from tpusim.validation.workloads_translate import translate
 
 CONTRACT_FIELDS = {
     "model", "seq", "batch", "dtype", "mesh", "remat_policy", "remat_tensors",

@@ -1,7 +1,24 @@
 """tpusim: a discrete-event simulator of Google TPU pods and their interconnect.
 
-Layers, each importing only those before it: :mod:`tpusim.units`,
-:mod:`tpusim.config`, :mod:`tpusim.topology`; the command line is :mod:`tpusim.cli`.
+Layers, lowest first; a unit imports only units of lower layers (``LAYERS`` in
+``tests/test_code_shape.py``, drawn in ``docs/layers.png``):
+
+0. this module, :mod:`.errors`, :mod:`.units`, :mod:`.vocabulary`;
+1. :mod:`.registry`;
+2. :mod:`.config`;
+3. :mod:`.hardware`, :mod:`.topology`;
+4. :mod:`.network`;
+5. :mod:`.collectives`;
+6. :mod:`.program`;
+7. :mod:`.results`;
+8. :mod:`.report`;
+9. :mod:`.engine`;
+10. :mod:`.serving`;
+11. :mod:`.workloads`;
+12. :mod:`.planner`, :mod:`.validation`;
+13. :mod:`.study`;
+14. :mod:`.cli` (a thin parser over the layers below);
+15. ``__main__`` (``python -m tpusim``).
 """
 
 import os as _os

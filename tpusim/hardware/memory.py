@@ -86,9 +86,14 @@ class MemoryTracker:
         used = self._used_bytes[memory]
         if used + bytes > self.capacity_bytes(memory):
             raise OutOfMemoryError(
-                self.chip.name, memory, used, bytes, self.capacity_bytes(memory),
-                chip_index=self.chip_index, name=name,
-            )  # fmt: skip
+                self.chip.name,
+                memory,
+                used,
+                bytes,
+                self.capacity_bytes(memory),
+                chip_index=self.chip_index,
+                name=name,
+            )
         self._live[name] = (memory, bytes)
         self._used_bytes[memory] = used + bytes
         self._peak_bytes[memory] = max(self._peak_bytes[memory], used + bytes)

@@ -2,7 +2,7 @@
 most promising few are simulated.
 
 Built from the builder's own op templates (:func:`~tpusim.program.builders.layers.layer_steps`
-turned into ops by :func:`~tpusim.program.builders.layers.emit_step`, forward and
+turned into ops by :func:`~tpusim.program.builders.template.emit_step`, forward and
 backward as the step emits them) costed by the chip's op cost model
 (:class:`~tpusim.hardware.ChipCostModel`), with each collective a ring over its mesh
 axes (assumption: ``(n - 1) / n`` of the nccl-tests size per all-gather,
@@ -27,8 +27,9 @@ from typing import Any
 
 from tpusim.hardware import ChipCostModel
 from tpusim.program.builders.emit import embed_steps, head_steps
-from tpusim.program.builders.layers import LayerStep, emit_step, layer_steps
+from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.template import LayerStep, emit_step
 from tpusim.program.builders.training import ADAM_STATE_BYTES, TrainingPlan
 from tpusim.program.ir import Op
 

@@ -1,7 +1,10 @@
-"""What a run shows: tables (the comparison table, ``tpusim topo``'s text, text
-tables), figures (matplotlib, imported lazily), the HTML report and ``sources.csv``.
+"""What a run shows, drawn from :mod:`tpusim.results` records:
 
-Reads :mod:`tpusim.results` records; imports nothing above them.
+* :mod:`.tables`: the comparison table, ``tpusim topo``'s text, aligned text tables;
+* :mod:`.figures`: a scenario run's figures (the ``plots`` writer), drawn by
+  :mod:`.plots`, :mod:`.compare_plots` (systems side by side) and
+  :mod:`.workload_plots` (one workload kind's); matplotlib is imported lazily;
+* :mod:`.html`: ``report.html``; :mod:`.sources`: ``sources.csv``.
 """
 
 from tpusim.report.tables import (

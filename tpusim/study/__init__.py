@@ -1,4 +1,14 @@
-"""Studies: a scenario (systems x workloads x sweeps, from YAML), its check before
-running, the plan of points it expands to, the executors that run them (in-process,
-worker processes, Dask), the point log, progress, and the vendor claims read off a run.
+"""Studies: a scenario (systems x workloads x sweeps, from YAML), checked, run and
+written to a folder.
+
+* :mod:`.scenario`: loading, expansion into points, the run and its outputs;
+* :mod:`.systems`: ``systems:`` entries (ICI sweeps) and the shipped scenarios;
+* :mod:`.check`: every problem of a scenario, found before running;
+* :mod:`.points`: one workload point on one system, its outcome or its failure;
+* :mod:`.runner`: the points run in this process, in worker processes
+  (:mod:`.workers`) or on Dask (:mod:`.executors`);
+* :mod:`.point_log`: each finished point kept as it comes back; :mod:`.progress`:
+  the progress bar on stderr;
+* :mod:`.claims`: Google's published TPU 8 claims against tpusim's figures (a run's
+  rows where present).
 """

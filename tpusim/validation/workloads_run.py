@@ -3,8 +3,8 @@
 
 Each case runs on a torus of its slice's dims built from the chip (as
 :func:`tpusim.validation.validate.slice_system` builds a collective's slice), the
-``training_step`` fields :func:`~tpusim.validation.workloads.translate` gives, flow
-fidelity and layer reuse. A case ends one of three ways (``status``):
+``training_step`` fields :func:`~tpusim.validation.workloads_translate.translate`
+gives, flow fidelity and layer reuse. A case ends one of three ways (``status``):
 
 - ``ok``: simulated; ``error = (simulated - measured) / measured``.
 - ``out of memory``: the memory model says the run does not fit in HBM where it ran
@@ -29,7 +29,8 @@ from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
-from tpusim.validation.workloads import Translation, WorkloadCase, translate
+from tpusim.validation.workloads import WorkloadCase
+from tpusim.validation.workloads_translate import Translation, translate
 from tpusim.vocabulary import Fidelity
 
 WITHIN = (0.10, 0.15)

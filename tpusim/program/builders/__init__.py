@@ -12,12 +12,20 @@ embedding and LM head (``vocab``).
 
 Modules, one concept each:
 
-* :mod:`.model`: parameter counts and FLOPs of a program;
+* :mod:`.counts`: parameter counts and FLOPs of a program;
 * :mod:`.checks`: argument checks of the Python API (one function per builder);
+  :mod:`.moe_checks`: those of the MoE cost fields;
 * :mod:`.mesh`: which mesh axes a collective spans;
 * :mod:`.oplist`: an op accumulator that checks names and chains dependencies;
-* :mod:`.layers`: the per-layer op templates (attention, MLP, MoE) and how one
-  template becomes forward or backward ops;
+* :mod:`.layer_shape`: a layer's per-chip sizes, the input of its templates;
+* :mod:`.template`: one op template and how it becomes forward or backward ops;
+* :mod:`.layers`: a layer's templates (the attention block, then the MLP block);
+  :mod:`.mlp`: the MLP block, dense or MoE; :mod:`.attention`: fused attention
+  kernels' work and HBM traffic;
+* :mod:`.parallel`: sequence and context parallelism as rewrites of the templates;
+* :mod:`.remat`: remat (activation checkpointing) policies;
+* :mod:`.passes`: one layer pass as ops, with its collectives' overlap;
+* :mod:`.host_offload`: host transfers and the optimiser step's collectives;
 * :mod:`.args`: the training step's keywords as one record;
 * :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
   activations);
@@ -27,8 +35,8 @@ Modules, one concept each:
 * :mod:`.decode`: :func:`decode_step`.
 """
 
+from tpusim.program.builders.counts import parameters_per_layer, step_flops
 from tpusim.program.builders.decode import decode_step
-from tpusim.program.builders.model import parameters_per_layer, step_flops
 from tpusim.program.builders.training import (
     ADAM_STATE_BYTES,
     BACKWARD_ELEMENTWISE_FACTOR,

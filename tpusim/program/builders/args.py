@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpusim.program.builders.layers import DROPLESS, AttentionKind, MlpKind
+from tpusim.program.builders.layer_shape import DROPLESS, AttentionKind, MlpKind
 from tpusim.program.builders.pipeline import PipelineKind
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ProgramError
 

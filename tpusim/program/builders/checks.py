@@ -63,11 +63,7 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
             f"fsdp_prefetch_layers must be 1 or 2 (layers of gathered weights live), "
             f"got {args.fsdp_prefetch_layers}"
         )
-    non_negative_ints(
-        experts=args.experts, shared_experts=args.shared_experts, vocab=args.vocab,
-        dense_layers=args.dense_layers, q_lora_rank=args.q_lora_rank,
-        kv_lora_rank=args.kv_lora_rank, rope_head_dim=args.rope_head_dim,
-    )  # fmt: skip
+    _check_optional_counts(args)
     b = bytes_per_element(args.dtype)
     grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
     _check_kinds(args)
@@ -83,6 +79,19 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     _check_layout(args, axes, sizes)
     remat = remat_plan(args.remat_policy, args.recompute, args.remat_tensors)
     return CheckedTraining(b, grad, mesh, axes, sizes, remat)
+
+
+def _check_optional_counts(args: TrainingArgs) -> None:
+    """The counts that may be 0 (no experts, no vocabulary, no MLA latents)."""
+    non_negative_ints(
+        experts=args.experts,
+        shared_experts=args.shared_experts,
+        vocab=args.vocab,
+        dense_layers=args.dense_layers,
+        q_lora_rank=args.q_lora_rank,
+        kv_lora_rank=args.kv_lora_rank,
+        rope_head_dim=args.rope_head_dim,
+    )
 
 
 def _check_layout(args: TrainingArgs, axes: dict[str, str | None], sizes: dict[str, int]) -> None:

@@ -11,16 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tpusim.hardware.costs import DTYPE_BYTES
-from tpusim.program.builders.layers import LayerStep, Phase, collective_step, layer_steps
-from tpusim.program.builders.memory import peak_stage
-from tpusim.program.builders.offload import (
+from tpusim.program.builders.host_offload import (
     fetch_activations,
     fetch_weights,
     offload_activations,
     optimizer_step,
 )
+from tpusim.program.builders.layers import layer_steps
+from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
+from tpusim.program.builders.template import LayerStep, Phase, collective_step
 from tpusim.program.builders.training import TrainingPlan
 from tpusim.program.ir import Op, Program
 
@@ -283,7 +284,7 @@ def zero_scatter(
     e: Emitter, prefix: str, after: str | None, size_bytes: float, axes: tuple[str, ...]
 ) -> str:
     """ZeRO-1: the async reduce-scatter of a layer's gradient (``size_bytes`` in) over
-    the data axes, in place of its all-reduce (see :mod:`.offload`)."""
+    the data axes, in place of its all-reduce (see :mod:`.host_offload`)."""
     fields = dict(collective="reduce-scatter", size_bytes=size_bytes, axes=axes, overlap=True)
     return e.out.add(f"{prefix}.zero_scatter", "collective", [after], **fields)
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpusim.program.builders.attention import logsumexp_bytes
-from tpusim.program.builders.layers import LayerShape
+from tpusim.program.builders.layer_shape import LayerShape
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingPlan

@@ -1,11 +1,11 @@
-"""Checks of the training step's MoE cost fields (see :func:`.layers.moe_steps`)."""
+"""Checks of the training step's MoE cost fields (see :func:`.mlp.moe_steps`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tpusim.hardware.costs import DTYPE_BYTES
-from tpusim.program.builders.layers import DROPLESS
+from tpusim.program.builders.layer_shape import DROPLESS
 from tpusim.program.ir import ProgramError
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tpusim.program.builders.layers import LayerShape, LayerStep, collective_step
+from tpusim.program.builders.layer_shape import LayerShape
+from tpusim.program.builders.template import LayerStep, collective_step
 
 SEQUENCE_SHARDED = ("attn.norm", "attn.residual", "mlp.norm", "mlp.residual")
 """Elementwise templates that run on sequence-sharded activations under SP."""

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tpusim.program.builders.layers import LayerStep, Phase, emit_step, step_shape
 from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.template import LayerStep, Phase, emit_step, step_shape
 
 
 @dataclass(frozen=True)

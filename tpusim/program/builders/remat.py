@@ -43,7 +43,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tpusim.program.builders.layers import LayerShape, LayerStep
+from tpusim.program.builders.layer_shape import LayerShape
+from tpusim.program.builders.template import LayerStep
 from tpusim.program.ir import ProgramError
 
 Placement = Literal["remat", "device", "offload"]

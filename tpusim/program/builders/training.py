@@ -42,7 +42,7 @@ Per chip:
   the forward ops whose outputs the backward needs and the policy does not keep run
   again just before the layer's backward (MFU counts 3x the forward only), and the
   tensors it offloads cross the host link (``host_bandwidth_Bps``) after the forward
-  and before the backward (:mod:`.offload`).
+  and before the backward (:mod:`.host_offload`).
 * Collectives follow nccl-tests sizes (all-reduce, all-to-all: bytes per chip;
   all-gather: gathered output; reduce-scatter: full input). A collective whose group
   has one chip is left out.
@@ -61,7 +61,7 @@ Per chip:
   ZeRO-1: the optimiser state is split over the data axes and the updated weights
   are all-gathered after the optimiser). ``optimizer_memory_host_offload`` and
   ``param_memory_host_offload`` keep the optimiser state or the weights in host
-  memory (:mod:`.offload`, :mod:`.memory`).
+  memory (:mod:`.host_offload`, :mod:`.memory`).
 * MoE (``experts > 0``; the first ``dense_layers`` layers stay dense): a router matmul
   (``tokens x d_model x experts``), ``shared_experts`` always-on experts as a dense
   MLP of width ``shared_experts * expert_d_ff``, and ``experts / expert-axis size``
@@ -92,17 +92,14 @@ from typing import Any
 
 from tpusim.program.builders.args import FSDP_PREFETCH_LAYERS, TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
-from tpusim.program.builders.layers import (
-    BACKWARD_ELEMENTWISE_FACTOR,
-    LayerShape,
-    LayerStep,
-    layer_steps,
-)
+from tpusim.program.builders.counts import LocalParameters, local_parameters
+from tpusim.program.builders.layer_shape import LayerShape
+from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.mesh import batch_axes, collective_axes
-from tpusim.program.builders.model import LocalParameters, local_parameters
 from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
 from tpusim.program.builders.remat import RematPlan, recomputed_steps
+from tpusim.program.builders.template import BACKWARD_ELEMENTWISE_FACTOR, LayerStep
 from tpusim.program.ir import Program
 
 __all__ = [
@@ -324,7 +321,7 @@ def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> Lay
 
 def _moe_shape(args: TrainingArgs, dense: LayerShape, tp: int, ep: int) -> LayerShape:
     """The local shape of a MoE layer: routed experts of width ``expert_d_ff``, ``ep``
-    the expert axis size; the MoE cost fields as given (see :func:`.layers.moe_steps`)."""
+    the expert axis size; the MoE cost fields as given (see :func:`.mlp.moe_steps`)."""
     width = (args.expert_d_ff or args.d_ff) // tp
     return replace(
         dense,

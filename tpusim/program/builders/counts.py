@@ -3,14 +3,14 @@
 :func:`parameters_per_layer` counts a whole layer from the model's shape (the
 builder-side count the model presets are checked against); :func:`local_parameters`
 counts what one chip of a training step holds, from its local
-:class:`~tpusim.program.builders.layers.LayerShape`.
+:class:`~tpusim.program.builders.layer_shape.LayerShape`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpusim.program.builders.layers import AttentionKind, LayerShape, MlpKind
+from tpusim.program.builders.layer_shape import AttentionKind, LayerShape, MlpKind
 from tpusim.program.ir import Program
 
 

@@ -1,0 +1,106 @@
+"""MaxText's vocabulary in the published workload tables: remat policy and tensor
+names, mesh axis flags (and the tpusim role each one plays), the other flags that
+change a step's cost or are only recorded, and the dtype names; :func:`layout_flag`
+checks one ``layout`` flag's value."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+RematPolicy = Literal[
+    "none",
+    "full",
+    "minimal",
+    "save_dot_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_with_context_except_mlp",
+    "save_qkv_proj",
+    "save_out_proj",
+    "qkv_proj_offloaded",
+    "minimal_offloaded",
+    "minimal_with_context",
+    "custom",
+]
+"""MaxText's remat policy names (CONTRACT-21), plus ``none``."""
+
+RematTensor = Literal[
+    "decoder_layer_input",
+    "context",
+    "mlpwi",
+    "mlpwi_0",
+    "mlpwi_1",
+    "mlpwo",
+    "query_proj",
+    "key_proj",
+    "value_proj",
+    "qkv_proj",
+    "out_proj",
+]
+"""MaxText's names of the tensors a ``custom`` remat policy places."""
+
+RematPlace = Literal["remat", "device", "offload"]
+
+MESH_FLAGS = {
+    "data": "data",
+    "pipeline": "pipeline",
+    "fsdp": "fsdp",
+    "fsdp_transpose": "fsdp",
+    "sequence": "context",
+    "context": "context",
+    "tensor": "tensor",
+    "expert": "expert",
+}
+"""MaxText mesh axis (``ici_<axis>_parallelism`` / ``dcn_<axis>_parallelism``) -> the
+tpusim mesh axis (named after its role) that plays it. ``fsdp_transpose`` shards
+parameters and batch as ``fsdp`` does (MaxText's second FSDP axis): both fold into one
+``fsdp`` axis. ``sequence`` and ``context`` are context parallelism (CONTRACT-21)."""
+
+COST_FLAGS: dict[str, Any] = {
+    "attention": Literal["flash", "dot_product", "autoselected"],
+    "capacity_factor": float,
+    "sparse_matmul": bool,
+    "weight_dtype": Literal["bfloat16", "float32"],
+}
+"""Non-mesh MaxText flags that change the step's cost, and their value types
+(``attention: autoselected`` is MaxText's default and leaves tpusim's)."""
+
+RECORDED_FLAGS: dict[str, Any] = {
+    "megablox": bool,
+    "custom_mesh": str,
+    "allow_split_physical_axes": bool,
+    "fsdp_shard_on_exp": bool,
+    "use_random_routing": bool,
+    "num_vocab_tiling": int,
+}
+"""Flags kept as published but not translated: ``megablox`` (MaxText's grouped-matmul
+kernel, used with ``sparse_matmul``, which is translated), the device order of the mesh
+(``custom_mesh``, ``allow_split_physical_axes``), random routing (tpusim routes
+tokens evenly unless told a skew), and logits computed in vocabulary tiles (memory
+only, of one layer's output)."""
+
+DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
+QUANTIZATION = {"int8": "int8", "fp8": "fp8", "fp8_full": "fp8"}
+
+
+def layout_flag(name: str, value: Any) -> Any:
+    """``value`` checked against flag ``name``'s type; ValueError naming the flag."""
+    if name.startswith(("ici_", "dcn_")) and name.endswith("_parallelism"):
+        axis = name[4 : -len("_parallelism")]
+        if axis not in MESH_FLAGS:
+            raise ValueError(f"unknown MaxText mesh axis '{axis}' in flag {name}")
+        if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
+            raise ValueError(f"{name}: {value!r} must be a positive integer or -1")
+        return value
+    kind = COST_FLAGS.get(name, RECORDED_FLAGS.get(name))
+    if kind is None:
+        known = sorted([*COST_FLAGS, *RECORDED_FLAGS])
+        raise ValueError(
+            f"unknown MaxText flag '{name}' (known: ici_/dcn_<axis>_parallelism, "
+            f"{', '.join(known)})"
+        )
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(kind).validate_python(value, strict=kind is not float)
+    except ValidationError:
+        raise ValueError(f"{name}: {value!r} is not a valid value") from None

@@ -1,0 +1,144 @@
+"""Translate one published workload case into ``training_step`` fields (MaxText flags
+-> tpusim mesh roles and fields): :func:`translate` is the one place this happens. A
+field the case needs that the current ``training_step`` lacks is listed in
+:attr:`Translation.missing`, never approximated silently."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tpusim.validation.maxtext_flags import MESH_FLAGS
+from tpusim.validation.workloads import WorkloadCaseSpec
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A case as ``training_step`` fields: ``fields`` (with ``mesh`` in chips) and the
+    CONTRACT-21 fields the case needs that the current ``training_step`` lacks."""
+
+    fields: dict[str, Any]
+    missing: tuple[str, ...]
+
+
+def device_mesh(spec: WorkloadCaseSpec) -> dict[str, int]:
+    """MaxText's ICI mesh over one slice's devices, by tpusim role axis (fsdp and
+    fsdp_transpose multiplied): ``-1`` takes the devices the other axes leave.
+
+    Raises ValueError when the axes do not divide the slice's devices."""
+    sizes: dict[str, int] = {}
+    rest_axis = None
+    for axis, role in MESH_FLAGS.items():
+        value = spec.layout.get(f"ici_{axis}_parallelism", 1)
+        if value == -1:
+            if rest_axis is not None:
+                raise ValueError("more than one ici_*_parallelism is -1")
+            rest_axis = role
+            value = 1
+        sizes[role] = sizes.get(role, 1) * value
+    fixed = math.prod(sizes.values())
+    if spec.devices % fixed:
+        raise ValueError(f"the ici axes ({fixed} devices) do not divide {spec.devices} devices")
+    if rest_axis is None and fixed != spec.devices:
+        raise ValueError(f"the ici axes hold {fixed} devices, the slice {spec.devices}")
+    if rest_axis is not None:
+        sizes[rest_axis] *= spec.devices // fixed
+    return sizes
+
+
+def chip_mesh(spec: WorkloadCaseSpec) -> dict[str, int]:
+    """:func:`device_mesh` in chips: a chip's ``devices_per_chip`` devices (its
+    TensorCores) are one tpusim chip, taken out of the ``-1`` axis (else the first
+    role axis they divide). Axes of one chip are left out; an all-one mesh keeps
+    ``fsdp: 1``. Raises ValueError when no axis divides by the devices per chip."""
+    sizes = device_mesh(spec)
+    per_chip = spec.devices_per_chip
+    if per_chip > 1:
+        rest = next(
+            (MESH_FLAGS[a] for a in MESH_FLAGS if spec.layout.get(f"ici_{a}_parallelism") == -1),
+            None,
+        )
+        order = [rest] if rest else []
+        order += [r for r in dict.fromkeys(MESH_FLAGS.values()) if r != rest]
+        axis = next((r for r in order if sizes[r] % per_chip == 0), None)
+        if axis is None:
+            raise ValueError(f"no mesh axis divides by {per_chip} devices per chip")
+        sizes[axis] //= per_chip
+    mesh = {role: size for role, size in sizes.items() if size > 1}
+    return mesh or {"fsdp": 1}
+
+
+def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Translation:
+    """``spec`` as ``training_step`` fields (see :data:`MESH_FLAGS`): the mesh in
+    chips, the global batch in sequences, the dtype, remat, attention kernel and MoE
+    flags; ``available`` is the set of ``training_step`` fields (default: the current
+    :class:`~tpusim.workloads.training_step.TrainingWorkload`'s). Raises ValueError for
+    a mesh the slice cannot hold."""
+    if available is None:
+        from tpusim.workloads.training_step import TrainingWorkload
+
+        available = set(TrainingWorkload.model_fields)
+    mesh = chip_mesh(spec)
+    fields: dict[str, Any] = {
+        "model": spec.model,
+        "seq": spec.seq,
+        "batch": spec.global_batch,
+        "dtype": spec.tpusim_dtype,
+        "mesh": mesh,
+    }
+    wanted = {**_remat_fields(spec, available), **_flag_fields(spec)}
+    missing = [name for name in wanted if name not in available]
+    if "context" in mesh and not _context_role(available):
+        missing.append("context_axis")
+    if spec.num_slices > 1:
+        missing.append("num_slices")
+    if spec.layout.get("fsdp_shard_on_exp"):
+        # MaxText then shards the experts over the fsdp axis and routes tokens to
+        # them (expert parallelism on that axis); tpusim's fsdp gathers every weight
+        missing.append("fsdp_shard_on_exp")
+    fields.update({k: v for k, v in wanted.items() if k in available})
+    return Translation(fields, tuple(missing))
+
+
+def _context_role(available: set[str]) -> bool:
+    """Whether a mesh axis named ``context`` plays the context role (CONTRACT-21)."""
+    from tpusim.program.builders.mesh import ROLES
+
+    return "context" in ROLES or "context_axis" in available
+
+
+def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, Any]:
+    """``remat_policy`` (and ``remat_tensors``); ``full`` and ``none`` are the old
+    ``recompute: true/false`` when the field is not there yet (the same thing)."""
+    if "remat_policy" not in available and spec.remat_policy in ("full", "none"):
+        return {"recompute": spec.remat_policy == "full"}
+    out: dict[str, Any] = {"remat_policy": spec.remat_policy}
+    if spec.remat_tensors is not None:
+        out["remat_tensors"] = dict(spec.remat_tensors)
+    return out
+
+
+def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, Any]:
+    """The cost flags as CONTRACT-21 fields (the MaxText default where not given)."""
+    layout, out = spec.layout, {}
+    attention = layout.get("attention")
+    if attention in ("flash", "dot_product"):
+        out["attention_kernel"] = "flash" if attention == "flash" else "naive"
+    if "capacity_factor" in layout:
+        out["capacity_factor"] = layout["capacity_factor"]
+    if "sparse_matmul" in layout:
+        out["sparse_matmul"] = layout["sparse_matmul"]
+    if layout.get("weight_dtype") == "float32" and _has_experts(spec.model):
+        out["expert_weight_dtype"] = "fp32"
+    if layout.get("weight_dtype") == "bfloat16":
+        out["weight_dtype"] = "bf16"
+    if layout.get("num_vocab_tiling", 1) > 1:
+        out["num_vocab_tiling"] = layout["num_vocab_tiling"]
+    return out
+
+
+def _has_experts(model: str) -> bool:
+    from tpusim.config.loader import load_model
+
+    return load_model(model).moe is not None
