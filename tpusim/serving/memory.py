@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from tpusim.config.chip import ChipSpec
 from tpusim.errors import InputError
-from tpusim.program.builders.serving import LOGIT_BYTES, ReplicaShape, weight_parameters
+from tpusim.program.builders.replica import ReplicaShape, weight_parameters
+from tpusim.program.builders.serving import LOGIT_BYTES
 from tpusim.units import format_bytes
 
 #: Fraction of HBM the server may use (weights, activations, KV cache): vLLM's

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
 from tpusim.errors import InputError, SimulationError
-from tpusim.program.builders.serving import ReplicaShape, replica_shape
+from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
@@ -125,9 +125,14 @@ class Service:
                 f"{self.system.num_chips}"
             )
         self.costs = IterationCosts(
-            self.system, self.shape, d.fidelity, d.flow_tolerance, self._overheads(),
-            d.async_scheduling, d.expert_imbalance,
-        )  # fmt: skip
+            self.system,
+            self.shape,
+            d.fidelity,
+            d.flow_tolerance,
+            self._overheads(),
+            d.async_scheduling,
+            d.expert_imbalance,
+        )
         order = replica_chip_order(self.costs.topology, self.shape.chips, d.replicas)
         if order:
             self.shape = dataclasses.replace(self.shape, chip_order=order)
@@ -148,16 +153,24 @@ class Service:
         d = self.deployment
         try:
             shape = replica_shape(
-                self.model.builder_fields(), tp=tp, ep=ep, replicas=d.replicas,
-                dtype=d.dtype, kv_cache=d.kv_cache,
-            )  # fmt: skip
+                self.model.builder_fields(),
+                tp=tp,
+                ep=ep,
+                replicas=d.replicas,
+                dtype=d.dtype,
+                kv_cache=d.kv_cache,
+            )
         except ProgramError as exc:
             raise InputError(f"{self.model.name} on tp={tp}, ep={ep}: {exc}") from None
         try:
             capacity = kv_capacity(
-                shape, self.system.chip, block_size=d.block_size, max_tokens=d.max_tokens,
-                max_sequences=d.max_sequences, tied_embeddings=self.model.tied_embeddings,
-            )  # fmt: skip
+                shape,
+                self.system.chip,
+                block_size=d.block_size,
+                max_tokens=d.max_tokens,
+                max_sequences=d.max_sequences,
+                tied_embeddings=self.model.tied_embeddings,
+            )
         except InputError as exc:
             raise InputError(f"{self.model.name} in {d.dtype}: {exc}") from None
         return shape, capacity
@@ -185,9 +198,15 @@ class Service:
         """A fresh scheduler with this replica's cache and limits."""
         d, cap = self.deployment, self.capacity
         return Scheduler(
-            cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks,
-            d.prefix_tokens, d.draft_tokens, d.acceptance,
-        )  # fmt: skip
+            cap.blocks,
+            cap.block_size,
+            d.max_tokens,
+            d.max_sequences,
+            cap.sram_blocks,
+            d.prefix_tokens,
+            d.draft_tokens,
+            d.acceptance,
+        )
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
         """Serve ``requests`` (sorted by arrival), replica ``i mod replicas`` taking the
