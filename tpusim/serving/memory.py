@@ -108,7 +108,7 @@ def kv_capacity(
             f"{format_bytes(acts)}) but {HBM_UTILIZATION:g} x "
             f"{format_bytes(chip.hbm.capacity_bytes)} = {format_bytes(usable)} is usable: "
             f"short by {format_bytes(short)} per chip "
-            "(give more chips with --tp/--ep/--chips or a smaller --dtype)"
+            "(give the replica more chips, or a smaller dtype)"
         )
     per_token = s.layers * s.kv_bytes_per_token_layer()
     hbm_free = usable - weights - acts if s.kv_cache != "sram" else 0.0

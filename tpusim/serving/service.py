@@ -22,6 +22,7 @@ from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
+from tpusim.serving.option_error import OptionError
 from tpusim.serving.overheads import NONE, IterationOverheads, overheads_for
 from tpusim.serving.placement import replica_chip_order
 from tpusim.serving.scheduler import Request, Scheduler
@@ -106,6 +107,13 @@ class Runner(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def check_clients(concurrency: int | None, replicas: int) -> None:
+    """Raise OptionError when a closed loop has fewer clients than ``replicas`` (each
+    replica needs one)."""
+    if concurrency is not None and concurrency < replicas:
+        raise OptionError("concurrency", f"{concurrency} is below the {replicas} replicas")
+
+
 class Service:
     """A loaded :class:`Deployment`: the system, the model preset, the replica's shape,
     its KV capacity and its (cached) iteration costs. Raises :class:`InputError` for an
@@ -181,7 +189,7 @@ class Service:
         if d.tp or d.ep:
             tp, ep = d.tp or 1, d.ep or 1
             if d.chips and d.chips != tp * ep:
-                raise InputError(f"--chips {d.chips} is not tp x ep = {tp} x {ep}")
+                raise OptionError("chips", f"{d.chips} is not tp x ep = {tp} x {ep}")
             return self._shape(tp, ep)
         if d.chips:
             return self._shape(1, d.chips) if moe else self._shape(d.chips, 1)
@@ -216,8 +224,7 @@ class Service:
         client is free, whichever is later, and its TTFT counts from the sending (as
         that benchmark measures it). Raises InputError for fewer clients than replicas."""
         n = self.deployment.replicas
-        if concurrency is not None and concurrency < n:
-            raise InputError(f"--concurrency {concurrency} is below the {n} replicas")
+        check_clients(concurrency, n)
         run = ServingRun(requests)
         for r in range(n):
             clients = None if concurrency is None else concurrency // n + (r < concurrency % n)
