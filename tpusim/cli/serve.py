@@ -168,6 +168,7 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-seqs",
         dest="max_sequences",
+        metavar="MAX_SEQS",
         type=_positive_int,
         default=_default("max_sequences"),
         help="sequences per iteration (%(default)s)",
@@ -250,11 +251,16 @@ def _search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo-ttft", type=_time, help="p99 time-to-first-token SLO, e.g. 2s")
     p.add_argument("--slo-tpot", type=_time, help="p99 time-per-output-token SLO, e.g. 50ms")
     p.add_argument(
-        "--power-per-chip", dest="power_per_chip_W", type=_positive_float, help="all-in W per chip"
+        "--power-per-chip",
+        dest="power_per_chip_W",
+        metavar="POWER_PER_CHIP",
+        type=_positive_float,
+        help="all-in W per chip",
     )
     p.add_argument(
         "--price-per-chip-hour",
         dest="price_per_chip_hour_usd",
+        metavar="PRICE_PER_CHIP_HOUR",
         type=_positive_float,
         help="USD per chip-hour",
     )

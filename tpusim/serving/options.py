@@ -112,10 +112,9 @@ def _located(field: str, problem: Problem) -> ValidationError:
 
 
 class ServeSpec(Frozen):
-    """The user's choices of a serving run (see the module docstring); each field is a
-    ``tpusim serve`` flag (``--max-seqs`` for ``max_sequences``, ``--acceptance-rate``
-    for ``acceptance``, ``--no-overheads`` and ``--no-async-scheduling`` for the two
-    switches) and a ``kind: serving`` key."""
+    """The user's choices of a serving run (see the module docstring): each field is
+    a ``kind: serving`` key and is set by a ``tpusim serve`` flag (:mod:`tpusim.cli.serve`
+    names them). Raises ValidationError naming the field to blame."""
 
     model: str
     tp: PositiveInt | None = Field(None, description="tensor-parallel degree")
