@@ -18,6 +18,7 @@ name) in its ``mentions``: the error context's ``mentions`` of a validation erro
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -88,10 +89,10 @@ Rate = Annotated[float, Field(allow_inf_nan=True)]
 TokenCountValue = int | str | dict[str, Any]
 
 
-def _within(value: float, lo: float, hi: float, unit: str = "") -> float:
+def _within(value: float, lo: float, hi: float) -> float:
     """``value`` if ``lo <= value <= hi``; raises ValueError saying the range."""
     if not lo <= value <= hi:
-        raise ValueError(f"must be {lo:g} to {hi:g}{unit}, got {value:g}")
+        raise ValueError(f"must be {lo:g} to {hi:g}, got {value:g}")
     return value
 
 
@@ -290,11 +291,7 @@ class ServeOptions(ServeSpec):
     def deployment(self, system: str | System) -> Deployment:
         """The :class:`~tpusim.serving.service.Deployment` of these options on
         ``system`` (a shipped name, a YAML path or a loaded system)."""
-        return Deployment(
-            system=system,
-            model=self.model,
-            **self.model_dump(include=DEPLOYMENT_FIELDS),
-        )
+        return Deployment(system=system, **self.model_dump(include=DEPLOYMENT_FIELDS))
 
     def economics(self) -> dict[str, float | None]:
         """The economics as :func:`~tpusim.serving.metrics.economics` takes them."""
@@ -304,26 +301,8 @@ class ServeOptions(ServeSpec):
         }
 
 
-#: The options a :class:`~tpusim.serving.service.Deployment` takes, by the same names.
-DEPLOYMENT_FIELDS = {
-    "tp",
-    "ep",
-    "chips",
-    "replicas",
-    "dtype",
-    "kv_cache",
-    "block_size",
-    "max_tokens",
-    "max_sequences",
-    "fidelity",
-    "flow_tolerance",
-    "overheads",
-    "async_scheduling",
-    "prefix_tokens",
-    "draft_tokens",
-    "acceptance",
-    "expert_imbalance",
-}
+#: The options a :class:`~tpusim.serving.service.Deployment` takes (by the same names).
+DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system"}
 
 
 def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:
