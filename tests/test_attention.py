@@ -13,7 +13,8 @@ from tpusim.program.builders import training_step
 from tpusim.program.builders.attention import AttentionShape, backward, computed_tiles, forward
 from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.memory import saved_bytes
-from tpusim.program.builders.serving import IterationBatch, prefill_call, replica_shape
+from tpusim.program.builders.replica import replica_shape
+from tpusim.program.builders.serving import IterationBatch, prefill_call
 from tpusim.program.ir import ProgramError
 
 BF16 = 2

@@ -11,7 +11,7 @@ from tpusim.config.loader import load_model, load_system
 from tpusim.engine import Simulation
 from tpusim.program.builders import decode_step
 from tpusim.program.builders.decode import model_decode_step
-from tpusim.program.builders.serving import replica_shape
+from tpusim.program.builders.replica import replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts, ReplicaBatch
 from tpusim.workloads.decode_step import DecodeWorkload

@@ -10,7 +10,8 @@ import pytest
 
 from tpusim.config.loader import load_model, load_system
 from tpusim.engine import Simulation
-from tpusim.program.builders.serving import replica_shape, serving_iteration
+from tpusim.program.builders.replica import replica_shape
+from tpusim.program.builders.serving import serving_iteration
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts, ReplicaBatch, bucket
 from tpusim.serving.memory import kv_capacity, weights_bytes

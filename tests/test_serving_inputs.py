@@ -91,7 +91,7 @@ def test_bad_serving_workloads_are_one_line_under_check(capsys, tmp_path, fields
 def test_serving_workloads_take_block_size_and_disaggregate(tmp_path):
     from tpusim.serving.run import check_options
     from tpusim.study.scenario import Scenario
-    from tpusim.workloads.serving import deployment_of, options_of
+    from tpusim.workloads.serving import options_of
 
     path = _scenario(tmp_path, block_size=32, disaggregate="1:1", concurrency=None)
     ((_, (spec, _)),) = Scenario(path).runs
@@ -99,7 +99,7 @@ def test_serving_workloads_take_block_size_and_disaggregate(tmp_path):
         system="tpu8i-pod", fidelity="flow", flow_tolerance=None, power_per_chip_W=None,
         price_per_chip_hour_usd=None,
     )  # fmt: skip
-    service = check_options(options_of(spec, context), deployment_of(spec, context))
+    service = check_options(options_of(spec, context), context.system)
     assert service.service.capacity.block_size == 32  # type: ignore[attr-defined]
     assert (service.prefill, service.decode) == (1, 1)  # type: ignore[attr-defined]
 

@@ -108,7 +108,7 @@ def _scenario_capacity(system: str, workload: str, requests: int) -> float:
 
     from tpusim.serving.run import serve
     from tpusim.study.scenario import Scenario
-    from tpusim.workloads.serving import deployment_of, options_of
+    from tpusim.workloads.serving import options_of
 
     path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
     spec = next(w for _, (w, _) in Scenario(path).runs if w.name == workload)
@@ -116,9 +116,8 @@ def _scenario_capacity(system: str, workload: str, requests: int) -> float:
         system=system, fidelity="flow", flow_tolerance=None, power_per_chip_W=None,
         price_per_chip_hour_usd=None,
     )  # fmt: skip
-    options = options_of(spec, context)  # type: ignore[arg-type]
-    options.requests = requests
-    return serve(options, deployment_of(spec, context))["capacity_rate_per_s"]  # type: ignore[arg-type]
+    options = options_of(spec, context).model_copy(update={"requests": requests})  # type: ignore[arg-type]
+    return serve(options, context.system)["capacity_rate_per_s"]
 
 
 @pytest.mark.slow

@@ -1,32 +1,82 @@
 """``tpusim serve SYSTEM --model NAME``: an inference service at a request rate, or its
-capacity at an SLO (``--find-capacity``)."""
+capacity at an SLO (``--find-capacity``).
+
+A thin parser: the flags fill a :class:`~tpusim.serving.options.ServeOptions` (each
+flag's ``dest`` is the field it sets; defaults are the model's), and the model's
+errors, which name fields (the one to blame and those they mention), come back naming
+the flags.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Iterable
 from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from tpusim.cli.flags import path_flag, plot_flag
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
+from tpusim.serving.option_error import OptionError
+from tpusim.serving.options import ServeOptions
 from tpusim.vocabulary import DTYPES, FIDELITIES
 
-#: Default stream: 1,000 requests of 1,024 prompt and 256 output tokens at 1 req/s
-#: (a design choice, in the range of vLLM's and MLPerf's serving benchmarks).
-DEFAULT_REQUESTS = 1000
-DEFAULT_PROMPT_TOKENS = "1024"
-DEFAULT_OUTPUT_TOKENS = "256"
-
 TABLE_FIELDS = (
-    ("replicas x chips", None), ("requests", None), ("completed", None),
-    ("rejected", None), ("rate_per_s", "req/s"), ("ttft_p50_s", "s"), ("ttft_p99_s", "s"),
-    ("tpot_p50_s", "s"), ("tpot_p99_s", "s"), ("e2e_p50_s", "s"), ("e2e_p99_s", "s"),
-    ("output_tokens_per_s", "tok/s"), ("tokens_per_s_per_chip", "tok/s"),
-    ("kv_cache_capacity_tokens", "tokens"), ("preemptions", None),
-    ("goodput_rate_per_s", "req/s"), ("kv_transfer_p50_s", "s"), ("capacity_rate_per_s", "req/s"),
-    ("request_throughput_per_s", "req/s"), ("ttft_mean_s", "s"), ("tpot_mean_s", "s"),
+    ("replicas x chips", None),
+    ("requests", None),
+    ("completed", None),
+    ("rejected", None),
+    ("rate_per_s", "req/s"),
+    ("ttft_p50_s", "s"),
+    ("ttft_p99_s", "s"),
+    ("tpot_p50_s", "s"),
+    ("tpot_p99_s", "s"),
+    ("e2e_p50_s", "s"),
+    ("e2e_p99_s", "s"),
+    ("output_tokens_per_s", "tok/s"),
+    ("tokens_per_s_per_chip", "tok/s"),
+    ("kv_cache_capacity_tokens", "tokens"),
+    ("preemptions", None),
+    ("goodput_rate_per_s", "req/s"),
+    ("kv_transfer_p50_s", "s"),
+    ("capacity_rate_per_s", "req/s"),
+    ("request_throughput_per_s", "req/s"),
+    ("ttft_mean_s", "s"),
+    ("tpot_mean_s", "s"),
     ("capacity_rate_per_s_per_chip", "req/s"),
-)  # fmt: skip
+)
+
+
+#: The flags whose name is not ``--`` and the field's name with dashes.
+FLAGS = {
+    "max_sequences": "--max-seqs",
+    "acceptance": "--acceptance-rate",
+    "overheads": "--no-overheads",
+    "async_scheduling": "--no-async-scheduling",
+    "power_per_chip_W": "--power-per-chip",
+    "price_per_chip_hour_usd": "--price-per-chip-hour",
+}
+
+
+def flag_of(field: str) -> str:
+    """The ``tpusim serve`` flag that sets option ``field``."""
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def flagged(text: str, mentions: Iterable[str]) -> str:
+    """``text`` with the options it ``mentions`` (field names) as their flags."""
+    names = sorted(set(mentions), key=len, reverse=True)
+    if not names:
+        return text
+    pattern = r"\b(" + "|".join(re.escape(n) for n in names) + r")\b"
+    return re.sub(pattern, lambda match: flag_of(match.group(1)), text)
+
+
+def _default(field: str) -> Any:
+    return ServeOptions.model_fields[field].default
 
 
 def _positive_int(text: str) -> int:
@@ -56,21 +106,6 @@ def _rate(text: str) -> float:
     return _positive_float(text)
 
 
-def _split(text: str) -> tuple[int, int]:
-    try:
-        return split_flag(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("disaggregate: ")) from None
-
-
-def split_flag(text: str) -> tuple[int, int]:
-    """``P:D`` (prefill and decode replicas, whole numbers >= 1). Raises InputError."""
-    parts = str(text).split(":")
-    if len(parts) != 2 or not all(p.isdigit() and 1 <= int(p) <= 2**20 for p in parts):
-        raise InputError(f"disaggregate: expected P:D, whole numbers >= 1, got {text!r}")
-    return int(parts[0]), int(parts[1])
-
-
 def _time(text: str) -> float:
     from tpusim.units import parse_time
 
@@ -91,7 +126,121 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--model", required=True, help="model preset name or YAML path")
     _deployment_flags(p)
+    _engine_flags(p)
     _stream_flags(p)
+    _search_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_serve)
+
+
+def _deployment_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chips", type=_positive_int, help="chips per replica (default: fewest)")
+    p.add_argument("--tp", type=_positive_int, help="tensor-parallel degree")
+    p.add_argument("--ep", type=_positive_int, help="expert-parallel degree (MoE)")
+    replicas = _default("replicas")
+    p.add_argument("--replicas", type=_positive_int, help=f"model replicas ({replicas})")
+    p.add_argument(
+        "--disaggregate",
+        metavar="P:D",
+        help="P prefill and D decode replicas, KV moved over the network (replaces --replicas)",
+    )
+    p.add_argument(
+        "--dtype", choices=DTYPES, default=_default("dtype"), help="weights, activations, KV"
+    )
+    p.add_argument(
+        "--kv-cache",
+        choices=("hbm", "sram", "tiered"),
+        default=_default("kv_cache"),
+        help="KV cache tier (tiered: SRAM first, then HBM)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=_positive_int,
+        default=_default("block_size"),
+        help="tokens per KV block",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        default=_default("max_tokens"),
+        help="token budget per iteration (%(default)s)",
+    )
+    p.add_argument(
+        "--max-seqs",
+        dest="max_sequences",
+        metavar="MAX_SEQS",
+        type=_positive_int,
+        default=_default("max_sequences"),
+        help="sequences per iteration (%(default)s)",
+    )
+
+
+def _engine_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument(
+        "--draft-tokens",
+        type=int,
+        metavar="K",
+        help="speculative decoding: K draft tokens verified per decode iteration (0: off)",
+    )
+    p.add_argument(
+        "--acceptance-rate",
+        dest="acceptance",
+        type=float,
+        metavar="A",
+        help="speculative decoding: each draft accepted with probability A",
+    )
+    p.add_argument(
+        "--expert-imbalance",
+        type=float,
+        metavar="F",
+        help="MoE: busiest expert-parallel rank's routed tokens over the mean (1: uniform)",
+    )
+    p.add_argument(
+        "--no-async-scheduling",
+        dest="async_scheduling",
+        action="store_false",
+        help="the host schedules between iterations (adds its time to each)",
+    )
+    p.add_argument(
+        "--no-overheads",
+        dest="overheads",
+        action="store_false",
+        help="iteration time from the chip and network alone (no host, HBM efficiency, sampler)",
+    )
+
+
+def _stream_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rate", type=_rate, help="requests/s (default 1; inf: every request at once)")
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="a closed loop of N clients (vLLM's benchmark --max-concurrency)",
+    )
+    p.add_argument("--arrival", choices=("poisson", "gamma"), default=_default("arrival"))
+    p.add_argument("--burstiness", type=_positive_float, help="gamma CV (1)")
+    p.add_argument("--trace", help="CSV of arrival_s,prompt_tokens,output_tokens")
+    p.add_argument("--requests", type=_positive_int, help=f"({_default('requests')})")
+    tokens = "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}'"
+    p.add_argument("--prompt-tokens", help=f"{tokens} ({_default('prompt_tokens')})")
+    p.add_argument("--output-tokens", help=f"{tokens} ({_default('output_tokens')})")
+    p.add_argument("--seed", type=int, help="seeds arrivals and token counts (0)")
+    p.add_argument(
+        "--prefix-tokens",
+        type=int,
+        metavar="P",
+        help="a shared prompt prefix of P tokens held in the prefix cache (0: none)",
+    )
+    p.add_argument(
+        "--prefix-hit-rate",
+        type=float,
+        metavar="H",
+        help="fraction of the requests whose prompt starts with that prefix",
+    )
+
+
+def _search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--find-capacity", action="store_true", help="bisect the rate to the SLO")
     p.add_argument(
         "--rates", type=path_flag, help="a latency curve: requests/s R1,R2,... (or 'auto')"
@@ -101,133 +250,73 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--slo-ttft", type=_time, help="p99 time-to-first-token SLO, e.g. 2s")
     p.add_argument("--slo-tpot", type=_time, help="p99 time-per-output-token SLO, e.g. 50ms")
-    p.add_argument("--power-per-chip", type=_positive_float, help="all-in W per chip")
-    p.add_argument("--price-per-chip-hour", type=_positive_float, help="USD per chip-hour")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_serve)
+    p.add_argument(
+        "--power-per-chip",
+        dest="power_per_chip_W",
+        metavar="POWER_PER_CHIP",
+        type=_positive_float,
+        help="all-in W per chip",
+    )
+    p.add_argument(
+        "--price-per-chip-hour",
+        dest="price_per_chip_hour_usd",
+        metavar="PRICE_PER_CHIP_HOUR",
+        type=_positive_float,
+        help="USD per chip-hour",
+    )
 
 
-def _deployment_flags(p: argparse.ArgumentParser) -> None:
-    from tpusim.serving.service import DEFAULT_MAX_SEQUENCES, DEFAULT_MAX_TOKENS
-
-    p.add_argument("--chips", type=_positive_int, help="chips per replica (default: fewest)")
-    p.add_argument("--tp", type=_positive_int, help="tensor-parallel degree")
-    p.add_argument("--ep", type=_positive_int, help="expert-parallel degree (MoE)")
-    p.add_argument("--replicas", type=_positive_int, default=1, help="model replicas (1)")
-    p.add_argument(
-        "--disaggregate", type=_split, metavar="P:D",
-        help="P prefill and D decode replicas, KV moved over the network (replaces --replicas)",
-    )  # fmt: skip
-    p.add_argument("--dtype", choices=DTYPES, default="bf16", help="weights, activations, KV")
-    p.add_argument(
-        "--kv-cache", choices=("hbm", "sram", "tiered"), default="hbm",
-        help="KV cache tier (tiered: SRAM first, then HBM)",
-    )  # fmt: skip
-    p.add_argument("--block-size", type=_positive_int, default=16, help="tokens per KV block")
-    p.add_argument(
-        "--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS,
-        help="token budget per iteration (%(default)s)",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-seqs", type=_positive_int, default=DEFAULT_MAX_SEQUENCES,
-        help="sequences per iteration (%(default)s)",
-    )  # fmt: skip
-    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
-    p.add_argument(
-        "--draft-tokens", type=int, default=0, metavar="K",
-        help="speculative decoding: K draft tokens verified per decode iteration (0: off)",
-    )  # fmt: skip
-    p.add_argument(
-        "--acceptance-rate", type=float, default=0.0, metavar="A",
-        help="speculative decoding: each draft accepted with probability A",
-    )  # fmt: skip
-    p.add_argument(
-        "--expert-imbalance", type=float, default=1.0, metavar="F",
-        help="MoE: busiest expert-parallel rank's routed tokens over the mean (1: uniform)",
-    )  # fmt: skip
-    p.add_argument(
-        "--no-async-scheduling", action="store_true",
-        help="the host schedules between iterations (adds its time to each)",
-    )  # fmt: skip
-    p.add_argument(
-        "--no-overheads", action="store_true",
-        help="iteration time from the chip and network alone (no host, HBM efficiency, sampler)",
-    )  # fmt: skip
+def options_of(args: argparse.Namespace) -> ServeOptions:
+    """The options the flags give (flags not given take the model's defaults). Raises
+    InputError naming the flag of the first bad value."""
+    given = {k: v for k, v in vars(args).items() if k in ServeOptions.model_fields}
+    try:
+        return ServeOptions(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise InputError(_flag_problem(exc.errors()[0])) from None
 
 
-def _stream_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rate", type=_rate, help="requests/s (default 1; inf: every request at once)")
-    p.add_argument(
-        "--concurrency", type=_positive_int, metavar="N",
-        help="a closed loop of N clients (vLLM's benchmark --max-concurrency)",
-    )  # fmt: skip
-    p.add_argument("--arrival", choices=("poisson", "gamma"), default="poisson")
-    p.add_argument("--burstiness", type=_positive_float, default=1.0, help="gamma CV")
-    p.add_argument("--trace", help="CSV of arrival_s,prompt_tokens,output_tokens")
-    p.add_argument("--requests", type=_positive_int, default=DEFAULT_REQUESTS, help="(%(default)s)")
-    tokens = "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}'"
-    p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, help=tokens)
-    p.add_argument("--output-tokens", default=DEFAULT_OUTPUT_TOKENS, help=tokens)
-    p.add_argument("--seed", type=int, default=0, help="seeds arrivals and token counts")
-    p.add_argument(
-        "--prefix-tokens", type=int, default=0, metavar="P",
-        help="a shared prompt prefix of P tokens held in the prefix cache (0: none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--prefix-hit-rate", type=float, default=0.0, metavar="H",
-        help="fraction of the requests whose prompt starts with that prefix",
-    )  # fmt: skip
-
-
-def deployment_of(args: argparse.Namespace, system: str | None = None) -> Any:
-    """The :class:`~tpusim.serving.Deployment` the flags describe (on ``system``, default
-    the positional one)."""
-    from tpusim.serving.service import Deployment
-
-    return Deployment(
-        system=system or args.system, model=args.model, tp=args.tp, ep=args.ep, chips=args.chips,
-        replicas=args.replicas, dtype=args.dtype, kv_cache=args.kv_cache,
-        block_size=args.block_size, max_tokens=args.max_tokens, max_sequences=args.max_seqs,
-        fidelity=args.fidelity, overheads=not args.no_overheads,
-        async_scheduling=not args.no_async_scheduling, prefix_tokens=args.prefix_tokens,
-        draft_tokens=args.draft_tokens, acceptance=args.acceptance_rate,
-        expert_imbalance=args.expert_imbalance,
-    )  # fmt: skip
+def _flag_problem(error: ErrorDetails) -> str:
+    """One validation error of the options as ``--flag: problem``."""
+    mentions = (error.get("ctx") or {}).get("mentions", ())
+    message = flagged(error["msg"].removeprefix("Value error, "), mentions)
+    if error["loc"]:
+        return f"{flag_of(str(error['loc'][0]))}: {message}"
+    return f"tpusim serve: {message}"
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.find_capacity and (args.slo_ttft is None or args.slo_tpot is None):
-        raise InputError("tpusim serve: --find-capacity needs --slo-ttft and --slo-tpot")
-    if args.find_capacity and args.trace:
-        raise InputError("tpusim serve: --find-capacity varies the rate; it takes no --trace")
-    if args.trace and args.rate is not None:
-        raise InputError("tpusim serve: --trace gives the arrivals; drop --rate")
-    if args.disaggregate and args.replicas != 1:
-        raise InputError("tpusim serve: --disaggregate P:D sets the replicas; drop --replicas")
+    """The flags only the command line has: ``--rates`` (a latency curve) and ``--plot``."""
     if args.disaggregate and args.rates:
         raise InputError("tpusim serve: --rates runs colocated replicas; drop --disaggregate")
     if args.plot and not args.rates:
         raise InputError("tpusim serve: --plot draws the --rates curve; give --rates")
     if args.rates and (args.find_capacity or args.trace):
         raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
-    if args.concurrency and (args.find_capacity or args.rates or args.disaggregate):
-        raise InputError(
-            "tpusim serve: --concurrency runs a closed loop; it takes no --find-capacity, "
-            "--rates or --disaggregate"
-        )
+    if args.concurrency and args.rates:
+        raise InputError("tpusim serve: --concurrency runs a closed loop; it takes no --rates")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    options = options_of(args)
+    _check(args)
+    try:
+        _serve(args, options)
+    except OptionError as exc:
+        flags = " + ".join(flag_of(f) for f in exc.fields)
+        raise InputError(f"{flags}: {flagged(exc.problem, exc.mentions)}") from None
+
+
+def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
     from tpusim.serving.run import curves, serve
 
-    _check(args)
     if args.rates:
         systems = [s for s in args.system.split(",") if s]
-        _print_curve(args, curves(args, [deployment_of(args, s) for s in systems]))
+        _print_curve(args, curves(options, systems, rates_flag(args.rates), args.plot))
         return
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
-    row = serve(args, deployment_of(args))
+    row = serve(options, args.system)
     if args.json:
         print(json_text(row))
     else:
@@ -236,8 +325,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 def format_row(row: dict[str, Any]) -> str:
     """The readable table of a run: one ``name  value unit`` line per figure."""
-    lines = [f"{row['model']} on {row['system']} (tp {row['tp']}, ep {row['ep']}, "
-             f"{row['dtype']}, KV in {row['kv_cache']})"]  # fmt: skip
+    lines = [
+        f"{row['model']} on {row['system']} (tp {row['tp']}, ep {row['ep']}, "
+        f"{row['dtype']}, KV in {row['kv_cache']})"
+    ]
     row = row | {"replicas x chips": f"{row['replicas']} x {row['chips_per_replica']}"}
     for name, unit in TABLE_FIELDS:
         if name not in row:
@@ -265,8 +356,16 @@ def _print_curve(args: argparse.Namespace, row: dict[str, Any]) -> None:
     if args.json:
         print(json_text(row))
         return
-    columns = ("system", "rate_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
-               "tpot_p99_s", "tokens_per_s_per_chip", "preemptions")  # fmt: skip
+    columns = (
+        "system",
+        "rate_per_s",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
+        "tokens_per_s_per_chip",
+        "preemptions",
+    )
     first = row["systems"][0]
     print(f"{first['model']} (tp {first['tp']}, ep {first['ep']}, {first['dtype']})")
     print("  ".join(f"{c:>22}" for c in columns))

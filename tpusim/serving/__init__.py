@@ -10,10 +10,14 @@
 * :mod:`.capacity`: the highest rate meeting an SLO (bisection);
 * :mod:`.plots`: the latency-vs-rate curve;
 * :mod:`.claims`: performance per dollar between two deployments;
-* :mod:`.run`, :mod:`.cli`: what ``tpusim serve`` and ``kind: serving`` run.
+* :mod:`.options`: the options of a run, one typed model that ``tpusim serve`` fills
+  from its flags and a ``kind: serving`` workload is (:mod:`.option_error`: a bad
+  option found once the deployment is loaded);
+* :mod:`.run`: what ``tpusim serve`` and ``kind: serving`` run.
 """
 
 from tpusim.serving.metrics import Slo, summary
+from tpusim.serving.options import ServeOptions, ServeSpec
 from tpusim.serving.service import Deployment, Service
 
-__all__ = ["Deployment", "Service", "Slo", "summary"]
+__all__ = ["Deployment", "ServeOptions", "ServeSpec", "Service", "Slo", "summary"]

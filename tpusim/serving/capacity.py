@@ -61,9 +61,11 @@ def saturated_rate_per_s(service: Runner, prompt_tokens: float, output_tokens: f
     chunk = int(min(budget, max(1.0, prompt_tokens)))
     chunks = max(1, budget // chunk)
     prefill_batch = ReplicaBatch(
-        decode=0, chunk_tokens=chunks * chunk, chunks=chunks,
+        decode=0,
+        chunk_tokens=chunks * chunk,
+        chunks=chunks,
         prefill_pairs=chunks * chunk * (chunk + 1) / 2,
-    )  # fmt: skip
+    )
     prefill = service.costs.time_s(prefill_batch) / (chunks * chunk)
     per_request_s = prompt_tokens * prefill + output_tokens * decode / slots
     return d.replicas / per_request_s
@@ -168,18 +170,11 @@ def find_capacity(
         points.append(curve_point(row))
         return row
 
-    probe = stream(1.0)
-    estimate = saturated_rate_per_s(
-        service,
-        float(np.mean([r.prompt_tokens for r in probe])),
-        float(np.mean([r.output_tokens for r in probe])),
-    )
-    saturation = saturated_throughput_per_s(service, stream, estimate)
+    saturation = _saturation(service, stream)
     cap = MAX_UTILISATION * saturation
     head = {"saturation_rate_per_s": saturation, "max_utilisation": MAX_UTILISATION}
     if cap <= 0:
-        return head | {"capacity_rate_per_s": 0.0, "capacity_rate_per_s_per_chip": 0.0,
-                       "trials": 0, "curve": [], "capacity_limited_by": "slo"}  # fmt: skip
+        return head | _found(0.0, service.chips, 0, [], "slo")
     at_cap = tried(cap)
     if at_cap["slo_met"]:
         return head | at_cap | _found(cap, service.chips, 1, points, "utilisation")
@@ -187,6 +182,33 @@ def find_capacity(
     trials += 1
     if found is None:
         return head | _found(0.0, service.chips, trials, points, "slo")
+    lo, found, trials = _bisect(tried, lo, hi, found, trials, tolerance)
+    return head | found | _found(lo, service.chips, trials, points, "slo")
+
+
+def _saturation(service: Runner, stream: Stream) -> float:
+    """The saturated throughput (requests/s), estimated from a probe stream's mean
+    token counts and measured with an infinite-rate stream."""
+    probe = stream(1.0)
+    estimate = saturated_rate_per_s(
+        service,
+        float(np.mean([r.prompt_tokens for r in probe])),
+        float(np.mean([r.output_tokens for r in probe])),
+    )
+    return saturated_throughput_per_s(service, stream, estimate)
+
+
+def _bisect(
+    tried: Callable[[float], dict[str, Any]],
+    lo: float,
+    hi: float,
+    found: dict[str, Any],
+    trials: int,
+    tolerance: float,
+) -> tuple[float, dict[str, Any], int]:
+    """Halve ``[lo, hi]`` (requests/s; ``lo`` meets the SLO, ``hi`` does not) until it
+    is within ``tolerance`` of ``hi``: the highest rate that met it, its row and the
+    trials so far."""
     while (hi - lo) / hi > tolerance:
         mid = (lo + hi) / 2
         row, trials = tried(mid), trials + 1
@@ -194,7 +216,7 @@ def find_capacity(
             lo, found = mid, row
         else:
             hi = mid
-    return head | found | _found(lo, service.chips, trials, points, "slo")
+    return lo, found, trials
 
 
 def _found(

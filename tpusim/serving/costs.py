@@ -36,9 +36,9 @@ from typing import Any
 
 from tpusim.hardware import ChipCostModel
 from tpusim.program.builders.oplist import Chain, OpList
+from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.builders.serving import (
     IterationBatch,
-    ReplicaShape,
     attention_ops,
     layer_program,
     output_program,
@@ -99,10 +99,13 @@ class ReplicaBatch:
 
         keys = self.prefill_pairs / self.chunk_tokens if self.chunk_tokens else 0.0
         return IterationBatch(
-            tokens=share(self.tokens), sequences=share(self.sequences),
-            kv_tokens=share(self.kv_tokens), sram_tokens=share(self.sram_tokens),
-            prefill_tokens=share(self.chunk_tokens), prefill_keys=keys,
-        )  # fmt: skip
+            tokens=share(self.tokens),
+            sequences=share(self.sequences),
+            kv_tokens=share(self.kv_tokens),
+            sram_tokens=share(self.sram_tokens),
+            prefill_tokens=share(self.chunk_tokens),
+            prefill_keys=keys,
+        )
 
 
 def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
@@ -161,9 +164,14 @@ class IterationCosts:
 
         self.engine_runs += 1
         results = Simulation(
-            self.system, program, self.fidelity, flow_tolerance=self.flow_tolerance,
-            topology=self.topology, routes=self.routes, port_rows=False,
-        ).run()  # fmt: skip
+            self.system,
+            program,
+            self.fidelity,
+            flow_tolerance=self.flow_tolerance,
+            topology=self.topology,
+            routes=self.routes,
+            port_rows=False,
+        ).run()
         return {r.name: r.end_at - r.start_at for r in results.ops}
 
     def layer_times_s(self, tokens: int) -> tuple[float, float, float]:

@@ -58,9 +58,14 @@ class DisaggregatedService:
             first, second = source * s.chips, (self.prefill + target) * s.chips
             pairs = tuple((first + i, second + i) for i in range(s.chips))
             op = Op(
-                name="kv_transfer", kind="collective", collective="collective-permute",
-                size_bytes=size, pairs=pairs, split_ports=True, algorithm="direct",
-            )  # fmt: skip
+                name="kv_transfer",
+                kind="collective",
+                collective="collective-permute",
+                size_bytes=size,
+                pairs=pairs,
+                split_ports=True,
+                algorithm="direct",
+            )
             times = self.service.costs.simulate(Program(name="kv_transfer", ops=(op,)))
             self._transfer[key] = times["kv_transfer"]
         return self._transfer[key]

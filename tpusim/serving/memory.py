@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from tpusim.config.chip import ChipSpec
 from tpusim.errors import InputError
-from tpusim.program.builders.serving import LOGIT_BYTES, ReplicaShape, weight_parameters
+from tpusim.program.builders.replica import ReplicaShape, weight_parameters
+from tpusim.program.builders.serving import LOGIT_BYTES
 from tpusim.units import format_bytes
 
 #: Fraction of HBM the server may use (weights, activations, KV cache): vLLM's
@@ -107,7 +108,7 @@ def kv_capacity(
             f"{format_bytes(acts)}) but {HBM_UTILIZATION:g} x "
             f"{format_bytes(chip.hbm.capacity_bytes)} = {format_bytes(usable)} is usable: "
             f"short by {format_bytes(short)} per chip "
-            "(give more chips with --tp/--ep/--chips or a smaller --dtype)"
+            "(give the replica more chips, or a smaller dtype)"
         )
     per_token = s.layers * s.kv_bytes_per_token_layer()
     hbm_free = usable - weights - acts if s.kv_cache != "sram" else 0.0

@@ -37,8 +37,10 @@ def replica_chip_order(topology: Any, chips_per_replica: int, replicas: int) -> 
         tile = reversed_tile[::-1]  # the first axis varies fastest, as chip indices do
         for i in range(chips_per_replica):
             gray = i ^ (i >> 1)
-            coord = [t * b + ((gray >> a) & 1 if a < k else 0) for a, (t, b) in
-                     enumerate(zip(tile, block, strict=True))]  # fmt: skip
+            coord = [
+                t * b + ((gray >> a) & 1 if a < k else 0)
+                for a, (t, b) in enumerate(zip(tile, block, strict=True))
+            ]
             order.append(sum(c * s for c, s in zip(coord, strides, strict=True)))
         if len(order) >= needed:
             return tuple(order[:needed])

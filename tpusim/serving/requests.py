@@ -73,26 +73,31 @@ class TokenCount:
         return self.a * math.exp(self.b**2 / 2)
 
 
-def token_count(text: str, flag: str) -> TokenCount:
-    """``--prompt-tokens`` / ``--output-tokens``: a whole number or a YAML mapping (see
-    the module docstring). Raises :class:`InputError` naming ``flag``."""
+def parse_token_count(value: int | str | dict[str, Any]) -> TokenCount:
+    """A token count: a whole number, or a distribution as a mapping or its YAML text
+    (see the module docstring). Raises ValueError saying what is expected."""
+    text = (
+        yaml.safe_dump(value, default_flow_style=True).strip()
+        if isinstance(value, dict)
+        else str(value)
+    )
     try:
-        value: Any = yaml.safe_load(text)
+        loaded: Any = yaml.safe_load(text)
     except yaml.YAMLError:
-        raise InputError(f"{flag}: not a number or a YAML mapping: {text!r}") from None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        if value > MAX_TOKEN_COUNT:
-            raise InputError(f"{flag}: {value} is over the limit of {MAX_TOKEN_COUNT:,} tokens")
-        return TokenCount("fixed", value)
-    if isinstance(value, dict) and len(value) == 1:
-        return _distribution(value, flag)
-    raise InputError(
-        f"{flag}: expected a whole number >= 1, {{uniform: [LOW, HIGH]}} or "
+        raise ValueError(f"not a number or a YAML mapping: {text!r}") from None
+    if isinstance(loaded, int) and not isinstance(loaded, bool) and loaded >= 1:
+        if loaded > MAX_TOKEN_COUNT:
+            raise ValueError(f"{loaded} is over the limit of {MAX_TOKEN_COUNT:,} tokens")
+        return TokenCount("fixed", loaded)
+    if isinstance(loaded, dict) and len(loaded) == 1:
+        return _distribution(loaded)
+    raise ValueError(
+        f"expected a whole number >= 1, {{uniform: [LOW, HIGH]}} or "
         f"{{lognormal: {{median: M, sigma: S}}}}, got {text!r}"
     )
 
 
-def _distribution(value: dict[str, Any], flag: str) -> TokenCount:
+def _distribution(value: dict[str, Any]) -> TokenCount:
     ((kind, args),) = value.items()
     top = MAX_TOKEN_COUNT
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
@@ -104,8 +109,8 @@ def _distribution(value: dict[str, Any], flag: str) -> TokenCount:
         median, sigma = args["median"], args["sigma"]
         if _number(median) and _number(sigma) and 1 <= median <= top and 0 <= sigma <= 3:
             return TokenCount("lognormal", float(median), float(sigma))
-    raise InputError(
-        f"{flag}: {kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH <= {top:,}) or "
+    raise ValueError(
+        f"{kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH <= {top:,}) or "
         f"lognormal: {{median: 1 <= M <= {top:,}, sigma: 0 <= S <= 3}}"
     )
 
@@ -199,21 +204,3 @@ def _trace_row(path: Path, line: int, row: list[str]) -> Request:
             f"{where}: prompt_tokens and output_tokens must be 1 to {MAX_TOKEN_COUNT:,}"
         )
     return Request(0, at, prompt, output)
-
-
-def check_stream(requests: int, rate_per_s: float | None, burstiness: float, seed: int) -> None:
-    """Raise InputError (naming the flag) for a stream outside the limits above: a
-    negative seed, too many requests, a burstiness outside :data:`BURSTINESS_RANGE`,
-    or a rate so low that the stream outlasts :data:`MAX_STREAM_SPAN_S`."""
-    if seed < 0:
-        raise InputError(f"--seed: must be >= 0, got {seed}")
-    if not 1 <= requests <= MAX_REQUESTS:
-        raise InputError(f"--requests: must be 1 to {MAX_REQUESTS:,}, got {requests}")
-    lo, hi = BURSTINESS_RANGE
-    if not lo <= burstiness <= hi:
-        raise InputError(f"--burstiness: must be {lo:g} to {hi:g}, got {burstiness:g}")
-    if rate_per_s is not None and requests / rate_per_s > MAX_STREAM_SPAN_S:
-        raise InputError(
-            f"--rate: {rate_per_s:g} req/s spreads {requests} requests over more than "
-            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
-        )

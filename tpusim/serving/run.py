@@ -4,125 +4,97 @@ on a deployment, or the capacity search, as one row of figures."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from tpusim.errors import InputError
 from tpusim.serving.capacity import find_capacity, saturated_rate_per_s
 from tpusim.serving.disaggregated import DisaggregatedService, transfer_summary
 from tpusim.serving.metrics import Slo, summary
-from tpusim.serving.requests import (
-    TokenCount,
-    check_stream,
-    read_trace,
-    synthetic_requests,
-    token_count,
-)
-from tpusim.serving.service import Deployment, Runner, Service
-from tpusim.serving.steady import MIN_REQUESTS, steady_state
+from tpusim.serving.metrics import economics as per_million
+from tpusim.serving.option_error import OptionError
+from tpusim.serving.options import ServeOptions
+from tpusim.serving.requests import read_trace, synthetic_requests
+from tpusim.serving.scheduler import Request
+from tpusim.serving.service import Deployment, Runner, Service, check_clients
+from tpusim.serving.steady import steady_state
 
-#: The offered rate when none is given (requests/s; a design choice).
-DEFAULT_RATE_PER_S = 1.0
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
+
+#: The requests of an open loop at a rate (requests/s).
+Stream = Callable[[float], list[Request]]
 
 
-def serve(options: Any, deployment: Deployment) -> dict[str, Any]:
-    """Run what ``options`` asks (the ``tpusim serve`` flags as attributes: ``rate``,
-    ``concurrency``, ``arrival``, ``burstiness``, ``trace``, ``requests``,
-    ``prompt_tokens``, ``output_tokens``, ``seed``, ``find_capacity``, ``slo_ttft``,
-    ``slo_tpot``, ``power_per_chip``, ``price_per_chip_hour``, ``disaggregate``) on
-    ``deployment``; the JSON row. Raises InputError for bad input."""
-    service = check_options(options, deployment)
-    _, _, slo, stream = _stream(options)
-    economics = {
-        "power_per_chip_W": options.power_per_chip,
-        "price_per_chip_hour_usd": options.price_per_chip_hour,
-    }
+def serve(options: ServeOptions, system: str | System) -> dict[str, Any]:
+    """Run what ``options`` ask on ``system`` (a shipped name, a YAML path or a loaded
+    system): the stream at its rate, its closed loop or its trace, or the capacity
+    search at its SLO; the JSON row. Raises InputError for bad input
+    (:class:`~tpusim.serving.option_error.OptionError` naming the option)."""
+    service = check_options(options, system)
+    slo = options.slo()
     if options.find_capacity and slo is not None:
-        row = find_capacity(service, stream, slo)
-        row |= summary_economics(row, service.chips, economics)
+        row = find_capacity(service, stream_of(options), slo)
+        row |= per_million(row.get("output_tokens_per_s"), service.chips, **options.economics())
     else:
-        rate = None if options.trace else (options.rate or DEFAULT_RATE_PER_S)
-        requests = read_trace(options.trace) if options.trace else stream(rate)  # type: ignore[arg-type]
-        concurrency = getattr(options, "concurrency", None)
-        if concurrency is not None:
-            service.run(requests, concurrency)  # type: ignore[call-arg]
-        else:
-            service.run(requests)
-        row = summary(requests, service.chips, slo, **economics, rate_per_s=rate)
-        row |= {"concurrency": concurrency, "steady_state": steady_state(requests)}
+        row = _served(service, options, slo)
     if isinstance(service, DisaggregatedService):
         row |= transfer_summary(service)
     return service.describe() | row | {"engine_runs": service.costs.engine_runs}
 
 
-def check_options(options: Any, deployment: Deployment) -> Runner:
-    """The deployment loaded and the stream checked (token counts, seed, burstiness,
-    request count, rate; the smallest request fits the context and the cache), without
-    serving; the runner. Raises InputError."""
-    check_prefix(deployment.prefix_tokens, getattr(options, "prefix_hit_rate", 0.0) or 0.0)
-    check_speculation(deployment.draft_tokens, deployment.acceptance)
-    service = runner(deployment, getattr(options, "disaggregate", None))
+def _served(service: Runner, options: ServeOptions, slo: Slo | None) -> dict[str, Any]:
+    """The summary of serving the trace, or the stream at the offered rate (in a closed
+    loop of ``concurrency`` clients when given)."""
+    rate = options.offered_rate_per_s
+    if options.trace:
+        requests = read_trace(options.trace)
+    else:
+        assert rate is not None  # an open loop without a trace has a rate
+        requests = stream_of(options)(rate)
+    if options.concurrency is not None:
+        assert isinstance(service, Service)  # a closed loop is never disaggregated
+        service.run(requests, options.concurrency)
+    else:
+        service.run(requests)
+    row = summary(requests, service.chips, slo, **options.economics(), rate_per_s=rate)
+    return row | {"concurrency": options.concurrency, "steady_state": steady_state(requests)}
+
+
+def check_options(options: ServeOptions, system: str | System) -> Runner:
+    """The deployment loaded and checked against the stream (a client per replica,
+    the expert imbalance within the expert-parallel degree, the trace readable, the
+    smallest request within the context and the cache), without serving; the runner.
+    Raises InputError."""
+    service = runner(options.deployment(system), options.disaggregate)
+    check_clients(options.concurrency, service.deployment.replicas)
     ep = service.costs.shape.ep
-    if not 1.0 <= deployment.expert_imbalance <= ep:
-        raise InputError(
-            f"--expert-imbalance: must be 1 to the expert-parallel degree {ep} (the busiest "
-            f"rank holds at most every routed token), got {deployment.expert_imbalance:g}"
+    if not 1.0 <= options.expert_imbalance <= ep:
+        raise OptionError(
+            "expert_imbalance",
+            f"must be 1 to the expert-parallel degree {ep} (the busiest rank holds at "
+            f"most every routed token), got {options.expert_imbalance:g}",
         )
-    prompt, output, _, _ = _stream(options)
     if options.trace:
         read_trace(options.trace)  # the file reads and every row is good
     else:
-        check_fits(service, prompt, output)
-    if options.find_capacity and options.requests < MIN_REQUESTS:
-        raise InputError(
-            f"--requests: the capacity search judges each rate in steady state and needs "
-            f"at least {MIN_REQUESTS} requests, got {options.requests}"
-        )
+        check_fits(service, options)
     return service
 
 
-def check_prefix(prefix_tokens: int, hit_rate: float) -> None:
-    """Raise InputError for a prefix length below 0 or over the token limit, a hit rate
-    outside [0, 1], or hits without a prefix."""
-    from tpusim.serving.requests import MAX_TOKEN_COUNT
-
-    if not 0 <= prefix_tokens <= MAX_TOKEN_COUNT:
-        raise InputError(f"--prefix-tokens: must be 0 to {MAX_TOKEN_COUNT:,}, got {prefix_tokens}")
-    if not 0.0 <= hit_rate <= 1.0:
-        raise InputError(f"--prefix-hit-rate: must be 0 to 1, got {hit_rate:g}")
-    if hit_rate > 0 and prefix_tokens == 0:
-        raise InputError("--prefix-hit-rate: needs --prefix-tokens (the shared prefix)")
-
-
-#: Most draft tokens per decode iteration (a limit: speculative decoding proposes a
-#: handful; vLLM's examples use 1-10).
-MAX_DRAFT_TOKENS = 64
-
-
-def check_speculation(draft_tokens: int, acceptance: float) -> None:
-    """Raise InputError for draft tokens outside 0 to :data:`MAX_DRAFT_TOKENS` or an
-    acceptance rate outside [0, 1]."""
-    if not 0 <= draft_tokens <= MAX_DRAFT_TOKENS:
-        raise InputError(f"--draft-tokens: must be 0 to {MAX_DRAFT_TOKENS}, got {draft_tokens}")
-    if not 0.0 <= acceptance <= 1.0:
-        raise InputError(f"--acceptance-rate: must be 0 to 1, got {acceptance:g}")
-
-
-def check_fits(service: Runner, prompt: TokenCount, output: TokenCount) -> None:
-    """Raise InputError when no request of the stream can be served: its smallest
+def check_fits(service: Runner, options: ServeOptions) -> None:
+    """Raise OptionError when no request of the stream can be served: its smallest
     prompt plus output does not fit the model's context or one replica's KV cache."""
     base = service.service if isinstance(service, DisaggregatedService) else service
     assert isinstance(base, Service)
-    smallest = int(prompt.low + output.low)
+    smallest = int(options.prompt().low + options.output().low)
     context, cache = base.model.context_length, base.capacity.tokens
+    fields = ("prompt_tokens", "output_tokens")
     if smallest + 1 > context:
-        raise InputError(
-            f"--prompt-tokens + --output-tokens: {smallest:,} tokens exceed the model's "
-            f"context of {context:,}"
-        )
+        raise OptionError(fields, f"{smallest:,} tokens exceed the model's context of {context:,}")
     if smallest > cache:
-        raise InputError(
-            f"--prompt-tokens + --output-tokens: {smallest:,} tokens exceed one replica's "
-            f"KV cache of {cache:,} tokens"
+        raise OptionError(
+            fields, f"{smallest:,} tokens exceed one replica's KV cache of {cache:,} tokens"
         )
 
 
@@ -135,58 +107,59 @@ def runner(deployment: Deployment, split: tuple[int, int] | None) -> Runner:
     return DisaggregatedService(service, *split)
 
 
-def _stream(options: Any) -> tuple[TokenCount, TokenCount, Slo | None, Any]:
-    """The token counts, the SLO (if both parts are given) and the stream of a rate."""
-    prompt = token_count(str(options.prompt_tokens), "--prompt-tokens")
-    output = token_count(str(options.output_tokens), "--output-tokens")
-    rate = None if options.trace else (options.rate or DEFAULT_RATE_PER_S)
-    check_stream(options.requests, rate, options.burstiness, options.seed)
-    slo = Slo(options.slo_ttft, options.slo_tpot) if options.slo_ttft and options.slo_tpot else None
+def stream_of(options: ServeOptions) -> Stream:
+    """The options' synthetic requests at a given rate (same seed, same requests)."""
+    prompt, output = options.prompt(), options.output()
 
-    def stream(rate: float) -> list[Any]:
+    def stream(rate_per_s: float) -> list[Request]:
         return synthetic_requests(
-            options.requests, rate, prompt, output, seed=options.seed,
-            arrival=options.arrival, burstiness=options.burstiness,
-            prefix_hit_rate=getattr(options, "prefix_hit_rate", 0.0) or 0.0,
-        )  # fmt: skip
+            options.requests,
+            rate_per_s,
+            prompt,
+            output,
+            seed=options.seed,
+            arrival=options.arrival,
+            burstiness=options.burstiness,
+            prefix_hit_rate=options.prefix_hit_rate,
+        )
 
-    return prompt, output, slo, stream
+    return stream
 
 
-def summary_economics(
-    row: dict[str, Any], chips: int, economics: dict[str, float | None]
+def curves(
+    options: ServeOptions,
+    systems: list[str],
+    rates_per_s: list[float] | None,
+    plot: str | Path | None,
 ) -> dict[str, Any]:
-    """Energy and cost per million tokens at the capacity's throughput."""
-    from tpusim.serving.metrics import economics as per_million
+    """The latency curve of ``options`` on each of ``systems`` at ``rates_per_s``
+    (None: fractions of each one's saturated rate) as ``{"systems": [...], "curve":
+    [rows]}``, and one plot of them all at ``plot`` (a path without suffix; None:
+    none). Raises InputError for a bad deployment."""
+    from tpusim.serving.plots import latency_curve, plot_latency_vs_rate
 
-    return per_million(row.get("output_tokens_per_s"), chips, **economics)  # type: ignore[arg-type]
-
-
-def curves(options: Any, deployments: list[Deployment]) -> dict[str, Any]:
-    """``--rates``: the latency curve of each deployment (``auto``: fractions of its
-    saturated rate) as ``{"systems": [...], "curve": [rows]}``, and one plot of them all
-    when ``options.plot`` names a file."""
-    from tpusim.cli.serve import rates_flag
-    from tpusim.serving.plots import DEFAULT_RATE_FRACTIONS, latency_curve, plot_latency_vs_rate
-
-    prompt, output, slo, stream = _stream(options)
-    given = rates_flag(options.rates)
+    stream, slo = stream_of(options), options.slo()
     described, by_system = [], {}
-    for deployment in deployments:
-        service = Service(deployment)
-        rates = given
-        if rates is None:
-            top = saturated_rate_per_s(service, prompt.mean, output.mean)
-            rates = [f * top for f in DEFAULT_RATE_FRACTIONS]
+    for system in systems:
+        service = Service(options.deployment(system))
+        rates = rates_per_s or _auto_rates(service, options)
         described.append(service.describe())
         by_system[service.system.name] = latency_curve(service, stream, rates, slo)
     out: dict[str, Any] = {
         "systems": described,
         "curve": [row for rows in by_system.values() for row in rows],
     }
-    if options.plot:
+    if plot:
         first = described[0]
         title = f"{first['model']}, {first['dtype']}, tp {first['tp']} x ep {first['ep']}"
-        png, _ = plot_latency_vs_rate(by_system, options.plot, title, slo)
+        png, _ = plot_latency_vs_rate(by_system, plot, title, slo)
         out["plot"] = str(png)
     return out
+
+
+def _auto_rates(service: Service, options: ServeOptions) -> list[float]:
+    """Fractions of the saturated rate (requests/s) of the stream's mean request."""
+    from tpusim.serving.plots import DEFAULT_RATE_FRACTIONS
+
+    top = saturated_rate_per_s(service, options.prompt().mean, options.output().mean)
+    return [f * top for f in DEFAULT_RATE_FRACTIONS]

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
 from tpusim.errors import InputError, SimulationError
-from tpusim.program.builders.serving import ReplicaShape, replica_shape
+from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
+from tpusim.serving.option_error import OptionError
 from tpusim.serving.overheads import NONE, IterationOverheads, overheads_for
 from tpusim.serving.placement import replica_chip_order
 from tpusim.serving.scheduler import Request, Scheduler
@@ -106,6 +107,13 @@ class Runner(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def check_clients(concurrency: int | None, replicas: int) -> None:
+    """Raise OptionError when a closed loop has fewer clients than ``replicas`` (each
+    replica needs one)."""
+    if concurrency is not None and concurrency < replicas:
+        raise OptionError("concurrency", f"{concurrency} is below the {replicas} replicas")
+
+
 class Service:
     """A loaded :class:`Deployment`: the system, the model preset, the replica's shape,
     its KV capacity and its (cached) iteration costs. Raises :class:`InputError` for an
@@ -125,9 +133,14 @@ class Service:
                 f"{self.system.num_chips}"
             )
         self.costs = IterationCosts(
-            self.system, self.shape, d.fidelity, d.flow_tolerance, self._overheads(),
-            d.async_scheduling, d.expert_imbalance,
-        )  # fmt: skip
+            self.system,
+            self.shape,
+            d.fidelity,
+            d.flow_tolerance,
+            self._overheads(),
+            d.async_scheduling,
+            d.expert_imbalance,
+        )
         order = replica_chip_order(self.costs.topology, self.shape.chips, d.replicas)
         if order:
             self.shape = dataclasses.replace(self.shape, chip_order=order)
@@ -148,16 +161,24 @@ class Service:
         d = self.deployment
         try:
             shape = replica_shape(
-                self.model.builder_fields(), tp=tp, ep=ep, replicas=d.replicas,
-                dtype=d.dtype, kv_cache=d.kv_cache,
-            )  # fmt: skip
+                self.model.builder_fields(),
+                tp=tp,
+                ep=ep,
+                replicas=d.replicas,
+                dtype=d.dtype,
+                kv_cache=d.kv_cache,
+            )
         except ProgramError as exc:
             raise InputError(f"{self.model.name} on tp={tp}, ep={ep}: {exc}") from None
         try:
             capacity = kv_capacity(
-                shape, self.system.chip, block_size=d.block_size, max_tokens=d.max_tokens,
-                max_sequences=d.max_sequences, tied_embeddings=self.model.tied_embeddings,
-            )  # fmt: skip
+                shape,
+                self.system.chip,
+                block_size=d.block_size,
+                max_tokens=d.max_tokens,
+                max_sequences=d.max_sequences,
+                tied_embeddings=self.model.tied_embeddings,
+            )
         except InputError as exc:
             raise InputError(f"{self.model.name} in {d.dtype}: {exc}") from None
         return shape, capacity
@@ -168,7 +189,7 @@ class Service:
         if d.tp or d.ep:
             tp, ep = d.tp or 1, d.ep or 1
             if d.chips and d.chips != tp * ep:
-                raise InputError(f"--chips {d.chips} is not tp x ep = {tp} x {ep}")
+                raise OptionError("chips", f"{d.chips} is not tp x ep = {tp} x {ep}")
             return self._shape(tp, ep)
         if d.chips:
             return self._shape(1, d.chips) if moe else self._shape(d.chips, 1)
@@ -185,9 +206,15 @@ class Service:
         """A fresh scheduler with this replica's cache and limits."""
         d, cap = self.deployment, self.capacity
         return Scheduler(
-            cap.blocks, cap.block_size, d.max_tokens, d.max_sequences, cap.sram_blocks,
-            d.prefix_tokens, d.draft_tokens, d.acceptance,
-        )  # fmt: skip
+            cap.blocks,
+            cap.block_size,
+            d.max_tokens,
+            d.max_sequences,
+            cap.sram_blocks,
+            d.prefix_tokens,
+            d.draft_tokens,
+            d.acceptance,
+        )
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
         """Serve ``requests`` (sorted by arrival), replica ``i mod replicas`` taking the
@@ -197,8 +224,7 @@ class Service:
         client is free, whichever is later, and its TTFT counts from the sending (as
         that benchmark measures it). Raises InputError for fewer clients than replicas."""
         n = self.deployment.replicas
-        if concurrency is not None and concurrency < n:
-            raise InputError(f"--concurrency {concurrency} is below the {n} replicas")
+        check_clients(concurrency, n)
         run = ServingRun(requests)
         for r in range(n):
             clients = None if concurrency is None else concurrency // n + (r < concurrency % n)

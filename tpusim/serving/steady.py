@@ -108,11 +108,17 @@ def steady_state(requests: list[Request]) -> dict[str, Any]:
     slope, trending = trend(waits)
     for name in ("ttft", "tpot"):
         mean, half = _interval([_p99(lat[name][b]) for b in batches])
-        row |= {f"{name}_p99_s": _p99(lat[name]), f"{name}_p99_mean_s": mean,
-                f"{name}_p99_ci_s": half}  # fmt: skip
+        row |= {
+            f"{name}_p99_s": _p99(lat[name]),
+            f"{name}_p99_mean_s": mean,
+            f"{name}_p99_ci_s": half,
+        }
     rejected = any(r.rejected for r in requests)
-    row |= {"queue_wait_slope_s_per_batch": slope, "queue_trending": trending,
-            "reached": not trending and not rejected}  # fmt: skip
+    row |= {
+        "queue_wait_slope_s_per_batch": slope,
+        "queue_trending": trending,
+        "reached": not trending and not rejected,
+    }
     if not row["reached"]:
         row["reason"] = "the queue keeps growing" if trending else "requests were rejected"
     return row

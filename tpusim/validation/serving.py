@@ -33,10 +33,28 @@ METRICS = ("output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "
 FIT_HOST_RANGE_S = (0.0, 30e-3)
 FIT_HOST_TOLERANCE_S = 0.1e-3
 FIT_HBM_EFFICIENCY = tuple(round(0.7 + 0.05 * i, 2) for i in range(7))
-INT_FIELDS = ("tp", "prompt_tokens", "output_tokens", "simulated_requests", "max_tokens",
-              "max_sequences")  # fmt: skip
-REQUIRED = ("id", "split", "url", "system", "model", "tp", "prompt_tokens", "output_tokens",
-            "simulated_requests", "max_tokens", "max_sequences", "measured")  # fmt: skip
+INT_FIELDS = (
+    "tp",
+    "prompt_tokens",
+    "output_tokens",
+    "simulated_requests",
+    "max_tokens",
+    "max_sequences",
+)
+REQUIRED = (
+    "id",
+    "split",
+    "url",
+    "system",
+    "model",
+    "tp",
+    "prompt_tokens",
+    "output_tokens",
+    "simulated_requests",
+    "max_tokens",
+    "max_sequences",
+    "measured",
+)
 
 
 @dataclass
@@ -124,10 +142,16 @@ def _service(figure: Figure, overheads: IterationOverheads) -> Any:
     key = (figure.id, overheads.hbm_efficiency)
     if key not in _SERVICES:
         _SERVICES[key] = Service(
-            Deployment(figure.system, figure.model, tp=figure.tp, max_tokens=figure.max_tokens,
-                       max_sequences=figure.max_sequences, overheads=overheads,
-                       async_scheduling=figure.async_scheduling)
-        )  # fmt: skip
+            Deployment(
+                figure.system,
+                figure.model,
+                tp=figure.tp,
+                max_tokens=figure.max_tokens,
+                max_sequences=figure.max_sequences,
+                overheads=overheads,
+                async_scheduling=figure.async_scheduling,
+            )
+        )
     service = _SERVICES[key]
     service.costs.overheads = overheads
     return service
@@ -141,9 +165,12 @@ def simulate(figure: Figure, overheads: IterationOverheads) -> dict[str, float |
 
     service = _service(figure, overheads)
     requests = synthetic_requests(
-        figure.simulated_requests, figure.rate, TokenCount("fixed", figure.prompt_tokens),
-        TokenCount("fixed", figure.output_tokens), seed=0,
-    )  # fmt: skip
+        figure.simulated_requests,
+        figure.rate,
+        TokenCount("fixed", figure.prompt_tokens),
+        TokenCount("fixed", figure.output_tokens),
+        seed=0,
+    )
     service.run(requests, figure.concurrency)
     row = summary(requests, service.chips)
     lat = latencies(requests)
@@ -166,11 +193,20 @@ def cases(
         sim = simulate(f, overheads or overheads_for(f.chip))
         for metric, value in f.measured.items():
             got = sim[metric]
-            rows.append({
-                "id": f.id, "split": f.split, "chip": f.chip, "model": f.model, "tp": f.tp,
-                "concurrency": f.concurrency, "metric": metric, "measured": value,
-                "simulated": got, "error": None if got is None else got / value - 1,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "id": f.id,
+                    "split": f.split,
+                    "chip": f.chip,
+                    "model": f.model,
+                    "tp": f.tp,
+                    "concurrency": f.concurrency,
+                    "metric": metric,
+                    "measured": value,
+                    "simulated": got,
+                    "error": None if got is None else got / value - 1,
+                }
+            )
     return rows
 
 
@@ -261,13 +297,15 @@ def table(rows: list[dict[str, Any]]) -> str:
 
     shown = [
         {
-            "id": r["id"], "split": r["split"], "metric": r["metric"],
+            "id": r["id"],
+            "split": r["split"],
+            "metric": r["metric"],
             "measured": f"{r['measured']:.4g}",
             "simulated": "-" if r["simulated"] is None else f"{r['simulated']:.4g}",
             "error": "-" if r["error"] is None else f"{r['error']:+.1%}",
         }
         for r in rows
-    ]  # fmt: skip
+    ]
     return text_table(shown, ("id", "split", "metric", "measured", "simulated", "error"))
 
 
@@ -282,6 +320,8 @@ def summary_lines(stats: dict[str, Any], fitted: IterationOverheads | None) -> s
         if p["total"]
     ]
     if fitted is not None:
-        lines.append(f"fitted: host {fitted.host_s * 1e3:.3g} ms per iteration, "
-                     f"HBM efficiency {fitted.hbm_efficiency:.2f}")  # fmt: skip
+        lines.append(
+            f"fitted: host {fitted.host_s * 1e3:.3g} ms per iteration, "
+            f"HBM efficiency {fitted.hbm_efficiency:.2f}"
+        )
     return "\n".join(lines)

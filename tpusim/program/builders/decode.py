@@ -20,12 +20,8 @@ from typing import Any
 from tpusim.program.builders.checks import check_decode, checked_mesh, divides
 from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
-from tpusim.program.builders.serving import (
-    IterationBatch,
-    replica_shape,
-    serving_iteration,
-    weight_parameters,
-)
+from tpusim.program.builders.replica import replica_shape, weight_parameters
+from tpusim.program.builders.serving import IterationBatch, serving_iteration
 from tpusim.program.ir import Program, ProgramError
 from tpusim.vocabulary import MemoryTier
 
@@ -98,27 +94,63 @@ def decode_step(
     in ``"hbm"``, the KV cache (``layers * batch * context * kv_heads_local * head_dim
     * 2`` x bytes) in ``kv_cache``. Raises :class:`ProgramError` naming the bad field.
     """
-    kv = heads if kv_heads is None else kv_heads
-    ints = dict(
-        layers=layers, d_model=d_model, d_ff=d_ff, heads=heads, head_dim=head_dim,
-        kv_heads=kv, batch=batch, context=context,
-    )  # fmt: skip
-    b, mesh, tp = check_decode(
-        ints, dtype=dtype, kv_cache=kv_cache, mesh=mesh, tensor_axis=tensor_axis
+    sizes = dict(
+        layers=layers,
+        d_model=d_model,
+        d_ff=d_ff,
+        heads=heads,
+        head_dim=head_dim,
+        kv_heads=heads if kv_heads is None else kv_heads,
+        batch=batch,
+        context=context,
     )
-    shape = DecodeShape(
-        batch=batch, context=context, d_model=d_model, heads=heads // tp, kv_heads=kv // tp,
-        head_dim=head_dim, d_ff=d_ff // tp, dtype=dtype, bytes_per_element=b,
-        kv_cache=kv_cache, tensor=collective_axes(mesh, [tensor_axis]),
-    )  # fmt: skip
+    b, mesh, tp = check_decode(
+        sizes, dtype=dtype, kv_cache=kv_cache, mesh=mesh, tensor_axis=tensor_axis
+    )
+    tensor = collective_axes(mesh, [tensor_axis])
+    shape = _local_shape(sizes, tp, b, dtype, kv_cache, tensor)
+    return _decode_program(shape, layers, mesh)
+
+
+def _local_shape(
+    sizes: dict[str, int],
+    tp: int,
+    bytes_per_element: float,
+    dtype: str,
+    kv_cache: MemoryTier,
+    tensor: tuple[str, ...],
+) -> DecodeShape:
+    """The per-chip :class:`DecodeShape` of the checked ``sizes`` on ``tp`` chips."""
+    return DecodeShape(
+        batch=sizes["batch"],
+        context=sizes["context"],
+        d_model=sizes["d_model"],
+        heads=sizes["heads"] // tp,
+        kv_heads=sizes["kv_heads"] // tp,
+        head_dim=sizes["head_dim"],
+        d_ff=sizes["d_ff"] // tp,
+        dtype=dtype,
+        bytes_per_element=bytes_per_element,
+        kv_cache=kv_cache,
+        tensor=tensor,
+    )
+
+
+def _decode_program(shape: DecodeShape, layers: int, mesh: dict[str, int]) -> Program:
+    """``layers`` decode layers of ``shape`` in a chain, with the weights in HBM and the
+    KV cache in its tier (``memory_bytes``)."""
     out = OpList()
     chain = Chain(out)
     for layer in range(layers):
         decode_layer(chain, shape, f"L{layer}")
+    b, kv_cache = shape.bytes_per_element, shape.kv_cache
     memory = {"hbm": float(layers * shape.weights_per_layer() * b)}
     memory[kv_cache] = memory.get(kv_cache, 0.0) + float(layers * shape.cache_bytes_per_layer)
     return Program(
-        name=f"decode_step[L{layers},d{d_model},B{batch},ctx{context},kv:{kv_cache}]",
+        name=(
+            f"decode_step[L{layers},d{shape.d_model},B{shape.batch},ctx{shape.context},"
+            f"kv:{kv_cache}]"
+        ),
         ops=tuple(out.ops),
         mesh=mesh,
         memory_bytes=memory,
@@ -132,9 +164,13 @@ def decode_layer(chain: Chain, s: DecodeShape, prefix: str) -> None:
     kv_new = s.batch * s.kv_heads * s.head_dim * 2 * b
     chain.add(f"{prefix}.attn.norm", "elementwise", bytes=2 * act)
     chain.add(
-        f"{prefix}.attn.qkv", "matmul", m=s.batch, k=s.d_model,
-        n=(s.heads + 2 * s.kv_heads) * s.head_dim, **mm,
-    )  # fmt: skip
+        f"{prefix}.attn.qkv",
+        "matmul",
+        m=s.batch,
+        k=s.d_model,
+        n=(s.heads + 2 * s.kv_heads) * s.head_dim,
+        **mm,
+    )
     chain.add(f"{prefix}.attn.kv_write", "elementwise", bytes=kv_new, memory=s.kv_cache)
     chain.add(
         f"{prefix}.attn.kv_read", "elementwise", bytes=s.cache_bytes_per_layer, memory=s.kv_cache
@@ -159,10 +195,19 @@ def tensor_allreduce(chain: Chain, s: DecodeShape, name: str) -> None:
 #: The shape fields of a whole model (beyond :func:`decode_step`'s) and their neutral
 #: values: a decode step whose fields are all neutral is built by :func:`decode_step`.
 MODEL_FIELDS: dict[str, Any] = {
-    "vocab": 0, "mlp": "plain", "attention": "gqa", "q_lora_rank": 0, "kv_lora_rank": 0,
-    "rope_head_dim": 0, "experts": 0, "top_k": 2, "expert_d_ff": None, "shared_experts": 0,
-    "dense_layers": 0, "expert_axis": None,
-}  # fmt: skip
+    "vocab": 0,
+    "mlp": "plain",
+    "attention": "gqa",
+    "q_lora_rank": 0,
+    "kv_lora_rank": 0,
+    "rope_head_dim": 0,
+    "experts": 0,
+    "top_k": 2,
+    "expert_d_ff": None,
+    "shared_experts": 0,
+    "dense_layers": 0,
+    "expert_axis": None,
+}
 
 
 def model_decode_step(

@@ -1,0 +1,311 @@
+"""What a serving run is given, as one typed model shared by ``tpusim serve`` (its flags
+fill it) and the ``serving`` workload kind (its YAML keys are these fields).
+
+:class:`ServeSpec` is what a user chooses: the model and its deployment (parallelism,
+replicas or a prefill/decode split, the KV tier and the scheduler's limits,
+speculative decoding, a shared prefix), the request stream (an open loop at a
+``rate``, a closed loop of ``concurrency`` clients, or a ``trace``; token counts,
+seed) and the capacity search at an SLO (times with units: ``2 s``, ``50 ms``).
+:class:`ServeOptions` adds where it runs: the network fidelity and flow tolerance and
+the economics (all-in W and USD per chip-hour), which a scenario takes from its
+system. Every value is checked here; what needs the loaded deployment (the context,
+the cache, the expert-parallel degree) is checked by :func:`~tpusim.serving.run.serve`
+and raised as an :class:`~tpusim.serving.option_error.OptionError` naming the field.
+A message that names other options than the one it is about lists them (by field
+name) in its ``mentions``: the error context's ``mentions`` of a validation error, or
+:attr:`~tpusim.serving.option_error.OptionError.mentions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from tpusim.config.types import Frozen, Time
+from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
+from tpusim.serving.metrics import Slo
+from tpusim.serving.requests import (
+    BURSTINESS_RANGE,
+    MAX_REQUESTS,
+    MAX_STREAM_SPAN_S,
+    MAX_TOKEN_COUNT,
+    TokenCount,
+    parse_token_count,
+)
+from tpusim.serving.service import DEFAULT_MAX_SEQUENCES, DEFAULT_MAX_TOKENS, Deployment
+from tpusim.serving.steady import MIN_REQUESTS
+from tpusim.vocabulary import Dtype, Fidelity
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
+
+#: Default stream: 1,000 requests of 1,024 prompt and 256 output tokens at 1 req/s
+#: (a design choice, in the range of vLLM's and MLPerf's serving benchmarks).
+DEFAULT_REQUESTS = 1000
+DEFAULT_PROMPT_TOKENS = 1024
+DEFAULT_OUTPUT_TOKENS = 256
+#: The offered rate when none is given (requests/s; a design choice).
+DEFAULT_RATE_PER_S = 1.0
+#: Most draft tokens per decode iteration (a limit: speculative decoding proposes a
+#: handful; vLLM's examples use 1-10).
+MAX_DRAFT_TOKENS = 64
+#: Largest prefill or decode replica count of a split (a limit, far above any pod).
+MAX_SPLIT_REPLICAS = 2**20
+
+
+def parse_split(value: Any) -> Any:
+    """``P:D`` text as (prefill, decode) replicas, whole numbers >= 1 (a pair passes
+    through). Raises ValueError."""
+    if not isinstance(value, str):
+        return value
+    parts = value.split(":")
+    if len(parts) != 2 or not all(p.isdigit() and 1 <= int(p) <= MAX_SPLIT_REPLICAS for p in parts):
+        raise ValueError(f"expected P:D, whole numbers >= 1, got {value!r}")
+    return int(parts[0]), int(parts[1])
+
+
+#: Prefill and decode replicas, written ``P:D``.
+Split = Annotated[
+    tuple[PositiveInt, PositiveInt],
+    BeforeValidator(parse_split),
+    PlainSerializer(lambda pair: f"{pair[0]}:{pair[1]}", return_type=str),
+]
+#: A request rate (requests/s): finite > 0, or ``.inf`` (every request at once).
+Rate = Annotated[float, Field(allow_inf_nan=True)]
+#: A token count as given: a whole number, or a distribution as a mapping or YAML text
+#: (see :mod:`tpusim.serving.requests`).
+TokenCountValue = int | str | dict[str, Any]
+
+
+def _within(value: float, lo: float, hi: float) -> float:
+    """``value`` if ``lo <= value <= hi``; raises ValueError saying the range."""
+    if not lo <= value <= hi:
+        raise ValueError(f"must be {lo:g} to {hi:g}, got {value:g}")
+    return value
+
+
+#: A problem: its message and the options it mentions (field names).
+Problem = tuple[str, tuple[str, ...]]
+
+
+def _error(problem: Problem) -> PydanticCustomError:
+    """A validation error of ``problem``, its mentions in the error's context."""
+    message, mentions = problem
+    return PydanticCustomError("value_error", message, {"mentions": mentions})
+
+
+def _located(field: str, problem: Problem) -> ValidationError:
+    """A validation error on ``field`` (so a scenario names that key's line)."""
+    detail = InitErrorDetails(type=_error(problem), loc=(field,), input=None)
+    return ValidationError.from_exception_data("ServeOptions", [detail])
+
+
+class ServeSpec(Frozen):
+    """The user's choices of a serving run (see the module docstring): each field is
+    a ``kind: serving`` key and is set by a ``tpusim serve`` flag (:mod:`tpusim.cli.serve`
+    names them). Raises ValidationError naming the field to blame."""
+
+    model: str
+    tp: PositiveInt | None = Field(None, description="tensor-parallel degree")
+    ep: PositiveInt | None = Field(None, description="expert-parallel degree (MoE)")
+    chips: PositiveInt | None = Field(None, description="chips per replica (None: fewest)")
+    replicas: PositiveInt = 1
+    dtype: Dtype = "bf16"
+    kv_cache: Literal["hbm", "sram", "tiered"] = "hbm"
+    rate: Rate | None = Field(None, description="requests/s (None: 1); .inf: all at once")
+    concurrency: PositiveInt | None = Field(None, description="closed loop of N clients")
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    burstiness: PositiveFloat = Field(1.0, description="gamma arrivals' CV")
+    requests: int = DEFAULT_REQUESTS
+    prompt_tokens: TokenCountValue = DEFAULT_PROMPT_TOKENS
+    output_tokens: TokenCountValue = DEFAULT_OUTPUT_TOKENS
+    seed: int = Field(0, description="seeds arrivals and token counts")
+    block_size: PositiveInt = Field(DEFAULT_BLOCK_SIZE, description="tokens per KV block")
+    max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="tokens per iteration")
+    max_sequences: PositiveInt = Field(DEFAULT_MAX_SEQUENCES, description="per iteration")
+    disaggregate: Split | None = Field(None, description="P:D prefill and decode replicas")
+    async_scheduling: bool = True
+    overheads: bool = True
+    prefix_tokens: int = Field(0, description="shared prompt prefix in the prefix cache")
+    prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
+    draft_tokens: int = Field(0, description="speculative decoding: drafts per iteration")
+    acceptance: float = Field(0.0, description="speculative decoding: acceptance rate")
+    expert_imbalance: float = Field(1.0, description="MoE: busiest rank's load over the mean")
+    find_capacity: bool = False
+    slo_ttft: Time | None = Field(None, description="p99 time-to-first-token SLO (s)")
+    slo_tpot: Time | None = Field(None, description="p99 time-per-output-token SLO (s)")
+    trace: str | None = Field(None, description="CSV of arrival_s,prompt_tokens,output_tokens")
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"must be >= 0, got {value}")
+        return value
+
+    @field_validator("requests")
+    @classmethod
+    def _requests(cls, value: int) -> int:
+        if not 1 <= value <= MAX_REQUESTS:
+            raise ValueError(f"must be 1 to {MAX_REQUESTS:,}, got {value}")
+        return value
+
+    @field_validator("burstiness")
+    @classmethod
+    def _burstiness(cls, value: float) -> float:
+        return _within(value, *BURSTINESS_RANGE)
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"must be > 0 (inf: every request at once), got {value:g}")
+        return value
+
+    @field_validator("prompt_tokens", "output_tokens")
+    @classmethod
+    def _token_count(cls, value: TokenCountValue) -> TokenCountValue:
+        parse_token_count(value)
+        return value
+
+    @field_validator("prefix_tokens")
+    @classmethod
+    def _prefix_tokens(cls, value: int) -> int:
+        if not 0 <= value <= MAX_TOKEN_COUNT:
+            raise ValueError(f"must be 0 to {MAX_TOKEN_COUNT:,}, got {value}")
+        return value
+
+    @field_validator("prefix_hit_rate", "acceptance")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        return _within(value, 0.0, 1.0)
+
+    @field_validator("draft_tokens")
+    @classmethod
+    def _draft_tokens(cls, value: int) -> int:
+        if not 0 <= value <= MAX_DRAFT_TOKENS:
+            raise ValueError(f"must be 0 to {MAX_DRAFT_TOKENS}, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServeSpec:
+        problem = self._combination_problem()
+        if problem is not None:
+            raise _error(problem)
+        located = self._located_problem()
+        if located is not None:
+            raise _located(*located)
+        return self
+
+    def _combination_problem(self) -> Problem | None:
+        """What is wrong with the options taken together (None: nothing)."""
+        if self.find_capacity and (self.slo_ttft is None or self.slo_tpot is None):
+            return "find_capacity needs slo_ttft and slo_tpot", (
+                "find_capacity",
+                "slo_ttft",
+                "slo_tpot",
+            )
+        if self.find_capacity and self.trace:
+            return "find_capacity varies the rate; it takes no trace", ("find_capacity", "trace")
+        if self.trace and self.rate is not None:
+            return "trace gives the arrivals; drop rate", ("trace", "rate")
+        if self.disaggregate and self.replicas != 1:
+            return "disaggregate P:D sets the replica counts; drop replicas", (
+                "disaggregate",
+                "replicas",
+            )
+        if self.concurrency and (self.find_capacity or self.disaggregate):
+            return "concurrency runs a closed loop; it takes no find_capacity or disaggregate", (
+                "concurrency",
+                "find_capacity",
+                "disaggregate",
+            )
+        return None
+
+    def _located_problem(self) -> tuple[str, Problem] | None:
+        """(field, problem) of a value bad only next to another one (None: none)."""
+        rate = self.offered_rate_per_s
+        if rate is not None and self.requests / rate > MAX_STREAM_SPAN_S:
+            return "rate", (
+                f"{rate:g} req/s spreads {self.requests} requests over more than "
+                f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution",
+                (),
+            )
+        if self.prefix_hit_rate > 0 and self.prefix_tokens == 0:
+            return "prefix_hit_rate", (
+                "needs prefix_tokens (the shared prefix)",
+                ("prefix_tokens",),
+            )
+        if self.find_capacity and self.requests < MIN_REQUESTS:
+            return "requests", (
+                f"the capacity search judges each rate in steady state and needs at least "
+                f"{MIN_REQUESTS} requests, got {self.requests}",
+                (),
+            )
+        return None
+
+    @property
+    def offered_rate_per_s(self) -> float | None:
+        """The open loop's rate (requests/s): ``rate``, else 1; None with a trace."""
+        if self.trace:
+            return None
+        return DEFAULT_RATE_PER_S if self.rate is None else self.rate
+
+    def prompt(self) -> TokenCount:
+        """The prompt tokens' count or distribution."""
+        return parse_token_count(self.prompt_tokens)
+
+    def output(self) -> TokenCount:
+        """The output tokens' count or distribution."""
+        return parse_token_count(self.output_tokens)
+
+    def slo(self) -> Slo | None:
+        """The p99 SLO, when both of its times are given (and > 0)."""
+        if self.slo_ttft and self.slo_tpot:
+            return Slo(self.slo_ttft, self.slo_tpot)
+        return None
+
+
+class ServeOptions(ServeSpec):
+    """:class:`ServeSpec` and where it runs: the network ``fidelity`` and
+    ``flow_tolerance`` of the iteration costs, and the all-in power per chip (W) and
+    price per chip-hour (USD) of the energy and cost per million tokens."""
+
+    fidelity: Fidelity = "flow"
+    flow_tolerance: float | None = None
+    power_per_chip_W: PositiveFloat | None = None
+    price_per_chip_hour_usd: PositiveFloat | None = None
+
+    def deployment(self, system: str | System) -> Deployment:
+        """The :class:`~tpusim.serving.service.Deployment` of these options on
+        ``system`` (a shipped name, a YAML path or a loaded system)."""
+        return Deployment(system=system, **self.model_dump(include=DEPLOYMENT_FIELDS))
+
+    def economics(self) -> dict[str, float | None]:
+        """The economics as :func:`~tpusim.serving.metrics.economics` takes them."""
+        return {
+            "power_per_chip_W": self.power_per_chip_W,
+            "price_per_chip_hour_usd": self.price_per_chip_hour_usd,
+        }
+
+
+#: The options a :class:`~tpusim.serving.service.Deployment` takes (by the same names).
+DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system"}
+
+
+def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:
+    """``spec``'s choices with ``environment`` (the fields :class:`ServeOptions` adds)."""
+    chosen = spec.model_dump(include=set(ServeSpec.model_fields))
+    return ServeOptions.model_validate(chosen | environment)
