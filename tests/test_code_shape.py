@@ -40,6 +40,7 @@ RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 #: The run path: scenario -> plan of points -> executor -> records; no ``Any`` in it.
 RUN_PATH = (
     "study/scenario.py",
+    "study/plan.py",
     "study/runner.py",
     "study/points.py",
     "study/executors.py",
@@ -54,7 +55,6 @@ PENDING: dict[str, set[str]] = {
         "program/builders/serving.py",
         "report/plots.py",
         "results/records.py",
-        "study/scenario.py",
         "validation/workloads.py",
     },
     "functions": {"engine/collective.py:run_collective", "program/builders/decode.py:decode_step"},
@@ -80,13 +80,7 @@ PENDING: dict[str, set[str]] = {
         "workloads/serving.py",
     },
     "upward": {"report->workloads", "serving->cli", "workloads->cli"},
-    "any": {
-        "study/scenario.py",
-        "study/runner.py",
-        "study/points.py",
-        "study/executors.py",
-        "study/workers.py",
-    },
+    "any": set(),
 }
 
 

@@ -14,7 +14,7 @@ from tpusim.config.types import Time
 from tpusim.errors import InputError
 from tpusim.results.records import Figure, Record
 from tpusim.vocabulary import Dtype
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
 #: Joules per megajoule (display).
@@ -223,4 +223,4 @@ def check(spec: ServingWorkload, context: WorkloadContext) -> None:
         raise context.error(field_names(str(exc))) from None
 
 
-register_workload("serving", ServingWorkload, run, record=ServingRecord, check=check)
+KIND = WorkloadKind(ServingWorkload, run, record=ServingRecord, check=check)
