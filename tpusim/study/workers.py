@@ -3,11 +3,12 @@ sent back as it finishes so that a killed worker loses only the point it was on.
 
 One process per system at a time, at most ``workers`` at once (largest systems
 first, so the pool ends evenly). A worker runs its system's points in order (sharing
-the topology and route cache) and puts each :class:`~tpusim.study.points.PointResult` on a
-:class:`multiprocessing.Queue` as soon as it is done. When a worker dies (killed, out
-of memory) the point it was running becomes a failure naming that cause, and the
-system's remaining points go on in a fresh worker. Workers ignore Ctrl-C: the
-KeyboardInterrupt reaches the parent, which terminates them and lets it propagate.
+the topology and route cache, the plan loaded again from its source) and sends each
+:class:`~tpusim.study.points.PointResult` down a pipe of its own as soon as it is
+done. When a worker dies (killed, out of memory) the point it was running becomes a
+failure naming that cause, and the system's remaining points go on in a fresh worker.
+Workers ignore Ctrl-C: the KeyboardInterrupt reaches the parent, which terminates them
+and lets it propagate.
 """
 
 from __future__ import annotations
