@@ -14,7 +14,7 @@ from pydantic import Field, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import InputError
 
-__all__ = ["EXECUTORS", "CheckOptions", "ExecutorName", "RunOptions"]
+__all__ = ["EXECUTORS", "IN_PROCESS", "CheckOptions", "ExecutorName", "RunOptions"]
 
 #: Where ``tpusim run`` runs the points: ``local`` (this machine's processes) or
 #: ``dask`` (a Dask cluster, :mod:`tpusim.study.executors`).
