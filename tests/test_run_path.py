@@ -91,6 +91,10 @@ def test_sweep_points_carry_the_swept_values(scenario):
     runs = [r for r in scenario.runs if r.index == 0]
     values = [(r.workload.bytes, r.workload.op) for r in runs]
     assert values == [(m * 2**20, op) for m in (1, 4) for op in ("all-reduce", "all-gather")]
+    ops = ("all-reduce", "all-gather")
+    written = [(("bytes", f"{m} MiB"), ("op", op)) for m in (1, 4) for op in ops]
+    assert [r.sweep for r in runs] == written
+    assert {p.sweep for p in plan_of(scenario).points if p.label.startswith("ar[")} == set(written)
     assert math.prod(len(v) for v in scenario.spec.workloads[0].sweep.values()) == len(runs)
 
 

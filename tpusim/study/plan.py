@@ -43,8 +43,8 @@ class PlanSource:
 class Point:
     """One workload point on one system: the system (``system_index`` in the plan's
     systems), workload point ``run_index`` of the scenario (``workload``, with its sweep
-    values set, before its ``per_system`` override), its label and the YAML path of its
-    workload (``path``, for error messages)."""
+    values set, before its ``per_system`` override), its label, the YAML path of its
+    workload (``path``, for error messages) and its swept fields' values (``sweep``)."""
 
     system_index: int
     run_index: int
@@ -52,6 +52,7 @@ class Point:
     workload: WorkloadSpec
     label: str
     path: PathKey
+    sweep: tuple[tuple[str, object], ...] = ()
 
     @property
     def name(self) -> str:
@@ -148,7 +149,7 @@ def plan_of(scenario: Scenario) -> Plan:
     """Every (system, workload point) of ``scenario``, systems in order: a point runs
     on a system unless its workload's ``systems`` leave the system out."""
     points = tuple(
-        Point(s, r, system, run.workload, run.label, scenario.at(run.index))
+        Point(s, r, system, run.workload, run.label, scenario.at(run.index), run.sweep)
         for s, system in enumerate(scenario.systems)
         for r, run in enumerate(scenario.runs)
         if run.workload.systems is None or system.name in run.workload.systems

@@ -91,12 +91,14 @@ FaultFlags = Mapping[str, object]
 @dataclass(frozen=True)
 class WorkloadPoint:
     """One point of a workload's sweep: spec workload ``index`` (its place in the
-    spec's list), the workload with the point's values set (validated) and its label
-    (``name[field=value,...]``, or the name without a sweep)."""
+    spec's list), the workload with the point's values set (validated), its label
+    (``name[field=value,...]``, or the name without a sweep) and the swept fields'
+    values, in the sweep's order (as written, or a range's numbers)."""
 
     index: int
     workload: WorkloadSpec
     label: str
+    sweep: tuple[tuple[str, object], ...] = ()
 
 
 class Scenario:
@@ -334,15 +336,14 @@ class Scenario:
                 )
         axes = [self._sweep_values(index, f, workload.sweep[f]) for f in fields]
         for point in itertools.product(*axes):
-            data = {k: v for k, v in raw.items() if k != "sweep"} | {
-                f: value for f, (value, _) in zip(fields, point, strict=True)
-            }
+            values = tuple((f, value) for f, (value, _) in zip(fields, point, strict=True))
+            data = {k: v for k, v in raw.items() if k != "sweep"} | dict(values)
             kind_fields = type(workload).model_fields
             data = with_fault_defaults(data, kind_fields, self.data, self.fault_flags)
             label = ",".join(f"{f}={text}" for f, (_, text) in zip(fields, point, strict=True))
             expanded = validate(type(workload), data, self.file, self.lines, self.at(index))
             name = f"{workload.name}[{label}]" if label else workload.name
-            yield WorkloadPoint(index, expanded, name)
+            yield WorkloadPoint(index, expanded, name, values)
 
     def outputs(self, run: ScenarioRun) -> Outputs:
         """What the writers of :mod:`tpusim.results.writers` write for ``run``: the
