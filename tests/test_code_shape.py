@@ -40,6 +40,7 @@ RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 #: The run path: scenario -> plan of points -> executor -> records; no ``Any`` in it.
 RUN_PATH = (
     "study/scenario.py",
+    "study/plan.py",
     "study/runner.py",
     "study/points.py",
     "study/executors.py",
@@ -52,7 +53,6 @@ PENDING: dict[str, set[str]] = {
         "network/flow.py",
         "report/plots.py",
         "results/records.py",
-        "study/scenario.py",
     },
     "functions": {"engine/collective.py:run_collective"},
     "fmt_skip": {
@@ -63,13 +63,7 @@ PENDING: dict[str, set[str]] = {
         "study/claims.py",
     },
     "upward": {"report->workloads"},
-    "any": {
-        "study/scenario.py",
-        "study/runner.py",
-        "study/points.py",
-        "study/executors.py",
-        "study/workers.py",
-    },
+    "any": set(),
 }
 
 

@@ -25,7 +25,9 @@ from helpers import stable_bytes
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
 from tpusim.results.writers import register_writer, unregister_writer, write_outputs
-from tpusim.study.scenario import Scenario, run_scenario
+from tpusim.study.options import RunOptions
+from tpusim.study.runner import run_scenario
+from tpusim.study.scenario import Scenario
 
 CORPUS = Path(__file__).parent / "corpus" / "outputs"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())
@@ -189,7 +191,7 @@ def test_ctrl_c_during_collective(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_outputs():
     scenario = Scenario(CORPUS / "tiny.yaml")
-    return scenario.outputs(run_scenario(scenario, progress=False))
+    return scenario.outputs(run_scenario(scenario, RunOptions(quiet=True, jobs=1)))
 
 
 def test_a_failing_writer_leaves_the_folder_as_it_was(tiny_outputs, tmp_path):

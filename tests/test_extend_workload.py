@@ -26,13 +26,7 @@ from tpusim.program.ir import Op, Program
 from tpusim.report import comparison_table
 from tpusim.results.records import Record
 from tpusim.vocabulary import Dtype
-from tpusim.workloads import (
-    Outcome,
-    WorkloadContext,
-    WorkloadSpec,
-    register_workload,
-    unregister_workload,
-)
+from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext, WorkloadKind, WorkloadSpec
 
 
 class MatmulSweep(WorkloadSpec):
@@ -84,9 +78,9 @@ workloads:
 
 @pytest.fixture
 def matmul_sweep():
-    register_workload("matmul_sweep", MatmulSweep, run_matmul, record=MatmulRecord)
+    WORKLOADS.register("matmul_sweep", WorkloadKind(MatmulSweep, run_matmul, record=MatmulRecord))
     yield
-    unregister_workload("matmul_sweep")
+    WORKLOADS.unregister("matmul_sweep")
 
 
 def roofline_s(chip_name: str, m: int, n: int, k: int) -> float:
@@ -144,11 +138,13 @@ def test_registered_kind_runs_in_a_scenario_and_meets_the_roofline(matmul_sweep,
 
 
 def test_rows_of_a_registered_kind_read_back_as_its_records(matmul_sweep, tmp_path):
-    from tpusim.study.scenario import Scenario, run_scenario
+    from tpusim.study.options import RunOptions
+    from tpusim.study.runner import run_scenario
+    from tpusim.study.scenario import Scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
-    result = run_scenario(Scenario(path), progress=False)
+    result = run_scenario(Scenario(path), RunOptions(quiet=True, jobs=1))
     assert all(isinstance(r, MatmulRecord) for r in result.records)
     table = comparison_table(result.rows)  # rows (dicts) go back through MatmulRecord
     assert table.loc["mm[m=8]: matmul (us)", "v5e-pod"] == pytest.approx(
@@ -176,5 +172,6 @@ def test_without_registration_the_kind_is_unknown_and_the_choices_are_named(tmp_
 
 def test_a_taken_kind_cannot_be_registered_again(matmul_sweep):
     with pytest.raises(ValueError, match="workload kind 'matmul_sweep' is already registered"):
-        register_workload("matmul_sweep", MatmulSweep, lambda spec, context: None)
-    register_workload("matmul_sweep", MatmulSweep, run_matmul, record=MatmulRecord)  # same: no-op
+        WORKLOADS.register("matmul_sweep", WorkloadKind(MatmulSweep, lambda spec, context: None))
+    same = WorkloadKind(MatmulSweep, run_matmul, record=MatmulRecord)
+    WORKLOADS.register("matmul_sweep", same)  # the same entry again: a no-op

@@ -99,11 +99,11 @@ def test_shipped_scenario_validates_and_names_the_issue_systems():
     scenario = Scenario(GENERATIONS)
     names = [s.name for s in scenario.systems]
     assert names == ["ironwood-pod", "tpu8t-superpod", "tpu8i-pod", "tpu8i-1024", "torus-8x8x16"]
-    kinds = {w.kind for _, (w, _) in scenario.runs}
+    kinds = {w.kind for w in (p.workload for p in scenario.runs)}
     assert kinds == {"topology", "collective", "training_step", "decode_step", "serving"}
-    sizes = sorted({w.bytes for _, (w, _) in scenario.runs if w.kind == "collective"})
+    sizes = sorted({w.bytes for w in (p.workload for p in scenario.runs) if w.kind == "collective"})
     assert sizes[0] == 1024 and sizes[-1] == 2**30  # 1 KiB to 1 GiB
-    ops = {w.op for _, (w, _) in scenario.runs if w.kind == "collective"}
+    ops = {w.op for w in (p.workload for p in scenario.runs) if w.kind == "collective"}
     assert ops == {"all-reduce", "all-gather", "all-to-all"}
     assert scenario.spec.plots and scenario.spec.claims
 

@@ -21,13 +21,7 @@ from helpers import run
 
 from tpusim.results.records import Record
 from tpusim.study.point_log import POINTS_FILE, WORKER_MEMORY_BYTES, default_jobs
-from tpusim.workloads import (
-    Outcome,
-    WorkloadContext,
-    WorkloadSpec,
-    register_workload,
-    unregister_workload,
-)
+from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext, WorkloadKind, WorkloadSpec
 
 PARENT_PID = os.getpid()
 
@@ -75,9 +69,9 @@ def context_out(out: str):
 
 @pytest.fixture
 def nap_kind():
-    register_workload("nap_for_kill", Nap, run_nap, record=NapRecord)
+    WORKLOADS.register("nap_for_kill", WorkloadKind(Nap, run_nap, record=NapRecord))
     yield
-    unregister_workload("nap_for_kill")
+    WORKLOADS.unregister("nap_for_kill")
 
 
 def _scenario(tmp_path, extra: str) -> str:

@@ -30,6 +30,6 @@ def test_example_scenario_validates(tmp_path):
     path.write_text(block)
     scenario = Scenario(path)
     assert [s.name for s in scenario.systems] == ["v5e-pod", "v6e-pod"]
-    sizes = [w.bytes for _, (w, _) in scenario.runs if w.kind == "collective"]
+    sizes = [w.bytes for w in (p.workload for p in scenario.runs) if w.kind == "collective"]
     assert sizes == [4.0**k * 1024 for k in range(11)]  # 1 KiB .. 1 GiB, every 4x
     assert scenario.spec.assumptions.power_per_chip_W == {"v5e": 300.0}

@@ -207,9 +207,9 @@ def test_sweep_range_is_geometric_from_to_inclusive(tmp_path):
         " sweep: {ops: [[{name: b, kind: matmul, m: 16, n: 16, k: 16}]]}}\n"
     )
     runs = Scenario(path).runs
-    sizes = [w.bytes for i, (w, _) in runs if i == 1]
+    sizes = [p.workload.bytes for p in runs if p.index == 1]
     assert sizes == [2.0**10, 2.0**15, 2.0**20, 2.0**25, 2.0**30]
-    labels = [label for i, (_, label) in runs if i == 1]
+    labels = [p.label for p in runs if p.index == 1]
     assert labels[0] == "ar[bytes=1 KiB]" and labels[-1] == "ar[bytes=1 GiB]"
 
 

@@ -94,7 +94,8 @@ def test_serving_workloads_take_block_size_and_disaggregate(tmp_path):
     from tpusim.workloads.serving import options_of
 
     path = _scenario(tmp_path, block_size=32, disaggregate="1:1", concurrency=None)
-    ((_, (spec, _)),) = Scenario(path).runs
+    (point,) = Scenario(path).runs
+    spec = point.workload
     context = SimpleNamespace(
         system="tpu8i-pod", fidelity="flow", flow_tolerance=None, power_per_chip_W=None,
         price_per_chip_hour_usd=None,

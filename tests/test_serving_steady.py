@@ -111,7 +111,7 @@ def _scenario_capacity(system: str, workload: str, requests: int) -> float:
     from tpusim.workloads.serving import options_of
 
     path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
-    spec = next(w for _, (w, _) in Scenario(path).runs if w.name == workload)
+    spec = next(p.workload for p in Scenario(path).runs if p.workload.name == workload)
     context = SimpleNamespace(
         system=system, fidelity="flow", flow_tolerance=None, power_per_chip_W=None,
         price_per_chip_hour_usd=None,

@@ -88,9 +88,9 @@ def test_shipped_serving_scenario_validates():
 
     path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
     scenario = Scenario(path)
-    kinds = {w.kind for _, (w, _) in scenario.runs}
+    kinds = {w.kind for w in (p.workload for p in scenario.runs)}
     assert kinds == {"serving"} and len(scenario.runs) == 3  # per system
-    assert all(w.find_capacity for _, (w, _) in scenario.runs)
+    assert all(w.find_capacity for w in (p.workload for p in scenario.runs))
     assert [s.name for s in scenario.systems] == ["tpu8i-pod", "ironwood-256", "tpu8t-superpod"]
 
 

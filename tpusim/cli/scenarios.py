@@ -3,7 +3,9 @@
 ``run`` checks the whole scenario first (:mod:`tpusim.study.check`: every problem listed,
 exit 2, nothing simulated), then runs it (:mod:`tpusim.study.runner`: locally or on Dask,
 with progress on stderr) and writes what ran; points that failed are listed on stderr
-after the results (exit 1). A scenario is a path or a shipped name
+after the results (exit 1). The flags become a
+:class:`~tpusim.study.options.RunOptions` (or ``CheckOptions``), which is what the
+study layer takes. A scenario is a path or a shipped name
 (:func:`tpusim.study.systems.locate_scenario`).
 """
 
@@ -16,11 +18,12 @@ from typing import Any
 
 from tpusim.cli.flags import path_flag, positive_flag
 from tpusim.config.limits import MAX_SWEEP_POINTS
-from tpusim.errors import InputError, SimulationError
+from tpusim.errors import SimulationError
 from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import check_folder_target, json_text, output_error
-from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
-from tpusim.study.runner import EXECUTORS
+from tpusim.results.run import PointFailure
+from tpusim.study.options import EXECUTORS, CheckOptions, RunOptions
+from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog
 from tpusim.study.systems import locate_scenario, scenario_listing
 
 __all__ = ["add_parsers", "cmd_check", "cmd_run", "cmd_scenarios"]
@@ -37,8 +40,9 @@ def cmd_scenarios(args: argparse.Namespace) -> None:
 def cmd_check(args: argparse.Namespace) -> None:
     from tpusim.study.check import CheckFailed, check_scenario
 
-    checked = check_scenario(locate_scenario(args.scenario), args.max_points)
-    if args.json:
+    options = CheckOptions(max_points=args.max_points, json=args.json)
+    checked = check_scenario(locate_scenario(args.scenario), options)
+    if options.as_json:
         print(json_text(checked.record()))
         if checked.problems:
             raise CheckFailed(checked.problems, reported=True)
@@ -51,29 +55,42 @@ def cmd_check(args: argparse.Namespace) -> None:
     )
 
 
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """``tpusim run``'s flags as :class:`RunOptions`; raises InputError for flags that
+    do not go together (``--scheduler`` without ``--executor dask``, fault flags)."""
+    from tpusim.cli.faults import run_fault_flags
+
+    options = RunOptions(
+        out=args.out,
+        executor=args.executor,
+        scheduler=args.scheduler,
+        jobs=args.jobs,
+        quiet=args.quiet,
+        json=args.json,
+        max_points=args.max_points,
+    )
+    options.check_executor()
+    return options.model_copy(update={"fault_flags": run_fault_flags(args)})
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     from tpusim.results.writers import write_outputs
     from tpusim.study.check import check_scenario
     from tpusim.study.runner import run_scenario
 
-    if args.scheduler is not None and args.executor != "dask":
-        raise InputError("--scheduler needs --executor dask")
-    from tpusim.cli.faults import run_fault_flags
-
-    flags = run_fault_flags(args)
-    checked = check_scenario(locate_scenario(args.scenario), args.max_points, flags)
+    options = run_options(args)
+    checked = check_scenario(locate_scenario(args.scenario), options)
     checked.raise_problems(before_run=True)
     scenario = checked.scenario
     assert scenario is not None
-    out = Path(args.out or Path("out") / scenario.spec.name)
+    out = Path(options.out or Path("out") / scenario.spec.name)
     check_folder_target(out, "--out")  # before minutes of simulation, not after
-    jobs = args.jobs or default_jobs(len(scenario.systems))
     with PointLog(out) as log:
-        run = run_scenario(scenario, not args.quiet, jobs, args.executor, args.scheduler, log.write)
+        run = run_scenario(scenario, options, log.write)
     if not run.records:
         raise SimulationError(_failure_text(run.failures) + log.kept_text())
     outputs = scenario.outputs(run)
-    if not args.quiet:
+    if not options.quiet:
         print(f"writing {out}/", file=sys.stderr, flush=True)
     try:
         written = write_outputs(out, outputs)
@@ -82,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]
     files = [p for paths in written.values() for p in paths]
     files += [log.path] if log.handle is not None else []
-    if args.json:
+    if options.as_json:
         print(json_text(integer_bytes(_run_record(scenario.spec.name, outputs, out, pictures))))
     else:
         print("\n".join(_run_lines(scenario.spec, outputs, out, files)))
@@ -91,9 +108,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         raise SimulationError(_failure_text(run.failures) + log.kept_text())
 
 
-def _failure_text(failures: list[tuple[str, str, str]]) -> str:
+def _failure_text(failures: list[PointFailure]) -> str:
     """One line per failed point (the command line prefixes each)."""
-    return "\n".join(f"{system} {label} failed: {message}" for system, label, message in failures)
+    return "\n".join(failure.line() for failure in failures)
 
 
 def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[str, Any]:
@@ -115,8 +132,8 @@ def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[
         record["claims"] = outputs.claims.to_dict("records")
     if outputs.run.failures:
         record["failures"] = [
-            {"system": system, "workload": label, "error": message}
-            for system, label, message in outputs.run.failures
+            {"system": f.system, "workload": f.label, "error": f.message}
+            for f in outputs.run.failures
         ]
     return record
 

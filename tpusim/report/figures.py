@@ -12,9 +12,9 @@ from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
     ProgramRecord,
-    ScenarioRun,
     TopologyRecord,
 )
+from tpusim.results.run import ScenarioRun
 from tpusim.results.tables import comparison_frame
 from tpusim.results.writers import Outputs, register_writer
 from tpusim.units import format_bytes
@@ -190,16 +190,17 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     if not run.details:
         return []
     trained = {(r.system, r.workload) for r in run.records if r.kind == "training_step"}
-    first = next((d for d in run.details if (d[0], d[1]) in trained), run.details[0])
+    first = next((d for d in run.details if (d.system, d.label) in trained), run.details[0])
     written = []
-    for system, label, results in run.details:
-        if label != first[1]:
+    for detail in run.details:
+        system, label, results = detail.system, detail.label, detail.results
+        if label != first.label:
             continue
         fig = plots.timeline(results.ops)
         fig.axes[0].set_title(_timeline_title(label, system, results))
         png = _saved(fig, out / f"timeline-{system}")
         written.append(png)
-        if (system, label) == (first[0], first[1]):  # the same figure, not drawn again
+        if (system, label) == (first.system, first.label):  # the same figure, not drawn again
             for suffix in (".png", ".svg"):
                 shutil.copyfile(png.with_suffix(suffix), (out / "timeline").with_suffix(suffix))
             written.append(out / "timeline.png")
@@ -210,7 +211,8 @@ def _memory_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """HBM per chip over the first training step that reports its memory."""
     from tpusim.report import workload_plots as plots_workloads
 
-    for system, label, results in run.details:
+    for detail in run.details:
+        system, label, results = detail.system, detail.label, detail.results
         points = getattr(results, "memory_points", None)
         if points:
             stage = getattr(results, "memory_stage", 0)

@@ -2,18 +2,18 @@
 bandwidths, ``num_*`` counts). pandas is imported only when a table is asked for.
 
 :mod:`tpusim.results.records` holds the typed record of each workload kind of a
-scenario run; :mod:`tpusim.results.writers` writes a run's files, one writer each."""
+scenario run, :mod:`tpusim.results.run` what a run produced (records, simulated programs,
+failures); :mod:`tpusim.results.writers` writes a run's files, one writer each."""
 
 from tpusim.results.records import (
-    CollectiveLinks,
     CollectiveRecord,
     DecodeRecord,
     Economics,
     ProgramRecord,
     Record,
-    ScenarioRun,
     TopologyRecord,
 )
+from tpusim.results.run import CollectiveLinks, PointFailure, ProgramDetail, ScenarioRun
 from tpusim.results.tables import (
     COLLECTIVE_COLUMNS,
     LINK_COLUMNS,
@@ -30,6 +30,8 @@ __all__ = [
     "CollectiveRecord",
     "DecodeRecord",
     "Economics",
+    "PointFailure",
+    "ProgramDetail",
     "ProgramRecord",
     "Record",
     "ScenarioRun",

@@ -30,11 +30,9 @@ A scenario's rows read back as records (:func:`tpusim.workloads.record_from_row`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
-
-import numpy as np
 
 from tpusim.results.energy import mean_power_W
 from tpusim.results.fault_columns import columns_from_row, fault_columns
@@ -396,56 +394,6 @@ def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else factor * value
 
 
-@dataclass
-class CollectiveLinks:
-    """Per-link bytes of the largest run of one collective workload on one system
-    (``bytes`` its size, ``time_s`` its completion time, ``link_bytes`` one value per
-    directed link of the topology)."""
-
-    system: str
-    workload: str
-    op: str
-    bytes: float
-    time_s: float
-    link_bytes: np.ndarray
-
-
-@dataclass
-class ScenarioRun:
-    """What :func:`tpusim.study.scenario.run_scenario` produced. Unpacks as ``rows, details``.
-
-    ``records``: one :class:`Record` per system x workload point (``rows``: their
-    columns as dicts); ``details``: (system, label, :class:`~tpusim.engine.Results`) of
-    each simulated program; ``collectives``: per-link bytes of each collective
-    workload's largest size per system; ``topologies``: system name -> Topology;
-    ``failures``: (system, workload point, message) of each point that failed (the
-    others' records are kept); ``wall_s``: seconds the run took.
-    """
-
-    records: list[Record] = field(default_factory=list)
-    details: list[Any] = field(default_factory=list)
-    collectives: list[CollectiveLinks] = field(default_factory=list)
-    topologies: dict[str, Any] = field(default_factory=dict)
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
-    wall_s: float = 0.0
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        """One summary dict per record (the columns of ``summary.csv``)."""
-        return [record.row() for record in self.records]
-
-    def extend(self, part: ScenarioRun) -> None:
-        """Append another run's records, details, collectives, topologies and failures."""
-        self.records += part.records
-        self.details += part.details
-        self.collectives += part.collectives
-        self.topologies |= part.topologies
-        self.failures += part.failures
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.rows, self.details))
-
-
 def pod_totals(system: System) -> dict[str, Any]:
     """Peak FLOP/s per dtype and HBM and SRAM bytes summed over every chip of the system."""
     chips = system.num_chips
@@ -485,13 +433,11 @@ def topology_summary(system: System, topology: Topology | None = None) -> dict[s
 __all__ = [
     "SECONDS_PER_HOUR",
     "TOKENS_PER_MILLION",
-    "CollectiveLinks",
     "CollectiveRecord",
     "DecodeRecord",
     "Economics",
     "ProgramRecord",
     "Record",
-    "ScenarioRun",
     "TopologyRecord",
     "TrainingRecord",
     "base_name",

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text, staged_folder
-from tpusim.results.records import ScenarioRun
+from tpusim.results.run import ScenarioRun
 from tpusim.results.tables import comparison_for_csv, comparison_frame
 from tpusim.results.trace import write_trace
 
@@ -161,9 +161,9 @@ def trace_name(system: str, label: str) -> str:
 def write_traces(out: Path, outputs: Outputs) -> list[Path]:
     """One Chrome/Perfetto trace per simulated program (:mod:`tpusim.results.trace`)."""
     paths = []
-    for system, label, results in outputs.run.details:
-        path = out / trace_name(system, label)
-        write_trace(path, results.ops)
+    for detail in outputs.run.details:
+        path = out / trace_name(detail.system, detail.label)
+        write_trace(path, detail.results.ops)
         paths.append(path)
     return paths
 
@@ -177,8 +177,7 @@ def _program_table(out: Path, outputs: Outputs, name: str, table: str) -> list[P
     if not details:
         return []
     frames = [
-        getattr(results, table)().assign(system=system, workload=label)
-        for system, label, results in details
+        getattr(d.results, table)().assign(system=d.system, workload=d.label) for d in details
     ]
     merged = pd.concat(frames)
     columns = ["system", "workload"] + [c for c in merged if c not in ("system", "workload")]

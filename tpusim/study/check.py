@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.study.options import CheckOptions
+from tpusim.study.plan import Plan, plan_of
 from tpusim.study.points import workload_errors
 from tpusim.study.scenario import Scenario
-from tpusim.workloads import workload_kind
+from tpusim.workloads import WORKLOADS
 
 __all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
 
@@ -68,45 +70,42 @@ class ScenarioCheck:
             raise CheckFailed(self.problems, exit_code=1 if before_run and simulation else 2)
 
 
-def check_scenario(
-    file: str | Path, max_points: int | None = None, fault_flags: dict[str, Any] | None = None
-) -> ScenarioCheck:
-    """Every problem of the scenario in ``file`` (see the module docstring); the
-    command line's ``fault_flags`` apply as in :class:`~tpusim.study.scenario.Scenario`."""
+def check_scenario(file: str | Path, options: CheckOptions | None = None) -> ScenarioCheck:
+    """Every problem of the scenario in ``file`` (see the module docstring), loaded
+    with ``options``' point limit and fault flags (:class:`~tpusim.study.scenario.Scenario`)."""
+    options = options or CheckOptions()
     problems: list[ConfigError] = []
     try:
-        scenario = Scenario(file, max_points, fault_flags, problems=problems)
+        scenario = Scenario(file, options.max_points, options.fault_flags, problems=problems)
     except ConfigError as exc:  # does not read or validate at the top level
         return ScenarioCheck(str(file), None, _distinct([*problems, exc], str(file)))
-    for system in scenario.systems:
-        problems += _check_system(scenario, system)
-    checked = len(scenario.points())
+    plan = plan_of(scenario)
+    for system_index in range(len(plan.systems)):
+        problems += _check_system(plan, system_index)
+    checked = len(plan.points)
     return ScenarioCheck(str(file), scenario, _distinct(problems, scenario.file), checked)
 
 
-def _check_system(scenario: Scenario, system: Any) -> list[ConfigError]:
+def _check_system(plan: Plan, system_index: int) -> list[ConfigError]:
     """The problems of every workload point on one system."""
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology
 
-    topology = build_topology(system)
+    topology = build_topology(plan.systems[system_index])
     routes = RouteCache(topology)
     found = []
-    system_index = scenario.systems.index(system)
-    for run_index, (index, (workload, label)) in enumerate(scenario.runs):
-        if not scenario.runs_on(run_index, system_index):
-            continue
-        context = scenario.context(index, label, system, topology, routes)
+    for point in plan.on_system(system_index):
+        context = plan.context(point, topology, routes)
         try:
             with workload_errors(context):
-                resolved = scenario.for_system(index, workload, system)
-                check = workload_kind(resolved.kind).check
+                resolved = plan.resolved(point)
+                check = WORKLOADS.get(resolved.kind).check
                 if check is not None:
                     check(resolved, context)
         except ConfigError as exc:
             found.append(exc)
         except TpusimError as exc:  # out of memory: keeps its exit code (1)
-            problem = context.error(f"{system.name} {label}: {exc}")
+            problem = context.error(f"{point.name}: {exc}")
             problem.exit_code = exc.exit_code
             found.append(problem)
     return found

@@ -1,6 +1,10 @@
-"""Scenario points on a Dask cluster (``tpusim run SCENARIO --executor dask``).
+"""Executors: what runs a plan's points (:mod:`tpusim.study.plan`) and hands each
+result back as it is done. :class:`Executor` is the protocol; :class:`InProcess` runs
+them here, :class:`~tpusim.study.workers.WorkerProcesses` in local worker processes
+(``--jobs N``) and :class:`Dask` on a Dask cluster (``--executor dask``);
+:func:`executor_for` picks one from a run's options (:class:`~tpusim.study.options.RunOptions`).
 
-One task per (system, workload point): the scheduler spreads them over every worker
+On Dask there is one task per (system, workload point): the scheduler spreads them over every worker
 of the cluster, so a design-space sweep of hundreds of points scales past one
 machine. Without ``--scheduler`` a :class:`distributed.LocalCluster` of
 :data:`LOCAL_WORKERS` worker processes is started for the run and closed after it.
@@ -18,15 +22,65 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from tpusim.errors import InputError, SimulationError
-from tpusim.study.points import PointResult, run_point
+from tpusim.study.options import RunOptions
+from tpusim.study.plan import Plan, PlanSource, load_plan
+from tpusim.study.points import PointResult, Report, run_point, run_points
 from tpusim.study.progress import Progress
+from tpusim.study.workers import WorkerProcesses
 
-__all__ = ["LOCAL_WORKERS", "run_on_dask"]
+if TYPE_CHECKING:
+    from distributed import Client, Future, LocalCluster
+
+    from tpusim.network.routes import RouteCache
+    from tpusim.topology import Topology
+
+__all__ = ["LOCAL_WORKERS", "Dask", "Executor", "InProcess", "executor_for"]
+
+
+class Executor(Protocol):
+    """Runs every point of a plan; ``report`` is called in this process with each
+    result as soon as it is back; returns the results in the plan's order."""
+
+    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``plan`` (``progress``'s clock may be restarted when the
+        first point starts)."""
+        ...
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """The ``local`` executor with ``--jobs 1``: each system's points in order here."""
+
+    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``plan``, one system after the other."""
+        results = []
+        for system in range(len(plan.systems)):
+            for result in run_points(plan, plan.on_system(system)):
+                report(result)
+                results.append(result)
+        return results
+
+
+def executor_for(options: RunOptions, num_systems: int) -> Executor:
+    """The executor ``options`` ask for: Dask; else worker processes when more than
+    one system can run at once (``jobs``, default :func:`~tpusim.study.point_log.default_jobs`);
+    else this process. Raises InputError for a scheduler without the Dask executor."""
+    from tpusim.study.point_log import default_jobs
+
+    options.check_executor()
+    if options.executor == "dask":
+        return Dask(options.scheduler)
+    jobs = options.jobs or default_jobs(num_systems)
+    if jobs > 1 and num_systems > 1:
+        return WorkerProcesses(min(jobs, num_systems))
+    return InProcess()
+
 
 #: Worker processes of the embedded local cluster (assumption: the 2 cores of a
 #: small machine; a real cluster is given with ``--scheduler``).
@@ -40,7 +94,7 @@ CONNECT_TIMEOUT_S = 20
 PROBE_TIMEOUT_S = 3.0
 
 
-def _distributed() -> Any:
+def _distributed() -> ModuleType:
     try:
         import distributed
     except ImportError:
@@ -50,40 +104,44 @@ def _distributed() -> Any:
     return distributed
 
 
-def run_on_dask(
-    scenario: Any, bar: Progress, scheduler: str | None, report: Callable[[PointResult], None]
-) -> list[PointResult]:
-    """Every (system, workload point) of ``scenario`` as one Dask task, on the scheduler
-    at ``scheduler`` or a local cluster; the results in the scenario's order. Each
-    finished task is passed to ``report`` as it comes back (``bar``'s clock starts at
-    the first task). Raises InputError when dask is not installed or the scheduler
-    cannot be reached (an address that does not parse, resolve or accept a connection
-    fails within :data:`PROBE_TIMEOUT_S`)."""
-    distributed = _distributed()
-    if scheduler is not None:
-        check_scheduler(scheduler)
-    cluster = None
-    try:
-        if scheduler is None:
-            cluster = distributed.LocalCluster(
-                n_workers=LOCAL_WORKERS,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
-        client = _client(distributed, scheduler or cluster)
-        bar.began = time.perf_counter()  # the ETA counts from the first task, not start-up
+@dataclass(frozen=True)
+class Dask:
+    """The ``dask`` executor: one task per point on the scheduler at ``scheduler``, or
+    on a local cluster of :data:`LOCAL_WORKERS` processes started for the run."""
+
+    scheduler: str | None = None
+
+    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``plan`` as one Dask task; the results in the plan's order.
+        Each finished task is passed to ``report`` as it comes back (``progress``'s
+        clock starts at the first task). Raises InputError when dask is not installed
+        or the scheduler cannot be reached (an address that does not parse, resolve or
+        accept a connection fails within :data:`PROBE_TIMEOUT_S`)."""
+        distributed = _distributed()
+        if self.scheduler is not None:
+            check_scheduler(self.scheduler)
+        cluster = None
         try:
-            return _run_tasks(distributed, client, scenario, report)
+            if self.scheduler is None:
+                cluster = distributed.LocalCluster(
+                    n_workers=LOCAL_WORKERS,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            client = _client(distributed, self.scheduler or cluster)
+            progress.began = time.perf_counter()  # the ETA counts from the first task
+            try:
+                return _run_tasks(distributed, client, plan, report)
+            finally:
+                client.close()
         finally:
-            client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
+            if cluster is not None:
+                cluster.close()
 
 
-def _client(distributed: Any, address: Any) -> Any:
+def _client(distributed: ModuleType, address: str | LocalCluster | None) -> Client:
     try:
         return distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
@@ -119,16 +177,15 @@ def check_scheduler(address: str) -> None:
 
 
 def _run_tasks(
-    distributed: Any, client: Any, scenario: Any, report: Callable[[PointResult], None]
+    distributed: ModuleType, client: Client, plan: Plan, report: Report
 ) -> list[PointResult]:
     """Submit one task per point and collect them as they finish."""
-    source = (type(scenario), str(Path(scenario.file).resolve()), _digest(scenario.file))
-    keys = scenario.points()
-    futures = [
-        client.submit(
-            dask_point, *source, scenario.max_points, scenario.fault_flags, s, r, pure=False
-        )
-        for s, r in keys
+    source = plan.source
+    on_worker = PlanSource(str(Path(source.file).resolve()), source.max_points, source.fault_flags)
+    digest = _digest(source.file)
+    keys = [(p.system_index, p.run_index) for p in plan.points]
+    futures: list[Future] = [
+        client.submit(dask_point, on_worker, digest, s, r, pure=False) for s, r in keys
     ]
     results: dict[tuple[int, int], PointResult] = {}
     try:
@@ -149,42 +206,42 @@ def _digest(file: str) -> str:
     return hashlib.sha256(Path(file).read_bytes()).hexdigest()
 
 
-#: What a worker process keeps between tasks: the latest scenario loaded (by class,
-#: file, digest and max points) and its systems' (topology, route cache).
-_LOADED: dict[str, Any] = {}
+@dataclass
+class _Loaded:
+    """What a Dask worker process keeps between tasks: the latest plan loaded (by its
+    source and the file's digest) and its systems' (topology, route cache)."""
+
+    key: tuple[PlanSource, str]
+    plan: Plan
+    systems: dict[int, tuple[Topology, RouteCache]] = field(default_factory=dict)
+
+
+_loaded: list[_Loaded] = []  # at most one: the latest
 
 
 def dask_point(
-    scenario_class: Any,
-    file: str,
-    digest: str,
-    max_points: int,
-    fault_flags: dict[str, Any],
-    system: int,
-    point: int,
+    source: PlanSource, digest: str, system: int, run: int
 ) -> PointResult | tuple[int, str]:
-    """One (system, workload point) on a Dask worker (the scenario loaded there, once
-    per file version); a tpusim error while loading comes back as (exit code, message)."""
+    """One (system, workload point) on a Dask worker (the plan loaded there, once per
+    file version); a tpusim error while loading comes back as (exit code, message)."""
     from tpusim.errors import TpusimError
 
-    key = (scenario_class, file, digest, max_points, fault_flags)
-    if _LOADED.get("key") != key:
+    if not _loaded or _loaded[0].key != (source, digest):
+        _loaded.clear()
         try:
-            _LOADED.update(
-                key=key, scenario=scenario_class(file, max_points, fault_flags), systems={}
-            )
+            _loaded.append(_Loaded((source, digest), load_plan(source)))
         except TpusimError as exc:
-            _LOADED.clear()
             return exc.exit_code, str(exc)
-    scenario, systems = _LOADED["scenario"], _LOADED["systems"]
-    if system not in systems:
+    loaded = _loaded[0]
+    if system not in loaded.systems:
         from tpusim.network.routes import RouteCache
         from tpusim.topology import build_topology
 
-        topology = build_topology(scenario.systems[system])
-        systems[system] = (topology, RouteCache(topology))
-    topology, routes = systems[system]
-    result = run_point(scenario, system, point, topology, routes)
-    first = next(r for r in range(len(scenario.runs)) if scenario.runs_on(r, system))
-    result.topology = topology if point == first else None
+        topology = build_topology(loaded.plan.systems[system])
+        loaded.systems[system] = (topology, RouteCache(topology))
+    topology, routes = loaded.systems[system]
+    points = loaded.plan.on_system(system)
+    point = next(p for p in points if p.run_index == run)
+    result = run_point(loaded.plan, point, topology, routes)
+    result.topology = topology if point is points[0] else None
     return result

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from tpusim.report import integer_bytes
 from tpusim.results.files import json_text, output_error
+from tpusim.study.points import PointResult
 
 __all__ = ["POINTS_FILE", "WORKER_MEMORY_BYTES", "PointLog", "default_jobs", "free_memory_bytes"]
 
@@ -79,7 +80,7 @@ class PointLog:
                 raise output_error("--out", self.path.parent, exc) from None
         return self.handle
 
-    def write(self, result: Any) -> None:
+    def write(self, result: PointResult) -> None:
         """Append one :class:`~tpusim.study.points.PointResult` and flush it to the file."""
         record: dict[str, Any] = {
             "system": result.system,

@@ -1,25 +1,30 @@
-"""One workload point on one system: its outcome or its failure, and its wall time.
+"""Running points of a plan (:mod:`tpusim.study.plan`): each one's outcome or its
+failure, and its wall time.
 
-The unit of work of every executor (:mod:`tpusim.study.runner` in this process or in worker
-processes, :mod:`tpusim.study.executors` on Dask) and what the check resolves before running
-(:mod:`tpusim.study.check`). The scenario is read through what it offers (``systems``,
-``runs``, ``for_system``, ``context``), so this module does not import it.
+The unit of work of every executor (:mod:`tpusim.study.executors`: in this process, in
+worker processes, on Dask); :func:`workload_errors` is also what the check
+(:mod:`tpusim.study.check`) resolves each point under before running.
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.study.plan import Plan, Point
 from tpusim.study.progress import Finished
-from tpusim.workloads import Outcome, WorkloadContext, WorkloadSpec, workload_kind
+from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext
 
-__all__ = ["PointResult", "run_point", "run_workload", "workload_errors"]
+if TYPE_CHECKING:
+    from tpusim.network.routes import RouteCache
+    from tpusim.topology import Topology
+
+__all__ = ["PointResult", "Report", "run_point", "run_points", "run_workload", "workload_errors"]
 
 #: A point that ran this long (s) is followed by a full garbage collection. A
 #: simulation leaves reference cycles (its SimPy environment, processes and flow
@@ -45,8 +50,14 @@ class PointResult:
     failure: str | None
     exit_code: int
     wall_s: float
-    topology: Any = None
+    topology: Topology | None = None
     peak_memory_bytes: int | None = None
+
+    @classmethod
+    def lost(cls, point: Point, failure: str) -> PointResult:
+        """A point that never came back (its worker died): a failure, exit code 1."""
+        name, label = point.system.name, point.label
+        return cls(point.system_index, point.run_index, name, label, None, failure, 1, 0.0)
 
     def finished(self) -> Finished:
         """The progress report of this point."""
@@ -54,29 +65,45 @@ class PointResult:
         return Finished(name, self.wall_s, self.failure, self.peak_memory_bytes)
 
 
-def run_point(
-    scenario: Any, system_index: int, run_index: int, topology: Any, routes: Any
-) -> PointResult:
-    """Workload point ``run_index`` of ``scenario.runs`` on system ``system_index``
-    (its built topology and route cache); a tpusim error becomes the point's failure."""
-    system = scenario.systems[system_index]
-    index, (workload, label) = scenario.runs[run_index]
+#: Called with each point's result in the process that runs the plan, as it is back.
+Report = Callable[[PointResult], None]
+
+
+def run_point(plan: Plan, point: Point, topology: Topology, routes: RouteCache) -> PointResult:
+    """``point`` of ``plan`` on its system's built topology and route cache; a tpusim
+    error becomes the point's failure (its one-line message and exit code)."""
     reset_peak_memory()
     began = time.perf_counter()
     outcome, failure, code = None, None, 0
     try:
-        context = scenario.context(index, label, system, topology, routes)
-        outcome = run_workload(scenario, index, workload, context)
+        outcome = run_workload(plan, point, plan.context(point, topology, routes))
     except TpusimError as exc:
         failure, code = str(exc), exc.exit_code
     wall_s = time.perf_counter() - began
     if wall_s >= COLLECT_AFTER_S:
         gc.collect()
+    system, label = point.system.name, point.label
     result = PointResult(
-        system_index, run_index, system.name, label, outcome, failure, code, wall_s
+        point.system_index, point.run_index, system, label, outcome, failure, code, wall_s
     )
     result.peak_memory_bytes = peak_memory_bytes()
     return result
+
+
+def run_points(plan: Plan, points: list[Point]) -> Iterator[PointResult]:
+    """``points`` (all on one system) in order, sharing that system's topology and
+    route cache, built once; the first result carries the topology (for plots)."""
+    from tpusim.network.routes import RouteCache
+    from tpusim.topology import build_topology
+
+    if not points:
+        return
+    topology = build_topology(points[0].system)
+    routes = RouteCache(topology)
+    for position, point in enumerate(points):
+        result = run_point(plan, point, topology, routes)
+        result.topology = topology if position == 0 else None
+        yield result
 
 
 def reset_peak_memory() -> None:
@@ -108,14 +135,12 @@ def peak_memory_bytes() -> int | None:
         return None
 
 
-def run_workload(
-    scenario: Any, index: int, workload: WorkloadSpec, context: WorkloadContext
-) -> Outcome:
-    """One workload point on the context's system (resolved for it by the scenario's
-    ``for_system``), through its kind's ``run``; errors as :func:`workload_errors`."""
+def run_workload(plan: Plan, point: Point, context: WorkloadContext) -> Outcome:
+    """``point`` on the context's system (its workload resolved for the system,
+    :meth:`Plan.resolved`), through its kind's ``run``; errors as :func:`workload_errors`."""
     with workload_errors(context):
-        workload = scenario.for_system(index, workload, context.system)
-        return workload_kind(workload.kind).run(workload, context)
+        workload = plan.resolved(point)
+        return WORKLOADS.get(workload.kind).run(workload, context)
 
 
 @contextmanager

@@ -35,8 +35,13 @@ vendor-claims table), and the fault keys ``faults``, ``fail_links``, ``seed``,
 ``on_chip_failure`` and ``routing`` (:mod:`tpusim.config.faults`: defaults for every
 workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Errors
 name the file, the YAML path and the line; ``Scenario(file, problems=[])`` collects
-them all (:mod:`tpusim.study.check`), and :func:`run_scenario` (:mod:`tpusim.study.runner`) runs
-the points.
+them all (:mod:`tpusim.study.check`).
+
+The run path goes one way: a :class:`Scenario` (the validated file) -> its plan
+(:mod:`tpusim.study.plan`: every (system, workload point) as a frozen ``Point``) -> an
+executor (:mod:`tpusim.study.executors`: in this process, in worker processes or on
+Dask) -> the records of a :class:`~tpusim.results.run.ScenarioRun`
+(:func:`tpusim.study.runner.run_scenario`). Each module imports only those before it.
 
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
@@ -48,117 +53,52 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 import tpusim.report.figures  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
-from tpusim.config.chip import ChipSpec
-from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing, with_fault_defaults
-from tpusim.config.limits import MAX_SWEEP_POINTS, packet_work_problem, points_problem
+from tpusim.config.faults import with_fault_defaults
+from tpusim.config.limits import packet_work_problem, points_problem
 from tpusim.config.loader import System, load_system, validate
-from tpusim.config.types import Frozen, Power, Source
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
-from tpusim.results.records import CollectiveLinks, ScenarioRun
+from tpusim.results.run import ScenarioRun
 from tpusim.results.writers import Outputs
-from tpusim.study.runner import run_scenario
+from tpusim.study.schema import Assumptions, OneWorkload, ScenarioSpec, models_beside
 from tpusim.study.systems import SystemVariants, locate_scenario, variants
 from tpusim.units import format_bytes
-from tpusim.vocabulary import Dtype, Fidelity
-from tpusim.workloads import Workload, WorkloadContext, WorkloadSpec
+from tpusim.workloads import WorkloadSpec
 from tpusim.workloads.spec import VARIANT_KEYS, SweepRange
 
 __all__ = [
     "Assumptions",
-    "CollectiveLinks",
+    "FaultFlags",
     "Scenario",
-    "ScenarioRun",
     "ScenarioSpec",
     "SweepRange",
     "SystemVariants",
+    "WorkloadPoint",
     "locate_scenario",
-    "run_scenario",
 ]
 
-
-class Assumptions(Frozen):
-    """Figures nothing publishes, keyed by chip name: all-in power per chip at full load
-    (energy columns, :mod:`tpusim.results.energy`) and price per chip-hour in US dollars
-    (cost columns). A chip missing here falls back to its file's ``power.typical``;
-    without a price there is no cost. ``power_basis``: the dtype whose peak the power
-    figures were derived at (shown beside the energy figures); ``sources``: the source
-    and grade of each figure, keyed by its path (``power_per_chip.tpu8t``)."""
-
-    power_per_chip_W: dict[str, Power] = Field(default_factory=dict, alias="power_per_chip")
-    price_per_chip_hour_usd: dict[str, PositiveFloat] = Field(
-        default_factory=dict, alias="price_per_chip_hour_usd"
-    )
-    power_basis: Dtype | None = None
-    sources: dict[str, Source] = Field(default_factory=dict)
-
-    def power_W(self, chip: ChipSpec) -> float | None:
-        """All-in power per chip (W): the assumption, else the chip file's typical power."""
-        power = self.power_per_chip_W.get(chip.name)
-        if power is None and chip.power is not None:
-            power = chip.power.typical_W
-        return power
-
-    def price_usd(self, chip: ChipSpec) -> float | None:
-        """Price per chip-hour (USD), if assumed."""
-        return self.price_per_chip_hour_usd.get(chip.name)
+#: The command line's fault flags as raw workload keys (YAML values: lists, names,
+#: numbers), set on every workload that takes them (:func:`~tpusim.config.faults.plan_flags`).
+FaultFlags = Mapping[str, object]
 
 
-def models_beside(data: Any, folder: Path) -> Any:
-    """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name)
-    taken relative to ``folder``, the scenario's, as its ``calibration:`` and HLO files
-    are; shipped names and absolute paths are kept. Anything else is left for
-    validation to report."""
-    workloads = data.get("workloads") if isinstance(data, dict) else None
-    if not isinstance(workloads, list):
-        return data
-    return {**data, "workloads": [_model_beside(w, folder) for w in workloads]}
+@dataclass(frozen=True)
+class WorkloadPoint:
+    """One point of a workload's sweep: spec workload ``index`` (its place in the
+    spec's list), the workload with the point's values set (validated), its label
+    (``name[field=value,...]``, or the name without a sweep) and the swept fields'
+    values, in the sweep's order (as written, or a range's numbers)."""
 
-
-def _model_beside(workload: Any, folder: Path) -> Any:
-    model = workload.get("model") if isinstance(workload, dict) else None
-    if not isinstance(model, str) or Path(model).is_absolute():
-        return workload
-    if not (model.endswith((".yaml", ".yml")) or "/" in model):  # a shipped name
-        return workload
-    return {**workload, "model": os.path.join(folder, model)}
-
-
-class ScenarioSpec(Frozen):
-    """A scenario file: systems x workloads (each validated by its kind's spec class,
-    see :mod:`tpusim.workloads`), the network fidelity and what to write."""
-
-    name: str
-    description: str = ""
-    fidelity: Fidelity = "flow"
-    flow_tolerance: float | None = Field(None, ge=0, lt=1)
-    calibration: str | None = None
-    systems: list[str | SystemVariants] = Field(min_length=1)
-    workloads: list[Workload] = Field(min_length=1)
-    assumptions: Assumptions = Field(default_factory=Assumptions)
-    plots: bool = False
-    claims: bool = False
-    max_points: PositiveInt = MAX_SWEEP_POINTS
-    faults: list[FaultSpec] = Field(default_factory=list)
-    fail_links: NonNegativeInt | None = None
-    seed: NonNegativeInt | None = None
-    on_chip_failure: ChipFailurePolicy | None = None
-    routing: Routing | None = None
-
-
-class _OneWorkload(Frozen):
-    """One workload validated alone, keyed by its index in the file (its YAML path)."""
-
-    workloads: dict[int, Workload]
+    index: int
+    workload: WorkloadSpec
+    label: str
+    sweep: tuple[tuple[str, object], ...] = ()
 
 
 class Scenario:
@@ -178,15 +118,17 @@ class Scenario:
         self,
         file: str | Path,
         max_points: int | None = None,
-        fault_flags: dict[str, Any] | None = None,
+        fault_flags: FaultFlags | None = None,
         problems: list[ConfigError] | None = None,
     ):
         self.file = str(file)
-        self.fault_flags = fault_flags or {}
+        self.fault_flags: dict[str, object] = dict(fault_flags or {})
         self.problems = problems
         data, self.lines = load_yaml(file)
-        self.data = models_beside(data, Path(self.file).parent)
+        self.raw = models_beside(data, Path(self.file).parent)
         self.spec, self.indices = self._validated()
+        #: The file's top-level mapping (it validated, so it is one).
+        self.data: dict[str, object] = self.raw if isinstance(self.raw, dict) else {}
         self.max_points = max_points or self.spec.max_points
         self._check_workload_names()
         self._check_points()
@@ -206,7 +148,7 @@ class Scenario:
     def _validated(self) -> tuple[ScenarioSpec, list[int]]:
         """The spec, and the index in the file of each of its workloads. Collecting
         problems, each workload is validated alone first and broken ones left out."""
-        data = self.data
+        data = self.raw
         workloads = data.get("workloads") if isinstance(data, dict) else None
         if self.problems is None or not isinstance(workloads, list):
             return validate(ScenarioSpec, data, self.file, self.lines), list(
@@ -215,10 +157,11 @@ class Scenario:
         good = []
         for i, raw in enumerate(workloads):
             try:
-                validate(_OneWorkload, {"workloads": {i: raw}}, self.file, self.lines)
+                validate(OneWorkload, {"workloads": {i: raw}}, self.file, self.lines)
                 good.append(i)
             except ConfigError as exc:
                 self._problem(exc)
+        assert isinstance(data, dict)  # it has a workloads list
         kept = {**data, "workloads": [workloads[i] for i in good] or workloads}
         return validate(ScenarioSpec, kept, self.file, self.lines), good
 
@@ -233,7 +176,7 @@ class Scenario:
 
         if self.spec.fidelity != "packet" or not self.runs:
             return
-        sizes = [float(getattr(w, "bytes", 1)) for _, (w, _) in self.runs]
+        sizes = [float(getattr(run.workload, "bytes", 1)) for run in self.runs]
         for system, entry in zip(self.systems, self.system_entries, strict=True):
             problem = packet_work_problem(system.num_chips, max(sizes), DEFAULT_PACKET_BYTES)
             if problem is not None:
@@ -250,7 +193,7 @@ class Scenario:
                 self._problem(self._error(problem, path))
             first.setdefault(workload.name, line)
 
-    def _sweep_count(self, index: int, name: str, values: Any) -> int:
+    def _sweep_count(self, index: int, name: str, values: list[object] | SweepRange) -> int:
         """Values of one swept field, counted without listing a range; none is an error."""
         path = self.at(index, "sweep", name)
         try:
@@ -344,23 +287,26 @@ class Scenario:
                     problem = f"'{name}' is not one of the scenario's systems ({', '.join(names)})"
                     self._problem(self._error(problem, self.at(i, *where)))
         chips = sorted({s.chip.name for s in self.systems})
-        for key in ("power_per_chip", "price_per_chip_hour_usd"):
-            for name in (self.data.get("assumptions") or {}).get(key) or {}:
+        assumed = self.spec.assumptions
+        keyed = {"power_per_chip": assumed.power_per_chip_W}
+        keyed["price_per_chip_hour_usd"] = assumed.price_per_chip_hour_usd
+        for key, figures in keyed.items():
+            for name in figures:
                 if name not in chips:
                     known = ", ".join(chips)
                     problem = f"'{name}' is not a chip of the scenario's systems ({known})"
                     self._problem(self._error(problem, ("assumptions", key, name)))
 
-    def _sweep_values(self, index: int, name: str, values: Any) -> list[tuple[Any, str]]:
+    def _sweep_values(
+        self, index: int, name: str, values: list[object] | SweepRange
+    ) -> list[tuple[object, str]]:
         """(value, label) pairs of one swept field."""
         if isinstance(values, SweepRange):
             expanded = values.values()  # bounds and count checked by _check_points
             return [(v, format_bytes(v) if values.in_bytes else str(v)) for v in expanded]
         return [(v, str(v)) for v in values]
 
-    def _expand(
-        self, index: int, workload: WorkloadSpec
-    ) -> list[tuple[int, tuple[WorkloadSpec, str]]]:
+    def _expand(self, index: int, workload: WorkloadSpec) -> list[WorkloadPoint]:
         """The workload once per point of its sweep's cross product (validated again);
         collecting problems, a broken workload gives no point."""
         if not self.expandable:
@@ -371,10 +317,16 @@ class Scenario:
             self._problem(exc)
             return []
 
-    def _points(
-        self, index: int, workload: WorkloadSpec
-    ) -> Iterator[tuple[int, tuple[WorkloadSpec, str]]]:
-        raw = self.data["workloads"][self.indices[index]]
+    def raw_workload(self, index: int) -> dict[str, object]:
+        """Spec workload ``index`` as written in the file (a mapping: it validated)."""
+        workloads = self.data["workloads"]
+        assert isinstance(workloads, list)
+        raw = workloads[self.indices[index]]
+        assert isinstance(raw, dict)
+        return raw
+
+    def _points(self, index: int, workload: WorkloadSpec) -> Iterator[WorkloadPoint]:
+        raw = self.raw_workload(index)
         fields = list(workload.sweep)
         for name in fields:
             if name in VARIANT_KEYS or name not in type(workload).model_fields:
@@ -384,73 +336,14 @@ class Scenario:
                 )
         axes = [self._sweep_values(index, f, workload.sweep[f]) for f in fields]
         for point in itertools.product(*axes):
-            data = {k: v for k, v in raw.items() if k != "sweep"} | {
-                f: value for f, (value, _) in zip(fields, point, strict=True)
-            }
+            values = tuple((f, value) for f, (value, _) in zip(fields, point, strict=True))
+            data = {k: v for k, v in raw.items() if k != "sweep"} | dict(values)
             kind_fields = type(workload).model_fields
             data = with_fault_defaults(data, kind_fields, self.data, self.fault_flags)
             label = ",".join(f"{f}={text}" for f, (_, text) in zip(fields, point, strict=True))
             expanded = validate(type(workload), data, self.file, self.lines, self.at(index))
-            yield index, (expanded, f"{workload.name}[{label}]" if label else workload.name)
-
-    def for_system(self, index: int, workload: WorkloadSpec, system: System) -> WorkloadSpec:
-        """``workload`` with its ``per_system`` override for ``system`` and its mesh's
-        ``auto`` axis and ``batch_per_shard`` resolved for the system's chip count."""
-        override = workload.per_system.get(system.name)
-        if override:
-            data = workload.model_dump(by_alias=True, exclude=set(VARIANT_KEYS)) | override
-            prefix = self.at(index, "per_system", system.name)
-            workload = validate(type(workload), data, self.file, self.lines, prefix)
-        mesh = getattr(workload, "mesh", None)
-        if not mesh:
-            return workload
-        fixed = math.prod(v for v in mesh.values() if v != "auto")
-        resolved = dict(mesh)
-        for name, size in mesh.items():
-            if size == "auto":
-                if system.num_chips % fixed:
-                    raise self._error(
-                        f"{system.name}: {system.num_chips} chips do not divide by the "
-                        f"other mesh axes ({fixed} chips)",
-                        self.at(index, "mesh", name),
-                    )
-                resolved[name] = system.num_chips // fixed
-        update = {"mesh": resolved} | workload.fields_for_mesh(resolved)
-        return workload.model_copy(update=update)
-
-    def context(
-        self, index: int, label: str, system: System, topology: Any, routes: Any
-    ) -> WorkloadContext:
-        """Where workload ``index`` (sweep point ``label``) runs on ``system``."""
-        spec, chip = self.spec, system.chip
-        return WorkloadContext(
-            system=system,
-            topology=topology,
-            routes=routes,
-            fidelity=spec.fidelity,
-            flow_tolerance=spec.flow_tolerance,
-            power_per_chip_W=spec.assumptions.power_W(chip),
-            price_per_chip_hour_usd=spec.assumptions.price_usd(chip),
-            file=self.file,
-            lines=self.lines,
-            path=self.at(index),
-            label=label,
-        )
-
-    def runs_on(self, run_index: int, system_index: int) -> bool:
-        """Whether workload point ``run_index`` runs on system ``system_index`` (its
-        workload's ``systems``, when given, name it)."""
-        only = self.runs[run_index][1][0].systems
-        return only is None or self.systems[system_index].name in only
-
-    def points(self) -> list[tuple[int, int]]:
-        """Every (system index, run index) the scenario runs, systems in order."""
-        return [
-            (s, r)
-            for s in range(len(self.systems))
-            for r in range(len(self.runs))
-            if self.runs_on(r, s)
-        ]
+            name = f"{workload.name}[{label}]" if label else workload.name
+            yield WorkloadPoint(index, expanded, name, values)
 
     def outputs(self, run: ScenarioRun) -> Outputs:
         """What the writers of :mod:`tpusim.results.writers` write for ``run``: the

@@ -1,8 +1,10 @@
 """Workload kinds a scenario can run, by name (``kind:`` in a scenario's workloads).
 
-One module per kind (its spec class and its ``run``), registered in
-:mod:`tpusim.workloads.registry`; importing this package registers the built-in kinds
-(in alphabetical order: the order of the choices in error messages).
+One module per kind (its spec class, its ``run`` and its :class:`WorkloadKind`,
+``KIND``); the shipped kinds are registered in :data:`WORKLOADS` here, in one list (in
+alphabetical order: the order of the choices in error messages). A new kind is one
+``WORKLOADS.register(name, WorkloadKind(spec, run, ...))`` call
+(:mod:`tpusim.workloads.registry`).
 """
 
 from tpusim.workloads import (
@@ -17,21 +19,19 @@ from tpusim.workloads import (
     training_step,
 )
 from tpusim.workloads.registry import (
+    WORKLOADS,
     Outcome,
     Workload,
     WorkloadContext,
     WorkloadKind,
     record_from_row,
-    register_workload,
-    unregister_workload,
     validate_workload,
-    workload_kind,
-    workload_kinds,
 )
 from tpusim.workloads.simulate import program_outcome, run_program, simulate
 from tpusim.workloads.spec import ModelWorkload, SweepRange, WorkloadSpec
 
 __all__ = [
+    "WORKLOADS",
     "ModelWorkload",
     "Outcome",
     "SweepRange",
@@ -47,14 +47,26 @@ __all__ = [
     "program",
     "program_outcome",
     "record_from_row",
-    "register_workload",
     "run_program",
     "serving",
     "simulate",
     "topology",
     "training_step",
-    "unregister_workload",
     "validate_workload",
-    "workload_kind",
-    "workload_kinds",
 ]
+
+#: The shipped workload kinds, registered in this order.
+SHIPPED = (
+    ("collective", collective.KIND),
+    ("decode_step", decode_step.KIND),
+    ("goodput", goodput.KIND),
+    ("hlo", hlo.KIND),
+    ("jobs", jobs.KIND),
+    ("program", program.KIND),
+    ("serving", serving.KIND),
+    ("topology", topology.KIND),
+    ("training_step", training_step.KIND),
+)
+
+for _name, _kind in SHIPPED:
+    WORKLOADS.register(_name, _kind)

@@ -10,9 +10,10 @@ from pydantic import Field, NonNegativeInt, PositiveInt
 from tpusim.collectives.registry import AlgorithmName
 from tpusim.config.faults import ChipFailurePolicy, FaultPlan, FaultSpec, Routing
 from tpusim.config.types import Bytes
-from tpusim.results.records import CollectiveLinks, CollectiveRecord
+from tpusim.results.records import CollectiveRecord
+from tpusim.results.run import CollectiveLinks
 from tpusim.vocabulary import Op
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
 
@@ -84,4 +85,4 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
     FaultState(context.topology, spec.fault_plan(), spec.routing, context.fidelity, rng)
 
 
-register_workload("collective", CollectiveWorkload, run, record=CollectiveRecord, check=check)
+KIND = WorkloadKind(CollectiveWorkload, run, record=CollectiveRecord, check=check)

@@ -15,7 +15,7 @@ from tpusim.config.model import PositiveInt
 from tpusim.program.builders.decode import MODEL_FIELDS
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, program_outcome, simulate
 from tpusim.workloads.spec import ModelWorkload
 
@@ -89,4 +89,4 @@ def check(spec: DecodeWorkload, context: WorkloadContext) -> None:
     check_program(build(spec, context), context)
 
 
-register_workload("decode_step", DecodeWorkload, run, record=DecodeRecord, check=check)
+KIND = WorkloadKind(DecodeWorkload, run, record=DecodeRecord, check=check)

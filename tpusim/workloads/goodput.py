@@ -39,7 +39,7 @@ from tpusim.config.types import Bandwidth, Bytes
 from tpusim.results.records import Figure, Record
 from tpusim.units import parse_time
 from tpusim.workloads.goodput_inputs import resolve_inputs
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 from tpusim.workloads.training_step import TrainingWorkload
 
@@ -294,4 +294,4 @@ def run(spec: GoodputWorkload, context: WorkloadContext) -> Outcome:
     return Outcome(record)
 
 
-register_workload("goodput", GoodputWorkload, run, record=GoodputRecord)
+KIND = WorkloadKind(GoodputWorkload, run, record=GoodputRecord)

@@ -11,7 +11,7 @@ from tpusim.config.loader import load_system
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
 from tpusim.vocabulary import Fidelity
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import WorkloadSpec
 
@@ -97,4 +97,4 @@ def hlo_summary(
     }
 
 
-register_workload("hlo", HloWorkload, run, record=HloRecord, check=check)
+KIND = WorkloadKind(HloWorkload, run, record=HloRecord, check=check)

@@ -43,7 +43,7 @@ from tpusim.results.records import Figure, Record
 from tpusim.results.simulation import Results
 from tpusim.results.writers import Outputs, register_writer, trace_name
 from tpusim.vocabulary import Op as CollectiveOp
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
 
@@ -271,7 +271,8 @@ def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
     from tpusim.report import workload_plots as plots_workloads
 
     written: list[Path] = []
-    for system, label, results in outputs.run.details:
+    for detail in outputs.run.details:
+        system, label, results = detail.system, detail.label, detail.results
         if not isinstance(results, JobsResults) or results.job_link_bytes is None:
             continue
         topology = outputs.run.topologies[system]
@@ -298,5 +299,5 @@ def check(spec: JobsWorkload, context: WorkloadContext) -> None:
     place_jobs(spec, context)
 
 
-register_workload("jobs", JobsWorkload, run, record=JobsRecord, check=check)
+KIND = WorkloadKind(JobsWorkload, run, record=JobsRecord, check=check)
 register_writer("jobs", write_jobs_heatmaps)

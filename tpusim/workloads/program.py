@@ -7,7 +7,7 @@ from typing import Literal
 
 from tpusim.program.ir import Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import VARIANT_KEYS, WorkloadSpec
 
@@ -35,4 +35,4 @@ def check(spec: ProgramWorkload, context: WorkloadContext) -> None:
     check_program(build(spec, context), context)
 
 
-register_workload("program", ProgramWorkload, run, check=check)
+KIND = WorkloadKind(ProgramWorkload, run, check=check)

@@ -1,29 +1,34 @@
-"""Workload kinds by name: a spec class (what ``kind: NAME`` takes in a scenario) and a
-``run`` function, registered once.
+"""Workload kinds by name (:data:`WORKLOADS`, a :class:`~tpusim.registry.Registry`):
+each a :class:`WorkloadKind` with its spec class (what ``kind: NAME`` takes in a
+scenario), its ``run``, its record type and its optional ``check``.
 
 ``run(spec, context) -> Outcome`` runs one workload point on one system and returns
-its record (plus the simulation's :class:`~tpusim.engine.Results` for traces, ops
-and links, or a collective's per-link bytes for plots). An optional ``check(spec,
-context)`` raises what ``run`` would raise about the input (a mesh or a group that
-does not fit, a program that does not fit in memory) without simulating: ``tpusim
-check`` and ``tpusim run`` call it on every point before running any. Adding a kind is a module
-with its spec and run, and one :func:`register_workload` call; the scenario schema
-(:data:`Workload`) validates each workload through this registry, so a kind
-registered at runtime is accepted by the next scenario loaded.
+its record (plus the simulation's :class:`~tpusim.results.simulation.Results` for
+traces, ops and links, or a collective's per-link bytes for plots). An optional
+``check(spec, context)`` raises what ``run`` would raise about the input (a mesh or a
+group that does not fit, a program that does not fit in memory) without simulating:
+``tpusim check`` and ``tpusim run`` call it on every point before running any. The
+shipped kinds are registered in one list (:mod:`tpusim.workloads`); adding a kind is a
+module with its spec and run, and one ``WORKLOADS.register(name, WorkloadKind(...))``
+call. The scenario schema (:data:`Workload`) validates each workload through this
+registry, so a kind registered at runtime is accepted by the next scenario loaded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.errors import ConfigError
-from tpusim.results.records import CollectiveLinks, ProgramRecord, Record
+from tpusim.registry import Registry
+from tpusim.results.records import ProgramRecord, Record
+from tpusim.results.run import CollectiveLinks
+from tpusim.results.simulation import Results
 from tpusim.vocabulary import Fidelity
 from tpusim.workloads.spec import WorkloadSpec
 
@@ -64,74 +69,34 @@ class Outcome:
     results (traces, ops and links tables) and a collective's per-link bytes."""
 
     record: Record
-    results: Any = None
+    results: Results | None = None
     links: CollectiveLinks | None = None
 
 
-Run = Callable[[Any, WorkloadContext], Outcome]
-Check = Callable[[Any, WorkloadContext], None]
+S = TypeVar("S", bound=WorkloadSpec)
 
 
 @dataclass(frozen=True)
-class WorkloadKind:
-    """A registered kind: its spec class, run function, record type (the type a
-    ``summary.csv`` row of this kind reads back as) and check (None: nothing to check
-    beyond the spec)."""
+class WorkloadKind(Generic[S]):
+    """A workload kind's properties: its spec class, run function, record type (the
+    type a ``summary.csv`` row of this kind reads back as; default a simulated
+    program's) and check (None: nothing to check beyond the spec)."""
 
-    kind: str
-    spec: type[WorkloadSpec]
-    run: Run
-    record: type[Record]
-    check: Check | None = None
-
-
-_KINDS: dict[str, WorkloadKind] = {}
+    spec: type[S]
+    run: Callable[[S, WorkloadContext], Outcome]
+    record: type[Record] = ProgramRecord
+    check: Callable[[S, WorkloadContext], None] | None = None
 
 
-def register_workload(
-    kind: str,
-    spec_class: type[WorkloadSpec],
-    run: Run,
-    *,
-    record: type[Record] = ProgramRecord,
-    check: Check | None = None,
-) -> None:
-    """Make ``kind: KIND`` a scenario workload validated by ``spec_class`` and run by
-    ``run``; ``record`` is the type its run returns (default: a simulated program's);
-    ``check`` checks a point without simulating it.
-
-    Raises ValueError when the kind is taken by another spec or run (registering the
-    same ones again is a no-op).
-    """
-    entry = WorkloadKind(kind, spec_class, run, record, check)
-    known = _KINDS.get(kind)
-    if known is not None and known != entry:
-        raise ValueError(f"workload kind '{kind}' is already registered")
-    _KINDS[kind] = entry
-
-
-def unregister_workload(kind: str) -> None:
-    """Forget ``kind`` (a no-op when it is not registered)."""
-    _KINDS.pop(kind, None)
-
-
-def workload_kinds() -> tuple[str, ...]:
-    """Registered kinds, in registration order."""
-    return tuple(_KINDS)
-
-
-def workload_kind(kind: str) -> WorkloadKind:
-    """The registration of ``kind``; raises KeyError naming the choices."""
-    try:
-        return _KINDS[kind]
-    except KeyError:
-        raise KeyError(f"unknown kind '{kind}' (choose from {', '.join(_KINDS)})") from None
+#: The workload kinds by name (``kind:`` in a scenario), in registration order: the
+#: order of the choices in error messages.
+WORKLOADS: Registry[WorkloadKind[Any]] = Registry("workload kind")
 
 
 def record_from_row(row: dict[str, Any]) -> Record | None:
     """A ``summary.csv`` / JSON row back as its record; None for an unregistered kind."""
-    entry = _KINDS.get(row.get("kind", ""))
-    return entry.record.from_row(row) if entry is not None else None
+    kind = row.get("kind", "")
+    return WORKLOADS.get(kind).record.from_row(row) if kind in WORKLOADS else None
 
 
 def _kind_error(value: Any, error_type: str, message: str) -> ValidationError:
@@ -151,10 +116,10 @@ def validate_workload(value: Any) -> WorkloadSpec:
     if "kind" not in value:
         raise _kind_error(value, "missing", "required key is missing")
     kind = value["kind"]
-    if not isinstance(kind, str) or kind not in _KINDS:
-        choices = ", ".join(_KINDS)
+    if not isinstance(kind, str) or kind not in WORKLOADS:
+        choices = ", ".join(WORKLOADS.names())
         raise _kind_error(kind, "unknown_kind", f"unknown kind '{kind}' (choose from {choices})")
-    return _KINDS[kind].spec.model_validate(value)
+    return WORKLOADS.get(kind).spec.model_validate(value)
 
 
 #: A scenario's workload: validated by its kind's spec class, dumped with its fields.

@@ -12,7 +12,7 @@ from tpusim.errors import ConfigError, InputError
 from tpusim.results.records import Figure, Record
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions, ServeSpec, with_environment
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
 #: Joules per megajoule (display).
@@ -147,4 +147,4 @@ def check(spec: ServingWorkload, context: WorkloadContext) -> None:
         raise _at_workload(exc, context) from None
 
 
-register_workload("serving", ServingWorkload, run, record=ServingRecord, check=check)
+KIND = WorkloadKind(ServingWorkload, run, record=ServingRecord, check=check)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from tpusim.results.records import TopologyRecord
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
 
@@ -21,4 +21,4 @@ def run(spec: TopologyWorkload, context: WorkloadContext) -> Outcome:
     return Outcome(TopologyRecord.of(context.system, context.topology, context.label))
 
 
-register_workload("topology", TopologyWorkload, run, record=TopologyRecord)
+KIND = WorkloadKind(TopologyWorkload, run, record=TopologyRecord)

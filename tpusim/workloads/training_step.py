@@ -38,7 +38,7 @@ from tpusim.results.energy import busy_share
 from tpusim.results.records import Economics, TrainingRecord
 from tpusim.results.simulation import Results
 from tpusim.vocabulary import Dtype
-from tpusim.workloads.registry import Outcome, WorkloadContext, register_workload
+from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program
 from tpusim.workloads.spec import ModelWorkload
 
@@ -279,4 +279,4 @@ def _simulate(program: Any, context: WorkloadContext, clock: Any = None) -> Resu
     return sim.run()
 
 
-register_workload("training_step", TrainingWorkload, run, record=TrainingRecord, check=check)
+KIND = WorkloadKind(TrainingWorkload, run, record=TrainingRecord, check=check)

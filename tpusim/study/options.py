@@ -1,0 +1,56 @@
+"""The options of ``tpusim check`` and ``tpusim run`` as typed models: the command line
+builds them from its flags (:mod:`tpusim.cli.scenarios`) and the study layer takes
+them (:func:`tpusim.study.check.check_scenario`, :func:`tpusim.study.runner.run_scenario`),
+so no namespace or flag text goes below the command line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from tpusim.config.types import Frozen
+from tpusim.errors import InputError
+
+__all__ = ["EXECUTORS", "IN_PROCESS", "CheckOptions", "ExecutorName", "RunOptions"]
+
+#: Where ``tpusim run`` runs the points: ``local`` (this machine's processes) or
+#: ``dask`` (a Dask cluster, :mod:`tpusim.study.executors`).
+ExecutorName = Literal["local", "dask"]
+EXECUTORS: tuple[ExecutorName, ...] = ("local", "dask")
+
+
+class CheckOptions(Frozen):
+    """How a scenario is loaded and checked: ``max_points`` overrides the file's
+    ``max_points`` (None: the file's); ``fault_flags`` are the command line's fault
+    flags as raw workload keys (:func:`~tpusim.config.faults.plan_flags`), set on every
+    workload that takes them; ``as_json``: print one JSON object (``--json``)."""
+
+    max_points: PositiveInt | None = None
+    fault_flags: dict[str, object] = Field(default_factory=dict)
+    as_json: bool = Field(default=False, alias="json")
+
+
+class RunOptions(CheckOptions):
+    """How a scenario is run (``tpusim run``), besides how it is checked: ``out``, the
+    output folder (None: ``out/SCENARIO_NAME``); ``executor`` and, for Dask, its
+    ``scheduler`` address (None: a local cluster); ``jobs``, systems simulated at once
+    by the local executor (None: :func:`~tpusim.study.point_log.default_jobs`; 1: in
+    this process); ``quiet``: no progress on stderr."""
+
+    out: Path | None = None
+    executor: ExecutorName = "local"
+    scheduler: str | None = None
+    jobs: PositiveInt | None = None
+    quiet: bool = False
+
+    def check_executor(self) -> None:
+        """Raise InputError for a scheduler given without the Dask executor."""
+        if self.scheduler is not None and self.executor != "dask":
+            raise InputError("--scheduler needs --executor dask")
+
+
+#: Running in this process with progress on stderr (``run_scenario``'s default).
+IN_PROCESS = RunOptions(jobs=1)
