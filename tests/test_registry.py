@@ -39,7 +39,7 @@ def test_same_entry_again_is_a_no_op_and_another_raises():
 def test_unknown_name_is_an_input_error_naming_the_known_ones():
     reg: Registry[int] = Registry("toy thing")
     reg.register("one", 1)
-    with pytest.raises(UnknownEntryError, match=r"unknown toy thing 'two' \(known: one\)") as e:
+    with pytest.raises(UnknownEntryError, match=r"unknown toy thing 'two' \(choose from one\)") as e:
         reg.get("two")
     assert isinstance(e.value, InputError) and isinstance(e.value, ValueError)
     assert e.value.exit_code == 2
