@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tpusim.cli import main
-from tpusim.collectives import AlgorithmError, register_algorithm
+from tpusim.collectives import ALGORITHMS, AlgorithmError, CollectiveAlgorithm
 from tpusim.collectives.base import Group, Op, Step
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
@@ -33,7 +33,7 @@ def one_way_gather(op: Op, size: float, group: Group) -> list[list[Step]]:
     return [[Step.of(chips, nxt, size / n) for _ in range(n - 1)]]
 
 
-register_algorithm("one-way-gather", one_way_gather)
+ALGORITHMS.register("one-way-gather", CollectiveAlgorithm(one_way_gather))
 
 
 @pytest.fixture
@@ -90,4 +90,4 @@ def test_toy_algorithm_from_the_cli_and_yaml(system_file, capsys):
 
 def test_a_taken_name_is_refused():
     with pytest.raises(ValueError, match="already registered"):
-        register_algorithm("ring", one_way_gather)
+        ALGORITHMS.register("ring", CollectiveAlgorithm(one_way_gather))

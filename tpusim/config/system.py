@@ -279,6 +279,7 @@ def chip_count(spec: SystemSpec) -> int:
 
 
 __all__ = [
+    "TOPOLOGY_SPECS",
     "BaseTopologySpec",
     "BoardflyTopologySpec",
     "ChipSpec",
@@ -286,7 +287,6 @@ __all__ = [
     "IciOverride",
     "SystemSpec",
     "TopologySpec",
-    "TOPOLOGY_SPECS",
     "TorusTopologySpec",
     "chip_count",
     "size_problem",
