@@ -6,8 +6,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tpusim.report.html import write_html_report
-from tpusim.report.sources import write_sources
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
@@ -16,7 +14,7 @@ from tpusim.results.records import (
     TopologyRecord,
 )
 from tpusim.results.tables import comparison_frame
-from tpusim.results.writers import Outputs, register_writer
+from tpusim.results.writers import Outputs
 from tpusim.units import format_bytes
 
 __all__ = ["write_plots", "write_scenario_plots"]
@@ -234,9 +232,3 @@ def _close(fig: Any) -> None:
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-
-
-register_writer("plots", write_plots)
-# after the plots: the page inlines the figures the plots writer wrote
-register_writer("sources", write_sources)
-register_writer("report", write_html_report)

@@ -41,7 +41,7 @@ the points.
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
 (:mod:`tpusim.results.records`); :meth:`Scenario.outputs` and
-:func:`tpusim.results.writers.write_outputs` write the files.
+:func:`tpusim.study.writers.write_outputs` write the files.
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ from typing import Any
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
-import tpusim.report.figures  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.chip import ChipSpec
 from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing, with_fault_defaults
