@@ -30,6 +30,7 @@ from tpusim.workloads import (
     Outcome,
     WorkloadContext,
     WorkloadSpec,
+    record_from_row,
     register_workload,
     unregister_workload,
 )
@@ -150,7 +151,8 @@ def test_rows_of_a_registered_kind_read_back_as_its_records(matmul_sweep, tmp_pa
     path.write_text(SCENARIO)
     result = run_scenario(Scenario(path), progress=False)
     assert all(isinstance(r, MatmulRecord) for r in result.records)
-    table = comparison_table(result.rows)  # rows (dicts) go back through MatmulRecord
+    # rows (dicts) go back through MatmulRecord
+    table = comparison_table(record_from_row(row) for row in result.rows)
     assert table.loc["mm[m=8]: matmul (us)", "v5e-pod"] == pytest.approx(
         roofline_s("v5e", 8, 8192, 8192) * 1e6, rel=1e-9
     )
