@@ -52,7 +52,6 @@ PENDING: dict[str, set[str]] = {
         "network/flow.py",
         "program/builders/layers.py",
         "program/builders/serving.py",
-        "report/plots.py",
         "results/records.py",
         "study/scenario.py",
         "validation/workloads.py",

@@ -165,14 +165,14 @@ def test_axes_and_plot_layout_come_from_the_defaults(tmp_path):
 
 def test_heatmap_draws_the_toy(tmp_path):
     pytest.importorskip("matplotlib")
-    from tpusim.report import plots
+    from tpusim.report import link_plots
 
     n = 5
     topo = build_topology(toy_system(tmp_path, n))
     result, network = run_collective(
         topo, "all-reduce", MiB, algorithm="ring", onchip=OnChipModel.none()
     )
-    fig = plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s)
+    fig = link_plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s)
     image = fig.axes[0].images[0].get_array()
     assert image.shape == (1, n)
     assert fig.axes[0].get_title().endswith(f"ToyRing ({n} chips)")

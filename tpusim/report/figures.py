@@ -93,7 +93,7 @@ def _hops_plot(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim.report import plots
+    from tpusim.report import link_plots
 
     chosen: dict[str, Any] = {}
     for entry in run.collectives:
@@ -104,9 +104,9 @@ def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
     written = []
     for system, entry in chosen.items():
         topology = run.topologies[system]
-        fig = plots.port_utilization_heatmaps(topology, entry.link_bytes, entry.time_s)
+        fig = link_plots.port_utilization_heatmaps(topology, entry.link_bytes, entry.time_s)
         fig.suptitle(
-            f"{system} ({plots.topology_title(topology)}): link utilisation per chip by port"
+            f"{system} ({link_plots.topology_title(topology)}): link utilisation per chip by port"
             f"\nduring a {format_bytes(entry.bytes)} {entry.op}"
         )
         written.append(_saved(fig, out / f"links-{system}"))
@@ -183,7 +183,7 @@ def _timeline_title(label: str, system: str, results: Any) -> str:
 def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``timeline.png`` (the first training step, else the first program) and
     ``timeline-<system>.png`` for that workload on every system that ran it."""
-    from tpusim.report import plots
+    from tpusim.report import timeline_plots
 
     if not run.details:
         return []
@@ -193,7 +193,7 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     for system, label, results in run.details:
         if label != first[1]:
             continue
-        fig = plots.timeline(results.ops)
+        fig = timeline_plots.timeline(results.ops)
         fig.axes[0].set_title(_timeline_title(label, system, results))
         png = _saved(fig, out / f"timeline-{system}")
         written.append(png)
