@@ -74,7 +74,6 @@ PENDING: dict[str, set[str]] = {
         "serving/run.py",
         "serving/service.py",
         "serving/steady.py",
-        "study/claims.py",
         "validation/serving.py",
         "workloads/serving.py",
     },
