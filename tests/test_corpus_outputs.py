@@ -24,8 +24,8 @@ from corpus_support import ROOT, TIMEOUT_S, cap_memory, check_outcome, expand, r
 from helpers import stable_bytes
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
+from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
 from tpusim.study.scenario import Scenario, run_scenario
-from tpusim.study.writers import WRITERS, OutputWriter, write_outputs
 
 CORPUS = Path(__file__).parent / "corpus" / "outputs"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())

@@ -1,8 +1,8 @@
 """How to extend: a new output file, from this file alone.
 
-A writer registered in :data:`tpusim.study.writers.WRITERS` runs in every
+A writer registered in :data:`tpusim.study.outputs.WRITERS` runs in every
 ``tpusim run`` after the built-in writers, reads the run's records, and the paths it
-returns come back from :func:`~tpusim.study.writers.write_outputs`."""
+returns come back from :func:`~tpusim.study.outputs.write_outputs`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from helpers import run
 
 from tpusim.results.writers import Outputs
-from tpusim.study.writers import WRITERS, OutputWriter, write_outputs
+from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
 
 SCENARIO = """\
 name: diameters

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.helpers import run
-from tpusim.serving.claims import inference_perf_per_dollar
+from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
 from tpusim.study.claims import claim_rows
 from tpusim.workloads import record_from_row
 from tpusim.workloads.serving import ServingRecord

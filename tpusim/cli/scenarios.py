@@ -53,8 +53,8 @@ def cmd_check(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from tpusim.study.check import check_scenario
+    from tpusim.study.outputs import write_outputs
     from tpusim.study.runner import run_scenario
-    from tpusim.study.writers import write_outputs
 
     if args.scheduler is not None and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask")

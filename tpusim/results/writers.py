@@ -4,7 +4,7 @@ A writer is ``write(out, outputs) -> paths``: it writes its file(s) into the fol
 ``out`` from :class:`Outputs` and returns the paths it wrote (none when it has
 nothing to write). Here: ``summary`` (:func:`write_summary`), ``traces``, ``ops``,
 ``links``, ``resolved``, ``comparison`` and ``claims``. Which writers a run runs, in
-which order, is the output-writer registry's (:data:`tpusim.study.writers.WRITERS`,
+which order, is the output-writer registry's (:data:`tpusim.study.outputs.WRITERS`,
 where every shipped writer, these and the report's, is registered in one list).
 """
 

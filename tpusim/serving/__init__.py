@@ -9,7 +9,7 @@
 * :mod:`.disaggregated`: prefill and decode on separate replicas, KV moved between;
 * :mod:`.capacity`: the highest rate meeting an SLO (bisection);
 * :mod:`.plots`: the latency-vs-rate curve;
-* :mod:`.claims`: performance per dollar between two deployments;
+* :mod:`.perf_per_dollar`: performance per dollar between two deployments;
 * :mod:`.run`, :mod:`.cli`: what ``tpusim serve`` and ``kind: serving`` run.
 """
 

@@ -189,7 +189,7 @@ class PodComputeClaim(Comparison):
 class PerfPerDollarClaim(ClaimSpec):
     """Serving performance per dollar of ``subject`` over the first of ``baselines``
     the run served on, once per serving workload with a capacity on both
-    (:func:`tpusim.serving.claims.inference_perf_per_dollar`; prices from the file's
+    (:func:`tpusim.serving.perf_per_dollar.inference_perf_per_dollar`; prices from the file's
     ``prices_usd_per_chip_hour`` by chip)."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(

@@ -33,7 +33,7 @@ from tpusim.config.loader import System, load_system
 from tpusim.engine import run_collective
 from tpusim.errors import ConfigError
 from tpusim.registry import Registry
-from tpusim.serving.claims import capacity_per_chip, inference_perf_per_dollar
+from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
 from tpusim.study.claim_specs import (
     ClaimsFile,
     ClaimSpec,

@@ -41,7 +41,7 @@ the points.
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
 (:mod:`tpusim.results.records`); :meth:`Scenario.outputs` and
-:func:`tpusim.study.writers.write_outputs` write the files.
+:func:`tpusim.study.outputs.write_outputs` write the files.
 """
 
 from __future__ import annotations
