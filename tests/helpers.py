@@ -70,11 +70,11 @@ def achievable_hbm_Bps(chip) -> float:
 def forced_times(topo, op: str, size: float, onchip, fidelity: str = "flow") -> dict[str, float]:
     """Every registered algorithm's time for the collective, each forced in turn (the
     brute force ``auto`` is checked against); an algorithm that cannot run it is left out."""
-    from tpusim.collectives import AlgorithmError, algorithm_names
+    from tpusim.collectives import ALGORITHMS, AlgorithmError
     from tpusim.engine import run_collective
 
     times = {}
-    for name in algorithm_names():
+    for name in ALGORITHMS.names():
         try:
             res, _ = run_collective(
                 topo, op, size, algorithm=name, onchip=onchip, fidelity=fidelity

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tpusim.collectives import AlgorithmError, algorithm_names
+from tpusim.collectives import ALGORITHMS, AlgorithmError
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
 from tpusim.engine import run_collective
@@ -48,7 +48,7 @@ def best_latency_s(system_name: str, op: str) -> float:
     system = load_system(system_name)
     topo = build_topology(system)
     times = []
-    for name in algorithm_names():
+    for name in ALGORITHMS.names():
         try:
             result, _ = run_collective(
                 topo, op, 1024, algorithm=name, onchip=OnChipModel.none(), fidelity="analytic"

@@ -51,7 +51,6 @@ RUN_PATH = (
 PENDING: dict[str, set[str]] = {
     "modules": {
         "network/flow.py",
-        "report/plots.py",
         "results/records.py",
     },
     "functions": {"engine/collective.py:run_collective"},
@@ -60,9 +59,8 @@ PENDING: dict[str, set[str]] = {
         "engine/collective.py",
         "network/base.py",
         "results/records.py",
-        "study/claims.py",
     },
-    "upward": {"report->workloads"},
+    "upward": set(),
     "any": set(),
 }
 

@@ -16,9 +16,9 @@ import pytest
 import simpy
 
 from tpusim.collectives import (
+    ALGORITHMS,
     AlgorithmError,
     Schedule,
-    algorithm_names,
     build_schedule,
     make_group,
 )
@@ -485,7 +485,7 @@ NATIVE = {
 
 
 @pytest.mark.parametrize("group_name", sorted(GROUPS))
-@pytest.mark.parametrize("algorithm", algorithm_names())
+@pytest.mark.parametrize("algorithm", ALGORITHMS.names())
 def test_every_algorithm_builds_or_raises_algorithm_error(algorithm, group_name):
     """A caller can try every registered algorithm and keep the valid ones: each either
     builds a schedule or raises AlgorithmError with a one-line message."""

@@ -14,10 +14,9 @@ import yaml
 
 from tpusim.config import load_chip, load_system, shipped
 from tpusim.config.system import (
+    TOPOLOGY_SPECS,
     BoardflyTopologySpec,
     TorusTopologySpec,
-    register_topology_spec,
-    topology_spec_kinds,
     twisted_torus_problem,
     wraparound_for,
 )
@@ -441,17 +440,20 @@ def test_unknown_topology_kind_lists_the_registered_ones(tmp_path):
     path = write(tmp_path, "k.yaml", "name: x\nchip: v5e\ntopology: {kind: hypercube}\n")
     with pytest.raises(ConfigError, match=where(path, 3, "topology") + ".*'torus', 'boardfly'"):
         load_system(str(path))
-    assert topology_spec_kinds()[:2] == ("torus", "boardfly")
+    assert TOPOLOGY_SPECS.names()[:2] == ("torus", "boardfly")
 
 
 def test_a_topology_kind_cannot_be_taken_twice():
-    register_topology_spec(TorusTopologySpec)  # the same class again: nothing happens
+    TOPOLOGY_SPECS.register("torus", TorusTopologySpec)  # the same class again: nothing happens
 
     class OtherTorus(BoardflyTopologySpec):
         kind: Literal["torus"]  # type: ignore[assignment]
 
-    with pytest.raises(ValueError, match="topology kind 'torus' is already TorusTopologySpec"):
-        register_topology_spec(OtherTorus)
+    with pytest.raises(ValueError, match="topology spec 'torus' is already registered"):
+        TOPOLOGY_SPECS.register("torus", OtherTorus)
+    with pytest.raises(ValueError, match=r"OtherTorus\.kind must be Literal\['other'\]"):
+        TOPOLOGY_SPECS.register("other", OtherTorus)
+    assert "other" not in TOPOLOGY_SPECS
 
 
 def test_twisted_shape_that_can_twist_loads(tmp_path):

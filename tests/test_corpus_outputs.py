@@ -24,8 +24,8 @@ from corpus_support import ROOT, TIMEOUT_S, cap_memory, check_outcome, expand, r
 from helpers import stable_bytes
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
-from tpusim.results.writers import register_writer, unregister_writer, write_outputs
 from tpusim.study.options import RunOptions
+from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
 from tpusim.study.runner import run_scenario
 from tpusim.study.scenario import Scenario
 
@@ -203,12 +203,12 @@ def test_a_failing_writer_leaves_the_folder_as_it_was(tiny_outputs, tmp_path):
         (folder / "half.csv").write_text("a,b\n1,")
         raise OSError(28, "No space left on device")
 
-    register_writer("broken", broken)
+    WRITERS.register("broken", OutputWriter(broken, "half.csv"))
     try:
         with pytest.raises(OSError, match="No space"):
             write_outputs(out, tiny_outputs)
     finally:
-        unregister_writer("broken")
+        WRITERS.unregister("broken")
     assert sorted(p.name for p in out.iterdir()) == ["summary.csv"]
     assert (out / "summary.csv").read_text() == "the previous run\n"
 
@@ -217,12 +217,12 @@ def test_a_failed_write_into_a_new_folder_leaves_no_folder(tiny_outputs, tmp_pat
     def broken(folder: Path, outputs: object) -> list[Path]:
         raise OSError(28, "No space left on device")
 
-    register_writer("broken", broken)
+    WRITERS.register("broken", OutputWriter(broken, "half.csv"))
     try:
         with pytest.raises(OSError):
             write_outputs(tmp_path / "new", tiny_outputs)
     finally:
-        unregister_writer("broken")
+        WRITERS.unregister("broken")
     assert not (tmp_path / "new").exists()
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tpusim.cli import main
-from tpusim.collectives import AlgorithmError, register_algorithm
+from tpusim.collectives import ALGORITHMS, AlgorithmError, CollectiveAlgorithm
 from tpusim.collectives.base import Group, Op, Step
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
@@ -33,7 +33,7 @@ def one_way_gather(op: Op, size: float, group: Group) -> list[list[Step]]:
     return [[Step.of(chips, nxt, size / n) for _ in range(n - 1)]]
 
 
-register_algorithm("one-way-gather", one_way_gather)
+ALGORITHMS.register("one-way-gather", CollectiveAlgorithm(one_way_gather))
 
 
 @pytest.fixture
@@ -90,4 +90,38 @@ def test_toy_algorithm_from_the_cli_and_yaml(system_file, capsys):
 
 def test_a_taken_name_is_refused():
     with pytest.raises(ValueError, match="already registered"):
-        register_algorithm("ring", one_way_gather)
+        ALGORITHMS.register("ring", CollectiveAlgorithm(one_way_gather))
+
+
+def shift_by_one(
+    op: Op, size: float, group: Group, pairs: list[tuple[int, int]] | None = None
+) -> list[list[Step]]:
+    """Collective-permute only: the pairs given, else every chip to its successor."""
+    if op != "collective-permute":
+        raise AlgorithmError(f"shift-by-one does not implement {op}")
+    chips = group.flat
+    if pairs:
+        src, dst = (list(side) for side in zip(*pairs, strict=True))
+        return [[Step.of(chips[:, src], chips[:, dst], size)]]
+    return [[Step.of(chips, np.roll(chips, -1, axis=1), size)]]
+
+
+def test_what_an_algorithm_may_run_is_what_its_entry_declares(system_file):
+    """Only entries whose cost class declares collective-permute run it, and the error
+    for another names them: a rule asked of the entries, not a list of names."""
+    from tpusim.collectives import build_schedule, make_group
+    from tpusim.collectives.costs import CostClass
+    from tpusim.topology import build_topology
+
+    group = make_group(build_topology(load_system(str(system_file))))
+    entry = CollectiveAlgorithm(shift_by_one, CostClass(ops=frozenset({"collective-permute"})))
+    ALGORITHMS.register("shift-by-one", entry)
+    try:
+        schedule = build_schedule("collective-permute", 1024, group, "shift-by-one", [(0, 3)])
+        (step,) = schedule.pipelines[0]
+        assert step.src.tolist() == [0] and step.dst.tolist() == [3]
+        with pytest.raises(AlgorithmError, match="use --algorithm direct or shift-by-one"):
+            build_schedule("collective-permute", 1024, group, "ring", [(0, 3)])
+    finally:
+        ALGORITHMS.unregister("shift-by-one")
+    assert "shift-by-one" not in ALGORITHMS.names()

@@ -23,7 +23,7 @@ from tpusim.config import System, load_system
 from tpusim.config.system import BaseTopologySpec
 from tpusim.engine import run_collective
 from tpusim.errors import ConfigError
-from tpusim.topology import LinkTable, Topology, build_topology, register_topology
+from tpusim.topology import TOPOLOGIES, LinkTable, Topology, TopologyKind, build_topology
 
 MiB = 2**20
 REL = 0.01
@@ -63,7 +63,7 @@ def build_toy_ring(system: System) -> ToyRing:
     )
 
 
-register_topology("toy-ring", build_toy_ring, spec=ToyRingSpec)
+TOPOLOGIES.register("toy-ring", TopologyKind(build_toy_ring, spec=ToyRingSpec))
 
 
 def toy_system(folder: Path, n: int) -> System:
@@ -165,14 +165,14 @@ def test_axes_and_plot_layout_come_from_the_defaults(tmp_path):
 
 def test_heatmap_draws_the_toy(tmp_path):
     pytest.importorskip("matplotlib")
-    from tpusim.report import plots
+    from tpusim.report import link_plots
 
     n = 5
     topo = build_topology(toy_system(tmp_path, n))
     result, network = run_collective(
         topo, "all-reduce", MiB, algorithm="ring", onchip=OnChipModel.none()
     )
-    fig = plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s)
+    fig = link_plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s)
     image = fig.axes[0].images[0].get_array()
     assert image.shape == (1, n)
     assert fig.axes[0].get_title().endswith(f"ToyRing ({n} chips)")
@@ -182,9 +182,9 @@ def test_heatmap_draws_the_toy(tmp_path):
 
 
 def test_registering_a_kind_twice_is_refused():
-    register_topology("toy-ring", build_toy_ring, spec=ToyRingSpec)  # the same: a no-op
-    with pytest.raises(ValueError, match=r"'toy-ring' already has a builder"):
-        register_topology("toy-ring", lambda system: build_toy_ring(system))
+    TOPOLOGIES.register("toy-ring", TopologyKind(build_toy_ring, spec=ToyRingSpec))  # a no-op
+    with pytest.raises(ValueError, match=r"topology kind 'toy-ring' is already registered"):
+        TOPOLOGIES.register("toy-ring", TopologyKind(lambda system: build_toy_ring(system)))
 
 
 def test_a_toy_spec_is_validated_with_file_and_line(tmp_path):

@@ -26,7 +26,14 @@ from tpusim.program.ir import Op, Program
 from tpusim.report import comparison_table
 from tpusim.results.records import Record
 from tpusim.vocabulary import Dtype
-from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext, WorkloadKind, WorkloadSpec
+from tpusim.workloads import (
+    WORKLOADS,
+    Outcome,
+    WorkloadContext,
+    WorkloadKind,
+    WorkloadSpec,
+    record_from_row,
+)
 
 
 class MatmulSweep(WorkloadSpec):
@@ -146,7 +153,8 @@ def test_rows_of_a_registered_kind_read_back_as_its_records(matmul_sweep, tmp_pa
     path.write_text(SCENARIO)
     result = run_scenario(Scenario(path), RunOptions(quiet=True, jobs=1))
     assert all(isinstance(r, MatmulRecord) for r in result.records)
-    table = comparison_table(result.rows)  # rows (dicts) go back through MatmulRecord
+    # rows (dicts) go back through MatmulRecord
+    table = comparison_table(record_from_row(row) for row in result.rows)
     assert table.loc["mm[m=8]: matmul (us)", "v5e-pod"] == pytest.approx(
         roofline_s("v5e", 8, 8192, 8192) * 1e6, rel=1e-9
     )

@@ -1,8 +1,8 @@
 """How to extend: a new output file, from this file alone.
 
-A writer registered with :func:`tpusim.results.writers.register_writer` runs in every
+A writer registered in :data:`tpusim.study.outputs.WRITERS` runs in every
 ``tpusim run`` after the built-in writers, reads the run's records, and the paths it
-returns come back from :func:`~tpusim.results.writers.write_outputs`."""
+returns come back from :func:`~tpusim.study.outputs.write_outputs`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from tpusim.results.writers import (
-    Outputs,
-    register_writer,
-    unregister_writer,
-    write_outputs,
-    writer_names,
-)
+from tpusim.results.writers import Outputs
+from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
 
 SCENARIO = """\
 name: diameters
@@ -38,9 +33,9 @@ def write_diameters(out: Path, outputs: Outputs) -> list[Path]:
 
 @pytest.fixture
 def diameters_writer():
-    register_writer("diameters", write_diameters)
+    WRITERS.register("diameters", OutputWriter(write_diameters, "diameters.txt"))
     yield
-    unregister_writer("diameters")
+    WRITERS.unregister("diameters")
 
 
 def test_registered_writer_runs_in_tpusim_run(diameters_writer, tmp_path, capsys):
@@ -69,7 +64,7 @@ def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
     written = write_outputs(
         tmp_path / "out", scenario.outputs(run_scenario(scenario, RunOptions(quiet=True, jobs=1)))
     )
-    assert writer_names()[-1] == "diameters"
+    assert WRITERS.names()[-1] == "diameters"
     assert written["diameters"] == [tmp_path / "out" / "diameters.txt"]
     assert written["summary"][0] == tmp_path / "out" / "summary.csv"  # (+ .parquet)
     assert written["traces"] == [] and written["claims"] == [] and written["plots"] == []
@@ -92,4 +87,4 @@ def test_unregistered_writer_writes_nothing(tmp_path):
 
 def test_a_taken_writer_name_cannot_be_registered_again(diameters_writer):
     with pytest.raises(ValueError, match="output writer 'diameters' is already registered"):
-        register_writer("diameters", lambda out, outputs: [])
+        WRITERS.register("diameters", OutputWriter(lambda out, outputs: [], "nothing"))

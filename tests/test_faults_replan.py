@@ -15,7 +15,7 @@ import pytest
 
 from tpusim.cli import main
 from tpusim.cli.faults import monte_carlo
-from tpusim.collectives import AlgorithmError, algorithm_names
+from tpusim.collectives import ALGORITHMS, AlgorithmError
 from tpusim.config.faults import FaultPlan, FaultSpec
 from tpusim.engine import run_collective
 from tpusim.errors import SimulationError
@@ -64,7 +64,7 @@ def test_auto_replans_on_the_surviving_links_and_names_it():
     plan = FaultPlan(faults=[down(0, 1)])
     auto, net = run_collective(topo, "all-reduce", V, faults=plan)
     forced = {}
-    for name in algorithm_names():
+    for name in ALGORITHMS.names():
         try:
             res, _ = run_collective(topo, "all-reduce", V, algorithm=name, faults=plan)
         except AlgorithmError:

@@ -187,7 +187,7 @@ def test_fragments_of_a_preset_are_labelled_and_whole_models_are_not(tmp_path, c
 def test_serving_claim_from_capacities():
     """The perf-per-dollar claim row appears once per serving workload with both
     capacities, and its ratio is theirs."""
-    from tpusim.study.claims import serving_claims
+    from tpusim.study.claims import claim_rows
 
     rows = [
         {
@@ -203,7 +203,7 @@ def test_serving_claim_from_capacities():
             "capacity_rate_per_s_per_chip": 5.0,
         },
     ]
-    (claim,) = serving_claims(rows)
+    (claim,) = claim_rows(rows, checks={"perf_per_dollar"})
     assert "80% better performance per dollar" in claim["claim"]
     assert "(1.80x)" in claim["tpusim"]
-    assert serving_claims(rows[:1]) == []
+    assert claim_rows(rows[:1], checks={"perf_per_dollar"}) == []

@@ -12,7 +12,7 @@ pytest.importorskip("matplotlib")
 
 from tpusim.engine import Simulation, run_collective
 from tpusim.program import Op, Program
-from tpusim.report import plots
+from tpusim.report import link_plots, plots, timeline_plots
 from tpusim.topology.boardfly import Boardfly
 from tpusim.topology.torus import Torus
 
@@ -78,10 +78,12 @@ def test_hop_histograms(tmp_path):
 def test_link_utilization_heatmap_torus(tmp_path):
     topo = torus()
     result, network = run_collective(topo, "all-reduce", 2**20)
-    fig = plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s, tmp_path / "x")
+    fig = link_plots.link_utilization_heatmap(
+        topo, network.link_bytes, result.time_s, tmp_path / "x"
+    )
     assert "torus" in fig.axes[0].get_title()
     assert fig.axes[1].get_ylabel() == "mean link utilisation (%)"
-    per_chip = plots.chip_link_utilization(topo, network.link_bytes, result.time_s)
+    per_chip = link_plots.chip_link_utilization(topo, network.link_bytes, result.time_s)
     assert per_chip.shape == (16,) and np.all((per_chip >= 0) & (per_chip <= 1 + 1e-9))
     check(fig, tmp_path, legend=False)
 
@@ -89,7 +91,9 @@ def test_link_utilization_heatmap_torus(tmp_path):
 def test_link_utilization_heatmap_boardfly(tmp_path):
     topo = boardfly()
     result, network = run_collective(topo, "all-to-all", 2**20)
-    fig = plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s, tmp_path / "x")
+    fig = link_plots.link_utilization_heatmap(
+        topo, network.link_bytes, result.time_s, tmp_path / "x"
+    )
     assert "Boardfly" in fig.axes[0].get_title()
     assert fig.axes[0].get_images()[0].get_array().shape == (3, 4)
     check(fig, tmp_path, legend=False)
@@ -125,7 +129,7 @@ def test_step_breakdown(tmp_path):
 def test_timeline(tmp_path):
     r = run_step()
     assert r.ops
-    fig = plots.timeline(r.ops, tmp_path / "x")
+    fig = timeline_plots.timeline(r.ops, tmp_path / "x")
     assert fig.axes[0].get_xlabel() == "time since the step began (us)"
     kinds = {op.kind for op in r.ops}
     assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} == kinds

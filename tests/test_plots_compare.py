@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from tpusim.report import compare_plots as plots_compare
-from tpusim.report import plots
+from tpusim.report import link_plots, plots, timeline_plots
 from tpusim.results.simulation import OpRecord
 from tpusim.topology.boardfly import Boardfly
 from tpusim.topology.torus import Torus
@@ -47,7 +47,7 @@ def test_heatmap_scale_is_fixed_at_0_to_100_percent():
     topo = torus()
     links = topo.links
     half = 0.5 * links.bandwidth_Bps * 1.0  # every link 50% busy over 1 s
-    image = plots.link_utilization_heatmap(topo, half, 1.0).axes[0].images[0]
+    image = link_plots.link_utilization_heatmap(topo, half, 1.0).axes[0].images[0]
     assert image.get_clim() == (0, 100)
     assert np.allclose(image.get_array(), 50.0)
 
@@ -57,7 +57,7 @@ def test_port_heatmaps_show_one_panel_per_axis_and_direction():
     n, links = topo.num_chips, topo.links
     plus_x = np.array([topo.port_name(i) == "ICI x+" for i in range(len(links))])
     load = np.where(plus_x, 0.8 * links.bandwidth_Bps, 0.0)  # only x+ links, 80% busy
-    fig = plots.port_utilization_heatmaps(topo, load, 1.0)
+    fig = link_plots.port_utilization_heatmaps(topo, load, 1.0)
     panels = {ax.get_title(): ax.images[0] for ax in fig.axes if ax.images}
     assert set(panels) == {"ICI x+ links", "ICI x- links", "ICI y+ links", "ICI y- links"}
     assert np.allclose(panels["ICI x+ links"].get_array(), 80.0)
@@ -69,10 +69,12 @@ def test_port_heatmaps_show_one_panel_per_axis_and_direction():
 
 def test_boardfly_ports_are_its_link_kinds_and_titles_are_words():
     fly = Boardfly(2, 2, 3, link_bandwidth_Bps=1e9, hop_latency_s=1e-6)
-    assert set(plots.port_groups(fly)) == set(fly.links.kind_names)
-    assert plots.topology_title(fly) == "Boardfly, 3 groups x 2 boards x 2 chips"
-    assert plots.topology_title(torus()) == "4x4 torus"
-    title = plots.link_utilization_heatmap(fly, np.zeros(len(fly.links)), 1.0).axes[0].get_title()
+    assert set(link_plots.port_groups(fly)) == set(fly.links.kind_names)
+    assert link_plots.topology_title(fly) == "Boardfly, 3 groups x 2 boards x 2 chips"
+    assert link_plots.topology_title(torus()) == "4x4 torus"
+    title = (
+        link_plots.link_utilization_heatmap(fly, np.zeros(len(fly.links)), 1.0).axes[0].get_title()
+    )
     assert "=" not in title
 
 
@@ -94,13 +96,13 @@ def test_timeline_merges_units_with_identical_schedules():
         *(op("ar", u, 1e-3, 2e-3) for u in ("ici", "ICI x+", "ICI x-")),
         op("ag", "ICI y+", 2e-3, 3e-3),
     ]
-    lanes = plots.timeline_lanes(ops)
+    lanes = timeline_plots.timeline_lanes(ops)
     assert [label for label, _ in lanes] == [
         "spmd (8 chips): tensorcore",
         "spmd (8 chips): ici, ICI x+, x- (same ops)",
         "spmd (8 chips): ICI y+",
     ]
-    fig = plots.timeline(ops)
+    fig = timeline_plots.timeline(ops)
     assert len(fig.axes[0].get_yticklabels()) == 3
 
 

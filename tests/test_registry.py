@@ -39,7 +39,26 @@ def test_same_entry_again_is_a_no_op_and_another_raises():
 def test_unknown_name_is_an_input_error_naming_the_known_ones():
     reg: Registry[int] = Registry("toy thing")
     reg.register("one", 1)
-    with pytest.raises(UnknownEntryError, match=r"unknown toy thing 'two' \(known: one\)") as e:
+    with pytest.raises(
+        UnknownEntryError, match=r"unknown toy thing 'two' \(choose from one\)"
+    ) as e:
         reg.get("two")
     assert isinstance(e.value, InputError) and isinstance(e.value, ValueError)
     assert e.value.exit_code == 2
+
+
+def test_on_register_sees_new_entries_only_and_a_refusal_keeps_nothing():
+    seen: list[tuple[str, int]] = []
+
+    def hook(name: str, entry: int) -> None:
+        if entry < 0:
+            raise ValueError("negative")
+        seen.append((name, entry))
+
+    reg: Registry[int] = Registry("toy thing", hook)
+    reg.register_all((("a", 1), ("b", 2)))
+    reg.register("a", 1)  # the same entry again: no second call
+    assert seen == [("a", 1), ("b", 2)]
+    with pytest.raises(ValueError, match="negative"):
+        reg.register("c", -1)
+    assert "c" not in reg and reg.names() == ("a", "b")

@@ -16,8 +16,8 @@ import pytest
 
 from tests.helpers import forced_times
 from tpusim.collectives import (
+    ALGORITHMS,
     Predictor,
-    algorithm_cost,
     make_group,
 )
 from tpusim.collectives.offload import MESSAGE_S, OnChipModel
@@ -91,7 +91,7 @@ def test_closed_form_bounds_never_exceed_the_simulated_time():
         group = make_group(topo)
         predictor = Predictor(topo, CAE, batches_of(topo))
         for name, time_s in forced_times(topo, op, size, CAE).items():
-            bound_s = predictor.closed_bound_s(algorithm_cost(name), op, group, size)
+            bound_s = predictor.closed_bound_s(ALGORITHMS.get(name).cost, op, group, size)
             assert bound_s <= time_s * (1 + 1e-9), (topo.kind, op, size, name)
 
 
@@ -103,7 +103,7 @@ def test_direct_is_pruned_unbuilt_by_its_cut_bound_on_a_big_torus():
     topo = Torus((8, 8, 16), (True,) * 3, link_bandwidth_Bps=100e9, hop_latency_s=1e-6)
     group, n, size = make_group(topo), 1024, 2**30
     predictor = Predictor(topo, OnChipModel.none(), lambda s: None)  # type: ignore[arg-type]
-    bound_s = predictor.closed_bound_s(algorithm_cost("direct"), "all-reduce", group, size)
+    bound_s = predictor.closed_bound_s(ALGORITHMS.get("direct").cost, "all-reduce", group, size)
     cut_s = 512 * 512 * 2 * size / n / (2 * 8 * 8 * 100e9)
     assert bound_s == pytest.approx(2 * 1e-6 + cut_s, rel=1e-9)  # two steps of one hop
     torus_s = 2 * size / (6 * 100e9)  # every chip's 2V over its 6 links, at best
@@ -142,7 +142,7 @@ def test_all_pairs_candidates_are_tried_only_within_the_memory_budget():
     (the axis-by-axis algorithms) without building them."""
     from tpusim.collectives.select import MAX_BUILD_TRANSFERS, affordable
 
-    direct = algorithm_cost("direct")
+    direct = ALGORITHMS.get("direct").cost
     pod = make_group(build_topology(load_system("tpu8i-pod")))
     big = Torus((16, 24, 24), (True,) * 3, link_bandwidth_Bps=100e9, hop_latency_s=1e-6)
     assert direct.transfers("all-reduce", 1152) == 2 * 1152 * 1151 <= MAX_BUILD_TRANSFERS

@@ -9,11 +9,8 @@ import json
 import pytest
 
 from tests.helpers import run
-from tpusim.serving.claims import (
-    CLAIMED_PERF_PER_DOLLAR_RATIO,
-    claim_row,
-    inference_perf_per_dollar,
-)
+from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
+from tpusim.study.claims import claim_rows
 from tpusim.workloads import record_from_row
 from tpusim.workloads.serving import ServingRecord
 
@@ -46,28 +43,34 @@ def test_serving_workload_in_a_scenario(tmp_path, capsys):
 
 def test_perf_per_dollar_closed_form():
     """1.5x the capacity per chip at 8i $3-4 vs Ironwood $4-5 per chip-hour."""
-    p = inference_perf_per_dollar(15.0, 10.0, price_8i=(3.0, 4.0), price_ironwood=(4.0, 5.0))
+    claim = {"claimed_ratio": 1.8, "margin": 0.9}  # up to 80% better; a figure within 10%
+    p = inference_perf_per_dollar(15.0, 10.0, (3.0, 4.0), (4.0, 5.0), **claim)
     assert p.perf_ratio == pytest.approx(1.5)
-    assert p.breakeven_price_ratio == pytest.approx(1.5 / CLAIMED_PERF_PER_DOLLAR_RATIO)
+    assert p.breakeven_price_ratio == pytest.approx(1.5 / 1.8)
     assert p.price_ratio_best == pytest.approx(3 / 5)
     assert p.advantage_best == pytest.approx(1.5 / 0.6 - 1)  # +150%
     assert p.advantage_mid == pytest.approx(1.5 / (3.5 / 4.5) - 1)
     assert p.advantage_worst == pytest.approx(1.5 / 1.0 - 1)
     assert p.verdict == "holds"  # 1.93x at the midpoints >= 0.9 x 1.8
-    assert inference_perf_per_dollar(10.0, 10.0, (4.0, 4.0), (4.0, 4.0)).verdict == "does not hold"
-    assert inference_perf_per_dollar(11.0, 10.0, (3.0, 6.0), (4.0, 6.0)).verdict == "partly"
+    assert inference_perf_per_dollar(10.0, 10.0, (4.0, 4.0), (4.0, 4.0), **claim).verdict == (
+        "does not hold"
+    )
+    assert (
+        inference_perf_per_dollar(11.0, 10.0, (3.0, 6.0), (4.0, 6.0), **claim).verdict == "partly"
+    )
     with pytest.raises(ValueError, match="positive"):
-        inference_perf_per_dollar(0.0, 1.0)
+        inference_perf_per_dollar(0.0, 1.0, (4.0, 6.0), (4.0, 6.0), **claim)
 
 
 def test_claim_row_reads_capacities_from_scenario_rows():
+    serving = {"kind": "serving", "workload": "w"}
     rows = [
-        {"system": "tpu8i-pod", "workload": "w", "capacity_rate_per_s_per_chip": 12.0},
-        {"system": "ironwood-256", "workload": "w", "capacity_rate_per_s_per_chip": 10.0},
+        {"system": "tpu8i-pod", "capacity_rate_per_s_per_chip": 12.0, **serving},
+        {"system": "ironwood-256", "capacity_rate_per_s_per_chip": 10.0, **serving},
     ]
-    row = claim_row(rows, "w")
-    assert row is not None and "1.20x" in row["tpusim"] and row["verdict"] == "partly"
-    assert claim_row(rows, "missing") is None
+    (row,) = claim_rows(rows, checks={"perf_per_dollar"})
+    assert "1.20x" in row["tpusim"] and row["verdict"] == "partly"
+    assert claim_rows(rows[:1], checks={"perf_per_dollar"}) == []
 
 
 def test_latency_curve_plot_is_written(tmp_path, capsys):

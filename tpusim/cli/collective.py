@@ -180,7 +180,7 @@ def _sweep_row(r: dict[str, Any], binary: bool) -> str:
 
 
 def _add_collective(sub: Any) -> None:
-    from tpusim.collectives import algorithm_names
+    from tpusim.collectives import ALGORITHMS
     from tpusim.vocabulary import ENGINE_CHOICES, OPS
 
     p = sub.add_parser("collective", help="simulate one collective (or a sweep of sizes)")
@@ -192,7 +192,7 @@ def _add_collective(sub: Any) -> None:
     p.add_argument("--chips", type=int, help="run on the first N chips")
     p.add_argument(
         "--algorithm",
-        choices=("auto", *algorithm_names()),
+        choices=("auto", *ALGORITHMS.names()),
         default="auto",
         help="auto (default): the fastest predicted under the cost model",
     )

@@ -74,8 +74,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from tpusim.results.writers import write_outputs
     from tpusim.study.check import check_scenario
+    from tpusim.study.outputs import write_outputs
     from tpusim.study.runner import run_scenario
 
     options = run_options(args)

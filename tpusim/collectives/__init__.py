@@ -19,35 +19,27 @@ from tpusim.collectives.base import (
     bus_factor,
 )
 from tpusim.collectives.groups import make_group
-from tpusim.collectives.registry import (
-    AlgorithmName,
-    algorithm_builder,
-    algorithm_cost,
-    algorithm_names,
-    register_algorithm,
-)
+from tpusim.collectives.registry import ALGORITHMS, AlgorithmName, CollectiveAlgorithm
 from tpusim.collectives.select import AUTO, AUTO_MAX_CHIPS, Predictor, affordable, choose
 from tpusim.vocabulary import OPS, Op
 
 __all__ = [
+    "ALGORITHMS",
     "AUTO",
     "OPS",
     "Algorithm",
     "AlgorithmError",
     "AlgorithmName",
+    "CollectiveAlgorithm",
     "Group",
     "Op",
     "Predictor",
     "Schedule",
     "Step",
-    "algorithm_builder",
-    "algorithm_cost",
-    "algorithm_names",
     "build_schedule",
     "bus_factor",
     "default_algorithm",
     "make_group",
-    "register_algorithm",
 ]
 
 
@@ -99,9 +91,9 @@ def build_schedule(
         return _build_named(op, size, group, default_algorithm(op, group), pairs)
     torus_axes = group.on_torus_axes
     candidates = [
-        (name, cost)
-        for name in algorithm_names()
-        if (cost := algorithm_cost(name)).supports(op, torus_axes) and affordable(cost, op, group)
+        (name, entry.cost)
+        for name, entry in ALGORITHMS.items()
+        if entry.cost.supports(op, torus_axes) and affordable(entry.cost, op, group)
     ]
 
     def build(name: str) -> Schedule:
@@ -113,12 +105,16 @@ def build_schedule(
 def _build_named(
     op: Op, size: float, group: Group, alg: Algorithm, pairs: list[tuple[int, int]] | None
 ) -> Schedule:
-    build = algorithm_builder(alg)
-    if op == "collective-permute" and alg != "direct":
-        raise AlgorithmError("collective-permute is point to point: use --algorithm direct")
+    entry = ALGORITHMS.get(alg)
+    build = entry.build
+    if op == "collective-permute" and not entry.supports(op):
+        point_to_point = " or ".join(ALGORITHMS.names(where=lambda e: e.supports(op)))
+        raise AlgorithmError(
+            f"collective-permute is point to point: use --algorithm {point_to_point}"
+        )
     if pairs:
         return Schedule(op, alg, size, group, build(op, size, group, pairs=pairs))
-    if op == "broadcast" and alg != "direct":
+    if op == "broadcast" and entry.broadcast_fallback:
         try:
             return Schedule(op, alg, size, group, build(op, size, group))
         except ValueError:  # no broadcast of its own: scatter, then its all-gather
@@ -128,7 +124,7 @@ def _build_named(
 
 def _scatter_then_gather(size: float, group: Group, alg: Algorithm) -> list[list[Step]]:
     """Broadcast as the root scattering 1/n to every chip, then an all-gather."""
-    gather = algorithm_builder(alg)("all-gather", size, group)
+    gather = ALGORITHMS.get(alg).build("all-gather", size, group)
     flat, n = group.flat, group.size
     part = size / max(1, len(gather)) / n
     root = np.repeat(flat[:, 0], n - 1)

@@ -6,15 +6,20 @@ pipelines, each a list of :class:`~tpusim.collectives.base.Step`; ``direct`` als
 :class:`~tpusim.collectives.base.AlgorithmError` for an op or group it cannot do.
 Each declares the ops and group shapes it supports and its cost class
 (:class:`~tpusim.collectives.costs.CostClass`), from which ``auto`` bounds its time
-before building it. Adding one is a new module plus one :func:`register_algorithm`
-call; schemas
-(:data:`AlgorithmName`), the CLI's choices and :func:`~tpusim.collectives.build_schedule`
-all read this registry.
+before building it. Adding one is a new module plus one call::
+
+    ALGORITHMS.register("spiral", CollectiveAlgorithm(spiral.build, CostClass(...)))
+
+Schemas (:data:`AlgorithmName`), the CLI's choices and
+:func:`~tpusim.collectives.build_schedule` all read this registry; rules about
+algorithms ask their entries (``ALGORITHMS.names(where=...)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -31,69 +36,66 @@ from tpusim.collectives import (
     torus,
     tree,
 )
-from tpusim.collectives.base import AlgorithmError, Step
+from tpusim.collectives.base import Step
 from tpusim.collectives.costs import DECLARED, CostClass
+from tpusim.registry import Registry
+from tpusim.vocabulary import Op
 
 Builder = Callable[..., list[list[Step]]]
 
-_ALGORITHMS: dict[str, Builder] = {}
-_COSTS: dict[str, CostClass] = {}
+
+@dataclass(frozen=True)
+class CollectiveAlgorithm:
+    """A registered algorithm: ``build(op, size, group) -> pipelines`` (``direct`` also
+    takes ``pairs=``), its declared ops, group shapes and cost class (``cost``; the
+    default is every op but permute, any group, one step, the op's generic bytes: loose
+    bounds, so ``auto`` always tries it), and ``broadcast_fallback``: whether a
+    broadcast it cannot build itself (a ValueError) runs as a scatter from the root
+    then its all-gather."""
+
+    build: Builder
+    cost: CostClass = field(default_factory=CostClass)
+    broadcast_fallback: bool = True
+
+    def supports(self, op: Op) -> bool:
+        """Whether the algorithm declares ``op`` (on some group shape)."""
+        return op in self.cost.ops
 
 
-def register_algorithm(name: str, build: Builder, cost: CostClass | None = None) -> None:
-    """Make ``build`` available as ``--algorithm NAME`` and ``algorithm: NAME``; ``cost``
-    declares its ops, group shapes and cost class (default: every op but permute, any
-    group, one step, the op's generic bytes: loose bounds, so ``auto`` always tries it).
-
-    Raises ValueError when the name is taken (re-registering the same function is a no-op).
-    """
-    known = _ALGORITHMS.get(name)
-    if known is not None and known is not build:
-        raise ValueError(f"collective algorithm '{name}' is already registered")
-    _ALGORITHMS[name] = build
-    _COSTS[name] = cost or _COSTS.get(name) or CostClass()
-
-
-def algorithm_cost(name: str) -> CostClass:
-    """The declared cost class of ``name``; raises AlgorithmError naming the choices."""
-    algorithm_builder(name)
-    return _COSTS[name]
-
-
-def algorithm_names() -> tuple[str, ...]:
-    """Registered algorithm names, in registration order (the CLI's choices)."""
-    return tuple(_ALGORITHMS)
-
-
-def algorithm_builder(name: str) -> Builder:
-    """The build function of ``name``; raises AlgorithmError naming the choices."""
-    try:
-        return _ALGORITHMS[name]
-    except KeyError:
-        choices = ", ".join(_ALGORITHMS)
-        raise AlgorithmError(f"unknown algorithm '{name}' (choose from {choices})") from None
+#: Collective algorithms by name (``--algorithm NAME``, ``algorithm: NAME``); the
+#: shipped ones are registered below, in one list. Raises UnknownEntryError (a
+#: ValueError) naming the choices, DuplicateEntryError for a taken name.
+ALGORITHMS: Registry[CollectiveAlgorithm] = Registry("algorithm")
 
 
 def _known(name: str) -> str:
     if name == "auto":  # cost-based selection (tpusim.collectives.select)
         return name
-    algorithm_builder(name)  # AlgorithmError is a ValueError: pydantic reports it
+    ALGORITHMS.get(name)  # UnknownEntryError is a ValueError: pydantic reports it
     return name
 
 
 #: A schema field holding a registered algorithm name.
 AlgorithmName = Annotated[str, AfterValidator(_known)]
 
-for _name, _module in (
-    ("ring", ring),
-    ("bidir-ring", bidir_ring),
-    ("torus", torus),
-    ("halving-doubling", halving_doubling),
-    ("direct", direct),
-    ("hierarchical", hierarchical),
-    ("recursive-doubling", recursive_doubling),
-    ("tree", tree),
-    ("direct-axes", direct_axes),
-    ("one-shot", one_shot),
-):
-    register_algorithm(_name, _module.build, DECLARED[_name])
+
+def _shipped(
+    name: str, module: ModuleType, broadcast_fallback: bool = True
+) -> tuple[str, CollectiveAlgorithm]:
+    return name, CollectiveAlgorithm(module.build, DECLARED[name], broadcast_fallback)
+
+
+ALGORITHMS.register_all(
+    (
+        _shipped("ring", ring),
+        _shipped("bidir-ring", bidir_ring),
+        _shipped("torus", torus),
+        _shipped("halving-doubling", halving_doubling),
+        _shipped("direct", direct, broadcast_fallback=False),  # builds every broadcast itself
+        _shipped("hierarchical", hierarchical),
+        _shipped("recursive-doubling", recursive_doubling),
+        _shipped("tree", tree),
+        _shipped("direct-axes", direct_axes),
+        _shipped("one-shot", one_shot),
+    )
+)

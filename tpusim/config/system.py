@@ -27,13 +27,14 @@ from pydantic_core import core_schema
 from tpusim.config.chip import ChipSpec, WraparoundRule
 from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_BOARDFLY_CHIPS, MAX_CHIPS, MAX_LINKS
 from tpusim.config.types import Bandwidth, Frozen, HopLatency, Source
+from tpusim.registry import Registry
 
 
 class BaseTopologySpec(Frozen):
     """What every topology spec has: its ``kind`` (a ``Literal`` of one name in each
     subclass, the tag that picks the spec) and the chip count of the shape it describes.
 
-    A new kind subclasses this and is added with :func:`register_topology_spec`.
+    A new kind subclasses this and is added to :data:`TOPOLOGY_SPECS`.
     """
 
     kind: str
@@ -173,16 +174,18 @@ class BoardflyTopologySpec(BaseTopologySpec):
         return self
 
 
-#: Topology specs by kind: the shipped ones, then any added by register_topology_spec.
-_TOPOLOGY_SPECS: dict[str, type[BaseTopologySpec]] = {
-    "torus": TorusTopologySpec,
-    "boardfly": BoardflyTopologySpec,
-}
+#: Topology specs by kind, the shapes a system file's ``topology`` may take: the
+#: shipped ones, then any a new topology kind registers
+#: (``TOPOLOGY_SPECS.register("ring", RingSpec)``; :mod:`tpusim.topology.registry`
+#: does it for a kind registered with a spec). A spec's ``kind`` must be
+#: ``Literal[name]``; registering regenerates :class:`SystemSpec`'s schema.
+TOPOLOGY_SPECS: Registry[type[BaseTopologySpec]] = Registry("topology spec")
+TOPOLOGY_SPECS.register_all((("torus", TorusTopologySpec), ("boardfly", BoardflyTopologySpec)))
 
 
 def _topology_union(_source: Any, handler: Any) -> core_schema.CoreSchema:
     """The registered specs as one union tagged by ``kind`` (rebuilt on registration)."""
-    choices = {kind: handler.generate_schema(spec) for kind, spec in _TOPOLOGY_SPECS.items()}
+    choices = {kind: handler.generate_schema(spec) for kind, spec in TOPOLOGY_SPECS.items()}
     return core_schema.tagged_union_schema(choices, discriminator="kind")
 
 
@@ -243,28 +246,15 @@ class SystemSpec(Frozen):
         return self
 
 
-def register_topology_spec(spec: type[BaseTopologySpec]) -> None:
-    """Accept ``topology: {kind: ...}`` of ``spec``'s kind in system files from now on.
-
-    ``spec.kind`` must be annotated ``Literal["name"]``. Registering the same class
-    again does nothing; ValueError if another spec already has that kind.
-    """
-    kinds = get_args(spec.model_fields["kind"].annotation)
-    if len(kinds) != 1 or not isinstance(kinds[0], str):
-        raise ValueError(f"{spec.__name__}.kind must be a Literal of one name")
-    kind = kinds[0]
-    known = _TOPOLOGY_SPECS.get(kind)
-    if known is spec:
-        return
-    if known is not None:
-        raise ValueError(f"topology kind '{kind}' is already {known.__name__}")
-    _TOPOLOGY_SPECS[kind] = spec
-    SystemSpec.model_rebuild(force=True)  # regenerates the union of topology specs
+def _spec_registered(kind: str, spec: type[BaseTopologySpec]) -> None:
+    """Check that ``spec.kind`` is ``Literal[kind]`` (ValueError otherwise), then
+    regenerate the union of topology specs in :class:`SystemSpec`."""
+    if get_args(spec.model_fields["kind"].annotation) != (kind,):
+        raise ValueError(f"{spec.__name__}.kind must be Literal['{kind}']")
+    SystemSpec.model_rebuild(force=True)
 
 
-def topology_spec_kinds() -> tuple[str, ...]:
-    """Kinds a system file's ``topology`` may have, in registration order."""
-    return tuple(_TOPOLOGY_SPECS)
+TOPOLOGY_SPECS.on_register = _spec_registered  # now that SystemSpec exists
 
 
 def wraparound_for(dims: list[int], rule: WraparoundRule) -> tuple[bool, ...]:
@@ -289,6 +279,7 @@ def chip_count(spec: SystemSpec) -> int:
 
 
 __all__ = [
+    "TOPOLOGY_SPECS",
     "BaseTopologySpec",
     "BoardflyTopologySpec",
     "ChipSpec",
@@ -298,9 +289,7 @@ __all__ = [
     "TopologySpec",
     "TorusTopologySpec",
     "chip_count",
-    "register_topology_spec",
     "size_problem",
-    "topology_spec_kinds",
     "twist_axes",
     "twisted_torus_problem",
     "wraparound_for",

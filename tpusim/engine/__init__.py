@@ -15,14 +15,16 @@ Measurements go to observers (:mod:`tpusim.results.observers`); ``Results`` and
 """
 
 from tpusim.engine.collective import link_table, run_collective, simulate_collective
-from tpusim.engine.handlers import ChipClass, compute_handler, op_handler, register_op_handler
+from tpusim.engine.handlers import OP_HANDLERS, ChipClass, OpHandler, compute_handler, op_handler
 from tpusim.engine.placement import Placement, map_mesh
 from tpusim.engine.simulation import Simulation
 from tpusim.results.simulation import CollectiveResult, OpRecord, Results
 
 __all__ = [
+    "OP_HANDLERS",
     "ChipClass",
     "CollectiveResult",
+    "OpHandler",
     "OpRecord",
     "Placement",
     "Results",
@@ -31,7 +33,6 @@ __all__ = [
     "link_table",
     "map_mesh",
     "op_handler",
-    "register_op_handler",
     "run_collective",
     "simulate_collective",
 ]

@@ -5,7 +5,9 @@ for ``chip_class`` (a :class:`ChipClass`) inside ``sim`` (a
 :class:`~tpusim.engine.Simulation`) and reports an :class:`~tpusim.results.OpRecord`
 to the observers. Compute kinds share :func:`compute_handler` around a cost function;
 ``collective`` rendezvous and runs the schedule once on the shared network. A new op
-kind is a new handler plus one :func:`register_op_handler` call.
+kind is a new handler plus one ``OP_HANDLERS.register(kind, OpHandler(handler))`` call
+(:data:`OP_HANDLERS`; the shipped kinds are registered at the end of this module, in
+one list).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tpusim.errors import InputError
 from tpusim.hardware import ChipCostModel
 from tpusim.hardware.costs import OpCost
 from tpusim.program.ir import Op
+from tpusim.registry import Registry
 from tpusim.results.simulation import OpRecord
 
 if TYPE_CHECKING:
@@ -63,20 +66,23 @@ HBM_COMPUTE_SHARE_MIN = 0.5
 beside it (an assumption: the memory controller serves both streams, so the DMAs
 never take more than half)."""
 
-_HANDLERS: dict[str, Handler] = {}
+
+@dataclass(frozen=True)
+class OpHandler:
+    """How the engine runs ops of one kind: ``run`` is the SimPy process body
+    ``run(sim, chip_class, op)`` (module doc)."""
+
+    run: Handler
 
 
-def register_op_handler(kind: str, handler: Handler) -> None:
-    """Run ops of ``kind`` with ``handler``."""
-    _HANDLERS[kind] = handler
+#: Op handlers by op kind; raises UnknownEntryError (an InputError) naming the kinds
+#: that have one, DuplicateEntryError for a taken kind (:mod:`tpusim.registry`).
+OP_HANDLERS: Registry[OpHandler] = Registry("op kind")
 
 
 def op_handler(kind: str) -> Handler:
-    """The handler of ``kind``; raises InputError naming the kinds that have one."""
-    try:
-        return _HANDLERS[kind]
-    except KeyError:
-        raise InputError(f"no handler for op kind '{kind}' (have {', '.join(_HANDLERS)})") from None
+    """The handler of ``kind``; raises UnknownEntryError naming the kinds that have one."""
+    return OP_HANDLERS.get(kind).run
 
 
 def contended_s(cost: OpCost, op: Op, dma_Bps: float, hbm_Bps: float) -> float:
@@ -190,20 +196,25 @@ def members(schedule_chips: np.ndarray) -> set[int]:
 
 
 __all__ = [
+    "OP_HANDLERS",
     "ChipClass",
     "Handler",
+    "OpHandler",
     "Rendezvous",
     "collective",
     "compute_handler",
     "contended_s",
     "execute_schedule",
     "op_handler",
-    "register_op_handler",
 ]
 
-register_op_handler("matmul", compute_handler(_matmul))
-register_op_handler("elementwise", compute_handler(_elementwise))
-register_op_handler("embedding", compute_handler(_embedding))
-register_op_handler("kernel", compute_handler(_kernel))
-register_op_handler("host_transfer", host_transfer)
-register_op_handler("collective", collective)
+OP_HANDLERS.register_all(
+    (
+        ("matmul", OpHandler(compute_handler(_matmul))),
+        ("elementwise", OpHandler(compute_handler(_elementwise))),
+        ("embedding", OpHandler(compute_handler(_embedding))),
+        ("kernel", OpHandler(compute_handler(_kernel))),
+        ("host_transfer", OpHandler(host_transfer)),
+        ("collective", OpHandler(collective)),
+    )
+)

@@ -6,8 +6,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tpusim.report.html import write_html_report
-from tpusim.report.sources import write_sources
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
@@ -16,7 +14,7 @@ from tpusim.results.records import (
 )
 from tpusim.results.run import ScenarioRun
 from tpusim.results.tables import comparison_frame
-from tpusim.results.writers import Outputs, register_writer
+from tpusim.results.writers import Outputs
 from tpusim.units import format_bytes
 
 __all__ = ["write_plots", "write_scenario_plots"]
@@ -95,7 +93,7 @@ def _hops_plot(out: Path, run: ScenarioRun) -> list[Path]:
 
 
 def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
-    from tpusim.report import plots
+    from tpusim.report import link_plots
 
     chosen: dict[str, Any] = {}
     for entry in run.collectives:
@@ -106,9 +104,9 @@ def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
     written = []
     for system, entry in chosen.items():
         topology = run.topologies[system]
-        fig = plots.port_utilization_heatmaps(topology, entry.link_bytes, entry.time_s)
+        fig = link_plots.port_utilization_heatmaps(topology, entry.link_bytes, entry.time_s)
         fig.suptitle(
-            f"{system} ({plots.topology_title(topology)}): link utilisation per chip by port"
+            f"{system} ({link_plots.topology_title(topology)}): link utilisation per chip by port"
             f"\nduring a {format_bytes(entry.bytes)} {entry.op}"
         )
         written.append(_saved(fig, out / f"links-{system}"))
@@ -185,7 +183,7 @@ def _timeline_title(label: str, system: str, results: Any) -> str:
 def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``timeline.png`` (the first training step, else the first program) and
     ``timeline-<system>.png`` for that workload on every system that ran it."""
-    from tpusim.report import plots
+    from tpusim.report import timeline_plots
 
     if not run.details:
         return []
@@ -196,7 +194,7 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
         system, label, results = detail.system, detail.label, detail.results
         if label != first.label:
             continue
-        fig = plots.timeline(results.ops)
+        fig = timeline_plots.timeline(results.ops)
         fig.axes[0].set_title(_timeline_title(label, system, results))
         png = _saved(fig, out / f"timeline-{system}")
         written.append(png)
@@ -236,9 +234,3 @@ def _close(fig: Any) -> None:
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-
-
-register_writer("plots", write_plots)
-# after the plots: the page inlines the figures the plots writer wrote
-register_writer("sources", write_sources)
-register_writer("report", write_html_report)

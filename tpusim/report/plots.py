@@ -2,7 +2,13 @@
 
 Every function returns the matplotlib ``Figure``; with ``path`` it also writes
 ``path.png`` and ``path.svg`` (see :func:`save`). Every figure has a title, axis
-labels with units, and a legend when it shows more than one series.
+labels with units, and a legend when it shows more than one series. Here: bus
+bandwidth against size, hop histograms and the step breakdown, and the helpers every
+figure module uses (:func:`pyplot`, :func:`finish`, :func:`save`); the link heatmaps are
+in :mod:`tpusim.report.link_plots`, the step timeline in
+:mod:`tpusim.report.timeline_plots`, the comparisons across systems in
+:mod:`tpusim.report.compare_plots`, the workloads' own in
+:mod:`tpusim.report.workload_plots`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from tpusim.results.simulation import OpRecord
     from tpusim.topology.base import Topology
 
 
@@ -140,139 +145,7 @@ def hop_histograms(topologies: Mapping[str, Topology], path: str | Path | None =
     return finish(fig, path)
 
 
-# -- 3. link utilisation heatmap --------------------------------------------------------
-def chip_link_utilization(topology: Topology, link_bytes: np.ndarray, time_s: float) -> np.ndarray:
-    """Per chip, the mean utilisation (0..1) of its outgoing links."""
-    links = topology.links
-    util = (
-        np.asarray(link_bytes, dtype=float) / (links.bandwidth_Bps * time_s)
-        if time_s > 0
-        else np.zeros(len(links))
-    )
-    n = topology.num_chips
-    mask = links.src < n
-    total = np.bincount(links.src[mask], weights=util[mask], minlength=n)[:n]
-    count = np.bincount(links.src[mask], minlength=n)[:n]
-    return np.divide(total, count, out=np.zeros(n), where=count > 0)
-
-
-def topology_title(topology: Topology) -> str:
-    """The topology's shape in words: ``Boardfly, 36 groups x 8 boards x 4 chips`` or
-    ``16x24x24 torus``, from :meth:`~tpusim.topology.base.Topology.describe` (the plot
-    layout's title for other kinds)."""
-    shape = topology.describe()
-    if {"groups", "boards_per_group", "chips_per_board"} <= shape.keys():
-        return (
-            f"Boardfly, {shape['groups']} groups x {shape['boards_per_group']} boards"
-            f" x {shape['chips_per_board']} chips"
-        )
-    if "dims" in shape:
-        return f"{'x'.join(str(d) for d in shape['dims'])} torus"
-    return str(topology.plot_layout().title)
-
-
-def link_utilization_heatmap(
-    topology: Topology,
-    link_bytes: np.ndarray,
-    time_s: float,
-    path: str | Path | None = None,
-) -> Figure:
-    """Mean outgoing-link utilisation per chip on a fixed 0-100% colour scale, laid out
-    by the topology's :meth:`~tpusim.topology.base.Topology.plot_layout` (a torus as an
-    x-by-y grid, mean over z; a Boardfly as groups (rows) by chips within the group
-    (columns))."""
-    plt = pyplot()
-    per_chip = 100.0 * chip_link_utilization(topology, link_bytes, time_s)
-    layout = topology.plot_layout()
-    grid = layout.grid(per_chip)
-    rows, cols = grid.shape
-    fig, ax = plt.subplots(figsize=(min(12, 2.5 + 0.45 * cols), min(9, 1.8 + 0.45 * rows)))
-    image = _heat(ax, grid)
-    bar = fig.colorbar(image, ax=ax)
-    bar.set_label("mean link utilisation (%)")
-    ax.set_xlabel(layout.xlabel)
-    ax.set_ylabel(layout.ylabel)
-    ax.set_title(f"Mean outgoing link utilisation per chip: {topology_title(topology)}")
-    return finish(fig, path)
-
-
-def _heat(ax: Any, grid: np.ndarray) -> Any:
-    """``grid`` (percent) as an image on the fixed 0-100% scale, cells labelled when few."""
-    image = ax.imshow(grid, origin="lower", cmap="viridis", aspect="auto", vmin=0, vmax=100)
-    rows, cols = grid.shape
-    if cols <= 32:
-        ax.set_xticks(range(0, cols, 1 if cols <= 16 else 2))
-    if rows <= 32:
-        ax.set_yticks(range(0, rows, 1 if rows <= 16 else 2))
-    if rows * cols <= 64:
-        for (r, c), value in np.ndenumerate(grid):
-            colour = "black" if value > 50 else "white"  # readable on viridis
-            ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=8, color=colour)
-    return image
-
-
-def port_groups(topology: Topology) -> dict[str, np.ndarray]:
-    """The topology's directed chip links grouped by the port they leave from: per
-    axis and direction on a torus (``ICI x+``, ``ICI x-``...), per link kind elsewhere
-    (``board``, ``global``...); name -> link indices."""
-    links = topology.links
-    names = [
-        topology.port_name(i).split(" port to ", 1)[0] if links.src[i] < topology.num_chips else ""
-        for i in range(len(links))
-    ]
-    groups: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        if name:
-            groups.setdefault(name, []).append(i)
-    return {name: np.asarray(ids) for name, ids in sorted(groups.items())}
-
-
-def port_utilization_heatmaps(
-    topology: Topology,
-    link_bytes: np.ndarray,
-    time_s: float,
-    path: str | Path | None = None,
-) -> Figure:
-    """One heatmap per port group (:func:`port_groups`: a torus axis and direction, or a
-    Boardfly link kind), each chip's utilisation of its links of that group (%) on one
-    fixed 0-100% scale, laid out as :func:`link_utilization_heatmap`."""
-    plt = pyplot()
-    groups = port_groups(topology)
-    layout = topology.plot_layout()
-    links, n = topology.links, topology.num_chips
-    util = 100.0 * np.asarray(link_bytes, dtype=float) / (links.bandwidth_Bps * max(time_s, 1e-300))
-    directed = len(groups) > 1 and all(name[-1] in "+-" for name in groups)
-    # a torus: one column per axis, its + links above its - links
-    nrows, ncols = (2, -(-len(groups) // 2)) if directed else (1, len(groups))
-    rows, cols = layout.shape
-    size = (min(16, 1.5 + ncols * (1.2 + 0.2 * cols)), min(10, 1.2 + nrows * (1.0 + 0.14 * rows)))
-    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
-    fig.subplots_adjust(left=0.06, right=0.86, bottom=0.08, top=0.86, wspace=0.3, hspace=0.45)
-    image = None
-    for k, (name, ids) in enumerate(groups.items()):
-        ax = axes[k % 2, k // 2] if directed else axes[0, k]
-        total = np.bincount(links.src[ids], weights=util[ids], minlength=n)[:n]
-        count = np.bincount(links.src[ids], minlength=n)[:n]
-        per_chip = np.divide(total, count, out=np.zeros(n), where=count > 0)
-        image = _heat(ax, layout.grid(per_chip))
-        ax.set_title(f"{name} links", fontsize="medium")
-        row, col = (k % 2, k // 2) if directed else (0, k)
-        if row == nrows - 1:  # axis labels once per row and column: fewer texts to lay out
-            ax.set_xlabel(layout.xlabel, fontsize="small")
-        if col == 0:
-            ax.set_ylabel(layout.ylabel, fontsize="small")
-    for ax in axes.flat[len(groups) :]:
-        ax.set_visible(False)
-    if image is not None:
-        bar_ax = fig.add_axes((0.89, 0.08, 0.02, 0.78))  # fixed layout: one draw per save
-        fig.colorbar(image, cax=bar_ax, label="link utilisation (%)")
-    fig.suptitle(f"Link utilisation per chip by port: {topology_title(topology)}")
-    if path is not None:
-        save(fig, path)
-    return fig
-
-
-# -- 4. step breakdown ------------------------------------------------------------------
+# -- 3. step breakdown ------------------------------------------------------------------
 def step_breakdown(rows: Sequence[Mapping[str, Any]], path: str | Path | None = None) -> Figure:
     """Stacked bars per system/workload (ms): compute, then exposed communication on top,
     so a bar is as tall as the step; hatched inside the compute bar, the communication
@@ -319,100 +192,3 @@ def step_breakdown(rows: Sequence[Mapping[str, Any]], path: str | Path | None = 
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return finish(fig, path)
-
-
-# -- 5. timeline ------------------------------------------------------------------------
-#: Longest list of merged units written in a timeline row's label (characters).
-MAX_LANE_LABEL_CHARS = 40
-#: Op names that fit across a timeline's time axis (characters): a name is written on
-#: its bar when the bar spans that share of the axis.
-TIMELINE_CHARS_ACROSS = 60.0
-
-
-def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
-    """Gantt chart of one step: a row per (chip class, unit), bars coloured by op kind.
-    Units of one chip class that ran exactly the same ops at the same times (the six
-    ICI ports of an all-reduce on a torus) share one row, named by all of them; an op's
-    name is written on its bar only where it fits."""
-    plt = pyplot()
-    from matplotlib.patches import Patch
-
-    lanes = timeline_lanes(ops)
-    kinds = list(dict.fromkeys(op.kind for op in ops))
-    cmap = plt.get_cmap("tab10")
-    colours = {kind: cmap(i % 10) for i, kind in enumerate(kinds)}
-    fig, ax = plt.subplots(figsize=(10, max(2.5, 1.4 + 0.45 * len(lanes))))
-    end = max((op.end_at for op in ops), default=0.0) * 1e6
-    # characters of 7-pt text across the axis, kept low: long lane labels narrow it
-    chars_per_us = TIMELINE_CHARS_ACROSS / end if end > 0 else 0.0
-    for lane, (_, members) in enumerate(lanes):
-        _lane_bars(ax, lane, members, colours, chars_per_us)
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([label for label, _ in lanes], fontsize="small")
-    ax.invert_yaxis()
-    ax.set_xlim(0, end * 1.02 if end > 0 else 1)
-    ax.set_xlabel("time since the step began (us)")
-    ax.set_ylabel("chips / unit (lane)")
-    ax.set_title("Timeline of one step")
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(
-        handles=[Patch(color=colours[k], label=k) for k in kinds],
-        title="op kind",
-        fontsize="small",
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-    )
-    return finish(fig, path)
-
-
-def _lane_bars(
-    ax: Any,
-    lane: int,
-    ops: Sequence[OpRecord],
-    colours: Mapping[str, Any],
-    chars_per_us: float,
-) -> None:
-    """One timeline row: a bar collection per op kind (one artist, not one per op, so
-    a step of thousands of ops draws fast) and the names that fit on their bars."""
-    by_kind: dict[str, list[tuple[float, float]]] = {}
-    for op in ops:
-        start, width = op.start_at * 1e6, (op.end_at - op.start_at) * 1e6
-        by_kind.setdefault(op.kind, []).append((start, width))
-        if width * chars_per_us >= len(op.name) + 1:
-            ax.text(start + width / 2, lane, op.name, ha="center", va="center", fontsize=7)
-    for kind, spans in by_kind.items():
-        ax.broken_barh(
-            spans, (lane - 0.3, 0.6), facecolors=colours[kind], edgecolor="white", lw=0.3
-        )
-
-
-def timeline_lanes(ops: Sequence[OpRecord]) -> list[tuple[str, list[OpRecord]]]:
-    """The rows of :func:`timeline`: (label, ops) per (chip class, unit) in first-seen
-    order, units of one chip class with identical schedules merged into one row."""
-    by_lane: dict[tuple[str, str], list[OpRecord]] = {}
-    for op in ops:
-        by_lane.setdefault((op.chips, op.unit), []).append(op)
-    merged: dict[tuple[str, tuple[Any, ...]], list[str]] = {}
-    members: dict[tuple[str, tuple[Any, ...]], list[OpRecord]] = {}
-    for (chips, unit), lane_ops in by_lane.items():
-        key = (chips, tuple((o.name, o.start_at, o.end_at) for o in lane_ops))
-        merged.setdefault(key, []).append(unit)
-        members.setdefault(key, lane_ops)
-    return [(f"{key[0]}: {_join_units(units)}", members[key]) for key, units in merged.items()]
-
-
-def _join_units(units: list[str]) -> str:
-    """``ici, ICI x+, x-, y+`` (a repeated leading word written once), or ``ici and 6
-    more units`` when that would be longer than :data:`MAX_LANE_LABEL_CHARS`; marked
-    as a merged row when there are several."""
-    if len(units) == 1:
-        return units[0]
-    parts, last = [], ""
-    for unit in units:
-        word, _, rest = unit.partition(" ")
-        parts.append(rest if rest and word == last else unit)
-        last = word if rest else ""
-    joined = ", ".join(parts)
-    if len(joined) > MAX_LANE_LABEL_CHARS:
-        joined = f"{units[0]} and {len(units) - 1} more units"
-    return f"{joined} (same ops)"

@@ -4,13 +4,12 @@ as whole numbers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tpusim import units
 from tpusim.results.records import Record
 from tpusim.results.tables import comparison_frame
-from tpusim.workloads import record_from_row
 
 __all__ = [
     "TABLE_WIDTH",
@@ -22,15 +21,14 @@ __all__ = [
 ]
 
 
-def comparison_table(rows: Iterable[Record | Mapping[str, Any]]) -> Any:
-    """Key figures of a scenario run (its records, or their rows as ``run.rows`` gives):
-    one column per system, one row per figure (the figure's unit in its name).
+def comparison_table(records: Iterable[Record]) -> Any:
+    """Key figures of a scenario run (its records, ``run.records``; rows read back from
+    ``summary.csv`` become records with :func:`tpusim.workloads.record_from_row`): one
+    column per system, one row per figure (the figure's unit in its name).
     Collectives give their time at the smallest size and bus bandwidth at the largest;
     programs their step time, MFU, exposed communication, throughput per chip and,
-    where configured, energy and cost per token; decode steps their latency per token.
-    A row of an unregistered kind gives no figure."""
-    records = [r if isinstance(r, Record) else record_from_row(dict(r)) for r in rows]
-    return comparison_frame([r for r in records if r is not None])
+    where configured, energy and cost per token; decode steps their latency per token."""
+    return comparison_frame(list(records))
 
 
 def integer_bytes(tree: Any) -> Any:

@@ -1,25 +1,11 @@
-"""The files of a scenario run, one writer each, by name.
+"""The files of a scenario run written from its records: one writer function each.
 
 A writer is ``write(out, outputs) -> paths``: it writes its file(s) into the folder
 ``out`` from :class:`Outputs` and returns the paths it wrote (none when it has
-nothing to write). :func:`write_outputs` runs every registered writer in registration
-order. Built in:
-
-==============  ===================================================================
-name            file(s)
-==============  ===================================================================
-``summary``     ``summary.csv``: one row per record (:mod:`tpusim.results.records`);
-                ``summary.parquet`` too when pyarrow is installed
-``traces``      ``trace-<system>-<workload>.json`` per simulated program
-``ops``         ``ops.csv``: every op of every simulated program
-``links``       ``links.csv``: the links that carried bytes, per simulated program
-``resolved``    ``resolved.yaml``: the scenario as validated (defaults filled in)
-``comparison``  ``comparison.csv``: figures x systems (:func:`comparison_frame`)
-``claims``      ``claims.csv``: vendor claims against the run, if the scenario asks
-==============  ===================================================================
-
-:mod:`tpusim.report.figures` adds ``plots`` (PNG and SVG figures, if the scenario asks).
-Adding a file is a function and one :func:`register_writer` call.
+nothing to write). Here: ``summary`` (:func:`write_summary`), ``traces``, ``ops``,
+``links``, ``resolved``, ``comparison`` and ``claims``. Which writers a run runs, in
+which order, is the output-writer registry's (:data:`tpusim.study.outputs.WRITERS`,
+where every shipped writer, these and the report's, is registered in one list).
 """
 
 from __future__ import annotations
@@ -32,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text, staged_folder
+from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text
 from tpusim.results.run import ScenarioRun
 from tpusim.results.tables import comparison_for_csv, comparison_frame
 from tpusim.results.trace import write_trace
@@ -69,49 +55,8 @@ class Outputs:
         return self.claims_of(self.run.rows)
 
 
+#: ``write(out, outputs) -> paths`` (module doc).
 Writer = Callable[[Path, Outputs], list[Path]]
-
-_WRITERS: dict[str, Writer] = {}
-
-
-def register_writer(name: str, write: Writer) -> None:
-    """Run ``write`` in every :func:`write_outputs`, after the writers registered before.
-
-    Raises ValueError when the name is taken by another function (registering the
-    same one again is a no-op).
-    """
-    known = _WRITERS.get(name)
-    if known is not None and known is not write:
-        raise ValueError(f"output writer '{name}' is already registered")
-    _WRITERS[name] = write
-
-
-def unregister_writer(name: str) -> None:
-    """Stop writing ``name`` (a no-op when it is not registered)."""
-    _WRITERS.pop(name, None)
-
-
-def writer_names() -> tuple[str, ...]:
-    """Registered writers, in the order they run."""
-    return tuple(_WRITERS)
-
-
-def write_outputs(out: str | Path, outputs: Outputs) -> dict[str, list[Path]]:
-    """Create the folder ``out`` and run every writer into it; returns the paths each
-    writer wrote (in ``out``), by writer name.
-
-    The writers write into a hidden staging folder inside ``out`` whose files are
-    moved into ``out`` only once every writer has finished
-    (:func:`tpusim.results.files.staged_folder`): a failed or interrupted write
-    leaves ``out`` as it was. Raises the OSError of a failed write.
-    """
-    folder = Path(out)
-    with staged_folder(folder) as staging:
-        written = {name: write(staging, outputs) for name, write in _WRITERS.items()}
-    return {
-        name: [folder / Path(p).relative_to(staging) for p in paths]
-        for name, paths in written.items()
-    }
 
 
 def summary_frame(rows: list[dict[str, Any]]) -> Any:
@@ -220,15 +165,3 @@ def write_claims(out: Path, outputs: Outputs) -> list[Path]:
     path = out / "claims.csv"
     atomic_csv(outputs.claims, path, index=False)
     return [path]
-
-
-for _name, _write in (
-    ("summary", write_summary),
-    ("traces", write_traces),
-    ("ops", write_ops),
-    ("links", write_links),
-    ("resolved", write_resolved),
-    ("comparison", write_comparison),
-    ("claims", write_claims),
-):
-    register_writer(_name, _write)

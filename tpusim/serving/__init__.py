@@ -9,7 +9,7 @@
 * :mod:`.disaggregated`: prefill and decode on separate replicas, KV moved between;
 * :mod:`.capacity`: the highest rate meeting an SLO (bisection);
 * :mod:`.plots`: the latency-vs-rate curve;
-* :mod:`.claims`: performance per dollar between two deployments;
+* :mod:`.perf_per_dollar`: performance per dollar between two deployments;
 * :mod:`.options`: the options of a run, one typed model that ``tpusim serve`` fills
   from its flags and a ``kind: serving`` workload is (:mod:`.option_error`: a bad
   option found once the deployment is loaded);

@@ -1,67 +1,53 @@
-"""Google's published claims about TPU 8t and 8i, each against tpusim's figure for it.
+"""Vendor claims, each against tpusim's figure for it: the claims are data
+(``configs/claims/*.yaml``, :mod:`tpusim.study.claim_specs`), the checks here.
 
-:func:`vendor_claims` returns one row per claim: the claim as published, tpusim's
-figure, the assumptions behind that figure, and a verdict:
+:func:`vendor_claims` returns one row per claim: the claim as published, its source,
+tpusim's figure, the assumptions behind that figure, and a verdict:
 
-* ``holds``: the figure meets the claim (within 10% for "Nx" claims);
+* ``holds``: the figure meets the claim (within the file's ``ratio_margin`` for "Nx"
+  claims);
 * ``holds by construction``: the figure comes from a configured number that was
   itself derived from the claim, so it is no independent test;
 * ``partly``: the figure meets the claim only under the narrower reading stated;
 * ``does not hold``: the figure falls short under the stated assumptions.
 
 Figures from a scenario run (``rows``, as :func:`tpusim.study.scenario.run_scenario` gives)
-are used where present (the 1 GiB all-reduce, the training steps, decode with the KV
-cache in SRAM, the serving capacities); what is missing is simulated here on the
-shipped systems (the serving claim appears only with serving rows).
-Latency claims use 1 KiB collectives at the analytic fidelity: at that size every
-pattern here is latency-bound, and analytic equals flow on them (see the tests).
+are used where present (a pod-wide all-reduce, training steps, decode steps, serving
+capacities); what is missing is simulated here on the systems the claims name (a
+performance-per-dollar claim appears only with serving rows). Latency checks run at
+the analytic fidelity: the claims file picks sizes at which every pattern is
+latency-bound, where analytic equals flow (see the tests).
+
+Each ``check`` of a claims file is one function here, registered in :data:`CHECKS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tpusim.collectives import default_algorithm, make_group
-from tpusim.collectives.base import Op
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
 from tpusim.engine import run_collective
+from tpusim.errors import ConfigError
+from tpusim.registry import Registry
+from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
+from tpusim.study.claim_specs import (
+    ClaimsFile,
+    ClaimSpec,
+    DiameterClaim,
+    IciBandwidthClaim,
+    LatencyCutClaim,
+    OnChipSpeedupClaim,
+    PerfPerDollarClaim,
+    PodComputeClaim,
+    SramCapacityClaim,
+    shipped_claims,
+)
 from tpusim.topology import build_topology
-
-TORUS_1024 = "torus-8x8x16"
-#: Training workloads of a scenario whose pod-to-pod tokens/s the compute claim quotes
-#: when both pods ran them (the generations study's whole models; older scenarios'
-#: two-layer fragment).
-TRAINING_WORKLOADS = ("llama-3.1-405b", "deepseek-v3", "dense-train")
-BOARDFLY_1024 = "tpu8i-1024"
-IRONWOOD = "ironwood-pod"
-TPU8T = "tpu8t-superpod"
-TPU8I = "tpu8i-pod"
-LATENCY_BYTES = 1024.0
-"""Size (bytes) of the latency claims' collectives: small enough that every pattern
-here is latency-bound, so analytic equals flow on them."""
-BANDWIDTH_BYTES = float(2**30)
-"""Size (bytes) of the bandwidth claim's all-reduce: large enough to be bandwidth-bound."""
-
-RATIO_MARGIN = 0.9
-"""An "Nx" claim holds when the figure reaches this fraction of N (dimensionless):
-vendor ratios are rounded ("nearly 3x"), so a figure within 10% meets them."""
-CLAIMED_DIAMETERS_HOPS = (16, 7)
-"""Published diameters (hops) of the 1,024-chip 3D torus and Boardfly."""
-CLAIMED_LATENCY_CUT = 0.5
-"""Published "up to 50%" lower latency of Boardfly (fraction of the torus latency)."""
-CLAIMED_SRAM_RATIO = 3.0
-"""Published on-chip SRAM of TPU 8i over Ironwood's (dimensionless)."""
-CLAIMED_ICI_RATIO = 2.0
-"""Published ICI bandwidth of TPU 8t over Ironwood's (dimensionless)."""
-CLAIMED_COMPUTE_RATIO = 3.0
-"""Published "nearly 3x" compute of a TPU 8t superpod over an Ironwood pod."""
-BUSBW_FLOW_TOLERANCE = 0.05
-"""Flow tolerance (relative) of the pod-wide all-reduce simulated here when no scenario
-row gives it: 5% instead of the default 1% keeps this fallback cheap on pods of ~10,000
-chips. The pattern is symmetric, so its rates are exact either way; only drain merging
-(a flow arrives early by at most 5% of its duration) can move the figure."""
+from tpusim.vocabulary import Dtype, Op
 
 US_PER_S = 1e6
 """Microseconds per second (display)."""
@@ -72,9 +58,13 @@ BYTES_PER_MIB = 2**20
 FLOPS_PER_EFLOPS = 1e18
 """FLOP/s per EFLOP/s (display)."""
 
+Rows = list[dict[str, Any]]
+
 
 @dataclass
-class Claim:
+class ClaimRow:
+    """One row of the claims table."""
+
     claim: str
     source: str
     tpusim: str
@@ -82,17 +72,42 @@ class Claim:
     verdict: str
 
 
-def _verdict_ratio(measured: float, claimed: float) -> str:
-    """``holds`` if ``measured`` reaches :data:`RATIO_MARGIN` of the claimed ratio."""
-    return "holds" if measured >= RATIO_MARGIN * claimed else "does not hold"
+@dataclass(frozen=True)
+class ClaimContext:
+    """What a check reads besides its claim: the run's summary rows (may be empty) and
+    the claims file (its ratio margin and prices)."""
+
+    rows: Rows
+    file: ClaimsFile
+
+    def verdict_ratio(self, measured: float, claimed: float) -> str:
+        """``holds`` if ``measured`` reaches the file's ratio margin of ``claimed``."""
+        return "holds" if measured >= self.file.ratio_margin * claimed else "does not hold"
 
 
-def _row(
-    rows: list[dict[str, Any]] | None, system: str, prefix: str = "", **match: Any
-) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class ClaimCheck:
+    """A check: ``evaluate(claim, context) -> rows`` (none when the run lacks what the
+    claim compares)."""
+
+    evaluate: Callable[[Any, ClaimContext], list[ClaimRow]]
+
+
+def _filled(spec: ClaimSpec, verdict: str, **values: Any) -> ClaimRow:
+    """The claim's row: its figure and assumptions templates filled with ``values``."""
+    return ClaimRow(
+        spec.claim,
+        spec.source,
+        spec.figure.format(**values),
+        spec.assumptions.format(**values),
+        verdict,
+    )
+
+
+def _row(rows: Rows, system: str, prefix: str = "", **match: Any) -> dict[str, Any] | None:
     """The first row of ``system`` whose workload label starts with ``prefix`` and whose
     other fields equal ``match``."""
-    for row in rows or []:
+    for row in rows:
         if (
             row.get("system") == system
             and str(row.get("workload", "")).startswith(prefix)
@@ -102,19 +117,15 @@ def _row(
     return None
 
 
-def _latency_s(system: System, op: Op, onchip: OnChipModel) -> float:
-    return _latency(system, op, onchip)[0]
-
-
 def _latency(
-    system: System, op: Op, onchip: OnChipModel, algorithm: str | None = None
+    system: System, op: Op, size_bytes: float, onchip: OnChipModel, algorithm: str | None = None
 ) -> tuple[float, str]:
-    """Seconds and algorithm of a 1 KiB ``op`` over all of ``system`` (auto, or the
-    algorithm named), at the analytic fidelity."""
+    """Seconds and algorithm of ``op`` of ``size_bytes`` over all of ``system`` (auto,
+    or the algorithm named), at the analytic fidelity."""
+    topology = build_topology(system)
     result, _ = run_collective(
-        build_topology(system), op, LATENCY_BYTES, onchip=onchip, fidelity="analytic",
-        algorithm=algorithm,
-    )  # fmt: skip
+        topology, op, size_bytes, onchip=onchip, fidelity="analytic", algorithm=algorithm
+    )
     return result.time_s, result.algorithm
 
 
@@ -124,202 +135,236 @@ def _structural(system: System, op: Op) -> str:
     return default_algorithm(op, make_group(build_topology(system)))
 
 
-def _allreduce_busbw(rows: list[dict[str, Any]] | None, system: System) -> float:
-    row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=BANDWIDTH_BYTES)
+def diameter(spec: DiameterClaim, context: ClaimContext) -> list[ClaimRow]:
+    """The two systems' network diameters (hops) against the claimed ones."""
+    hops = tuple(
+        build_topology(load_system(s)).diameter_hops for s in (spec.baseline, spec.subject)
+    )
+    verdict = "holds" if hops == spec.claimed_hops else "does not hold"
+    values = {"baseline_hops": hops[0], "subject_hops": hops[1]}
+    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+
+
+def latency_cut(spec: LatencyCutClaim, context: ClaimContext) -> list[ClaimRow]:
+    """Network-only latency of each op over each whole system, each side with its
+    fastest algorithm (auto), and how much the verdict depends on that: the same
+    comparison with each side's structural default (what runs without a tuner)."""
+    baseline, subject = load_system(spec.baseline), load_system(spec.subject)
+    none = OnChipModel.none()
+    cuts, fixed = {}, {}
+    for op in spec.ops:
+        t_base, a_base = _latency(baseline, op, spec.bytes, none)
+        t_subj, a_subj = _latency(subject, op, spec.bytes, none)
+        cuts[op] = (t_base, t_subj, 1 - t_subj / t_base, f"{a_base} / {a_subj}")
+        d_base = _latency(baseline, op, spec.bytes, none, _structural(baseline, op))[0]
+        d_subj = _latency(subject, op, spec.bytes, none, _structural(subject, op))[0]
+        fixed[op] = 1 - d_subj / d_base
+    text = "; ".join(
+        f"{op} {US_PER_S * a:.1f} -> {US_PER_S * b:.1f} us ({100 * c:.0f}% lower, {names})"
+        for op, (a, b, c, names) in cuts.items()
+    )
+    verdict = "holds" if max(c[2] for c in cuts.values()) >= spec.claimed_cut else "does not hold"
+    structural = "holds" if max(fixed.values()) >= spec.claimed_cut else "does not hold"
+    depends = "the verdict depends on the algorithm" if structural != verdict else "same verdict"
+    cut_text = ", ".join(f"{op} {100 * c:.0f}%" for op, c in fixed.items())
+    values = {
+        "cuts": text,
+        "structural_cuts": cut_text,
+        "structural_verdict": structural,
+        "depends": depends,
+    }
+    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+
+
+def onchip_speedup(spec: OnChipSpeedupClaim, context: ClaimContext) -> list[ClaimRow]:
+    """The on-chip time per step of the two engines, and the collective end to end with
+    each (each side with its own fastest algorithm)."""
+    system = load_system(spec.system)
+    base, subj = (OnChipModel.for_chip(system.chip, engine) for engine in spec.engines)
+    t_base = _latency(system, spec.op, spec.bytes, base)[0]
+    t_subj = _latency(system, spec.op, spec.bytes, subj)[0]
+    values = {
+        "onchip_ratio": base.step_sync_s / subj.step_sync_s,
+        "baseline_us": US_PER_S * t_base,
+        "subject_us": US_PER_S * t_subj,
+        "ratio": t_base / t_subj,
+    }
+    return [_filled(spec, spec.verdict, system=spec.system, **values)]
+
+
+def sram_capacity(spec: SramCapacityClaim, context: ClaimContext) -> list[ClaimRow]:
+    """The two chips' on-chip SRAM, plus the subject's decode steps if simulated."""
+    baseline, subject = load_system(spec.baseline), load_system(spec.subject)
+    ratio = subject.chip.sram.capacity_bytes / baseline.chip.sram.capacity_bytes
+    sram = _row(context.rows, spec.subject, spec.sram_workload, kind="decode_step")
+    hbm = _row(context.rows, spec.subject, spec.hbm_workload, kind="decode_step")
+    decode = ""
+    if sram is not None and hbm is not None:
+        decode = spec.decode_figure.format(
+            subject=spec.subject,
+            hbm_us=hbm["step_time_s"] * US_PER_S,
+            sram_us=sram["step_time_s"] * US_PER_S,
+        )
+    values = {
+        "subject_MiB": subject.chip.sram.capacity_bytes / BYTES_PER_MIB,
+        "baseline_MiB": baseline.chip.sram.capacity_bytes / BYTES_PER_MIB,
+        "ratio": ratio,
+        "decode": decode,
+    }
+    verdict = context.verdict_ratio(ratio, spec.claimed_ratio)
+    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+
+
+def _allreduce_busbw(rows: Rows, system: System, size_bytes: float, tolerance: float) -> float:
+    """Bus bandwidth (B/s) of an all-reduce of ``size_bytes`` over all of ``system``:
+    the run's row, else simulated here at flow ``tolerance``."""
+    row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=size_bytes)
     if row is not None:
         return float(row["busbw_Bps"])
     result, _ = run_collective(
         build_topology(system),
         "all-reduce",
-        BANDWIDTH_BYTES,
+        size_bytes,
         chip=system.chip,
         system_name=system.name,
-        flow_tolerance=BUSBW_FLOW_TOLERANCE,
+        flow_tolerance=tolerance,
     )
     return result.busbw_Bps or 0.0  # None only for a collective that took no time
 
 
-def vendor_claims(rows: list[dict[str, Any]] | None = None) -> Any:
-    """The claims table as a DataFrame (columns: claim, source, tpusim, assumptions,
-    verdict); ``rows`` are a scenario run's summary rows to reuse (optional)."""
-    import pandas as pd
+def ici_bandwidth(spec: IciBandwidthClaim, context: ClaimContext) -> list[ClaimRow]:
+    """Configured ICI bandwidth per chip (every port, both directions) and the
+    all-reduce bus bandwidth over each whole pod."""
+    baseline, subject = load_system(spec.baseline), load_system(spec.subject)
+    ici = {
+        s.name: s.chip.ici.ports * s.chip.ici.link_bandwidth_Bps * 2 for s in (baseline, subject)
+    }
+    busbw = {
+        s.name: _allreduce_busbw(context.rows, s, spec.bytes, spec.flow_tolerance)
+        for s in (baseline, subject)
+    }
+    values = {
+        "subject_ici_GBps": ici[spec.subject] / BYTES_PER_GB,
+        "baseline_ici_GBps": ici[spec.baseline] / BYTES_PER_GB,
+        "subject_busbw_GBps": busbw[spec.subject] / BYTES_PER_GB,
+        "baseline_busbw_GBps": busbw[spec.baseline] / BYTES_PER_GB,
+        "ratio": busbw[spec.subject] / busbw[spec.baseline],
+        "claimed_ratio": spec.claimed_ratio,
+    }
+    return [_filled(spec, spec.verdict, baseline=spec.baseline, subject=spec.subject, **values)]
 
-    torus, boardfly = load_system(TORUS_1024), load_system(BOARDFLY_1024)
-    ironwood, tpu8t, tpu8i = load_system(IRONWOOD), load_system(TPU8T), load_system(TPU8I)
-    claims = [
-        boardfly_diameter(torus, boardfly),
-        boardfly_latency(torus, boardfly),
-        cae_latency(boardfly, tpu8i),
-        sram_capacity(rows, ironwood, tpu8i),
-        ici_bandwidth(rows, ironwood, tpu8t),
-        pod_compute(rows, ironwood, tpu8t),
-    ]
-    return pd.DataFrame([asdict(c) for c in claims] + serving_claims(rows))
+
+def _pod_flops(system: System, dtype: Dtype) -> float:
+    """Peak FLOP/s of the whole pod at ``dtype``; ConfigError when its chip has none."""
+    try:
+        return system.chip.peak_flops[dtype] * system.num_chips
+    except KeyError:
+        raise ConfigError(f"chip '{system.chip.name}' has no peak_flops for {dtype}") from None
 
 
-def serving_claims(rows: list[dict[str, Any]] | None) -> list[dict[str, str]]:
-    """7. "TPU 8i: up to 80% better performance per dollar than Ironwood for
-    inference", once per serving workload with a capacity on both :data:`TPU8I` and an
-    Ironwood system (:data:`IRONWOOD`, else ``ironwood-256``) in ``rows``
-    (:func:`tpusim.serving.claims.claim_row`: the prices are stated ranges)."""
-    from tpusim.serving.claims import claim_row
+def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
+    """Peak compute of the two pods (mixed dtypes and the same dtype), plus the
+    training steps both ran."""
+    baseline, subject = load_system(spec.baseline), load_system(spec.subject)
+    mixed_subj = _pod_flops(subject, spec.mixed_dtypes[0])
+    mixed_base = _pod_flops(baseline, spec.mixed_dtypes[1])
+    mixed = mixed_subj / mixed_base
+    same = _pod_flops(subject, spec.same_dtype) / _pod_flops(baseline, spec.same_dtype)
+    training = ""
+    for workload in spec.training_workloads:
+        base_row = _row(context.rows, spec.baseline, workload, kind="training_step")
+        subj_row = _row(context.rows, spec.subject, workload, kind="training_step")
+        if base_row is not None and subj_row is not None:
+            step = subj_row["tokens_per_s"] / base_row["tokens_per_s"]
+            training += spec.training_figure.format(workload=workload, step=step)
+    threshold = context.file.ratio_margin * spec.claimed_ratio
+    verdict = (
+        spec.partly
+        if mixed >= threshold and same < threshold
+        else context.verdict_ratio(same, spec.claimed_ratio)
+    )
+    values = {
+        "subject_mixed_EF": mixed_subj / FLOPS_PER_EFLOPS,
+        "baseline_mixed_EF": mixed_base / FLOPS_PER_EFLOPS,
+        "mixed": mixed,
+        "same": same,
+        "training": training,
+    }
+    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
 
-    serving = [r for r in rows or [] if r.get("kind") == "serving"]
+
+def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[ClaimRow]:
+    """Once per serving workload with a capacity on the subject and on the first of
+    the baselines the run served on; prices by chip from the claims file."""
+    serving = [r for r in context.rows if r.get("kind") == "serving"]
     systems = {r["system"] for r in serving}
-    ironwood = next((s for s in (IRONWOOD, "ironwood-256") if s in systems), None)
-    if ironwood is None or TPU8I not in systems:
+    baseline = next((s for s in spec.baselines if s in systems), None)
+    if baseline is None or spec.subject not in systems:
         return []
+    price_subj = context.file.price(load_system(spec.subject).chip.name)
+    price_base = context.file.price(load_system(baseline).chip.name)
     out = []
     for workload in dict.fromkeys(str(r["workload"]) for r in serving):
-        row = claim_row(serving, workload, TPU8I, ironwood)
-        if row is not None:
-            out.append(row)
+        perf_subj = capacity_per_chip(serving, spec.subject, workload)
+        perf_base = capacity_per_chip(serving, baseline, workload)
+        if not perf_subj or not perf_base:
+            continue
+        margin = context.file.ratio_margin
+        p = inference_perf_per_dollar(
+            perf_subj, perf_base, price_subj, price_base, spec.claimed_ratio, margin
+        )
+        values = {k: v for k, v in p.row().items() if k != "verdict"} | {
+            "workload": workload,
+            "subject_perf": perf_subj,
+            "baseline_perf": perf_base,
+            "subject_price_low": price_subj[0],
+            "subject_price_high": price_subj[1],
+            "baseline_price_low": price_base[0],
+            "baseline_price_high": price_base[1],
+        }
+        out.append(_filled(spec, p.verdict, subject=spec.subject, baseline=baseline, **values))
     return out
 
 
-def boardfly_diameter(torus: System, boardfly: System) -> Claim:
-    """1. Boardfly cuts the 1,024-chip diameter from 16 hops to 7."""
-    d_torus = build_topology(torus).diameter_hops
-    d_fly = build_topology(boardfly).diameter_hops
-    return Claim(
-        "Boardfly cuts the diameter of a 1,024-chip network from 16 hops (3D torus) to 7",
-        "Google TPU 8 deep dive (via summaries)",
-        f"{TORUS_1024}: {d_torus} hops; {BOARDFLY_1024}: {d_fly} hops",
-        "8x8x16 torus with wraparound; Boardfly 4 chips x 8 boards x 32 groups, "
-        "minimal local-global-local routes",
-        "holds" if (d_torus, d_fly) == CLAIMED_DIAMETERS_HOPS else "does not hold",
+#: The checks by the ``check`` key of a claim (:mod:`tpusim.study.claim_specs`).
+CHECKS: Registry[ClaimCheck] = Registry("claim check")
+CHECKS.register_all(
+    (
+        ("diameter", ClaimCheck(diameter)),
+        ("latency_cut", ClaimCheck(latency_cut)),
+        ("onchip_speedup", ClaimCheck(onchip_speedup)),
+        ("sram_capacity", ClaimCheck(sram_capacity)),
+        ("ici_bandwidth", ClaimCheck(ici_bandwidth)),
+        ("pod_compute", ClaimCheck(pod_compute)),
+        ("perf_per_dollar", ClaimCheck(perf_per_dollar)),
     )
+)
 
 
-def boardfly_latency(torus: System, boardfly: System) -> Claim:
-    """2. "up to 50% lower latency": network only, same hop latency, 1 KiB; each side
-    with its fastest algorithm (auto), and how much the verdict depends on it: the same
-    comparison with each side's structural default (what runs without a tuner)."""
-    none = OnChipModel.none()
-    cuts, fixed = {}, {}
-    ops: tuple[Op, ...] = ("all-reduce", "all-gather", "all-to-all")
-    for op in ops:
-        (t_torus, a_torus), (t_fly, a_fly) = _latency(torus, op, none), _latency(boardfly, op, none)
-        cuts[op] = (t_torus, t_fly, 1 - t_fly / t_torus, f"{a_torus} / {a_fly}")
-        d_torus = _latency(torus, op, none, _structural(torus, op))[0]
-        d_fly = _latency(boardfly, op, none, _structural(boardfly, op))[0]
-        fixed[op] = 1 - d_fly / d_torus
-    best = max(cuts, key=lambda op: cuts[op][2])
-    text = "; ".join(
-        f"{op} {US_PER_S * a:.1f} -> {US_PER_S * b:.1f} us ({100 * c:.0f}% lower, {names})"
-        for op, (a, b, c, names) in cuts.items()
-    )
-    verdict = "holds" if cuts[best][2] >= CLAIMED_LATENCY_CUT else "does not hold"
-    structural = "holds" if max(fixed.values()) >= CLAIMED_LATENCY_CUT else "does not hold"
-    depends = "the verdict depends on the algorithm" if structural != verdict else "same verdict"
-    cut_text = ", ".join(f"{op} {100 * c:.0f}%" for op, c in fixed.items())
-    return Claim(
-        'Boardfly: "up to 50%" lower latency than the 3D torus at 1,024 chips',
-        "Google TPU 8 deep dive (via summaries)",
-        text,
-        "1 KiB collectives over all 1,024 chips, network only (no on-chip cost), each "
-        "chip file's hop latency, each side with its own fastest algorithm (auto, every "
-        "registered algorithm pruned by its cost bounds), analytic fidelity "
-        "(latency-bound). With each side's structural default instead (torus / "
-        f"hierarchical): {cut_text} lower, {structural} ({depends})",
-        verdict,
-    )
+def claim_rows(
+    rows: Rows | None = None,
+    checks: Collection[str] | None = None,
+    files: tuple[ClaimsFile, ...] | None = None,
+) -> list[dict[str, str]]:
+    """The claims table's rows (claim, source, tpusim, assumptions, verdict) of every
+    claim in ``files`` (default: the shipped claims files), or only those whose check
+    is in ``checks``; ``rows`` are a scenario run's summary rows to reuse (optional)."""
+    out = []
+    for file in shipped_claims() if files is None else files:
+        context = ClaimContext(rows or [], file)
+        for spec in file.claims:
+            if checks is None or spec.check in checks:
+                out += [asdict(r) for r in CHECKS.get(spec.check).evaluate(spec, context)]
+    return out
 
 
-def cae_latency(boardfly: System, tpu8i: System) -> Claim:
-    """3. The CAE's "up to 5x" lower on-chip collective latency (an input, so it holds
-    by construction; the end-to-end figure shows what it is worth)."""
-    cae = OnChipModel.for_chip(tpu8i.chip, "cae")
-    tensorcore = OnChipModel.for_chip(tpu8i.chip, "tensorcore")
-    onchip_ratio = tensorcore.step_sync_s / cae.step_sync_s
-    t_tc = _latency_s(boardfly, "all-reduce", tensorcore)
-    t_cae = _latency_s(boardfly, "all-reduce", cae)
-    return Claim(
-        'TPU 8i\'s Collectives Acceleration Engine: "up to 5x" lower on-chip collective latency',
-        "Google TPU 8 deep dive (via summaries)",
-        f"on-chip time per step {onchip_ratio:.1f}x lower; a 1 KiB all-reduce over "
-        f"{BOARDFLY_1024} end to end {US_PER_S * t_tc:.1f} -> {US_PER_S * t_cae:.1f} us "
-        f"({t_tc / t_cae:.2f}x)",
-        "the CAE's 5x is an input of the cost model (it divides the launch and per-step "
-        "costs of the TensorCore path); each side with its own fastest algorithm",
-        "holds by construction",
-    )
+def vendor_claims(rows: Rows | None = None) -> Any:
+    """The claims table as a DataFrame (columns: claim, source, tpusim, assumptions,
+    verdict) of the shipped claims files; ``rows`` are a scenario run's summary rows to
+    reuse (optional)."""
+    import pandas as pd
 
-
-def sram_capacity(rows: list[dict[str, Any]] | None, ironwood: System, tpu8i: System) -> Claim:
-    """4. TPU 8i has 3x Ironwood's on-chip SRAM (plus the decode figure if simulated)."""
-    sram_ratio = tpu8i.chip.sram.capacity_bytes / ironwood.chip.sram.capacity_bytes
-    decode = _row(rows, TPU8I, "decode[kv_cache=sram", kind="decode_step")
-    decode_hbm = _row(rows, TPU8I, "decode[kv_cache=hbm", kind="decode_step")
-    extra = ""
-    if decode is not None and decode_hbm is not None:
-        extra = (
-            f"; decode with the KV cache in SRAM {decode_hbm['step_time_s'] * US_PER_S:.1f} -> "
-            f"{decode['step_time_s'] * US_PER_S:.1f} us per token on {TPU8I}"
-        )
-    return Claim(
-        "TPU 8i has 3x the on-chip SRAM of Ironwood (384 MB)",
-        "Google TPU 8 announcement",
-        f"{tpu8i.chip.sram.capacity_bytes / BYTES_PER_MIB:.0f} MiB vs "
-        f"{ironwood.chip.sram.capacity_bytes / BYTES_PER_MIB:.0f} MiB: {sram_ratio:.2f}x{extra}",
-        "capacities from JAX's tpu_info (VMEM per TensorCore x TensorCores); SRAM "
-        "bandwidth 22x HBM (assumption)",
-        _verdict_ratio(sram_ratio, CLAIMED_SRAM_RATIO),
-    )
-
-
-def ici_bandwidth(rows: list[dict[str, Any]] | None, ironwood: System, tpu8t: System) -> Claim:
-    """5. TPU 8t doubles Ironwood's ICI bandwidth: configured and as all-reduce busbw.
-    The 8t link rate is derived from this very claim, so it holds by construction; the
-    all-reduce figure shows what the doubling is worth end to end."""
-    # both directions of every port
-    ici = {s.name: s.chip.ici.ports * s.chip.ici.link_bandwidth_Bps * 2 for s in (ironwood, tpu8t)}
-    bw_iw, bw_8t = _allreduce_busbw(rows, ironwood), _allreduce_busbw(rows, tpu8t)
-    ratio = bw_8t / bw_iw
-    return Claim(
-        "TPU 8t doubles Ironwood's inter-chip (ICI) bandwidth",
-        "Google TPU 8 announcement",
-        f"configured {ici[TPU8T] / BYTES_PER_GB:.0f} vs {ici[IRONWOOD] / BYTES_PER_GB:.0f} "
-        f"GB/s per chip (2x by construction); 1 GiB all-reduce over the whole pod: busbw "
-        f"{bw_8t / BYTES_PER_GB:.0f} vs {bw_iw / BYTES_PER_GB:.0f} GB/s ({ratio:.2f}x; claimed "
-        f"{CLAIMED_ICI_RATIO:.0f}x)",
-        "8t link rate = 2x Ironwood's (derived from this claim); 20x20x24 vs 16x24x24 "
-        "pods; each chip's default engine and cost terms, fastest algorithm (auto)",
-        "holds by construction",
-    )
-
-
-def pod_compute(rows: list[dict[str, Any]] | None, ironwood: System, tpu8t: System) -> Claim:
-    """6. A TPU 8t superpod has "nearly 3x" an Ironwood pod's compute; it holds only
-    partly when only the mixed-dtype comparison (fp4 against fp8) reaches it."""
-    pod = {
-        s.name: {d: r * s.num_chips for d, r in s.chip.peak_flops.items()}
-        for s in (ironwood, tpu8t)
-    }
-    mixed = pod[TPU8T]["fp4"] / pod[IRONWOOD]["fp8"]
-    same = pod[TPU8T]["fp8"] / pod[IRONWOOD]["fp8"]
-    text = (
-        f"peak {pod[TPU8T]['fp4'] / FLOPS_PER_EFLOPS:.1f} EF fp4 vs "
-        f"{pod[IRONWOOD]['fp8'] / FLOPS_PER_EFLOPS:.1f} EF fp8 "
-        f"= {mixed:.2f}x; same dtype (fp8) {same:.2f}x"
-    )
-    for workload in TRAINING_WORKLOADS:
-        train_iw = _row(rows, IRONWOOD, workload, kind="training_step")
-        train_8t = _row(rows, TPU8T, workload, kind="training_step")
-        if train_iw is not None and train_8t is not None:
-            step = train_8t["tokens_per_s"] / train_iw["tokens_per_s"]
-            text += f"; simulated {workload} fp8 training step, tokens/s per pod {step:.2f}x"
-    threshold = RATIO_MARGIN * CLAIMED_COMPUTE_RATIO
-    return Claim(
-        'A TPU 8t superpod has "nearly 3x" the compute of an Ironwood pod',
-        "Google TPU 8 announcement (121 EF vs 42.5 EF)",
-        text,
-        "9,600 vs 9,216 chips; 8t fp4 12.6 PF (secondary), fp8 5.98 PF (JAX); "
-        "Ironwood fp8 4.614 PF (Google docs)",
-        "partly (only fp4 against fp8)"
-        if mixed >= threshold and same < threshold
-        else _verdict_ratio(same, CLAIMED_COMPUTE_RATIO),
-    )
+    return pd.DataFrame(claim_rows(rows))
 
 
 def format_claims(frame: Any) -> str:

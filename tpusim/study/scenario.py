@@ -46,7 +46,7 @@ Dask) -> the records of a :class:`~tpusim.results.run.ScenarioRun`
 Each workload's ``kind`` names a registered kind (:mod:`tpusim.workloads`): its spec
 class validates it and its ``run`` produces one record per system and sweep point
 (:mod:`tpusim.results.records`); :meth:`Scenario.outputs` and
-:func:`tpusim.results.writers.write_outputs` write the files.
+:func:`tpusim.study.outputs.write_outputs` write the files.
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import tpusim.report.figures  # noqa: F401  (registers the "plots" output writer)
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.faults import with_fault_defaults
 from tpusim.config.limits import packet_work_problem, points_problem

@@ -1,19 +1,24 @@
-"""Topologies by kind: one builder per spec ``kind``, turning a loaded system into its
-:class:`~tpusim.topology.base.Topology`.
+"""Topologies by kind: one :class:`TopologyKind` per spec ``kind``, turning a loaded
+system into its :class:`~tpusim.topology.base.Topology`.
 
-The shipped kinds (``torus``, ``boardfly``, ``clos``) register in
-:mod:`tpusim.topology`. A new kind is a new module with a Topology subclass, a
-builder and (for system files to accept it) a spec class, joined by one call::
+The shipped kinds (``torus``, ``boardfly``, ``clos``) are registered in one list in
+:mod:`tpusim.topology`. A new kind is a new module with a Topology subclass, a builder
+and (for system files to accept it) a spec class, joined by one call::
 
-    register_topology("ring", build_ring, spec=RingTopologySpec)
+    TOPOLOGIES.register("ring", TopologyKind(build_ring, spec=RingTopologySpec))
+
+which also registers the spec with the config layer
+(:data:`~tpusim.config.system.TOPOLOGY_SPECS`), so system files accept the kind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpusim.config.system import BaseTopologySpec, register_topology_spec
+from tpusim.config.system import TOPOLOGY_SPECS, BaseTopologySpec
+from tpusim.registry import Registry
 from tpusim.topology.base import Topology
 
 if TYPE_CHECKING:
@@ -22,30 +27,25 @@ if TYPE_CHECKING:
 #: Turns a loaded system (one pod, or pods on a fabric) into its topology.
 TopologyBuilder = Callable[["System"], Topology]
 
-_BUILDERS: dict[str, TopologyBuilder] = {}
+
+@dataclass(frozen=True)
+class TopologyKind:
+    """A topology kind: ``build`` turns a system of this kind into its topology;
+    ``spec``, the class of its ``topology:`` block in system files (None for a kind
+    whose spec the config layer already has, e.g. the ``clos`` fabric of pods)."""
+
+    build: TopologyBuilder
+    spec: type[BaseTopologySpec] | None = None
 
 
-def register_topology(
-    kind: str, builder: TopologyBuilder, spec: type[BaseTopologySpec] | None = None
-) -> None:
-    """Build systems whose topology (or, for pods, fabric) has ``kind`` with ``builder``;
-    ``spec``, if given, is registered with the config layer so system files accept the
-    kind (see :func:`~tpusim.config.system.register_topology_spec`).
-
-    Registering the same builder again does nothing; ValueError if ``kind`` already
-    has another builder.
-    """
-    known = _BUILDERS.get(kind)
-    if known is not None and known is not builder:
-        raise ValueError(f"topology kind '{kind}' already has a builder")
-    if spec is not None:
-        register_topology_spec(spec)
-    _BUILDERS[kind] = builder
+def _register_spec(kind: str, entry: TopologyKind) -> None:
+    if entry.spec is not None:
+        TOPOLOGY_SPECS.register(kind, entry.spec)
 
 
-def topology_kinds() -> tuple[str, ...]:
-    """Kinds with a builder, in registration order."""
-    return tuple(_BUILDERS)
+#: Topology kinds by name; raises UnknownEntryError / DuplicateEntryError
+#: (:mod:`tpusim.registry`).
+TOPOLOGIES: Registry[TopologyKind] = Registry("topology kind", _register_spec)
 
 
 def system_kind(system: System) -> str:
@@ -60,10 +60,6 @@ def system_kind(system: System) -> str:
 def build_topology(system: System) -> Topology:
     """The topology of a loaded system, with its link bandwidths and hop latencies.
 
-    Raises ValueError for a kind nothing has registered.
+    Raises UnknownEntryError (a ValueError) for a kind nothing has registered.
     """
-    kind = system_kind(system)
-    builder = _BUILDERS.get(kind)
-    if builder is None:
-        raise ValueError(f"no topology builder for kind '{kind}' (known: {', '.join(_BUILDERS)})")
-    return builder(system)
+    return TOPOLOGIES.get(system_kind(system)).build(system)

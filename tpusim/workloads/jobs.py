@@ -41,7 +41,7 @@ from tpusim.program.ir import Op, Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.results.records import Figure, Record
 from tpusim.results.simulation import Results
-from tpusim.results.writers import Outputs, register_writer, trace_name
+from tpusim.results.writers import Outputs, trace_name
 from tpusim.vocabulary import Op as CollectiveOp
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
@@ -300,4 +300,3 @@ def check(spec: JobsWorkload, context: WorkloadContext) -> None:
 
 
 KIND = WorkloadKind(JobsWorkload, run, record=JobsRecord, check=check)
-register_writer("jobs", write_jobs_heatmaps)
