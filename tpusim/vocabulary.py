@@ -3,9 +3,10 @@
 Closed vocabularies (fixed by physics or by the contract) live here as ``Literal``
 types with a tuple of their values for CLI choices and messages; schemas, the CLI and
 the engine import them from here and nowhere else. Open families that grow by one file
-and one registration (topology kinds, collective algorithms, workload kinds, output
-writers) are registries in their own packages (:mod:`tpusim.topology.registry`,
-:mod:`tpusim.collectives.registry`, :mod:`tpusim.workloads`, :mod:`tpusim.results.writers`).
+and one registration (topology kinds, collective algorithms, network fidelities, workload
+kinds, output writers) are registries in their own packages
+(:mod:`tpusim.topology.registry`, :mod:`tpusim.collectives.registry`,
+:mod:`tpusim.network.backends`, :mod:`tpusim.workloads`, :mod:`tpusim.study.outputs`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,6 @@ OPS: tuple[Op, ...] = get_args(Op)
 #: Number formats a chip lists peak FLOP/s for.
 Dtype = Literal["fp32", "bf16", "fp8", "int8", "int4", "fp4"]
 DTYPES: tuple[Dtype, ...] = get_args(Dtype)
-
-#: Network fidelities (:mod:`tpusim.network`).
-Fidelity = Literal["analytic", "flow", "packet"]
-FIDELITIES: tuple[Fidelity, ...] = get_args(Fidelity)
 
 #: Who runs a collective's reductions and pays its per-step overhead.
 Engine = Literal["tensorcore", "sparsecore", "cae"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpusim import units
 from tpusim.cli.console import print_json
@@ -12,7 +12,8 @@ from tpusim.cli.flags import (
     add_flow_tolerance,
     add_max_points,
     axes_flag,
-    check_packet_work,
+    check_network_work,
+    network_flags,
     pairs_flag,
     size_flag,
     size_in_binary,
@@ -23,41 +24,46 @@ from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_csv, check_file_target, output_error
 
+if TYPE_CHECKING:
+    from tpusim.engine import CollectiveOptions
 
-def _collective_options(args: argparse.Namespace) -> dict[str, Any]:
+
+def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
+    """The flags as :class:`~tpusim.engine.CollectiveOptions`."""
+    from tpusim.cli.faults import fault_options
+    from tpusim.engine import CollectiveOptions
+
     if args.axes is not None and args.chips is not None:
         raise InputError("give --axes or --chips, not both")
     if args.chips is not None and args.chips < 1:
         raise InputError(f"--chips {args.chips}: must be >= 1")
-    if args.packet_bytes is not None and args.fidelity != "packet":
-        raise InputError("--packet-bytes only applies to --fidelity packet")
-    if args.flow_tolerance is not None and args.fidelity != "flow":
-        raise InputError("--flow-tolerance only applies to --fidelity flow")
-    options: dict[str, Any] = {
-        "axes": axes_flag(args.axes),
-        "chips": args.chips,
-        "algorithm": args.algorithm,
-        "fidelity": args.fidelity,
-        "engine": "tensorcore" if args.no_offload else args.engine,
-        "pairs": pairs_flag(args.pairs),
-        "flow_tolerance": args.flow_tolerance,
-    }
-    if args.packet_bytes is not None:
-        options["packet_bytes"] = size_flag(args.packet_bytes, "--packet-bytes")
-    from tpusim.cli.faults import fault_options
-
-    return options | fault_options(args)
+    packet = None if args.packet_bytes is None else size_flag(args.packet_bytes, "--packet-bytes")
+    network = network_flags(
+        args.fidelity, {"--flow-tolerance": args.flow_tolerance, "--packet-bytes": packet}
+    )
+    faults, routing, seed = fault_options(args)
+    return CollectiveOptions(
+        axes=axes_flag(args.axes) or (),
+        chips=args.chips,
+        pairs=pairs_flag(args.pairs) or (),
+        algorithm=args.algorithm,
+        engine="tensorcore" if args.no_offload else args.engine,
+        network=network,
+        faults=faults,
+        routing=routing,
+        seed=seed,
+    )
 
 
 def _run_one(
-    system: Any, topology: Any, args: argparse.Namespace, size: float, options: dict[str, Any]
+    system: Any, topology: Any, args: argparse.Namespace, size: float, options: CollectiveOptions
 ) -> tuple[Any, Any]:
     from tpusim.collectives import AlgorithmError
     from tpusim.engine import run_collective
 
     try:
         return run_collective(
-            topology, args.op, size, chip=system.chip, system_name=system.name, **options
+            topology, args.op, size, options, chip=system.chip, system_name=system.name
         )
     except (AlgorithmError, ValueError) as exc:
         raise InputError(str(exc)) from None
@@ -80,7 +86,7 @@ def cmd_collective(args: argparse.Namespace) -> None:
         sizes = sweep_sizes(args.sweep_bytes, args.max_points)
     else:
         sizes = [size_flag(args.bytes, "--bytes")]
-    check_packet_work(system.num_chips, sizes, options)
+    check_network_work(system.num_chips, sizes, options)
     topology = build_topology(system)
     binary = size_in_binary(args.sweep_bytes or args.bytes)
     if args.sweep_bytes is not None:
@@ -114,7 +120,7 @@ def _collective_sweep(
     topology: Any,
     args: argparse.Namespace,
     sizes: list[float],
-    options: dict[str, Any],
+    options: CollectiveOptions,
     binary: bool,
 ) -> None:
     """``--sweep-bytes``: each row printed as it finishes (text), or one JSON object at

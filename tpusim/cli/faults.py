@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from tpusim import units
-from tpusim.cli.flags import size_flag
-from tpusim.config.faults import ROUTINGS, FaultPlan, load_faults, plan_flags
+from tpusim.cli.flags import fidelities, size_flag
+from tpusim.config.faults import ROUTINGS, FaultPlan, Routing, load_faults, plan_flags
 from tpusim.errors import InputError
-from tpusim.vocabulary import FIDELITIES, OPS
+from tpusim.vocabulary import OPS, Op
 
 PERCENTILES = (10, 50, 90, 99)
 """Percentiles of the time reported per count of failed links (percent)."""
@@ -59,18 +59,15 @@ def run_fault_flags(args: argparse.Namespace) -> dict[str, Any]:
     return plan_flags(plan, args.fail_links, args.seed) | {"routing": args.routing}
 
 
-def fault_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``run_collective`` keywords from the fault flags (empty on the healthy path)."""
+def fault_options(args: argparse.Namespace) -> tuple[FaultPlan | None, Routing, int]:
+    """(faults, routing, seed) from the fault flags (None, minimal, 0 on the healthy
+    path), as :class:`~tpusim.engine.CollectiveOptions` takes them."""
     _check_flags(args)
-    options: dict[str, Any] = {}
     plan = load_faults(args.faults) if args.faults else None
+    faults = None
     if plan is not None or args.fail_links:
-        options["faults"] = (plan or FaultPlan()).with_random(args.fail_links, args.seed)
-    if args.seed is not None:
-        options["seed"] = args.seed
-    if args.routing != "minimal":
-        options["routing"] = args.routing
-    return options
+        faults = (plan or FaultPlan()).with_random(args.fail_links, args.seed)
+    return faults, args.routing, 0 if args.seed is None else args.seed
 
 
 def fault_lines(rec: dict[str, Any]) -> list[str]:
@@ -105,7 +102,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--fail-links", default="0:16", help="LOW:HIGH failed links (default 0:16)")
     p.add_argument("--trials", type=int, default=20, help="trials per count (default 20)")
     p.add_argument("--seed", type=int, default=1, help="seed of the trials (default 1)")
-    p.add_argument("--fidelity", choices=FIDELITIES, default="analytic")
+    p.add_argument("--fidelity", choices=fidelities(), default="analytic")
     p.add_argument("--routing", choices=ROUTINGS, default="minimal")
     p.add_argument("--out", help="folder for faults.csv and the degradation curve faults.png")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -114,17 +111,20 @@ def add_parsers(sub: Any) -> None:
 
 def monte_carlo(
     system_name: str,
-    op: str,
+    op: Op,
     size: float,
     counts: list[int],
     trials: int,
     seed: int,
     fidelity: str = "analytic",
-    routing: str = "minimal",
+    routing: Routing = "minimal",
 ) -> dict[str, Any]:
     """The Monte Carlo record (see the module docstring)."""
+    from dataclasses import replace
+
     from tpusim.config.loader import load_system
-    from tpusim.engine import run_collective
+    from tpusim.engine import CollectiveOptions, CollectiveResult, run_collective
+    from tpusim.network import NetworkSettings
     from tpusim.network.faults import DisconnectedError
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology
@@ -132,10 +132,16 @@ def monte_carlo(
     system = load_system(system_name)
     topology = build_topology(system)
     routes = RouteCache(topology)
-    common: dict[str, Any] = {"chip": system.chip, "system_name": system.name, "routes": routes}
-    common |= {"fidelity": fidelity, "routing": routing}
-    healthy, _ = run_collective(topology, op, size, **common)  # type: ignore[arg-type]
-    common["name_replanning"] = False  # the healthy algorithm is the record's
+    options = CollectiveOptions(network=NetworkSettings.of(fidelity), routing=routing)
+
+    def run(options: CollectiveOptions) -> CollectiveResult:
+        result, _ = run_collective(
+            topology, op, size, options, chip=system.chip, system_name=system.name, routes=routes
+        )
+        return result
+
+    healthy = run(options)
+    options = replace(options, name_replanning=False)  # the healthy algorithm is the record's
     draw = np.random.default_rng(seed)
     rows = []
     for count in counts:
@@ -143,7 +149,7 @@ def monte_carlo(
         for _ in range(trials if count else 1):
             plan = FaultPlan(fail_links=count, seed=int(draw.integers(2**31)))
             try:
-                result, _ = run_collective(topology, op, size, faults=plan, **common)  # type: ignore[arg-type]
+                result = run(replace(options, faults=plan))
             except DisconnectedError:
                 cut += 1
                 continue

@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpusim import units
 from tpusim.config.limits import (
     MAX_SWEEP_POINTS,
-    packet_work_problem,
     points_problem,
     whole_bytes_problem,
 )
 from tpusim.errors import InputError
-from tpusim.vocabulary import FIDELITIES
+
+if TYPE_CHECKING:
+    from tpusim.engine import CollectiveOptions
+    from tpusim.network import NetworkSettings
 
 __all__ = [
     "axes_flag",
-    "check_packet_work",
+    "check_network_work",
+    "fidelities",
     "flow_tolerance_flag",
+    "network_flags",
     "pairs_flag",
     "path_flag",
     "plot_flag",
@@ -101,16 +105,12 @@ def axes_flag(text: str | None) -> list[str] | None:
     return names
 
 
-def check_packet_work(num_chips: int, sizes: list[float], options: dict[str, Any]) -> None:
-    """At packet fidelity, refuse a collective too large to simulate before starting it
-    (``options`` as the collective command builds them; ``num_chips`` the system's)."""
-    from tpusim.network.packet import DEFAULT_PACKET_BYTES
-
-    if options["fidelity"] != "packet":
-        return
-    chips = min(options["chips"] or num_chips, num_chips)
-    packet = options.get("packet_bytes", DEFAULT_PACKET_BYTES)
-    problem = packet_work_problem(chips, max(sizes), packet)
+def check_network_work(num_chips: int, sizes: list[float], options: CollectiveOptions) -> None:
+    """Refuse a collective too large to simulate at its fidelity (packet: see
+    :func:`~tpusim.config.limits.packet_work_problem`) before starting it (``num_chips``
+    the system's)."""
+    chips = min(options.chips or num_chips, num_chips)
+    problem = options.network.work_problem(chips, max(sizes))
     if problem is not None:
         raise InputError(problem)
 
@@ -150,14 +150,45 @@ def positive_flag(text: str) -> int:
     return value
 
 
+def fidelities() -> tuple[str, ...]:
+    """The registered network fidelities (``--fidelity`` choices)."""
+    from tpusim.network import NETWORKS
+
+    return NETWORKS.names()
+
+
 def add_fidelity(p: argparse.ArgumentParser) -> None:
+    from tpusim.network import NETWORKS
+
+    models = ", ".join(f"{name} ({backend.description})" for name, backend in NETWORKS.items())
     p.add_argument(
-        "--fidelity",
-        choices=FIDELITIES,
-        default="flow",
-        help="network model: analytic (closed forms), flow (max-min fair, the default) "
-        "or packet (small systems)",
+        "--fidelity", choices=fidelities(), default="flow", help=f"network model: {models}"
     )
+
+
+#: Each network-option flag and the backend option it sets.
+NETWORK_FLAGS = {"--flow-tolerance": "tolerance", "--packet-bytes": "packet_bytes"}
+
+
+def network_flags(fidelity: str, given: dict[str, object]) -> NetworkSettings:
+    """The network settings of ``--fidelity`` and the option flags ``given`` (flag ->
+    value, None when not given); a flag for an option the fidelity does not own is an
+    error naming the fidelities that own it."""
+    from tpusim.network import NETWORKS, NetworkSettings
+
+    options: dict[str, Any] = {}
+    for flag, value in given.items():
+        if value is None:
+            continue
+        option = NETWORK_FLAGS[flag]
+        if option not in NETWORKS.get(fidelity).options.model_fields:
+            owners = [n for n, b in NETWORKS.items() if option in b.options.model_fields]
+            raise InputError(f"{flag} only applies to --fidelity {' or '.join(owners)}")
+        options[option] = value
+    try:
+        return NetworkSettings.of(fidelity, **options)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def add_flow_tolerance(p: argparse.ArgumentParser) -> None:

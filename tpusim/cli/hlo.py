@@ -11,6 +11,7 @@ from tpusim.cli.console import print_json
 from tpusim.cli.flags import (
     add_fidelity,
     add_flow_tolerance,
+    network_flags,
 )
 from tpusim.errors import InputError
 from tpusim.workloads.hlo import hlo_summary
@@ -23,10 +24,9 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         raise InputError(
             f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
         ) from None
-    if args.flow_tolerance is not None and args.fidelity != "flow":
-        raise InputError("--flow-tolerance only applies to --fidelity flow")
+    network = network_flags(args.fidelity, {"--flow-tolerance": args.flow_tolerance})
     system, file = _hlo_target(args)
-    record = hlo_summary(file, system, args.fidelity, order, args.calibration, args.flow_tolerance)
+    record = hlo_summary(file, system, network, order, args.calibration)
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
         print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)

@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from tpusim import units
-from tpusim.cli.flags import positive_flag
+from tpusim.cli.flags import fidelities, positive_flag
 from tpusim.report import text_table
-from tpusim.vocabulary import DTYPES, FIDELITIES
+from tpusim.vocabulary import DTYPES
 
 COLUMNS = (
     "rank",
@@ -49,8 +49,8 @@ def add_parsers(sub: Any) -> None:
         default=DEFAULT_CONFIRM,
         help=f"best ranked layouts simulated again (default {DEFAULT_CONFIRM})",
     )
-    p.add_argument("--rank-fidelity", choices=FIDELITIES, default="analytic")
-    p.add_argument("--confirm-fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument("--rank-fidelity", choices=fidelities(), default="analytic")
+    p.add_argument("--confirm-fidelity", choices=fidelities(), default="flow")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plan)
 

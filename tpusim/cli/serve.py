@@ -17,12 +17,12 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from tpusim.cli.flags import path_flag, plot_flag
+from tpusim.cli.flags import fidelities, path_flag, plot_flag
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions
-from tpusim.vocabulary import DTYPES, FIDELITIES
+from tpusim.vocabulary import DTYPES
 
 TABLE_FIELDS = (
     ("replicas x chips", None),
@@ -176,7 +176,7 @@ def _deployment_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fidelity", choices=FIDELITIES, default="flow")
+    p.add_argument("--fidelity", choices=fidelities(), default="flow")
     p.add_argument(
         "--draft-tokens",
         type=int,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.cli.flags import fidelities
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
-from tpusim.vocabulary import FIDELITIES
 
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
 
@@ -39,7 +39,7 @@ def add_parsers(sub: Any) -> None:
 def _fidelity(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fidelity",
-        choices=FIDELITIES,
+        choices=fidelities(),
         default="flow",
         help="network model (default %(default)s; packet refuses cases over its limits)",
     )

@@ -40,14 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 
 from tpusim.collectives.base import AlgorithmError, Group, Schedule, Step
 from tpusim.collectives.costs import CostClass
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network.analytic import AnalyticNetwork
 from tpusim.network.base import FlowBatch, Network
-from tpusim.topology import Topology
 from tpusim.vocabulary import Op
 
 AUTO = "auto"
@@ -85,23 +83,25 @@ class Prediction:
 
 
 class Predictor:
-    """Predicts schedules' times on ``topology`` under ``onchip``; ``batch_of(step)``
-    gives a step's routed flow batch (the engine passes its cache, so the chosen
-    schedule's routes are computed once); ``simulate(schedule)``, if given, is the
-    schedule's time simulated alone at the run's fidelity (for close calls);
+    """Predicts schedules' times on ``network`` (a fresh analytic network that only
+    routes and holds link bandwidths, never sends; the engine builds it) under
+    ``onchip``; ``batch_of(step)`` gives a step's routed flow batch (the engine passes
+    its cache, so the chosen schedule's routes are computed once); ``simulate(schedule)``,
+    if given, is the schedule's time simulated alone at the run's fidelity (close calls);
     ``faults_of``, if given, is a network whose routing policy and failed or degraded
     links the predictions take (the survivors are what ``auto`` plans on)."""
 
     def __init__(
         self,
-        topology: Topology,
+        network: AnalyticNetwork,
         onchip: OnChipModel,
         batch_of: Callable[[Step], FlowBatch],
         simulate: Callable[[Schedule], float] | None = None,
         faults_of: Network | None = None,
     ):
         self.onchip, self.batch_of, self.simulate = onchip, batch_of, simulate
-        self.network = AnalyticNetwork(simpy.Environment(), topology)
+        self.network = network
+        topology = network.topology
         self.network.set_link_efficiency(onchip.link_efficiency)
         if faults_of is not None:
             self.network.copy_links_from(faults_of)

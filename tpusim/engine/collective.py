@@ -7,30 +7,33 @@ schedule, hop statistics and link bytes into a :class:`CollectiveResult`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tpusim.collectives import AUTO, Predictor, build_schedule, bus_factor
-from tpusim.collectives.base import Algorithm, Schedule
+from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
-from tpusim.config.faults import FaultPlan, Routing
 from tpusim.config.loader import System, load_system
+from tpusim.engine.settings import CollectiveOptions
 from tpusim.engine.simulation import Simulation
 from tpusim.errors import InputError
-from tpusim.network import DEFAULT_PACKET_BYTES, Network
+from tpusim.network import AnalyticNetwork, Network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op as ProgramOp
 from tpusim.program.ir import Program
 from tpusim.results import link_utilization, links_frame
 from tpusim.results.simulation import CollectiveResult
 from tpusim.topology import Topology
-from tpusim.vocabulary import EngineChoice, Fidelity, Op
+from tpusim.vocabulary import Op
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+#: A collective on every chip, ``auto`` algorithm, flow fidelity, no faults.
+DEFAULT_OPTIONS = CollectiveOptions()
 
 
 def link_table(topology: Topology, network: Network, time_s: float) -> pd.DataFrame:
@@ -42,57 +45,49 @@ def run_collective(
     topology: Topology,
     op: Op,
     size: float,
+    options: CollectiveOptions = DEFAULT_OPTIONS,
     *,
     chip: ChipSpec | None = None,
-    system_name: str = "",
-    axes: Sequence[str] | None = None,
-    chips: int | None = None,
-    algorithm: Algorithm | None = None,
-    fidelity: Fidelity = "flow",
-    engine: EngineChoice = "auto",
     onchip: OnChipModel | None = None,
-    pairs: list[tuple[int, int]] | None = None,
-    packet_bytes: float = DEFAULT_PACKET_BYTES,
-    check_capacity: bool = False,
+    system_name: str = "",
     routes: RouteCache | None = None,
-    flow_tolerance: float | None = None,
-    faults: FaultPlan | None = None,
-    routing: Routing = "minimal",
-    seed: int = 0,
-    name_replanning: bool = True,
 ) -> tuple[CollectiveResult, Network]:
-    """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``:
-    a one-op program run by :class:`tpusim.engine.Simulation` (``faults``, ``routing``,
-    ``seed``: see there; the network's ``fault_report`` holds their JSON fields, and
-    ``replanned`` under ``name_replanning``).
+    """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``topology``
+    as ``options`` say: a one-op program run by :class:`tpusim.engine.Simulation` (the
+    network's ``fault_report`` holds the fault and routing JSON fields).
 
-    ``flow_tolerance``: see :func:`tpusim.network.make_network`; ``routes``: a reusable
-    :class:`RouteCache` of ``topology``. On-chip cost from ``onchip``, else ``chip`` and
-    ``engine``, else none. Returns the result and the network. Raises ValueError (or
-    AlgorithmError) for a bad size, group, op or algorithm, InputError for a fault naming
-    no link or chip, SimulationError for a collective a failed chip stops.
+    On-chip cost from ``onchip``, else ``chip`` and ``options.engine``, else none;
+    ``routes``: a reusable :class:`RouteCache` of ``topology``. Returns the result and
+    the network. Raises ValueError (or AlgorithmError) for a bad size, group, op or
+    algorithm, InputError for a fault naming no link or chip, SimulationError for a
+    collective a failed chip stops.
     """
     if not size > 0:
         raise ValueError(f"bytes must be > 0 (got {size:g})")
     if routes is not None and routes.topology is not topology:
         raise ValueError("routes must be a RouteCache of the same topology")
+    engine = options.engine
     model = onchip or (OnChipModel.for_chip(chip, engine) if chip else OnChipModel.none())
     collective = ProgramOp(
-        name=op, kind="collective", collective=op, size_bytes=float(size),
-        axes=tuple(axes or ()), algorithm=algorithm, num_chips=chips,
-        pairs=tuple(pairs or ()), split_ports=op == "collective-permute",
-    )  # fmt: skip
-    sim = Simulation(
-        None, Program(op, (collective,)), fidelity, seed, onchip=model, topology=topology,
-        flow_tolerance=flow_tolerance if fidelity == "flow" else None, routes=routes,
-        packet_bytes=packet_bytes, check_capacity=check_capacity and fidelity == "flow",
-        port_rows=False, faults=faults, routing=routing,
-    )  # fmt: skip
+        name=op,
+        kind="collective",
+        collective=op,
+        size_bytes=float(size),
+        axes=tuple(options.axes),
+        algorithm=options.algorithm,
+        num_chips=options.chips,
+        pairs=tuple(options.pairs),
+        split_ports=op == "collective-permute",
+    )
+    program = Program(op, (collective,))
+    settings = options.run_settings()
+    sim = Simulation(None, program, settings, onchip=model, topology=topology, routes=routes)
     schedule = _schedule(sim, collective)
     sim.run()
-    if name_replanning and algorithm in (None, AUTO) and not sim.faults.schedule.empty:
+    auto = options.algorithm in (None, AUTO)
+    if options.name_replanning and auto and not sim.faults.schedule.empty:
         _note_replanning(sim, collective, schedule)
-    return _result(sim, schedule, system_name, size, pairs), sim.network
+    return _result(sim, schedule, system_name, size, list(options.pairs)), sim.network
 
 
 def _note_replanning(sim: Simulation, op: ProgramOp, schedule: Schedule) -> None:
@@ -102,7 +97,7 @@ def _note_replanning(sim: Simulation, op: ProgramOp, schedule: Schedule) -> None
     group = sim.placement.group(op, sim.placement.physical_axes(op))
     split = op.split_ports
     healthy = Predictor(
-        sim.topology,
+        AnalyticNetwork(sim.env, sim.topology),
         sim.onchip,
         lambda step: sim.batches.of(step, split),
         lambda trial: sim._trial_time_s(trial, split, healthy=True),
@@ -161,13 +156,12 @@ def _result(
 
 
 def simulate_collective(
-    system: System | str, op: Op, size: float, **options: Any
+    system: System | str, op: Op, size: float, options: CollectiveOptions = DEFAULT_OPTIONS
 ) -> tuple[CollectiveResult, Network]:
     """:func:`run_collective` on a loaded system or a shipped name / YAML path, with
     the system's chip for the on-chip model."""
     from tpusim.topology import build_topology
 
     loaded = load_system(system) if isinstance(system, str) else system
-    return run_collective(
-        build_topology(loaded), op, size, chip=loaded.chip, system_name=loaded.name, **options
-    )
+    topology = build_topology(loaded)
+    return run_collective(topology, op, size, options, chip=loaded.chip, system_name=loaded.name)

@@ -36,12 +36,11 @@ from tpusim.collectives.adapt import rings_as_lines, without_chips
 from tpusim.collectives.base import Group, Schedule
 from tpusim.config.faults import NO_FAULTS, FaultPlan, Routing
 from tpusim.errors import InputError, SimulationError
-from tpusim.network import Network
+from tpusim.network import NETWORKS, Network, NetworkSettings
 from tpusim.network.faults import ChipFault, DisconnectedError, FaultSchedule, resolve_faults
 from tpusim.network.routing import make_router
 from tpusim.program.ir import ChipOverride, Op, Program
 from tpusim.topology import Topology
-from tpusim.vocabulary import Fidelity
 
 if TYPE_CHECKING:
     from tpusim.engine.simulation import Simulation
@@ -65,7 +64,7 @@ class FaultState:
         topology: Topology,
         plan: FaultPlan | None,
         routing: Routing,
-        fidelity: Fidelity,
+        network: NetworkSettings,
         rng: np.random.Generator,
     ):
         plan = plan or NO_FAULTS
@@ -76,11 +75,12 @@ class FaultState:
             self.schedule = resolve_faults(plan, topology, rng)
         self.router = make_router(routing, rng)
         self.used = not self.schedule.empty or self.router is not None
-        if fidelity == "packet" and self._changes_later():
+        if not network.backend.reroutes_in_flight and self._changes_later():
+            able = " or ".join(NETWORKS.names(where=lambda backend: backend.reroutes_in_flight))
             raise InputError(
-                "the packet fidelity does not move packets in flight off a link that fails "
-                "during the run: use --fidelity flow or analytic (faults from the start and "
-                "non-minimal routing run at every fidelity)"
+                f"the {network.fidelity} fidelity does not move packets in flight off a link "
+                f"that fails during the run: use --fidelity {able} (faults from the start "
+                "and non-minimal routing run at every fidelity)"
             )
         if plan.on_chip_failure == "spare_cube":
             _check_cubes(topology)

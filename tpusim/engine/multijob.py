@@ -26,16 +26,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tpusim.collectives.base import Axis, Group
 from tpusim.engine import Simulation
 from tpusim.engine.placement import Placement
+from tpusim.engine.settings import RunSettings
+from tpusim.network import NetworkSettings
 from tpusim.program.ir import ChipOverride, Op, Program
 from tpusim.results.observers import BaseObserver
-from tpusim.vocabulary import Fidelity
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -212,36 +213,36 @@ class JobsRun:
         return max(self.times_s)
 
 
+#: Flow fidelity at its default tolerance.
+DEFAULT_NETWORK = NetworkSettings()
+
+
 def run_jobs(
     system: System,
     topology: Topology,
     routes: RouteCache,
     jobs: Sequence[Job],
-    fidelity: Fidelity = "flow",
-    flow_tolerance: float | None = None,
+    network: NetworkSettings = DEFAULT_NETWORK,
 ) -> JobsRun:
-    """``jobs`` at once on one network of ``fidelity``. Raises SimulationError naming
-    a job's deadlocked op, OutOfMemoryError for a job that does not fit."""
+    """``jobs`` at once on one ``network``. Raises SimulationError naming a job's
+    deadlocked op, OutOfMemoryError for a job that does not fit."""
     observers = [JobLinkBytes(len(topology.links)) for _ in jobs]
-    shared: dict[str, Any] = {}
-    sims = []
-    for job, observer in zip(jobs, observers, strict=True):
-        sim = Simulation(
-            system,
-            job.program,
-            fidelity,
-            flow_tolerance=flow_tolerance,
-            topology=topology,
-            routes=routes,
-            observers=[observer],
-            placement=JobPlacement(topology, job),
-            port_rows=False,
-            **shared,
-        )
-        shared = {"env": sim.env, "network": sim.network}
-        sims.append(sim)
+    placements = [JobPlacement(topology, job) for job in jobs]
+    settings = RunSettings(network, port_rows=False)
+    host = Simulation(
+        system,
+        jobs[0].program,
+        settings,
+        topology=topology,
+        routes=routes,
+        observers=observers[:1],
+        placement=placements[0],
+    )
+    sims = [host]
+    for job, observer, placement in zip(jobs[1:], observers[1:], placements[1:], strict=True):
+        sims.append(Simulation.joining(host, job.program, placement, [observer]))
     pending = [sim.start() for sim in sims]
-    sims[0].env.run()
+    host.env.run()
     results = [sim.finish(p) for sim, p in zip(sims, pending, strict=True)]
     times = [max((r.end_at for r in res.ops), default=0.0) for res in results]
     links = {job.name: o.link_bytes for job, o in zip(jobs, observers, strict=True)}
@@ -277,6 +278,7 @@ def local_overrides(program: Program, chips: np.ndarray) -> Program:
 
 
 __all__ = [
+    "DEFAULT_NETWORK",
     "Job",
     "JobLinkBytes",
     "JobPlacement",

@@ -13,6 +13,7 @@ as a deadlock naming the chips and the op.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,24 +22,27 @@ import simpy
 from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
-from tpusim.config.faults import FaultPlan, Routing
 from tpusim.config.loader import System, load_system
 from tpusim.engine.faults import FaultState
 from tpusim.engine.handlers import ChipClass, members, op_handler
 from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
+from tpusim.engine.settings import RunSettings
 from tpusim.errors import InputError, SimulationError
 from tpusim.hardware import ChipCostModel, MemoryTracker
-from tpusim.network import DEFAULT_PACKET_BYTES, Network, make_network
+from tpusim.network import AnalyticNetwork, Network, make_network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
 from tpusim.results.observers import CommunicationTime, HopStats, LinkBytes, Observer, OpsTable
 from tpusim.results.simulation import OpRecord, Results
 from tpusim.topology import Topology, build_topology
-from tpusim.vocabulary import Dtype, Fidelity
+from tpusim.vocabulary import Dtype
 
 #: The class of every chip without an MPMD override.
 SPMD_CLASS = "spmd"
+
+#: Flow fidelity at its default tolerance, seed 0, no faults, minimal routing.
+DEFAULT_SETTINGS = RunSettings()
 
 
 class Simulation:
@@ -46,64 +50,85 @@ class Simulation:
 
     ``system``: a loaded system or a shipped name / YAML path; None runs on a bare
     ``topology`` (network-only programs: collectives with ``onchip`` or no on-chip
-    cost). ``fidelity`` of the network; ``seed`` seeds :attr:`rng`, the simulation's
-    only source of randomness (for faults and random choices; equal inputs, equal
-    numbers). ``onchip`` and ``costs`` override the chip's collective on-chip model and
-    op cost model. ``flow_tolerance``, ``packet_bytes``, ``check_capacity``: see
-    :func:`tpusim.network.make_network`. ``topology`` and ``routes`` reuse a built
-    topology and its :class:`RouteCache` across runs. ``observers`` are told what happens
-    besides the built-in recorders; ``port_rows=False`` skips the per-port op rows.
-    ``env``, ``network`` and ``placement`` let several simulations share one SimPy
-    environment and network, each placing its collectives on its own chips
-    (:mod:`tpusim.engine.multijob`: each starts with :meth:`start`, the environment runs once,
-    each ends with :meth:`finish`).
-    ``faults`` (a :class:`~tpusim.config.faults.FaultPlan`) and ``routing`` (minimal,
-    valiant, ugal): see :mod:`tpusim.engine.faults`; random failures and routes are drawn
-    from :attr:`rng`. Raises InputError for a fault naming no link or chip, or for faults
-    or non-minimal routing at the packet fidelity.
+    cost). ``settings``: the network model and its options, the seed of :attr:`rng`
+    (the only source of randomness), the faults and routing policy (see
+    :mod:`tpusim.engine.faults`) and per-port op rows. ``onchip`` and ``costs``
+    override the chip's collective on-chip model and op cost model; ``topology`` and
+    ``routes`` reuse a built topology and its :class:`RouteCache` across runs;
+    ``observers`` are told what happens besides the built-in recorders; ``placement``
+    places the collectives (default: the program's mesh on every chip).
+
+    Two modes: built this way, a simulation owns its SimPy environment and network;
+    :meth:`joining` makes one that shares another's (several jobs on one network,
+    :mod:`tpusim.engine.multijob`: each starts with :meth:`start`, the environment
+    runs once, each ends with :meth:`finish`). Raises InputError for a fault naming no
+    link or chip, or for faults the network fidelity cannot take.
     """
 
     def __init__(
         self,
         system: System | str | None,
         program: Program,
-        fidelity: Fidelity = "flow",
-        seed: int = 0,
+        settings: RunSettings = DEFAULT_SETTINGS,
+        *,
         onchip: OnChipModel | None = None,
         costs: ChipCostModel | None = None,
-        flow_tolerance: float | None = None,
-        *,
         topology: Topology | None = None,
         routes: RouteCache | None = None,
-        packet_bytes: float = DEFAULT_PACKET_BYTES,
-        check_capacity: bool = False,
         observers: Sequence[Observer] = (),
-        port_rows: bool = True,
-        env: simpy.Environment | None = None,
-        network: Network | None = None,
         placement: Placement | None = None,
-        faults: FaultPlan | None = None,
-        routing: Routing = "minimal",
     ):
+        self._setup(system, program, settings, onchip, costs, topology)
+        self.placement = placement or Placement(self.topology, self.program.mesh)
+        self.env = simpy.Environment()
+        self.network = self._new_network(self.env, settings.network.check_capacity)
+        self._observe(routes or RouteCache(self.topology), observers)
+
+    @classmethod
+    def joining(
+        cls,
+        host: Simulation,
+        program: Program,
+        placement: Placement,
+        observers: Sequence[Observer] = (),
+    ) -> Simulation:
+        """A simulation of ``program`` on ``host``'s system, settings, SimPy environment
+        and network, placing its collectives with ``placement`` (its own chips)."""
+        sim = cls.__new__(cls)
+        sim._setup(host.system, program, host.settings, None, None, host.topology)
+        sim.placement, sim.env, sim.network = placement, host.env, host.network
+        sim._observe(host.batches.routes, observers)
+        return sim
+
+    def _setup(
+        self,
+        system: System | str | None,
+        program: Program,
+        settings: RunSettings,
+        onchip: OnChipModel | None,
+        costs: ChipCostModel | None,
+        topology: Topology | None,
+    ) -> None:
+        """What both modes share: the system, program, RNG, faults and cost models."""
         self.system = load_system(system) if isinstance(system, str) else system
-        self.program, self.fidelity = program, fidelity
-        self.rng = np.random.default_rng(seed)
+        self.settings, self.fidelity = settings, settings.network.fidelity
+        self.rng = np.random.default_rng(settings.seed)
         self.topology = topology or self._built_topology()
-        self.faults = FaultState(self.topology, faults, routing, fidelity, self.rng)
-        program = self.program = self.faults.slowed(program)
+        faults, routing = settings.faults, settings.routing
+        self.faults = FaultState(self.topology, faults, routing, settings.network, self.rng)
+        self.program = self.faults.slowed(program)
         chip = self.system.chip if self.system else None
         self.costs = costs or (ChipCostModel(chip) if chip else None)
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
-        self.placement = placement or Placement(self.topology, program.mesh)
-        self.env = env or simpy.Environment()
-        self._packet_bytes, self._flow_tolerance = packet_bytes, flow_tolerance
-        self.network = network or self._new_network(self.env, check_capacity)
+
+    def _observe(self, routes: RouteCache, observers: Sequence[Observer]) -> None:
+        """The built-in recorders, then ``observers``; per-collective caches."""
         self.ops_table, self.comm, self.hops = OpsTable(), CommunicationTime(), HopStats()
-        self.ops_table.wants_ports = port_rows
+        self.ops_table.wants_ports = self.settings.port_rows
         self.links = LinkBytes()
         self.observers: list[Observer] = [self.ops_table, self.comm, self.hops, self.links]
         self.observers += observers
-        self.batches = FlowBatches(routes or RouteCache(self.topology), self.observers)
+        self.batches = FlowBatches(routes, self.observers)
         self._schedules: dict[tuple[Any, ...], Schedule] = {}
         self._predictors: dict[tuple[bool, int], Predictor] = {}
         self._rendezvous: dict[str, Rendezvous] = {}
@@ -153,7 +178,7 @@ class Simulation:
         key = (bool(split_ports), self.faults.epoch)
         if key not in self._predictors:
             self._predictors[key] = Predictor(
-                self.topology,
+                AnalyticNetwork(self.env, self.topology),
                 self.onchip,
                 lambda step: self.batches.of(step, key[0]),
                 lambda schedule: self._trial_time_s(schedule, key[0]),
@@ -166,15 +191,10 @@ class Simulation:
     ) -> Network:
         """A network of this simulation's fidelity, options and link efficiency in ``env``,
         with its routing policy and the faults present from the start (none: ``healthy``)."""
-        network = make_network(
-            self.fidelity,
-            env,
-            self.topology,
-            packet_bytes=self._packet_bytes,
-            check_capacity=check_capacity,
-            flow_tolerance=self._flow_tolerance,
-            link_efficiency=self.onchip.link_efficiency,
-        )
+        settings = self.settings.network
+        if check_capacity != settings.check_capacity:
+            settings = replace(settings, check_capacity=check_capacity)
+        network = make_network(settings, env, self.topology, self.onchip.link_efficiency)
         if not healthy:
             self.faults.prepare(network)
         return network

@@ -24,12 +24,9 @@ import simpy
 
 from tpusim.network.faults import SurvivingRoutes
 from tpusim.topology import Topology
-from tpusim.vocabulary import FIDELITIES, Fidelity
 
 __all__ = [
-    "FIDELITIES",
     "SCATTER_ADD_LINKS_PER_ENTRY",
-    "Fidelity",
     "FlowBatch",
     "LinkOrder",
     "Network",
@@ -130,7 +127,8 @@ class Network(ABC):
     Keeps ``link_bytes`` (bytes offered to each directed link) for link records.
     """
 
-    fidelity: Fidelity
+    #: The name it is registered under in :data:`tpusim.network.NETWORKS`.
+    fidelity: str
 
     def __init__(self, env: simpy.Environment, topology: Topology):
         self.env, self.topology = env, topology

@@ -12,7 +12,6 @@ from typing import Any
 from tpusim.errors import ConfigError, InputError
 from tpusim.planner.memory import Fitted
 from tpusim.results.records import TrainingRecord
-from tpusim.vocabulary import Fidelity
 from tpusim.workloads.registry import WorkloadContext
 
 
@@ -56,16 +55,16 @@ class Simulator:
     def __init__(self, system: Any, topology: Any, workload: dict[str, Any]):
         self.system, self.topology, self.workload = system, topology, workload
 
-    def context(self, fidelity: Fidelity, label: str) -> WorkloadContext:
+    def context(self, fidelity: str, label: str) -> WorkloadContext:
         """Where a layout runs (errors name the plan command, not a scenario file)."""
+        from tpusim.network import NetworkSettings
         from tpusim.network.routes import RouteCache
 
         return WorkloadContext(
             system=self.system,
             topology=self.topology,
             routes=RouteCache(self.topology),
-            fidelity=fidelity,
-            flow_tolerance=None,
+            network=NetworkSettings.of(fidelity),
             power_per_chip_W=None,
             price_per_chip_hour_usd=None,
             file="plan",
@@ -74,7 +73,7 @@ class Simulator:
             label=label,
         )
 
-    def run(self, fitted: Fitted, fidelity: Fidelity, **fields: Any) -> Simulated:
+    def run(self, fitted: Fitted, fidelity: str, **fields: Any) -> Simulated:
         """``fitted``'s layout (with ``fields`` on top) simulated at ``fidelity``;
         raises InputError when the workload rejects it (it passed the builder's
         checks, so that would be a bug)."""
@@ -96,7 +95,7 @@ class Simulator:
         assert isinstance(record, TrainingRecord)
         return Simulated.of(fitted, record, time.perf_counter() - began)
 
-    def extrapolated(self, fitted: Fitted, fidelity: Fidelity) -> Simulated:
+    def extrapolated(self, fitted: Fitted, fidelity: str) -> Simulated:
         """``fitted``'s whole step from two fragments of ``a, b`` =
         :data:`FRAGMENT_LAYERS` layers per chunk (``a p v`` and ``b p v`` layers),
         each simulated as the workload runs it: past the FSDP prefetch's first layers,

@@ -30,7 +30,6 @@ from tpusim.planner.estimate import Network, Screen, Screener
 from tpusim.planner.memory import Fitted, MemoryReport, prune
 from tpusim.planner.rank import Simulated, Simulator
 from tpusim.units import format_bytes
-from tpusim.vocabulary import Fidelity
 
 DEFAULT_SHORTLIST = 4
 """Layouts simulated at the ranking fidelity (after the screen)."""
@@ -67,8 +66,8 @@ class PlanRequest:
     shortlist: int = DEFAULT_SHORTLIST
     confirm: int = DEFAULT_CONFIRM
     margin: float | None = SCREEN_MARGIN
-    rank_fidelity: Fidelity = "analytic"
-    confirm_fidelity: Fidelity = "flow"
+    rank_fidelity: str = "analytic"
+    confirm_fidelity: str = "flow"
 
 
 @dataclass

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpusim.hardware import ChipCostModel
+from tpusim.network import NetworkSettings
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.builders.serving import (
@@ -45,7 +46,6 @@ from tpusim.program.builders.serving import (
 )
 from tpusim.program.ir import Op, Program
 from tpusim.serving.overheads import NONE, SAMPLER_LOGIT_BYTES, IterationOverheads
-from tpusim.vocabulary import Fidelity
 
 #: Counts up to this are their own bucket (a design choice: small batches, where one
 #: token more is a large relative change, are simulated exactly).
@@ -118,9 +118,13 @@ def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     return costs.elementwise(op.bytes, op.memory).time_s
 
 
+#: Flow fidelity at its default tolerance.
+DEFAULT_NETWORK = NetworkSettings()
+
+
 class IterationCosts:
     """Iteration times (s) of one replica of shape ``shape`` on ``system``; the engine
-    runs at ``fidelity`` on ``topology`` and ``routes`` (built once, shared by every
+    runs on ``network`` (settings) on ``topology`` and ``routes`` (built once, shared by every
     run). ``engine_runs`` counts the simulations made. ``overheads``
     (:mod:`tpusim.serving.overheads`): the host time, HBM efficiency and sampler
     passes added to every iteration (default none: the engine's time alone);
@@ -136,8 +140,7 @@ class IterationCosts:
         self,
         system: Any,
         shape: ReplicaShape,
-        fidelity: Fidelity = "flow",
-        flow_tolerance: float | None = None,
+        network: NetworkSettings = DEFAULT_NETWORK,
         overheads: IterationOverheads = NONE,
         async_scheduling: bool = False,
         expert_imbalance: float = 1.0,
@@ -149,8 +152,7 @@ class IterationCosts:
         self.overheads, self.async_scheduling = overheads, async_scheduling
         self.expert_imbalance = expert_imbalance
         system = with_hbm_efficiency(system, overheads.hbm_efficiency)
-        self.system, self.shape, self.fidelity = system, shape, fidelity
-        self.flow_tolerance = flow_tolerance
+        self.system, self.shape, self.network = system, shape, network
         self.topology = build_topology(system)
         self.routes = RouteCache(self.topology)
         self.costs = ChipCostModel(system.chip)
@@ -160,17 +162,12 @@ class IterationCosts:
 
     def simulate(self, program: Program) -> dict[str, float]:
         """Seconds per op name of ``program`` simulated by the engine."""
-        from tpusim.engine import Simulation
+        from tpusim.engine import RunSettings, Simulation
 
         self.engine_runs += 1
+        settings = RunSettings(self.network, port_rows=False)
         results = Simulation(
-            self.system,
-            program,
-            self.fidelity,
-            flow_tolerance=self.flow_tolerance,
-            topology=self.topology,
-            routes=self.routes,
-            port_rows=False,
+            self.system, program, settings, topology=self.topology, routes=self.routes
         ).run()
         return {r.name: r.end_at - r.start_at for r in results.ops}
 

@@ -34,6 +34,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.types import Frozen, Time
+from tpusim.network import FidelityName, NetworkSettings
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
 from tpusim.serving.metrics import Slo
 from tpusim.serving.requests import (
@@ -46,7 +47,7 @@ from tpusim.serving.requests import (
 )
 from tpusim.serving.service import DEFAULT_MAX_SEQUENCES, DEFAULT_MAX_TOKENS, Deployment
 from tpusim.serving.steady import MIN_REQUESTS
-from tpusim.vocabulary import Dtype, Fidelity
+from tpusim.vocabulary import Dtype
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -283,15 +284,25 @@ class ServeOptions(ServeSpec):
     ``flow_tolerance`` of the iteration costs, and the all-in power per chip (W) and
     price per chip-hour (USD) of the energy and cost per million tokens."""
 
-    fidelity: Fidelity = "flow"
-    flow_tolerance: float | None = None
+    fidelity: FidelityName = "flow"
+    flow_tolerance: float | None = Field(None, ge=0, lt=1)
     power_per_chip_W: PositiveFloat | None = None
     price_per_chip_hour_usd: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _network_known(self) -> ServeOptions:
+        self.network()  # a tolerance at a fidelity without one is an error here
+        return self
+
+    def network(self) -> NetworkSettings:
+        """The network settings of ``fidelity`` and, for flow, ``flow_tolerance``."""
+        return NetworkSettings.of(self.fidelity, tolerance=self.flow_tolerance)
 
     def deployment(self, system: str | System) -> Deployment:
         """The :class:`~tpusim.serving.service.Deployment` of these options on
         ``system`` (a shipped name, a YAML path or a loaded system)."""
-        return Deployment(system=system, **self.model_dump(include=DEPLOYMENT_FIELDS))
+        chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
+        return Deployment(system=system, network=self.network(), **chosen)
 
     def economics(self) -> dict[str, float | None]:
         """The economics as :func:`~tpusim.serving.metrics.economics` takes them."""
@@ -302,7 +313,7 @@ class ServeOptions(ServeSpec):
 
 
 #: The options a :class:`~tpusim.serving.service.Deployment` takes (by the same names).
-DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system"}
+DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system", "network"}
 
 
 def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
 from tpusim.errors import InputError, SimulationError
+from tpusim.network import NetworkSettings
 from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
@@ -26,7 +27,6 @@ from tpusim.serving.option_error import OptionError
 from tpusim.serving.overheads import NONE, IterationOverheads, overheads_for
 from tpusim.serving.placement import replica_chip_order
 from tpusim.serving.scheduler import Request, Scheduler
-from tpusim.vocabulary import Fidelity
 
 #: Tokens per iteration: vLLM V1's ``max_num_batched_tokens`` default for online
 #: serving (published default; chunked prefill splits longer prompts).
@@ -63,8 +63,7 @@ class Deployment:
     block_size: int = DEFAULT_BLOCK_SIZE
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_sequences: int = DEFAULT_MAX_SEQUENCES
-    fidelity: Fidelity = "flow"
-    flow_tolerance: float | None = None
+    network: NetworkSettings = field(default_factory=NetworkSettings)
     overheads: bool | IterationOverheads = True
     async_scheduling: bool = True
     prefix_tokens: int = 0
@@ -135,8 +134,7 @@ class Service:
         self.costs = IterationCosts(
             self.system,
             self.shape,
-            d.fidelity,
-            d.flow_tolerance,
+            d.network,
             self._overheads(),
             d.async_scheduling,
             d.expert_imbalance,

@@ -30,8 +30,9 @@ from typing import Any
 from tpusim.collectives import default_algorithm, make_group
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
 from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
 from tpusim.study.claim_specs import (
@@ -54,6 +55,9 @@ US_PER_S = 1e6
 BYTES_PER_GB = 1e9
 """Bytes per decimal gigabyte (display)."""
 BYTES_PER_MIB = 2**20
+
+#: Claims on latency and structure compare patterns in closed form.
+ANALYTIC = NetworkSettings.of("analytic")
 """Bytes per mebibyte (display)."""
 FLOPS_PER_EFLOPS = 1e18
 """FLOP/s per EFLOP/s (display)."""
@@ -123,9 +127,8 @@ def _latency(
     """Seconds and algorithm of ``op`` of ``size_bytes`` over all of ``system`` (auto,
     or the algorithm named), at the analytic fidelity."""
     topology = build_topology(system)
-    result, _ = run_collective(
-        topology, op, size_bytes, onchip=onchip, fidelity="analytic", algorithm=algorithm
-    )
+    options = CollectiveOptions(algorithm=algorithm, network=ANALYTIC)
+    result, _ = run_collective(topology, op, size_bytes, options, onchip=onchip)
     return result.time_s, result.algorithm
 
 
@@ -221,13 +224,10 @@ def _allreduce_busbw(rows: Rows, system: System, size_bytes: float, tolerance: f
     row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=size_bytes)
     if row is not None:
         return float(row["busbw_Bps"])
+    options = CollectiveOptions(network=NetworkSettings.of("flow", tolerance=tolerance))
+    topology = build_topology(system)
     result, _ = run_collective(
-        build_topology(system),
-        "all-reduce",
-        size_bytes,
-        chip=system.chip,
-        system_name=system.name,
-        flow_tolerance=tolerance,
+        topology, "all-reduce", size_bytes, options, chip=system.chip, system_name=system.name
     )
     return result.busbw_Bps or 0.0  # None only for a collective that took no time
 

@@ -59,7 +59,7 @@ from pathlib import Path
 
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
 from tpusim.config.faults import with_fault_defaults
-from tpusim.config.limits import packet_work_problem, points_problem
+from tpusim.config.limits import points_problem
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
@@ -136,7 +136,7 @@ class Scenario:
         self.systems = [s for i, e in enumerate(self.spec.systems) for s in self._system(i, e)]
         self.runs = [run for i, w in enumerate(self.spec.workloads) for run in self._expand(i, w)]
         self._check_names()
-        self._check_packet_work()
+        self._check_network_work()
 
     def _problem(self, error: ConfigError) -> None:
         """Raise ``error``, or keep it when collecting problems."""
@@ -168,16 +168,15 @@ class Scenario:
         """The YAML path of spec workload ``index`` (its place in the file) and below."""
         return ("workloads", self.indices[index], *rest)
 
-    def _check_packet_work(self) -> None:
-        """At packet fidelity, no system over MAX_PACKET_CHIPS and no collective whose
-        estimated packet-hops exceed MAX_PACKET_HOPS (checked before running)."""
-        from tpusim.network.packet import DEFAULT_PACKET_BYTES
-
-        if self.spec.fidelity != "packet" or not self.runs:
+    def _check_network_work(self) -> None:
+        """No system and collective over the fidelity's work limits (packet: no system
+        over MAX_PACKET_CHIPS, no collective over MAX_PACKET_HOPS), checked before running."""
+        if not self.runs:
             return
+        network = self.spec.network()
         sizes = [float(getattr(run.workload, "bytes", 1)) for run in self.runs]
         for system, entry in zip(self.systems, self.system_entries, strict=True):
-            problem = packet_work_problem(system.num_chips, max(sizes), DEFAULT_PACKET_BYTES)
+            problem = network.work_problem(system.num_chips, max(sizes))
             if problem is not None:
                 self._problem(self._error(f"{system.name}: {problem}", ("systems", entry)))
 

@@ -10,14 +10,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+)
 
 from tpusim.config.chip import ChipSpec
 from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen, Power, Source
+from tpusim.network import NETWORKS, FidelityName, NetworkSettings
 from tpusim.study.systems import SystemVariants
-from tpusim.vocabulary import Dtype, Fidelity
+from tpusim.vocabulary import Dtype
 from tpusim.workloads import Workload
 
 __all__ = ["Assumptions", "OneWorkload", "ScenarioSpec", "models_beside"]
@@ -76,7 +84,7 @@ class ScenarioSpec(Frozen):
 
     name: str
     description: str = ""
-    fidelity: Fidelity = "flow"
+    fidelity: FidelityName = "flow"
     flow_tolerance: float | None = Field(None, ge=0, lt=1)
     calibration: str | None = None
     systems: list[str | SystemVariants] = Field(min_length=1)
@@ -90,6 +98,20 @@ class ScenarioSpec(Frozen):
     seed: NonNegativeInt | None = None
     on_chip_failure: ChipFailurePolicy | None = None
     routing: Routing | None = None
+
+    @field_validator("flow_tolerance")
+    @classmethod
+    def _tolerance_owned(cls, value: float | None, info: ValidationInfo) -> float | None:
+        fidelity = info.data.get("fidelity")  # absent when it failed validation
+        if value is None or fidelity is None:
+            return value
+        if "tolerance" not in NETWORKS.get(fidelity).options.model_fields:
+            raise ValueError(f"the {fidelity} fidelity takes no tolerance")
+        return value
+
+    def network(self) -> NetworkSettings:
+        """The network settings every point of the scenario runs with."""
+        return NetworkSettings.of(self.fidelity, tolerance=self.flow_tolerance)
 
 
 class OneWorkload(Frozen):

@@ -28,7 +28,6 @@ from tpusim.config.calibration import Calibration, ChipCalibration
 from tpusim.config.loader import load_chip
 from tpusim.validation.measurements import Measurement
 from tpusim.validation.validate import simulate_case
-from tpusim.vocabulary import Fidelity
 
 TERMS = ("hop_latency_s", "launch_s", "step_sync_s", "inverse_efficiency")
 LOWER = np.array([0.0, 0.0, 0.0, 1.0])
@@ -96,14 +95,12 @@ def chip_terms(chip: str) -> ChipCalibration:
     )
 
 
-def _times(
-    cases: Sequence[Measurement], chip: str, theta: np.ndarray, fidelity: Fidelity
-) -> np.ndarray:
+def _times(cases: Sequence[Measurement], chip: str, theta: np.ndarray, fidelity: str) -> np.ndarray:
     overlay = Calibration(chips={chip: _terms(theta, ())})
     return np.array([simulate_case(m, overlay, fidelity).simulated_s for m in cases])
 
 
-def fit_chip(chip: str, cases: Sequence[Measurement], fidelity: Fidelity = "flow") -> ChipFit:
+def fit_chip(chip: str, cases: Sequence[Measurement], fidelity: str = "flow") -> ChipFit:
     """The terms of ``chip`` fitted to ``cases`` (its ``fit`` measurements)."""
     prior = _theta(chip_terms(chip))
     theta = np.clip(prior, LOWER, UPPER)
@@ -138,7 +135,7 @@ def _linear_step(
     base: np.ndarray,
     measured: np.ndarray,
     prior: np.ndarray,
-    fidelity: Fidelity,
+    fidelity: str,
 ) -> np.ndarray:
     """The bounded least-squares solution of the problem linearised at ``theta``."""
     jac = np.empty((len(cases), len(TERMS)))
@@ -153,7 +150,7 @@ def _linear_step(
     return np.asarray(lsq_linear(rows, rhs, bounds=(LOWER, UPPER)).x)
 
 
-def calibrate(measurements: Sequence[Measurement], fidelity: Fidelity = "flow") -> list[ChipFit]:
+def calibrate(measurements: Sequence[Measurement], fidelity: str = "flow") -> list[ChipFit]:
     """One fit per chip generation that has ``fit`` measurements, in chip-name order."""
     chips = sorted({m.chip for m in measurements if m.split == "fit"})
     return [

@@ -17,8 +17,8 @@ import numpy as np
 from tpusim.config.calibration import Calibration, calibrated_system
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
+from tpusim.network import NETWORKS, NetworkSettings
 from tpusim.validation.measurements import Measurement
-from tpusim.vocabulary import Fidelity
 
 WITHIN = 0.10
 """The relative error a case must stay within to count in ``within_10pct`` (the
@@ -67,30 +67,32 @@ def slice_system(chip: str, dims: tuple[int, ...], file: str) -> System:
 
 
 def simulate_case(
-    m: Measurement, calibration: Calibration | None = None, fidelity: Fidelity = "flow"
+    m: Measurement, calibration: Calibration | None = None, fidelity: str = "flow"
 ) -> Case:
     """Simulate measurement ``m`` on its slice (with ``calibration`` applied)."""
-    from tpusim.engine import run_collective
+    from tpusim.engine import CollectiveOptions, run_collective
     from tpusim.topology import build_topology
 
     system = calibrated_system(slice_system(m.chip, tuple(m.slice), m.file), calibration)
+    network = _exact(fidelity)
+    options = CollectiveOptions(axes=m.axes or (), network=network)
+    topology = build_topology(system)
     result, _ = run_collective(
-        build_topology(system),
-        m.op,
-        m.bytes,
-        chip=system.chip,
-        system_name=system.name,
-        axes=list(m.axes) if m.axes else None,
-        fidelity=fidelity,
-        flow_tolerance=0.0 if fidelity == "flow" else None,  # exact max-min: slices are small
+        topology, m.op, m.bytes, options, chip=system.chip, system_name=system.name
     )
     return Case(m, result.time_s, result.algorithm)
+
+
+def _exact(fidelity: str) -> NetworkSettings:
+    """``fidelity`` solved exactly where it has a tolerance (the slices are small)."""
+    exact = "tolerance" in NETWORKS.get(fidelity).options.model_fields
+    return NetworkSettings.of(fidelity, tolerance=0.0 if exact else None)
 
 
 def validate(
     measurements: Sequence[Measurement],
     calibration: Calibration | None = None,
-    fidelity: Fidelity = "flow",
+    fidelity: str = "flow",
 ) -> list[Case]:
     """Every measurement simulated, in order."""
     return [simulate_case(m, calibration, fidelity) for m in measurements]

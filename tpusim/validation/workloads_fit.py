@@ -44,7 +44,7 @@ from tpusim.config.types import Frozen
 from tpusim.config.yamlio import load_yaml
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_run import WorkloadResult, expressible, simulate_workload
-from tpusim.vocabulary import Dtype, Fidelity
+from tpusim.vocabulary import Dtype
 
 LOWER = 0.3
 """Lowest efficiency a fit may reach (assumption: public MaxText runs reach 40-70% MFU,
@@ -157,7 +157,7 @@ def _simulate(
     cases: Sequence[WorkloadCase],
     fit: ChipFit,
     values: np.ndarray,
-    fidelity: Fidelity,
+    fidelity: str,
     approx: bool,
 ) -> np.ndarray:
     """Simulated step times (s) of ``cases`` with the chip at ``values``."""
@@ -168,7 +168,7 @@ def _simulate(
 
 
 def fit_chip(
-    chip: str, cases: Sequence[WorkloadCase], fidelity: Fidelity = "flow", approx: bool = False
+    chip: str, cases: Sequence[WorkloadCase], fidelity: str = "flow", approx: bool = False
 ) -> ChipFit:
     """The terms of ``chip`` fitted to its ``fit`` cases by the module's rule."""
     usable: list[WorkloadCase] = []
@@ -191,7 +191,7 @@ def _round(
     fit: ChipFit,
     measured: np.ndarray,
     start: np.ndarray,
-    fidelity: Fidelity,
+    fidelity: str,
     approx: bool,
 ) -> np.ndarray:
     """One linearise-and-solve round from ``fit.values``; the new values."""
@@ -216,7 +216,7 @@ def _round(
 
 
 def calibrate_workloads(
-    cases: Sequence[WorkloadCase], fidelity: Fidelity = "flow", approx: bool = False
+    cases: Sequence[WorkloadCase], fidelity: str = "flow", approx: bool = False
 ) -> list[ChipFit]:
     """One fit per chip generation with ``fit`` cases, chips in case order."""
     chips = list(dict.fromkeys(c.spec.chip for c in cases if c.split == "fit"))
@@ -251,7 +251,7 @@ def overlay_text(fits: Sequence[ChipFit]) -> str:
 def fit_results(
     fits: Sequence[ChipFit],
     cases: Sequence[WorkloadCase],
-    fidelity: Fidelity = "flow",
+    fidelity: str = "flow",
     approx: bool = False,
 ) -> list[WorkloadResult]:
     """Every case of the fitted chips simulated with the fitted terms."""

@@ -31,7 +31,6 @@ from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
-from tpusim.vocabulary import Fidelity
 
 WITHIN = (0.10, 0.15)
 """The relative errors counted in the summary (``within_10pct``, ``within_15pct``:
@@ -133,7 +132,7 @@ def training_spec(case: WorkloadCase, fields: dict[str, Any]) -> Any:
 def simulate_workload(
     case: WorkloadCase,
     chip: ChipSpec | None = None,
-    fidelity: Fidelity = "flow",
+    fidelity: str = "flow",
     approximate: bool = False,
     simulate: bool = True,
 ) -> WorkloadResult:
@@ -180,7 +179,8 @@ def _roomy(system: System, need_bytes: float) -> System:
     return dataclasses.replace(system, chip=system.chip.model_copy(update={"hbm": hbm}))
 
 
-def _context(case: WorkloadCase, system: System, fidelity: Fidelity) -> Any:
+def _context(case: WorkloadCase, system: System, fidelity: str) -> Any:
+    from tpusim.network import NetworkSettings
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology
     from tpusim.workloads import WorkloadContext
@@ -190,8 +190,7 @@ def _context(case: WorkloadCase, system: System, fidelity: Fidelity) -> Any:
         system=system,
         topology=topology,
         routes=RouteCache(topology),
-        fidelity=fidelity,
-        flow_tolerance=None,
+        network=NetworkSettings.of(fidelity),
         power_per_chip_W=None,
         price_per_chip_hour_usd=None,
         file=case.file,
@@ -204,7 +203,7 @@ def _context(case: WorkloadCase, system: System, fidelity: Fidelity) -> Any:
 def validate_workloads(
     cases: Sequence[WorkloadCase],
     chips: dict[str, ChipSpec] | None = None,
-    fidelity: Fidelity = "flow",
+    fidelity: str = "flow",
     approximate: bool = False,
 ) -> list[WorkloadResult]:
     """Every case simulated, in order; ``chips`` replaces a chip by name."""

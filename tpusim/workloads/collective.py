@@ -48,24 +48,26 @@ class CollectiveWorkload(WorkloadSpec):
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
     """The collective through :func:`~tpusim.engine.run_collective`; the
     outcome keeps its per-link bytes."""
-    from tpusim.engine import run_collective
+    from tpusim.engine import CollectiveOptions, run_collective
 
     system = context.system
+    options = CollectiveOptions(
+        axes=spec.axes or (),
+        chips=spec.chips,
+        algorithm=spec.algorithm,
+        network=context.network,
+        faults=spec.fault_plan(),
+        routing=spec.routing,
+        seed=spec.seed,
+    )
     result, network = run_collective(
         context.topology,
         spec.op,
         spec.bytes,
+        options,
         chip=system.chip,
         system_name=system.name,
-        axes=spec.axes or None,
-        chips=spec.chips,
-        algorithm=spec.algorithm,
-        fidelity=context.fidelity,
         routes=context.routes,
-        flow_tolerance=context.flow_tolerance,
-        faults=spec.fault_plan(),
-        routing=spec.routing,
-        seed=spec.seed,
     )
     link_bytes = np.array(network.link_bytes, dtype=float)
     links = CollectiveLinks(system.name, spec.name, spec.op, spec.bytes, result.time_s, link_bytes)
@@ -82,7 +84,7 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
 
     make_group(context.topology, spec.axes or None, spec.chips)
     rng = np.random.default_rng(spec.seed or 0)
-    FaultState(context.topology, spec.fault_plan(), spec.routing, context.fidelity, rng)
+    FaultState(context.topology, spec.fault_plan(), spec.routing, context.network, rng)
 
 
 KIND = WorkloadKind(CollectiveWorkload, run, record=CollectiveRecord, check=check)

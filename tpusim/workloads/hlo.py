@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tpusim.config.loader import load_system
+from tpusim.network import NetworkSettings
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
-from tpusim.vocabulary import Fidelity
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import WorkloadSpec
@@ -65,17 +65,16 @@ def check(spec: HloWorkload, context: WorkloadContext) -> None:
 def hlo_summary(
     file: str,
     system_name: str,
-    fidelity: Fidelity,
+    network: NetworkSettings | str = "flow",
     device_chips: list[int] | None = None,
     calibration: str | None = None,
-    flow_tolerance: float | None = None,
 ) -> dict[str, Any]:
     """The ``tpusim hlo`` record: the module's figures (FLOPs per chip, collectives by
     HLO op name, their bytes per chip) and its replay on ``system_name`` (times in s),
     device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
-    file applied if given, the flow fidelity's ``flow_tolerance`` (None: its default)."""
+    file applied if given, on ``network`` (settings, or a fidelity at its defaults)."""
     from tpusim.config.calibration import calibrated_system, load_calibration
-    from tpusim.engine import Simulation
+    from tpusim.engine import RunSettings, Simulation
     from tpusim.program.hlo import load_hlo, replay_program
 
     module, program = load_hlo(file)
@@ -83,7 +82,9 @@ def hlo_summary(
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
     program = replay_program(module, program, system.num_chips, device_chips)
-    summary = Simulation(system, program, fidelity, flow_tolerance=flow_tolerance).run().summary()
+    if isinstance(network, str):
+        network = NetworkSettings.of(network)
+    summary = Simulation(system, program, RunSettings(network)).run().summary()
     return {
         "system": system.name,
         "file": file,

@@ -230,8 +230,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
             context.topology,
             context.routes,
             jobs,
-            fidelity=context.fidelity,
-            flow_tolerance=context.flow_tolerance,
+            context.network,
         )
 
     together = simulate(placed)

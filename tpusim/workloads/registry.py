@@ -24,16 +24,17 @@ from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.yamlio import PathKey, format_path, line_of
+from tpusim.engine.settings import RunSettings
 from tpusim.errors import ConfigError
 from tpusim.registry import Registry
 from tpusim.results.records import ProgramRecord, Record
 from tpusim.results.run import CollectiveLinks
 from tpusim.results.simulation import Results
-from tpusim.vocabulary import Fidelity
 from tpusim.workloads.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
+    from tpusim.network import NetworkSettings
     from tpusim.network.routes import RouteCache
     from tpusim.topology import Topology
 
@@ -41,21 +42,31 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class WorkloadContext:
     """Where one workload point runs: the system (its topology and route cache), the
-    scenario's fidelity and flow tolerance, the system's all-in power per chip (W) and
-    price per chip-hour (USD) when known, and where the workload is written (scenario
-    file, YAML lines, path) for error messages; ``label`` names the sweep point."""
+    scenario's network settings (fidelity and its options), the system's all-in power
+    per chip (W) and price per chip-hour (USD) when known, and where the workload is
+    written (scenario file, YAML lines, path) for error messages; ``label`` names the
+    sweep point."""
 
     system: System
     topology: Topology
     routes: RouteCache
-    fidelity: Fidelity
-    flow_tolerance: float | None
+    network: NetworkSettings
     power_per_chip_W: float | None
     price_per_chip_hour_usd: float | None
     file: str
     lines: dict[PathKey, int]
     path: PathKey
     label: str
+
+    @property
+    def fidelity(self) -> str:
+        """The network fidelity's name (what records show)."""
+        return self.network.fidelity
+
+    @property
+    def settings(self) -> RunSettings:
+        """The settings a simulation of this point runs with."""
+        return RunSettings(self.network)
 
     def error(self, problem: str) -> ConfigError:
         """A ConfigError naming the scenario file, the workload's YAML path and line."""

@@ -16,9 +16,7 @@ def simulate(program: Any, context: WorkloadContext) -> Any:
     and flow tolerance; returns its :class:`~tpusim.engine.Results`."""
     from tpusim.engine import Simulation
 
-    return Simulation(
-        context.system, program, context.fidelity, flow_tolerance=context.flow_tolerance
-    ).run()
+    return Simulation(context.system, program, context.settings).run()
 
 
 def program_outcome(

@@ -268,8 +268,7 @@ def _simulate(program: Any, context: WorkloadContext, clock: Any = None) -> Resu
     sim = Simulation(
         context.system,
         program,
-        context.fidelity,
-        flow_tolerance=context.flow_tolerance,
+        context.settings,
         topology=context.topology,
         routes=context.routes,
     )

@@ -1,0 +1,89 @@
+"""The three shipped network fidelities as backends: each one's options and builder.
+
+- ``analytic``: closed-form alpha-beta per batch bounded by the busiest link
+  (:class:`~tpusim.network.analytic.AnalyticNetwork`); no options.
+- ``flow``: max-min fair fluid flows (:class:`~tpusim.network.flow.FlowNetwork`);
+  ``tolerance`` sets both its rate and drain-merge tolerances (None: 1% each).
+- ``packet``: per-link round-robin queues, cut-through
+  (:class:`~tpusim.network.packet.PacketNetwork`); ``packet_bytes`` is the payload.
+  It refuses collectives over :func:`~tpusim.config.limits.packet_work_problem`'s
+  limits and takes only faults present from the start.
+
+:mod:`tpusim.network` registers them in :data:`~tpusim.network.backends.NETWORKS`.
+"""
+
+from __future__ import annotations
+
+import simpy
+from pydantic import Field
+
+from tpusim.config.limits import packet_work_problem
+from tpusim.network.analytic import AnalyticNetwork
+from tpusim.network.backends import BackendOptions, NetworkBackend
+from tpusim.network.base import Network
+from tpusim.network.flow import FlowNetwork
+from tpusim.network.packet import DEFAULT_PACKET_BYTES, PacketNetwork
+from tpusim.topology import Topology
+
+__all__ = ["ANALYTIC", "FLOW", "PACKET", "FlowOptions", "PacketOptions"]
+
+
+class FlowOptions(BackendOptions):
+    """``tolerance``: max-min rates solved to it and flows finishing within it retired
+    together (dimensionless, 0 <= value < 1; 0 is exact; None: 1% each)."""
+
+    tolerance: float | None = Field(None, ge=0, lt=1)
+
+
+class PacketOptions(BackendOptions):
+    """``packet_bytes``: the payload of one packet (bytes, > 0; default 64 KiB)."""
+
+    packet_bytes: float = Field(DEFAULT_PACKET_BYTES, gt=0)
+
+
+def _analytic(
+    env: simpy.Environment, topology: Topology, options: BackendOptions, check_capacity: bool
+) -> Network:
+    return AnalyticNetwork(env, topology)
+
+
+def _flow(
+    env: simpy.Environment, topology: Topology, options: BackendOptions, check_capacity: bool
+) -> Network:
+    assert isinstance(options, FlowOptions)
+    if options.tolerance is None:
+        return FlowNetwork(env, topology, check_capacity=check_capacity)
+    tolerance = options.tolerance
+    return FlowNetwork(
+        env,
+        topology,
+        check_capacity=check_capacity,
+        merge_tolerance=tolerance,
+        rate_tolerance=tolerance,
+    )
+
+
+def _packet(
+    env: simpy.Environment, topology: Topology, options: BackendOptions, check_capacity: bool
+) -> Network:
+    assert isinstance(options, PacketOptions)
+    return PacketNetwork(env, topology, packet_bytes=options.packet_bytes)
+
+
+def _packet_work(num_chips: int, size_bytes: float, options: BackendOptions) -> str | None:
+    assert isinstance(options, PacketOptions)
+    return packet_work_problem(num_chips, size_bytes, options.packet_bytes)
+
+
+ANALYTIC = NetworkBackend(_analytic, description="closed forms")
+FLOW = NetworkBackend(
+    _flow, FlowOptions, checks_capacity=True, description="max-min fair, the default"
+)
+PACKET = NetworkBackend(
+    _packet,
+    PacketOptions,
+    work_problem=_packet_work,
+    reroutes_in_flight=False,
+    whole_programs=False,
+    description="small systems",
+)
