@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-from tpusim.engine import run_collective, simulate_collective
+from tpusim.engine import CollectiveOptions, run_collective, simulate_collective
+from tpusim.network import NetworkSettings
 from tpusim.topology import Torus
 
 PACKET_LADDER = [(4, 4, 4), (4, 4, 8), (4, 8, 8), (8, 8, 8)]
@@ -32,6 +33,9 @@ IN_PROCESS = [
     ("tpu8i-pod", "all-to-all"),
     ("tpu8i-1024", "all-to-all"),
 ]
+
+#: The packet fidelity at its default packet size.
+PACKET = CollectiveOptions(network=NetworkSettings.of("packet"))
 
 
 def timed(fn, *args, **kwargs):

@@ -20,7 +20,7 @@ import time
 from tpusim.cli.faults import link_counts, monte_carlo
 from tpusim.config.faults import FaultPlan
 from tpusim.config.loader import load_system
-from tpusim.engine import run_collective, simulate_collective
+from tpusim.engine import CollectiveOptions, run_collective, simulate_collective
 from tpusim.topology import build_topology
 
 MC_BUDGET_S = 60.0
@@ -43,7 +43,10 @@ def bench_monte_carlo() -> None:
 def bench_flow_with_faults() -> None:
     start = time.perf_counter()
     result, net = simulate_collective(
-        "ironwood-pod", "all-reduce", 2**30, faults=FaultPlan(fail_links=16, seed=1)
+        "ironwood-pod",
+        "all-reduce",
+        2**30,
+        CollectiveOptions(faults=FaultPlan(fail_links=16, seed=1)),
     )
     wall = time.perf_counter() - start
     print(
@@ -59,7 +62,10 @@ def bench_routing() -> None:
     for routing in ("minimal", "valiant", "ugal"):
         start = time.perf_counter()
         result, _ = run_collective(
-            topo, "collective-permute", 64 * MIB, pairs=pairs, algorithm="direct", routing=routing
+            topo,
+            "collective-permute",
+            64 * MIB,
+            CollectiveOptions(pairs=pairs, algorithm="direct", routing=routing),
         )
         wall = time.perf_counter() - start
         print(

@@ -7,6 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from tpusim.cli import main
+from tpusim.engine import CollectiveOptions
+from tpusim.network import NetworkSettings
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -77,9 +79,47 @@ def forced_times(topo, op: str, size: float, onchip, fidelity: str = "flow") -> 
     for name in ALGORITHMS.names():
         try:
             res, _ = run_collective(
-                topo, op, size, algorithm=name, onchip=onchip, fidelity=fidelity
+                topo,
+                op,
+                size,
+                CollectiveOptions(algorithm=name, network=NetworkSettings.of(fidelity)),
+                onchip=onchip,
             )
         except AlgorithmError:
             continue
         times[name] = res.time_s
     return times
+
+
+#: run_collective's own keywords (the rest are CollectiveOptions fields).
+_WHERE = {"chip", "onchip", "system_name", "routes"}
+#: Network keywords and the backend option each sets (None: the fidelity itself).
+_NETWORK = {
+    "fidelity": None,
+    "flow_tolerance": "tolerance",
+    "packet_bytes": "packet_bytes",
+    "check_capacity": "check_capacity",
+}
+
+
+def options_of(**kw) -> tuple[CollectiveOptions, dict]:
+    """Flat keywords (as tests write them) -> (CollectiveOptions, run_collective's own);
+    a network option the fidelity does not own is dropped (tests parametrised over
+    fidelities pass a packet size to all of them)."""
+    from tpusim.network import NETWORKS
+
+    where = {k: kw.pop(k) for k in list(kw) if k in _WHERE}
+    network = {k: kw.pop(k) for k in list(kw) if k in _NETWORK}
+    fidelity = network.pop("fidelity", "flow")
+    owned = set(NETWORKS.get(fidelity).options.model_fields) | {"check_capacity"}
+    chosen = {_NETWORK[k]: v for k, v in network.items() if _NETWORK[k] in owned}
+    settings = NetworkSettings.of(fidelity, **chosen)
+    return CollectiveOptions(network=settings, **kw), where
+
+
+def collective(topology, op: str, size: float, **kw):
+    """:func:`tpusim.engine.run_collective` with flat keywords (see :func:`options_of`)."""
+    from tpusim.engine import run_collective
+
+    options, where = options_of(**kw)
+    return run_collective(topology, op, size, options, **where)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from helpers import collective
 
 from tests.helpers import forced_times
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_chip
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.network import NetworkSettings
 from tpusim.topology import Boardfly, Torus
 
 MiB, GiB = 2**20, 2**30
@@ -35,7 +37,9 @@ MODEL = OnChipModel.for_chip(load_chip("v5p"))
 
 def check_auto(topology, op, size, fidelity):
     topo = TOPOLOGIES[topology]()
-    auto, _ = run_collective(topo, op, size, fidelity=fidelity, onchip=MODEL)
+    auto, _ = run_collective(
+        topo, op, size, CollectiveOptions(network=NetworkSettings.of(fidelity)), onchip=MODEL
+    )
     times = forced_times(topo, op, size, MODEL, fidelity)
     best = min(times.values())
     assert auto.algorithm in times
@@ -84,8 +88,8 @@ def test_analytic_is_within_10_percent_of_flow_on_contended_patterns(topology, o
     none = OnChipModel.none()
     for size in (1 * MiB, 64 * MiB):
         kwargs = {"algorithm": "direct", "onchip": none, "pairs": pairs}
-        analytic, _ = run_collective(topo, op, size, fidelity="analytic", **kwargs)
-        flow, _ = run_collective(topo, op, size, fidelity="flow", **kwargs)
+        analytic, _ = collective(topo, op, size, fidelity="analytic", **kwargs)
+        flow, _ = collective(topo, op, size, fidelity="flow", **kwargs)
         assert analytic.time_s == pytest.approx(flow.time_s, rel=0.10)
 
 
@@ -99,5 +103,7 @@ def test_auto_on_a_group_past_the_limit_runs_the_structural_default():
     system = load_system("tpu8t-virgo")
     assert system.num_chips > AUTO_MAX_CHIPS
     group = make_group(build_topology(system))
-    result, _ = simulate_collective(system, "all-reduce", 1024, fidelity="analytic")
+    result, _ = simulate_collective(
+        system, "all-reduce", 1024, CollectiveOptions(network=NetworkSettings.of("analytic"))
+    )
     assert result.algorithm == default_algorithm("all-reduce", group) == "hierarchical"

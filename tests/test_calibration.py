@@ -15,7 +15,7 @@ from tpusim.config.calibration import (
     calibrated_system,
     load_calibration,
 )
-from tpusim.engine import simulate_collective
+from tpusim.engine import CollectiveOptions, simulate_collective
 from tpusim.validation.fit import fit_chip, write_overlay
 from tpusim.validation.measurements import Measurement
 from tpusim.validation.validate import simulate_case
@@ -101,7 +101,10 @@ def test_overlay_changes_a_collective_by_its_closed_form(tmp_path, capsys):
     assert json.loads(out)["time_s"] == pytest.approx(expected, rel=1e-9)
     calibrated = calibrated_system(system, load_calibration(path))
     result, _ = simulate_collective(
-        calibrated, "all-gather", V, axes=["x"], algorithm="ring", engine="tensorcore"
+        calibrated,
+        "all-gather",
+        V,
+        CollectiveOptions(axes=["x"], algorithm="ring", engine="tensorcore"),
     )
     assert result.time_s == pytest.approx(expected, rel=1e-9)
 

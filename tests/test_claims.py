@@ -10,7 +10,8 @@ import pytest
 from tpusim.collectives import ALGORITHMS, AlgorithmError
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.network import NetworkSettings
 from tpusim.study.claims import format_claims, vendor_claims
 from tpusim.topology import build_topology
 
@@ -51,7 +52,11 @@ def best_latency_s(system_name: str, op: str) -> float:
     for name in ALGORITHMS.names():
         try:
             result, _ = run_collective(
-                topo, op, 1024, algorithm=name, onchip=OnChipModel.none(), fidelity="analytic"
+                topo,
+                op,
+                1024,
+                CollectiveOptions(algorithm=name, network=NetworkSettings.of("analytic")),
+                onchip=OnChipModel.none(),
             )
         except AlgorithmError:
             continue
@@ -86,7 +91,11 @@ def test_latency_claim_states_how_much_its_verdict_depends_on_the_algorithm(tabl
         for system_name, name in (("torus-8x8x16", "torus"), ("tpu8i-1024", "hierarchical")):
             topo = build_topology(load_system(system_name))
             res, _ = run_collective(
-                topo, op, 1024, algorithm=name, onchip=none, fidelity="analytic"
+                topo,
+                op,
+                1024,
+                CollectiveOptions(algorithm=name, network=NetworkSettings.of("analytic")),
+                onchip=none,
             )
             times.append(res.time_s)
         cut = 1 - times[1] / times[0]

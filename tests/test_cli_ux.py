@@ -15,7 +15,8 @@ import yaml
 from helpers import assert_one_error_line, run
 
 import tpusim
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.network import NetworkSettings
 from tpusim.topology import build_topology
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +90,11 @@ def test_flow_tolerance_reaches_the_simulation(capsys):
         assert code == 0
         times[tolerance] = json.loads(out)["time_s"]
         direct, _ = run_collective(
-            topology, "all-reduce", 64 * 2**20, chip=system.chip, flow_tolerance=tolerance
+            topology,
+            "all-reduce",
+            64 * 2**20,
+            CollectiveOptions(network=NetworkSettings.of(tolerance=tolerance)),
+            chip=system.chip,
         )
         assert times[tolerance] == pytest.approx(direct.time_s, rel=1e-12)
     assert times[0.0] != times[0.05]

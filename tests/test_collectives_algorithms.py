@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
+from helpers import collective
 
 from tpusim.collectives import (
     ALGORITHMS,
@@ -24,9 +25,9 @@ from tpusim.collectives import (
 )
 from tpusim.collectives import tree as tree_module
 from tpusim.collectives.offload import OnChipModel
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.engine.schedule import FlowBatches, execute_schedule
-from tpusim.network import FIDELITIES, make_network
+from tpusim.network import NETWORKS, NetworkSettings, make_network
 from tpusim.network.routes import RouteCache
 from tpusim.topology import Boardfly, Torus
 from tpusim.vocabulary import OPS
@@ -58,7 +59,7 @@ def packet_bytes(size: float) -> float:
 def run(topo, op, size, fidelity, algorithm, **kw):
     if fidelity == "packet":
         kw.setdefault("packet_bytes", packet_bytes(size))
-    result, _ = run_collective(
+    result, _ = collective(
         topo, op, size, fidelity=fidelity, onchip=NONE, algorithm=algorithm, **kw
     )
     return result
@@ -69,7 +70,7 @@ def run_schedule(topo, schedule: Schedule, fidelity: str) -> float:
     (the engine's own executor, without build_schedule in between)."""
     env = simpy.Environment()
     kwargs = {"packet_bytes": packet_bytes(schedule.bytes)} if fidelity == "packet" else {}
-    network = make_network(fidelity, env, topo, **kwargs)
+    network = make_network(NetworkSettings.of(fidelity, **kwargs), env, topo)
     done = execute_schedule(env, network, schedule, NONE, FlowBatches(RouteCache(topo), ()))
     env.run(done)
     return float(env.now)
@@ -116,7 +117,7 @@ def busiest_link_time(transfers: list[tuple[int, int, float]], n: int, wrap: boo
 # -- 1. bidirectional rings in ceil((k-1)/2) steps ----------------------------------------------
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("k", [5, 8])
 @pytest.mark.parametrize("op", ["all-gather", "reduce-scatter", "all-reduce"])
@@ -129,7 +130,7 @@ def test_bidir_ring_closed_form(fidelity, size, k, op):
     assert result.max_hops == 1
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 def test_bidir_ring_on_a_snake(fidelity, size):
     """bidir-ring over all chips of a wrapped 4x4 torus: the snake order is a
@@ -156,7 +157,9 @@ def test_bidir_ring_step_counts(k, steps):
 def test_bidir_ring_link_bytes_are_the_bandwidth_term():
     """Every direction of every link carries (k-1)/2 shards: (k-1)/k V/2 bytes."""
     k, V = 8, 8 * MiB
-    _, net = run_collective(torus((k,)), "all-gather", V, algorithm="bidir-ring", onchip=NONE)
+    _, net = run_collective(
+        torus((k,)), "all-gather", V, CollectiveOptions(algorithm="bidir-ring"), onchip=NONE
+    )
     np.testing.assert_allclose(net.link_bytes, (k - 1) / k * V / 2, rtol=1e-12)
 
 
@@ -166,7 +169,7 @@ def test_line_axes_keep_the_folded_ring(k, steps):
     assert build_schedule("all-gather", MiB, group, "torus").num_steps == steps
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("k", [3, 4])
 def test_torus_two_axes_closed_form(fidelity, size, k):
@@ -204,7 +207,7 @@ def test_bidir_alltoall_load_formula(k):
     assert bidir_alltoall_load(k, V) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("k", [5, 8])
 def test_bidir_alltoall_closed_form(fidelity, size, k):
@@ -219,7 +222,9 @@ def test_bidir_alltoall_relays_once(k):
     """Every link direction carries exactly the shorter-way load (no chunk both ways),
     and the bidirectional relay beats the one-way relay ((k-1) V / 2 per link)."""
     V = 8 * MiB
-    _, net = run_collective(torus((k,)), "all-to-all", V, algorithm="bidir-ring", onchip=NONE)
+    _, net = run_collective(
+        torus((k,)), "all-to-all", V, CollectiveOptions(algorithm="bidir-ring"), onchip=NONE
+    )
     np.testing.assert_allclose(net.link_bytes, bidir_alltoall_load(k, V), rtol=1e-12)
     one_way = run(torus((k,)), "all-to-all", V, "flow", "ring")
     bidir = run(torus((k,)), "all-to-all", V, "flow", "bidir-ring")
@@ -231,7 +236,7 @@ def test_bidir_alltoall_relays_once(k):
 # -- 3. recursive doubling and the non-power-of-two fold ----------------------------------------
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("topo_name", ["cube", "board"])
 def test_recursive_doubling_on_a_hypercube(fidelity, size, topo_name):
@@ -249,7 +254,7 @@ def test_recursive_doubling_on_a_hypercube(fidelity, size, topo_name):
     assert hd.time_s == pytest.approx(2 * (lg * A + (n - 1) / n * size / W), rel=REL)
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 def test_non_power_of_two_fold_on_a_line_of_3(fidelity, size):
     """n = 3: p = 2, r = 1. Position 0 folds into 1; survivors 1 and 2 exchange; 1 sends
@@ -363,7 +368,7 @@ def tree_broadcast_line(n: int, size: float) -> float:
     return sum(m * A + size / W for m in tree_module.masks(n))
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("n", [5, 8])
 def test_tree_broadcast_on_a_line(fidelity, size, n):
@@ -381,7 +386,7 @@ def test_tree_broadcast_on_a_line(fidelity, size, n):
     )
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("topo_name", ["line5", "line8", "board"])
 def test_tree_allreduce_is_reduce_then_broadcast(fidelity, size, topo_name):
@@ -398,7 +403,7 @@ def test_tree_allreduce_is_reduce_then_broadcast(fidelity, size, topo_name):
 # -- 5. direct exchange per axis ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 def test_direct_axes_on_a_3x3_torus(fidelity, size):
     """Rings of 3: every pair on an axis is one hop apart on its own link, so each
@@ -425,7 +430,7 @@ def test_direct_axes_on_a_3x3_torus(fidelity, size):
         assert result.max_hops == 1
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("size", SIZES)
 def test_direct_axes_on_a_board(fidelity, size):
     """A fully linked board of 4: one all-pairs step of V/4 per pair."""

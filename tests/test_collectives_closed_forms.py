@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import collective
 
 from tpusim.collectives.base import ring_order
 from tpusim.collectives.offload import OnChipModel
-from tpusim.engine import run_collective
-from tpusim.network import FIDELITIES
+from tpusim.engine import CollectiveOptions
+from tpusim.network import NETWORKS
 from tpusim.topology import Torus
 
 W = 45e9  # bytes/s, one direction
@@ -32,7 +33,7 @@ def ring(n: int, wrap: bool = True) -> Torus:
 
 def run(topo, op, size, fidelity, **kw):
     kw.setdefault("onchip", OnChipModel.none())
-    result, network = run_collective(topo, op, size, fidelity=fidelity, **kw)
+    result, network = collective(topo, op, size, fidelity=fidelity, **kw)
     return result, network
 
 
@@ -44,7 +45,7 @@ def ring_distance(i: int, j: int, n: int) -> int:
 # -- ring and bidirectional ring on a wrapped ring ---------------------------------------------
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("n", [4, 5, 8])
 @pytest.mark.parametrize("op", ["all-gather", "reduce-scatter", "all-reduce"])
 def test_unidirectional_ring_on_wrapped_ring(fidelity, n, op):
@@ -58,7 +59,7 @@ def test_unidirectional_ring_on_wrapped_ring(fidelity, n, op):
     assert result.max_hops == 1
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("n", [4, 5, 8])
 @pytest.mark.parametrize("op", ["all-gather", "reduce-scatter", "all-reduce"])
 def test_bidirectional_ring_on_wrapped_ring(fidelity, n, op):
@@ -72,7 +73,7 @@ def test_bidirectional_ring_on_wrapped_ring(fidelity, n, op):
     assert result.num_steps == phases * steps
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 def test_bidirectional_ring_is_faster_than_unidirectional_on_bandwidth(fidelity):
     V, n = 16 * MiB, 8
     uni, _ = run(ring(n), "all-reduce", V, fidelity, algorithm="ring")
@@ -107,7 +108,7 @@ def test_folded_ring_order_has_two_hop_steps_and_disjoint_links(n):
     assert folded_links_are_disjoint(n)
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("n", [4, 5, 8])
 @pytest.mark.parametrize("op", ["all-gather", "reduce-scatter", "all-reduce"])
 def test_ring_on_line_uses_folded_order(fidelity, n, op):
@@ -201,7 +202,7 @@ def test_direct_alltoall_packet_matches_flow(n):
     assert packet.time_s == pytest.approx(flow.time_s, rel=REL)
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize("n", [4, 5, 8])
 def test_relay_alltoall_on_wrapped_ring(fidelity, n):
     V = 8 * MiB
@@ -213,7 +214,7 @@ def test_relay_alltoall_on_wrapped_ring(fidelity, n):
 # -- point to point across a mesh --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 @pytest.mark.parametrize(
     "dims,src_coord,dst_coord",
     [
@@ -262,7 +263,7 @@ def torus_split_allgather(k: int, V: float) -> float:
     return first + second
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 def test_torus_allgather_on_2d_torus_uses_both_axes(fidelity):
     k, V = 4, 16 * MiB
     topo = Torus((k, k), (True, True), link_bandwidth_Bps=W, hop_latency_s=A)
@@ -274,7 +275,7 @@ def test_torus_allgather_on_2d_torus_uses_both_axes(fidelity):
     assert expected - 2 * (k // 2) * A == pytest.approx((N - 1) / N * V / (2 * W * 2), rel=1e-12)
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 def test_torus_allreduce_on_2d_torus(fidelity):
     """All-reduce = reduce-scatter (same cost as the all-gather) + all-gather."""
     k, V = 4, 16 * MiB
@@ -376,9 +377,14 @@ def test_one_boardfly_level_defaults_to_direct_exchange():
     group = make_group(build_topology(system), ["group"])
     assert default_algorithm("all-reduce", group) == "hierarchical"
     V, W = 352e6, system.link_bandwidth_Bps
-    result, _ = simulate_collective(system, "all-reduce", V, axes=["group"], engine="none")
+    result, _ = simulate_collective(
+        system, "all-reduce", V, CollectiveOptions(axes=["group"], engine="none")
+    )
     assert 2 * V / W <= result.time_s <= 1.1 * 2 * V / W
     hierarchical, _ = simulate_collective(
-        system, "all-reduce", V, axes=["group"], engine="none", algorithm="hierarchical"
+        system,
+        "all-reduce",
+        V,
+        CollectiveOptions(axes=["group"], engine="none", algorithm="hierarchical"),
     )
     assert result.time_s <= hierarchical.time_s * (1 + 1e-9)  # auto is at least as fast

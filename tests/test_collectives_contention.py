@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
+from helpers import collective
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tpusim.collectives import AlgorithmError, build_schedule, make_group
 from tpusim.collectives.offload import OnChipModel
-from tpusim.engine import run_collective
-from tpusim.network import FIDELITIES, FlowNetwork, make_network, max_min_rates
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.network import NETWORKS, FlowNetwork, NetworkSettings, make_network, max_min_rates
 from tpusim.network.base import FlowBatch
 from tpusim.network.routes import RouteCache
 from tpusim.topology import Boardfly, Torus
@@ -41,7 +42,7 @@ def finish_times(
     kwargs = {"packet_bytes": packet_bytes} if fidelity == "packet" else {}
     if fidelity == "flow":
         kwargs = {"check_capacity": check_capacity}
-    net = make_network(fidelity, env, topo, **kwargs)
+    net = make_network(NetworkSettings.of(fidelity, **kwargs), env, topo)
     done: dict[int, float] = {}
 
     def sender(i: int, start: float, batch: FlowBatch):
@@ -172,7 +173,7 @@ def test_flow_send_before_environment_runs():
     (``env.run(until=event)`` spins forever; here bounded to 1 s)."""
     topo = line()
     env = simpy.Environment()
-    net = make_network("flow", env, topo)
+    net = make_network(NetworkSettings(), env, topo)
     event = net.send(batch(topo, [(0, 1)], [1e6]))
     env.run(until=1.0)
     assert event.processed, "batch sent at t=0 before env.run never completes"
@@ -279,16 +280,20 @@ def test_alltoall_on_4x4x4_torus_flow_vs_packet():
     topo = Torus((4, 4, 4), (True, True, True), link_bandwidth_Bps=W, hop_latency_s=A)
     V = 1 * MiB
     flow, fnet = run_collective(
-        topo, "all-to-all", V, fidelity="flow", onchip=NONE, algorithm="direct"
+        topo,
+        "all-to-all",
+        V,
+        CollectiveOptions(algorithm="direct", network=NetworkSettings.of("flow")),
+        onchip=NONE,
     )
     packet, pnet = run_collective(
         topo,
         "all-to-all",
         V,
-        fidelity="packet",
+        CollectiveOptions(
+            algorithm="direct", network=NetworkSettings.of("packet", packet_bytes=16384)
+        ),
         onchip=NONE,
-        packet_bytes=16384,
-        algorithm="direct",
     )
     assert packet.time_s == pytest.approx(flow.time_s, rel=0.05)
     np.testing.assert_allclose(pnet.link_bytes, fnet.link_bytes, rtol=1e-12)
@@ -302,9 +307,9 @@ def test_allreduce_on_small_boardfly_flow_vs_packet():
     topo = Boardfly(2, 3, 4, link_bandwidth_Bps=W, hop_latency_s=A)
     V = 16 * MiB
     kwargs = {"onchip": NONE, "algorithm": "hierarchical"}
-    flow, _ = run_collective(topo, "all-reduce", V, fidelity="flow", **kwargs)
-    packet, _ = run_collective(topo, "all-reduce", V, fidelity="packet", **kwargs)
-    analytic, _ = run_collective(topo, "all-reduce", V, fidelity="analytic", **kwargs)
+    flow, _ = collective(topo, "all-reduce", V, fidelity="flow", **kwargs)
+    packet, _ = collective(topo, "all-reduce", V, fidelity="packet", **kwargs)
+    analytic, _ = collective(topo, "all-reduce", V, fidelity="analytic", **kwargs)
     assert packet.time_s == pytest.approx(flow.time_s, rel=0.05)
     assert analytic.time_s <= flow.time_s * (1 + 1e-9)  # a lower bound that sees the
     assert analytic.time_s == pytest.approx(flow.time_s, rel=0.10)  # shared links
@@ -315,9 +320,19 @@ def test_ring_allreduce_on_small_boardfly_flow_vs_packet():
     """A snake ring on Boardfly(2, 3, 4) puts 3 flows on some links mid-route."""
     topo = Boardfly(2, 3, 4, link_bandwidth_Bps=W, hop_latency_s=A)
     V = 64 * MiB
-    flow, _ = run_collective(topo, "all-reduce", V, fidelity="flow", onchip=NONE, algorithm="ring")
+    flow, _ = run_collective(
+        topo,
+        "all-reduce",
+        V,
+        CollectiveOptions(algorithm="ring", network=NetworkSettings.of("flow")),
+        onchip=NONE,
+    )
     packet, _ = run_collective(
-        topo, "all-reduce", V, fidelity="packet", onchip=NONE, algorithm="ring"
+        topo,
+        "all-reduce",
+        V,
+        CollectiveOptions(algorithm="ring", network=NetworkSettings.of("packet")),
+        onchip=NONE,
     )
     assert packet.time_s == pytest.approx(flow.time_s, rel=0.05)
 
@@ -325,12 +340,16 @@ def test_ring_allreduce_on_small_boardfly_flow_vs_packet():
 # -- small messages are latency-bound -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
 def test_small_allgather_is_latency_bound(fidelity):
     n = 8
     topo = Torus((n,), (True,), link_bandwidth_Bps=W, hop_latency_s=A)
     result, _ = run_collective(
-        topo, "all-gather", 1024, fidelity=fidelity, onchip=NONE, algorithm="bidir-ring"
+        topo,
+        "all-gather",
+        1024,
+        CollectiveOptions(algorithm="bidir-ring", network=NetworkSettings.of(fidelity)),
+        onchip=NONE,
     )
     # a bidirectional ring gathers in ceil((n-1)/2) latency steps
     assert result.time_s == pytest.approx((n // 2) * A, rel=0.02)
@@ -395,7 +414,13 @@ def test_bytes_delivered_equal_bytes_sent(case):
     dims, wrap, op, alg, size = case
     topo = make_torus(dims, wrap)
     schedule_or_reject(topo, op, alg, size)
-    result, net = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
+    result, net = run_collective(
+        topo,
+        op,
+        size,
+        CollectiveOptions(algorithm=alg, network=NetworkSettings.of("flow")),
+        onchip=NONE,
+    )
     schedule = build_schedule(op, size, make_group(topo), result.algorithm)
     expected = np.zeros(len(topo.links))
     for b in schedule_batches(topo, schedule, op):
@@ -418,7 +443,11 @@ def test_no_link_above_its_bandwidth(case):
     topo = make_torus(dims, wrap)
     schedule_or_reject(topo, op, alg, size)
     _, net = run_collective(
-        topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE, check_capacity=True
+        topo,
+        op,
+        size,
+        CollectiveOptions(algorithm=alg, network=NetworkSettings.of("flow", check_capacity=True)),
+        onchip=NONE,
     )
     assert net.max_link_load <= 1 + 1e-9
 
@@ -431,10 +460,22 @@ def test_flow_never_faster_than_analytic_and_runs_are_deterministic(case):
     dims, wrap, op, alg, size = case
     topo = make_torus(dims, wrap)
     schedule_or_reject(topo, op, alg, size)
-    flow1, net1 = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
-    flow2, net2 = run_collective(topo, op, size, algorithm=alg, fidelity="flow", onchip=NONE)
+    flow1, net1 = run_collective(
+        topo,
+        op,
+        size,
+        CollectiveOptions(algorithm=alg, network=NetworkSettings.of("flow")),
+        onchip=NONE,
+    )
+    flow2, net2 = run_collective(
+        topo,
+        op,
+        size,
+        CollectiveOptions(algorithm=alg, network=NetworkSettings.of("flow")),
+        onchip=NONE,
+    )
     kwargs = {"algorithm": flow1.algorithm, "onchip": NONE}
-    analytic, _ = run_collective(topo, op, size, fidelity="analytic", **kwargs)
+    analytic, _ = collective(topo, op, size, fidelity="analytic", **kwargs)
     schedule = build_schedule(op, size, make_group(topo), flow1.algorithm)
     spread = sum(
         (b.hops.max() - b.hops[b.hops > 0].min()) * A

@@ -9,7 +9,7 @@ import pytest
 
 from tpusim.config import load_system
 from tpusim.config.chip import MemorySpec
-from tpusim.engine import Simulation, map_mesh, simulate_collective
+from tpusim.engine import CollectiveOptions, Simulation, map_mesh, simulate_collective
 from tpusim.errors import InputError, SimulationError
 from tpusim.hardware import ChipCostModel, OutOfMemoryError
 from tpusim.program import ChipOverride, Op, Program, ProgramError
@@ -98,7 +98,7 @@ def test_data_parallel_gradient_all_reduce_equals_tpusim_collective():
         Op("grad", "collective", collective="all-reduce", size_bytes=grads, axes=("data",)),
         mesh={"data": 16, "model": 16},
     )
-    direct, _ = simulate_collective("v5e-pod", "all-reduce", grads, axes=["x"])
+    direct, _ = simulate_collective("v5e-pod", "all-reduce", grads, CollectiveOptions(axes=["x"]))
     assert step.communication_time_s == pytest.approx(direct.time_s, rel=1e-9)
     assert step.step_time_s == pytest.approx(direct.time_s, rel=1e-9)
 
@@ -260,7 +260,9 @@ def test_explicit_groups_run_as_independent_collectives():
         algorithm="ring",
     )
     result = Simulation("v5e-pod", Program("p", (op,))).run()
-    direct, _ = simulate_collective("v5e-pod", "all-reduce", 2**24, chips=2, algorithm="ring")
+    direct, _ = simulate_collective(
+        "v5e-pod", "all-reduce", 2**24, CollectiveOptions(chips=2, algorithm="ring")
+    )
     assert result.step_time_s == pytest.approx(direct.time_s, rel=1e-9)
     with pytest.raises(InputError, match="equal-sized"):
         bad = Op("ar", "collective", collective="all-reduce", size_bytes=1e6, groups=((0, 1), (2,)))

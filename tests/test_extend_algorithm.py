@@ -13,7 +13,8 @@ from tpusim.collectives import ALGORITHMS, AlgorithmError, CollectiveAlgorithm
 from tpusim.collectives.base import Group, Op, Step
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
-from tpusim.engine import simulate_collective
+from tpusim.engine import CollectiveOptions, simulate_collective
+from tpusim.network import NetworkSettings
 from tpusim.program.yaml_program import OpSpec
 
 SYSTEM = """name: ring-8
@@ -51,9 +52,11 @@ def test_toy_algorithm_matches_its_closed_form(system_file, fidelity):
         load_system(str(system_file)),
         "all-gather",
         size,
-        algorithm="one-way-gather",
-        fidelity=fidelity,
-        onchip=OnChipModel.none(),
+        CollectiveOptions(
+            algorithm="one-way-gather",
+            onchip=OnChipModel.none(),
+            network=NetworkSettings.of(fidelity),
+        ),
     )
     assert result.algorithm == "one-way-gather"
     assert result.num_steps == n - 1

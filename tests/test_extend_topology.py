@@ -21,8 +21,9 @@ from pydantic import PositiveInt
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import System, load_system
 from tpusim.config.system import BaseTopologySpec
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
 from tpusim.topology import TOPOLOGIES, LinkTable, Topology, TopologyKind, build_topology
 
 MiB = 2**20
@@ -98,7 +99,11 @@ def test_ring_all_reduce_matches_closed_form(tmp_path, fidelity, n):
     topo = build_topology(system)
     W, a, V = system.link_bandwidth_Bps, system.hop_latency_s, 8 * MiB
     result, network = run_collective(
-        topo, "all-reduce", V, algorithm="ring", fidelity=fidelity, onchip=OnChipModel.none()
+        topo,
+        "all-reduce",
+        V,
+        CollectiveOptions(algorithm="ring", network=NetworkSettings.of(fidelity)),
+        onchip=OnChipModel.none(),
     )
     assert result.time_s == pytest.approx(2 * (n - 1) * (a + V / (n * W)), rel=REL)
     assert result.chips == n and result.max_hops == 1
@@ -116,9 +121,7 @@ def test_point_to_point_takes_the_shortest_route(tmp_path, fidelity):
         topo,
         "collective-permute",
         V,
-        algorithm="direct",
-        pairs=[(0, 3)],
-        fidelity=fidelity,
+        CollectiveOptions(algorithm="direct", pairs=[(0, 3)], network=NetworkSettings.of(fidelity)),
         onchip=OnChipModel.none(),
     )
     assert result.max_hops == 3
@@ -170,7 +173,7 @@ def test_heatmap_draws_the_toy(tmp_path):
     n = 5
     topo = build_topology(toy_system(tmp_path, n))
     result, network = run_collective(
-        topo, "all-reduce", MiB, algorithm="ring", onchip=OnChipModel.none()
+        topo, "all-reduce", MiB, CollectiveOptions(algorithm="ring"), onchip=OnChipModel.none()
     )
     fig = link_plots.link_utilization_heatmap(topo, network.link_bytes, result.time_s)
     image = fig.axes[0].images[0].get_array()

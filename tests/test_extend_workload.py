@@ -61,7 +61,7 @@ class MatmulRecord(Record):
 
 def run_matmul(spec: MatmulSweep, context: WorkloadContext) -> Outcome:
     op = Op("mm", "matmul", m=spec.m, n=spec.n, k=spec.k, dtype=spec.dtype)
-    results = Simulation(context.system, Program(spec.name, (op,)), context.fidelity).run()
+    results = Simulation(context.system, Program(spec.name, (op,)), context.settings).run()
     record = MatmulRecord(
         system=context.system.name,
         workload=context.label,

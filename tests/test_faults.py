@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpusim.config.faults import FaultPlan, FaultSpec, load_faults
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError, InputError, SimulationError
+from tpusim.network import NetworkSettings
 from tpusim.topology.torus import Torus
 
 W = 100e9  # bytes/s per link direction
@@ -31,9 +32,9 @@ def plan(*faults: FaultSpec, **kw) -> FaultPlan:
 
 @pytest.mark.parametrize("algorithm", [None, "ring"])
 def test_ring_with_a_dead_link_runs_as_the_line(algorithm):
-    line, _ = run_collective(ring16(False), "all-gather", V, algorithm=algorithm)
+    line, _ = run_collective(ring16(False), "all-gather", V, CollectiveOptions(algorithm=algorithm))
     broken, net = run_collective(
-        ring16(), "all-gather", V, algorithm=algorithm, faults=plan(down(3, 4))
+        ring16(), "all-gather", V, CollectiveOptions(algorithm=algorithm, faults=plan(down(3, 4)))
     )
     assert broken.time_s == pytest.approx(line.time_s, rel=0.02)
     assert broken.algorithm == line.algorithm
@@ -44,9 +45,11 @@ def test_ring_with_a_dead_link_runs_as_the_line(algorithm):
 
 def test_half_bandwidth_link_doubles_a_unidirectional_ring():
     topo = ring16(latency_s=0.0)
-    healthy, _ = run_collective(topo, "all-gather", V, algorithm="ring")
+    healthy, _ = run_collective(topo, "all-gather", V, CollectiveOptions(algorithm="ring"))
     half = plan(FaultSpec(kind="link_degraded", link=(5, 6), bandwidth_fraction=0.5))
-    slow, _ = run_collective(ring16(latency_s=0.0), "all-gather", V, algorithm="ring", faults=half)
+    slow, _ = run_collective(
+        ring16(latency_s=0.0), "all-gather", V, CollectiveOptions(algorithm="ring", faults=half)
+    )
     closed_form = 15 * (V / 16) / W  # (n-1) V/(nW)
     assert healthy.time_s == pytest.approx(closed_form, rel=1e-9)
     assert slow.time_s == pytest.approx(2 * closed_form, rel=1e-9)
@@ -60,7 +63,10 @@ def test_link_lost_mid_collective_lands_between_healthy_and_line():
     line, _ = run_collective(ring16(False), "all-gather", size)
     for fraction in (0.1, 0.5, 0.9):
         mid, net = run_collective(
-            ring16(), "all-gather", size, faults=plan(down(7, 8, at=fraction * healthy.time_s))
+            ring16(),
+            "all-gather",
+            size,
+            CollectiveOptions(faults=plan(down(7, 8, at=fraction * healthy.time_s))),
         )
         assert healthy.time_s < mid.time_s < line.time_s
         assert net.fault_report["rerouted_flows"] > 0
@@ -86,7 +92,7 @@ def test_bytes_conserved_and_no_link_over_its_capacity(links, op):
     collective says (flow conservation at every chip, so no byte is lost or made when
     flows reroute in flight), and no link ever carries more than its reduced bandwidth."""
     topo = Torus([4, 4], [True, True], link_bandwidth_Bps=W, hop_latency_s=1e-6)
-    healthy, net0 = run_collective(topo, op, 2**20, engine="none")
+    healthy, net0 = run_collective(topo, op, 2**20, CollectiveOptions(engine="none"))
     faults = []
     for chip, fraction, when in links:
         nxt = (chip // 4) * 4 + (chip + 1) % 4  # its x neighbour
@@ -100,7 +106,14 @@ def test_bytes_conserved_and_no_link_over_its_capacity(links, op):
                 )
             )
     _, net = run_collective(
-        topo, op, 2**20, engine="none", faults=FaultPlan(faults=faults), check_capacity=True
+        topo,
+        op,
+        2**20,
+        CollectiveOptions(
+            engine="none",
+            faults=FaultPlan(faults=faults),
+            network=NetworkSettings.of(check_capacity=True),
+        ),
     )
     assert net.max_link_load <= 1 + 1e-6
     # same sources and sinks as the healthy run: bytes out - bytes in per chip
@@ -115,7 +128,12 @@ def test_same_seed_same_answer_and_seeds_differ():
     from tpusim.engine import simulate_collective
 
     runs = [
-        simulate_collective("v5e-pod", "all-reduce", 2**24, faults=FaultPlan(fail_links=4, seed=s))
+        simulate_collective(
+            "v5e-pod",
+            "all-reduce",
+            2**24,
+            CollectiveOptions(faults=FaultPlan(fail_links=4, seed=s)),
+        )
         for s in (1, 1, 2)
     ]
     (a, na), (b, nb), (_, nc) = runs
@@ -128,19 +146,27 @@ def test_same_seed_same_answer_and_seeds_differ():
 def test_chip_down_fails_the_collective_naming_chip_op_and_time():
     topo = Torus([4, 4], [True, True], link_bandwidth_Bps=W, hop_latency_s=1e-6)
     with pytest.raises(SimulationError, match=r"chip 5 \(x=1, y=1\) is down at 0 .*'all-reduce'"):
-        run_collective(topo, "all-reduce", V, faults=plan(FaultSpec(kind="chip_down", chip=5)))
+        run_collective(
+            topo,
+            "all-reduce",
+            V,
+            CollectiveOptions(faults=plan(FaultSpec(kind="chip_down", chip=5))),
+        )
     healthy, _ = run_collective(topo, "all-reduce", V)
     at = healthy.time_s / 2
     fault = FaultSpec(kind="chip_down", chip=6, at=at)
     with pytest.raises(SimulationError, match=r"chip 6 \(x=2, y=1\) is down at"):
-        run_collective(topo, "all-reduce", V, faults=plan(fault))
+        run_collective(topo, "all-reduce", V, CollectiveOptions(faults=plan(fault)))
 
 
 def test_exclude_shrinks_the_group():
     topo = Torus([16], [True], link_bandwidth_Bps=W, hop_latency_s=0.0)
     fault = FaultSpec(kind="chip_down", chip=3)
     res, net = run_collective(
-        topo, "all-gather", V, algorithm="ring", faults=plan(fault, on_chip_failure="exclude")
+        topo,
+        "all-gather",
+        V,
+        CollectiveOptions(algorithm="ring", faults=plan(fault, on_chip_failure="exclude")),
     )
     assert res.group_size == 15
     assert "group shrinks to 15" in " ".join(net.fault_report["adapted"])
@@ -153,7 +179,9 @@ def test_exclude_retries_a_collective_that_lost_a_chip():
     topo = ring16()
     healthy, _ = run_collective(topo, "all-gather", V)
     fault = FaultSpec(kind="chip_down", chip=3, at=healthy.time_s / 2)
-    res, net = run_collective(topo, "all-gather", V, faults=plan(fault, on_chip_failure="exclude"))
+    res, net = run_collective(
+        topo, "all-gather", V, CollectiveOptions(faults=plan(fault, on_chip_failure="exclude"))
+    )
     assert res.time_s > healthy.time_s * 1.5
     assert any("retried" in n for n in net.fault_report["adapted"])
 
@@ -165,12 +193,17 @@ def test_spare_cube_waits_for_the_ocs_and_keeps_the_whole_torus():
     healthy, _ = run_collective(topo, "all-reduce", 2**20)
     fault = FaultSpec(kind="chip_down", chip=9)
     res, _ = run_collective(
-        topo, "all-reduce", 2**20, faults=plan(fault, on_chip_failure="spare_cube")
+        topo,
+        "all-reduce",
+        2**20,
+        CollectiveOptions(faults=plan(fault, on_chip_failure="spare_cube")),
     )
     assert res.group_size == 64
     assert res.time_s == pytest.approx(OCS_RECONFIGURATION_S + healthy.time_s, rel=1e-9)
     with pytest.raises(InputError, match="4x4x4 cubes"):
-        run_collective(ring16(), "all-gather", V, faults=plan(on_chip_failure="spare_cube"))
+        run_collective(
+            ring16(), "all-gather", V, CollectiveOptions(faults=plan(on_chip_failure="spare_cube"))
+        )
 
 
 def test_slow_chip_slows_the_reductions():
@@ -181,7 +214,7 @@ def test_slow_chip_slows_the_reductions():
         "v5e-pod",
         "all-reduce",
         2**26,
-        faults=plan(FaultSpec(kind="slow_chip", chip=7, slowdown=3.0)),
+        CollectiveOptions(faults=plan(FaultSpec(kind="slow_chip", chip=7, slowdown=3.0))),
     )
     assert slow.time_s > fast.time_s
 
@@ -189,7 +222,12 @@ def test_slow_chip_slows_the_reductions():
 def test_packet_fidelity_rejects_a_link_failing_mid_run_in_one_line():
     with pytest.raises(InputError, match="packet fidelity does not move packets in flight"):
         run_collective(
-            ring16(), "all-gather", V, fidelity="packet", faults=plan(down(0, 1, at=1e-6))
+            ring16(),
+            "all-gather",
+            V,
+            CollectiveOptions(
+                faults=plan(down(0, 1, at=1e-6)), network=NetworkSettings.of("packet")
+            ),
         )
 
 
@@ -197,14 +235,28 @@ def test_packet_fidelity_runs_a_ring_broken_from_the_start_as_the_line():
     """The dead link from the start: the ring runs as the line at packet fidelity too,
     within the packet-size error of the line's flow-fidelity time (15 steps of 2 hops
     of V/16 at 64 KiB packets: under 1%)."""
-    res, _ = run_collective(ring16(), "all-gather", V, fidelity="packet", faults=plan(down(0, 1)))
-    line, _ = run_collective(ring16(False), "all-gather", V, fidelity="flow")
+    res, _ = run_collective(
+        ring16(),
+        "all-gather",
+        V,
+        CollectiveOptions(faults=plan(down(0, 1)), network=NetworkSettings.of("packet")),
+    )
+    line, _ = run_collective(
+        ring16(False), "all-gather", V, CollectiveOptions(network=NetworkSettings.of("flow"))
+    )
     assert res.time_s == pytest.approx(line.time_s, rel=0.01)
 
 
 def test_analytic_fidelity_routes_around_a_static_fault():
-    res, _ = run_collective(ring16(), "all-gather", V, fidelity="analytic", faults=plan(down(0, 1)))
-    line, _ = run_collective(ring16(False), "all-gather", V, fidelity="analytic")
+    res, _ = run_collective(
+        ring16(),
+        "all-gather",
+        V,
+        CollectiveOptions(faults=plan(down(0, 1)), network=NetworkSettings.of("analytic")),
+    )
+    line, _ = run_collective(
+        ring16(False), "all-gather", V, CollectiveOptions(network=NetworkSettings.of("analytic"))
+    )
     assert res.time_s == pytest.approx(line.time_s, rel=0.02)
 
 
@@ -221,7 +273,7 @@ def test_analytic_fidelity_routes_around_a_static_fault():
 )
 def test_faults_naming_missing_links_or_chips_are_input_errors(fault, message):
     with pytest.raises(InputError, match=message):
-        run_collective(ring16(), "all-gather", V, faults=plan(fault))
+        run_collective(ring16(), "all-gather", V, CollectiveOptions(faults=plan(fault)))
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from tpusim.cli import main
 from tpusim.cli.faults import monte_carlo
 from tpusim.collectives import ALGORITHMS, AlgorithmError
 from tpusim.config.faults import FaultPlan, FaultSpec
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import SimulationError
 from tpusim.topology.torus import Torus
 
@@ -36,7 +36,7 @@ def test_every_link_down_is_an_error_not_a_faster_collective():
     topo = torus4x4()
     every = FaultPlan(fail_links=topo.num_links)
     with pytest.raises(SimulationError, match=r"cut chips .* off from the rest of their group"):
-        run_collective(topo, "all-reduce", V, faults=every)
+        run_collective(topo, "all-reduce", V, CollectiveOptions(faults=every))
 
 
 def test_an_isolated_chip_is_named():
@@ -45,7 +45,7 @@ def test_an_isolated_chip_is_named():
     topo = torus4x4()
     plan = FaultPlan(faults=[down(5, 1), down(5, 4), down(5, 6), down(5, 9)])
     with pytest.raises(SimulationError, match=r"cut chips 5 off"):
-        run_collective(topo, "all-gather", V, faults=plan)
+        run_collective(topo, "all-gather", V, CollectiveOptions(faults=plan))
 
 
 def test_the_cli_exits_1_with_one_line_when_every_link_is_down(capsys):
@@ -62,11 +62,13 @@ def test_auto_replans_on_the_surviving_links_and_names_it():
     names the algorithm re-planned and the healthy one."""
     topo = torus4x4()
     plan = FaultPlan(faults=[down(0, 1)])
-    auto, net = run_collective(topo, "all-reduce", V, faults=plan)
+    auto, net = run_collective(topo, "all-reduce", V, CollectiveOptions(faults=plan))
     forced = {}
     for name in ALGORITHMS.names():
         try:
-            res, _ = run_collective(topo, "all-reduce", V, algorithm=name, faults=plan)
+            res, _ = run_collective(
+                topo, "all-reduce", V, CollectiveOptions(algorithm=name, faults=plan)
+            )
         except AlgorithmError:
             continue
         forced[name] = res.time_s

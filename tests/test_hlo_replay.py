@@ -9,7 +9,8 @@ import pytest
 from helpers import assert_one_error_line, run
 
 from tpusim.cli import hlo_summary
-from tpusim.engine import Simulation
+from tpusim.engine import RunSettings, Simulation
+from tpusim.network import NetworkSettings
 from tpusim.program.hlo import hlo_to_program, load_hlo, parse_hlo, replay_program
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hlo"
@@ -46,7 +47,7 @@ def test_every_collective_runs_on_its_replica_groups():
     for op in collectives:
         members = sorted(c for g in op.groups for c in g)
         assert members == sorted(set(members)) and max(members) < module.num_devices
-    result = Simulation("v5e-pod", replay, "analytic").run()
+    result = Simulation("v5e-pod", replay, RunSettings(NetworkSettings.of("analytic"))).run()
     assert result.communication_time_s > 0
 
 

@@ -15,7 +15,7 @@ from tpusim.config.limits import (
     whole_bytes_problem,
 )
 from tpusim.config.yamlio import load_yaml
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
 from tpusim.topology.torus import Torus
 from tpusim.workloads.spec import SweepRange
@@ -88,5 +88,7 @@ def test_flow_drains_below_the_clock_resolution():
     over 100 s (1 s hops): it used to loop forever at one instant. The ring all-reduce
     of 64 chips takes 2 x 63 steps of one hop: 126 s plus negligible transfer time."""
     ring = Torus((64,), (True,), link_bandwidth_Bps=1e30, hop_latency_s=1.0)
-    result, _ = run_collective(ring, "all-reduce", 64, algorithm="ring", engine="none")
+    result, _ = run_collective(
+        ring, "all-reduce", 64, CollectiveOptions(algorithm="ring", engine="none")
+    )
     assert result.time_s == pytest.approx(2 * 63 * 1.0, rel=1e-9)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpusim.config.loader import load_chip, load_system
-from tpusim.engine import Simulation, run_collective
+from tpusim.engine import CollectiveOptions, Simulation, run_collective
 from tpusim.engine.multijob import Job, chips_group, run_jobs
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
@@ -192,7 +192,11 @@ def test_collective_over_one_axis_of_a_slice_runs_one_ring_per_line(tmp_path, ca
     row = _row(capsys, tmp_path, _scenario(tmp_path, "torus-8x8x16", jobs))
     mesh = load_system(_system(tmp_path, "mesh4", [4, 4, 4], wrap=False))
     alone, _ = run_collective(
-        build_topology(mesh), "reduce-scatter", 32 * MiB, chip=mesh.chip, axes=["z"]
+        build_topology(mesh),
+        "reduce-scatter",
+        32 * MiB,
+        CollectiveOptions(axes=["z"]),
+        chip=mesh.chip,
     )
     assert alone.num_groups == 16
     assert row["jobs"][0]["time_s"] == pytest.approx(alone.time_s, rel=1e-3)

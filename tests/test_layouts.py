@@ -162,7 +162,7 @@ def test_offloaded_activations_overlap_compute_and_are_bound_by_the_host_link(tm
 
     def step(policy, bandwidth):
         program = training_step(**kwargs, remat_policy=policy, host_bandwidth_Bps=bandwidth)
-        return program, Simulation(system, program, "flow").run()
+        return program, Simulation(system, program).run()
 
     _, kept = step("minimal", 1e30)
     _, fast = step("minimal_offloaded", 1e30)

@@ -17,7 +17,7 @@ import pytest
 
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import load_system
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.topology import build_topology
 
 MiB = 2**20
@@ -61,7 +61,11 @@ def test_hierarchical_all_reduce_matches_ici_scatter_dcn_reduce_ici_gather(size)
     system = load_system("ironwood-multislice")
     topology = build_topology(system)
     result, _ = run_collective(
-        topology, "all-reduce", size, algorithm="hierarchical", onchip=OnChipModel.none()
+        topology,
+        "all-reduce",
+        size,
+        CollectiveOptions(algorithm="hierarchical"),
+        onchip=OnChipModel.none(),
     )
     assert result.time_s == pytest.approx(hierarchical_all_reduce_s(system, size), rel=0.01)
     assert result.max_hops == FABRIC_HOPS
@@ -75,13 +79,17 @@ def test_slices_add_only_the_dcn_phase_to_one_slice_all_reduce():
     topology = build_topology(system)
     size = 256 * MiB
     whole, _ = run_collective(
-        topology, "all-reduce", size, algorithm="hierarchical", onchip=OnChipModel.none()
+        topology,
+        "all-reduce",
+        size,
+        CollectiveOptions(algorithm="hierarchical"),
+        onchip=OnChipModel.none(),
     )
     one_slice, _ = run_collective(
         build_topology(system.pod),
         "all-reduce",
         size,
-        algorithm="hierarchical",
+        CollectiveOptions(algorithm="hierarchical"),
         onchip=OnChipModel.none(),
     )
     dcn_s = whole.time_s - one_slice.time_s

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import collective
 
 from tpusim.config.loader import load_system
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.network import NetworkSettings
 from tpusim.network.base import FlowBatch
 from tpusim.network.routing import MULTIPATH_CHUNKS, split_flows
 from tpusim.topology import Boardfly, build_topology
@@ -30,8 +32,8 @@ def test_ugal_within_5_percent_of_minimal_on_a_uniform_all_to_all():
     Boardfly: minimal routes are what uniform traffic wants; UGAL keeps them."""
     topo = Boardfly(4, 4, 8, link_bandwidth_Bps=200e9, hop_latency_s=1e-6)
     options = dict(algorithm="direct", fidelity="flow")
-    minimal, _ = run_collective(topo, "all-to-all", 16 * MIB, **options)
-    ugal, net = run_collective(topo, "all-to-all", 16 * MIB, routing="ugal", **options)
+    minimal, _ = collective(topo, "all-to-all", 16 * MIB, **options)
+    ugal, net = collective(topo, "all-to-all", 16 * MIB, routing="ugal", **options)
     assert ugal.time_s <= 1.05 * minimal.time_s
     assert net.fault_report["routing"] == "ugal"
 
@@ -48,8 +50,8 @@ def test_ugal_group_exchange_within_1_5x_of_the_global_link_bound(pod):
     leaving = (pod.links.kind == global_kind) & (pod.links.src < 32)
     assert int(leaving.sum()) == 35
     bound_s = 32 * 64 * MIB / float(pod.links.bandwidth_Bps[leaving].sum())
-    minimal, _ = run_collective(pod, "collective-permute", 64 * MIB, **options)
-    ugal, net = run_collective(pod, "collective-permute", 64 * MIB, routing="ugal", **options)
+    minimal, _ = collective(pod, "collective-permute", 64 * MIB, **options)
+    ugal, net = collective(pod, "collective-permute", 64 * MIB, routing="ugal", **options)
     assert minimal.time_s > 30 * bound_s
     assert bound_s <= ugal.time_s <= 1.5 * bound_s
     assert net.fault_report["nonminimal_flows"] > 32  # chunks, not whole flows
@@ -88,7 +90,12 @@ def test_per_class_hop_latency_on_the_worst_route():
     path = topo.link_ids(topo.route(*worst))
     assert len(path) == 7
     res, _ = run_collective(
-        topo, "collective-permute", 1.0, pairs=[worst], algorithm="direct", fidelity="analytic"
+        topo,
+        "collective-permute",
+        1.0,
+        CollectiveOptions(
+            pairs=[worst], algorithm="direct", network=NetworkSettings.of("analytic")
+        ),
     )
     assert res.time_s == pytest.approx(17e-6, rel=1e-6)
 

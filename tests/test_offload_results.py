@@ -10,7 +10,7 @@ import pytest
 from tpusim.collectives.base import Step
 from tpusim.collectives.offload import CAE_LATENCY_GAIN, REDUCE_TRAFFIC_PER_BYTE, OnChipModel
 from tpusim.config import load_chip, load_system
-from tpusim.engine import link_table, run_collective
+from tpusim.engine import CollectiveOptions, link_table, run_collective
 from tpusim.results import COLLECTIVE_COLUMNS, LINK_COLUMNS, collectives_frame
 from tpusim.topology import Torus, build_topology
 
@@ -58,7 +58,9 @@ def test_ring_all_reduce_pays_launch_steps_efficiency_and_unhidden_reductions(en
     chip = load_chip("tpu8i")
     n, a, w = 8, 1e-6, 200e9
     topo = Torus((n,), (True,), link_bandwidth_Bps=w, hop_latency_s=a)
-    result, _ = run_collective(topo, "all-reduce", 1024, chip=chip, engine=engine, algorithm="ring")
+    result, _ = run_collective(
+        topo, "all-reduce", 1024, CollectiveOptions(engine=engine, algorithm="ring"), chip=chip
+    )
     model = OnChipModel.for_chip(chip, engine)
     chunk = 1024 / n
     transfer = a + chunk / (w * model.link_efficiency)
@@ -74,7 +76,9 @@ def test_link_efficiency_scales_the_bandwidth_term_only():
     topo = Torus((n,), (True,), link_bandwidth_Bps=w, hop_latency_s=0.0)
     for efficiency in (1.0, 0.8, 0.5):
         model = OnChipModel("tensorcore", 0.0, 0.0, math.inf, efficiency)
-        result, _ = run_collective(topo, "all-gather", 4e6, algorithm="ring", onchip=model)
+        result, _ = run_collective(
+            topo, "all-gather", 4e6, CollectiveOptions(algorithm="ring"), onchip=model
+        )
         assert result.time_s == pytest.approx((n - 1) * 1e6 / (w * efficiency), rel=1e-9)
         assert result.max_link_utilization == pytest.approx(efficiency, rel=1e-9)
 
@@ -83,7 +87,9 @@ def test_cae_claim_maps_to_lower_latency_not_bandwidth():
     system = load_system("tpu8i-pod")
     topo = build_topology(system)
     small = {
-        e: run_collective(topo, "all-reduce", 1024, chip=system.chip, engine=e, chips=8)[0].time_s
+        e: run_collective(
+            topo, "all-reduce", 1024, CollectiveOptions(engine=e, chips=8), chip=system.chip
+        )[0].time_s
         for e in ("cae", "tensorcore")
     }
     assert small["cae"] < small["tensorcore"]
@@ -102,7 +108,7 @@ def test_collectives_frame_has_documented_columns():
 def test_link_table_bytes_and_utilization():
     """Ring all-gather of V on 4 chips: each of the 4 forward links carries 3 V/4."""
     topo = Torus((4,), (True,), link_bandwidth_Bps=1e9, hop_latency_s=0)
-    result, network = run_collective(topo, "all-gather", 4e6, algorithm="ring")
+    result, network = run_collective(topo, "all-gather", 4e6, CollectiveOptions(algorithm="ring"))
     table = link_table(topo, network, result.time_s)
     assert tuple(table.columns) == LINK_COLUMNS
     used = table[table["bytes"] > 0]

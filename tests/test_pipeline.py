@@ -51,7 +51,7 @@ def loop_compute_s(program, costs, iteration: int = 0) -> float:
 def simulate(system, **kwargs):
     plan = plan_training(**SHAPE, **kwargs)
     program = emit_program(plan)
-    results = Simulation(system, program, "flow").run()
+    results = Simulation(system, program).run()
     return plan, program, results
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import collective
 
 from tpusim.config.loader import load_system
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.network.routing import concat_routes
 from tpusim.topology import build_topology
 
@@ -26,10 +27,7 @@ def _exchange(topo, routing: str, seed: int = 0):
         topo,
         "collective-permute",
         64 * MIB,
-        pairs=pairs,
-        algorithm="direct",
-        routing=routing,
-        seed=seed,
+        CollectiveOptions(pairs=pairs, algorithm="direct", routing=routing, seed=seed),
     )
 
 
@@ -49,10 +47,8 @@ def test_valiant_never_worse_than_twice_minimal_on_random_permutations(tpu8i, se
     perm = rng.permutation(tpu8i.num_chips)
     pairs = [(i, int(p)) for i, p in enumerate(perm) if i != p]
     options = {"pairs": pairs, "algorithm": "direct", "seed": seed}
-    minimal, _ = run_collective(tpu8i, "collective-permute", 16 * MIB, **options)
-    valiant, net = run_collective(
-        tpu8i, "collective-permute", 16 * MIB, routing="valiant", **options
-    )
+    minimal, _ = collective(tpu8i, "collective-permute", 16 * MIB, **options)
+    valiant, net = collective(tpu8i, "collective-permute", 16 * MIB, routing="valiant", **options)
     assert valiant.time_s <= 2 * minimal.time_s
     assert net.fault_report["nonminimal_flows"] > len(pairs) // 2  # most cross groups
 
@@ -87,8 +83,8 @@ def test_packet_fidelity_takes_non_minimal_routes(tpu8i):
     seed, same draws) within the packet-size error (64 KiB packets of 4 MiB flows)."""
     pairs = [(i, 32 + i) for i in range(4)]
     options = dict(pairs=pairs, algorithm="direct", routing="valiant", seed=3)
-    packet, net = run_collective(tpu8i, "collective-permute", 4 * MIB, fidelity="packet", **options)
-    flow, _ = run_collective(tpu8i, "collective-permute", 4 * MIB, fidelity="flow", **options)
+    packet, net = collective(tpu8i, "collective-permute", 4 * MIB, fidelity="packet", **options)
+    flow, _ = collective(tpu8i, "collective-permute", 4 * MIB, fidelity="flow", **options)
     assert net.fault_report["routed_max_hops"] > 7
     assert packet.time_s == pytest.approx(flow.time_s, rel=0.05)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import simpy
 
 from tests.helpers import forced_times
 from tpusim.collectives import (
@@ -23,7 +24,8 @@ from tpusim.collectives import (
 from tpusim.collectives.offload import MESSAGE_S, OnChipModel
 from tpusim.config import load_chip
 from tpusim.config.loader import load_system
-from tpusim.engine import run_collective
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.network import AnalyticNetwork, NetworkSettings
 from tpusim.network.routes import RouteCache
 from tpusim.topology import Boardfly, Torus, build_topology
 
@@ -32,8 +34,15 @@ CAE = OnChipModel.for_chip(load_chip("tpu8i"))
 OPS4 = ("all-reduce", "all-gather", "all-to-all", "collective-permute")
 
 
+def routing_network(topo):
+    """The analytic network a Predictor routes on (the engine builds one per run)."""
+    return AnalyticNetwork(simpy.Environment(), topo)
+
+
 def check_auto(topo, op, size, onchip, fidelity="flow"):
-    auto, _ = run_collective(topo, op, size, onchip=onchip, fidelity=fidelity)
+    auto, _ = run_collective(
+        topo, op, size, CollectiveOptions(network=NetworkSettings.of(fidelity)), onchip=onchip
+    )
     times = forced_times(topo, op, size, onchip, fidelity)
     assert auto.algorithm in times
     assert auto.time_s <= 1.02 * min(times.values()), (auto.algorithm, auto.time_s, times)
@@ -89,7 +98,7 @@ def test_closed_form_bounds_never_exceed_the_simulated_time():
     ops = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast")
     for topo, op, size in itertools.product(topos, ops, (KiB, 64 * MiB)):
         group = make_group(topo)
-        predictor = Predictor(topo, CAE, batches_of(topo))
+        predictor = Predictor(routing_network(topo), CAE, batches_of(topo))
         for name, time_s in forced_times(topo, op, size, CAE).items():
             bound_s = predictor.closed_bound_s(ALGORITHMS.get(name).cost, op, group, size)
             assert bound_s <= time_s * (1 + 1e-9), (topo.kind, op, size, name)
@@ -102,7 +111,7 @@ def test_direct_is_pruned_unbuilt_by_its_cut_bound_on_a_big_torus():
     time, so auto never builds its million transfers."""
     topo = Torus((8, 8, 16), (True,) * 3, link_bandwidth_Bps=100e9, hop_latency_s=1e-6)
     group, n, size = make_group(topo), 1024, 2**30
-    predictor = Predictor(topo, OnChipModel.none(), lambda s: None)  # type: ignore[arg-type]
+    predictor = Predictor(routing_network(topo), OnChipModel.none(), lambda s: None)  # type: ignore[arg-type]
     bound_s = predictor.closed_bound_s(ALGORITHMS.get("direct").cost, "all-reduce", group, size)
     cut_s = 512 * 512 * 2 * size / n / (2 * 8 * 8 * 100e9)
     assert bound_s == pytest.approx(2 * 1e-6 + cut_s, rel=1e-9)  # two steps of one hop
@@ -114,10 +123,14 @@ def test_message_cost_is_charged_beyond_one_message_per_port():
     """A direct all-gather on 64 chips of a 256-chip Boardfly (7 ports): each chip sends
     63 messages, ceil(63 / 7) - 1 = 8 of them past one per port."""
     topo = Boardfly(4, 8, 8, link_bandwidth_Bps=200e9, hop_latency_s=1e-6)
-    res, _ = run_collective(topo, "all-gather", KiB, algorithm="direct", chips=64, onchip=CAE)
+    res, _ = run_collective(
+        topo, "all-gather", KiB, CollectiveOptions(algorithm="direct", chips=64), onchip=CAE
+    )
     none = OnChipModel("cae", CAE.launch_s, CAE.step_sync_s, CAE.reduce_bandwidth_Bps,
                        CAE.link_efficiency, CAE.ports, 0.0)  # fmt: skip
-    free, _ = run_collective(topo, "all-gather", KiB, algorithm="direct", chips=64, onchip=none)
+    free, _ = run_collective(
+        topo, "all-gather", KiB, CollectiveOptions(algorithm="direct", chips=64), onchip=none
+    )
     assert res.time_s - free.time_s == pytest.approx(8 * MESSAGE_S, rel=1e-6)
 
 
@@ -129,7 +142,11 @@ def test_permute_with_pairs_runs_on_the_1152_chip_pod():
     topo = build_topology(system)
     pairs = [(i, 32 + i) for i in range(4)]
     res, _ = run_collective(
-        topo, "collective-permute", 64 * MiB, pairs=pairs, chip=system.chip, fidelity="analytic"
+        topo,
+        "collective-permute",
+        64 * MiB,
+        CollectiveOptions(pairs=pairs, network=NetworkSettings.of("analytic")),
+        chip=system.chip,
     )
     assert res.algorithm == "direct"
     out_Bps = 7 * float(topo.links.bandwidth_Bps.max())

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from tpusim.config.loader import load_model, load_system
-from tpusim.engine import Simulation
+from tpusim.engine import RunSettings, Simulation
 from tpusim.program.builders.replica import replica_shape
 from tpusim.program.builders.serving import serving_iteration
 from tpusim.program.ir import ProgramError
@@ -25,9 +25,8 @@ def _costs(model: str, tp: int, ep: int, dtype: str = "bf16", kv: str = "hbm"):
 
 def _engine_s(costs: IterationCosts, batch: ReplicaBatch) -> float:
     program = serving_iteration(costs.shape, batch.per_chip(costs.shape.ep))
-    sim = Simulation(
-        costs.system, program, topology=costs.topology, routes=costs.routes, port_rows=False
-    )
+    settings = RunSettings(port_rows=False)
+    sim = Simulation(costs.system, program, settings, topology=costs.topology, routes=costs.routes)
     return sim.run().step_time_s
 
 

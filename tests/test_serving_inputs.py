@@ -89,6 +89,7 @@ def test_bad_serving_workloads_are_one_line_under_check(capsys, tmp_path, fields
 
 
 def test_serving_workloads_take_block_size_and_disaggregate(tmp_path):
+    from tpusim.network import NetworkSettings
     from tpusim.serving.run import check_options
     from tpusim.study.scenario import Scenario
     from tpusim.workloads.serving import options_of
@@ -97,7 +98,7 @@ def test_serving_workloads_take_block_size_and_disaggregate(tmp_path):
     (point,) = Scenario(path).runs
     spec = point.workload
     context = SimpleNamespace(
-        system="tpu8i-pod", fidelity="flow", flow_tolerance=None, power_per_chip_W=None,
+        system="tpu8i-pod", fidelity="flow", network=NetworkSettings(), power_per_chip_W=None,
         price_per_chip_hour_usd=None,
     )  # fmt: skip
     service = check_options(options_of(spec, context), context.system)

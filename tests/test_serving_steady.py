@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tpusim.network import NetworkSettings
 from tpusim.serving import Deployment, Service, Slo
 from tpusim.serving.capacity import MAX_UTILISATION, find_capacity, trial
 from tpusim.serving.requests import TokenCount, synthetic_requests
@@ -113,7 +114,7 @@ def _scenario_capacity(system: str, workload: str, requests: int) -> float:
     path = Path(__file__).resolve().parent.parent / "scenarios" / "serving.yaml"
     spec = next(p.workload for p in Scenario(path).runs if p.workload.name == workload)
     context = SimpleNamespace(
-        system=system, fidelity="flow", flow_tolerance=None, power_per_chip_W=None,
+        system=system, fidelity="flow", network=NetworkSettings(), power_per_chip_W=None,
         price_per_chip_hour_usd=None,
     )  # fmt: skip
     options = options_of(spec, context).model_copy(update={"requests": requests})  # type: ignore[arg-type]
