@@ -108,6 +108,7 @@ def options_of(**kw) -> tuple[CollectiveOptions, dict]:
     fidelities pass a packet size to all of them)."""
     from tpusim.network import NETWORKS
 
+    kw = {k: v for k, v in kw.items() if not (k in ("axes", "pairs") and v is None)}
     where = {k: kw.pop(k) for k in list(kw) if k in _WHERE}
     network = {k: kw.pop(k) for k in list(kw) if k in _NETWORK}
     fidelity = network.pop("fidelity", "flow")

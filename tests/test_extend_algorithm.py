@@ -52,11 +52,8 @@ def test_toy_algorithm_matches_its_closed_form(system_file, fidelity):
         load_system(str(system_file)),
         "all-gather",
         size,
-        CollectiveOptions(
-            algorithm="one-way-gather",
-            onchip=OnChipModel.none(),
-            network=NetworkSettings.of(fidelity),
-        ),
+        CollectiveOptions(algorithm="one-way-gather", network=NetworkSettings.of(fidelity)),
+        onchip=OnChipModel.none(),
     )
     assert result.algorithm == "one-way-gather"
     assert result.num_steps == n - 1

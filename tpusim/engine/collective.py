@@ -156,12 +156,17 @@ def _result(
 
 
 def simulate_collective(
-    system: System | str, op: Op, size: float, options: CollectiveOptions = DEFAULT_OPTIONS
+    system: System | str,
+    op: Op,
+    size: float,
+    options: CollectiveOptions = DEFAULT_OPTIONS,
+    onchip: OnChipModel | None = None,
 ) -> tuple[CollectiveResult, Network]:
     """:func:`run_collective` on a loaded system or a shipped name / YAML path, with
-    the system's chip for the on-chip model."""
+    the system's chip for the on-chip model unless ``onchip`` is given."""
     from tpusim.topology import build_topology
 
     loaded = load_system(system) if isinstance(system, str) else system
     topology = build_topology(loaded)
-    return run_collective(topology, op, size, options, chip=loaded.chip, system_name=loaded.name)
+    chip, name = loaded.chip, loaded.name
+    return run_collective(topology, op, size, options, chip=chip, onchip=onchip, system_name=name)
