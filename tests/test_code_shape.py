@@ -53,10 +53,9 @@ PENDING: dict[str, set[str]] = {
         "network/flow.py",
         "results/records.py",
     },
-    "functions": {"engine/collective.py:run_collective"},
+    "functions": set(),
     "fmt_skip": {
         "collectives/costs.py",
-        "engine/collective.py",
         "network/base.py",
         "results/records.py",
     },

@@ -17,8 +17,9 @@ writes ``faults.csv`` and the degradation curve ``faults.png``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,13 @@ from tpusim.cli.flags import fidelities, size_flag
 from tpusim.config.faults import ROUTINGS, FaultPlan, Routing, load_faults, plan_flags
 from tpusim.errors import InputError
 from tpusim.vocabulary import OPS, Op
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
+    from tpusim.engine import CollectiveOptions, CollectiveResult
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 PERCENTILES = (10, 50, 90, 99)
 """Percentiles of the time reported per count of failed links (percent)."""
@@ -109,6 +117,40 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_faults)
 
 
+def _trials(run: Callable[[T], R], trials: list[T]) -> tuple[list[R], int]:
+    """``run`` of every trial: the results of those that finished, and how many found
+    the topology cut in two (DisconnectedError)."""
+    from tpusim.network.faults import DisconnectedError
+
+    results, cut = [], 0
+    for trial in trials:
+        try:
+            results.append(run(trial))
+        except DisconnectedError:
+            cut += 1
+    return results, cut
+
+
+def _runner(system: System, op: Op, size: float) -> Callable[[CollectiveOptions], CollectiveResult]:
+    """Runs the collective on ``system`` with given options (one topology and route
+    cache for every trial)."""
+    from tpusim.engine import run_collective
+    from tpusim.network.routes import RouteCache
+    from tpusim.topology import build_topology
+
+    topology = build_topology(system)
+    routes = RouteCache(topology)
+    chip, name = system.chip, system.name
+
+    def run(options: CollectiveOptions) -> CollectiveResult:
+        result, _ = run_collective(
+            topology, op, size, options, chip=chip, system_name=name, routes=routes
+        )
+        return result
+
+    return run
+
+
 def monte_carlo(
     system_name: str,
     op: Op,
@@ -123,39 +165,25 @@ def monte_carlo(
     from dataclasses import replace
 
     from tpusim.config.loader import load_system
-    from tpusim.engine import CollectiveOptions, CollectiveResult, run_collective
+    from tpusim.engine import CollectiveOptions
     from tpusim.network import NetworkSettings
-    from tpusim.network.faults import DisconnectedError
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
 
     system = load_system(system_name)
-    topology = build_topology(system)
-    routes = RouteCache(topology)
+    run = _runner(system, op, size)
     options = CollectiveOptions(network=NetworkSettings.of(fidelity), routing=routing)
-
-    def run(options: CollectiveOptions) -> CollectiveResult:
-        result, _ = run_collective(
-            topology, op, size, options, chip=system.chip, system_name=system.name, routes=routes
-        )
-        return result
-
     healthy = run(options)
     options = replace(options, name_replanning=False)  # the healthy algorithm is the record's
     draw = np.random.default_rng(seed)
     rows = []
     for count in counts:
-        times, algorithms, cut = [], set(), 0
-        for _ in range(trials if count else 1):
-            plan = FaultPlan(fail_links=count, seed=int(draw.integers(2**31)))
-            try:
-                result = run(replace(options, faults=plan))
-            except DisconnectedError:
-                cut += 1
-                continue
-            times.append(result.time_s)
-            algorithms.add(result.algorithm)
-        rows.append(_row(count, np.array(times), healthy.time_s, cut, sorted(algorithms)))
+        plans = [
+            FaultPlan(fail_links=count, seed=int(draw.integers(2**31)))
+            for _ in range(trials if count else 1)
+        ]
+        results, cut = _trials(run, [replace(options, faults=plan) for plan in plans])
+        times = np.array([r.time_s for r in results])
+        algorithms = sorted({r.algorithm for r in results})
+        rows.append(_row(count, times, healthy.time_s, cut, algorithms))
     return {
         "system": system.name,
         "op": op,

@@ -9,6 +9,7 @@ interfere (or, made with ``Simulation.joining``, share them on purpose). The pac
 - :mod:`.placement`: mesh axes to physical axes, collectives to chip groups;
 - :mod:`.handlers`: one handler per op kind, in a registry;
 - :mod:`.schedule`: a collective's schedule on the network, and its rendezvous;
+- :mod:`.deadlock`: a run that cannot finish, named by chips and ops;
 - :mod:`.collective`: one collective as a one-op program (`run_collective`);
 - :mod:`.settings`: what a run takes besides program and system (``RunSettings``,
   ``CollectiveOptions``).

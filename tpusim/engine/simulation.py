@@ -23,12 +23,13 @@ from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
+from tpusim.engine.deadlock import raise_if_deadlocked
 from tpusim.engine.faults import FaultState
 from tpusim.engine.handlers import ChipClass, members, op_handler
 from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
 from tpusim.engine.settings import RunSettings
-from tpusim.errors import InputError, SimulationError
+from tpusim.errors import InputError
 from tpusim.hardware import ChipCostModel, MemoryTracker
 from tpusim.network import AnalyticNetwork, Network, make_network
 from tpusim.network.routes import RouteCache
@@ -296,7 +297,7 @@ class Simulation:
         self.faults.report(self.network)
         for observer in self.observers:
             observer.run_finished(float(self.env.now), self.network.link_bytes)
-        self._raise_if_deadlocked(pending)
+        raise_if_deadlocked(self._rendezvous, pending, self.classes)
         return self._results()
 
     def _chip_classes(self) -> dict[str, list[int]]:
@@ -358,24 +359,6 @@ class Simulation:
             mean_hops=self.hops.mean_hops,
         )
 
-    def _raise_if_deadlocked(self, pending: dict[str, dict[str, simpy.Event]]) -> None:
-        for name, rendezvous in self._rendezvous.items():
-            if rendezvous.missing:
-                waiting = ", ".join(sorted(rendezvous.arrived))
-                absent = ", ".join(chips_text(self.classes[c]) for c in sorted(rendezvous.missing))
-                raise SimulationError(
-                    f"deadlock: collective '{name}' waits on {waiting}, but {absent} never reach it"
-                )
-        stuck = [
-            (c, op) for c, done in pending.items() for op, ev in done.items() if not ev.triggered
-        ]
-        if stuck:
-            cls, op = stuck[0]
-            raise SimulationError(
-                f"deadlock: op '{op}' on {chips_text(self.classes[cls])} "
-                f"never ran ({len(stuck)} ops stuck)"
-            )
-
 
 def mfu_peak_flops(peak_flops: Mapping[Dtype, float], program: Program) -> float:
     """The peak MFU divides by: that of the program's first matmul dtype, bf16 where the
@@ -393,10 +376,3 @@ class _Ran:
     def __call__(self, _event: simpy.Event) -> None:
         for observer in self.sim.observers:
             observer.collective_ran(self.name, self.start, self.sim.env.now)
-
-
-def chips_text(chips: Sequence[int]) -> str:
-    """``chip 7`` or ``chips 0..255 (256 chips)``."""
-    if len(chips) == 1:
-        return f"chip {chips[0]}"
-    return f"chips {chips[0]}..{chips[-1]} ({len(chips)} chips)"
