@@ -32,7 +32,10 @@ Modules, one concept each:
 * :mod:`.memory`: the training step's HBM per stage and over the step;
 * :mod:`.training`: :func:`training_step` and its plan (see its module docstring for
   the model); :mod:`.emit`: the plan's ops;
-* :mod:`.decode`: :func:`decode_step`.
+* :mod:`.decode`: :func:`decode_step`;
+* :mod:`.replica`: a model replica as one chip holds it (per-chip shape on ``tp * ep``
+  chips, its collective groups); :mod:`.serving`: one continuous-batching serving
+  iteration (decode sequences plus prefill chunks) on a replica.
 """
 
 from tpusim.program.builders.counts import parameters_per_layer, step_flops
