@@ -49,17 +49,9 @@ RUN_PATH = (
 
 #: Known violations being removed during issue 25 (must end empty).
 PENDING: dict[str, set[str]] = {
-    "modules": {
-        "network/flow.py",
-        "results/records.py",
-    },
+    "modules": set(),
     "functions": {"engine/collective.py:run_collective"},
-    "fmt_skip": {
-        "collectives/costs.py",
-        "engine/collective.py",
-        "network/base.py",
-        "results/records.py",
-    },
+    "fmt_skip": {"engine/collective.py"},
     "upward": set(),
     "any": set(),
 }
