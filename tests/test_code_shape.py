@@ -47,22 +47,6 @@ RUN_PATH = (
     "study/workers.py",
 )
 
-#: Known violations being removed during issue 25 (must end empty).
-PENDING: dict[str, set[str]] = {
-    "modules": {
-        "network/flow.py",
-        "results/records.py",
-    },
-    "functions": set(),
-    "fmt_skip": {
-        "collectives/costs.py",
-        "network/base.py",
-        "results/records.py",
-    },
-    "upward": set(),
-    "any": set(),
-}
-
 
 def _modules():
     return sorted(PACKAGE.rglob("*.py"))
@@ -80,7 +64,7 @@ def _rel(path: Path) -> str:
 
 def test_no_module_over_400_lines():
     big = {_rel(p) for p in _modules() if len(p.read_text().splitlines()) > MAX_MODULE_LINES}
-    assert big - PENDING["modules"] == set()
+    assert big == set()
 
 
 def test_no_function_over_50_lines():
@@ -92,12 +76,12 @@ def test_no_function_over_50_lines():
                 and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
             ):
                 long.add(f"{_rel(path)}:{node.name}")
-    assert long - PENDING["functions"] == set()
+    assert long == set()
 
 
 def test_no_fmt_skip():
     found = {_rel(p) for p in _modules() if "fmt: skip" in p.read_text()}
-    assert found - PENDING["fmt_skip"] == set()
+    assert found == set()
 
 
 def test_no_isinstance_on_topology_classes_outside_topology():
@@ -182,9 +166,7 @@ def test_every_unit_has_a_layer():
 
 def test_no_upward_import():
     upward = {f"{a}->{b}" for (a, b) in _edges() if RANK[b] >= RANK[a]}
-    assert upward - PENDING["upward"] == set(), {
-        e: w for (a, b), w in _edges().items() if (e := f"{a}->{b}") in upward
-    }
+    assert upward == set(), {e: w for (a, b), w in _edges().items() if (e := f"{a}->{b}") in upward}
 
 
 def _annotations(tree: ast.AST):
@@ -207,4 +189,4 @@ def test_no_any_in_the_run_path():
             text = ast.unparse(ann)
             if "Any" in {n.id for n in ast.walk(ann) if isinstance(n, ast.Name)} or "Any" in text:
                 found.add(rel)
-    assert found - PENDING["any"] == set()
+    assert found == set()

@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 from tpusim.config import load_chip
+from tpusim.results.economics import Economics
 from tpusim.results.energy import (
     IDLE_POWER_FRACTION,
     busy_share,
     derived_power_W,
     mean_power_W,
 )
-from tpusim.results.records import Economics
 from tpusim.units import parse_power
 
 GENERATIONS = Path(__file__).resolve().parent.parent / "scenarios" / "generations.yaml"

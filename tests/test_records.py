@@ -13,6 +13,7 @@ from tpusim.results.records import (
     ProgramRecord,
     TopologyRecord,
 )
+from tpusim.results.simulation import CollectiveResult
 from tpusim.results.tables import comparison_frame
 from tpusim.workloads import record_from_row
 
@@ -110,10 +111,8 @@ def test_program_figures_and_table():
 
 
 def collective(system: str, size: float, time_s: float) -> CollectiveRecord:
-    return CollectiveRecord(
+    result = CollectiveResult(
         system=system,
-        workload=f"ar[bytes={size:g}]",
-        kind="collective",
         op="all-reduce",
         bytes=size,
         chips=4,
@@ -126,15 +125,15 @@ def collective(system: str, size: float, time_s: float) -> CollectiveRecord:
         algbw_Bps=size / time_s,
         busbw_Bps=1.5 * size / time_s,
         max_hops=1,
-        mean_flow_hops=1.0,
+        mean_hops=1.0,
         num_steps=6,
         num_flows=24,
         max_link_utilization=1.0,
         mean_link_utilization=1.0,
         busiest_link_bytes=size,
         num_events=6,
-        step_time_s=time_s,
     )
+    return CollectiveRecord(workload=f"ar[bytes={size:g}]", result=result)
 
 
 def test_collective_sweep_gives_time_at_the_smallest_and_busbw_at_the_largest():

@@ -127,12 +127,18 @@ AXIS_OPS = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all"
 
 DECLARED: dict[str, CostClass] = {
     "ring": CostClass(
-        steps="O(n)", transfer_class="O(n) (all-to-all: O(n^2))", min_steps=_ring_steps,
-        sent_bytes=_ring_sent, transfers=_relay_transfers,
+        steps="O(n)",
+        transfer_class="O(n) (all-to-all: O(n^2))",
+        min_steps=_ring_steps,
+        sent_bytes=_ring_sent,
+        transfers=_relay_transfers,
     ),
     "bidir-ring": CostClass(
-        steps="O(n)", transfer_class="O(n) (all-to-all: O(n^2))", min_steps=_bidir_steps,
-        sent_bytes=_bidir_sent, transfers=_relay_transfers,
+        steps="O(n)",
+        transfer_class="O(n) (all-to-all: O(n^2))",
+        min_steps=_bidir_steps,
+        sent_bytes=_bidir_sent,
+        transfers=_relay_transfers,
     ),
     "torus": CostClass(ops=AXIS_OPS, shape="torus-axes", steps="O(sum of k_i)"),
     "halving-doubling": CostClass(
@@ -140,8 +146,13 @@ DECLARED: dict[str, CostClass] = {
         min_steps=lambda op, n: _lg(n),
     ),
     "direct": CostClass(
-        ops=frozenset(OPS), steps="O(1)", transfer_class="O(n^2)", sent_bytes=_direct_sent,
-        pair_bytes=_direct_pairs, messages=_all_pairs_messages, transfers=_direct_transfers,
+        ops=frozenset(OPS),
+        steps="O(1)",
+        transfer_class="O(n^2)",
+        sent_bytes=_direct_sent,
+        pair_bytes=_direct_pairs,
+        messages=_all_pairs_messages,
+        transfers=_direct_transfers,
         min_steps=lambda op, n: 0 if n <= 1 else (2 if op == "all-reduce" else 1),
     ),
     "hierarchical": CostClass(ops=AXIS_OPS, steps="O(levels)"),
@@ -150,14 +161,19 @@ DECLARED: dict[str, CostClass] = {
     ),
     "tree": CostClass(ops=frozenset({"all-reduce", "broadcast"}), min_steps=lambda op, n: _lg(n)),
     "direct-axes": CostClass(
-        ops=AXIS_OPS, steps="O(axes)", transfer_class="O(n sum of k_i)",
+        ops=AXIS_OPS,
+        steps="O(axes)",
+        transfer_class="O(n sum of k_i)",
         messages=lambda op, n: 1,
     ),
     "one-shot": CostClass(
-        ops=frozenset({"all-reduce"}), steps="O(1)", transfer_class="O(n^2)",
+        ops=frozenset({"all-reduce"}),
+        steps="O(1)",
+        transfer_class="O(n^2)",
         sent_bytes=lambda op, size, n: (n - 1) * size,
         pair_bytes=lambda op, size, n: size if n > 1 else 0.0,
-        messages=_all_pairs_messages, transfers=lambda op, n: n * (n - 1),
+        messages=_all_pairs_messages,
+        transfers=lambda op, n: n * (n - 1),
     ),
-}  # fmt: skip
+}
 """The cost classes of the shipped algorithms (registry.py registers them)."""

@@ -209,8 +209,10 @@ class Network(ABC):
             batch = self.around_failures(batch)
         hops = batch.hops
         flows, total, longest = self.routed_hops
-        self.routed_hops = (flows + int((hops > 0).sum()), total + int(hops.sum()),
-                            max(longest, int(hops.max(initial=0))))  # fmt: skip
+        flows += int((hops > 0).sum())
+        total += int(hops.sum())
+        longest = max(longest, int(hops.max(initial=0)))
+        self.routed_hops = (flows, total, longest)
         return batch
 
     def link_flow_counts(self) -> np.ndarray:

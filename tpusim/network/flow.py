@@ -5,36 +5,21 @@ flow-link pair). Rates are recomputed by vectorised progressive filling only
 when the set of flows changes: when a batch starts or when flows drain. All
 flows that drain at the same instant are handled by one SimPy timeout, so a
 collective step of ten thousand identical flows costs one event, not ten
-thousand. A drained flow arrives ``path latency`` later (cut-through).
+thousand. A drained flow arrives ``path latency`` later (cut-through). The per-batch
+state, the drain tolerances and the building of the max-min problem are in
+:mod:`.flow_blocks`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
 from tpusim.network.base import FlowBatch, Network
+from tpusim.network.flow_blocks import FlowBlock, blocks_problem, latency_groups
 from tpusim.network.maxmin import MaxMinProblem, max_min_rates
 
 __all__ = ["FlowNetwork", "max_min_rates"]
-
-DRAIN_REL_TIME_TOL = 1e-9
-"""Flows whose remaining time is within this fraction of the earliest drain time
-drain with it (dimensionless): they differ from it only by float round-off, and
-draining them together saves an event each."""
-
-MIN_DRAIN_HORIZON_S = 1e-30
-"""Floor (seconds) on the earliest drain time in the drain horizon, so that a flow
-draining at the current instant (time 0 left) still gets a positive relative window;
-far below any physical duration (a byte at 1 Pb/s takes 8e-15 s)."""
-
-DRAIN_BYTE_SLACK = 1e-9
-"""Bytes a flow may have left and still count as drained: ``remaining -= rate * dt``
-leaves round-off residues (~1e-16 relative) of up to this order on transfers of ~1e7
-bytes, larger ones are covered by :data:`DRAIN_REL_TIME_TOL`; a nanobyte is never a
-real remainder."""
 
 DEFAULT_MERGE_TOLERANCE = 1e-2
 """Default ``merge_tolerance`` (fraction of a flow's age): 1% earliness per flow in
@@ -43,45 +28,6 @@ exchange for one event per group of near-simultaneous drains (see FlowNetwork)."
 DEFAULT_RATE_TOLERANCE = 1e-2
 """Default ``rate_tolerance`` (relative): max-min rates to 1%, which makes Boardfly's
 ~1,000 distinct rates ~10x cheaper to solve; symmetric patterns stay exact."""
-
-
-@dataclass
-class _Block:
-    """The flows of one batch still draining: all started together at ``started_at``.
-
-    ``flow_of_entry`` / ``links``: each flow's route entries (flow index within the
-    block, directed link id), in flow order, kept whole while the block lives: a flow
-    that drained is marked ``dead`` (its ``remaining`` is infinite and its rate 0), so
-    the max-min indexes built over the block stay valid. ``link_set``: the distinct
-    links of the block, found when a re-solve first needs them.
-    """
-
-    bid: int
-    started_at: float
-    remaining: np.ndarray
-    rate: np.ndarray
-    latency: np.ndarray
-    flow_of_entry: np.ndarray
-    links: np.ndarray
-    batch: FlowBatch
-    dead: np.ndarray
-    num_live: int
-    link_set: np.ndarray | None = None
-    owner: int = -1
-
-    def distinct_links(self, num_links: int) -> np.ndarray:
-        """Distinct link ids of the block (``num_links``: links of the topology);
-        counting them is linear where a unique would sort."""
-        if self.link_set is None:
-            self.link_set = np.flatnonzero(np.bincount(self.links, minlength=num_links))
-        return self.link_set
-
-    def retire(self, done: np.ndarray) -> None:
-        """Mark the flows of ``done`` (a mask of live flows) drained."""
-        self.dead |= done
-        self.remaining[done] = np.inf
-        self.rate = np.where(done, 0.0, self.rate)
-        self.num_live -= int(done.sum())
 
 
 class FlowNetwork(Network):
@@ -134,7 +80,7 @@ class FlowNetwork(Network):
         self.merge_tolerance = float(merge_tolerance)
         self.max_link_load = 0.0
         self._link_flows = np.zeros(len(topology.links), dtype=np.int64)  # active flows per link
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, FlowBlock] = {}
         self._batches: dict[int, list] = {}  # id -> [flows still to arrive, event]
         self._next_batch = 0
         self._updated_at = env.now
@@ -166,7 +112,7 @@ class FlowNetwork(Network):
         ``owner`` (the batch they belong to, or were rerouted from)."""
         routed = batch.routed
         bid = owner if owner not in self._blocks else self._new_id()
-        block = _Block(
+        block = FlowBlock(
             bid,
             self.env.now,
             batch.bytes[routed].astype(np.float64),
@@ -217,7 +163,7 @@ class FlowNetwork(Network):
         if not self._wakeup.triggered:
             self._wakeup.succeed()
 
-    def _reroute(self, block: _Block, flows: np.ndarray) -> None:
+    def _reroute(self, block: FlowBlock, flows: np.ndarray) -> None:
         """Move the live ``flows`` (a mask) of ``block`` to surviving routes."""
         left = block.remaining[flows]
         hops = np.bincount(block.flow_of_entry, minlength=flows.size)[flows]
@@ -271,7 +217,7 @@ class FlowNetwork(Network):
         if blocks:
             self._solve(blocks)
 
-    def _alone_rates(self, block: _Block) -> np.ndarray:
+    def _alone_rates(self, block: FlowBlock) -> np.ndarray:
         """Rates of a new block alone on its links, solved once per batch: they depend
         on the batch's routes only, and a ring sends the same batch step after step."""
         batch = block.batch
@@ -282,7 +228,7 @@ class FlowNetwork(Network):
             self._alone[id(batch)] = cached = (batch, rate)
         return cached[1]
 
-    def _solve(self, blocks: list[_Block]) -> np.ndarray:
+    def _solve(self, blocks: list[FlowBlock]) -> np.ndarray:
         """Max-min rates of the live flows of ``blocks`` (a whole component of the
         problem), stored in each block's ``rate`` and returned in block order."""
         problem = self._problem_of(blocks)
@@ -302,29 +248,14 @@ class FlowNetwork(Network):
             start += block.remaining.size
         return rate
 
-    def _problem_of(self, blocks: list[_Block]) -> MaxMinProblem:
+    def _problem_of(self, blocks: list[FlowBlock]) -> MaxMinProblem:
         """The max-min problem of ``blocks``: the last one if it was built for the same
         blocks (its indexes are reused; drained flows were removed from it), else new."""
         key = tuple(b.bid for b in blocks)
         if self._problem is not None and self._problem[0] == key:
             return self._problem[1]
-        flow_counts = [b.remaining.size for b in blocks]
-        entry_counts = [b.links.size for b in blocks]
-        if len(blocks) == 1:
-            flows, links, dead = blocks[0].flow_of_entry, blocks[0].links, blocks[0].dead
-        else:
-            flows = np.concatenate(_offset([b.flow_of_entry for b in blocks], flow_counts))
-            links = np.concatenate([b.links for b in blocks])
-            dead = np.concatenate([b.dead for b in blocks])
-
-        def link_order() -> np.ndarray:
-            return np.concatenate(_offset([b.batch.link_order for b in blocks], entry_counts))
-
-        num_flows = sum(flow_counts)
-        any_dead = dead if dead.any() else None
-        problem = MaxMinProblem(flows, links, self.bandwidth_Bps, num_flows, link_order, any_dead)
-        starts = np.concatenate([[0], np.cumsum(flow_counts)[:-1]])
-        self._problem = (key, problem, dict(zip(key, starts.tolist(), strict=True)))
+        problem, starts = blocks_problem(blocks, self.bandwidth_Bps)
+        self._problem = (key, problem, starts)
         return problem
 
     def _run(self):
@@ -355,16 +286,11 @@ class FlowNetwork(Network):
         freed = []
         for bid in list(self._blocks):
             block = self._blocks[bid]
-            horizon = (
-                lag
-                + max(first, MIN_DRAIN_HORIZON_S) * DRAIN_REL_TIME_TOL
-                + (self.merge_tolerance * (self.env.now - block.started_at))
-            )
-            done = block.remaining <= block.rate * horizon + DRAIN_BYTE_SLACK
+            done = block.drained(first, lag, self.merge_tolerance, self.env.now)
             num_done = int(done.sum())
             if not num_done:
                 continue
-            for latency, count in _latency_groups(block.latency[done]):
+            for latency, count in latency_groups(block.latency[done]):
                 self._arrive(block.owner, count, latency)
             freed.append(self._freed_links(block, done, num_done))
             if num_done == block.num_live:
@@ -379,7 +305,7 @@ class FlowNetwork(Network):
             if still.size:
                 self._seeds.append(still)
 
-    def _freed_links(self, block: _Block, done: np.ndarray, num_done: int) -> np.ndarray:
+    def _freed_links(self, block: FlowBlock, done: np.ndarray, num_done: int) -> np.ndarray:
         """The link ids of the entries of the flows ``done`` (a mask) of ``block``,
         removing them from the current max-min problem if it holds the block."""
         problem = self._problem
@@ -404,20 +330,3 @@ class FlowNetwork(Network):
             self.env.timeout(latency).callbacks.append(land)
         else:
             land()
-
-
-def _latency_groups(latency: np.ndarray) -> list[tuple[float, int]]:
-    """Distinct latencies with their counts, in increasing order."""
-    if (latency == latency[0]).all():
-        return [(float(latency[0]), int(latency.size))]
-    values, counts = np.unique(latency, return_counts=True)
-    return [(float(v), int(c)) for v, c in zip(values, counts, strict=True)]
-
-
-def _offset(parts: list[np.ndarray], sizes: list[int]) -> list[np.ndarray]:
-    """``parts`` shifted so that part k starts after the ``sizes`` of parts 0..k-1."""
-    out, start = [], 0
-    for part, size in zip(parts, sizes, strict=True):
-        out.append(part + start)
-        start += size
-    return out

@@ -2,13 +2,14 @@
 bandwidths, ``num_*`` counts). pandas is imported only when a table is asked for.
 
 :mod:`tpusim.results.records` holds the typed record of each workload kind of a
-scenario run, :mod:`tpusim.results.run` what a run produced (records, simulated programs,
-failures); :mod:`tpusim.results.writers` writes a run's files, one writer each."""
+scenario run (a program's ends with its :mod:`tpusim.results.economics`),
+:mod:`tpusim.results.run` what a run produced (records, simulated programs, failures);
+:mod:`tpusim.results.writers` writes a run's files, one writer each."""
 
+from tpusim.results.economics import Economics
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
-    Economics,
     ProgramRecord,
     Record,
     TopologyRecord,

@@ -25,6 +25,7 @@ over every ordered pair of distinct chips of the topology; ``mean_flow_hops``
 (``tpusim topo`` and ``tpusim collective`` call both ``mean_hops``).
 
 A scenario's rows read back as records (:func:`tpusim.workloads.record_from_row`).
+:class:`Economics` is defined in :mod:`tpusim.results.economics` (re-exported here).
 """
 
 from __future__ import annotations
@@ -34,19 +35,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tpusim.results.energy import mean_power_W
+from tpusim.results.economics import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Economics
 from tpusim.results.fault_columns import columns_from_row, fault_columns
 from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
+from tpusim.results.simulation import CollectiveResult
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
     from tpusim.topology import Topology
-
-#: Seconds in an hour (chip-hours from seconds).
-SECONDS_PER_HOUR = 3600.0
-#: Tokens in the "per million tokens" cost column.
-TOKENS_PER_MILLION = 1e6
 
 Figure = tuple[str, float | None]  # (comparison-table row name with its unit, value)
 
@@ -120,62 +117,53 @@ class TopologyRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class CollectiveRecord(Record):
-    """One collective (columns as :mod:`tpusim.results.tables` documents), then
-    ``step_time_s`` (= ``time_s``, so every row has a step time)."""
+    """One collective: its :class:`~tpusim.results.simulation.CollectiveResult` (the
+    ``system`` too) and its columns (as :mod:`tpusim.results.tables` documents, with
+    ``mean_hops`` as ``mean_flow_hops``), then ``step_time_s`` (= ``time_s``, so every
+    row has a step time), then ``faults``' columns."""
 
-    op: str
-    bytes: float
-    chips: int
-    group_size: int
-    num_groups: int
-    algorithm: str
-    fidelity: str
-    engine: str
-    time_s: float
-    algbw_Bps: float | None
-    busbw_Bps: float | None
-    max_hops: int
-    mean_flow_hops: float
-    num_steps: int
-    num_flows: int
-    max_link_utilization: float
-    mean_link_utilization: float
-    busiest_link_bytes: float
-    num_events: int
-    step_time_s: float
+    system: str = field(init=False)
+    kind: str = field(init=False, default="collective")
+    result: CollectiveResult
     #: With faults or a routing policy only: :mod:`tpusim.results.fault_columns`.
     faults: dict[str, Any] = field(default_factory=dict)
 
+    #: The result's fields under their column names where these differ.
+    _COLUMN_OF: ClassVar[dict[str, str]] = {"mean_hops": "mean_flow_hops"}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "system", self.result.system)
+
     @classmethod
-    def of(cls, result: Any, workload: str, report: Any = None) -> CollectiveRecord:
-        """From a :class:`~tpusim.results.simulation.CollectiveResult` (and the
-        network's ``fault_report``, when the run had faults or a routing policy)."""
-        record = result.record()
-        record["mean_flow_hops"] = record["mean_hops"]
-        skip = ("workload", "kind", "step_time_s", "faults")
-        names = [f.name for f in fields(cls) if f.name not in skip]
-        values = {k: record[k] for k in names}
-        faults = fault_columns(report)
-        return cls(workload=workload, kind="collective", step_time_s=result.time_s, **values,
-                   faults=faults)  # fmt: skip
+    def of(
+        cls, result: CollectiveResult, workload: str, report: Mapping[str, Any] | None = None
+    ) -> CollectiveRecord:
+        """From a collective's result (and the network's ``fault_report``, when the run
+        had faults or a routing policy)."""
+        return cls(workload=workload, result=result, faults=fault_columns(report))
 
     def row(self) -> dict[str, Any]:
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "faults"}
-        return own | self.faults
+        head = {f.name: getattr(self, f.name) for f in fields(Record)}
+        values = self.result.record()
+        del values["system"]
+        own = {self._COLUMN_OF.get(k, k): v for k, v in values.items()}
+        return head | own | {"step_time_s": self.result.time_s} | self.faults
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
-        names = [f.name for f in fields(cls) if f.name != "faults"]
-        return cls(**{k: row[k] for k in names}, faults=columns_from_row(row))
+        names = [f.name for f in fields(CollectiveResult)]
+        result = CollectiveResult(**{k: row[cls._COLUMN_OF.get(k, k)] for k in names})
+        return cls(workload=row["workload"], result=result, faults=columns_from_row(row))
 
     @classmethod
     def sweep_figures(cls, records: Sequence[Record]) -> list[tuple[str, str, float]]:
         """Per workload and system: the time at the smallest size (when the sweep has
         more than one) and the bus bandwidth at the largest."""
-        runs: dict[tuple[str, str], list[CollectiveRecord]] = {}
+        runs: dict[tuple[str, str], list[CollectiveResult]] = {}
         for record in records:
             if isinstance(record, CollectiveRecord):
-                runs.setdefault((base_name(record.workload), record.system), []).append(record)
+                key = (base_name(record.workload), record.system)
+                runs.setdefault(key, []).append(record.result)
         out = []
         for (name, system), group in runs.items():
             small = min(group, key=lambda r: r.bytes)
@@ -188,68 +176,6 @@ class CollectiveRecord(Record):
             busbw_GBps = large.busbw_Bps / 1e9
             out.append((f"{name} {format_bytes(large.bytes)}: busbw (GB/s)", system, busbw_GBps))
         return out
-
-
-@dataclass(frozen=True)
-class Economics:
-    """Throughput, energy and cost of one step; a column is None (and left out of the
-    row) when its input is unknown: tokens for the token columns, power for energy,
-    a price for cost.
-
-    Power follows :mod:`tpusim.results.energy`: ``full_load_power_per_chip_W`` (the
-    all-in power at full load) scaled by ``busy_share`` (the step's TensorCore busy
-    fraction) to the step's mean ``power_per_chip_W``. Token figures count the tokens
-    of the program simulated (for a model fragment, e.g. 2 of 80 layers, the energy
-    and cost per token of that fragment, not of the whole model)."""
-
-    chip_hours_per_step: float
-    tokens_per_s: float | None = None
-    tokens_per_s_per_chip: float | None = None
-    full_load_power_per_chip_W: float | None = None
-    busy_share: float | None = None
-    power_per_chip_W: float | None = None
-    energy_per_step_J: float | None = None
-    energy_per_token_J: float | None = None
-    cost_per_step_usd: float | None = None
-    cost_per_million_tokens_usd: float | None = None
-
-    @classmethod
-    def of(
-        cls,
-        step_time_s: float,
-        num_chips: int,
-        tokens_per_step: float | None = None,
-        power_per_chip_W: float | None = None,
-        price_per_chip_hour_usd: float | None = None,
-        busy_share: float = 1.0,
-    ) -> Economics:
-        """From the step time (s), the system's chips, tokens one step processes, the
-        all-in power per chip at full load (W), the price per chip-hour (USD) and the
-        step's busy share (0..1, :func:`tpusim.results.energy.busy_share`)."""
-        step, chips, tokens = step_time_s, num_chips, tokens_per_step or None
-        hours = chips * step / SECONDS_PER_HOUR
-        mean_W = mean_power_W(power_per_chip_W, busy_share) if power_per_chip_W else None
-        energy = mean_W * chips * step if mean_W is not None else None
-        cost = price_per_chip_hour_usd * hours if price_per_chip_hour_usd is not None else None
-        return cls(
-            chip_hours_per_step=hours,
-            tokens_per_s=tokens / step if tokens else None,
-            tokens_per_s_per_chip=tokens / step / chips if tokens else None,
-            full_load_power_per_chip_W=power_per_chip_W,
-            busy_share=busy_share if power_per_chip_W else None,
-            power_per_chip_W=mean_W,
-            energy_per_step_J=energy,
-            energy_per_token_J=energy / tokens if tokens and energy is not None else None,
-            cost_per_step_usd=cost,
-            cost_per_million_tokens_usd=(
-                cost / tokens * TOKENS_PER_MILLION if tokens and cost is not None else None
-            ),
-        )
-
-    def row(self) -> dict[str, float]:
-        """The known columns, in field order."""
-        values = ((f.name, getattr(self, f.name)) for f in fields(self))
-        return {name: value for name, value in values if value is not None}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tpusim.errors import InputError
+from tpusim.results.economics import Economics
 from tpusim.results.energy import busy_share
-from tpusim.results.records import DecodeRecord, Economics, ProgramRecord
+from tpusim.results.records import DecodeRecord, ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext
 
 

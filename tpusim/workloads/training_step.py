@@ -34,8 +34,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from tpusim.config.model import PositiveInt
+from tpusim.results.economics import Economics
 from tpusim.results.energy import busy_share
-from tpusim.results.records import Economics, TrainingRecord
+from tpusim.results.records import TrainingRecord
 from tpusim.results.simulation import Results
 from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind

@@ -1,0 +1,127 @@
+"""The per-batch state of the flow fidelity (:mod:`.flow`) and its bookkeeping.
+
+A :class:`FlowBlock` holds the flows of one batch still draining (numpy arrays, one
+row per flow, one route entry per flow-link pair). This module also holds the drain
+tolerances (which flows count as drained at an instant), the grouping of drained
+flows by arrival latency, and the building of the max-min problem of a set of blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpusim.network.base import FlowBatch
+from tpusim.network.maxmin import MaxMinProblem
+
+DRAIN_REL_TIME_TOL = 1e-9
+"""Flows whose remaining time is within this fraction of the earliest drain time
+drain with it (dimensionless): they differ from it only by float round-off, and
+draining them together saves an event each."""
+
+MIN_DRAIN_HORIZON_S = 1e-30
+"""Floor (seconds) on the earliest drain time in the drain horizon, so that a flow
+draining at the current instant (time 0 left) still gets a positive relative window;
+far below any physical duration (a byte at 1 Pb/s takes 8e-15 s)."""
+
+DRAIN_BYTE_SLACK = 1e-9
+"""Bytes a flow may have left and still count as drained: ``remaining -= rate * dt``
+leaves round-off residues (~1e-16 relative) of up to this order on transfers of ~1e7
+bytes, larger ones are covered by :data:`DRAIN_REL_TIME_TOL`; a nanobyte is never a
+real remainder."""
+
+
+@dataclass
+class FlowBlock:
+    """The flows of one batch still draining: all started together at ``started_at``.
+
+    ``flow_of_entry`` / ``links``: each flow's route entries (flow index within the
+    block, directed link id), in flow order, kept whole while the block lives: a flow
+    that drained is marked ``dead`` (its ``remaining`` is infinite and its rate 0), so
+    the max-min indexes built over the block stay valid. ``link_set``: the distinct
+    links of the block, found when a re-solve first needs them.
+    """
+
+    bid: int
+    started_at: float
+    remaining: np.ndarray
+    rate: np.ndarray
+    latency: np.ndarray
+    flow_of_entry: np.ndarray
+    links: np.ndarray
+    batch: FlowBatch
+    dead: np.ndarray
+    num_live: int
+    link_set: np.ndarray | None = None
+    owner: int = -1
+
+    def distinct_links(self, num_links: int) -> np.ndarray:
+        """Distinct link ids of the block (``num_links``: links of the topology);
+        counting them is linear where a unique would sort."""
+        if self.link_set is None:
+            self.link_set = np.flatnonzero(np.bincount(self.links, minlength=num_links))
+        return self.link_set
+
+    def drained(
+        self, first_s: float, lag_s: float, merge_tolerance: float, now_s: float
+    ) -> np.ndarray:
+        """Mask of the flows that count as drained at ``now_s``: within the drain
+        horizon of the earliest drain time ``first_s``, plus ``lag_s`` seconds of
+        waiting the clock could not represent, plus ``merge_tolerance`` of the block's
+        age (see :class:`~tpusim.network.flow.FlowNetwork`)."""
+        horizon = (
+            lag_s
+            + max(first_s, MIN_DRAIN_HORIZON_S) * DRAIN_REL_TIME_TOL
+            + (merge_tolerance * (now_s - self.started_at))
+        )
+        return self.remaining <= self.rate * horizon + DRAIN_BYTE_SLACK
+
+    def retire(self, done: np.ndarray) -> None:
+        """Mark the flows of ``done`` (a mask of live flows) drained."""
+        self.dead |= done
+        self.remaining[done] = np.inf
+        self.rate = np.where(done, 0.0, self.rate)
+        self.num_live -= int(done.sum())
+
+
+def blocks_problem(
+    blocks: list[FlowBlock], bandwidth_Bps: np.ndarray
+) -> tuple[MaxMinProblem, dict[int, int]]:
+    """The max-min problem of the flows of ``blocks`` over links of ``bandwidth_Bps``
+    (flows in block order, drained ones already removed), and each block's first flow
+    in it (block id -> flow index)."""
+    flow_counts = [b.remaining.size for b in blocks]
+    entry_counts = [b.links.size for b in blocks]
+    if len(blocks) == 1:
+        flows, links, dead = blocks[0].flow_of_entry, blocks[0].links, blocks[0].dead
+    else:
+        flows = np.concatenate(_offset([b.flow_of_entry for b in blocks], flow_counts))
+        links = np.concatenate([b.links for b in blocks])
+        dead = np.concatenate([b.dead for b in blocks])
+
+    def link_order() -> np.ndarray:
+        return np.concatenate(_offset([b.batch.link_order for b in blocks], entry_counts))
+
+    num_flows = sum(flow_counts)
+    any_dead = dead if dead.any() else None
+    problem = MaxMinProblem(flows, links, bandwidth_Bps, num_flows, link_order, any_dead)
+    starts = np.concatenate([[0], np.cumsum(flow_counts)[:-1]])
+    return problem, dict(zip((b.bid for b in blocks), starts.tolist(), strict=True))
+
+
+def latency_groups(latency: np.ndarray) -> list[tuple[float, int]]:
+    """Distinct latencies with their counts, in increasing order."""
+    if (latency == latency[0]).all():
+        return [(float(latency[0]), int(latency.size))]
+    values, counts = np.unique(latency, return_counts=True)
+    return [(float(v), int(c)) for v, c in zip(values, counts, strict=True)]
+
+
+def _offset(parts: list[np.ndarray], sizes: list[int]) -> list[np.ndarray]:
+    """``parts`` shifted so that part k starts after the ``sizes`` of parts 0..k-1."""
+    out, start = [], 0
+    for part, size in zip(parts, sizes, strict=True):
+        out.append(part + start)
+        start += size
+    return out
