@@ -55,8 +55,8 @@ workloads:
 
 PLANTED = [
     (2, "systems[1]", "unknown system 'no-such-pod'"),
-    (4, "workloads[0]", "v5e-pod: --axes q"),
-    (4, "workloads[0]", "v6e-pod: --axes q"),
+    (4, "workloads[0]", "v5e-pod: axes q: axes must be distinct"),
+    (4, "workloads[0]", "v6e-pod: axes q: axes must be distinct"),
     (9, "workloads[1]", "v5e-pod: mesh {'data': 8, 'model': 16} has 128 devices"),
     (9, "workloads[1]", "v6e-pod: mesh {'data': 8, 'model': 16} has 128 devices"),
     (20, "workloads[2]", "v5e-pod fits[memory={'hbm': '40 GB'}]: out of memory"),

@@ -120,7 +120,7 @@ def test_what_an_algorithm_may_run_is_what_its_entry_declares(system_file):
         schedule = build_schedule("collective-permute", 1024, group, "shift-by-one", [(0, 3)])
         (step,) = schedule.pipelines[0]
         assert step.src.tolist() == [0] and step.dst.tolist() == [3]
-        with pytest.raises(AlgorithmError, match="use --algorithm direct or shift-by-one"):
+        with pytest.raises(AlgorithmError, match="use the direct or shift-by-one algorithm"):
             build_schedule("collective-permute", 1024, group, "ring", [(0, 3)])
     finally:
         ALGORITHMS.unregister("shift-by-one")

@@ -145,7 +145,7 @@ def test_options_choose_the_executor():
     assert executor_for(RunOptions(jobs=8), 3) == WorkerProcesses(3)
     assert executor_for(RunOptions(jobs=8), 1) == InProcess()
     assert executor_for(RunOptions(executor="dask", jobs=8), 3) == Dask(None)
-    with pytest.raises(InputError, match="--scheduler needs --executor dask"):
+    with pytest.raises(InputError, match="a scheduler address needs the dask executor"):
         executor_for(RunOptions(scheduler="tcp://h:8786"), 3)
 
 

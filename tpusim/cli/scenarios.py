@@ -18,7 +18,7 @@ from typing import Any
 
 from tpusim.cli.flags import path_flag, positive_flag
 from tpusim.config.limits import MAX_SWEEP_POINTS
-from tpusim.errors import SimulationError
+from tpusim.errors import InputError, SimulationError
 from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import check_folder_target, json_text, output_error
 from tpusim.results.run import PointFailure
@@ -69,7 +69,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         json=args.json,
         max_points=args.max_points,
     )
-    options.check_executor()
+    if args.scheduler is not None and args.executor != "dask":
+        raise InputError("--scheduler needs --executor dask")
     return options.model_copy(update={"fault_flags": run_fault_flags(args)})
 
 

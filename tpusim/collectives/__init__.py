@@ -110,7 +110,7 @@ def _build_named(
     if op == "collective-permute" and not entry.supports(op):
         point_to_point = " or ".join(ALGORITHMS.names(where=lambda e: e.supports(op)))
         raise AlgorithmError(
-            f"collective-permute is point to point: use --algorithm {point_to_point}"
+            f"collective-permute is point to point: use the {point_to_point} algorithm"
         )
     if pairs:
         return Schedule(op, alg, size, group, build(op, size, group, pairs=pairs))

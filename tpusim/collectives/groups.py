@@ -24,7 +24,7 @@ def make_group(
     arr, named = topology.axis_structure()
     if chips is not None:
         if not 1 <= chips <= topology.num_chips:
-            raise ValueError(f"--chips {chips}: the system has {topology.num_chips} chips")
+            raise ValueError(f"chips {chips}: the system has {topology.num_chips} chips")
         if chips < topology.num_chips:
             return Group(np.arange(chips, dtype=np.int64)[None, :], (Axis("chips", chips, "any"),))
     if not axes:
@@ -33,7 +33,7 @@ def make_group(
     unknown = [a for a in axes if a not in names]
     if unknown or len(set(axes)) != len(axes):
         raise ValueError(
-            f"--axes {','.join(axes)}: axes must be distinct names among {', '.join(names)}"
+            f"axes {','.join(axes)}: axes must be distinct names among {', '.join(names)}"
         )
     picked = [names.index(a) for a in axes]
     others = [i for i in range(len(named)) if i not in picked]

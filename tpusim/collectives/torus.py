@@ -23,7 +23,7 @@ from tpusim.collectives.phases import axis_phases
 def build(op: Op, size: float, group: Group, split: bool = True) -> list[list[Step]]:
     if not group.on_torus_axes:
         raise AlgorithmError(
-            "torus needs a group made of torus axes (use --axes or all chips of a torus system)"
+            "torus needs a group made of torus axes (name its axes, or take every chip of a torus)"
         )
     busy = [i + 1 for i, a in enumerate(group.axes) if a.size > 1]
     if not busy:

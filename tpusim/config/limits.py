@@ -91,13 +91,13 @@ def packet_work_problem(num_chips: int, size_bytes: float, packet_bytes: float) 
     if num_chips > MAX_PACKET_CHIPS:
         return (
             f"packet fidelity on {num_chips:,} chips is over the limit of "
-            f"{MAX_PACKET_CHIPS:,} (one event per packet per hop); use --fidelity flow"
+            f"{MAX_PACKET_CHIPS:,} (one event per packet per hop); use the flow fidelity"
         )
     hops = num_chips * 2 * math.ceil(size_bytes / packet_bytes)
     if hops > MAX_PACKET_HOPS:
         return (
             f"packet fidelity would simulate about {hops:,} packet-hops, over the limit of "
-            f"{MAX_PACKET_HOPS:,}; use larger packets (--packet-bytes) or --fidelity flow"
+            f"{MAX_PACKET_HOPS:,}; use larger packets (packet_bytes) or the flow fidelity"
         )
     return None
 

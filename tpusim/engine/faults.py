@@ -79,7 +79,7 @@ class FaultState:
             able = " or ".join(NETWORKS.names(where=lambda backend: backend.reroutes_in_flight))
             raise InputError(
                 f"the {network.fidelity} fidelity does not move packets in flight off a link "
-                f"that fails during the run: use --fidelity {able} (faults from the start "
+                f"that fails during the run: use the {able} fidelity (faults from the start "
                 "and non-minimal routing run at every fidelity)"
             )
         if plan.on_chip_failure == "spare_cube":

@@ -153,7 +153,7 @@ def candidates(request: PlanRequest, system: Any, topology: Any) -> MemoryReport
     report = prune(found, base, system.chip)
     if report.considered == 0:
         raise InputError(
-            f"--global-batch {request.global_batch}: no layout of {system.num_chips} chips "
+            f"global batch {request.global_batch}: no layout of {system.num_chips} chips "
             f"on {system.name} has batch axes (data x fsdp x expert) that divide it"
         )
     if report.planned == 0:

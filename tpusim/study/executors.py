@@ -99,7 +99,7 @@ def _distributed() -> ModuleType:
         import distributed
     except ImportError:
         raise InputError(
-            "--executor dask needs Dask's distributed scheduler: pip install 'tpusim[dask]'"
+            "the dask executor needs Dask's distributed scheduler: pip install 'tpusim[dask]'"
         ) from None
     return distributed
 
@@ -145,9 +145,7 @@ def _client(distributed: ModuleType, address: str | LocalCluster | None) -> Clie
     try:
         return distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(
-            f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
-        ) from None
+        raise InputError(f"scheduler {address}: cannot reach the Dask scheduler ({exc})") from None
 
 
 def check_scheduler(address: str) -> None:
@@ -165,14 +163,14 @@ def check_scheduler(address: str) -> None:
     host, colon, port = rest.rpartition(":")
     host = host.strip("[]")
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--scheduler {address}: expected an address like tcp://HOST:8786")
+        raise InputError(f"scheduler {address}: expected an address like tcp://HOST:8786")
     try:
         with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
             return
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise InputError(
-            f"--scheduler {address}: cannot reach the Dask scheduler ({reason})"
+            f"scheduler {address}: cannot reach the Dask scheduler ({reason})"
         ) from None
 
 

@@ -49,7 +49,9 @@ class RunOptions(CheckOptions):
     def check_executor(self) -> None:
         """Raise InputError for a scheduler given without the Dask executor."""
         if self.scheduler is not None and self.executor != "dask":
-            raise InputError("--scheduler needs --executor dask")
+            raise InputError(
+                f"a scheduler address needs the dask executor (executor is {self.executor!r})"
+            )
 
 
 #: Running in this process with progress on stderr (``run_scenario``'s default).

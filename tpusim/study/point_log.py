@@ -77,7 +77,7 @@ class PointLog:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.handle = self.path.open("w", encoding="utf-8")
             except OSError as exc:
-                raise output_error("--out", self.path.parent, exc) from None
+                raise output_error("output folder", self.path.parent, exc) from None
         return self.handle
 
     def write(self, result: PointResult) -> None:
@@ -98,7 +98,7 @@ class PointLog:
             handle.write(json_text(record, indent=None) + "\n")
             handle.flush()
         except OSError as exc:
-            raise output_error("--out", self.path, exc) from None
+            raise output_error("output folder", self.path, exc) from None
 
     def kept_text(self) -> str:
         """`` (N finished points kept in OUT/points.jsonl)`` for the failure line."""
