@@ -239,15 +239,15 @@ def test_rule_splits_single_case_group_is_fit():
 
 
 MEMORY_MODEL_GAPS = {
-    "v5e-maxtext-128b-1x256",
-    "v5p-maxtext-0032b-1x128",
-    "v5p-maxtext-0064b-1x128",
-    "v5p-maxtext-0128b-1x256",
-    "v5p-maxtext-0128b-1x512",
-    "v5p-maxtext-0256b-1x1024",
-    "v5p-maxtext-0512b-1x1024",
-    "v5p-maxtext-1024b-1x2048",
-    "v5p-maxtext-1024b-1x4096",
+    "v5e-maxtext-1x256-128b",
+    "v5p-maxtext-1x128-32b",
+    "v5p-maxtext-1x128-64b",
+    "v5p-maxtext-1x256-128b",
+    "v5p-maxtext-1x512-128b",
+    "v5p-maxtext-1x1024-256b",
+    "v5p-maxtext-1x1024-512b",
+    "v5p-maxtext-1x2048-1024b",
+    "v5p-maxtext-1x4096-1024b",
 }
 """Runs of MaxText's synthetic models (head_dim 256, 32-128 heads) that ran where the
 memory model says they do not fit: its activation term is 40-320 GiB per chip on these
