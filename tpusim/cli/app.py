@@ -93,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         with interrupts_handled():
-            line = sys.argv[1:] if argv is None else list(argv)
-            parser = build_parser(modules_for(line))
-            args = parser.parse_args(line)
+            words = sys.argv[1:] if argv is None else list(argv)
+            parser = build_parser(modules_for(words))
+            args = parser.parse_args(words)
             if args.func is None:  # bare ``tpusim``
                 parser.print_help()
                 return 0
