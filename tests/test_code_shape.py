@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results",),
     ("report",),
     ("engine",),
+    ("session",),
     ("serving",),
     ("workloads",),
     ("planner", "validation"),
@@ -164,8 +165,13 @@ def test_every_unit_has_a_layer():
     assert {_unit(p) for p in _modules()} - set(RANK) == set()
 
 
+#: Upward imports made on purpose: ``tpusim.Session`` is the notebook API's name on the
+#: root package, imported on first use only (PEP 562 ``__getattr__``).
+LAZY_UPWARD = {"__init__->session"}
+
+
 def test_no_upward_import():
-    upward = {f"{a}->{b}" for (a, b) in _edges() if RANK[b] >= RANK[a]}
+    upward = {f"{a}->{b}" for (a, b) in _edges() if RANK[b] >= RANK[a]} - LAZY_UPWARD
     assert upward == set(), {e: w for (a, b), w in _edges().items() if (e := f"{a}->{b}") in upward}
 
 

@@ -12,13 +12,16 @@ Layers, lowest first; a unit imports only units of lower layers (``LAYERS`` in
 6. :mod:`.program`;
 7. :mod:`.results`;
 8. :mod:`.report`;
-9. :mod:`.engine`;
+9. :mod:`.engine`, then :mod:`.session` (a system kept loaded between calls);
 10. :mod:`.serving`;
 11. :mod:`.workloads`;
 12. :mod:`.planner`, :mod:`.validation`;
 13. :mod:`.study`;
 14. :mod:`.cli` (a thin parser over the layers below);
 15. ``__main__`` (``python -m tpusim``).
+
+``tpusim.Session`` is :class:`tpusim.session.Session`, imported when first used (PEP
+562): importing ``tpusim`` alone loads no layer, so ``tpusim --version`` starts at once.
 """
 
 import os as _os
@@ -27,6 +30,16 @@ import sys as _sys
 #: The version of the source tree (pyproject.toml's); :func:`package_version` prefers
 #: the installed package's metadata.
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # PEP 562: the notebook API, loaded on first use
+    if name == "Session":
+        from importlib import import_module
+
+        # the one import of the root upwards (tests/test_code_shape.py names it): lazy,
+        # so that importing tpusim alone never loads the layers
+        return import_module("tpusim.session").Session
+    raise AttributeError(f"module 'tpusim' has no attribute {name!r}")
 
 
 def package_version() -> str:

@@ -7,7 +7,7 @@ import sys
 def run() -> int:
     """Import the command line and run it; returns the exit code."""
     try:
-        from tpusim.cli import main
+        from tpusim.cli.app import main
     except KeyboardInterrupt:
         print("tpusim: interrupted", file=sys.stderr)
         return 130  # 128 + SIGINT, as tpusim.cli.console.INTERRUPTED_EXIT_CODE

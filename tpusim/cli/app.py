@@ -40,6 +40,13 @@ COMMANDS = (
     "hlo",
 )
 
+#: The module of ``COMMANDS`` that adds each subcommand (a module may add several).
+SUBCOMMANDS = {name: name for name in COMMANDS} | {
+    "check": "scenarios",
+    "run": "scenarios",
+    "calibrate": "validate",
+}
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag as one line and exit code 2."""
@@ -50,16 +57,29 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{where}{message} (see {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser with the subcommands of ``modules`` (of ``COMMANDS``; default all)."""
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
     )
     parser.add_argument("--version", action="version", version=f"tpusim {package_version()}")
     parser.set_defaults(func=None)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in modules:
         importlib.import_module(f"tpusim.cli.{name}").add_parsers(sub)
     return parser
+
+
+def modules_for(argv: Sequence[str]) -> Sequence[str]:
+    """The command modules a command line needs: only its command's (each loads the
+    layers it runs when it runs), none for ``--version``, all for the help or a
+    command line without a known command (whose error lists them)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in SUBCOMMANDS:
+        return (SUBCOMMANDS[command],)
+    if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
+        return ()
+    return COMMANDS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,8 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         with interrupts_handled():
-            parser = build_parser()
-            args = parser.parse_args(argv)
+            words = sys.argv[1:] if argv is None else list(argv)
+            parser = build_parser(modules_for(words))
+            args = parser.parse_args(words)
             if args.func is None:  # bare ``tpusim``
                 parser.print_help()
                 return 0

@@ -17,9 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tpusim.report import integer_bytes
-from tpusim.results.files import json_text
-
 __all__ = [
     "INTERRUPTED_EXIT_CODE",
     "PRINTING_MODULES",
@@ -87,4 +84,7 @@ def drop_stdout() -> None:
 def print_json(record: Any) -> None:
     """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`), byte
     counts as integers (:func:`~tpusim.report.integer_bytes`)."""
+    from tpusim.report import integer_bytes  # the reporting layer: only when printing
+    from tpusim.results.files import json_text
+
     print(json_text(integer_bytes(record)))

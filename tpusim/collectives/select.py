@@ -28,9 +28,13 @@ bytes summed over all of them (pipelines that drift apart share links).
 Predictions of several pipelines are approximate (their pipelines share links in
 ways only a simulation follows), so when more than one algorithm is predicted within
 ``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
-(the engine passes ``simulate``) and the fastest is kept. A candidate whose declared
-transfers exceed :data:`MAX_BUILD_TRANSFERS` (an all-pairs exchange over 9,216 chips) is
-not tried: building it would not fit in memory.
+(the engine passes ``simulate``) and the fastest is kept. At the flow fidelity a
+one-pipeline schedule's simulated time is first bounded without simulating (per step,
+:func:`~tpusim.network.flow_blocks.alone_bounds` plus the on-chip cost, which only grows
+with the transfer time); a close candidate whose lower bound exceeds another's upper
+bound cannot be the fastest and is not simulated, and when one is left, nothing is.
+A candidate whose declared transfers exceed :data:`MAX_BUILD_TRANSFERS` (an all-pairs
+exchange over 9,216 chips) is not tried: building it would not fit in memory.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from tpusim.collectives.costs import CostClass
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network.analytic import AnalyticNetwork
 from tpusim.network.base import FlowBatch, Network
+from tpusim.network.flow_blocks import alone_bounds
 from tpusim.vocabulary import Op
 
 AUTO = "auto"
@@ -110,6 +115,8 @@ class Predictor:
         self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
         self.min_latency_s = float(links.latency_s.min()) if len(links) else 0.0
         self._cuts: dict[tuple, list[tuple[int, float]]] = {}
+        # relative tolerance of the run's flow fidelity (None: another fidelity, no bounds)
+        self.flow_tolerance = _flow_tolerance(faults_of)
 
     def closed_bound_s(self, cost: CostClass, op: Op, group: Group, size: float) -> float:
         """A time no schedule of an algorithm of class ``cost`` can beat on ``group``
@@ -185,6 +192,23 @@ class Predictor:
         shared = self.onchip.launch_s + float((load[used] / self.network.bandwidth_Bps[used]).max())
         return max(critical, shared)
 
+    def simulated_bounds_s(self, schedule: Schedule) -> tuple[float, float] | None:
+        """Bounds (s) on ``simulate(schedule)`` at the flow fidelity with its tolerances,
+        for a schedule of one pipeline; None for several or another fidelity."""
+        pipelines = [p for p in schedule.pipelines if p]
+        if self.flow_tolerance is None or len(pipelines) != 1:
+            return None
+        tol = self.flow_tolerance
+        lower = upper = self.onchip.launch_s
+        for step in pipelines[0]:
+            batch = self.network.routed(self.batch_of(step))
+            latency = self.network.path_latency_s(batch)
+            bounds = alone_bounds(batch, self.network.bandwidth_Bps, latency)
+            low, high = bounds.lower_s * (1 - tol), bounds.upper_s * (1 + 2 * tol)
+            lower += low + self.onchip.after_transfer_s(step, low)
+            upper += high + self.onchip.after_transfer_s(step, high)
+        return lower, upper
+
     def _total(self, schedule: Schedule, step_s: Callable[[Step], float]) -> float:
         pipelines = [p for p in schedule.pipelines if p]
         if not pipelines:
@@ -252,6 +276,31 @@ def choose(
         raise AlgorithmError(f"no algorithm can run {op} on this group of {group.size} chips")
     close = [s for s, t in predicted if t <= best_s * (1 + REFINE_MARGIN)]
     if len(close) > 1 and predictor.simulate is not None:
-        simulated = [predictor.simulate(s) for s in close]
+        close = _possibly_fastest(close, predictor)
+        simulated = [predictor.simulate(s) for s in close] if len(close) > 1 else [0.0]
         best = close[int(np.argmin(simulated))]
     return best, predictions
+
+
+def _possibly_fastest(close: list[Schedule], predictor: Predictor) -> list[Schedule]:
+    """The schedules of ``close`` (in order) whose simulated time can be the least: all
+    of them unless every one has flow bounds, then those whose lower bound does not
+    exceed the least upper bound."""
+    bounds = [predictor.simulated_bounds_s(s) for s in close]
+    known = [b for b in bounds if b is not None]
+    if len(known) < len(bounds):
+        return close
+    least_upper = min(high for _, high in known)
+    return [s for s, (low, _) in zip(close, known, strict=True) if low <= least_upper]
+
+
+def _flow_tolerance(network: Network | None) -> float | None:
+    """The relative tolerance of ``network`` if it is the flow fidelity (the larger of
+    its rate and merge tolerances), else None."""
+    if network is None or network.fidelity != "flow":
+        return None
+    rate = getattr(network, "rate_tolerance", None)
+    merge = getattr(network, "merge_tolerance", None)
+    if rate is None or merge is None:
+        return None
+    return max(float(rate), float(merge))

@@ -16,7 +16,13 @@ import numpy as np
 import simpy
 
 from tpusim.network.base import FlowBatch, Network
-from tpusim.network.flow_blocks import FlowBlock, blocks_problem, latency_groups
+from tpusim.network.flow_blocks import (
+    ClosedBatch,
+    FlowBlock,
+    alone_bounds,
+    blocks_problem,
+    latency_groups,
+)
 from tpusim.network.maxmin import MaxMinProblem, max_min_rates
 
 __all__ = ["FlowNetwork", "max_min_rates"]
@@ -62,6 +68,14 @@ class FlowNetwork(Network):
 
     fidelity = "flow"
 
+    #: Answer latency-bound batches in closed form (see :meth:`_closed`). Off by default:
+    #: its answers are within the rate tolerance of the flows run one by one, not bit for
+    #: bit, and the golden figures (tests/test_golden.py) pin the latter to 1e-12.
+    closed_form = False
+    #: Fewest flows of a batch answered in closed form (count): a smaller one costs a few
+    #: events and is simulated exactly (its figures do not move by the tolerance).
+    closed_form_min_flows = 65_536
+
     def __init__(
         self,
         env: simpy.Environment,
@@ -88,6 +102,7 @@ class FlowNetwork(Network):
         # the last max-min problem solved: its blocks' ids, itself, each block's first flow
         self._problem: tuple[tuple[int, ...], MaxMinProblem, dict[int, int]] | None = None
         self._alone: dict[int, tuple[FlowBatch, np.ndarray]] = {}  # id(batch) -> its rates
+        self._closed_batches: dict[int, ClosedBatch] = {}  # answered in closed form
         self._wakeup = env.event()
         self._process = env.process(self._run())
 
@@ -97,25 +112,71 @@ class FlowNetwork(Network):
         if len(batch) == 0:
             return done.succeed()
         self._advance()
+        self._reopen_closed(batch.links)
         bid = self._next_batch
         self._next_batch += 1
         self._batches[bid] = [len(batch), done]
         routed = batch.routed
         if not routed.all():  # chip to itself: arrives at once
             self._arrive(bid, int((~routed).sum()), 0.0)
-        if routed.any():
+        if routed.any() and not self._closed(batch, bid):
             self._start_block(batch, bid)
         return done
 
-    def _start_block(self, batch: FlowBatch, owner: int) -> None:
-        """The routed flows of ``batch`` start draining now; they arrive for batch
-        ``owner`` (the batch they belong to, or were rerouted from)."""
+    # -- latency-bound batches in closed form -------------------------------------------
+    def _closed(self, batch: FlowBatch, bid: int) -> bool:
+        """Answer ``batch`` in closed form if it starts on idle links and is latency
+        bound: its exact max-min arrival time is pinned by :func:`alone_bounds` to
+        within the rate tolerance (upper - lower <= 2 x tolerance x lower), and it
+        arrives at their midpoint, one event. Not under a routing policy (which reads
+        the flows in flight) or a capacity check. Returns whether it was."""
+        if not self.closed_form or self._blocks or self.routing is not None:
+            return False
+        if self.check_capacity or len(batch) < self.closed_form_min_flows:
+            return False
+        bounds = alone_bounds(batch, self.bandwidth_Bps, self.path_latency_s(batch))
+        if not bounds.determined(self.rate_tolerance):
+            return False
+        self.num_events += 1
+        closed = ClosedBatch(batch, bid, self.env.now, bounds)
+        self._closed_batches[bid] = closed
+        self.env.timeout(bounds.time_s).callbacks.append(closed.landed(self._arrive))
+        return True
+
+    def _reopen_closed(self, links: np.ndarray | None) -> None:
+        """Closed-form batches still draining that share ``links`` (None: any link)
+        become flows again, from the progress their guaranteed rates made: a batch that
+        contends with them is no longer alone (error: at most their drain time)."""
+        now = self.env.now
+        for bid, closed in list(self._closed_batches.items()):
+            if not closed.active:  # landed
+                del self._closed_batches[bid]
+            elif now < closed.drained_at and closed.shares(links, self._link_flows.size):
+                closed.active = False
+                del self._closed_batches[bid]
+                done = closed.bounds.rate_Bps * (now - closed.started_at)
+                routed = closed.batch.routed
+                left = np.maximum(closed.batch.bytes[routed] - done, 0.0)
+                self._start_block(closed.batch, bid, left, closed.started_at)
+
+    def _start_block(
+        self,
+        batch: FlowBatch,
+        owner: int,
+        remaining: np.ndarray | None = None,
+        started_at: float | None = None,
+    ) -> None:
+        """The routed flows of ``batch`` start draining now (with ``remaining`` bytes
+        if given, else all of theirs; aged from ``started_at``, else now); they arrive
+        for batch ``owner`` (the batch they belong to, or were rerouted from)."""
         routed = batch.routed
         bid = owner if owner not in self._blocks else self._new_id()
+        if remaining is None:
+            remaining = batch.bytes[routed].astype(np.float64)
         block = FlowBlock(
             bid,
-            self.env.now,
-            batch.bytes[routed].astype(np.float64),
+            self.env.now if started_at is None else started_at,
+            remaining,
             np.zeros(int(routed.sum())),
             self.path_latency_s(batch)[routed],
             batch.routed_flow_of_entry,
@@ -149,6 +210,7 @@ class FlowNetwork(Network):
         the shortest surviving route with the bytes they have left (bytes delivered
         stay delivered); every rate that depends on a changed link is re-solved."""
         self._advance()
+        self._reopen_closed(None)
         self._problem = None
         self._alone.clear()
         dead = self.dead

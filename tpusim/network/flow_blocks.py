@@ -8,6 +8,8 @@ flows by arrival latency, and the building of the max-min problem of a set of bl
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,3 +127,96 @@ def _offset(parts: list[np.ndarray], sizes: list[int]) -> list[np.ndarray]:
         out.append(part + start)
         start += size
     return out
+
+
+@dataclass(frozen=True)
+class AloneBounds:
+    """Bounds (s) on a batch's flows run alone on idle links, max-min fair and exact:
+    ``lower_s``/``upper_s`` on the time until its last flow arrives, ``drain_s`` the
+    longest any flow can take to drain, ``rate_Bps`` per routed flow the rate it never
+    drops below (see :func:`alone_bounds`)."""
+
+    lower_s: float
+    upper_s: float
+    drain_s: float
+    rate_Bps: np.ndarray
+
+    def determined(self, tolerance: float) -> bool:
+        """Whether the midpoint is within ``tolerance`` (relative) of every time in the
+        bounds: the batch is then answered in closed form."""
+        return self.upper_s - self.lower_s <= 2 * tolerance * self.lower_s
+
+    @property
+    def time_s(self) -> float:
+        return 0.5 * (self.lower_s + self.upper_s)
+
+
+def alone_bounds(batch: FlowBatch, bandwidth_Bps: np.ndarray, latency_s: np.ndarray) -> AloneBounds:
+    """Bounds on the batch's routed flows sharing links max-min fairly with nothing
+    else (``latency_s``: each flow's path latency; the flow fidelity's timing: a flow of
+    b bytes arrives ``drain + latency`` after it starts).
+
+    Lower: a flow never beats its route's slowest link alone (``b / c_min + latency``),
+    and link l cannot drain its load before ``load_l / c_l``, which its last flow then
+    crosses with at least the smallest latency of the flows on l. Upper: at every
+    instant a max-min fair flow has its bottleneck link l, saturated, where no flow gets
+    more than it, so its rate is at least ``c_l / n_l`` >= ``min over its route of
+    c_l / N_l`` (N_l: the batch's flows on l, an upper bound on those still there);
+    it drains within ``b x max_l N_l / c_l``. Links of capacity 0 make it unbounded."""
+    routed = batch.routed
+    links, hops = batch.links, batch.hops[routed]
+    bytes_, lat = batch.bytes[routed], latency_s[routed]
+    size = bandwidth_Bps.size
+    count = np.bincount(links, minlength=size)
+    used = np.flatnonzero(count)
+    capacity = bandwidth_Bps[used]
+    if not used.size or not (capacity > 0).all():
+        return AloneBounds(0.0, math.inf if used.size else 0.0, math.inf, np.zeros(bytes_.size))
+    starts = batch.ptr[:-1][batch.routed]
+    slowest = np.minimum.reduceat(bandwidth_Bps[links], starts)
+    entry_lat = np.repeat(lat, hops)
+    least_lat = np.full(size, np.inf)
+    np.minimum.at(least_lat, links, entry_lat)
+    load = np.bincount(links, weights=batch.bytes_per_entry, minlength=size)[used]
+    lower = max(
+        float((bytes_ / slowest + lat).max()), float((load / capacity + least_lat[used]).max())
+    )
+    crowding = np.zeros(size)
+    crowding[used] = count[used] / capacity
+    worst = np.maximum.reduceat(crowding[links], starts)  # s per byte on the worst link
+    drain = bytes_ * worst
+    return AloneBounds(lower, float((lat + drain).max()), float(drain.max()), 1.0 / worst)
+
+
+class ClosedBatch:
+    """A batch the flow fidelity answered in closed form: its routed flows arrive
+    together at ``started_at + bounds.time_s`` unless a contending batch or a link
+    change reopens it as flows first (``active`` False)."""
+
+    def __init__(self, batch: FlowBatch, bid: int, started_at: float, bounds: AloneBounds):
+        self.batch, self.bid, self.started_at, self.bounds = batch, bid, started_at, bounds
+        self.active = True
+        self._links: np.ndarray | None = None
+
+    @property
+    def drained_at(self) -> float:
+        """The instant (s) by which every byte has left the links (only latency is left)."""
+        return self.started_at + self.bounds.drain_s
+
+    def shares(self, links: np.ndarray | None, num_links: int) -> bool:
+        """Whether any of ``links`` (None: any link at all) is one of the batch's."""
+        if links is None:
+            return True
+        if self._links is None:
+            self._links = np.bincount(self.batch.links, minlength=num_links) > 0
+        return bool(self._links[links].any())
+
+    def landed(self, arrive: Callable[[int, int, float], None]) -> Callable[..., None]:
+        """The callback of its arrival timer: ``arrive(bid, flows, 0)`` unless reopened."""
+
+        def land(_event: object) -> None:
+            if self.active:
+                self.active = False
+                arrive(self.bid, int(self.batch.routed.sum()), 0.0)
+
+        return land
