@@ -115,12 +115,8 @@ def test_the_figures_follow_the_files_fit_holdout_rule():
     assert shipped_files() and len(figures) >= 4
     groups: dict[tuple[str, str], list] = {}
     for f in figures:
-        published = f.extra["published"]
-        day = (
-            published
-            if isinstance(published, datetime.date)
-            else datetime.date.fromisoformat(published)
-        )
+        assert isinstance(f.published, datetime.date)
+        day = f.published
         groups.setdefault((f.chip, f.model), []).append((day, f.concurrency or 0, f))
     for members in groups.values():
         members.sort(key=lambda m: (m[0], m[1]))
