@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tpusim.config.types import Frozen, Time
 from tpusim.errors import ConfigError
@@ -68,7 +68,17 @@ class Graded(Frozen):
 class HostTime(Graded):
     """Host (CPU) seconds per iteration, with a unit: ``13.1 ms``."""
 
-    value: Annotated[Time, Field(le=MAX_HOST_TIME_S)]
+    value: Time
+
+    @field_validator("value")
+    @classmethod
+    def _plausible(cls, value: float) -> float:
+        if value > MAX_HOST_TIME_S:
+            raise ValueError(
+                f"{value:g} s per iteration is over the plausible {MAX_HOST_TIME_S:g} s "
+                "(a plain number is seconds; write the unit: 13 ms)"
+            )
+        return value
 
 
 class Efficiency(Graded):

@@ -117,9 +117,11 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
     first: dict[str, str] = {}
     for path in paths or shipped_files():
         data, lines = load_yaml(path)
+        _check_keys(data, str(path), lines)
         figures = validate(FigureFile, data, str(path), lines).figures
         for i, figure in enumerate(figures):
             where = ("figures", i)
+            figure = _server_beside(figure, Path(path))
             _check_names(figure, str(path), lines, where)
             line = lines.get((*where, "id"))
             if figure.id in first:
@@ -128,6 +130,27 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
             first[figure.id] = f"{path}:{line}"
             out.append(figure)
     return out
+
+
+def _check_keys(data: Any, file: str, lines: Any) -> None:
+    """An unknown key of a figure is named as such (before a required key it may
+    misspell is reported missing)."""
+    from tpusim.config.yamlio import format_path
+
+    figures = data.get("figures") if isinstance(data, dict) else None
+    for i, raw in enumerate(figures if isinstance(figures, list) else []):
+        unknown = [k for k in raw if k not in Figure.model_fields] if isinstance(raw, dict) else []
+        if unknown:
+            path = ("figures", i, str(unknown[0]))
+            raise ConfigError("unknown key", file, format_path(path), lines.get(path))
+
+
+def _server_beside(figure: Figure, file: Path) -> Figure:
+    """A relative profile path resolved against the figures' file."""
+    server = figure.server
+    if not server.endswith((".yaml", ".yml")) or Path(server).is_absolute():
+        return figure
+    return figure.model_copy(update={"server": str(file.parent / server)})
 
 
 def _check_names(figure: Figure, file: str, lines: Any, where: tuple[str, int]) -> None:
@@ -142,7 +165,8 @@ def _check_names(figure: Figure, file: str, lines: Any, where: tuple[str, int]) 
             path = (*where, key)
             from tpusim.config.yamlio import format_path
 
-            raise ConfigError(exc.problem, file, format_path(path), lines.get(path)) from None
+            problem = str(exc) if exc.file else exc.problem
+            raise ConfigError(problem, file, format_path(path), lines.get(path)) from None
 
 
 def figure_system(figure: Figure) -> Any:
