@@ -75,9 +75,32 @@ class Deployment:
     expert_imbalance: float = 1.0
 
 
+@dataclass(frozen=True)
+class IterationRecord:
+    """One iteration of a replica: when it started (s), how long it took (s), its
+    ``decode`` sequences and its prefill ``chunks`` of ``prefill_tokens`` in all."""
+
+    start_at: float
+    duration_s: float
+    decode: int
+    chunks: int
+    prefill_tokens: int
+
+    @property
+    def sequences(self) -> int:
+        """The batch size: decode sequences plus prefill chunks."""
+        return self.decode + self.chunks
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the iteration computes: one per decode sequence plus the chunks'."""
+        return self.decode + self.prefill_tokens
+
+
 @dataclass
 class ReplicaRun:
-    """What one replica's loop measured (request-seconds, counts)."""
+    """What one replica's loop measured (request-seconds, counts) and its iterations
+    (``batches``, in order)."""
 
     iterations: int = 0
     busy_s: float = 0.0
@@ -85,6 +108,7 @@ class ReplicaRun:
     system_area: float = 0.0
     preemptions: int = 0
     free_blocks: int = 0
+    batches: list[IterationRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -271,6 +295,7 @@ class Service:
                     continue  # every arrival so far was rejected: wait for the next
                 raise SimulationError("serving: the scheduler made no progress")
             dt = self.costs.time_s(plan.batch)  # type: ignore[arg-type]
+            stats.batches.append(_record(plan.batch, now, dt))
             stats.queue_area += len(sched.waiting) * dt
             stats.system_area += in_system * dt
             now += dt
@@ -308,3 +333,8 @@ class Service:
             "host_s_per_iteration": self.costs.overheads.host_s,
             "hbm_efficiency": self.costs.overheads.hbm_efficiency,
         }
+
+
+def _record(batch: Any, start_at: float, duration_s: float) -> IterationRecord:
+    """The :class:`IterationRecord` of a scheduled batch."""
+    return IterationRecord(start_at, duration_s, batch.decode, batch.chunks, batch.chunk_tokens)
