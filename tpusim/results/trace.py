@@ -82,10 +82,10 @@ def _serving_metadata(pid: int, name: str) -> list[dict[str, Any]]:
         events.append(
             {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": thread}}
         )
+        sort = {"sort_index": tid}
         events.append(
-            {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index",
-             "args": {"sort_index": tid}}
-        )  # fmt: skip
+            {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": sort}
+        )
     return events
 
 
