@@ -5,7 +5,8 @@ README.md and is rendered from one command's JSON:
 
 - ``validation``: ``tpusim validate --json`` (about 10 s);
 - ``claims``: ``tpusim claims --json`` (about 15 s);
-- ``serving``: ``tpusim run serving --json`` (40-70 s on 2 cores).
+- ``serving``: ``tpusim run serving --json`` (40-70 s on 2 cores);
+- ``serving-validation``: ``tpusim validate --serving --json`` (about 5 s).
 
 Usage (from the repository root)::
 
@@ -39,6 +40,7 @@ COMMANDS: dict[str, list[str]] = {
     "validation": ["validate", "--json"],
     "claims": ["claims", "--json"],
     "serving": ["run", "serving", "--json", "--quiet", "--out", "{tmp}"],
+    "serving-validation": ["validate", "--serving", "--json"],
 }
 
 
@@ -115,10 +117,42 @@ def serving_block(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _serving_value(metric: str, value: float | None) -> str:
+    """A serving figure as the README writes it: times in ms, rates with commas."""
+    if value is None:
+        return "-"
+    return f"{value * 1e3:,.2f} ms" if metric.endswith("median_s") else f"{value:,.1f}"
+
+
+def serving_validation_block(record: dict[str, Any]) -> str:
+    """``tpusim validate --serving``: each (figure, metric) with its slice and server
+    profile, then the median |error| overall, per split and per metric."""
+    lines = [
+        "| Figure | Split | Slice | Server | Metric | Measured | Simulated | Error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in record["cases"]:
+        error = "-" if c["error"] is None else f"{c['error']:+.1%}"
+        measured = _serving_value(c["metric"], c["measured"])
+        simulated = _serving_value(c["metric"], c["simulated"])
+        cells = (c["id"], c["split"], c["slice"], c["server"], c["metric"], measured, simulated)
+        cells += (error,)
+        lines.append("| " + " | ".join(cells) + " |")
+    parts = [("all", record), ("fit", record["fit"]), ("holdout", record["holdout"])]
+    parts += [(m, p) for m, p in record["metrics"].items() if p["total"]]
+    lines += ["", "| | points | within 10% | median abs. error |", "|---|---|---|---|"]
+    for label, part in parts:
+        if part["total"]:
+            error = part["median_abs_error"]
+            lines.append(f"| {label} | {part['total']} | {part['within_10pct']} | {error:.1%} |")
+    return "\n".join(lines)
+
+
 RENDER: dict[str, Callable[[Any], str]] = {
     "validation": validation_block,
     "claims": claims_block,
     "serving": serving_block,
+    "serving-validation": serving_validation_block,
 }
 
 

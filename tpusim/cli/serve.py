@@ -197,10 +197,18 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
         help="MoE: busiest expert-parallel rank's routed tokens over the mean (1: uniform)",
     )
     p.add_argument(
+        "--server",
+        metavar="NAME",
+        help=f"server profile: shipped name or YAML path (default {_default('server')}; "
+        "configs/servers/)",
+    )
+    p.add_argument(
         "--no-async-scheduling",
         dest="async_scheduling",
         action="store_false",
-        help="the host schedules between iterations (adds its time to each)",
+        default=None,
+        help="the host schedules between iterations (adds its time to each; default: the "
+        "server profile's scheduling mode)",
     )
     p.add_argument(
         "--no-overheads",

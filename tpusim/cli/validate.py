@@ -23,16 +23,26 @@ def add_parsers(sub: Any) -> None:
     _workloads(p)
     p.add_argument("--serving", action="store_true", help="the public serving figures instead")
     p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="--serving --fit: write the fitted server profiles to DIR/<server>.yaml",
+    )
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser(
         "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
     )
     _common(p)
     p.add_argument(
-        "--out", default="calibration.yaml", help="overlay YAML to write (default %(default)s)"
+        "--out",
+        help="overlay YAML to write (default calibration.yaml); with --serving a folder for "
+        "the fitted server profiles (default servers)",
     )
     _fidelity(p)
     _workloads(p)
+    p.add_argument(
+        "--serving", action="store_true", help="fit the server profiles on the serving figures"
+    )
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -106,9 +116,14 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.serving and args.workloads:
         raise InputError("tpusim validate: give one of --serving and --workloads")
     if args.serving:
-        from tpusim.validation.serving import cmd
+        from tpusim.cli.validate_serving import check_serving_flags, cmd_serving
 
-        return cmd(args)
+        check_serving_flags(args, args.fit)
+        return cmd_serving(args, args.fit, args.out)
+    if args.out is not None:
+        raise InputError(
+            "tpusim validate: --out writes fitted server profiles; give --serving --fit"
+        )
     _check_workloads(args)
     if args.workloads:
         from tpusim.cli.validate_workloads import cmd_validate_workloads
@@ -134,6 +149,13 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
+    if args.serving:
+        from tpusim.cli.validate_serving import DEFAULT_SERVING_OUT, cmd_serving
+
+        if args.workloads:
+            raise InputError("tpusim calibrate: give one of --serving and --workloads")
+        return cmd_serving(args, True, args.out or DEFAULT_SERVING_OUT)
+    args.out = args.out or "calibration.yaml"
     _check_workloads(args)
     if args.workloads:
         from tpusim.cli.validate_workloads import cmd_calibrate_workloads

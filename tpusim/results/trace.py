@@ -62,3 +62,77 @@ def write_trace(path: str | Path, ops: list[Any]) -> None:
     JSON, written atomically: :mod:`tpusim.results.files`)."""
     trace = {"traceEvents": trace_events(ops), "displayTimeUnit": "ns"}
     atomic_write_text(path, json_text(trace, indent=None))
+
+
+#: Threads of a serving replica: an iteration with prefill chunks (possibly mixed
+#: with decode sequences, as chunked prefill batches them) on ``prefill``, a decode-only
+#: one on ``decode``.
+SERVING_THREADS = ("prefill", "decode")
+#: The serving trace's file in a run's folder.
+SERVING_TRACE_FILE = "serving_trace.json"
+
+
+def _serving_metadata(pid: int, name: str) -> list[dict[str, Any]]:
+    """Process name and sort index of replica ``pid``, and its two named threads."""
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
+        {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}},
+    ]
+    for tid, thread in enumerate(SERVING_THREADS):
+        events.append(
+            {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": thread}}
+        )
+        sort = {"sort_index": tid}
+        events.append(
+            {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": sort}
+        )
+    return events
+
+
+def serving_trace_events(replicas: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Events of serving iterations: ``replicas`` maps a process name (``SYSTEM
+    WORKLOAD replica R``) to its iterations in order (records with ``start_at``,
+    ``duration_s``, ``decode``, ``chunks``, ``prefill_tokens``, ``sequences``,
+    ``tokens``: :class:`~tpusim.serving.service.IterationRecord`). One process per
+    replica, one complete event per iteration (``ts``/``dur`` in microseconds) with
+    its batch size and tokens in ``args``."""
+    events: list[dict[str, Any]] = []
+    for pid, (name, iterations) in enumerate(replicas.items()):
+        events += _serving_metadata(pid, name)
+        for i, it in enumerate(iterations):
+            thread = "prefill" if it.chunks else "decode"
+            events.append(
+                {
+                    "ph": "X",
+                    "name": f"{thread} {i}",
+                    "cat": thread,
+                    "pid": pid,
+                    "tid": SERVING_THREADS.index(thread),
+                    "ts": it.start_at * 1e6,
+                    "dur": it.duration_s * 1e6,
+                    "args": {
+                        "batch_size": it.sequences,
+                        "tokens": it.tokens,
+                        "decode_sequences": it.decode,
+                        "prefill_chunks": it.chunks,
+                        "prefill_tokens": it.prefill_tokens,
+                    },
+                }
+            )
+    return events
+
+
+def write_serving_trace(out: Path, outputs: Any) -> list[Path]:
+    """``serving_trace.json`` in the folder ``out``: the iterations of every serving
+    record of the run (:class:`~tpusim.results.writers.Outputs`) that has them, one
+    process per replica (:func:`serving_trace_events`); nothing when none has."""
+    replicas: dict[str, list[Any]] = {}
+    for record in outputs.run.records:
+        for r, iterations in enumerate(getattr(record, "iterations", ())):
+            replicas[f"{record.system} {record.workload} replica {r}"] = list(iterations)
+    if not replicas:
+        return []
+    path = out / SERVING_TRACE_FILE
+    trace = {"traceEvents": serving_trace_events(replicas), "displayTimeUnit": "ms"}
+    atomic_write_text(path, json_text(trace, indent=None))
+    return [path]

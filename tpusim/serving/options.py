@@ -45,6 +45,7 @@ from tpusim.serving.requests import (
     TokenCount,
     parse_token_count,
 )
+from tpusim.serving.servers import DEFAULT_SERVER, load_server
 from tpusim.serving.service import DEFAULT_MAX_SEQUENCES, DEFAULT_MAX_TOKENS, Deployment
 from tpusim.serving.steady import MIN_REQUESTS
 from tpusim.vocabulary import Dtype
@@ -137,7 +138,8 @@ class ServeSpec(Frozen):
     max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="tokens per iteration")
     max_sequences: PositiveInt = Field(DEFAULT_MAX_SEQUENCES, description="per iteration")
     disaggregate: Split | None = Field(None, description="P:D prefill and decode replicas")
-    async_scheduling: bool = True
+    server: str = Field(DEFAULT_SERVER, description="server profile (name or YAML path)")
+    async_scheduling: bool | None = Field(None, description="None: the server profile's")
     overheads: bool = True
     prefix_tokens: int = Field(0, description="shared prompt prefix in the prefix cache")
     prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
@@ -154,6 +156,17 @@ class ServeSpec(Frozen):
     def _seed(cls, value: int) -> int:
         if value < 0:
             raise ValueError(f"must be >= 0, got {value}")
+        return value
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, value: str) -> str:
+        from tpusim.errors import ConfigError
+
+        try:
+            load_server(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("requests")

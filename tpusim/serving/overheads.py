@@ -17,12 +17,9 @@ barely moves). ``sampling_passes`` counts the sampler's passes over the logits
 besides the one read the output program already charges (softmax, the top-k/top-p
 sort).
 
-The terms are per chip generation; :data:`OVERHEADS` gives them, :data:`DEFAULT`
-the rest. ``host_s`` and ``hbm_efficiency`` are CALIBRATED by ``tpusim validate
---serving --fit`` on the ``fit`` figures of ``configs/measurements/serving/`` (vLLM on
-v6e: ``vllm-16458-8b-v6e1`` and ``tpu-recipes-70b-v6e8-c64``); the other chips take
-the v6e values (an ASSUMPTION: the host and the XLA kernels are the same software;
-no serving figure is published for Ironwood, TPU 8i or 8t).
+The terms are data: each server profile (:mod:`tpusim.serving.servers`,
+``configs/servers/*.yaml``) gives them per chip generation with their sources and
+grades, and ``tpusim calibrate --serving`` writes fitted ones there.
 """
 
 from __future__ import annotations
@@ -53,20 +50,6 @@ class IterationOverheads:
 
 #: No overheads: the iteration is what the engine and the roofline give.
 NONE = IterationOverheads()
-
-#: The calibrated terms (see the module docstring). host_s: CALIBRATED (fit on
-#: vllm-16458-8b-v6e1, tpu-recipes-70b-v6e8-c64). hbm_efficiency: CALIBRATED (same
-#: figures). sampling_passes: ASSUMPTION, 2 (vLLM's TPU sampler: a softmax over the
-#: logits and a top-k/top-p pass; greedy runs skip it, the benchmarks sample).
-DEFAULT = IterationOverheads(host_s=13.1e-3, hbm_efficiency=0.90, sampling_passes=2.0)
-
-#: Per chip generation; chips not listed take :data:`DEFAULT`.
-OVERHEADS: dict[str, IterationOverheads] = {"v6e": DEFAULT}
-
-
-def overheads_for(chip: str) -> IterationOverheads:
-    """The terms of chip generation ``chip`` (its name in ``configs/chips/``)."""
-    return OVERHEADS.get(chip, DEFAULT)
 
 
 def with_hbm_efficiency(system: Any, efficiency: float) -> Any:

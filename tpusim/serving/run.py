@@ -16,7 +16,7 @@ from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions
 from tpusim.serving.requests import read_trace, synthetic_requests
 from tpusim.serving.scheduler import Request
-from tpusim.serving.service import Deployment, Runner, Service, check_clients
+from tpusim.serving.service import Deployment, Runner, Service, ServingRun, check_clients
 from tpusim.serving.steady import steady_state
 
 if TYPE_CHECKING:
@@ -31,19 +31,30 @@ def serve(options: ServeOptions, system: str | System) -> dict[str, Any]:
     system): the stream at its rate, its closed loop or its trace, or the capacity
     search at its SLO; the JSON row. Raises InputError for bad input
     (:class:`~tpusim.serving.option_error.OptionError` naming the option)."""
+    return serve_run(options, system)[0]
+
+
+def serve_run(
+    options: ServeOptions, system: str | System
+) -> tuple[dict[str, Any], ServingRun | None]:
+    """:func:`serve`'s row and the run behind it (its replicas' iterations; None for
+    the capacity search, whose trials are many runs)."""
     service = check_options(options, system)
     slo = options.slo()
+    run = None
     if options.find_capacity and slo is not None:
         row = find_capacity(service, stream_of(options), slo)
         row |= per_million(row.get("output_tokens_per_s"), service.chips, **options.economics())
     else:
-        row = _served(service, options, slo)
+        row, run = _served(service, options, slo)
     if isinstance(service, DisaggregatedService):
         row |= transfer_summary(service)
-    return service.describe() | row | {"engine_runs": service.costs.engine_runs}
+    return service.describe() | row | {"engine_runs": service.costs.engine_runs}, run
 
 
-def _served(service: Runner, options: ServeOptions, slo: Slo | None) -> dict[str, Any]:
+def _served(
+    service: Runner, options: ServeOptions, slo: Slo | None
+) -> tuple[dict[str, Any], ServingRun]:
     """The summary of serving the trace, or the stream at the offered rate (in a closed
     loop of ``concurrency`` clients when given)."""
     rate = options.offered_rate_per_s
@@ -54,11 +65,12 @@ def _served(service: Runner, options: ServeOptions, slo: Slo | None) -> dict[str
         requests = stream_of(options)(rate)
     if options.concurrency is not None:
         assert isinstance(service, Service)  # a closed loop is never disaggregated
-        service.run(requests, options.concurrency)
+        run = service.run(requests, options.concurrency)
     else:
-        service.run(requests)
+        run = service.run(requests)
     row = summary(requests, service.chips, slo, **options.economics(), rate_per_s=rate)
-    return row | {"concurrency": options.concurrency, "steady_state": steady_state(requests)}
+    row |= {"concurrency": options.concurrency, "steady_state": steady_state(requests)}
+    return row, run
 
 
 def check_options(options: ServeOptions, system: str | System) -> Runner:

@@ -24,9 +24,10 @@ from tpusim.program.ir import ProgramError
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
 from tpusim.serving.option_error import OptionError
-from tpusim.serving.overheads import NONE, IterationOverheads, overheads_for
+from tpusim.serving.overheads import NONE, IterationOverheads
 from tpusim.serving.placement import replica_chip_order
 from tpusim.serving.scheduler import Request, Scheduler
+from tpusim.serving.servers import DEFAULT_SERVER, ServerProfile, load_server
 
 #: Tokens per iteration: vLLM V1's ``max_num_batched_tokens`` default for online
 #: serving (published default; chunked prefill splits longer prompts).
@@ -40,12 +41,13 @@ class Deployment:
     """What to serve where: ``system`` and ``model`` (shipped names or YAML paths),
     ``tp`` x ``ep`` chips per replica (None: from ``chips``, else the fewest that fit),
     ``replicas``, the weights' ``dtype``, the KV tier and the scheduler limits;
-    ``system`` may also be a loaded system. ``overheads``: add the chip's
-    per-iteration serving overheads (:mod:`tpusim.serving.overheads`; False: the
-    engine's iteration time alone), or give them; ``async_scheduling``: the host
-    overlaps the next iteration's scheduling with this one's device time (vLLM's
-    ``--async-scheduling``, which vLLM's TPU recipes and tpu-inference's benchmark
-    configurations run; a design choice to default to it); ``prefix_tokens``: the
+    ``system`` may also be a loaded system. ``server``: the server profile (a
+    shipped name or a YAML path, :mod:`tpusim.serving.servers`) whose per-iteration
+    overheads for the chip are added (``overheads`` False: the engine's iteration
+    time alone; or give the overheads) and whose scheduling mode applies;
+    ``async_scheduling`` overrides that mode (True: the host overlaps the next
+    iteration's scheduling with this one's device time, vLLM's
+    ``--async-scheduling``; None: the profile's); ``prefix_tokens``: the
     shared prompt prefix the prefix cache holds (0: no prefix caching; see
     :mod:`tpusim.serving.scheduler`); ``draft_tokens`` and ``acceptance``:
     speculative decoding (0 drafts: none; the same module); ``expert_imbalance``: the
@@ -64,17 +66,41 @@ class Deployment:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_sequences: int = DEFAULT_MAX_SEQUENCES
     network: NetworkSettings = field(default_factory=NetworkSettings)
+    server: str = DEFAULT_SERVER
     overheads: bool | IterationOverheads = True
-    async_scheduling: bool = True
+    async_scheduling: bool | None = None
     prefix_tokens: int = 0
     draft_tokens: int = 0
     acceptance: float = 0.0
     expert_imbalance: float = 1.0
 
 
+@dataclass(frozen=True)
+class IterationRecord:
+    """One iteration of a replica: when it started (s), how long it took (s), its
+    ``decode`` sequences and its prefill ``chunks`` of ``prefill_tokens`` in all."""
+
+    start_at: float
+    duration_s: float
+    decode: int
+    chunks: int
+    prefill_tokens: int
+
+    @property
+    def sequences(self) -> int:
+        """The batch size: decode sequences plus prefill chunks."""
+        return self.decode + self.chunks
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the iteration computes: one per decode sequence plus the chunks'."""
+        return self.decode + self.prefill_tokens
+
+
 @dataclass
 class ReplicaRun:
-    """What one replica's loop measured (request-seconds, counts)."""
+    """What one replica's loop measured (request-seconds, counts) and its iterations
+    (``batches``, in order)."""
 
     iterations: int = 0
     busy_s: float = 0.0
@@ -82,6 +108,7 @@ class ReplicaRun:
     system_area: float = 0.0
     preemptions: int = 0
     free_blocks: int = 0
+    batches: list[IterationRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +151,7 @@ class Service:
         self.deployment = d
         self.system: System = load_system(d.system) if isinstance(d.system, str) else d.system
         self.model: ModelSpec = load_model(d.model)
+        self.server: ServerProfile = load_server(d.server)
         self.shape, self.capacity = self._fit()
         if self.shape.chips * d.replicas > self.system.num_chips:
             raise InputError(
@@ -136,7 +164,7 @@ class Service:
             self.shape,
             d.network,
             self._overheads(),
-            d.async_scheduling,
+            self.async_scheduling,
             d.expert_imbalance,
         )
         order = replica_chip_order(self.costs.topology, self.shape.chips, d.replicas)
@@ -148,7 +176,13 @@ class Service:
         given = self.deployment.overheads
         if isinstance(given, IterationOverheads):
             return given
-        return overheads_for(self.system.chip.name) if given else NONE
+        return self.server.overheads(self.system.chip.name) if given else NONE
+
+    @property
+    def async_scheduling(self) -> bool:
+        """The scheduling mode: as the deployment overrides it, else the profile's."""
+        given = self.deployment.async_scheduling
+        return self.server.async_scheduling if given is None else given
 
     @property
     def chips(self) -> int:
@@ -261,6 +295,7 @@ class Service:
                     continue  # every arrival so far was rejected: wait for the next
                 raise SimulationError("serving: the scheduler made no progress")
             dt = self.costs.time_s(plan.batch)  # type: ignore[arg-type]
+            stats.batches.append(_record(plan.batch, now, dt))
             stats.queue_area += len(sched.waiting) * dt
             stats.system_area += in_system * dt
             now += dt
@@ -293,7 +328,13 @@ class Service:
             "draft_tokens": self.deployment.draft_tokens,
             "acceptance": self.deployment.acceptance,
             "expert_imbalance": self.deployment.expert_imbalance,
-            "async_scheduling": self.deployment.async_scheduling,
+            "server": self.server.name,
+            "async_scheduling": self.async_scheduling,
             "host_s_per_iteration": self.costs.overheads.host_s,
             "hbm_efficiency": self.costs.overheads.hbm_efficiency,
         }
+
+
+def _record(batch: Any, start_at: float, duration_s: float) -> IterationRecord:
+    """The :class:`IterationRecord` of a scheduled batch."""
+    return IterationRecord(start_at, duration_s, batch.decode, batch.chunks, batch.chunk_tokens)

@@ -20,6 +20,8 @@ name            file(s)
 ``claims``      ``claims.csv``: vendor claims against the run, if the scenario asks
 ``jobs``        ``jobs-<system>-<workload>.png/.svg``: the links each job of a ``jobs``
                 workload loads (:mod:`tpusim.workloads.jobs`)
+``serving_trace`` ``serving_trace.json``: every serving replica's iterations
+                (:func:`~tpusim.results.trace.write_serving_trace`)
 ``plots``       PNG and SVG figures, if the scenario asks (:mod:`tpusim.report.figures`)
 ``sources``     ``sources.csv``: every configured number with its source and grade
 ``report``      ``report.html``: one page with the tables and the figures
@@ -39,6 +41,7 @@ from tpusim.report.figures import write_plots
 from tpusim.report.html import write_html_report
 from tpusim.report.sources import write_sources
 from tpusim.results.files import staged_folder
+from tpusim.results.trace import write_serving_trace
 from tpusim.results.writers import (
     Outputs,
     Writer,
@@ -77,6 +80,7 @@ WRITERS.register_all(
         ("comparison", OutputWriter(write_comparison, "comparison.csv")),
         ("claims", OutputWriter(write_claims, "claims.csv")),
         ("jobs", OutputWriter(write_jobs_heatmaps, "jobs-<system>-<workload>.png, .svg")),
+        ("serving_trace", OutputWriter(write_serving_trace, "serving_trace.json")),
         ("plots", OutputWriter(write_plots, "*.png, *.svg")),
         # after the plots: the page inlines the figures the plots writer wrote
         ("sources", OutputWriter(write_sources, "sources.csv")),

@@ -17,6 +17,8 @@ from tpusim.workloads.spec import WorkloadSpec
 
 #: Joules per megajoule (display).
 J_PER_MJ = 1e6
+#: The record's fields that are figures, not ``summary.csv`` columns.
+NOT_COLUMNS = ("curve", "iterations")
 
 
 class ServingWorkload(WorkloadSpec, ServeSpec):
@@ -59,6 +61,10 @@ class ServingRecord(Record):
     #: The capacity search's trials, (rate per s, p99 TTFT s, p99 TPOT s) by rate:
     #: drawn as the serving curve (``serving-<workload>.png``), not a table column.
     curve: tuple[tuple[float, float | None, float | None], ...] = ()
+    #: Each replica's iterations (:class:`~tpusim.serving.service.IterationRecord`, a
+    #: tuple per replica): drawn as ``serving_trace.json``, not a table column; empty
+    #: for the capacity search.
+    iterations: tuple[tuple[Any, ...], ...] = ()
 
     @classmethod
     def of(cls, row: dict[str, Any], **values: Any) -> ServingRecord:
@@ -68,12 +74,12 @@ class ServingRecord(Record):
         return cls(**values, **known)
 
     def row(self) -> dict[str, Any]:
-        """The columns (the curve is a figure, not a column)."""
-        return {k: v for k, v in super().row().items() if k != "curve"}
+        """The columns (the curve and the iterations are figures, not columns)."""
+        return {k: v for k, v in super().row().items() if k not in NOT_COLUMNS}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name != "curve"})
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name not in NOT_COLUMNS})
 
     def figures(self) -> list[Figure]:
         out: list[Figure] = [
@@ -107,14 +113,19 @@ def options_of(spec: ServingWorkload, context: WorkloadContext) -> ServeOptions:
 def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     """Serve on the context's system; bad input is a ConfigError at the workload (at
     the key of the option to blame)."""
-    from tpusim.serving.run import serve
+    from tpusim.serving.run import serve_run
 
     try:
-        row = serve(options_of(spec, context), context.system)
+        row, served = serve_run(options_of(spec, context), context.system)
     except InputError as exc:
         raise _at_workload(exc, context) from None
+    iterations = () if served is None else tuple(tuple(r.batches) for r in served.replicas)
     record = ServingRecord.of(
-        row, system=context.system.name, workload=context.label, kind="serving"
+        row,
+        system=context.system.name,
+        workload=context.label,
+        kind="serving",
+        iterations=iterations,
     )
     return Outcome(record)
 

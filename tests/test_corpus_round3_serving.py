@@ -1,0 +1,86 @@
+"""Hostile-input corpus, third round, serving (issue 33): ``validate --serving`` and
+``calibrate --serving`` with custom figure files, and ``serve --server``.
+
+Every case of ``tests/corpus/round3/serving/cases.yaml`` runs ``python -m tpusim`` in
+a subprocess from a fresh temporary folder under the corpus bounds (30 s, 8 GiB), and
+must exit with its code, print exactly one stderr line matching its pattern (none when
+it has no pattern) and never a traceback. The profile ``calibrate --serving`` writes
+loads back as a profile whose fitted terms name the figure they were fitted on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+from corpus_support import check_outcome, expand, run_tpusim
+
+CORPUS = Path(__file__).parent / "corpus" / "round3" / "serving"
+
+CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
+
+
+def test_case_ids_are_unique():
+    ids = [case["id"] for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+def test_each_bad_file_differs_from_the_valid_one_in_one_place():
+    valid = (CORPUS / "valid.yaml").read_text().splitlines()
+    assert [case for case in CASES if "{dir}/valid.yaml" in case["argv"]]
+    for case in CASES:
+        files = [a for a in case["argv"] if a.startswith("{dir}/") and "profile" not in a]
+        for name in files:
+            if name.endswith(("valid.yaml", "duplicate-id.yaml")):
+                continue
+            lines = (CORPUS / name.removeprefix("{dir}/")).read_text().splitlines()
+            diff = difflib.ndiff(valid, lines)
+            changed = [d for d in diff if d.startswith(("+ ", "- "))]
+            assert 1 <= len(changed) <= 3, (name, changed)
+
+
+def _run_case(case: dict, tmp: Path) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    argv = expand(case["argv"], CORPUS, tmp)
+    return argv, run_tpusim(argv, tmp)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every case run once, two at a time, by id, with its temporary folder."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        tmps = {case["id"]: tmp_path_factory.mktemp(case["id"]) for case in CASES}
+        futures = {c["id"]: pool.submit(_run_case, c, tmps[c["id"]]) for c in CASES}
+        return {key: (*future.result(), tmps[key]) for key, future in futures.items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_corpus_case(case, outcomes):
+    argv, done, _ = outcomes[case["id"]]
+    check_outcome(case, argv, done)
+
+
+def test_a_refused_out_writes_nothing(outcomes):
+    _, _, tmp = outcomes["out-without-fit"]
+    assert not (tmp / "servers").exists()
+
+
+def test_calibrate_serving_writes_a_profile_fitted_on_the_fit_figure(outcomes):
+    from tpusim.serving.servers import load_server
+
+    argv, done, tmp = outcomes["calibrate-serving-writes-a-profile"]
+    record = check_outcome({"exit": 0}, argv, done)
+    written = tmp / "servers" / "vllm-tpu-torchxla.yaml"
+    assert record["wrote"] == [str(written)]
+    profile = load_server(str(written))
+    terms = profile.terms("v6e")
+    assert terms.host_time.fit_on == ("fig-8b",)
+    assert terms.hbm_efficiency.grade == "calibrated"
+    fitted = record["fitted"][0]
+    assert terms.host_time.value == pytest.approx(fitted["host_s"], rel=1e-3)
+    assert terms.hbm_efficiency.value == fitted["hbm_efficiency"]
+    # the sampler passes were not fitted: they keep the shipped profile's grade
+    assert terms.sampling_passes.grade == "assumption"

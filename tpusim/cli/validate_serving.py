@@ -1,0 +1,102 @@
+"""``tpusim validate --serving [--fit [--out DIR]]`` and ``tpusim calibrate --serving
+[--out DIR]``: the public serving figures simulated on the slices they ran on, their
+errors (fit and holdout figures apart) and the fit of the server profiles' terms,
+written as profile YAML (:mod:`tpusim.validation.serving_fit`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tpusim.errors import InputError
+from tpusim.results.files import json_text, output_error
+
+#: Where ``calibrate --serving`` writes the fitted profiles without ``--out``.
+DEFAULT_SERVING_OUT = "servers"
+
+
+def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
+    """Validate (and with ``fit`` refit, writing the profiles to ``out`` when given)."""
+    from tpusim.validation.serving import Simulator, cases, load_figures, summary
+    from tpusim.validation.serving_fit import fit as fit_terms
+    from tpusim.validation.serving_fit import terms_of, write_profiles
+
+    paths = [Path(p) for p in args.measurements] if args.measurements else None
+    figures = load_figures(paths)
+    simulator = Simulator()
+    fitted = fit_terms(figures, simulator) if fit else None
+    rows = cases(figures, terms_of(fitted) if fitted else None, simulator)
+    stats = summary(rows)
+    record: dict[str, Any] = {"cases": rows, **stats}
+    if fitted is not None:
+        record["fitted"] = [_fitted_row(f) for f in fitted]
+    if fitted is not None and out is not None:
+        try:
+            record["wrote"] = [str(p) for p in write_profiles(out, fitted)]
+        except OSError as exc:
+            raise output_error("--out", out, exc) from None
+    if args.json:
+        print(json_text(record))
+        return
+    print(table(rows))
+    print()
+    print(summary_lines(stats, record.get("fitted", []), record.get("wrote", [])))
+
+
+def _fitted_row(f: Any) -> dict[str, Any]:
+    return {
+        "server": f.server,
+        "chip": f.chip,
+        "host_s": f.overheads.host_s,
+        "hbm_efficiency": f.overheads.hbm_efficiency,
+        "fit_on": list(f.fit_on),
+        "points": f.points,
+    }
+
+
+def check_serving_flags(args: argparse.Namespace, fit: bool) -> None:
+    """``--out`` needs a fit; ``--calibration`` and non-flow fidelities do not apply."""
+    if args.out is not None and not fit:
+        raise InputError("tpusim validate --serving: --out writes the fitted profiles; give --fit")
+    if getattr(args, "calibration", None):
+        raise InputError("--calibration applies to collectives, not to --serving")
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The readable table of the cases."""
+    from tpusim.report import text_table
+
+    shown = [
+        {
+            "id": r["id"],
+            "split": r["split"],
+            "slice": r["slice"],
+            "metric": r["metric"],
+            "measured": f"{r['measured']:.4g}",
+            "simulated": "-" if r["simulated"] is None else f"{r['simulated']:.4g}",
+            "error": "-" if r["error"] is None else f"{r['error']:+.1%}",
+        }
+        for r in rows
+    ]
+    return text_table(shown, ("id", "split", "slice", "metric", "measured", "simulated", "error"))
+
+
+def summary_lines(stats: dict[str, Any], fitted: list[dict[str, Any]], wrote: list[str]) -> str:
+    """One line per part (all, fit, holdout, each metric), then the fitted terms."""
+    parts = [("all", stats), ("fit", stats["fit"]), ("holdout", stats["holdout"])]
+    parts += [(m, p) for m, p in stats["metrics"].items() if p["total"]]
+    lines = [
+        f"{label:<26} {p['total']:>3} points, {p['within_10pct']:>3} within 10%, "
+        f"median |error| {p['median_abs_error']:.1%}"
+        for label, p in parts
+        if p["total"]
+    ]
+    lines += [
+        f"fitted {f['server']} on {f['chip']}: host {f['host_s'] * 1e3:.3g} ms per "
+        f"iteration, HBM efficiency {f['hbm_efficiency']:.2f} "
+        f"({f['points']} points of {', '.join(f['fit_on'])})"
+        for f in fitted
+    ]
+    lines += [f"wrote {path}" for path in wrote]
+    return "\n".join(lines)

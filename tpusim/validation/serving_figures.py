@@ -1,0 +1,185 @@
+"""The public serving figures of ``tpusim validate --serving``
+(``configs/measurements/serving/*.yaml``): each a benchmark as it ran (the chip and the
+slice it ran on, the server profile, the model and its tensor parallelism, the
+stream and the server's limits) and what it measured.
+
+Loading refuses, as one :class:`~tpusim.errors.ConfigError` naming ``file:line path``:
+an unknown or misspelled key, a key given twice, a count that is not a whole number
+(``tp: 1.9``) or below 1, a rate that is not > 0, a flag that is not a YAML boolean
+(``async_scheduling: "no"``), a measured value that is not > 0, a replica larger than
+its slice, an unknown server profile and two figures sharing an ``id``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PositiveFloat, StrictBool, StrictInt, model_validator
+
+from tpusim.config.types import Frozen
+from tpusim.errors import ConfigError
+
+#: The metrics compared, each with its simulated counterpart's key.
+METRICS = ("output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "ttft_median_s")
+Metric = Literal[
+    "output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "ttft_median_s"
+]
+#: Most requests a figure simulates, and most tokens per request (local plausibility
+#: bounds: the shipped benchmarks send 1,000 to 3,000 requests of 2,000 tokens).
+MAX_SIMULATED_REQUESTS = 20_000
+MAX_FIGURE_TOKENS = 1_000_000
+#: Most chips of a figure's slice (a local bound: a serving replica's slice).
+MAX_SLICE_CHIPS = 4096
+
+Count = Annotated[StrictInt, Field(ge=1)]
+Tokens = Annotated[StrictInt, Field(ge=1, le=MAX_FIGURE_TOKENS)]
+
+
+class FigureSlice(Frozen):
+    """The slice the benchmark ran on, as published (``v6e-8``), with its chip count
+    and torus dims (a torus of the chip's wraparound rule)."""
+
+    name: str = Field(min_length=1)
+    chips: Annotated[StrictInt, Field(ge=1, le=MAX_SLICE_CHIPS)]
+    dims: tuple[Annotated[StrictInt, Field(ge=1)], ...] = Field(min_length=1, max_length=3)
+
+    @model_validator(mode="after")
+    def _dims_hold_the_chips(self) -> FigureSlice:
+        if math.prod(self.dims) != self.chips:
+            raise ValueError(
+                f"dims {list(self.dims)} hold {math.prod(self.dims)} chips, not {self.chips}"
+            )
+        return self
+
+
+class Figure(Frozen):
+    """One published serving benchmark (see the measurement file's header)."""
+
+    id: str = Field(min_length=1)
+    split: Literal["fit", "holdout"]
+    url: str = Field(pattern=r"^https://")
+    published: datetime.date | None = None
+    note: str = ""
+    chip: str
+    slice: FigureSlice
+    server: str
+    model: str
+    tp: Count
+    prompt_tokens: Tokens
+    output_tokens: Tokens
+    requests: Count | None = None
+    simulated_requests: Annotated[StrictInt, Field(ge=1, le=MAX_SIMULATED_REQUESTS)]
+    rate: Annotated[float, Field(gt=0, allow_inf_nan=True)] = math.inf
+    concurrency: Count | None = None
+    async_scheduling: StrictBool | None = None
+    max_tokens: Count
+    max_sequences: Count
+    measured: dict[Metric, PositiveFloat] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _replica_fits(self) -> Figure:
+        if self.tp > self.slice.chips:
+            raise ValueError(f"tp {self.tp} needs more chips than the slice's {self.slice.chips}")
+        if math.isnan(self.rate):
+            raise ValueError("rate must be > 0 or .inf")
+        return self
+
+    @property
+    def system_name(self) -> str:
+        """The slice's system name (``v6e-2x4``)."""
+        return f"{self.chip}-{'x'.join(str(d) for d in self.slice.dims)}"
+
+
+class FigureFile(Frozen):
+    """A measurement file: its source and its figures."""
+
+    source: dict[str, str]
+    figures: list[Figure] = Field(min_length=1)
+
+
+def shipped_files() -> list[Path]:
+    """``configs/measurements/serving/*.yaml``, sorted."""
+    from tpusim.config.loader import configs_dir
+
+    return sorted((configs_dir() / "measurements" / "serving").glob("*.yaml"))
+
+
+def load_figures(paths: list[Path] | None = None) -> list[Figure]:
+    """Every figure of ``paths`` (default: the shipped files). Raises ConfigError
+    (``file:line path: problem``, see the module docstring)."""
+    from tpusim.config.loader import validate
+    from tpusim.config.yamlio import load_yaml
+
+    out: list[Figure] = []
+    first: dict[str, str] = {}
+    for path in paths or shipped_files():
+        data, lines = load_yaml(path)
+        _check_keys(data, str(path), lines)
+        figures = validate(FigureFile, data, str(path), lines).figures
+        for i, figure in enumerate(figures):
+            where = ("figures", i)
+            figure = _server_beside(figure, Path(path))
+            _check_names(figure, str(path), lines, where)
+            line = lines.get((*where, "id"))
+            if figure.id in first:
+                problem = f"id {figure.id!r} is already the id of a figure ({first[figure.id]})"
+                raise ConfigError(problem, str(path), f"figures[{i}].id", line)
+            first[figure.id] = f"{path}:{line}"
+            out.append(figure)
+    return out
+
+
+def _check_keys(data: Any, file: str, lines: Any) -> None:
+    """An unknown key of a figure is named as such (before a required key it may
+    misspell is reported missing)."""
+    from tpusim.config.yamlio import format_path
+
+    figures = data.get("figures") if isinstance(data, dict) else None
+    for i, raw in enumerate(figures if isinstance(figures, list) else []):
+        unknown = [k for k in raw if k not in Figure.model_fields] if isinstance(raw, dict) else []
+        if unknown:
+            path = ("figures", i, str(unknown[0]))
+            raise ConfigError("unknown key", file, format_path(path), lines.get(path))
+
+
+def _server_beside(figure: Figure, file: Path) -> Figure:
+    """A relative profile path resolved against the figures' file."""
+    server = figure.server
+    if not server.endswith((".yaml", ".yml")) or Path(server).is_absolute():
+        return figure
+    return figure.model_copy(update={"server": str(file.parent / server)})
+
+
+def _check_names(figure: Figure, file: str, lines: Any, where: tuple[str, int]) -> None:
+    """The figure's chip, model and server exist: ConfigError at their line."""
+    from tpusim.config.loader import load_chip, load_model
+    from tpusim.serving.servers import load_server
+
+    for key, load in (("chip", load_chip), ("model", load_model), ("server", load_server)):
+        try:
+            load(getattr(figure, key))
+        except ConfigError as exc:
+            path = (*where, key)
+            from tpusim.config.yamlio import format_path
+
+            problem = str(exc) if exc.file else exc.problem
+            raise ConfigError(problem, file, format_path(path), lines.get(path)) from None
+
+
+def figure_system(figure: Figure) -> Any:
+    """The slice the figure ran on: a torus of its dims of its chip (wraparound by the
+    chip's rule: none on a v6e-8's 2x4)."""
+    from tpusim.config.loader import System, load_chip
+    from tpusim.config.system import SystemSpec
+
+    spec = SystemSpec.model_validate(
+        {
+            "name": figure.system_name,
+            "chip": figure.chip,
+            "topology": {"kind": "torus", "dims": list(figure.slice.dims)},
+        }
+    )
+    return System(spec=spec, chip=load_chip(figure.chip), file=figure.slice.name)
