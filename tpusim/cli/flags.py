@@ -105,12 +105,17 @@ def axes_flag(text: str | None) -> list[str] | None:
     return names
 
 
-def check_network_work(num_chips: int, sizes: list[float], options: CollectiveOptions) -> None:
-    """Refuse a collective too large to simulate at its fidelity (packet: see
-    :func:`~tpusim.config.limits.packet_work_problem`) before starting it (``num_chips``
-    the system's)."""
+def check_network_work(
+    num_chips: int, sizes: list[float], options: CollectiveOptions, op: str
+) -> None:
+    """Refuse collective ``op`` too large to simulate at its fidelity (packet: see
+    :func:`~tpusim.config.limits.packet_work_problem`, counting the transfers of every
+    algorithm ``auto`` may try) before starting it (``num_chips`` the system's)."""
+    from tpusim.collectives import fewest_sends_per_chip
+
     chips = min(options.chips or num_chips, num_chips)
-    problem = options.network.work_problem(chips, max(sizes))
+    sends = fewest_sends_per_chip(op, chips, options.algorithm)  # type: ignore[arg-type]
+    problem = options.network.work_problem(chips, max(sizes), sends)
     if problem is not None:
         raise InputError(problem)
 

@@ -69,37 +69,57 @@ MAX_SWEEP_POINTS = 1_000
 MAX_PACKET_CHIPS = 4_096
 
 #: Most packet-hops a packet-fidelity collective may need (estimated before running as
-#: chips x 2 x ceil(bytes / packet_bytes), a ring all-reduce's count). About 20 us of
-#: wall time each: 2 million is under a minute. Use larger packets or flow fidelity.
+#: chips x max(2 x ceil(bytes / packet_bytes), the fewest transfers a chip sends), a
+#: ring all-reduce's count when packets are small, one packet per transfer when they
+#: are larger than the message). About 20 us of wall time each: 2 million is under a
+#: minute. Use larger packets or flow fidelity.
 MAX_PACKET_HOPS = 2_000_000
 
 
+#: Largest size accepted anywhere (bytes): a collective's message, a memory, a job's
+#: data. 1 PB is over half a TPU pod's HBM (9,216 x 192 GB = 1.77 PB) and 3,000 times
+#: the largest chip's (TPU 8i, 288 GB); a 1 PB all-reduce already takes hours, and
+#: sizes past it are typos (1e30 B would report 10^19 s).
+MAX_BYTES = 1e15
+
+
 def whole_bytes_problem(value: float) -> str | None:
-    """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole."""
+    """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
+    MAX_BYTES."""
     if not math.isfinite(value):
         return f"{value} is not a finite number of bytes"
     if value <= 0:
         return "must be > 0 bytes"
+    if value > MAX_BYTES:
+        return f"{value:.3g} bytes is over the limit of {MAX_BYTES:.0e} bytes (1 PB)"
     if value != math.floor(value):
         return f"{value:g} is not a whole number of bytes"
     return None
 
 
-def packet_work_problem(num_chips: int, size_bytes: float, packet_bytes: float) -> str | None:
+def packet_work_problem(
+    num_chips: int, size_bytes: float, packet_bytes: float, sends_per_chip: int = 0
+) -> str | None:
     """Why a packet-fidelity collective of ``size_bytes`` per chip over ``num_chips``
-    chips with ``packet_bytes`` packets is too large to simulate, or None."""
+    chips with ``packet_bytes`` packets is too large to simulate, or None.
+    ``sends_per_chip``: the fewest transfers each chip sends (at least one packet each;
+    with ``auto``, the most over the algorithms it may simulate)."""
     if num_chips > MAX_PACKET_CHIPS:
         return (
             f"packet fidelity on {num_chips:,} chips is over the limit of "
             f"{MAX_PACKET_CHIPS:,} (one event per packet per hop); use the flow fidelity"
         )
-    hops = num_chips * 2 * math.ceil(size_bytes / packet_bytes)
-    if hops > MAX_PACKET_HOPS:
-        return (
-            f"packet fidelity would simulate about {hops:,} packet-hops, over the limit of "
-            f"{MAX_PACKET_HOPS:,}; use larger packets (packet_bytes) or the flow fidelity"
-        )
-    return None
+    by_size = 2 * math.ceil(size_bytes / packet_bytes)
+    hops = num_chips * max(by_size, sends_per_chip)
+    if hops <= MAX_PACKET_HOPS:
+        return None
+    how = "larger packets (packet_bytes)"
+    if sends_per_chip > by_size:  # one packet per transfer already: packets do not help
+        how = f"an algorithm with fewer transfers ({sends_per_chip:,} per chip counted)"
+    return (
+        f"packet fidelity would simulate about {hops:,} packet-hops, over the limit of "
+        f"{MAX_PACKET_HOPS:,}; use {how} or the flow fidelity"
+    )
 
 
 def points_problem(count: int, limit: int, how: str) -> str | None:

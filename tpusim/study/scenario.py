@@ -173,10 +173,20 @@ class Scenario:
         over MAX_PACKET_CHIPS, no collective over MAX_PACKET_HOPS), checked before running."""
         if not self.runs:
             return
+        from tpusim.collectives import fewest_sends_per_chip
+
         network = self.spec.network()
         sizes = [float(getattr(run.workload, "bytes", 1)) for run in self.runs]
+        workloads = [run.workload for run in self.runs]
+        ops = {
+            (w.op, getattr(w, "algorithm", None))
+            for w in workloads
+            if isinstance(getattr(w, "op", None), str)
+        }
         for system, entry in zip(self.systems, self.system_entries, strict=True):
-            problem = network.work_problem(system.num_chips, max(sizes))
+            n = system.num_chips
+            sends = max((fewest_sends_per_chip(op, n, alg) for op, alg in ops), default=0)
+            problem = network.work_problem(n, max(sizes), sends)
             if problem is not None:
                 self._problem(self._error(f"{system.name}: {problem}", ("systems", entry)))
 
