@@ -83,6 +83,12 @@ MAX_PACKET_HOPS = 2_000_000
 MAX_BYTES = 1e15
 
 
+#: Largest ``slowdown`` of a slow chip. A straggler runs a few times slower (thermal
+#: throttling, a bad HBM stack: 1.1x to 3x); 1,000x is a chip that has all but stopped,
+#: past which results are meaningless (1e300 gives 10^294 s), so use ``chip_down``.
+MAX_SLOWDOWN = 1_000.0
+
+
 def whole_bytes_problem(value: float) -> str | None:
     """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
     MAX_BYTES."""

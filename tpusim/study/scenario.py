@@ -30,7 +30,7 @@ Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 :func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
 calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`),
 ``assumptions`` (all-in power per chip and price per chip-hour, keyed by chip name,
-for energy and cost columns), ``plots`` and ``claims`` (write figures and the
+for energy and cost columns), ``plots`` (figures, on by default) and ``claims`` (the
 vendor-claims table), and the fault keys ``faults``, ``fail_links``, ``seed``,
 ``on_chip_failure`` and ``routing`` (:mod:`tpusim.config.faults`: defaults for every
 workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Errors

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from tpusim.config.chip import ChipSpec
-from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing
+from tpusim.config.faults import ChipFailurePolicy, FaultList, Routing
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen, Power, Source
 from tpusim.network import NETWORKS, FidelityName, NetworkSettings
@@ -90,10 +90,10 @@ class ScenarioSpec(Frozen):
     systems: list[str | SystemVariants] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
     assumptions: Assumptions = Field(default_factory=Assumptions)
-    plots: bool = False
+    plots: bool = True
     claims: bool = False
     max_points: PositiveInt = MAX_SWEEP_POINTS
-    faults: list[FaultSpec] = Field(default_factory=list)
+    faults: FaultList = Field(default_factory=list)
     fail_links: NonNegativeInt | None = None
     seed: NonNegativeInt | None = None
     on_chip_failure: ChipFailurePolicy | None = None
