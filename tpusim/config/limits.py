@@ -89,6 +89,41 @@ MAX_BYTES = 1e15
 MAX_SLOWDOWN = 1_000.0
 
 
+#: Widest MXU side accepted in a chip file. Real MXUs are 128 x 128 (v4, v5e) or
+#: 256 x 256 (v6e on); a side of 1e9 would pad every matmul to 10^18 MACs.
+MAX_MXU_SIZE = 4_096
+
+#: Most TensorCores per chip and MXUs per TensorCore. Shipped chips have 1-2 and 2-4;
+#: 1,024 keeps a typo (2e9) from becoming a peak no roofline is costed against.
+MAX_UNITS_PER_CHIP = 1_024
+
+#: Lowest and highest accepted FLOP/s (a peak or the vector unit's rate, per chip).
+#: TPUs peak between 10^14 (v4 bf16) and 10^16 (TPU 8t fp4) FLOP/s and their vector
+#: units run at ~10^13; 1 GFLOP/s is a thousand times below any of them (1e-300 would
+#: cost a softmax 10^300 s) and 10^18 a hundred times above the fastest (1e40: 0 s).
+MIN_FLOPS = 1e9
+MAX_FLOPS = 1e18
+
+#: Largest accepted memory tier (bytes, one chip's HBM or SRAM). 10 TB is 35 times the
+#: largest shipped HBM (TPU 8i, 288 GB); 1e30 B would make every model fit.
+MAX_MEMORY_BYTES = 1e13
+
+#: Highest all-in power per chip (W) and price per chip-hour (USD) accepted. A TPU
+#: draws ~1 kW all-in (host and cooling share) and rents for a few USD an hour;
+#: 100 kW and 10,000 USD are 100 times above and keep energy and cost finite (1e308 W
+#: overflows to inf).
+MAX_POWER_PER_CHIP_W = 1e5
+MAX_PRICE_PER_CHIP_HOUR_USD = 1e4
+
+#: Most rates in one ``--rates`` latency curve. Each rate simulates a whole request
+#: stream (seconds each); 100 draws a smooth curve, 2,000 runs for hours.
+MAX_CURVE_RATES = 100
+
+#: Largest KV block (tokens). vLLM pages 16 tokens and allows up to a few hundred; a
+#: block of 65,536 tokens already holds more than most contexts.
+MAX_BLOCK_SIZE = 65_536
+
+
 def whole_bytes_problem(value: float) -> str | None:
     """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
     MAX_BYTES."""
