@@ -267,11 +267,11 @@ class ServeSpec(Frozen):
                 "needs prefix_tokens (the shared prefix)",
                 ("prefix_tokens",),
             )
-        shortest = None if self.trace else int(self.prompt().low)
-        if shortest is not None and self.prefix_tokens > shortest:
+        longest = self._longest_prompt()
+        if longest is not None and self.prefix_tokens > longest:
             return "prefix_tokens", (
-                f"{self.prefix_tokens:,} tokens is longer than the shortest prompt "
-                f"({shortest:,} tokens of prompt_tokens); the prefix is part of a prompt",
+                f"{self.prefix_tokens:,} tokens is longer than every prompt (at most "
+                f"{longest:,} tokens of prompt_tokens); the prefix is part of a prompt",
                 ("prompt_tokens",),
             )
         if self.acceptance > 0 and self.draft_tokens == 0:
@@ -283,6 +283,14 @@ class ServeSpec(Frozen):
                 (),
             )
         return None
+
+    def _longest_prompt(self) -> int | None:
+        """The longest prompt the stream can draw (None: a trace's, or unbounded)."""
+        if self.trace:
+            return None
+        prompt = self.prompt()
+        bounds = {"fixed": prompt.a, "uniform": prompt.b}
+        return int(bounds[prompt.kind]) if prompt.kind in bounds else None
 
     @property
     def offered_rate_per_s(self) -> float | None:
