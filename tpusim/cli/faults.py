@@ -151,6 +151,17 @@ def _runner(system: System, op: Op, size: float) -> Callable[[CollectiveOptions]
     return run
 
 
+def _check_runnable(system: System, op: Op, size: float, options: CollectiveOptions) -> None:
+    """Refuse (InputError) a system with nothing to fail and a collective over the work
+    limit of its fidelity (the limit ``tpusim collective`` applies)."""
+    if system.num_chips < 2:
+        raise InputError(
+            f"{system.name}: one chip has no links to fail and a collective on it moves "
+            "nothing; give a system of 2 or more chips"
+        )
+    check_network_work(system.num_chips, [size], options, op)
+
+
 def monte_carlo(
     system_name: str,
     op: Op,
@@ -169,13 +180,8 @@ def monte_carlo(
     from tpusim.network import NetworkSettings
 
     system = load_system(system_name)
-    if system.num_chips < 2:
-        raise InputError(
-            f"{system.name}: one chip has no links to fail and a collective on it moves "
-            "nothing; give a system of 2 or more chips"
-        )
     options = CollectiveOptions(network=NetworkSettings.of(fidelity), routing=routing)
-    check_network_work(system.num_chips, [size], options, op)  # the limit collective applies
+    _check_runnable(system, op, size, options)
     run = _runner(system, op, size)
     healthy = run(options)
     options = replace(options, name_replanning=False)  # the healthy algorithm is the record's

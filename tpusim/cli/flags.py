@@ -129,7 +129,7 @@ def check_network_work(
     from tpusim.collectives import fewest_sends_per_chip
 
     chips = min(options.chips or num_chips, num_chips)
-    sends = fewest_sends_per_chip(op, chips, options.algorithm)  # type: ignore[arg-type]
+    sends = fewest_sends_per_chip(op, chips, options.algorithm)
     problem = options.network.work_problem(chips, max(sizes), sends)
     if problem is not None:
         raise InputError(problem)

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from tpusim.cli.flags import fidelities, path_flag, plot_flag
+from tpusim.config.limits import MAX_CURVE_RATES
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
 from tpusim.serving.option_error import OptionError
-from tpusim.config.limits import MAX_CURVE_RATES
 from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions, stream_span_problem
 from tpusim.vocabulary import DTYPES
 

@@ -8,6 +8,8 @@ fidelity.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from tpusim.collectives.base import (
@@ -66,7 +68,7 @@ def default_algorithm(op: Op, group: Group) -> Algorithm:
     return "bidir-ring"
 
 
-def fewest_sends_per_chip(op: Op, n: int, algorithm: str | None = None) -> int:
+def fewest_sends_per_chip(op: str, n: int, algorithm: str | None = None) -> int:
     """Fewest transfers a chip of a group of ``n`` sends over ``op`` under ``algorithm``
     (each is at least one packet at the packet fidelity): its critical-path steps or its
     share of the declared transfers, from the cost class. With ``auto`` (or None), the
@@ -77,8 +79,13 @@ def fewest_sends_per_chip(op: Op, n: int, algorithm: str | None = None) -> int:
     else:
         names = [algorithm] if algorithm in ALGORITHMS.names() else []
     costs = [ALGORITHMS.get(name).cost for name in names]
+    known = cast(Op, op)  # an op no algorithm runs has no cost class: 0
     return max(
-        (max(cost.min_steps(op, n), cost.transfers(op, n) // max(n, 1)) for cost in costs),
+        (
+            max(cost.min_steps(known, n), cost.transfers(known, n) // max(n, 1))
+            for cost in costs
+            if op in cost.ops
+        ),
         default=0,
     )
 

@@ -13,8 +13,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tpusim import units
 from tpusim.config.limits import (
-    MAX_HOP_LATENCY_S,
     MAX_FLOPS,
+    MAX_HOP_LATENCY_S,
     MAX_LINK_BANDWIDTH_BPS,
     MAX_POWER_PER_CHIP_W,
     MIN_FLOPS,

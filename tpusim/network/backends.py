@@ -54,8 +54,9 @@ class NetworkBackend:
 
     ``build(env, topology, options, check_capacity)`` makes the network; ``options``
     is the model of the options it owns; ``work_problem(num_chips, size_bytes,
-    options, sends_per_chip)`` says why a collective is too large to simulate at this fidelity (None:
-    it is not), checked before running; ``reroutes_in_flight``: flows on a link that
+    options, sends_per_chip)`` says why a collective (each chip sending at least
+    ``sends_per_chip`` transfers) is too large to simulate at this fidelity (None: it
+    is not), checked before running; ``reroutes_in_flight``: flows on a link that
     fails during the run move to the survivors (a fidelity that cannot takes only
     faults present from the start); ``checks_capacity``: ``check_capacity`` means
     something to it; ``whole_programs``: offered for whole-model validation."""

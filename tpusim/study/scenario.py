@@ -177,12 +177,8 @@ class Scenario:
 
         network = self.spec.network()
         sizes = [float(getattr(run.workload, "bytes", 1)) for run in self.runs]
-        workloads = [run.workload for run in self.runs]
-        ops = {
-            (w.op, getattr(w, "algorithm", None))
-            for w in workloads
-            if isinstance(getattr(w, "op", None), str)
-        }
+        named = [(getattr(run.workload, "op", None), run.workload) for run in self.runs]
+        ops = {(op, getattr(w, "algorithm", None)) for op, w in named if isinstance(op, str)}
         for system, entry in zip(self.systems, self.system_entries, strict=True):
             n = system.num_chips
             sends = max((fewest_sends_per_chip(op, n, alg) for op, alg in ops), default=0)

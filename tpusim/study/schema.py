@@ -61,8 +61,8 @@ class Assumptions(Frozen):
 def models_beside(data: object, folder: Path) -> object:
     """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name)
     and serving ``trace:`` CSV taken relative to ``folder``, the scenario's, as its
-    ``calibration:`` and HLO files are; shipped names and absolute paths are kept. Anything else is left for
-    validation to report."""
+    ``calibration:`` and HLO files are; shipped names and absolute paths are kept.
+    Anything else is left for validation to report."""
     workloads = data.get("workloads") if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(workloads, list):
         return data
