@@ -284,6 +284,8 @@ def _run_demo(tmp: Path, name: str, jobs: str) -> tuple[dict, Path]:
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout, parse_constant=_no_constant)
     del record["wall_s"], record["out"]  # the only fields that may differ
+    # plots are on by default (issue 33): their paths lie under the run's own folder
+    record["plots"] = [str(Path(p).relative_to(out)) for p in record.get("plots", [])]
     return record, out
 
 

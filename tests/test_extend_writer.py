@@ -18,6 +18,7 @@ from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
 SCENARIO = """\
 name: diameters
 systems: [v5e-pod, torus-8x8x16]
+plots: false
 workloads:
   - {name: topo, kind: topology}
 """

@@ -84,6 +84,7 @@ def _node_balance(topo: Torus, link_bytes: np.ndarray) -> np.ndarray:
         st.tuples(st.integers(0, 15), st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.floats(0, 1)),
         min_size=1,
         max_size=3,
+        unique_by=lambda fault: (fault[0], fault[2]),  # a link once per instant
     ),
     op=st.sampled_from(["all-gather", "all-reduce", "all-to-all"]),
 )

@@ -58,6 +58,23 @@ def test_packet_estimate_is_a_ring_all_reduce_count():
     assert "chips" in packet_work_problem(MAX_PACKET_CHIPS + 1, 1, 1)
 
 
+def test_packet_estimate_counts_a_packet_per_transfer():
+    """Packets larger than the message still cost one per transfer: a ring all-reduce
+    on n chips sends 2 (n - 1) messages per chip (hand count), so 1,152 chips x 2,302 =
+    2,651,904 packet-hops whatever the packet size, and auto counts its worst candidate
+    (direct: 2 n (n - 1) transfers over n chips, also 2 (n - 1) per chip)."""
+    from tpusim.collectives import fewest_sends_per_chip
+
+    assert fewest_sends_per_chip("all-reduce", 1152, "ring") == 2 * 1151
+    assert fewest_sends_per_chip("all-reduce", 1152, "direct") == 2 * 1151
+    assert fewest_sends_per_chip("all-reduce", 1152) == 2 * 1151
+    assert fewest_sends_per_chip("all-gather", 16, "ring") == 15
+    assert fewest_sends_per_chip("all-reduce", 16, "no-such-algorithm") == 0
+    problem = packet_work_problem(1152, 2**20, 2**30, fewest_sends_per_chip("all-reduce", 1152))
+    assert "2,651,904 packet-hops" in problem and "fewer transfers" in problem
+    assert packet_work_problem(16, 1024, 2**20, fewest_sends_per_chip("all-reduce", 16)) is None
+
+
 def test_alias_shared_nodes_counted_once_when_under_the_limit(tmp_path):
     """Aliases within the limit load, and their paths fall back to the alias's line."""
     file = tmp_path / "a.yaml"

@@ -28,7 +28,7 @@ SERVE = ("serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--requests", "20")
         (("--rate", "1e-20"), "--rate"),
         (("--requests", "1000000000"), "--requests"),
         (("--prompt-tokens", "abc"), "--prompt-tokens"),
-        (("--trace", "/nonexistent/trace.csv"), "cannot read"),
+        (("--trace", "/nonexistent/trace.csv"), "drop --requests"),  # refused since round 3
         (("--concurrency", "4", "--find-capacity", "--slo-ttft", "1s", "--slo-tpot", "1s"),
          "--concurrency"),
         (("--prompt-tokens", "{uniform: [1, 100000000000]}"), "--prompt-tokens"),

@@ -86,7 +86,7 @@ def cmd_collective(args: argparse.Namespace) -> None:
         sizes = sweep_sizes(args.sweep_bytes, args.max_points)
     else:
         sizes = [size_flag(args.bytes, "--bytes")]
-    check_network_work(system.num_chips, sizes, options)
+    check_network_work(system.num_chips, sizes, options, args.op)
     topology = build_topology(system)
     binary = size_in_binary(args.sweep_bytes or args.bytes)
     if args.sweep_bytes is not None:

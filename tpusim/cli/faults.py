@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from tpusim import units
-from tpusim.cli.flags import fidelities, size_flag
+from tpusim.cli.flags import check_network_work, fidelities, size_flag
 from tpusim.config.faults import ROUTINGS, FaultPlan, Routing, load_faults, plan_flags
 from tpusim.errors import InputError
 from tpusim.vocabulary import OPS, Op
@@ -151,6 +151,17 @@ def _runner(system: System, op: Op, size: float) -> Callable[[CollectiveOptions]
     return run
 
 
+def _check_runnable(system: System, op: Op, size: float, options: CollectiveOptions) -> None:
+    """Refuse (InputError) a system with nothing to fail and a collective over the work
+    limit of its fidelity (the limit ``tpusim collective`` applies)."""
+    if system.num_chips < 2:
+        raise InputError(
+            f"{system.name}: one chip has no links to fail and a collective on it moves "
+            "nothing; give a system of 2 or more chips"
+        )
+    check_network_work(system.num_chips, [size], options, op)
+
+
 def monte_carlo(
     system_name: str,
     op: Op,
@@ -169,8 +180,9 @@ def monte_carlo(
     from tpusim.network import NetworkSettings
 
     system = load_system(system_name)
-    run = _runner(system, op, size)
     options = CollectiveOptions(network=NetworkSettings.of(fidelity), routing=routing)
+    _check_runnable(system, op, size, options)
+    run = _runner(system, op, size)
     healthy = run(options)
     options = replace(options, name_replanning=False)  # the healthy algorithm is the record's
     draw = np.random.default_rng(seed)
@@ -209,7 +221,7 @@ def _row(
     for q in PERCENTILES:
         row[f"p{q}_s"] = float(np.percentile(times, q))
     row["mean_s"], row["max_s"] = float(times.mean()), float(times.max())
-    row["p50_slowdown"] = row["p50_s"] / healthy_s
+    row["p50_slowdown"] = row["p50_s"] / healthy_s if healthy_s > 0 else None
     row["algorithms"] = ";".join(algorithms)
     return row
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tpusim import units
 from tpusim.config.limits import (
     MAX_SWEEP_POINTS,
+    MAX_SYSTEM_CHIPS,
     points_problem,
     whole_bytes_problem,
 )
@@ -87,12 +88,26 @@ def sweep_sizes(text: str, max_points: int = MAX_SWEEP_POINTS) -> list[float]:
 
 
 def pairs_flag(text: str | None) -> list[tuple[int, int]] | None:
+    """``--pairs 0:1,2:3`` -> [(0, 1), (2, 3)]: chip ids below MAX_SYSTEM_CHIPS (the
+    system's own range is checked when the group is placed), each pair once (a
+    repeated pair would send its bytes twice)."""
     if text is None:
         return None
     try:
-        return [(int(a), int(b)) for a, b in (p.split(":") for p in text.split(","))]
+        pairs = [(int(a), int(b)) for a, b in (p.split(":") for p in text.split(","))]
     except ValueError:
         raise InputError(f"--pairs {text}: expected SRC:DST[,SRC:DST...] chip ids") from None
+    for pair in pairs:
+        if not all(0 <= chip < MAX_SYSTEM_CHIPS for chip in pair):
+            raise InputError(
+                f"--pairs {pair[0]}:{pair[1]}: chip ids are 0 to {MAX_SYSTEM_CHIPS - 1:,} "
+                "at most (and below the system's chip count)"
+            )
+    repeated = sorted({p for p in pairs if pairs.count(p) > 1})
+    if repeated:
+        a, b = repeated[0]
+        raise InputError(f"--pairs {text}: {a}:{b} is given more than once")
+    return pairs
 
 
 def axes_flag(text: str | None) -> list[str] | None:
@@ -105,12 +120,17 @@ def axes_flag(text: str | None) -> list[str] | None:
     return names
 
 
-def check_network_work(num_chips: int, sizes: list[float], options: CollectiveOptions) -> None:
-    """Refuse a collective too large to simulate at its fidelity (packet: see
-    :func:`~tpusim.config.limits.packet_work_problem`) before starting it (``num_chips``
-    the system's)."""
+def check_network_work(
+    num_chips: int, sizes: list[float], options: CollectiveOptions, op: str
+) -> None:
+    """Refuse collective ``op`` too large to simulate at its fidelity (packet: see
+    :func:`~tpusim.config.limits.packet_work_problem`, counting the transfers of every
+    algorithm ``auto`` may try) before starting it (``num_chips`` the system's)."""
+    from tpusim.collectives import fewest_sends_per_chip
+
     chips = min(options.chips or num_chips, num_chips)
-    problem = options.network.work_problem(chips, max(sizes))
+    sends = fewest_sends_per_chip(op, chips, options.algorithm)
+    problem = options.network.work_problem(chips, max(sizes), sends)
     if problem is not None:
         raise InputError(problem)
 

@@ -18,10 +18,11 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from tpusim.cli.flags import fidelities, path_flag, plot_flag
+from tpusim.config.limits import MAX_CURVE_RATES
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
 from tpusim.serving.option_error import OptionError
-from tpusim.serving.options import ServeOptions
+from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions, stream_span_problem
 from tpusim.vocabulary import DTYPES
 
 TABLE_FIELDS = (
@@ -303,6 +304,8 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
     if args.concurrency and args.rates:
         raise InputError("tpusim serve: --concurrency runs a closed loop; it takes no --rates")
+    if args.rate is not None and args.rates:
+        raise InputError("tpusim serve: --rates gives the rates of the curve; drop --rate")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -320,7 +323,8 @@ def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
 
     if args.rates:
         systems = [s for s in args.system.split(",") if s]
-        _print_curve(args, curves(options, systems, rates_flag(args.rates), args.plot))
+        rates = rates_flag(args.rates, options.requests)
+        _print_curve(args, curves(options, systems, rates, args.plot))
         return
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
@@ -347,16 +351,26 @@ def format_row(row: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rates_flag(text: str) -> list[float] | None:
-    """``--rates``: ``auto`` (None) or positive requests/s, comma-separated."""
+def rates_flag(text: str, requests: int = DEFAULT_REQUESTS) -> list[float] | None:
+    """``--rates``: ``auto`` (None) or positive requests/s, comma-separated, at most
+    MAX_CURVE_RATES of them, each within the limit ``--rate`` obeys for ``requests``."""
     if text == "auto":
         return None
+    parts = text.split(",")
+    if len(parts) > MAX_CURVE_RATES:
+        raise InputError(
+            f"tpusim serve: --rates: {len(parts):,} rates, over the limit of {MAX_CURVE_RATES}"
+        )
     try:
-        rates = [float(x) for x in text.split(",")]
+        rates = [float(x) for x in parts]
     except ValueError:
         raise InputError(f"tpusim serve: --rates: not numbers: {text!r}") from None
     if not rates or any(not 0 < r < float("inf") for r in rates):
         raise InputError(f"tpusim serve: --rates must be positive numbers, got {text!r}")
+    for rate in rates:
+        problem = stream_span_problem(rate, requests)
+        if problem is not None:
+            raise InputError(f"tpusim serve: --rates: {problem}")
     return rates
 
 

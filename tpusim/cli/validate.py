@@ -61,6 +61,7 @@ def check_packet_limits(measurements: Any, fidelity: str) -> None:
     each naming its file, line and id; raises InputError."""
     import math
 
+    from tpusim.collectives import fewest_sends_per_chip
     from tpusim.config.limits import packet_work_problem
     from tpusim.network.packet import DEFAULT_PACKET_BYTES
 
@@ -68,7 +69,9 @@ def check_packet_limits(measurements: Any, fidelity: str) -> None:
         return
     problems = []
     for m in measurements:
-        problem = packet_work_problem(math.prod(m.slice), m.bytes, DEFAULT_PACKET_BYTES)
+        chips = math.prod(m.slice)
+        sends = fewest_sends_per_chip(m.op, chips)
+        problem = packet_work_problem(chips, m.bytes, DEFAULT_PACKET_BYTES, sends)
         if problem is not None:
             where = f"{m.file}:{m.line}" if m.line is not None else m.file
             problems.append(f"{where} {m.id}: {problem.replace('(--packet-bytes) ', '')}")

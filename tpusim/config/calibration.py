@@ -26,7 +26,7 @@ import dataclasses
 from functools import cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tpusim.config.chip import ChipSpec, CostTime, EfficiencySpec, Fraction
 from tpusim.config.loader import System, shipped, validate
@@ -48,6 +48,27 @@ class ChipCalibration(Frozen):
     hbm_efficiency: Fraction | None = None
     vector_flops: FlopRate | None = None
     fit_on: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _whole_fit(self) -> ChipCalibration:
+        """The four collective terms are fitted together (``tpusim calibrate`` writes all
+        or none): a subset would mix fitted and chip-file values silently."""
+        named = {
+            "hop_latency": self.hop_latency_s,
+            "launch": self.launch_s,
+            "step_sync": self.step_sync_s,
+            "link_efficiency": self.link_efficiency,
+        }
+        missing = [name for name, value in named.items() if value is None]
+        if 0 < len(missing) < len(named):
+            raise ValueError(
+                f"missing {', '.join(missing)}: the collective terms are fitted together, "
+                "give all four or none"
+            )
+        others = (self.matmul_efficiency, self.hbm_efficiency, self.vector_flops)
+        if len(missing) == len(named) and not any(v for v in others if v is not None):
+            raise ValueError("names no term to calibrate")
+        return self
 
     def collective_terms(self) -> tuple[float, float, float, float]:
         """(hop latency s, launch s, step sync s, link efficiency); ValueError when the

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from tpusim.config.limits import MAX_MEMORY_BYTES, MAX_MXU_SIZE, MAX_UNITS_PER_CHIP
 from tpusim.config.types import (
     Bandwidth,
     Bytes,
@@ -44,9 +45,9 @@ CostTime = Annotated[Time, Field(le=MAX_COST_TERM_S)]
 class TensorCoreSpec(Frozen):
     """TensorCores per chip and their matrix units (MXUs of ``mxu_size`` x ``mxu_size``)."""
 
-    count: PositiveInt
-    mxus_per_core: PositiveInt
-    mxu_size: PositiveInt
+    count: Annotated[int, Field(ge=1, le=MAX_UNITS_PER_CHIP)]
+    mxus_per_core: Annotated[int, Field(ge=1, le=MAX_UNITS_PER_CHIP)]
+    mxu_size: Annotated[int, Field(ge=1, le=MAX_MXU_SIZE)]
 
 
 class SparseCoreSpec(Frozen):
@@ -67,7 +68,7 @@ class CaeSpec(Frozen):
 class MemorySpec(Frozen):
     """One memory tier (HBM or on-chip SRAM): capacity and, where known, bandwidth."""
 
-    capacity_bytes: Bytes = Field(alias="capacity")
+    capacity_bytes: Annotated[Bytes, Field(le=MAX_MEMORY_BYTES)] = Field(alias="capacity")
     bandwidth_Bps: Bandwidth | None = Field(None, alias="bandwidth")
 
 
@@ -167,6 +168,15 @@ class ChipSpec(Frozen):
         if "bf16" not in self.peak_flops:
             raise ValueError("peak_flops must give at least bf16")
         return self
+
+    @field_validator("hbm")
+    @classmethod
+    def _hbm_bandwidth(cls, hbm: MemorySpec) -> MemorySpec:
+        """Every op streams its operands from HBM (the roofline's memory bound): a chip
+        without the bandwidth would fail at the first op, so it is refused at load."""
+        if hbm.bandwidth_Bps is None:
+            raise ValueError("bandwidth is required (every op's memory bound uses it)")
+        return hbm
 
     @model_validator(mode="after")
     def _offload_exists(self) -> ChipSpec:

@@ -23,8 +23,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
+from tpusim.config.limits import MAX_SLOWDOWN
 from tpusim.config.loader import validate
 from tpusim.config.types import Frozen, Time
 from tpusim.config.yamlio import load_yaml
@@ -45,20 +46,23 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "slow_chip": ("chip", "slowdown"),
 }
 _FIELDS = ("link", "chip", "bandwidth_fraction", "slowdown")
+#: A chip index: a whole number >= 0, never a boolean or a float read as one.
+ChipIndex = Annotated[int, Field(ge=0, strict=True)]
 
 
 class FaultSpec(Frozen):
     """One fault. ``link``: the two chips a link joins (both directions fail);
     ``chip``: a chip index; ``at``: when it happens (s, from the start by default);
     ``bandwidth_fraction``: what a degraded link keeps, in (0, 1]; ``slowdown``: how
-    many times slower a slow chip computes (> 0)."""
+    many times slower a slow chip computes (1 .. MAX_SLOWDOWN: a chip below 1 would be
+    faster, not slow)."""
 
     kind: FaultKind
-    link: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] | None = None
-    chip: Annotated[int, Field(ge=0)] | None = None
+    link: tuple[ChipIndex, ChipIndex] | None = None
+    chip: ChipIndex | None = None
     at: Time = 0.0
     bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
-    slowdown: Annotated[float, Field(gt=0)] | None = None
+    slowdown: Annotated[float, Field(ge=1, le=MAX_SLOWDOWN)] | None = None
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> FaultSpec:
@@ -74,11 +78,37 @@ class FaultSpec(Frozen):
         return self
 
 
+def _target(spec: FaultSpec) -> tuple[object, ...]:
+    """What a fault acts on and when: two entries with the same target would silently
+    let the last one win."""
+    if spec.link is not None:
+        return ("link", tuple(sorted(spec.link)), spec.at)
+    return (spec.kind, spec.chip, spec.at)
+
+
+def _distinct(faults: list[FaultSpec]) -> list[FaultSpec]:
+    """Refuse an entry that repeats an earlier one's link or chip at the same time."""
+    seen: dict[tuple[object, ...], int] = {}
+    for i, spec in enumerate(faults):
+        first = seen.setdefault(_target(spec), i)
+        if first != i:
+            what = f"link {list(spec.link)}" if spec.link is not None else f"chip {spec.chip}"
+            raise ValueError(
+                f"faults[{i}] repeats the {what} of faults[{first}] at the same time "
+                "(the last would win): keep one entry"
+            )
+    return faults
+
+
+#: A list of faults, each link or chip at most once per instant.
+FaultList = Annotated[list[FaultSpec], AfterValidator(_distinct)]
+
+
 class FaultPlan(Frozen):
     """Faults of a run: the listed ``faults``, ``fail_links`` random links down from the
     start (drawn from ``seed``, else the run's seed), and the ``on_chip_failure`` policy."""
 
-    faults: list[FaultSpec] = Field(default_factory=list)
+    faults: FaultList = Field(default_factory=list)
     fail_links: Annotated[int, Field(ge=0)] = 0
     seed: Annotated[int, Field(ge=0)] | None = None
     on_chip_failure: ChipFailurePolicy = "fail"

@@ -69,37 +69,98 @@ MAX_SWEEP_POINTS = 1_000
 MAX_PACKET_CHIPS = 4_096
 
 #: Most packet-hops a packet-fidelity collective may need (estimated before running as
-#: chips x 2 x ceil(bytes / packet_bytes), a ring all-reduce's count). About 20 us of
-#: wall time each: 2 million is under a minute. Use larger packets or flow fidelity.
+#: chips x max(2 x ceil(bytes / packet_bytes), the fewest transfers a chip sends), a
+#: ring all-reduce's count when packets are small, one packet per transfer when they
+#: are larger than the message). About 20 us of wall time each: 2 million is under a
+#: minute. Use larger packets or flow fidelity.
 MAX_PACKET_HOPS = 2_000_000
 
 
+#: Largest size accepted anywhere (bytes): a collective's message, a memory, a job's
+#: data. 1 PB is over half a TPU pod's HBM (9,216 x 192 GB = 1.77 PB) and 3,000 times
+#: the largest chip's (TPU 8i, 288 GB); a 1 PB all-reduce already takes hours, and
+#: sizes past it are typos (1e30 B would report 10^19 s).
+MAX_BYTES = 1e15
+
+
+#: Largest ``slowdown`` of a slow chip. A straggler runs a few times slower (thermal
+#: throttling, a bad HBM stack: 1.1x to 3x); 1,000x is a chip that has all but stopped,
+#: past which results are meaningless (1e300 gives 10^294 s), so use ``chip_down``.
+MAX_SLOWDOWN = 1_000.0
+
+
+#: Widest MXU side accepted in a chip file. Real MXUs are 128 x 128 (v4, v5e) or
+#: 256 x 256 (v6e on); a side of 1e9 would pad every matmul to 10^18 MACs.
+MAX_MXU_SIZE = 4_096
+
+#: Most TensorCores per chip and MXUs per TensorCore. Shipped chips have 1-2 and 2-4;
+#: 1,024 keeps a typo (2e9) from becoming a peak no roofline is costed against.
+MAX_UNITS_PER_CHIP = 1_024
+
+#: Lowest and highest accepted FLOP/s (a peak or the vector unit's rate, per chip).
+#: TPUs peak between 10^14 (v4 bf16) and 10^16 (TPU 8t fp4) FLOP/s and their vector
+#: units run at ~10^13; 1 GFLOP/s is a thousand times below any of them (1e-300 would
+#: cost a softmax 10^300 s) and 10^18 a hundred times above the fastest (1e40: 0 s).
+MIN_FLOPS = 1e9
+MAX_FLOPS = 1e18
+
+#: Largest accepted memory tier (bytes, one chip's HBM or SRAM). 10 TB is 35 times the
+#: largest shipped HBM (TPU 8i, 288 GB); 1e30 B would make every model fit.
+MAX_MEMORY_BYTES = 1e13
+
+#: Highest all-in power per chip (W) and price per chip-hour (USD) accepted. A TPU
+#: draws ~1 kW all-in (host and cooling share) and rents for a few USD an hour;
+#: 100 kW and 10,000 USD are 100 times above and keep energy and cost finite (1e308 W
+#: overflows to inf).
+MAX_POWER_PER_CHIP_W = 1e5
+MAX_PRICE_PER_CHIP_HOUR_USD = 1e4
+
+#: Most rates in one ``--rates`` latency curve. Each rate simulates a whole request
+#: stream (seconds each); 100 draws a smooth curve, 2,000 runs for hours.
+MAX_CURVE_RATES = 100
+
+#: Largest KV block (tokens). vLLM pages 16 tokens and allows up to a few hundred; a
+#: block of 65,536 tokens already holds more than most contexts.
+MAX_BLOCK_SIZE = 65_536
+
+
 def whole_bytes_problem(value: float) -> str | None:
-    """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole."""
+    """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
+    MAX_BYTES."""
     if not math.isfinite(value):
         return f"{value} is not a finite number of bytes"
     if value <= 0:
         return "must be > 0 bytes"
+    if value > MAX_BYTES:
+        return f"{value:.3g} bytes is over the limit of {MAX_BYTES:.0e} bytes (1 PB)"
     if value != math.floor(value):
         return f"{value:g} is not a whole number of bytes"
     return None
 
 
-def packet_work_problem(num_chips: int, size_bytes: float, packet_bytes: float) -> str | None:
+def packet_work_problem(
+    num_chips: int, size_bytes: float, packet_bytes: float, sends_per_chip: int = 0
+) -> str | None:
     """Why a packet-fidelity collective of ``size_bytes`` per chip over ``num_chips``
-    chips with ``packet_bytes`` packets is too large to simulate, or None."""
+    chips with ``packet_bytes`` packets is too large to simulate, or None.
+    ``sends_per_chip``: the fewest transfers each chip sends (at least one packet each;
+    with ``auto``, the most over the algorithms it may simulate)."""
     if num_chips > MAX_PACKET_CHIPS:
         return (
             f"packet fidelity on {num_chips:,} chips is over the limit of "
             f"{MAX_PACKET_CHIPS:,} (one event per packet per hop); use the flow fidelity"
         )
-    hops = num_chips * 2 * math.ceil(size_bytes / packet_bytes)
-    if hops > MAX_PACKET_HOPS:
-        return (
-            f"packet fidelity would simulate about {hops:,} packet-hops, over the limit of "
-            f"{MAX_PACKET_HOPS:,}; use larger packets (packet_bytes) or the flow fidelity"
-        )
-    return None
+    by_size = 2 * math.ceil(size_bytes / packet_bytes)
+    hops = num_chips * max(by_size, sends_per_chip)
+    if hops <= MAX_PACKET_HOPS:
+        return None
+    how = "larger packets (packet_bytes)"
+    if sends_per_chip > by_size:  # one packet per transfer already: packets do not help
+        how = f"an algorithm with fewer transfers ({sends_per_chip:,} per chip counted)"
+    return (
+        f"packet fidelity would simulate about {hops:,} packet-hops, over the limit of "
+        f"{MAX_PACKET_HOPS:,}; use {how} or the flow fidelity"
+    )
 
 
 def points_problem(count: int, limit: int, how: str) -> str | None:

@@ -13,8 +13,11 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tpusim import units
 from tpusim.config.limits import (
+    MAX_FLOPS,
     MAX_HOP_LATENCY_S,
     MAX_LINK_BANDWIDTH_BPS,
+    MAX_POWER_PER_CHIP_W,
+    MIN_FLOPS,
     MIN_LINK_BANDWIDTH_BPS,
     whole_bytes_problem,
 )
@@ -46,6 +49,15 @@ def _plausible_bandwidth(value: float) -> float:
     return value
 
 
+def _plausible_flops(value: float) -> float:
+    if not MIN_FLOPS <= value <= MAX_FLOPS:
+        raise ValueError(
+            f"{value:.3g} FLOP/s is outside the plausible range {MIN_FLOPS:.0e} .. "
+            f"{MAX_FLOPS:.0e} FLOP/s"
+        )
+    return value
+
+
 def _plausible_latency(value: float) -> float:
     if value > MAX_HOP_LATENCY_S:
         raise ValueError(
@@ -62,8 +74,8 @@ Bandwidth = Annotated[float, _parser("bandwidth"), AfterValidator(_plausible_ban
 Time = Annotated[float, _parser("time"), Field(ge=0)]
 #: Latency of one hop (s): 0 .. MAX_HOP_LATENCY_S.
 HopLatency = Annotated[float, _parser("time"), Field(ge=0), AfterValidator(_plausible_latency)]
-FlopRate = Annotated[float, _parser("flops"), Field(gt=0)]
-Power = Annotated[float, _parser("power"), Field(gt=0)]
+FlopRate = Annotated[float, _parser("flops"), AfterValidator(_plausible_flops)]
+Power = Annotated[float, _parser("power"), Field(gt=0, le=MAX_POWER_PER_CHIP_W)]
 
 Grade = Literal["primary", "secondary", "derived", "calibrated", "assumption"]
 

@@ -189,7 +189,13 @@ class FaultState:
         if down and policy == "fail":
             raise SimulationError(self.failure_message(down[0], op, now_s))
         if down and policy == "exclude":
+            size = group.size
             group, more = without_chips(group, down)
+            if group.size < 1:
+                raise SimulationError(
+                    f"every chip of the group of {size} is down (on_chip_failure: exclude "
+                    f"leaves no chip): collective '{op}' cannot run"
+                )
             notes += more
         if network.dead is not None:
             self._check_connected(group, network, op)

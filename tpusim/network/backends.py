@@ -42,7 +42,9 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-def _no_work_limit(num_chips: int, size_bytes: float, options: BackendOptions) -> str | None:
+def _no_work_limit(
+    num_chips: int, size_bytes: float, options: BackendOptions, sends_per_chip: int = 0
+) -> str | None:
     return None
 
 
@@ -52,15 +54,16 @@ class NetworkBackend:
 
     ``build(env, topology, options, check_capacity)`` makes the network; ``options``
     is the model of the options it owns; ``work_problem(num_chips, size_bytes,
-    options)`` says why a collective is too large to simulate at this fidelity (None:
-    it is not), checked before running; ``reroutes_in_flight``: flows on a link that
+    options, sends_per_chip)`` says why a collective (each chip sending at least
+    ``sends_per_chip`` transfers) is too large to simulate at this fidelity (None: it
+    is not), checked before running; ``reroutes_in_flight``: flows on a link that
     fails during the run move to the survivors (a fidelity that cannot takes only
     faults present from the start); ``checks_capacity``: ``check_capacity`` means
     something to it; ``whole_programs``: offered for whole-model validation."""
 
     build: Callable[[simpy.Environment, Topology, BackendOptions, bool], Network]
     options: type[BackendOptions] = BackendOptions
-    work_problem: Callable[[int, float, BackendOptions], str | None] = _no_work_limit
+    work_problem: Callable[[int, float, BackendOptions, int], str | None] = _no_work_limit
     reroutes_in_flight: bool = True
     checks_capacity: bool = False
     whole_programs: bool = True
@@ -127,11 +130,14 @@ class NetworkSettings:
             raise ValueError(f"the {fidelity} fidelity's {name}: {error['msg']}") from None
         return cls(fidelity, options, check_capacity and backend.checks_capacity)
 
-    def work_problem(self, num_chips: int, size_bytes: float) -> str | None:
-        """Why a collective of ``size_bytes`` per chip over ``num_chips`` chips is too
-        large to simulate with these settings, or None."""
+    def work_problem(
+        self, num_chips: int, size_bytes: float, sends_per_chip: int = 0
+    ) -> str | None:
+        """Why a collective of ``size_bytes`` per chip over ``num_chips`` chips, each
+        sending at least ``sends_per_chip`` transfers, is too large to simulate with
+        these settings, or None."""
         assert self.options is not None  # set by __post_init__
-        return self.backend.work_problem(num_chips, size_bytes, self.options)
+        return self.backend.work_problem(num_chips, size_bytes, self.options, sends_per_chip)
 
     def option(self, name: str) -> object:
         """The value of the backend option ``name`` (for records and reports)."""

@@ -70,9 +70,11 @@ def _packet(
     return PacketNetwork(env, topology, packet_bytes=options.packet_bytes)
 
 
-def _packet_work(num_chips: int, size_bytes: float, options: BackendOptions) -> str | None:
+def _packet_work(
+    num_chips: int, size_bytes: float, options: BackendOptions, sends_per_chip: int = 0
+) -> str | None:
     assert isinstance(options, PacketOptions)
-    return packet_work_problem(num_chips, size_bytes, options.packet_bytes)
+    return packet_work_problem(num_chips, size_bytes, options.packet_bytes, sends_per_chip)
 
 
 ANALYTIC = NetworkBackend(_analytic, description="closed forms")

@@ -55,6 +55,13 @@ def write_scenario_plots(out: str | Path, run: ScenarioRun) -> list[Path]:
     ]
 
 
+def _named(out: Path, name: str) -> Path:
+    """``out / name`` with a system variant's name (``v6e[link_bandwidth=20 GB/s]``)
+    made file-name safe as trace names are (a ``/`` would make a folder, a ``.`` a
+    suffix)."""
+    return out / name.replace("/", "_").replace(",", "_").replace("=", "-").replace(".", "_")
+
+
 def _saved(fig: Any, path: Path) -> Path:
     """Save ``fig`` as ``path``.png and .svg, close it; returns the PNG path."""
     from tpusim.report import plots
@@ -109,7 +116,7 @@ def _link_plots(out: Path, run: ScenarioRun) -> list[Path]:
             f"{system} ({link_plots.topology_title(topology)}): link utilisation per chip by port"
             f"\nduring a {format_bytes(entry.bytes)} {entry.op}"
         )
-        written.append(_saved(fig, out / f"links-{system}"))
+        written.append(_saved(fig, _named(out, f"links-{system}")))
     return written
 
 
@@ -149,7 +156,7 @@ def _serving_plots(out: Path, run: ScenarioRun) -> list[Path]:
         fig = plots_compare.serving_latency_vs_rate(pd.DataFrame(rows))
         for ax in fig.axes[:2]:  # the workload in words on each panel
             ax.set_title(f"{workload}: {ax.get_title().lower()}", fontsize="medium")
-        written.append(_saved(fig, out / f"serving-{workload}"))
+        written.append(_saved(fig, _named(out, f"serving-{workload}")))
     return written
 
 
@@ -196,7 +203,7 @@ def _timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
             continue
         fig = timeline_plots.timeline(results.ops)
         fig.axes[0].set_title(_timeline_title(label, system, results))
-        png = _saved(fig, out / f"timeline-{system}")
+        png = _saved(fig, _named(out, f"timeline-{system}"))
         written.append(png)
         if (system, label) == (first.system, first.label):  # the same figure, not drawn again
             for suffix in (".png", ".svg"):

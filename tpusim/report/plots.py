@@ -48,14 +48,22 @@ def pyplot() -> Any:
 def save(fig: Figure, path: str | Path) -> tuple[Path, Path]:
     """Write ``fig`` as ``path.png`` and ``path.svg`` (creating the folder); return both.
     Each is written to a temporary file and renamed into place
-    (:func:`tpusim.results.files.atomic_write`)."""
+    (:func:`tpusim.results.files.atomic_write`). The SVG carries no date and fixed
+    element ids, so the same figure gives the same bytes (runs compare file by file)."""
+    import matplotlib
+
     from tpusim.results.files import atomic_write
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     png, svg = path.with_suffix(".png"), path.with_suffix(".svg")
     atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"), True)
-    atomic_write(svg, lambda f: fig.savefig(f, format="svg", bbox_inches="tight"), True)
+    with matplotlib.rc_context({"svg.hashsalt": "tpusim"}):
+        atomic_write(
+            svg,
+            lambda f: fig.savefig(f, format="svg", bbox_inches="tight", metadata={"Date": None}),
+            True,
+        )
     return png, svg
 
 

@@ -33,6 +33,11 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from tpusim.config.limits import (
+    MAX_BLOCK_SIZE,
+    MAX_POWER_PER_CHIP_W,
+    MAX_PRICE_PER_CHIP_HOUR_USD,
+)
 from tpusim.config.types import Frozen, Time
 from tpusim.network import FidelityName, NetworkSettings
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
@@ -98,6 +103,18 @@ def _within(value: float, lo: float, hi: float) -> float:
     return value
 
 
+def stream_span_problem(rate_per_s: float, requests: int) -> str | None:
+    """Why an open loop at ``rate_per_s`` of ``requests`` requests cannot be simulated
+    (it spans more than MAX_STREAM_SPAN_S), or None: the limit ``rate`` and every rate
+    of a ``--rates`` curve obey."""
+    if requests / rate_per_s > MAX_STREAM_SPAN_S:
+        return (
+            f"{rate_per_s:g} req/s spreads {requests} requests over more than "
+            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
+        )
+    return None
+
+
 #: A problem: its message and the options it mentions (field names).
 Problem = tuple[str, tuple[str, ...]]
 
@@ -134,7 +151,9 @@ class ServeSpec(Frozen):
     prompt_tokens: TokenCountValue = DEFAULT_PROMPT_TOKENS
     output_tokens: TokenCountValue = DEFAULT_OUTPUT_TOKENS
     seed: int = Field(0, description="seeds arrivals and token counts")
-    block_size: PositiveInt = Field(DEFAULT_BLOCK_SIZE, description="tokens per KV block")
+    block_size: PositiveInt = Field(
+        DEFAULT_BLOCK_SIZE, le=MAX_BLOCK_SIZE, description="tokens per KV block"
+    )
     max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="tokens per iteration")
     max_sequences: PositiveInt = Field(DEFAULT_MAX_SEQUENCES, description="per iteration")
     disaggregate: Split | None = Field(None, description="P:D prefill and decode replicas")
@@ -235,6 +254,8 @@ class ServeSpec(Frozen):
             return "find_capacity varies the rate; it takes no trace", ("find_capacity", "trace")
         if self.trace and self.rate is not None:
             return "trace gives the arrivals; drop rate", ("trace", "rate")
+        if self.trace and "requests" in self.model_fields_set:
+            return "trace gives the requests (one per row); drop requests", ("trace", "requests")
         if self.disaggregate and self.replicas != 1:
             return "disaggregate P:D sets the replica counts; drop replicas", (
                 "disaggregate",
@@ -251,17 +272,23 @@ class ServeSpec(Frozen):
     def _located_problem(self) -> tuple[str, Problem] | None:
         """(field, problem) of a value bad only next to another one (None: none)."""
         rate = self.offered_rate_per_s
-        if rate is not None and self.requests / rate > MAX_STREAM_SPAN_S:
-            return "rate", (
-                f"{rate:g} req/s spreads {self.requests} requests over more than "
-                f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution",
-                (),
-            )
+        span = None if rate is None else stream_span_problem(rate, self.requests)
+        if span is not None:
+            return "rate", (span, ())
         if self.prefix_hit_rate > 0 and self.prefix_tokens == 0:
             return "prefix_hit_rate", (
                 "needs prefix_tokens (the shared prefix)",
                 ("prefix_tokens",),
             )
+        longest = self._longest_prompt()
+        if longest is not None and self.prefix_tokens > longest:
+            return "prefix_tokens", (
+                f"{self.prefix_tokens:,} tokens is longer than every prompt (at most "
+                f"{longest:,} tokens of prompt_tokens); the prefix is part of a prompt",
+                ("prompt_tokens",),
+            )
+        if self.acceptance > 0 and self.draft_tokens == 0:
+            return "acceptance", ("needs draft_tokens (the drafts it accepts)", ("draft_tokens",))
         if self.find_capacity and self.requests < MIN_REQUESTS:
             return "requests", (
                 f"the capacity search judges each rate in steady state and needs at least "
@@ -269,6 +296,14 @@ class ServeSpec(Frozen):
                 (),
             )
         return None
+
+    def _longest_prompt(self) -> int | None:
+        """The longest prompt the stream can draw (None: a trace's, or unbounded)."""
+        if self.trace:
+            return None
+        prompt = self.prompt()
+        bounds = {"fixed": prompt.a, "uniform": prompt.b}
+        return int(bounds[prompt.kind]) if prompt.kind in bounds else None
 
     @property
     def offered_rate_per_s(self) -> float | None:
@@ -299,8 +334,8 @@ class ServeOptions(ServeSpec):
 
     fidelity: FidelityName = "flow"
     flow_tolerance: float | None = Field(None, ge=0, lt=1)
-    power_per_chip_W: PositiveFloat | None = None
-    price_per_chip_hour_usd: PositiveFloat | None = None
+    power_per_chip_W: PositiveFloat | None = Field(None, le=MAX_POWER_PER_CHIP_W)
+    price_per_chip_hour_usd: PositiveFloat | None = Field(None, le=MAX_PRICE_PER_CHIP_HOUR_USD)
 
     @model_validator(mode="after")
     def _network_known(self) -> ServeOptions:
@@ -314,8 +349,25 @@ class ServeOptions(ServeSpec):
     def deployment(self, system: str | System) -> Deployment:
         """The :class:`~tpusim.serving.service.Deployment` of these options on
         ``system`` (a shipped name, a YAML path or a loaded system)."""
+        self.check_kv_tier(system)
         chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
         return Deployment(system=system, network=self.network(), **chosen)
+
+    def check_kv_tier(self, system: str | System) -> None:
+        """Raise OptionError on ``kv_cache`` when it names SRAM (``sram``, ``tiered``) and
+        the chip of ``system`` gives no SRAM bandwidth to read the cache at."""
+        from tpusim.config.loader import load_system
+        from tpusim.serving.option_error import OptionError
+
+        if self.kv_cache == "hbm":
+            return
+        chip = (load_system(system) if isinstance(system, str) else system).chip
+        if chip.sram.bandwidth_Bps is None:
+            raise OptionError(
+                "kv_cache",
+                f"{self.kv_cache} keeps the KV cache in SRAM, but chip {chip.name} gives no "
+                "SRAM bandwidth (sram.bandwidth in its file); use hbm",
+            )
 
     def economics(self) -> dict[str, float | None]:
         """The economics as :func:`~tpusim.serving.metrics.economics` takes them."""
@@ -331,5 +383,5 @@ DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system"
 
 def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:
     """``spec``'s choices with ``environment`` (the fields :class:`ServeOptions` adds)."""
-    chosen = spec.model_dump(include=set(ServeSpec.model_fields))
+    chosen = spec.model_dump(include=set(ServeSpec.model_fields), exclude_unset=True)
     return ServeOptions.model_validate(chosen | environment)

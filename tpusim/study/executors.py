@@ -123,13 +123,7 @@ class Dask:
         cluster = None
         try:
             if self.scheduler is None:
-                cluster = distributed.LocalCluster(
-                    n_workers=LOCAL_WORKERS,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
+                cluster = _local_cluster(distributed)
             client = _client(distributed, self.scheduler or cluster)
             progress.began = time.perf_counter()  # the ETA counts from the first task
             try:
@@ -139,6 +133,35 @@ class Dask:
         finally:
             if cluster is not None:
                 cluster.close()
+
+
+def _local_cluster(distributed: ModuleType) -> LocalCluster:
+    """The embedded cluster, its worker processes started with Ctrl-C ignored (an
+    ignored signal stays ignored in a child, and Python then installs no handler): a
+    Ctrl-C at the terminal reaches every process of the group, and only this one
+    should answer it (one line), closing the workers as it unwinds; interrupted
+    workers would each print a traceback and leak semaphores (resource_tracker
+    warnings)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _start_cluster(distributed)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return _start_cluster(distributed)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _start_cluster(distributed: ModuleType) -> LocalCluster:
+    return distributed.LocalCluster(
+        n_workers=LOCAL_WORKERS,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
 
 
 def _client(distributed: ModuleType, address: str | LocalCluster | None) -> Client:

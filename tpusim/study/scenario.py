@@ -30,7 +30,7 @@ Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
 :func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
 calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`),
 ``assumptions`` (all-in power per chip and price per chip-hour, keyed by chip name,
-for energy and cost columns), ``plots`` and ``claims`` (write figures and the
+for energy and cost columns), ``plots`` (figures, on by default) and ``claims`` (the
 vendor-claims table), and the fault keys ``faults``, ``fail_links``, ``seed``,
 ``on_chip_failure`` and ``routing`` (:mod:`tpusim.config.faults`: defaults for every
 workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Errors
@@ -173,10 +173,16 @@ class Scenario:
         over MAX_PACKET_CHIPS, no collective over MAX_PACKET_HOPS), checked before running."""
         if not self.runs:
             return
+        from tpusim.collectives import fewest_sends_per_chip
+
         network = self.spec.network()
         sizes = [float(getattr(run.workload, "bytes", 1)) for run in self.runs]
+        named = [(getattr(run.workload, "op", None), run.workload) for run in self.runs]
+        ops = {(op, getattr(w, "algorithm", None)) for op, w in named if isinstance(op, str)}
         for system, entry in zip(self.systems, self.system_entries, strict=True):
-            problem = network.work_problem(system.num_chips, max(sizes))
+            n = system.num_chips
+            sends = max((fewest_sends_per_chip(op, n, alg) for op, alg in ops), default=0)
+            problem = network.work_problem(n, max(sizes), sends)
             if problem is not None:
                 self._problem(self._error(f"{system.name}: {problem}", ("systems", entry)))
 

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from tpusim.config.chip import ChipSpec
-from tpusim.config.faults import ChipFailurePolicy, FaultSpec, Routing
+from tpusim.config.faults import ChipFailurePolicy, FaultList, Routing
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen, Power, Source
 from tpusim.network import NETWORKS, FidelityName, NetworkSettings
@@ -60,9 +60,9 @@ class Assumptions(Frozen):
 
 def models_beside(data: object, folder: Path) -> object:
     """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name)
-    taken relative to ``folder``, the scenario's, as its ``calibration:`` and HLO files
-    are; shipped names and absolute paths are kept. Anything else is left for
-    validation to report."""
+    and serving ``trace:`` CSV taken relative to ``folder``, the scenario's, as its
+    ``calibration:`` and HLO files are; shipped names and absolute paths are kept.
+    Anything else is left for validation to report."""
     workloads = data.get("workloads") if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(workloads, list):
         return data
@@ -70,8 +70,13 @@ def models_beside(data: object, folder: Path) -> object:
 
 
 def _model_beside(workload: object, folder: Path) -> object:
-    model = workload.get("model") if isinstance(workload, dict) else None
-    if not isinstance(workload, dict) or not isinstance(model, str) or Path(model).is_absolute():
+    if not isinstance(workload, dict):
+        return workload
+    trace = workload.get("trace")
+    if isinstance(trace, str) and trace and not Path(trace).is_absolute():
+        workload = {**workload, "trace": os.path.join(folder, trace)}  # a serving trace CSV
+    model = workload.get("model")
+    if not isinstance(model, str) or Path(model).is_absolute():
         return workload
     if not (model.endswith((".yaml", ".yml")) or "/" in model):  # a shipped name
         return workload
@@ -90,10 +95,10 @@ class ScenarioSpec(Frozen):
     systems: list[str | SystemVariants] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
     assumptions: Assumptions = Field(default_factory=Assumptions)
-    plots: bool = False
+    plots: bool = True
     claims: bool = False
     max_points: PositiveInt = MAX_SWEEP_POINTS
-    faults: list[FaultSpec] = Field(default_factory=list)
+    faults: FaultList = Field(default_factory=list)
     fail_links: NonNegativeInt | None = None
     seed: NonNegativeInt | None = None
     on_chip_failure: ChipFailurePolicy | None = None

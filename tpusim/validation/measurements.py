@@ -24,7 +24,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from tpusim import units
 from tpusim.collectives import bus_factor
 from tpusim.config import configs_dir, shipped
-from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_CHIPS
+from tpusim.config.limits import MAX_AXIS_CHIPS, MAX_CHIPS, whole_bytes_problem
 from tpusim.config.loader import validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -52,8 +52,12 @@ def _quantity(kind: units.Kind) -> AfterValidator:
 
 
 def _whole_bytes(value: float) -> float:
+    """The size limits ``tpusim collective --bytes`` applies (whole, at most MAX_BYTES)."""
     if value != math.floor(value):
         raise ValueError(f"{value!r} bytes: must be a whole number of bytes")
+    problem = whole_bytes_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 

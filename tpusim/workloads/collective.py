@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from tpusim.collectives.registry import AlgorithmName
-from tpusim.config.faults import ChipFailurePolicy, FaultPlan, FaultSpec, Routing
+from tpusim.config.faults import ChipFailurePolicy, FaultList, FaultPlan, Routing
 from tpusim.config.types import Bytes
 from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
@@ -31,7 +31,7 @@ class CollectiveWorkload(WorkloadSpec):
     axes: list[str] = Field(default_factory=list)
     chips: PositiveInt | None = None
     algorithm: AlgorithmName | None = None
-    faults: list[FaultSpec] = Field(default_factory=list)
+    faults: FaultList = Field(default_factory=list)
     fail_links: NonNegativeInt = 0
     seed: NonNegativeInt = 0
     on_chip_failure: ChipFailurePolicy = "fail"
