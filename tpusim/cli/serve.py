@@ -2,9 +2,8 @@
 capacity at an SLO (``--find-capacity``).
 
 A thin parser: the flags fill a :class:`~tpusim.serving.options.ServeOptions` (each
-flag's ``dest`` is the field it sets; defaults are the model's), and the model's
-errors, which name fields (the one to blame and those they mention), come back naming
-the flags.
+flag's ``dest`` is the field it sets; defaults are the model's), and the model's errors,
+which name fields (the one to blame and those they mention), come back naming the flags.
 """
 
 from __future__ import annotations
@@ -95,7 +94,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
+    if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
 
