@@ -64,7 +64,7 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
             f"got {args.fsdp_prefetch_layers}"
         )
     _check_optional_counts(args)
-    b = bytes_per_element(args.dtype)
+    b = activation_bytes(args.dtype)
     grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
     _check_kinds(args)
     check_moe(args)
@@ -207,6 +207,15 @@ def bytes_per_element(dtype: str, field_name: str = "dtype") -> float:
         choices = ", ".join(DTYPE_BYTES)
         raise ProgramError(f"{field_name} '{dtype}' is unknown (choose from {choices})")
     return DTYPE_BYTES[dtype]  # type: ignore[index]
+
+
+def activation_bytes(dtype: str) -> float:
+    """Bytes of one activation (and gathered weight) element of a step computing in
+    ``dtype``: the dtype's own, except that 8-bit and 4-bit matmul dtypes quantize their
+    operands on the fly and keep activations, weights and collectives in bf16 (MaxText's
+    ``quantization: fp8_full``/``int8``); :class:`ProgramError` for an unknown dtype."""
+    own = bytes_per_element(dtype)
+    return max(own, DTYPE_BYTES["bf16"])
 
 
 def non_negative_ints(**values: Any) -> None:
