@@ -93,10 +93,6 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
         missing.append("context_axis")
     if spec.num_slices > 1:
         missing.append("num_slices")
-    if spec.layout.get("fsdp_shard_on_exp"):
-        # MaxText then shards the experts over the fsdp axis and routes tokens to
-        # them (expert parallelism on that axis); tpusim's fsdp gathers every weight
-        missing.append("fsdp_shard_on_exp")
     fields.update({k: v for k, v in wanted.items() if k in available})
     return Translation(fields, tuple(missing))
 
@@ -129,7 +125,9 @@ def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, Any]:
         out["capacity_factor"] = layout["capacity_factor"]
     if "sparse_matmul" in layout:
         out["sparse_matmul"] = layout["sparse_matmul"]
-    if layout.get("weight_dtype") == "float32" and _has_experts(spec.model):
+    # MaxText's base.yml default is weight_dtype float32: the experts' fp32 master
+    # weights are what the FSDP all-gather moves unless the recipe says bfloat16
+    if layout.get("weight_dtype", "float32") == "float32" and _has_experts(spec.model):
         out["expert_weight_dtype"] = "fp32"
     if layout.get("weight_dtype") == "bfloat16":
         out["weight_dtype"] = "bf16"

@@ -252,13 +252,17 @@ def divides(field_name: str, value: int, by: int, what: str) -> None:
 
 def _check_distinct(axes: dict[str, str | None]) -> None:
     """Each named axis plays one role, except that the expert axis may be the data
-    axis (experts sharded over the data-parallel replicas)."""
+    axis (experts sharded over the data-parallel replicas) or the fsdp axis (MaxText's
+    ``fsdp_shard_on_exp``: the experts sharded over the fsdp axis, tokens routed to
+    them)."""
     for field in ("fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis", "context_axis"):
         others = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis")
         for other in (*others, "pipeline_axis") if field == "context_axis" else others:
             if field == other or axes[field] is None:
                 continue
-            if axes[field] == axes[other] and not (field == "expert_axis" and other == "data_axis"):
+            pair = {field, other}
+            shared = pair in ({"expert_axis", "data_axis"}, {"expert_axis", "fsdp_axis"})
+            if axes[field] == axes[other] and not shared:
                 raise ProgramError(f"{field} '{axes[field]}' is also {other}")
 
 
