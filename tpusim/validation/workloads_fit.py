@@ -64,7 +64,9 @@ LOG_STEP = math.log(0.85)
 """Finite-difference step in log term."""
 
 Grouping = Literal["chip", "family"]
-Simulator = Callable[[WorkloadCase, CostTerms], float]
+Job = tuple[WorkloadCase, CostTerms]
+Simulator = Callable[[Sequence[Job]], list[float]]
+"""Step times (s) of a batch of (case, terms) simulations, in order."""
 
 
 def family(case: WorkloadCase) -> str:
@@ -100,6 +102,27 @@ def simulated_s(
     return result.simulated_s
 
 
+def _simulated(args: tuple[WorkloadCase, CostTerms, str, bool]) -> float:
+    return simulated_s(*args)
+
+
+def simulator(fidelity: str = "flow", approx: bool = False, jobs: int = 1) -> Simulator:
+    """A :data:`Simulator` running its batch in this process (``jobs`` 1) or over
+    ``jobs`` worker processes (each simulation is a pure function of its case and
+    terms, so the numbers do not depend on ``jobs``)."""
+
+    def run(batch: Sequence[Job]) -> list[float]:
+        work = [(case, terms, fidelity, approx) for case, terms in batch]
+        if jobs <= 1 or len(work) < 2:
+            return [_simulated(w) for w in work]
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(jobs, len(work))) as pool:
+            return list(pool.map(_simulated, work, chunksize=max(1, len(work) // (4 * jobs))))
+
+    return run
+
+
 @dataclass
 class TermsFit:
     """A fit: the terms, the cases fitted on, those left out (not expressible), the
@@ -128,12 +151,13 @@ def _terms(start: CostTerms, x: np.ndarray) -> CostTerms:
 def fit_terms(
     cases: Sequence[WorkloadCase],
     start: CostTerms | None = None,
-    simulate: Simulator = simulated_s,
+    simulate: Simulator | None = None,
     approx: bool = False,
 ) -> TermsFit:
     """The shared terms fitted to ``cases`` by the module's rule, from ``start``
     (default: the shipped terms)."""
     start = start or shared_terms()
+    simulate = simulate or simulator(approx=approx)
     usable = [c for c in cases if expressible(c, approx)]
     skipped = [c.id for c in cases if not expressible(c, approx)]
     fit = TermsFit(start, [c.id for c in usable], skipped)
@@ -151,17 +175,23 @@ def fit_terms(
 def _slopes(
     cases: Sequence[WorkloadCase], start: CostTerms, x: np.ndarray, simulate: Simulator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Log step times at ``x`` and their slopes in each log term (0 where unseen)."""
-    here = _terms(start, x)
-    t0 = np.log([simulate(c, here) for c in cases])
-    grad = np.zeros((len(cases), len(FITTED)))
+    """Log step times at ``x`` and their slopes in each log term (0 where unseen),
+    every simulation of the round in one batch."""
+    batch: list[Job] = [(c, _terms(start, x)) for c in cases]
+    where: list[tuple[int, int]] = []
     for k, name in enumerate(FITTED):
         moved = x.copy()
         moved[k] += LOG_STEP
         trial = _terms(start, moved)
         for i, case in enumerate(cases):
             if sees(case, name):
-                grad[i, k] = (math.log(simulate(case, trial)) - t0[i]) / LOG_STEP
+                batch.append((case, trial))
+                where.append((i, k))
+    times = np.log(simulate(batch))
+    t0 = times[: len(cases)]
+    grad = np.zeros((len(cases), len(FITTED)))
+    for (i, k), t in zip(where, times[len(cases) :], strict=True):
+        grad[i, k] = (t - t0[i]) / LOG_STEP
     return t0, grad
 
 
@@ -187,13 +217,10 @@ def _round(
 
 
 def calibrate_workloads(
-    cases: Sequence[WorkloadCase], fidelity: str = "flow", approx: bool = False
+    cases: Sequence[WorkloadCase], fidelity: str = "flow", approx: bool = False, jobs: int = 1
 ) -> TermsFit:
-    """The shared terms fitted on the ``fit`` cases."""
-
-    def simulate(case: WorkloadCase, terms: CostTerms) -> float:
-        return simulated_s(case, terms, fidelity, approx)
-
+    """The shared terms fitted on the ``fit`` cases (``jobs`` worker processes)."""
+    simulate = simulator(fidelity, approx, jobs)
     return fit_terms([c for c in cases if c.split == "fit"], None, simulate, approx)
 
 
@@ -231,14 +258,12 @@ def cross_validate(
     by: Grouping,
     fidelity: str = "flow",
     approx: bool = False,
+    jobs: int = 1,
 ) -> list[Fold]:
     """Leave-one-group-out: for each chip generation (or model family) with an
     expressible case, the terms fitted on every other case, and the group's cases
-    simulated with them."""
-
-    def simulate(case: WorkloadCase, terms: CostTerms) -> float:
-        return simulated_s(case, terms, fidelity, approx)
-
+    simulated with them (``jobs`` worker processes)."""
+    simulate = simulator(fidelity, approx, jobs)
     groups = sorted({group_of(c, by) for c in cases if expressible(c, approx)})
     folds = []
     for group in groups:
@@ -247,3 +272,30 @@ def cross_validate(
         held = [c for c in cases if group_of(c, by) == group]
         folds.append(Fold(group, fit, fit_results(fit, held, fidelity, approx)))
     return folds
+
+
+def cost_terms_text(fit: TermsFit) -> str:
+    """``fit`` as a cost terms file (``configs/cost_terms.yaml``'s format, loadable by
+    :func:`~tpusim.config.cost_terms.load_cost_terms_file`), each fitted term's source
+    naming the cases."""
+    import yaml
+
+    terms = {name: round(float(v), 4) for name, v in fit.terms.model_dump().items()}
+    note = "tpusim calibrate --workloads (rule: tpusim/validation/workloads_fit.py) on " + (
+        ", ".join(fit.fit_on)
+    )
+    sources = {
+        f"terms.{name}": {"source": "tpusim-calibrate", "grade": "calibrated", "note": note}
+        for name in FITTED
+    }
+    sources["terms.rows_half_tiles"] = {
+        "source": "AMB-7x",
+        "grade": "derived",
+        "note": "not fitted here: the Ironwood bf16 GEMM sweep (configs/cost_terms.yaml)",
+    }
+    header = (
+        "# Shared compute cost terms fitted by `tpusim calibrate --workloads` (fit_on);\n"
+        "# apply with `tpusim validate --workloads --calibration FILE`.\n"
+    )
+    body = {"terms": terms, "fit_on": list(fit.fit_on), "sources": sources}
+    return header + yaml.safe_dump(body, sort_keys=False, width=100)

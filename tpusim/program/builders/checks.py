@@ -100,6 +100,11 @@ def _check_layout(args: TrainingArgs, axes: dict[str, str | None], sizes: dict[s
     link's bandwidth is positive."""
     context = sizes["context_axis"]
     divides("seq", args.seq, context, f"the context axis size of '{axes['context_axis']}'")
+    if args.collective_matmul and not args.async_collectives:
+        raise ProgramError(
+            "collective_matmul needs async_collectives: a windowed einsum overlaps its "
+            "permutes with the matmul's chunks, which synchronous collectives cannot"
+        )
     if args.sequence_parallel:
         tensor = f"the tensor axis size of '{axes['tensor_axis']}' (sequence_parallel)"
         field = "seq per context shard" if context > 1 else "seq"
