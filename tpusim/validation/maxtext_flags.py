@@ -71,6 +71,14 @@ RECORDED_FLAGS: dict[str, Any] = {
     "fsdp_shard_on_exp": bool,
     "use_random_routing": bool,
     "num_vocab_tiling": int,
+    # MaxText's later name (2026) of fsdp_shard_on_exp: the expert dimension of the MoE
+    # weights sharded over the fsdp axis. Recorded only: workloads_translate checks the
+    # old name alone, so a case with shard_exp_on_fsdp: true is not yet flagged
+    "shard_exp_on_fsdp": bool,
+    # MoE weights sharded over both the fsdp and fsdp_transpose axes (2-D FSDP)
+    "use_2d_fsdp_sharding": bool,
+    # with MoE weights on fsdp and fsdp_transpose, gather them in two all-gathers
+    "moe_fsdp_use_two_stage_all_gather": bool,
 }
 """Flags kept as published but not translated: ``megablox`` (MaxText's grouped-matmul
 kernel, used with ``sparse_matmul``, which is translated), the device order of the mesh
