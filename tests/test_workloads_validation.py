@@ -12,11 +12,17 @@ import pytest
 import yaml
 from helpers import assert_one_error_line, run
 
-from tpusim.config.loader import load_chip
-from tpusim.validation.workloads import load_workload_cases, load_workload_file, rule_splits
 from tpusim.config.calibration import with_efficiency
 from tpusim.config.cost_terms import shared_terms, with_terms
-from tpusim.validation.workloads_fit import calibrate_workloads, cross_validate, family
+from tpusim.config.loader import load_chip
+from tpusim.validation.workloads import load_workload_cases, load_workload_file, rule_splits
+from tpusim.validation.workloads_fit import (
+    calibrate_workloads,
+    cross_validate,
+    family,
+    prior_terms,
+    simulated_s,
+)
 from tpusim.validation.workloads_run import simulate_workload, workload_fields
 from tpusim.validation.workloads_translate import translate
 
@@ -200,7 +206,7 @@ def _made(terms, specs):
     """Cases whose measured times are simulated at ``terms`` (a known truth)."""
     made = []
     for spec in specs:
-        case = load_workload_file(_file_for(spec))[0]
+        case = load_workload_file(_file_for(dict(spec, split="fit")))[0]
         chip = with_terms(load_chip(spec["chip"]), terms)
         target = simulate_workload(case, chip).simulated_s
         made.append(dict(spec, measured_step_time=f"{target} s"))
@@ -233,9 +239,10 @@ def test_calibrate_reproduces_times_made_at_known_terms():
 
 
 def test_cross_validation_predicts_a_left_out_chip_from_the_others():
-    """Leave one chip out: the v5e case is predicted by terms fitted on the v6e ones
-    alone, all timed at the same shared terms, so it comes out within 3%; the folds are
-    the chips, and each fold's fit never saw its own cases."""
+    """Leave one chip out: the v5e case is predicted by terms fitted on the two v6e ones
+    alone, all timed at the same shared terms. Two cases cannot pin six terms (mxu and
+    hbm trade along a curve), so the v5e prediction is within 10%, and closer than the
+    data-free prior's; the folds are the chips, and no fold's fit saw its own cases."""
     truth = shared_terms().model_copy(update=TRUTH)
     specs = [
         dict(TINY, id="tiny-a", seq=2048, split="fit"),
@@ -248,7 +255,10 @@ def test_cross_validation_predicts_a_left_out_chip_from_the_others():
     v5e, v6e = folds
     assert v5e.fit.fit_on == ["tiny-a", "tiny-b"] and v6e.fit.fit_on == ["tiny-c"]
     assert [r.case.id for r in v5e.results] == ["tiny-c"]
-    assert v5e.median_abs_error is not None and v5e.median_abs_error < 0.03
+    assert v5e.median_abs_error is not None and v5e.median_abs_error < 0.10
+    case = v5e.results[0].case
+    prior = simulated_s(case, prior_terms()) / case.measured_s - 1
+    assert v5e.median_abs_error < abs(prior)
 
 
 def test_families_of_the_shipped_models():
@@ -295,8 +305,8 @@ def test_calibrate_with_nothing_to_fit_is_one_line_exit_2(tmp_path, capsys):
     out = tmp_path / "o.yaml"
     code, _, err = run(capsys, "calibrate", "--workloads", "--measurements", str(path),
                        "--out", str(out))  # fmt: skip
-    assert code == 2 and not out.exists()
-    assert_one_error_line(err)
+    assert not out.exists()
+    assert_one_error_line(code, "", err)
 
 
 def test_rule_splits_single_case_group_is_fit():
@@ -314,10 +324,14 @@ MEMORY_MODEL_GAPS = {
     "v5p-maxtext-1x1024-512b",
     "v5p-maxtext-1x2048-1024b",
     "v5p-maxtext-1x4096-1024b",
+    "v5p-gpt3-175b-512-int8",
 }
 """Runs of MaxText's synthetic models (head_dim 256, 32-128 heads) that ran where the
 memory model says they do not fit: its activation term is 40-320 GiB per chip on these
-(full or minimal remat, flash attention), a defect of the memory model, not of the data."""
+(full or minimal remat, flash attention), a defect of the memory model, not of the data.
+GPT-3 175B int8 on v5p joined them when 8-bit steps began keeping their activations in
+bf16 (as MaxText's AQT does): the same activation term, 144 GiB per chip under full
+remat."""
 
 
 def test_every_shipped_case_fits_in_memory_where_it_ran():
@@ -327,7 +341,7 @@ def test_every_shipped_case_fits_in_memory_where_it_ran():
     cases = load_workload_cases()
     results = [simulate_workload(c, simulate=False, approximate=True) for c in cases]
     bad = {r.case.id: r.status for r in results if r.status != "ok"}
-    multi_gaps = {i.replace("-1x", "-2x") for i in MEMORY_MODEL_GAPS}
+    multi_gaps = {i.replace("-1x", "-2x") for i in MEMORY_MODEL_GAPS if "-1x" in i}
     assert bad == {i: "out of memory" for i in MEMORY_MODEL_GAPS | multi_gaps}
     dropped = {m for c in cases for m in workload_fields(c).missing}
     assert dropped == set()

@@ -120,7 +120,9 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.serving and args.workloads:
         raise InputError("tpusim validate: give one of --serving and --workloads")
     if args.cv and not args.workloads:
-        raise InputError("tpusim validate: --cv cross-validates the workload terms; give --workloads")
+        raise InputError(
+            "tpusim validate: --cv cross-validates the workload terms; give --workloads"
+        )
     if args.cv and args.calibration:
         raise InputError("tpusim validate: --cv refits the terms itself; leave out --calibration")
     if args.serving:

@@ -76,8 +76,10 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
         median = fold["median_abs_error"]
         shown = "-" if median is None else f"{median:.1%}"
         terms = ", ".join(f"{k} {v:.3g}" for k, v in fold["terms"].items())
-        print(f"{args.cv} {fold['group']:<12} held-out median |error| {shown}; fitted without "
-              f"it on {len(fold['fit_on'])} cases: {terms}")
+        print(
+            f"{args.cv} {fold['group']:<12} held-out median |error| {shown}; fitted without "
+            f"it on {len(fold['fit_on'])} cases: {terms}"
+        )
     print()
     print("held out (each case predicted by terms fitted without its group):")
     print(summary_lines(record["held_out"]))

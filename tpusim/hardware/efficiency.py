@@ -101,9 +101,7 @@ def chip_terms(chip: ChipSpec, shared: CostTerms | None = None) -> EfficiencyTer
         gather_hbm=own(spec.gather_hbm, base.gather_hbm),
         vector_flops=spec.vector_flops,
         vector_ops_per_element=own(spec.vector_ops_per_element, base.vector_ops_per_element),
-        quantize_ops_per_element=own(
-            spec.quantize_ops_per_element, base.quantize_ops_per_element
-        ),
+        quantize_ops_per_element=own(spec.quantize_ops_per_element, base.quantize_ops_per_element),
         grouped_matmul=own(spec.grouped_matmul, base.grouped_matmul),
         rows_half=base.rows_half_tiles * chip.tensorcores.mxu_size,
     )

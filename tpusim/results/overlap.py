@@ -53,9 +53,9 @@ def column(side: str, kind: str) -> str:
 def purpose_of(name: str) -> str:
     """The purpose of a training step's collective op ``name``: FSDP gathers and
     gradient reduce-scatters, tensor all-reduces and sequence-parallel gathers and
-    scatters (and their collective-matmul permutes), MoE all-to-alls, the other gradient collectives (data), pipeline
-    permutes; ``other`` (left out of the breakdown) for a name the builder does not
-    make."""
+    scatters (and their collective-matmul permutes), MoE all-to-alls, the other
+    gradient collectives (data), pipeline permutes; ``other`` (left out of the
+    breakdown) for a name the builder does not make."""
     for purpose, marks in _PURPOSE_MARKS:
         if any(mark in name for mark in marks):
             return purpose

@@ -10,14 +10,17 @@ The rule (fixed before any fit):
   vector rate). Each is fitted in log space within :data:`BOUNDS`.
 - Cost: least squares on log step time, ``sum (log(simulated / measured) /
   MEASUREMENT_LOG_ERROR)^2`` over the cases fitted on, plus a prior ``sum
-  (log(term / start) / PRIOR_LOG_SPREAD)^2`` centred on the starting terms, so a term
-  the cases cannot see (grouped matmuls when no fitted case is a megablox MoE) stays
-  where it was.
-- Search: each of :data:`ROUNDS` rounds measures the log step times' slopes in each
-  log term by finite differences around the current terms (one simulation per case and
-  term the case can see: quantization only for 8-bit cases, grouped matmuls and
-  gathers only for MoE), minimises the cost on that linear map
-  (``scipy.optimize.least_squares``, bounded) and moves there.
+  (log(term / prior) / PRIOR_LOG_SPREAD)^2`` centred on :data:`PRIOR`, terms fixed
+  before any fit, so a term the cases cannot see (grouped matmuls when no fitted case is
+  a megablox MoE) stays where it was and no fit's prior has seen the data.
+- Search: the log step times' slopes in each log term are measured once, at the prior,
+  by finite differences (one simulation per case and term the case can see:
+  quantization only for 8-bit cases, grouped matmuls and gathers only for MoE); the
+  cost is minimised on that linear map (``scipy.optimize.least_squares``, bounded), then
+  :data:`CHORD_ROUNDS` times the cases are simulated at the new terms and the cost
+  minimised again with the same slopes (a chord method). The slopes are a property of
+  the model at the prior, not of the measurements, so the folds of a cross-validation
+  share them.
 - ``calibrate --workloads`` fits on the ``fit`` cases; ``holdout`` cases are never
   used. ``--cv chip|family`` fits on every case outside one group (all splits) and
   reports the group's errors at those terms: each case is predicted by terms fitted
@@ -58,8 +61,25 @@ and the difference between a README's example log line and a steady run, ~5%).""
 PRIOR_LOG_SPREAD = 0.5
 """Spread of the prior on each term in log units (assumption: wide, a factor of 1.6,
 so the data decide any term they see)."""
-ROUNDS = 2
-"""Linearise-and-solve rounds (each re-measures the slopes at the new terms)."""
+CHORD_ROUNDS = 2
+"""Rounds after the first solve: each simulates the cases at the new terms and solves
+again on the slopes measured at the prior (a chord method: the slopes, the costly part,
+are measured once)."""
+PRIOR = {
+    "mxu": 0.75,
+    "hbm": 0.85,
+    "gather_hbm": 0.5,
+    "vector_ops_per_element": 8.0,
+    "quantize_ops_per_element": 8.0,
+    "grouped_matmul": 0.7,
+}
+"""The start and prior centre of every fit, fixed before any fit and free of the
+measurements (so a cross-validation fold's prior has not seen its held-out cases).
+Assumptions: a large bf16 matmul at 75% of the MXU peak in whole programs (a single
+GEMM reaches 83% on Ironwood, AMB-7x); streaming HBM at 85% of nominal and row gathers
+at half of it; about eight vector operations per element of an elementwise fusion
+(a norm: square, sum, rsqrt, scale, multiply) and of a quantization (abs, max, scale,
+round, clip, cast); a megablox grouped matmul at 70% of a dense one's rate."""
 LOG_STEP = math.log(0.85)
 """Finite-difference step in log term."""
 
@@ -148,35 +168,33 @@ def _terms(start: CostTerms, x: np.ndarray) -> CostTerms:
     return start.model_copy(update=values)
 
 
-def fit_terms(
-    cases: Sequence[WorkloadCase],
-    start: CostTerms | None = None,
-    simulate: Simulator | None = None,
-    approx: bool = False,
-) -> TermsFit:
-    """The shared terms fitted to ``cases`` by the module's rule, from ``start``
-    (default: the shipped terms)."""
-    start = start or shared_terms()
-    simulate = simulate or simulator(approx=approx)
-    usable = [c for c in cases if expressible(c, approx)]
-    skipped = [c.id for c in cases if not expressible(c, approx)]
-    fit = TermsFit(start, [c.id for c in usable], skipped)
-    if not usable:
-        return fit
-    x0 = np.log([getattr(start, n) for n in FITTED])
-    x = x0.copy()
-    measured = np.log([c.measured_s for c in usable])
-    for _ in range(ROUNDS):
-        x = _round(usable, start, x, x0, measured, simulate)
-    fit.terms = _terms(start, x)
-    return fit
+def prior_terms() -> CostTerms:
+    """The fit's data-free start and prior centre: :data:`PRIOR` over the shipped
+    file's unfitted terms (``rows_half_tiles``)."""
+    return shared_terms().model_copy(update=PRIOR)
 
 
-def _slopes(
+@dataclass(frozen=True)
+class Slopes:
+    """The model's log step times at log terms ``x`` and their slopes in each log term,
+    by case id (a property of the model, not of any measurement)."""
+
+    x: np.ndarray
+    log_s: dict[str, float]
+    grad: dict[str, np.ndarray]
+
+    def rows(self, cases: Sequence[WorkloadCase]) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.array([self.log_s[c.id] for c in cases]),
+            np.array([self.grad[c.id] for c in cases]).reshape(len(cases), len(FITTED)),
+        )
+
+
+def measure_slopes(
     cases: Sequence[WorkloadCase], start: CostTerms, x: np.ndarray, simulate: Simulator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Log step times at ``x`` and their slopes in each log term (0 where unseen),
-    every simulation of the round in one batch."""
+) -> Slopes:
+    """Log step times at ``x`` and their slopes in each log term by finite differences
+    (0 where a case cannot see the term), every simulation in one batch."""
     batch: list[Job] = [(c, _terms(start, x)) for c in cases]
     where: list[tuple[int, int]] = []
     for k, name in enumerate(FITTED):
@@ -188,28 +206,54 @@ def _slopes(
                 batch.append((case, trial))
                 where.append((i, k))
     times = np.log(simulate(batch))
-    t0 = times[: len(cases)]
     grad = np.zeros((len(cases), len(FITTED)))
     for (i, k), t in zip(where, times[len(cases) :], strict=True):
-        grad[i, k] = (t - t0[i]) / LOG_STEP
-    return t0, grad
+        grad[i, k] = (t - times[i]) / LOG_STEP
+    ids = [c.id for c in cases]
+    return Slopes(
+        x, dict(zip(ids, times[: len(cases)], strict=True)), dict(zip(ids, grad, strict=True))
+    )
 
 
-def _round(
+def fit_terms(
     cases: Sequence[WorkloadCase],
-    start: CostTerms,
-    x: np.ndarray,
-    x0: np.ndarray,
-    measured: np.ndarray,
-    simulate: Simulator,
+    simulate: Simulator | None = None,
+    approx: bool = False,
+    slopes: Slopes | None = None,
+) -> TermsFit:
+    """The shared terms fitted to ``cases`` by the module's rule from the data-free
+    :func:`prior_terms`; ``slopes`` measured there over these cases or more (else
+    measured here)."""
+    start = prior_terms()
+    simulate = simulate or simulator(approx=approx)
+    usable = [c for c in cases if expressible(c, approx)]
+    skipped = [c.id for c in cases if not expressible(c, approx)]
+    fit = TermsFit(start, [c.id for c in usable], skipped)
+    if not usable:
+        return fit
+    x0 = np.log([getattr(start, n) for n in FITTED])
+    slopes = slopes or measure_slopes(usable, start, x0, simulate)
+    log_s, grad = slopes.rows(usable)
+    measured = np.log([c.measured_s for c in usable])
+    x = _solve(log_s, grad, x0, x0, measured)
+    for _ in range(CHORD_ROUNDS):
+        here = _terms(start, x)
+        log_s = np.log(simulate([(c, here) for c in usable]))
+        x = _solve(log_s, grad, x, x0, measured)
+    fit.terms = _terms(start, x)
+    return fit
+
+
+def _solve(
+    log_s: np.ndarray, grad: np.ndarray, x: np.ndarray, x0: np.ndarray, measured: np.ndarray
 ) -> np.ndarray:
-    """One linearise-and-solve round from ``x`` (log terms); the new log terms."""
-    t0, grad = _slopes(cases, start, x, simulate)
+    """The bounded least-squares minimum of the cost on the linear model ``log_s +
+    grad (y - x)`` of the log step times; the new log terms."""
     low = np.log([BOUNDS[n][0] for n in FITTED])
     high = np.log([BOUNDS[n][1] for n in FITTED])
 
     def residuals(y: np.ndarray) -> np.ndarray:
-        data = (t0 + grad @ (y - x) - measured) / MEASUREMENT_LOG_ERROR
+        data = (log_s + grad @ (y - x) - measured) / MEASUREMENT_LOG_ERROR
         return np.concatenate([data, (y - x0) / PRIOR_LOG_SPREAD])
 
     solved = least_squares(residuals, np.clip(x, low, high), bounds=(low, high))
@@ -221,7 +265,7 @@ def calibrate_workloads(
 ) -> TermsFit:
     """The shared terms fitted on the ``fit`` cases (``jobs`` worker processes)."""
     simulate = simulator(fidelity, approx, jobs)
-    return fit_terms([c for c in cases if c.split == "fit"], None, simulate, approx)
+    return fit_terms([c for c in cases if c.split == "fit"], simulate, approx)
 
 
 def fit_results(
@@ -264,11 +308,15 @@ def cross_validate(
     expressible case, the terms fitted on every other case, and the group's cases
     simulated with them (``jobs`` worker processes)."""
     simulate = simulator(fidelity, approx, jobs)
-    groups = sorted({group_of(c, by) for c in cases if expressible(c, approx)})
+    usable = [c for c in cases if expressible(c, approx)]
+    start = prior_terms()
+    x0 = np.log([getattr(start, n) for n in FITTED])
+    slopes = measure_slopes(usable, start, x0, simulate)
+    groups = sorted({group_of(c, by) for c in usable})
     folds = []
     for group in groups:
         train = [c for c in cases if group_of(c, by) != group]
-        fit = fit_terms(train, None, simulate, approx)
+        fit = fit_terms(train, simulate, approx, slopes)
         held = [c for c in cases if group_of(c, by) == group]
         folds.append(Fold(group, fit, fit_results(fit, held, fidelity, approx)))
     return folds

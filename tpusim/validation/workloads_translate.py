@@ -77,8 +77,12 @@ def dcn_mesh(spec: WorkloadCaseSpec) -> dict[str, int]:
     rest = None
     for axis, role in MESH_FLAGS.items():
         value = spec.layout.get(f"dcn_{axis}_parallelism", -1 if axis == "data" else 1)
-        if value == -1 and axis == "data" and any(
-            spec.layout.get(f"dcn_{a}_parallelism") == -1 for a in MESH_FLAGS if a != "data"
+        if (
+            value == -1
+            and axis == "data"
+            and any(
+                spec.layout.get(f"dcn_{a}_parallelism") == -1 for a in MESH_FLAGS if a != "data"
+            )
         ):
             value = 1
         if value == -1:

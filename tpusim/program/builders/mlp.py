@@ -123,7 +123,9 @@ def _dispatch_ops(s: LayerShape, busy: int) -> tuple[list[LayerStep], list[Layer
             [LayerStep("moe.dispatch_einsum", "matmul", s.seqs, rows, s.seq, d, useful=0.0)],
             [LayerStep("moe.combine_einsum", "matmul", s.seqs, rows, s.seq, d, useful=0.0)],
         )
-    permute = LayerStep("moe.permute", "elementwise", bytes=(s.tokens + s.rows) * d * b, gather=True)
+    permute = LayerStep(
+        "moe.permute", "elementwise", bytes=(s.tokens + s.rows) * d * b, gather=True
+    )
     unpermute = LayerStep("moe.unpermute", "elementwise", bytes=2 * s.rows * d * b, gather=True)
     if not s.expert:
         return [permute], [unpermute]

@@ -260,8 +260,10 @@ class TrainingPlan:
         """Whether the expert axis is the fsdp axis (MaxText's ``fsdp_shard_on_exp``):
         each chip keeps its own experts whole, so they are neither gathered nor
         reduce-scattered over it."""
-        return self.moe is not None and bool(self.moe.expert) and self.moe.expert[0] in (
-            self.fsdp_group
+        return (
+            self.moe is not None
+            and bool(self.moe.expert)
+            and self.moe.expert[0] in (self.fsdp_group)
         )
 
     def params(self, layer: int) -> LocalParameters:
