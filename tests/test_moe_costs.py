@@ -91,7 +91,8 @@ def test_expert_weights_gathered_in_their_own_dtype():
         ({"capacity_factor": 0.0}, "capacity_factor must be > 0 or -1"),
         ({"capacity_factor": -0.5}, "capacity_factor must be > 0 or -1"),
         ({"sparse_matmul": False}, "needs capacity_factor > 0"),
-        ({"routing_skew": -0.1}, "routing_skew must be >= 0"),
+        ({"routing_skew": -0.1}, "routing_skew must be between 0 and experts - 1 = 7"),
+        ({"routing_skew": 1e15}, "routing_skew must be between 0 and experts - 1 = 7"),
         ({"expert_weight_dtype": "fp64"}, "expert_weight_dtype 'fp64' is unknown"),
     ],
 )
@@ -143,3 +144,17 @@ def test_fsdp_shard_on_exp_is_plain_fsdp():
     fields = translate(case.spec).fields
     assert fields["mesh"] == {"fsdp": 128} and "expert_axis" not in fields
     assert translate(case.spec).missing == ()
+
+
+def test_dropping_tokens_never_pads_more_than_dropless():
+    """With a capacity the busiest chip computes fewer rows, and at most one padded tile
+    per group that holds a row: the expert matmul's padded rows (rows / efficiency) fall
+    with the capacity, down to a single tile's worth for one row."""
+    padded = {}
+    for cf in (-1, 0.1, 0.001):
+        up = ops(capacity_factor=cf)["L0.moe.up.fwd"]
+        padded[cf] = up.m / up.efficiency
+    assert padded[0.001] <= padded[0.1] <= padded[-1]
+    few = ops(capacity_factor=0.001)["L0.moe.up.fwd"]
+    rows = math.ceil(0.001 * ROWS)  # 2: each in its own group at worst
+    assert few.m == rows and padded[0.001] == pytest.approx(rows * (1 + GMM_TILE_ROWS / 2))

@@ -98,13 +98,15 @@ def dropped_fraction(s: LayerShape) -> float:
 
 def grouped_matmul_efficiency(s: LayerShape) -> float:
     """Useful over padded rows of the experts' grouped matmul on the busiest chip:
-    each of its ``E_local`` groups pads to :data:`GMM_TILE_ROWS`, half a tile on
+    each of its non-empty groups pads to :data:`GMM_TILE_ROWS`, half a tile on
     average (derived, assuming group sizes uniform modulo the tile):
-    ``rows / (rows + E_local * GMM_TILE_ROWS / 2)``, with ``E_local = experts /
-    expert-axis size`` taken as ``experts`` without an expert axis."""
+    ``rows / (rows + min(E_local, rows) * GMM_TILE_ROWS / 2)``, with ``E_local =
+    experts / expert-axis size`` taken as ``experts`` without an expert axis; at most
+    ``rows`` groups hold a row, so a handful of rows (a tight capacity) pads a handful
+    of tiles, not one per expert."""
     local = s.local_experts or s.experts
     busy = expert_rows(s)
-    return busy / (busy + local * GMM_TILE_ROWS / 2)
+    return busy / (busy + min(local, busy) * GMM_TILE_ROWS / 2)
 
 
 def _scaled(step: LayerStep, useful: float, efficiency: float, grouped: bool) -> LayerStep:
