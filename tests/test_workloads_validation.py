@@ -96,6 +96,11 @@ def test_shipped_splits_follow_the_rule_by_hand():
         (lambda c: c.update(remat_policy="sometimes"), "cases[0].remat_policy"),
         (lambda c: c.update(global_batch=9), "is not global_batch 9"),
         (lambda c: c["layout"].update(dcn_data_parallelism=2), "hold 2 slices, not 1"),
+        (lambda c: c["layout"].update(ici_fsdp_parallelism=3), "(3 devices) do not divide 8"),
+        (lambda c: c["layout"].update(ici_tensor_parallelism=-1), "more than one ici_"),
+        (lambda c: c.update(slice={"name": "x", "chips": 5000, "dims": [5000]}, global_batch=5000),
+         "at most 4,096 chips an axis"),
+        (lambda c: c.update(measured_step_time="1 ns"), "under 0.001 s"),
     ],
 )
 def test_bad_workload_file_is_one_line_exit_2(tmp_path, capsys, change, message):
