@@ -1,6 +1,7 @@
-"""Chip efficiency terms: applied by default, the ideal mode is the roofline exactly, the
-shape term against the published Ironwood GEMM sweep, fp8/bf16 from the terms, and the
-calibration overlay (partial terms, limits, unknown chips, ``with_efficiency``)."""
+"""Compute cost terms: the shared terms apply to every chip by default against closed
+forms (tile-aligned matmuls at the roofline, skinny ones memory bound, the vector bound,
+quantization, grouped matmuls, gathers), the shape term against the published Ironwood
+GEMM sweep, the terms file, and the calibration overlay."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from tpusim.config.calibration import (
     calibrated_chip,
     with_efficiency,
 )
+from tpusim.config.cost_terms import (
+    FITTED,
+    cost_terms_path,
+    load_cost_terms_file,
+    shared_terms,
+    with_terms,
+)
 from tpusim.engine import Simulation
+from tpusim.errors import ConfigError
 from tpusim.hardware import ChipCostModel
 from tpusim.program.builders import training_step
 
@@ -22,6 +31,8 @@ V6E_BF16 = 918e12
 V6E_HBM = 1638e9
 IRONWOOD_BF16 = 2307e12
 IRONWOOD_FP8 = 4614e12
+IRONWOOD_HBM = 7380e9
+V5P_BF16 = 459e12
 OVERHEAD_S = 0.5e-6
 GEMM_BF16 = 0.83
 """Ironwood's single-GEMM bf16 efficiency, 956.4 / 1153.5 TFLOP/s per TensorCore at
@@ -32,17 +43,102 @@ def pad(x: int, to: int) -> int:
     return -(-x // to) * to
 
 
-def test_the_chip_terms_apply_by_default():
-    """v6e: the file's matmul.bf16 with the rows term m / (m + 256); its hbm term."""
-    chip = load_chip("v6e")
-    eff = chip.efficiency
-    assert eff is not None and eff.matmul["bf16"] < 1 and eff.hbm < 1
-    costs = ChipCostModel(chip, op_overhead_s=0.0)
+def terms():
+    return shared_terms()
+
+
+def test_the_shared_terms_apply_by_default():
+    """v6e (256-wide MXU): the shared ``mxu`` with the rows term m / (m + 1 x 256); the
+    shared ``hbm``; v5p (128-wide MXU) fills in half the rows."""
+    t = terms()
+    costs = ChipCostModel(load_chip("v6e"), op_overhead_s=0.0)
     m = 4096
-    mm = costs.matmul(m, 4096, 4096)
-    rate = V6E_BF16 * eff.matmul["bf16"] * m / (m + 256)
-    assert mm.compute_s == pytest.approx(2 * m * 4096 * 4096 / rate)
-    assert costs.elementwise(1e9).time_s == pytest.approx(1e9 / (V6E_HBM * eff.hbm), rel=1e-12)
+    rate = V6E_BF16 * t.mxu * m / (m + t.rows_half_tiles * 256)
+    assert costs.matmul(m, 4096, 4096).compute_s == pytest.approx(2 * m * 4096**2 / rate)
+    v5p = ChipCostModel(load_chip("v5p"), op_overhead_s=0.0)
+    rate = V5P_BF16 * t.mxu * m / (m + t.rows_half_tiles * 128)
+    assert v5p.matmul(m, 4096, 4096).compute_s == pytest.approx(2 * m * 4096**2 / rate)
+    gather = costs.elementwise(1e9, gather=True)
+    assert gather.time_s == pytest.approx(1e9 / (V6E_HBM * t.gather_hbm), rel=1e-12)
+
+
+def test_a_tile_aligned_matmul_at_efficiency_one_is_its_roofline():
+    """Ideal mode, every dimension a multiple of the MXU tile: 2 m n k / peak exactly."""
+    costs = ChipCostModel(load_chip("ironwood"), ideal=True, op_overhead_s=0.0)
+    for m, n, k in ((4096, 8192, 2048), (256, 256, 256), (1024, 512, 4096 * 4)):
+        cost = costs.matmul(m, n, k)
+        assert cost.compute_s == pytest.approx(2 * m * n * k / IRONWOOD_BF16, rel=1e-12)
+        assert cost.mxu_utilization == 1.0
+
+
+def test_a_skinny_matmul_is_memory_bound():
+    """8 rows against an 8192 x 8192 weight (decode): the weight's bytes over the HBM
+    bandwidth, far above its FLOPs over the peak."""
+    costs = ChipCostModel(load_chip("ironwood"), op_overhead_s=0.0)
+    cost = costs.matmul(8, 8192, 8192)
+    nbytes = 2 * (8 * 8192 + 8192 * 8192 + 8 * 8192)
+    assert cost.bound == "memory"
+    assert cost.time_s == pytest.approx(nbytes / (IRONWOOD_HBM * terms().hbm), rel=1e-12)
+    assert cost.memory_s / 10 > 2 * 8 * 8192 * 8192 / IRONWOOD_BF16  # its FLOPs alone: 46x faster
+
+
+def test_an_elementwise_op_is_vector_bound_when_the_vector_unit_is_slower():
+    """Bytes / (HBM x hbm) against (bytes / 2) x ops-per-element / vector rate."""
+    chip = with_efficiency(load_chip("v6e"), vector_flops=1e12)
+    costs = ChipCostModel(chip, op_overhead_s=0.0)
+    t = terms()
+    cost = costs.elementwise(1e9)
+    vector_s = 1e9 / 2 * t.vector_ops_per_element / 1e12
+    assert cost.time_s == pytest.approx(max(vector_s, 1e9 / (V6E_HBM * t.hbm)), rel=1e-12)
+    assert cost.bound == ("compute" if vector_s > 1e9 / (V6E_HBM * t.hbm) else "memory")
+
+
+def test_an_8bit_matmul_pays_its_quantization_on_the_vector_unit():
+    """fp8 at twice the bf16 peak, plus (m k + k n) x quantize ops / vector rate: the
+    speed-up comes out of the terms, under the peaks' 2x."""
+    chip = load_chip("ironwood")
+    costs = ChipCostModel(chip, op_overhead_s=0.0)
+    t, m = terms(), 16384
+    rows = m / (m + t.rows_half_tiles * 256)
+    bf16 = costs.matmul(m, m, m, "bf16").compute_s
+    fp8 = costs.matmul(m, m, m, "fp8").compute_s
+    assert bf16 == pytest.approx(2 * m**3 / (IRONWOOD_BF16 * t.mxu * rows), rel=1e-12)
+    vector = chip.efficiency.vector_flops
+    quantize = 2 * m * m * t.quantize_ops_per_element / vector
+    assert fp8 == pytest.approx(2 * m**3 / (IRONWOOD_FP8 * t.mxu * rows) + quantize, rel=1e-12)
+    assert 1.0 < bf16 / fp8 < 2.0
+
+
+def test_a_grouped_matmul_runs_at_the_grouped_fraction():
+    costs = ChipCostModel(load_chip("v5p"), op_overhead_s=0.0)
+    dense = costs.matmul(4096, 2048, 7168).compute_s
+    grouped = costs.matmul(4096, 2048, 7168, grouped=True).compute_s
+    assert grouped == pytest.approx(dense / terms().grouped_matmul, rel=1e-12)
+
+
+def test_with_terms_replaces_the_shared_terms_for_one_chip():
+    t = terms().model_copy(update={"mxu": 0.5, "hbm": 0.6})
+    chip = with_terms(load_chip("v6e"), t)
+    costs = ChipCostModel(chip, op_overhead_s=0.0)
+    assert costs.achievable_flops("bf16") == pytest.approx(V6E_BF16 * 0.5)
+    assert costs.memory_bandwidth_Bps("hbm") == pytest.approx(V6E_HBM * 0.6)
+    bare = load_chip("v6e").model_copy(update={"efficiency": None})
+    assert with_terms(bare, t) is bare
+
+
+def test_the_terms_file_is_sourced_and_checked(tmp_path):
+    spec = load_cost_terms_file()
+    assert set(FITTED) | {"rows_half_tiles"} == set(type(spec.terms).model_fields)
+    assert all(f"terms.{name}" in spec.sources for name in FITTED)
+    assert spec.fit_on, "the shipped terms name the cases they were fitted on"
+    text = cost_terms_path().read_text()
+    bad = tmp_path / "terms.yaml"
+    bad.write_text(text.replace("  mxu: ", "  mxu: 5 #", 1))
+    with pytest.raises(ConfigError, match=r"terms\.mxu"):
+        load_cost_terms_file(bad)
+    bad.write_text(text.replace("  hbm: ", "  hbmm: 0.5\n  hbm: ", 1))
+    with pytest.raises(ConfigError, match="hbmm"):
+        load_cost_terms_file(bad)
 
 
 def test_reductions_keep_the_nominal_hbm_bandwidth():
@@ -58,22 +154,11 @@ def test_large_matmuls_match_the_ironwood_gemm_sweep(size, published_TFLOPs):
     """AI-Hypercomputer/accelerator-microbenchmarks, Ironwood bf16 gemm_multiple_run: per
     device (one of a chip's two TensorCores). Two devices' matmuls make one chip's. The
     shape term with a single GEMM's efficiency, 0.83 (956.4 of 1153.5 TFLOP/s at
-    32768^3; the chip file's whole-step calibrated value is lower)."""
+    32768^3; the shared whole-step term is lower)."""
     costs = ChipCostModel(with_efficiency(load_chip("ironwood"), matmul={"bf16": GEMM_BF16}))
     chip_s = costs.matmul(size, size, size, batch=2).time_s
     per_device_TFLOPs = 2 * size**3 / chip_s / 1e12
     assert per_device_TFLOPs == pytest.approx(published_TFLOPs, rel=0.015)
-
-
-def test_fp8_over_bf16_comes_from_the_terms_not_the_peaks():
-    costs = ChipCostModel(load_chip("ironwood"), op_overhead_s=0.0)
-    bf16 = costs.matmul(16384, 16384, 16384, "bf16").time_s
-    fp8 = costs.matmul(16384, 16384, 16384, "fp8").time_s
-    eff = load_chip("ironwood").efficiency
-    assert eff is not None and IRONWOOD_FP8 / IRONWOOD_BF16 == 2.0
-    want = 2 * eff.matmul["fp8"] / eff.matmul["bf16"]
-    assert bf16 / fp8 == pytest.approx(want, rel=1e-12)
-    assert 1.0 < bf16 / fp8 < 2.0  # the recipes: 1.54x where the peaks give 2x
 
 
 def test_the_vector_bound_slows_a_kernel_only_when_it_dominates():
@@ -82,8 +167,7 @@ def test_the_vector_bound_slows_a_kernel_only_when_it_dominates():
     slow = costs.kernel(1e9, 1e9, vector_ops=7.17e12, bytes=0.0)
     assert slow.time_s == pytest.approx(1.0, rel=1e-12)  # v6e: 7.17 TFLOP/s
     fast = costs.kernel(1e12, 1e12, vector_ops=1.0, bytes=0.0)
-    assert chip.efficiency is not None
-    assert fast.time_s == pytest.approx(1e12 / (V6E_BF16 * chip.efficiency.matmul["bf16"]))
+    assert fast.time_s == pytest.approx(1e12 / (V6E_BF16 * terms().mxu))
 
 
 def ring_system(tmp_path, chips: int = 2):
@@ -129,8 +213,10 @@ def test_an_overlay_sets_only_the_terms_it_gives():
     chip = load_chip("v6e")
     overlay = Calibration(chips={"v6e": ChipCalibration(matmul_efficiency={"bf16": 0.7})})
     tuned = calibrated_chip(chip, overlay)
-    assert tuned.efficiency.matmul["bf16"] == 0.7
-    assert tuned.efficiency.matmul["int8"] == chip.efficiency.matmul["int8"]
+    assert tuned.efficiency.matmul == {"bf16": 0.7}
+    costs = ChipCostModel(tuned)
+    assert costs.achievable_flops("bf16") == pytest.approx(V6E_BF16 * 0.7)
+    assert costs.achievable_flops("int8") == pytest.approx(2 * V6E_BF16 * terms().mxu)
     assert tuned.efficiency.hbm == chip.efficiency.hbm
     assert tuned.ici == chip.ici and tuned.collectives == chip.collectives
 
@@ -139,8 +225,9 @@ def test_with_efficiency_sets_terms_programmatically_and_checks_them():
     chip = with_efficiency(load_chip("v5e"), matmul={"bf16": 0.5}, hbm=0.8, vector_flops=1e12)
     assert (chip.efficiency.matmul["bf16"], chip.efficiency.hbm) == (0.5, 0.8)
     assert chip.efficiency.vector_flops == 1e12
-    cost = ChipCostModel(chip, op_overhead_s=0.0).elementwise(8e8)
-    assert cost.time_s == pytest.approx(8e8 / (chip.hbm.bandwidth_Bps * 0.8), rel=1e-12)
+    cost = ChipCostModel(chip, op_overhead_s=0.0).elementwise(8e8, gather=True)
+    want = 8e8 / (chip.hbm.bandwidth_Bps * terms().gather_hbm)
+    assert cost.time_s == pytest.approx(want, rel=1e-12)
     with pytest.raises(ValidationError):
         with_efficiency(chip, matmul={"bf16": 1.5})
     bare = load_system("v5e-pod").chip.model_copy(update={"efficiency": None})
@@ -156,8 +243,6 @@ def test_an_overlay_file_carries_compute_terms_with_units(tmp_path):
         "    vector_flops: 10 TFLOP/s\n    fit_on: [recipe-1]\n"
     )
     chip = calibrated_chip(load_chip("ironwood"), load_calibration(path))
-    shipped = load_chip("ironwood").efficiency
-    assert shipped is not None
-    assert chip.efficiency.matmul == {"bf16": shipped.matmul["bf16"], "fp8": 0.5}
+    assert chip.efficiency.matmul == {"fp8": 0.5}
     assert (chip.efficiency.hbm, chip.efficiency.vector_flops) == (0.8, 10e12)
     assert chip.ici.hop_latency_s == load_chip("ironwood").ici.hop_latency_s

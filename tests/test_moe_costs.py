@@ -91,7 +91,8 @@ def test_expert_weights_gathered_in_their_own_dtype():
         ({"capacity_factor": 0.0}, "capacity_factor must be > 0 or -1"),
         ({"capacity_factor": -0.5}, "capacity_factor must be > 0 or -1"),
         ({"sparse_matmul": False}, "needs capacity_factor > 0"),
-        ({"routing_skew": -0.1}, "routing_skew must be >= 0"),
+        ({"routing_skew": -0.1}, "routing_skew must be between 0 and experts - 1 = 7"),
+        ({"routing_skew": 1e15}, "routing_skew must be between 0 and experts - 1 = 7"),
         ({"expert_weight_dtype": "fp64"}, "expert_weight_dtype 'fp64' is unknown"),
     ],
 )
@@ -111,3 +112,49 @@ def test_capacity_factor_zero_in_a_scenario_exits_2_in_one_line(capsys, tmp_path
     code, out, err = run(capsys, "run", str(path), "--out", str(tmp_path / "o"), "--quiet")
     line = assert_one_error_line(code, out, err)
     assert "capacity_factor must be > 0 or -1" in line and "s.yaml" in line
+
+
+def test_experts_on_the_fsdp_axis_are_routed_not_gathered():
+    """``expert_axis`` naming the fsdp axis: dropless with uniform routing, each
+    all-to-all moves the chip's tokens x top_k rows of d_model (counted by hand); the
+    FSDP gather brings the dense weights only (attention 4 d^2, two norms, the router),
+    and the expert gradients are not reduce-scattered."""
+    moe = dict(MOE, mesh={"fsdp": 4}, fsdp_axis="fsdp", expert_axis="fsdp", batch=4)
+    program = training_step(**moe)
+    by = {op.name: op for op in program.ops}
+    tokens = 4 // 4 * SEQ
+    assert by["L0.moe.dispatch.fwd"].axes == ("fsdp",)
+    assert by["L0.moe.dispatch.fwd"].size_bytes == tokens * TOP_K * D * BF16
+    assert by["L0.moe.combine.bwd"].size_bytes == tokens * TOP_K * D * BF16
+    dense = 4 * D * D + 2 * D + D * EXPERTS
+    assert by["L0.weights.allgather.fwd"].size_bytes == dense * BF16
+    assert by["L0.grad.reduce_scatter"].size_bytes == dense * BF16  # bf16 gradients
+    assert by["L0.moe.up.fwd"].m == tokens * TOP_K
+
+
+def test_fsdp_shard_on_exp_is_plain_fsdp():
+    """MaxText's ``fsdp_shard_on_exp`` only picks the dimension the FSDP shards of the
+    expert weights split (``ici_expert_parallelism`` stays 1): the translation is the
+    plain FSDP mesh, with no expert axis."""
+    from tpusim.validation.workloads import load_workload_cases
+    from tpusim.validation.workloads_translate import translate
+
+    case = {c.id: c for c in load_workload_cases()}["iw-deepseek-v3-128-bf16"]
+    assert case.spec.layout["fsdp_shard_on_exp"] is True
+    fields = translate(case.spec).fields
+    assert fields["mesh"] == {"fsdp": 128} and "expert_axis" not in fields
+    assert translate(case.spec).missing == ()
+
+
+def test_dropping_tokens_never_pads_more_than_dropless():
+    """With a capacity the busiest chip computes fewer rows, and at most one padded tile
+    per group that holds a row: the expert matmul's padded rows (rows / efficiency) fall
+    with the capacity, down to a single tile's worth for one row."""
+    padded = {}
+    for cf in (-1, 0.1, 0.001):
+        up = ops(capacity_factor=cf)["L0.moe.up.fwd"]
+        padded[cf] = up.m / up.efficiency
+    assert padded[0.001] <= padded[0.1] <= padded[-1]
+    few = ops(capacity_factor=0.001)["L0.moe.up.fwd"]
+    rows = math.ceil(0.001 * ROWS)  # 2: each in its own group at worst
+    assert few.m == rows and padded[0.001] == pytest.approx(rows * (1 + GMM_TILE_ROWS / 2))

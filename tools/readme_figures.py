@@ -6,7 +6,11 @@ README.md and is rendered from one command's JSON:
 - ``validation``: ``tpusim validate --json`` (about 10 s);
 - ``claims``: ``tpusim claims --json`` (about 15 s);
 - ``serving``: ``tpusim run serving --json`` (40-70 s on 2 cores);
-- ``serving-validation``: ``tpusim validate --serving --json`` (about 5 s).
+- ``serving-validation``: ``tpusim validate --serving --json`` (about 5 s);
+- ``workloads``: ``tpusim validate --workloads --json`` (about 30 s);
+- ``workloads-cv-chip``, ``workloads-cv-family``: ``tpusim validate --workloads --cv
+  chip|family --json`` (a few minutes each).
+>>>>>>> model
 
 Usage (from the repository root)::
 
@@ -41,6 +45,9 @@ COMMANDS: dict[str, list[str]] = {
     "claims": ["claims", "--json"],
     "serving": ["run", "serving", "--json", "--quiet", "--out", "{tmp}"],
     "serving-validation": ["validate", "--serving", "--json"],
+    "workloads": ["validate", "--workloads", "--json"],
+    "workloads-cv-chip": ["validate", "--workloads", "--cv", "chip", "--json"],
+    "workloads-cv-family": ["validate", "--workloads", "--cv", "family", "--json"],
 }
 
 
@@ -70,6 +77,58 @@ def validation_block(record: dict[str, Any]) -> str:
         share = within / total if total else 0.0
         error = part["median_abs_error"]
         lines.append(f"| {label} | {total} | {within} ({share:.0%}) | {error:.1%} |")
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _error(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+def workloads_block(record: dict[str, Any]) -> str:
+    """``validate --workloads``: every case, then the summary per split."""
+    lines = [
+        "| case | chip | model | measured (s) | simulated (s) | error | split | status |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in record["cases"]:
+        times = (_seconds(c["measured_s"]), _seconds(c["simulated_s"]), _error(c["error"]))
+        cells = (c["id"], c["chip"], c["model"], *times, c["split"], c["status"])
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| | cases | simulated | within 10% | within 15% | median abs. error |"]
+    lines.append("|---|---|---|---|---|---|")
+    for label, part in (("all", record), ("fit", record["fit"]), ("holdout", record["holdout"])):
+        median = part["median_abs_error"]
+        lines.append(
+            f"| {label} | {part['total']} | {part['simulated']} | {part['within_10pct']} | "
+            f"{part['within_15pct']} | {'-' if median is None else f'{median:.1%}'} |"
+        )
+    return "\n".join(lines)
+
+
+def cv_block(record: dict[str, Any]) -> str:
+    """``validate --workloads --cv``: each group's held-out median with the terms fitted
+    without it, then the held-out summary."""
+    lines = [
+        f"| {record['cv']} left out | cases | held-out median abs. error | mxu | hbm | "
+        "vector ops/element | fitted on |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in record["folds"]:
+        t = f["terms"]
+        lines.append(
+            f"| {f['group']} | {len(f['cases'])} | {_error(f['median_abs_error']).lstrip('+')} "
+            f"| {t['mxu']:.3f} | {t['hbm']:.3f} | {t['vector_ops_per_element']:.1f} "
+            f"| {len(f['fit_on'])} cases |"
+        )
+    held = record["held_out"]
+    lines.append(
+        f"| **all held out** | {held['simulated']} | {held['median_abs_error']:.1%} "
+        f"| | | | {held['within_15pct']} of {held['simulated']} within 15% |"
+    )
     return "\n".join(lines)
 
 
@@ -153,6 +212,9 @@ RENDER: dict[str, Callable[[Any], str]] = {
     "claims": claims_block,
     "serving": serving_block,
     "serving-validation": serving_validation_block,
+    "workloads": workloads_block,
+    "workloads-cv-chip": cv_block,
+    "workloads-cv-family": cv_block,
 }
 
 

@@ -21,6 +21,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
     _fidelity(p)
     _workloads(p)
+    p.add_argument(
+        "--cv",
+        choices=("chip", "family"),
+        help="with --workloads: refit the shared cost terms leaving out one chip generation "
+        "(or model family) at a time and report the held-out errors",
+    )
     p.add_argument("--serving", action="store_true", help="the public serving figures instead")
     p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
     p.add_argument(
@@ -99,6 +105,12 @@ def _workloads(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --workloads: drop the fields the model lacks (listed per case)",
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="with --workloads: worker processes for the fits (default: one per core)",
+    )
 
 
 def _check_workloads(args: argparse.Namespace) -> None:
@@ -106,6 +118,8 @@ def _check_workloads(args: argparse.Namespace) -> None:
 
     if args.approximate and not args.workloads:
         raise InputError("--approximate needs --workloads")
+    if args.jobs is not None and (args.jobs < 1 or not args.workloads):
+        raise InputError("--jobs needs --workloads and a count of at least 1")
     if args.workloads and args.fidelity == "packet":
         raise InputError(
             "--fidelity packet is not offered with --workloads (whole training steps on up "
@@ -118,6 +132,12 @@ def cmd_validate(args: argparse.Namespace) -> None:
         raise InputError("tpusim validate: --fit refits the serving terms; give --serving")
     if args.serving and args.workloads:
         raise InputError("tpusim validate: give one of --serving and --workloads")
+    if args.cv and not args.workloads:
+        raise InputError(
+            "tpusim validate: --cv cross-validates the workload terms; give --workloads"
+        )
+    if args.cv and args.calibration:
+        raise InputError("tpusim validate: --cv refits the terms itself; leave out --calibration")
     if args.serving:
         from tpusim.cli.validate_serving import check_serving_flags, cmd_serving
 

@@ -5,20 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 
 COLUMNS = ("id", "chip", "model", "slice", "measured", "simulated", "error", "split", "status")
 
 
 def cmd_validate_workloads(args: argparse.Namespace) -> None:
-    """Simulate every workload case (with ``--calibration``'s efficiency terms) and
-    print the table and summary, or one JSON object with ``--json``."""
+    """Simulate every workload case (with ``--calibration``'s shared cost terms, a file
+    ``calibrate --workloads`` wrote) and print the table and summary, or one JSON object
+    with ``--json``; with ``--cv`` the cross-validation instead."""
     from tpusim.validation.workloads import load_workload_cases
-    from tpusim.validation.workloads_fit import load_efficiency_overlay, overlay_chips
     from tpusim.validation.workloads_run import validate_workloads, workload_summary
 
     cases = load_workload_cases(args.measurements)
-    chips = overlay_chips(load_efficiency_overlay(args.calibration)) if args.calibration else {}
+    if getattr(args, "cv", None):
+        return cmd_cross_validate(args, cases)
+    chips = _calibrated_chips(args.calibration, cases) if args.calibration else {}
     results = validate_workloads(cases, chips, args.fidelity, args.approximate)
     stats = workload_summary(results)
     if args.json:
@@ -29,47 +32,99 @@ def cmd_validate_workloads(args: argparse.Namespace) -> None:
     print(summary_lines(stats))
 
 
+def _calibrated_chips(path: str, cases: list[Any]) -> dict[str, Any]:
+    """The cases' chips at the shared terms of the file at ``path``."""
+    from pathlib import Path
+
+    from tpusim.config.cost_terms import load_cost_terms_file, with_terms
+    from tpusim.config.loader import load_chip
+
+    terms = load_cost_terms_file(Path(path)).terms
+    names = dict.fromkeys(c.spec.chip for c in cases)
+    return {name: with_terms(load_chip(name), terms) for name in names}
+
+
+def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
+    """``validate --workloads --cv chip|family``: per group, the terms fitted without it
+    and its cases' errors; then the held-out summary over every group."""
+    from tpusim.validation.workloads_fit import cross_validate
+    from tpusim.validation.workloads_run import workload_summary
+
+    folds = cross_validate(cases, args.cv, args.fidelity, args.approximate, _jobs(args))
+    held = [r for f in folds for r in f.results]
+    record = {
+        "cv": args.cv,
+        "folds": [
+            {
+                "group": f.group,
+                "median_abs_error": f.median_abs_error,
+                "terms": f.fit.terms.model_dump(),
+                "fit_on": f.fit.fit_on,
+                "at_bound": f.fit.at_bound,
+                "cases": [r.row() for r in f.results],
+            }
+            for f in folds
+        ],
+        "held_out": workload_summary(held),
+    }
+    if args.json:
+        print(json_text(record))
+        return
+    print(results_table([r.row() for r in held]))
+    print()
+    for fold in record["folds"]:
+        median = fold["median_abs_error"]
+        shown = "-" if median is None else f"{median:.1%}"
+        terms = ", ".join(f"{k} {v:.3g}" for k, v in fold["terms"].items())
+        print(
+            f"{args.cv} {fold['group']:<12} held-out median |error| {shown}; fitted without "
+            f"it on {len(fold['fit_on'])} cases: {terms}"
+        )
+    print()
+    print("held out (each case predicted by terms fitted without its group):")
+    print(summary_lines(record["held_out"]))
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    """``--jobs``, default one worker process per core."""
+    import os
+
+    return args.jobs or os.cpu_count() or 1
+
+
 def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
-    """Fit the efficiency terms per chip on the ``fit`` cases, write the overlay to
-    ``--out`` and print the terms and the fit and holdout errors."""
+    """Fit the shared cost terms on the ``fit`` cases of every chip, write them to
+    ``--out`` (the ``configs/cost_terms.yaml`` format) and print the terms and the fit
+    and holdout errors."""
     from tpusim.validation.workloads import load_workload_cases
-    from tpusim.validation.workloads_fit import calibrate_workloads, fit_results, overlay_text
+    from tpusim.validation.workloads_fit import calibrate_workloads, cost_terms_text, fit_results
     from tpusim.validation.workloads_run import workload_summary
 
     cases = load_workload_cases(args.measurements)
     check_file_target(args.out, "--out")
-    fits = calibrate_workloads(cases, args.fidelity, args.approximate)
+    fit = calibrate_workloads(cases, args.fidelity, args.approximate, _jobs(args))
+    if not fit.fit_on:
+        raise InputError("calibrate --workloads: no expressible 'fit' case to fit the terms on")
     try:
-        atomic_write_text(args.out, overlay_text(fits))
+        atomic_write_text(args.out, cost_terms_text(fit))
     except OSError as exc:
         raise output_error("--out", args.out, exc) from None
-    results = fit_results(fits, cases, args.fidelity, args.approximate)
+    results = fit_results(fit, cases, args.fidelity, args.approximate)
     record = {
         "calibration": args.out,
-        "chips": [
-            {
-                "chip": f.chip,
-                "matmul_efficiency": f.matmul,
-                "hbm_efficiency": f.hbm,
-                "fit_on": f.fit_on,
-                "not_fitted": f.skipped,
-                "at_bound": f.at_bound,
-            }
-            for f in fits
-        ],
+        "terms": fit.terms.model_dump(),
+        "fit_on": fit.fit_on,
+        "not_fitted": fit.skipped,
+        "at_bound": fit.at_bound,
         "cases": [r.row() for r in results],
         **workload_summary(results),
     }
     if args.json:
         print(json_text(record))
         return
-    for chip in record["chips"]:
-        terms = ", ".join(f"{k} {v:.3f}" for k, v in chip["matmul_efficiency"].items())
-        bound = f"; at bound: {', '.join(chip['at_bound'])}" if chip["at_bound"] else ""
-        print(
-            f"{chip['chip']:<10} matmul {terms}; hbm {chip['hbm_efficiency']:.3f} "
-            f"({len(chip['fit_on'])} points){bound}"
-        )
+    terms = ", ".join(f"{k} {v:.4g}" for k, v in record["terms"].items())
+    bound = f"; at bound: {', '.join(fit.at_bound)}" if fit.at_bound else ""
+    print(f"shared terms: {terms} ({len(fit.fit_on)} cases){bound}")
     print()
     print(results_table(record["cases"]))
     print()

@@ -39,6 +39,14 @@ Fraction = Annotated[float, Field(ge=MIN_EFFICIENCY, le=1.0)]
 """An efficiency term: a fraction of a peak in [MIN_EFFICIENCY, 1]."""
 
 CostTime = Annotated[Time, Field(le=MAX_COST_TERM_S)]
+
+MAX_OPS_PER_ELEMENT = 1000.0
+"""Most vector operations per element a cost term may charge: an elementwise op does a
+handful (a norm about ten, a quantization about six); a thousand is a slip that would
+make every step vector bound. Grade: assumption (an input limit)."""
+
+OpsPerElement = Annotated[float, Field(ge=0.0, le=MAX_OPS_PER_ELEMENT, allow_inf_nan=False)]
+"""Vector-unit operations per element, in [0, MAX_OPS_PER_ELEMENT]."""
 """A collective's fixed cost: a time in [0, MAX_COST_TERM_S] seconds."""
 
 
@@ -104,20 +112,33 @@ class CollectiveCostSpec(Frozen):
 
 
 class EfficiencySpec(Frozen):
-    """Fractions of peak the chip reaches (:mod:`tpusim.hardware.efficiency`).
+    """How much of its peaks the chip reaches (:mod:`tpusim.hardware.efficiency`).
+
+    The chip's own number is ``vector`` (its vector unit's rate, a physical figure);
+    every other term is shared by all generations and comes from
+    ``configs/cost_terms.yaml`` (:mod:`tpusim.config.cost_terms`) unless the chip
+    file sets it (a user's chip, or a fit overlay):
 
     - ``matmul``: per dtype, the fraction of the MXU peak a large, well-tiled matmul
-      reaches (a dtype not given runs at its peak);
-    - ``vector``: the vector unit's rate in FLOP/s, a bound on the vector work of fused
-      kernels such as flash attention's softmax (not given: no bound);
-    - ``hbm``: the fraction of the HBM bandwidth streaming ops reach.
+      reaches;
+    - ``hbm``: the fraction of the HBM bandwidth streaming ops reach;
+    - ``gather_hbm``: the fraction row gathers and scatters (MoE permutes) reach;
+    - ``vector_ops_per_element``: vector-unit operations per element an elementwise op
+      moves (norms, activations, residuals);
+    - ``quantize_ops_per_element``: vector-unit operations per operand element an
+      8-bit matmul spends quantizing (amax, scale, round, cast);
+    - ``grouped_matmul``: a grouped (megablox) matmul's rate over a dense one's.
 
     A chip file without the block runs at the roofline (every term 1, no shape term).
     """
 
     matmul: dict[Dtype, Fraction] = Field(default_factory=dict)
     vector_flops: FlopRate | None = Field(default=None, alias="vector")
-    hbm: Fraction = 1.0
+    hbm: Fraction | None = None
+    gather_hbm: Fraction | None = None
+    vector_ops_per_element: OpsPerElement | None = None
+    quantize_ops_per_element: OpsPerElement | None = None
+    grouped_matmul: Fraction | None = None
 
 
 class DcnSpec(Frozen):

@@ -126,11 +126,11 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
 
 
 def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
-    return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch)  # type: ignore[arg-type]
+    return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped)  # type: ignore[arg-type]
 
 
 def _elementwise(costs: ChipCostModel, op: Op) -> OpCost:
-    return costs.elementwise(op.bytes, op.memory)
+    return costs.elementwise(op.bytes, op.memory, op.gather)
 
 
 def _kernel(costs: ChipCostModel, op: Op) -> OpCost:

@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tpusim.config.chip import ChipSpec
-from tpusim.hardware.efficiency import IDEAL, EfficiencyTerms, chip_terms
+from tpusim.hardware.efficiency import (
+    EIGHT_BIT,
+    ELEMENT_BYTES,
+    IDEAL,
+    EfficiencyTerms,
+    chip_terms,
+)
 from tpusim.vocabulary import MEMORY_TIERS, Dtype, MemoryTier
 
 Memory = MemoryTier
@@ -183,6 +189,7 @@ class ChipCostModel:
         dtype: Dtype = "bf16",
         operands: Memory = "hbm",
         batch: int = 1,
+        grouped: bool = False,
     ) -> OpCost:
         """``batch`` products of an (m x k) by a shared (k x n) matrix on the TensorCore.
 
@@ -192,32 +199,45 @@ class ChipCostModel:
         [8, S] x [S, S] product; the scaling book's TPU chapter). Traffic counts the
         unpadded bytes (padding happens in the MXU, not in memory): each batch's input
         and output once and the weights once, since they stay resident across the
-        batch. The rate is :meth:`achievable_flops` times the shape term of the ``m``
-        rows padded to the sublanes (:func:`~tpusim.hardware.efficiency.rows_efficiency`:
-        the time then grows with ``m``). Times in seconds;
-        ValueError for an unknown dtype or non-positive sizes.
+        batch, at the operands' dtype. The rate is :meth:`achievable_flops` times the
+        shape term of the ``m`` rows padded to the sublanes
+        (:meth:`~tpusim.hardware.efficiency.EfficiencyTerms.rows`), times the
+        ``grouped_matmul`` term for a grouped (megablox) matmul; an 8-bit matmul adds
+        the vector work of quantizing both operands (:meth:`quantize_s`). Times in
+        seconds; ValueError for an unknown dtype or non-positive sizes.
         """
         _positive(m=m, n=n, k=k, batch=batch)
         rate = self.achievable_flops(dtype) * self.terms.rows(pad_to(m, SUBLANES))
+        if grouped:
+            rate *= self.terms.grouped_matmul
         s = self.mxu_size
         flops = FLOPS_PER_MAC * batch * m * n * k
         padded = FLOPS_PER_MAC * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
         nbytes = DTYPE_BYTES[dtype] * (batch * m * k + k * n + batch * m * n)
-        compute_s = padded / rate
+        compute_s = padded / rate + self.quantize_s(dtype, batch * m * k + k * n)
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
         return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
 
-    def elementwise(self, bytes: float, memory: Memory = "hbm") -> OpCost:
+    def quantize_s(self, dtype: Dtype, elements: float) -> float:
+        """Seconds the vector unit spends quantizing ``elements`` operand elements of an
+        8-bit matmul (``quantize_ops_per_element`` each; 0 for other dtypes)."""
+        if dtype not in EIGHT_BIT:
+            return 0.0
+        return self.vector_s(elements * self.terms.quantize_ops_per_element)
+
+    def elementwise(self, bytes: float, memory: Memory = "hbm", gather: bool = False) -> OpCost:
         """An op on the TensorCore vector unit moving ``bytes`` (reads plus writes).
 
-        Memory-bound by assumption: at about one vector operation per element moved
-        the chip's vector rate (v6e: 7.2 TFLOP/s) is over four times its HBM element
-        rate. The vector bound applies where the work per byte is high and known: the
-        softmax inside a fused attention kernel (:meth:`kernel`).
-        """
+        The slower of its memory traffic (at the streaming HBM fraction, or the
+        ``gather_hbm`` one for a row gather or scatter such as a MoE permute) and its
+        vector work, ``vector_ops_per_element`` per 2-byte element moved (none for a
+        gather, which only moves rows)."""
         _non_negative(bytes=bytes)
-        memory_s = bytes / self.memory_bandwidth_Bps(memory)
-        return self._cost(0.0, memory_s, 0.0, 0.0, bytes, "tensorcore")
+        bandwidth_Bps = self.memory_bandwidth_Bps(memory)
+        if gather and memory == "hbm":
+            bandwidth_Bps *= self.terms.gather_hbm / self.terms.hbm
+        ops = 0.0 if gather else bytes / ELEMENT_BYTES * self.terms.vector_ops_per_element
+        return self._cost(self.vector_s(ops), bytes / bandwidth_Bps, 0.0, 0.0, bytes, "tensorcore")
 
     def kernel(
         self,

@@ -72,6 +72,8 @@ class Op:
     split_ports: bool = False
     overlap: bool = False
     efficiency: float = 1.0
+    grouped: bool = False
+    gather: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
     mxu_flops: float = 0.0
     padded_flops: float = 0.0

@@ -38,7 +38,7 @@ PURPOSES = ("fsdp", "tensor", "data", "expert", "pipeline")
 #: Substrings of the training step builder's collective names, by purpose (first match).
 _PURPOSE_MARKS = (
     ("fsdp", (".weights.allgather.", ".grad.reduce_scatter")),
-    ("tensor", ("tp_allreduce",)),
+    ("tensor", ("tp_allreduce", ".sp_in.", ".sp_out.")),
     ("expert", ("moe.dispatch", "moe.combine")),
     ("data", (".grad.",)),
     ("pipeline", (".permute.",)),
@@ -52,10 +52,10 @@ def column(side: str, kind: str) -> str:
 
 def purpose_of(name: str) -> str:
     """The purpose of a training step's collective op ``name``: FSDP gathers and
-    gradient reduce-scatters, tensor all-reduces (and their collective-matmul
-    permutes), MoE all-to-alls, the other gradient collectives (data), pipeline
-    permutes; ``other`` (left out of the breakdown) for a name the builder does not
-    make."""
+    gradient reduce-scatters, tensor all-reduces and sequence-parallel gathers and
+    scatters (and their collective-matmul permutes), MoE all-to-alls, the other
+    gradient collectives (data), pipeline permutes; ``other`` (left out of the
+    breakdown) for a name the builder does not make."""
     for purpose, marks in _PURPOSE_MARKS:
         if any(mark in name for mark in marks):
             return purpose

@@ -82,7 +82,11 @@ RECORDED_FLAGS: dict[str, Any] = {
 }
 """Flags kept as published but not translated: ``megablox`` (MaxText's grouped-matmul
 kernel, used with ``sparse_matmul``, which is translated), the device order of the mesh
-(``custom_mesh``, ``allow_split_physical_axes``), random routing (tpusim routes
+(``custom_mesh``, ``allow_split_physical_axes``), the dimension the FSDP shards of the
+expert weights split (``fsdp_shard_on_exp``: the expert dimension instead of the
+embedding one, MaxText's ``wi_kernel_axes``; the weights are still all-gathered over the
+fsdp axis before use, with ``ici_expert_parallelism`` 1, so the step is the plain FSDP
+one), random routing (tpusim routes
 tokens evenly unless told a skew), and logits computed in vocabulary tiles (memory
 only, of one layer's output)."""
 

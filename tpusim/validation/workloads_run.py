@@ -81,17 +81,31 @@ class WorkloadResult:
         }
 
 
+DCN_HOP_LATENCY_S = 5e-6
+"""Latency of one DCN fabric link (chip-leaf, leaf-spine, ...), in s (assumption, as
+``configs/systems/ironwood-multislice.yaml``: not published)."""
+DCN_CHIPS_PER_LEAF = 4
+"""Chips of one host sharing its first-tier DCN node (derived: a TPU VM host holds 4
+chips on v4, v5p and Ironwood, D-GKE-7x; an assumption for v5e and v6e hosts)."""
+
+
 def case_system(case: WorkloadCase, chip: ChipSpec | None = None) -> System:
-    """A torus of the case's slice dims of ``chip`` (default: the shipped chip)."""
+    """A torus of the case's slice dims of ``chip`` (default: the shipped chip); with
+    several slices, that many of them joined by a DCN Clos at the chip's published
+    DCN bandwidth (``dcn.bandwidth``)."""
     s = case.spec
+    name = f"{s.chip}-{'x'.join(str(d) for d in s.slice.dims)}"
     spec = SystemSpec.model_validate(
-        {
-            "name": f"{s.chip}-{'x'.join(str(d) for d in s.slice.dims)}",
-            "chip": s.chip,
-            "topology": {"kind": "torus", "dims": list(s.slice.dims)},
-        }
+        {"name": name, "chip": s.chip, "topology": {"kind": "torus", "dims": list(s.slice.dims)}}
     )
-    return System(spec=spec, chip=chip or load_chip(s.chip), file=case.file)
+    one = System(spec=spec, chip=chip or load_chip(s.chip), file=case.file)
+    if s.num_slices == 1:
+        return one
+    fabric = {"hop_latency": DCN_HOP_LATENCY_S, "chips_per_leaf": DCN_CHIPS_PER_LEAF}
+    spec = SystemSpec.model_validate(
+        {"name": f"{s.num_slices}x{name}", "pod": name, "pods": s.num_slices, "fabric": fabric}
+    )
+    return System(spec=spec, chip=one.chip, file=case.file, pod=one)
 
 
 def workload_fields(case: WorkloadCase, approximate: bool = False) -> Translation:

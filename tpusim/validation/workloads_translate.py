@@ -69,6 +69,47 @@ def chip_mesh(spec: WorkloadCaseSpec) -> dict[str, int]:
     return mesh or {"fsdp": 1}
 
 
+def dcn_mesh(spec: WorkloadCaseSpec) -> dict[str, int]:
+    """MaxText's DCN mesh over the slices, by tpusim role axis (``-1`` takes the slices
+    the other axes leave; MaxText's default ``dcn_data_parallelism: -1``). Raises
+    ValueError when the axes do not multiply out to the slices."""
+    sizes: dict[str, int] = {}
+    rest = None
+    for axis, role in MESH_FLAGS.items():
+        value = spec.layout.get(f"dcn_{axis}_parallelism", -1 if axis == "data" else 1)
+        if (
+            value == -1
+            and axis == "data"
+            and any(
+                spec.layout.get(f"dcn_{a}_parallelism") == -1 for a in MESH_FLAGS if a != "data"
+            )
+        ):
+            value = 1
+        if value == -1:
+            if rest is not None:
+                raise ValueError("more than one dcn_*_parallelism is -1")
+            rest, value = role, 1
+        sizes[role] = sizes.get(role, 1) * value
+    fixed = math.prod(sizes.values())
+    if spec.num_slices % fixed or (rest is None and fixed != spec.num_slices):
+        raise ValueError(f"the dcn axes ({fixed} slices) do not hold {spec.num_slices} slices")
+    if rest is not None:
+        sizes[rest] *= spec.num_slices // fixed
+    return {role: size for role, size in sizes.items() if size > 1}
+
+
+def slices_mesh(spec: WorkloadCaseSpec) -> dict[str, int]:
+    """The whole run's mesh in chips: the DCN axes first (they take the slices, the
+    outermost physical axis), then the ICI ones; a role on both (FSDP over DCN) is one
+    axis spanning the slices and its ICI part. Raises ValueError as the two parts do."""
+    ici = chip_mesh(spec)
+    if spec.num_slices == 1:
+        return ici
+    dcn = dcn_mesh(spec)
+    mesh = {role: size * ici.pop(role, 1) for role, size in dcn.items()}
+    return {**mesh, **{r: n for r, n in ici.items() if n > 1 or not mesh}}
+
+
 def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Translation:
     """``spec`` as ``training_step`` fields (see :data:`MESH_FLAGS`): the mesh in
     chips, the global batch in sequences, the dtype, remat, attention kernel and MoE
@@ -79,7 +120,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
         from tpusim.workloads.training_step import TrainingWorkload
 
         available = set(TrainingWorkload.model_fields)
-    mesh = chip_mesh(spec)
+    mesh = slices_mesh(spec)
     fields: dict[str, Any] = {
         "model": spec.model,
         "seq": spec.seq,
@@ -91,12 +132,8 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
     missing = [name for name in wanted if name not in available]
     if "context" in mesh and not _context_role(available):
         missing.append("context_axis")
-    if spec.num_slices > 1:
-        missing.append("num_slices")
-    if spec.layout.get("fsdp_shard_on_exp"):
-        # MaxText then shards the experts over the fsdp axis and routes tokens to
-        # them (expert parallelism on that axis); tpusim's fsdp gathers every weight
-        missing.append("fsdp_shard_on_exp")
+    if any(r not in ("data", "fsdp") for r in dcn_mesh(spec)) and spec.num_slices > 1:
+        missing.append("num_slices")  # pipeline, tensor or context over DCN: not modelled
     fields.update({k: v for k, v in wanted.items() if k in available})
     return Translation(fields, tuple(missing))
 
@@ -129,7 +166,9 @@ def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, Any]:
         out["capacity_factor"] = layout["capacity_factor"]
     if "sparse_matmul" in layout:
         out["sparse_matmul"] = layout["sparse_matmul"]
-    if layout.get("weight_dtype") == "float32" and _has_experts(spec.model):
+    # MaxText's base.yml default is weight_dtype float32: the experts' fp32 master
+    # weights are what the FSDP all-gather moves unless the recipe says bfloat16
+    if layout.get("weight_dtype", "float32") == "float32" and _has_experts(spec.model):
         out["expert_weight_dtype"] = "fp32"
     if layout.get("weight_dtype") == "bfloat16":
         out["weight_dtype"] = "bf16"

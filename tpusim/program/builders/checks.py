@@ -64,7 +64,7 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
             f"got {args.fsdp_prefetch_layers}"
         )
     _check_optional_counts(args)
-    b = bytes_per_element(args.dtype)
+    b = activation_bytes(args.dtype)
     grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
     _check_kinds(args)
     check_moe(args)
@@ -100,6 +100,11 @@ def _check_layout(args: TrainingArgs, axes: dict[str, str | None], sizes: dict[s
     link's bandwidth is positive."""
     context = sizes["context_axis"]
     divides("seq", args.seq, context, f"the context axis size of '{axes['context_axis']}'")
+    if args.collective_matmul and not args.async_collectives:
+        raise ProgramError(
+            "collective_matmul needs async_collectives: a windowed einsum overlaps its "
+            "permutes with the matmul's chunks, which synchronous collectives cannot"
+        )
     if args.sequence_parallel:
         tensor = f"the tensor axis size of '{axes['tensor_axis']}' (sequence_parallel)"
         field = "seq per context shard" if context > 1 else "seq"
@@ -209,6 +214,15 @@ def bytes_per_element(dtype: str, field_name: str = "dtype") -> float:
     return DTYPE_BYTES[dtype]  # type: ignore[index]
 
 
+def activation_bytes(dtype: str) -> float:
+    """Bytes of one activation (and gathered weight) element of a step computing in
+    ``dtype``: the dtype's own, except that 8-bit and 4-bit matmul dtypes quantize their
+    operands on the fly and keep activations, weights and collectives in bf16 (MaxText's
+    ``quantization: fp8_full``/``int8``); :class:`ProgramError` for an unknown dtype."""
+    own = bytes_per_element(dtype)
+    return max(own, DTYPE_BYTES["bf16"])
+
+
 def non_negative_ints(**values: Any) -> None:
     """Raise :class:`ProgramError` for the first value that is not an int >= 0."""
     for name, value in values.items():
@@ -243,13 +257,17 @@ def divides(field_name: str, value: int, by: int, what: str) -> None:
 
 def _check_distinct(axes: dict[str, str | None]) -> None:
     """Each named axis plays one role, except that the expert axis may be the data
-    axis (experts sharded over the data-parallel replicas)."""
+    axis (experts sharded over the data-parallel replicas) or the fsdp axis (MaxText's
+    ``fsdp_shard_on_exp``: the experts sharded over the fsdp axis, tokens routed to
+    them)."""
     for field in ("fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis", "context_axis"):
         others = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis")
         for other in (*others, "pipeline_axis") if field == "context_axis" else others:
             if field == other or axes[field] is None:
                 continue
-            if axes[field] == axes[other] and not (field == "expert_axis" and other == "data_axis"):
+            pair = {field, other}
+            shared = pair in ({"expert_axis", "data_axis"}, {"expert_axis", "fsdp_axis"})
+            if axes[field] == axes[other] and not shared:
                 raise ProgramError(f"{field} '{axes[field]}' is also {other}")
 
 

@@ -211,7 +211,8 @@ def weight_bytes(plan: TrainingPlan, layer: int) -> float:
     params = plan.params(layer)
     dtype = plan.args.expert_weight_dtype
     expert_bytes = DTYPE_BYTES[dtype] if dtype else plan.bytes_per_element  # type: ignore[index]
-    return params.dense * plan.bytes_per_element + params.expert * expert_bytes
+    experts = 0.0 if plan.experts_on_fsdp else params.expert * expert_bytes
+    return params.dense * plan.bytes_per_element + experts
 
 
 def emit_pass(
@@ -253,12 +254,13 @@ def gradient_sync(
     names: list[str] = []
     dep = e.last
     if plan.fsdp_group:
+        scattered = dense_params + (0.0 if plan.experts_on_fsdp else expert_params)
         dep = e.out.add(
             f"{prefix}.grad.reduce_scatter",
             "collective",
             [e.last],
             collective="reduce-scatter",
-            size_bytes=(dense_params + expert_params) * b,
+            size_bytes=scattered * b,
             axes=plan.fsdp_group,
             overlap=plan.args.async_collectives,
         )

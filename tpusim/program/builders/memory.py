@@ -180,7 +180,7 @@ def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
     weight-gradient matmul ends; :func:`largest_tensor`)."""
     if not plan.fsdp_group:
         return 0.0
-    gathered = max(plan.params(layer).total for layer in layers) * plan.bytes_per_element
+    gathered = max(plan.gathered_params(layer) for layer in layers) * plan.bytes_per_element
     gradient = max(largest_tensor(plan.shape(layer), plan) for layer in layers)
     return plan.args.fsdp_prefetch_layers * gathered + gradient * plan.gradient_bytes
 

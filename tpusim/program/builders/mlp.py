@@ -60,7 +60,7 @@ def moe_steps(s: LayerShape) -> list[LayerStep]:
     shared = mlp_steps(s, "moe.shared", s.tokens, s.shared_d_ff) if s.shared_d_ff else []
     experts = mlp_steps(s, "moe", busy, s.d_ff)
     useful, eff = rows / busy, grouped_matmul_efficiency(s) if s.sparse_matmul else 1.0
-    experts = [_scaled(st, useful, eff) for st in experts]
+    experts = [_scaled(st, useful, eff, s.sparse_matmul) for st in experts]
     before, after = _dispatch_ops(s, busy)
     return [
         LayerStep("moe.router", "matmul", m=s.tokens, k=s.d_model, n=s.experts),
@@ -98,19 +98,21 @@ def dropped_fraction(s: LayerShape) -> float:
 
 def grouped_matmul_efficiency(s: LayerShape) -> float:
     """Useful over padded rows of the experts' grouped matmul on the busiest chip:
-    each of its ``E_local`` groups pads to :data:`GMM_TILE_ROWS`, half a tile on
+    each of its non-empty groups pads to :data:`GMM_TILE_ROWS`, half a tile on
     average (derived, assuming group sizes uniform modulo the tile):
-    ``rows / (rows + E_local * GMM_TILE_ROWS / 2)``, with ``E_local = experts /
-    expert-axis size`` taken as ``experts`` without an expert axis."""
+    ``rows / (rows + min(E_local, rows) * GMM_TILE_ROWS / 2)``, with ``E_local =
+    experts / expert-axis size`` taken as ``experts`` without an expert axis; at most
+    ``rows`` groups hold a row, so a handful of rows (a tight capacity) pads a handful
+    of tiles, not one per expert."""
     local = s.local_experts or s.experts
     busy = expert_rows(s)
-    return busy / (busy + local * GMM_TILE_ROWS / 2)
+    return busy / (busy + min(local, busy) * GMM_TILE_ROWS / 2)
 
 
-def _scaled(step: LayerStep, useful: float, efficiency: float) -> LayerStep:
+def _scaled(step: LayerStep, useful: float, efficiency: float, grouped: bool) -> LayerStep:
     if step.kind != "matmul":
         return step
-    return replace(step, useful=useful, efficiency=efficiency)
+    return replace(step, useful=useful, efficiency=efficiency, grouped=grouped)
 
 
 def _dispatch_ops(s: LayerShape, busy: int) -> tuple[list[LayerStep], list[LayerStep]]:
@@ -123,12 +125,14 @@ def _dispatch_ops(s: LayerShape, busy: int) -> tuple[list[LayerStep], list[Layer
             [LayerStep("moe.dispatch_einsum", "matmul", s.seqs, rows, s.seq, d, useful=0.0)],
             [LayerStep("moe.combine_einsum", "matmul", s.seqs, rows, s.seq, d, useful=0.0)],
         )
-    permute = LayerStep("moe.permute", "elementwise", bytes=(s.tokens + s.rows) * d * b)
-    unpermute = LayerStep("moe.unpermute", "elementwise", bytes=2 * s.rows * d * b)
+    permute = LayerStep(
+        "moe.permute", "elementwise", bytes=(s.tokens + s.rows) * d * b, gather=True
+    )
+    unpermute = LayerStep("moe.unpermute", "elementwise", bytes=2 * s.rows * d * b, gather=True)
     if not s.expert:
         return [permute], [unpermute]
     local = 2 * busy * d * b
     return (
-        [permute, LayerStep("moe.local_permute", "elementwise", bytes=local)],
-        [LayerStep("moe.local_unpermute", "elementwise", bytes=local), unpermute],
+        [permute, LayerStep("moe.local_permute", "elementwise", bytes=local, gather=True)],
+        [LayerStep("moe.local_unpermute", "elementwise", bytes=local, gather=True), unpermute],
     )

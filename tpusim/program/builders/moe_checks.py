@@ -13,7 +13,7 @@ def check_moe(args: Any) -> None:
     """Raise :class:`ProgramError` for a bad MoE cost field of ``args`` (a
     :class:`~tpusim.program.builders.args.TrainingArgs`): ``capacity_factor`` > 0
     or -1 (dropless); dense dispatch (``sparse_matmul: false``) needs a capacity;
-    ``routing_skew`` >= 0; a known ``expert_weight_dtype``."""
+    ``routing_skew`` in [0, experts - 1]; a known ``expert_weight_dtype``."""
     cf = args.capacity_factor
     if cf <= 0 and cf != DROPLESS:
         raise ProgramError(f"capacity_factor must be > 0 or -1 (dropless), got {cf:g}")
@@ -22,8 +22,12 @@ def check_moe(args: Any) -> None:
             "sparse_matmul: false (dense dispatch) needs capacity_factor > 0 "
             "(dropless dense dispatch is not modelled)"
         )
-    if args.routing_skew < 0:
-        raise ProgramError(f"routing_skew must be >= 0, got {args.routing_skew:g}")
+    if not 0 <= args.routing_skew <= max(args.experts - 1, 0):
+        raise ProgramError(
+            f"routing_skew must be between 0 and experts - 1 = {max(args.experts - 1, 0)} "
+            f"(the busiest expert chip takes at most every routed row of its group, and "
+            f"a group has at most one chip per expert), got {args.routing_skew:g}"
+        )
     dtype = args.expert_weight_dtype
     if dtype is not None and dtype not in DTYPE_BYTES:
         choices = ", ".join(DTYPE_BYTES)

@@ -12,6 +12,11 @@ orders them (``overlap``):
   (``.bwd_weight``), which does not need it; the op after waits for both.
 * Without ``overlap`` every collective of the pass is synchronous (holds the
   TensorCore) and follows the op before it: the step is the sum of its ops.
+* ``windowed`` under sequence parallelism: the reduce-scatter after a projection is the
+  same chunked loop of permutes without the all-gather (the last partial sums added to
+  the local chunk's), and the all-gather before a projection becomes ``tp - 1``
+  permutes of one shard each, chunk ``j`` of the projection multiplying shard ``j`` as
+  soon as it arrives (chunk 0 the local shard at once).
 * ``windowed`` (``collective_matmul``, XLA's windowed einsum): the tensor-parallel
   all-reduce after a projection (forward: ``attn.out``, ``mlp.down``; backward: the
   input gradient of ``attn.qkv``, ``mlp.up``/``gate``) becomes a reduce-scatter
@@ -64,6 +69,10 @@ def emit_steps(
             # beside the weight gradient (deps[1]), which the op after it waits for;
             # the last op of a pass stands for all of it and waits for every dep
             deps = [_collective(out, step, prefix, phase, deps[:1], opts), *deps[1:]]
+        elif _gathered_into(step, following, opts):
+            assert following is not None
+            deps = _all_gather_matmul(out, step, following, prefix, phase, deps, opts)
+            i += 1
         elif step.kind == "collective":
             deps = [_collective(out, step, prefix, phase, deps, opts)]
         elif _windowed(step, following, opts):
@@ -111,12 +120,65 @@ def _collective(
     return out.add(name, "collective", deps, overlap=opts.overlap, **fields)
 
 
+def _group(step: LayerStep, opts: PassOptions) -> int:
+    return math.prod(opts.mesh[a] for a in step.axes) if step.axes else 1
+
+
 def _windowed(step: LayerStep, following: LayerStep | None, opts: PassOptions) -> bool:
-    """Whether ``step`` is a projection whose tensor all-reduce is windowed into it."""
+    """Whether ``step`` is a projection whose tensor all-reduce (or, under sequence
+    parallelism, reduce-scatter) is windowed into it."""
     if not (opts.windowed and opts.overlap and step.kind == "matmul" and following):
         return False
-    tp = math.prod(opts.mesh[a] for a in following.axes) if following.axes else 1
-    return following.kind == "collective" and following.collective == "all-reduce" and tp > 1
+    reduces = following.collective in ("all-reduce", "reduce-scatter")
+    return following.kind == "collective" and reduces and _group(following, opts) > 1
+
+
+def _gathered_into(step: LayerStep, following: LayerStep | None, opts: PassOptions) -> bool:
+    """Whether ``step`` is a sequence-parallel all-gather windowed into the projection
+    after it (collective matmul: each shard arrives while the last one is multiplied)."""
+    if not (opts.windowed and opts.overlap and following and following.kind == "matmul"):
+        return False
+    gathers = step.kind == "collective" and step.collective == "all-gather"
+    return gathers and _group(step, opts) > 1
+
+
+def _all_gather_matmul(
+    out: OpList,
+    gather: LayerStep,
+    step: LayerStep,
+    prefix: str,
+    phase: Phase,
+    deps: list[str | None],
+    opts: PassOptions,
+) -> list[str | None]:
+    """The all-gather ``gather`` as ``tp - 1`` collective-permutes of one shard each,
+    the projection ``step`` in ``tp`` row chunks: chunk ``j`` multiplies shard ``j``
+    once its permute has brought it (chunk 0 the local shard at once). Backward the
+    chunks are the input gradient's and the weight gradient follows."""
+    tp = _group(gather, opts)
+    base = f"{prefix}.{step.name}"
+    m, k, n = (step.m, step.k, step.n) if phase == "fwd" else (step.m, step.n, step.k)
+    label = f"{base}.fwd" if phase == "fwd" else f"{base}.bwd_input"
+    shape = step_shape(step, opts.dtype)
+    rows = math.ceil(m / tp)
+    name = f"{prefix}.{gather.name}.{phase}"
+    chunk = out.add(f"{label}.c0", "matmul", deps, m=rows, k=k, n=n, **shape)
+    permute: str | None = None
+    for j in range(1, tp):
+        permute = out.add(
+            f"{name}.ag{j}",
+            "collective",
+            [permute or deps[0]],
+            collective="collective-permute",
+            size_bytes=gather.bytes / tp,
+            axes=gather.axes,
+            overlap=True,
+        )
+        chunk = out.add(f"{label}.c{j}", "matmul", [chunk, permute], m=rows, k=k, n=n, **shape)
+    if phase == "fwd":
+        return [chunk]
+    wshape = dict(m=step.k, k=step.m, n=step.n)
+    return [out.add(f"{base}.bwd_weight", "matmul", [chunk], **wshape, **shape)]
 
 
 def _collective_matmul(
@@ -157,6 +219,12 @@ def _collective_matmul(
     if phase == "bwd":
         wshape = dict(m=step.k, k=step.m, n=step.n)
         weight = out.add(f"{base}.bwd_weight", "matmul", [chunk], **wshape, **shape)
+    if reduce.collective == "reduce-scatter":  # sequence parallel: the shard stays
+        # the last partial sums added to the local chunk's: read two, write one shard
+        added = out.add(
+            f"{name}.sum", "elementwise", [chunk, permute, weight], bytes=3 * reduce.bytes / tp
+        )
+        return [added]
     fields = dict(collective="all-gather", size_bytes=reduce.bytes, axes=reduce.axes)
     first = [chunk, permute, weight if ends else None]
     gathered = out.add(f"{name}.ag", "collective", first, overlap=True, **fields)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tpusim.hardware.efficiency import EIGHT_BIT
 from tpusim.program.builders.attention import KernelWork
 from tpusim.program.builders.oplist import OpList
 
@@ -42,6 +43,8 @@ class LayerStep:
     phase: StepPhase = "both"
     useful: float = 1.0
     efficiency: float = 1.0
+    grouped: bool = False
+    gather: bool = False
     work: KernelWork | None = None
     work_bwd: KernelWork | None = None
 
@@ -86,10 +89,12 @@ def emit_step(
     if step.kind == "kernel":
         work = step.work if phase == "fwd" else step.work_bwd
         assert work is not None
-        return out.add(name, "kernel", after, dtype=dtype, **work.op_fields())
+        kernel_dtype = "bf16" if dtype in EIGHT_BIT else dtype  # attention is not quantized
+        return out.add(name, "kernel", after, dtype=kernel_dtype, **work.op_fields())
     if step.kind == "elementwise":
         scale = 1.0 if phase == "fwd" else BACKWARD_ELEMENTWISE_FACTOR
-        return out.add(name, "elementwise", after, bytes=step.bytes * scale)
+        extra = {"gather": True} if step.gather else {}
+        return out.add(name, "elementwise", after, bytes=step.bytes * scale, **extra)
     if phase == "fwd":
         return out.add(
             name, "matmul", after, m=step.m, k=step.k, n=step.n, **step_shape(step, dtype)
@@ -116,9 +121,12 @@ def _matmul_backward(
     )
 
 
-def step_shape(step: LayerStep, dtype: str) -> dict[str, int | str | float]:
-    """The matmul op fields of ``step`` besides its sizes: batch, dtype, efficiency."""
-    shape: dict[str, int | str | float] = {"batch": step.batch, "dtype": dtype}
+def step_shape(step: LayerStep, dtype: str) -> dict[str, int | str | float | bool]:
+    """The matmul op fields of ``step`` besides its sizes: batch, dtype, efficiency,
+    whether it is grouped."""
+    shape: dict[str, int | str | float | bool] = {"batch": step.batch, "dtype": dtype}
     if step.efficiency != 1.0:
         shape["efficiency"] = step.efficiency
+    if step.grouped:
+        shape["grouped"] = True
     return shape

@@ -255,10 +255,32 @@ class TrainingPlan:
         offloads to host memory after its forward and fetches before its backward."""
         return self.remat.bytes_at(self.shape(layer), "offload")
 
+    @property
+    def experts_on_fsdp(self) -> bool:
+        """Whether the expert axis is the fsdp axis (MaxText's ``fsdp_shard_on_exp``):
+        each chip keeps its own experts whole, so they are neither gathered nor
+        reduce-scattered over it."""
+        return (
+            self.moe is not None
+            and bool(self.moe.expert)
+            and self.moe.expert[0] in (self.fsdp_group)
+        )
+
     def params(self, layer: int) -> LocalParameters:
-        """Parameters of layer ``layer`` the chip computes with (whole over fsdp)."""
+        """Parameters of layer ``layer`` the chip computes with (whole over fsdp). With
+        :attr:`experts_on_fsdp` its own experts count ``shard`` times, so that over the
+        fsdp shard they are what the chip holds, as every other weight."""
         shape = self.shape(layer)
-        return local_parameters(shape, self.local_experts if shape.experts else 0)
+        params = local_parameters(shape, self.local_experts if shape.experts else 0)
+        if self.experts_on_fsdp and shape.experts:
+            return replace(params, expert=params.expert * self.shard)
+        return params
+
+    def gathered_params(self, layer: int) -> float:
+        """Parameters of layer ``layer`` the FSDP all-gather brings (whole over fsdp):
+        all of them, or the dense ones with :attr:`experts_on_fsdp`."""
+        params = self.params(layer)
+        return params.total - params.expert if self.experts_on_fsdp else params.total
 
     def chunk(self) -> list[int]:
         """Layer indices of the chunk every stage runs: as many layers as the largest
