@@ -10,7 +10,6 @@ README.md and is rendered from one command's JSON:
 - ``workloads``: ``tpusim validate --workloads --json`` (about 30 s);
 - ``workloads-cv-chip``, ``workloads-cv-family``: ``tpusim validate --workloads --cv
   chip|family --json`` (a few minutes each).
->>>>>>> model
 
 Usage (from the repository root)::
 
