@@ -47,6 +47,19 @@ SCREEN_TIE = 0.01
 """Screened steps within this fraction of a class's best count as equal (the screen's
 resolution; an assumption)."""
 
+MAX_PLAN_CHIPS = 10_240
+"""Most chips a search lays out (a bound defined here, not in config/limits.py): the
+largest shipped pod has 9,600; the 134,400-chip Virgo system is planned one pod at a
+time (its meshes and routes would take minutes per layout)."""
+
+MAX_PLAN_LAYERS = 1_000
+"""Most layers of a fragment or a model a search plans (the largest preset has 126;
+the memory model walks every layer of every layout)."""
+
+#: Fidelities the search ranks and confirms at (packet fidelity moves every packet of
+#: a whole training step: hours on a pod).
+PLAN_FIDELITIES = ("analytic", "flow")
+
 #: Roles whose split of the batch shards a class leaves free (see :func:`classes`).
 SPLIT_ROLES = ("data", "fsdp")
 
@@ -249,6 +262,39 @@ def _label(layout: Layout) -> str:
     return f"{layout.label()} {layout.remat.name} m{layout.microbatches} {layout.flags}"
 
 
+def check_request(request: PlanRequest, system: Any) -> None:
+    """Refuse what the search cannot answer in bounded time or at all (InputError):
+    a fidelity other than :data:`PLAN_FIDELITIES`, more than :data:`MAX_PLAN_CHIPS`
+    chips, more layers than the model has or than :data:`MAX_PLAN_LAYERS`, a dtype
+    the chip has no peak for."""
+    from tpusim.config.loader import load_model
+
+    for role, fidelity in (("rank", request.rank_fidelity), ("confirm", request.confirm_fidelity)):
+        if fidelity not in PLAN_FIDELITIES:
+            raise InputError(
+                f"{role} fidelity '{fidelity}': plan ranks and confirms at "
+                f"{' or '.join(PLAN_FIDELITIES)} (a packet-level training step is unbounded)"
+            )
+    if system.num_chips > MAX_PLAN_CHIPS:
+        raise InputError(
+            f"{system.name}: {system.num_chips:,} chips; plan searches at most "
+            f"{MAX_PLAN_CHIPS:,} (plan one pod of a multi-pod system)"
+        )
+    peaks = system.chip.peak_flops
+    if request.dtype not in peaks:
+        raise InputError(
+            f"dtype '{request.dtype}': chip {system.chip.name} has no peak FLOP/s for it "
+            f"(it has {', '.join(peaks)})"
+        )
+    layers = request.overrides.get("layers")
+    model_layers = load_model(request.model).builder_fields().get("layers", 0)
+    if layers is not None and layers > min(model_layers, MAX_PLAN_LAYERS):
+        raise InputError(
+            f"layers {layers}: {request.model} has {model_layers} layers (a fragment has "
+            f"at most that many)"
+        )
+
+
 def plan_layouts(request: PlanRequest) -> PlanResult:
     """Search the layouts of ``request`` (see the module docstring). Raises
     InputError (exit 2) for bad input or no valid layout, SimulationError (exit 1)
@@ -259,6 +305,7 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     if request.shortlist < 1 or request.confirm < 1:
         raise InputError("shortlist and confirm must be >= 1")
     system = load_system(request.system)
+    check_request(request, system)
     topology = build_topology(system)
     report = candidates(request, system, topology)
     screens = screen_all(report, system, topology)

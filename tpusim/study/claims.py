@@ -35,6 +35,7 @@ from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
 from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
+from tpusim.study import claims_training
 from tpusim.study.claim_specs import (
     ClaimsFile,
     ClaimSpec,
@@ -332,8 +333,6 @@ def training_perf_per_dollar(
 ) -> list[ClaimRow]:
     """Tokens/s per chip of one training step on both pods over their prices
     (:func:`tpusim.study.claims_training.training_perf_per_dollar`)."""
-    from tpusim.study import claims_training
-
     values, verdict = claims_training.training_perf_per_dollar(spec, context.rows, context.file)
     return [_filled(spec, verdict, **values)]
 
@@ -341,8 +340,6 @@ def training_perf_per_dollar(
 def virgo_scaling(spec: VirgoScalingClaim, context: ClaimContext) -> list[ClaimRow]:
     """Virgo's structural figures and one-pod-to-all scaling efficiency
     (:func:`tpusim.study.claims_training.virgo_scaling`)."""
-    from tpusim.study import claims_training
-
     values, verdict = claims_training.virgo_scaling(spec, context.rows, context.file)
     return [_filled(spec, verdict, **values)]
 

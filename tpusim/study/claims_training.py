@@ -103,6 +103,7 @@ def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFi
 
     from tpusim.network import NetworkSettings
     from tpusim.network.routes import RouteCache
+    from tpusim.results.records import TrainingRecord
     from tpusim.topology import build_topology
     from tpusim.workloads.registry import WorkloadContext
     from tpusim.workloads.training_step import TrainingWorkload, run
@@ -128,6 +129,7 @@ def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFi
         label=spec.name,
     )
     record = run(spec, context).record
+    assert isinstance(record, TrainingRecord)
     tokens = spec.sequences * spec.seq
     return StepFigure(float(record.step_time_s), float(tokens), system.num_chips, "simulated")
 
