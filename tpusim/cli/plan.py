@@ -28,7 +28,12 @@ DEFAULT_TOP = 5
 
 def add_parsers(sub: Any) -> None:
     """The subcommand, on the CLI's subparsers."""
-    from tpusim.planner.search import DEFAULT_CONFIRM, DEFAULT_SHORTLIST, PLAN_FIDELITIES
+    from tpusim.planner.search import (
+        DEFAULT_CONFIRM,
+        DEFAULT_SHORTLIST,
+        DEFAULT_WORKERS,
+        PLAN_FIDELITIES,
+    )
 
     p = sub.add_parser("plan", help="search training layouts (mesh roles, remat) by step time")
     p.add_argument("model", help="model preset name (tpusim check models) or YAML path")
@@ -52,6 +57,12 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--rank-fidelity", choices=PLAN_FIDELITIES, default="analytic")
     p.add_argument("--confirm-fidelity", choices=PLAN_FIDELITIES, default="flow")
+    p.add_argument(
+        "--workers",
+        type=positive_flag,
+        default=DEFAULT_WORKERS,
+        help=f"processes that run the simulations (default {DEFAULT_WORKERS})",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plan)
 
@@ -71,6 +82,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
         confirm=args.confirm,
         rank_fidelity=args.rank_fidelity,
         confirm_fidelity=args.confirm_fidelity,
+        workers=args.workers,
+        progress=True,
     )
     record = plan_record(plan_layouts(request), args.top)
     if args.json:

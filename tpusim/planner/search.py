@@ -27,12 +27,16 @@ from typing import Any
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
 from tpusim.planner.estimate import Network, Screen, Screener
-from tpusim.planner.memory import Fitted, MemoryReport, prune
+from tpusim.planner.memory import Fitted, MemoryReport, memo_plan, prune
+from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
 from tpusim.units import format_bytes
 
 DEFAULT_SHORTLIST = 4
 """Layouts simulated at the ranking fidelity (after the screen)."""
+
+DEFAULT_WORKERS = 2
+"""Worker processes that run the search's simulations (the machine's two cores)."""
 
 DEFAULT_CONFIRM = 2
 """Layouts (the best by the ranking fidelity) simulated again at the confirming one."""
@@ -81,6 +85,8 @@ class PlanRequest:
     margin: float | None = SCREEN_MARGIN
     rank_fidelity: str = "analytic"
     confirm_fidelity: str = "flow"
+    workers: int = DEFAULT_WORKERS
+    progress: bool = False
 
 
 @dataclass
@@ -208,11 +214,14 @@ def screen_all(report: MemoryReport, system: Any, topology: Any) -> dict[int, Sc
 
     costs = ChipCostModel(system.chip)
     out: dict[int, Screen] = {}
+    memo: dict[Any, Any] = {}
+    pieces: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = {}
     for fitted in report.fitting:
-        net = Network(
-            system.link_bandwidth_Bps, system.hop_latency_s, map_mesh(topology, fitted.plan.mesh)
-        )
-        out[id(fitted)] = Screener(costs, net).screen(fitted.plan)
+        mesh = tuple(fitted.plan.mesh.items())
+        if mesh not in pieces:
+            pieces[mesh] = map_mesh(topology, fitted.plan.mesh)
+        net = Network(system.link_bandwidth_Bps, system.hop_latency_s, pieces[mesh])
+        out[id(fitted)] = Screener(costs, net, memo).screen(memo_plan(fitted.plan))
     return out
 
 
@@ -260,6 +269,22 @@ def _representative(group: list[Fitted], screens: dict[int, Screen]) -> Fitted:
 
 def _label(layout: Layout) -> str:
     return f"{layout.label()} {layout.remat.name} m{layout.microbatches} {layout.flags}"
+
+
+def report_first(request: PlanRequest, best: Simulated) -> None:
+    """The first useful answer, on stderr when it is a terminal (scripts and pipes
+    get only the final one): the best layout by the ranking, before the confirmation."""
+    import sys
+
+    if request.progress and sys.stderr.isatty():
+        layout = best.fitted.layout
+        print(
+            f"first answer ({best.fidelity}, {best.how}): {layout.label()} remat "
+            f"{layout.remat.name} m{layout.microbatches}, step {best.step_time_s:.3f} s; "
+            f"confirming at {request.confirm_fidelity}...",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def check_request(request: PlanRequest, system: Any) -> None:
@@ -312,10 +337,12 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     reference = reference_layout(report.fitting, screens)
     picked = shortlist(report.fitting, screens, request.shortlist, reference, request.margin)
     sim = Simulator(system, topology, workload_fields(request))
-    ranked = sorted((sim.extrapolated(f, request.rank_fidelity) for f in picked), key=_order)
+    ranked = simulate_all(sim, picked, request.rank_fidelity, "fragments", request.workers)
+    ranked.sort(key=_order)
+    report_first(request, ranked[0])
     top = [s.fitted for s in ranked[: request.confirm]]
     if reference is not None and reference not in top:
         top.append(reference)
-    confirmed = [sim.run(f, request.confirm_fidelity) for f in top]
+    confirmed = simulate_all(sim, top, request.confirm_fidelity, "run", request.workers)
     screened = sorted(((f, screens[id(f)]) for f in report.fitting), key=lambda p: p[1].step_s)
     return PlanResult(request, system, report, screened, ranked, confirmed, reference, screens)
