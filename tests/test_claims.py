@@ -29,12 +29,12 @@ def figures(text: str, op: str) -> tuple[float, float]:
     return float(match.group(1)) * 1e-6, float(match.group(2)) * 1e-6
 
 
-def test_six_claims_each_with_a_verdict(table):
-    assert len(table) == 6
+def test_eight_claims_each_with_a_verdict(table):
+    assert len(table) == 8
     assert set(table.columns) == {"claim", "source", "tpusim", "assumptions", "verdict"}
     assert all(table.verdict.str.len() > 0) and all(table.assumptions.str.len() > 0)
     text = format_claims(table)
-    assert text.count("verdict:") == 6
+    assert text.count("verdict:") == 8
 
 
 def test_diameter_claim_matches_the_closed_forms(table):
@@ -145,4 +145,4 @@ def test_claims_command_prints_the_same_table(capsys, table):
     assert code == 0
     assert json.loads(out)["claims"] == table.to_dict("records")
     code, out, _ = run(capsys, "claims")
-    assert code == 0 and out.count("verdict:") == 6
+    assert code == 0 and out.count("verdict:") == 8

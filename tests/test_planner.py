@@ -20,6 +20,7 @@ from tpusim.planner.candidates import (
     ROLES,
     Layout,
     active_roles,
+    divisors,
     factorisations,
     flag_choices,
     meshes,
@@ -232,3 +233,47 @@ def test_405b_on_the_ironwood_pod_is_at_least_as_fast_as_pure_fsdp():
         f"plan {best.fitted.layout.label()} MFU {best.mfu:.3f}; pure FSDP MFU {reference.mfu:.3f}"
     )
     assert best.step_time_s <= reference.step_time_s * (1 + 1e-9)
+
+
+def test_divisors_by_square_root_are_the_scan():
+    for n in (1, 2, 12, 36, 97, 9216, 9600):
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+    assert divisors(1_000_000_007) == [1, 1_000_000_007]
+
+
+def test_memoised_memory_equals_the_builders_model(small_plan):
+    """The search's memoised counts give the builder's own peak on every layout that
+    fit and every remat choice (pipelines included)."""
+    from tpusim.planner.memory import memo_plan
+
+    for fitted in small_plan.memory.fitting:
+        plain = peak_stage(fitted.plan)
+        assert peak_stage(memo_plan(fitted.plan)) == plain
+        assert fitted.peak_hbm_bytes == plain.total_bytes
+
+
+def test_screen_memo_shared_across_layouts_gives_each_ones_own_screen(small_plan):
+    """A memo shared by the layouts equals a fresh Screener per layout."""
+    from tpusim.hardware import ChipCostModel
+    from tpusim.planner.estimate import Network, Screener
+
+    system = load_system(SMALL.system)
+    topology = build_topology(system)
+    costs, memo = ChipCostModel(system.chip), {}
+    for fitted in small_plan.memory.fitting:
+        net = Network(
+            system.link_bandwidth_Bps, system.hop_latency_s, map_mesh(topology, fitted.plan.mesh)
+        )
+        fresh = Screener(costs, net).screen(fitted.plan)
+        assert Screener(costs, net, memo).screen(fitted.plan) == fresh
+        assert small_plan.screens[id(fitted)] == fresh
+
+
+def test_workers_give_the_numbers_of_the_run_in_order(small_plan):
+    """Two worker processes and one: the same layouts, times and order."""
+    alone = plan_layouts(replace(SMALL, shortlist=12, margin=None, confirm=3, workers=1))
+
+    def figures(result):
+        return [(s.fitted.layout, s.fidelity, s.step_time_s, s.mfu) for s in result.ordered()]
+
+    assert figures(alone) == figures(small_plan)

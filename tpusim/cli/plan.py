@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from tpusim import units
-from tpusim.cli.flags import fidelities, positive_flag
+from tpusim.cli.flags import positive_flag
 from tpusim.report import text_table
 from tpusim.vocabulary import DTYPES
 
@@ -16,6 +16,7 @@ COLUMNS = (
     "mesh",
     "remat",
     "microbatches",
+    "flags",
     "fidelity",
     "step time",
     "MFU",
@@ -27,7 +28,12 @@ DEFAULT_TOP = 5
 
 def add_parsers(sub: Any) -> None:
     """The subcommand, on the CLI's subparsers."""
-    from tpusim.planner.search import DEFAULT_CONFIRM, DEFAULT_SHORTLIST
+    from tpusim.planner.search import (
+        DEFAULT_CONFIRM,
+        DEFAULT_SHORTLIST,
+        DEFAULT_WORKERS,
+        PLAN_FIDELITIES,
+    )
 
     p = sub.add_parser("plan", help="search training layouts (mesh roles, remat) by step time")
     p.add_argument("model", help="model preset name (tpusim check models) or YAML path")
@@ -49,8 +55,14 @@ def add_parsers(sub: Any) -> None:
         default=DEFAULT_CONFIRM,
         help=f"best ranked layouts simulated again (default {DEFAULT_CONFIRM})",
     )
-    p.add_argument("--rank-fidelity", choices=fidelities(), default="analytic")
-    p.add_argument("--confirm-fidelity", choices=fidelities(), default="flow")
+    p.add_argument("--rank-fidelity", choices=PLAN_FIDELITIES, default="analytic")
+    p.add_argument("--confirm-fidelity", choices=PLAN_FIDELITIES, default="flow")
+    p.add_argument(
+        "--workers",
+        type=positive_flag,
+        default=DEFAULT_WORKERS,
+        help=f"processes that run the simulations (default {DEFAULT_WORKERS})",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plan)
 
@@ -70,6 +82,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
         confirm=args.confirm,
         rank_fidelity=args.rank_fidelity,
         confirm_fidelity=args.confirm_fidelity,
+        workers=args.workers,
+        progress=True,
     )
     record = plan_record(plan_layouts(request), args.top)
     if args.json:
@@ -154,6 +168,11 @@ def plan_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _flags_text(flags: dict[str, bool]) -> str:
+    """The searched flags that are on (what tells two rows of one mesh apart), or -."""
+    return ", ".join(name for name, on in flags.items() if on) or "-"
+
+
 def _mesh_text(mesh: dict[str, int]) -> str:
     return " x ".join(f"{name} {size}" for name, size in mesh.items())
 
@@ -164,6 +183,7 @@ def _text_row(rank: int, row: dict[str, Any]) -> dict[str, str]:
         "mesh": _mesh_text(row["mesh"]),
         "remat": row["remat"],
         "microbatches": str(row["microbatches"]),
+        "flags": _flags_text(row["flags"]),
         "fidelity": row["fidelity"],
         "step time": units.format_time(row["step_time_s"]),
         "MFU": f"{row['mfu']:.1%}",

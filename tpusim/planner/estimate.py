@@ -85,8 +85,33 @@ class Network:
 class Screener:
     """Screens plans on one chip (``costs``) and network (``network``)."""
 
-    def __init__(self, costs: ChipCostModel, network: Network):
+    def __init__(self, costs: ChipCostModel, network: Network, memo: dict[Any, Any] | None = None):
         self.costs, self.network = costs, network
+        self.memo = {} if memo is None else memo
+
+    def layer_key(self, plan: TrainingPlan, layer: int) -> tuple[Any, ...]:
+        """What :meth:`layer_s` reads: the layer's shape, the mesh (the network's
+        pieces follow from it), the recompute flag, the dtypes and the FSDP group; a
+        ``memo`` shared by the layouts of one search keys their layers by it (remat
+        policies and data/fsdp splits share most layers)."""
+        args = plan.args
+        return (
+            plan.shape(layer),
+            tuple(plan.mesh.items()),
+            getattr(args, "recompute", False),
+            plan.dtype,
+            plan.bytes_per_element,
+            plan.gradient_bytes,
+            plan.fsdp_group,
+            plan.params(layer).total,
+        )
+
+    def layer_memo(self, plan: TrainingPlan, layer: int) -> tuple[float, float, float]:
+        """:meth:`layer_s`, memoised by :meth:`layer_key`."""
+        key = self.layer_key(plan, layer)
+        if key not in self.memo:
+            self.memo[key] = self.layer_s(plan, layer)
+        return self.memo[key]  # type: ignore[no-any-return]
 
     def op_s(self, op: Op, mesh: dict[str, int]) -> float:
         """One op's time: compute ops by the cost model, collectives as rings."""
@@ -134,7 +159,7 @@ class Screener:
         for layer in plan.chunk():
             shape = plan.shape(layer)
             if shape not in kinds:
-                kinds[shape] = self.layer_s(plan, layer)
+                kinds[shape] = self.layer_memo(plan, layer)
             c, s, a = kinds[shape]
             compute, sync, async_ = compute + n * c, sync + n * s, async_ + n * a
             grads = plan.params(layer).total * plan.gradient_bytes / plan.shard

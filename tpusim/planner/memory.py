@@ -13,14 +13,51 @@ bytes per chip, against the capacity the run's check uses
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tpusim.hardware import MemoryTracker
 from tpusim.planner.candidates import Layout
 from tpusim.program.builders import TrainingPlan, plan_training
+from tpusim.program.builders.counts import LocalParameters
 from tpusim.program.builders.memory import peak_stage
+from tpusim.program.builders.remat import RematPlan
 from tpusim.program.ir import ProgramError
+
+
+class _MemoRemat(RematPlan):
+    """A remat plan whose byte counts are memoised per layer shape object: the memory
+    model asks for each of a step's layers, whose shapes are one or two objects of the
+    plan (keyed by identity: hashing a shape costs as much as the count)."""
+
+    def __init__(self, remat: RematPlan):
+        super().__init__(remat.policy, remat.placement)
+        object.__setattr__(self, "memo", {})
+
+    def bytes_at(self, s: Any, where: Any, skip: tuple[str, ...] = ()) -> float:
+        memo: dict[tuple[int, str, tuple[str, ...]], float] = self.memo  # type: ignore[attr-defined]
+        key = (id(s), where, skip)
+        if key not in memo:
+            memo[key] = super().bytes_at(s, where, skip)
+        return memo[key]
+
+
+class _MemoPlan(TrainingPlan):
+    """A plan whose per-layer parameter counts are memoised per layer shape object
+    (the memory model sums them over every layer of every stage)."""
+
+    def params(self, layer: int) -> LocalParameters:
+        memo: dict[int, LocalParameters] = self.__dict__.setdefault("memo", {})
+        shape = self.shape(layer)
+        if id(shape) not in memo:
+            memo[id(shape)] = super().params(layer)
+        return memo[id(shape)]
+
+
+def memo_plan(plan: TrainingPlan) -> TrainingPlan:
+    """``plan`` with memoised per-layer counts (same numbers: the tests compare)."""
+    values = {f.name: getattr(plan, f.name) for f in fields(plan)}
+    return _MemoPlan(**(values | {"remat": _MemoRemat(plan.remat)}))
 
 
 @dataclass(frozen=True)
@@ -69,7 +106,7 @@ def assess(layout: Layout, base: dict[str, Any], chip: Any) -> Fitted:
     when the builder rejects it."""
     plan = plan_training(**(base | layout.fields()))
     capacity = MemoryTracker(chip).capacity_bytes()
-    return Fitted(layout, plan, peak_stage(plan).total_bytes, capacity)
+    return Fitted(layout, plan, peak_stage(memo_plan(plan)).total_bytes, capacity)
 
 
 def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: Any) -> MemoryReport:

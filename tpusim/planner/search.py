@@ -27,12 +27,16 @@ from typing import Any
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
 from tpusim.planner.estimate import Network, Screen, Screener
-from tpusim.planner.memory import Fitted, MemoryReport, prune
+from tpusim.planner.memory import Fitted, MemoryReport, memo_plan, prune
+from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
 from tpusim.units import format_bytes
 
 DEFAULT_SHORTLIST = 4
 """Layouts simulated at the ranking fidelity (after the screen)."""
+
+DEFAULT_WORKERS = 2
+"""Worker processes that run the search's simulations (the machine's two cores)."""
 
 DEFAULT_CONFIRM = 2
 """Layouts (the best by the ranking fidelity) simulated again at the confirming one."""
@@ -46,6 +50,19 @@ that bounds the simulations)."""
 SCREEN_TIE = 0.01
 """Screened steps within this fraction of a class's best count as equal (the screen's
 resolution; an assumption)."""
+
+MAX_PLAN_CHIPS = 10_240
+"""Most chips a search lays out (a bound defined here, not in config/limits.py): the
+largest shipped pod has 9,600; the 134,400-chip Virgo system is planned one pod at a
+time (its meshes and routes would take minutes per layout)."""
+
+MAX_PLAN_LAYERS = 1_000
+"""Most layers of a fragment or a model a search plans (the largest preset has 126;
+the memory model walks every layer of every layout)."""
+
+#: Fidelities the search ranks and confirms at (packet fidelity moves every packet of
+#: a whole training step: hours on a pod).
+PLAN_FIDELITIES = ("analytic", "flow")
 
 #: Roles whose split of the batch shards a class leaves free (see :func:`classes`).
 SPLIT_ROLES = ("data", "fsdp")
@@ -68,6 +85,8 @@ class PlanRequest:
     margin: float | None = SCREEN_MARGIN
     rank_fidelity: str = "analytic"
     confirm_fidelity: str = "flow"
+    workers: int = DEFAULT_WORKERS
+    progress: bool = False
 
 
 @dataclass
@@ -195,11 +214,14 @@ def screen_all(report: MemoryReport, system: Any, topology: Any) -> dict[int, Sc
 
     costs = ChipCostModel(system.chip)
     out: dict[int, Screen] = {}
+    memo: dict[Any, Any] = {}
+    pieces: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = {}
     for fitted in report.fitting:
-        net = Network(
-            system.link_bandwidth_Bps, system.hop_latency_s, map_mesh(topology, fitted.plan.mesh)
-        )
-        out[id(fitted)] = Screener(costs, net).screen(fitted.plan)
+        mesh = tuple(fitted.plan.mesh.items())
+        if mesh not in pieces:
+            pieces[mesh] = map_mesh(topology, fitted.plan.mesh)
+        net = Network(system.link_bandwidth_Bps, system.hop_latency_s, pieces[mesh])
+        out[id(fitted)] = Screener(costs, net, memo).screen(memo_plan(fitted.plan))
     return out
 
 
@@ -249,6 +271,55 @@ def _label(layout: Layout) -> str:
     return f"{layout.label()} {layout.remat.name} m{layout.microbatches} {layout.flags}"
 
 
+def report_first(request: PlanRequest, best: Simulated) -> None:
+    """The first useful answer, on stderr when it is a terminal (scripts and pipes
+    get only the final one): the best layout by the ranking, before the confirmation."""
+    import sys
+
+    if request.progress and sys.stderr.isatty():
+        layout = best.fitted.layout
+        print(
+            f"first answer ({best.fidelity}, {best.how}): {layout.label()} remat "
+            f"{layout.remat.name} m{layout.microbatches}, step {best.step_time_s:.3f} s; "
+            f"confirming at {request.confirm_fidelity}...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def check_request(request: PlanRequest, system: Any) -> None:
+    """Refuse what the search cannot answer in bounded time or at all (InputError):
+    a fidelity other than :data:`PLAN_FIDELITIES`, more than :data:`MAX_PLAN_CHIPS`
+    chips, more layers than the model has or than :data:`MAX_PLAN_LAYERS`, a dtype
+    the chip has no peak for."""
+    from tpusim.config.loader import load_model
+
+    for role, fidelity in (("rank", request.rank_fidelity), ("confirm", request.confirm_fidelity)):
+        if fidelity not in PLAN_FIDELITIES:
+            raise InputError(
+                f"{role} fidelity '{fidelity}': plan ranks and confirms at "
+                f"{' or '.join(PLAN_FIDELITIES)} (a packet-level training step is unbounded)"
+            )
+    if system.num_chips > MAX_PLAN_CHIPS:
+        raise InputError(
+            f"{system.name}: {system.num_chips:,} chips; plan searches at most "
+            f"{MAX_PLAN_CHIPS:,} (plan one pod of a multi-pod system)"
+        )
+    peaks = system.chip.peak_flops
+    if request.dtype not in peaks:
+        raise InputError(
+            f"dtype '{request.dtype}': chip {system.chip.name} has no peak FLOP/s for it "
+            f"(it has {', '.join(peaks)})"
+        )
+    layers = request.overrides.get("layers")
+    model_layers = load_model(request.model).builder_fields().get("layers", 0)
+    if layers is not None and layers > min(model_layers, MAX_PLAN_LAYERS):
+        raise InputError(
+            f"layers {layers}: {request.model} has {model_layers} layers (a fragment has "
+            f"at most that many)"
+        )
+
+
 def plan_layouts(request: PlanRequest) -> PlanResult:
     """Search the layouts of ``request`` (see the module docstring). Raises
     InputError (exit 2) for bad input or no valid layout, SimulationError (exit 1)
@@ -259,16 +330,19 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     if request.shortlist < 1 or request.confirm < 1:
         raise InputError("shortlist and confirm must be >= 1")
     system = load_system(request.system)
+    check_request(request, system)
     topology = build_topology(system)
     report = candidates(request, system, topology)
     screens = screen_all(report, system, topology)
     reference = reference_layout(report.fitting, screens)
     picked = shortlist(report.fitting, screens, request.shortlist, reference, request.margin)
     sim = Simulator(system, topology, workload_fields(request))
-    ranked = sorted((sim.extrapolated(f, request.rank_fidelity) for f in picked), key=_order)
+    ranked = simulate_all(sim, picked, request.rank_fidelity, "fragments", request.workers)
+    ranked.sort(key=_order)
+    report_first(request, ranked[0])
     top = [s.fitted for s in ranked[: request.confirm]]
     if reference is not None and reference not in top:
         top.append(reference)
-    confirmed = [sim.run(f, request.confirm_fidelity) for f in top]
+    confirmed = simulate_all(sim, top, request.confirm_fidelity, "run", request.workers)
     screened = sorted(((f, screens[id(f)]) for f in report.fitting), key=lambda p: p[1].step_s)
     return PlanResult(request, system, report, screened, ranked, confirmed, reference, screens)

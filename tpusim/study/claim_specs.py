@@ -15,7 +15,7 @@ from __future__ import annotations
 import string
 from functools import cache
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -217,6 +217,99 @@ class PerfPerDollarClaim(ClaimSpec):
     claimed_ratio: PositiveFloat
 
 
+class TrainingClaim(ClaimSpec):
+    """A claim read from a training step: ``workload`` (the ``training_step`` fields,
+    with ``name``; a mesh axis may be ``auto``) is the run's row of that name when the
+    run has one, else simulated at flow fidelity to ``flow_tolerance``
+    (:mod:`tpusim.study.claims_training`)."""
+
+    workload: dict[str, Any]
+    flow_tolerance: PositiveFloat = 0.05
+
+    @model_validator(mode="after")
+    def _named_workload(self) -> TrainingClaim:
+        for key in ("name", "model", "mesh"):
+            if key not in self.workload:
+                raise ValueError(f"workload: needs '{key}'")
+        return self
+
+
+class TrainingPerfPerDollarClaim(TrainingClaim):
+    """Training performance per dollar of ``subject`` over ``baseline``: tokens/s per
+    chip of ``workload`` on each over the file's prices per chip-hour, against
+    ``claimed_ratio``; the break-even price is the subject's price at which it holds."""
+
+    FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "workload",
+            "subject",
+            "baseline",
+            "source",
+            "subject_tokens_per_s",
+            "baseline_tokens_per_s",
+            "subject_tokens_per_chip_hour",
+            "baseline_tokens_per_chip_hour",
+            "perf_ratio",
+            "breakeven_price_ratio",
+            "breakeven_price_low",
+            "breakeven_price_high",
+            "price_ratio_best",
+            "price_ratio_mid",
+            "price_ratio_worst",
+            "advantage_best",
+            "advantage_mid",
+            "advantage_worst",
+            "subject_price_low",
+            "subject_price_high",
+            "baseline_price_low",
+            "baseline_price_high",
+        }
+    )
+
+    check: Literal["training_perf_per_dollar"]
+    subject: str
+    baseline: str
+    claimed_ratio: PositiveFloat
+
+
+class VirgoScalingClaim(TrainingClaim):
+    """A multi-pod ``system`` of ``pod``s: its chips, bisection bandwidth (Pb/s, one
+    direction and both) and peak FLOP/s at ``flops_dtype`` (EF) against the claimed
+    figures, and the scaling efficiency of ``workload`` from one pod to all of them
+    against ``claimed_efficiency`` (a fraction)."""
+
+    FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "system",
+            "pod",
+            "pods",
+            "chips",
+            "bisection_Pbps",
+            "bisection_both_Pbps",
+            "pod_EF",
+            "flops_dtype",
+            "workload",
+            "step_s",
+            "allreduce_ms",
+            "efficiency",
+            "source",
+            "chips_verdict",
+            "bisection_verdict",
+            "flops_verdict",
+            "scaling_verdict",
+        }
+    )
+
+    check: Literal["virgo_scaling"]
+    system: str
+    pod: str
+    claimed_chips: PositiveInt
+    claimed_bisection_Pbps: PositiveFloat
+    claimed_EF: PositiveFloat
+    flops_dtype: Dtype
+    claimed_efficiency: float = Field(gt=0, le=1)
+
+
 Claim = Annotated[
     DiameterClaim
     | LatencyCutClaim
@@ -224,7 +317,9 @@ Claim = Annotated[
     | SramCapacityClaim
     | IciBandwidthClaim
     | PodComputeClaim
-    | PerfPerDollarClaim,
+    | PerfPerDollarClaim
+    | TrainingPerfPerDollarClaim
+    | VirgoScalingClaim,
     Field(discriminator="check"),
 ]
 

@@ -35,6 +35,7 @@ from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
 from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
+from tpusim.study import claims_training
 from tpusim.study.claim_specs import (
     ClaimsFile,
     ClaimSpec,
@@ -45,6 +46,8 @@ from tpusim.study.claim_specs import (
     PerfPerDollarClaim,
     PodComputeClaim,
     SramCapacityClaim,
+    TrainingPerfPerDollarClaim,
+    VirgoScalingClaim,
     shipped_claims,
 )
 from tpusim.topology import build_topology
@@ -55,10 +58,9 @@ US_PER_S = 1e6
 BYTES_PER_GB = 1e9
 """Bytes per decimal gigabyte (display)."""
 BYTES_PER_MIB = 2**20
-
-#: Claims on latency and structure compare patterns in closed form.
-ANALYTIC = NetworkSettings.of("analytic")
 """Bytes per mebibyte (display)."""
+ANALYTIC = NetworkSettings.of("analytic")
+"""Claims on latency and structure compare patterns in closed form."""
 FLOPS_PER_EFLOPS = 1e18
 """FLOP/s per EFLOP/s (display)."""
 
@@ -326,6 +328,22 @@ def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[Cla
     return out
 
 
+def training_perf_per_dollar(
+    spec: TrainingPerfPerDollarClaim, context: ClaimContext
+) -> list[ClaimRow]:
+    """Tokens/s per chip of one training step on both pods over their prices
+    (:func:`tpusim.study.claims_training.training_perf_per_dollar`)."""
+    values, verdict = claims_training.training_perf_per_dollar(spec, context.rows, context.file)
+    return [_filled(spec, verdict, **values)]
+
+
+def virgo_scaling(spec: VirgoScalingClaim, context: ClaimContext) -> list[ClaimRow]:
+    """Virgo's structural figures and one-pod-to-all scaling efficiency
+    (:func:`tpusim.study.claims_training.virgo_scaling`)."""
+    values, verdict = claims_training.virgo_scaling(spec, context.rows, context.file)
+    return [_filled(spec, verdict, **values)]
+
+
 #: The checks by the ``check`` key of a claim (:mod:`tpusim.study.claim_specs`).
 CHECKS: Registry[ClaimCheck] = Registry("claim check")
 CHECKS.register_all(
@@ -337,6 +355,8 @@ CHECKS.register_all(
         ("ici_bandwidth", ClaimCheck(ici_bandwidth)),
         ("pod_compute", ClaimCheck(pod_compute)),
         ("perf_per_dollar", ClaimCheck(perf_per_dollar)),
+        ("training_perf_per_dollar", ClaimCheck(training_perf_per_dollar)),
+        ("virgo_scaling", ClaimCheck(virgo_scaling)),
     )
 )
 

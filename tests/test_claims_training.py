@@ -1,0 +1,147 @@
+"""The two training claims (TPU 8t's perf/$ over Ironwood, Virgo's scaling) against
+closed forms: tokens/s = global batch x sequence / step time, the break-even price by
+ratio arithmetic, and the multi-pod system's chips, bisection and peak from its
+shape; each verdict flips when its inputs say so. Small systems and a two-layer
+fragment keep the simulations to seconds."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpusim.config import load_system
+from tpusim.study.claim_specs import ClaimsFile
+from tpusim.study.claims import claim_rows
+from tpusim.study.claims_training import step_figure
+
+WORKLOAD = {
+    "name": "tiny",
+    "kind": "training_step",
+    "model": "llama-3.1-8b",
+    "layers": 2,
+    "dtype": "bf16",
+    "seq": 1024,
+    "batch_per_shard": 1,
+    "mesh": {"fsdp": "auto", "tensor": 4},
+}
+PRICES = {"v5e": (1.0, 2.0), "ironwood": (3.0, 5.0)}
+
+
+def perf_claim(claimed: float = 2.7) -> dict:
+    return {
+        "check": "training_perf_per_dollar",
+        "claim": "subject trains cheaper",
+        "source": "a test",
+        "subject": "ironwood-256",
+        "baseline": "v5e-pod",
+        "claimed_ratio": claimed,
+        "workload": WORKLOAD,
+        "figure": "{perf_ratio} {breakeven_price_ratio} {breakeven_price_low} "
+        "{breakeven_price_high} {subject_tokens_per_s} {baseline_tokens_per_chip_hour}",
+        "assumptions": "{source}",
+    }
+
+
+def virgo_claim(**over) -> dict:
+    return {
+        "check": "virgo_scaling",
+        "claim": "slices scale",
+        "source": "a test",
+        "system": "ironwood-multislice",
+        "pod": "ironwood-256",
+        "claimed_chips": 1000,
+        "claimed_bisection_Pbps": 0.01,
+        "claimed_EF": 4,
+        "flops_dtype": "fp8",
+        "claimed_efficiency": 0.8,
+        "workload": WORKLOAD,
+        "figure": "{chips} {bisection_Pbps} {bisection_both_Pbps} {pod_EF} {step_s} "
+        "{allreduce_ms} {efficiency} {chips_verdict} {bisection_verdict} {flops_verdict} "
+        "{scaling_verdict}",
+        "assumptions": "{source}",
+    } | over
+
+
+def rows_of(claim: dict, rows: list | None = None) -> dict:
+    file = ClaimsFile.model_validate(
+        {"name": "t", "ratio_margin": 0.9, "prices_usd_per_chip_hour": PRICES, "claims": [claim]}
+    )
+    (row,) = claim_rows(rows, files=(file,))
+    return row
+
+
+def numbers(row: dict) -> list[float]:
+    return [float(x) for x in row["tpusim"].split()[:7]]
+
+
+def training_row(system: str, chips: int, step_s: float, tokens: float) -> dict:
+    return {
+        "system": system,
+        "kind": "training_step",
+        "workload": "tiny[dtype=bf16]",
+        "chips": chips,
+        "step_time_s": step_s,
+        "tokens_per_s": tokens / step_s,
+    }
+
+
+VERDICTS = [(16e6, "holds"), (8e6, "partly"), (1e6, "does not hold")]
+
+
+@pytest.mark.parametrize(("subject_tokens", "verdict"), VERDICTS)
+def test_perf_per_dollar_from_rows_is_ratio_arithmetic(subject_tokens, verdict):
+    """Rows of 256 chips each: per-chip tokens/s ratio, over the midpoint price ratio
+    (4 / 1.5); the break-even price ratio is perf / 2.7, times the baseline's prices."""
+    rows = [
+        training_row("ironwood-256", 256, 2.0, subject_tokens),
+        training_row("v5e-pod", 256, 1.0, 1e6),
+    ]
+    row = rows_of(perf_claim(), rows)
+    perf, breakeven, low, high, tokens_s, chip_hour = (float(x) for x in row["tpusim"].split())
+    expected = (subject_tokens / 2.0) / 1e6
+    assert perf == pytest.approx(expected)
+    assert breakeven == pytest.approx(expected / 2.7)
+    assert (low, high) == pytest.approx((expected / 2.7 * 1.0, expected / 2.7 * 2.0))
+    assert tokens_s == pytest.approx(subject_tokens / 2.0)
+    assert chip_hour == pytest.approx(1e6 / 256 * 3600)
+    assert row["verdict"] == verdict and row["assumptions"] == "the run's rows"
+    # holds when perf over the midpoint price ratio (4 / 1.5) reaches 0.9 x 2.7, partly
+    # when only over the best one (3 / 2)
+    assert (expected / (4.0 / 1.5) >= 0.9 * 2.7) == (verdict == "holds")
+    assert (expected / (3.0 / 2.0) >= 0.9 * 2.7) == (verdict != "does not hold")
+
+
+def test_simulated_step_counts_its_tokens_by_hand():
+    """256 chips, tensor 4: fsdp 64 shards of one 1,024-token sequence each."""
+    figure = step_figure([], "ironwood-256", WORKLOAD, 0.05)
+    assert figure.source == "simulated" and figure.chips == 256
+    assert figure.tokens_per_step == 64 * 1024
+    assert figure.tokens_per_s == pytest.approx(64 * 1024 / figure.step_time_s)
+    assert step_figure([], "ironwood-256", WORKLOAD, 0.05) is figure  # cached
+
+
+def test_virgo_row_structural_figures_from_the_systems_shape():
+    """4 slices of 256 Ironwood chips over 100 Gb/s per chip: bisection = chips x
+    bandwidth / 2 one way; peak = chips x 4,614 TFLOP/s fp8; efficiency = step /
+    (step + all-reduce); the ring over 4 slices takes at least 2 (P - 1) / P of the
+    gradient bytes over the per-chip fabric bandwidth."""
+    system = load_system("ironwood-multislice")
+    row = rows_of(virgo_claim())
+    chips, one_way, both, ef, step_s, allreduce_ms, eff = numbers(row)
+    assert chips == 1024 == system.num_chips
+    assert one_way == pytest.approx(1024 * 100e9 / 2 / 1e15)
+    assert both == pytest.approx(2 * one_way)
+    assert ef == pytest.approx(1024 * 4614e12 / 1e18)
+    assert eff == pytest.approx(step_s / (step_s + allreduce_ms / 1e3))
+    assert allreduce_ms > 0
+    assert row["tpusim"].split()[7:] == ["holds"] * 4 and row["verdict"] == "holds"
+
+
+def test_virgo_verdicts_flip_with_the_claimed_figures():
+    """0.0512 Pb/s one way, 0.1024 both: a claimed 0.1 holds counting both directions
+    only, a claimed 1 not at all; more chips, EF or efficiency than the system has."""
+    partly = rows_of(virgo_claim(claimed_bisection_Pbps=0.1))
+    assert partly["tpusim"].split()[8] == "partly:" and partly["verdict"] == "partly"
+    assert rows_of(virgo_claim(claimed_bisection_Pbps=1))["tpusim"].split()[8] == "does"
+    assert rows_of(virgo_claim(claimed_chips=2000))["verdict"] != "holds"
+    assert rows_of(virgo_claim(claimed_EF=40))["verdict"] != "holds"
+    assert rows_of(virgo_claim(claimed_efficiency=1.0))["verdict"] != "holds"

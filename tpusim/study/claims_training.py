@@ -1,0 +1,292 @@
+"""The claims on training at scale: TPU 8t's performance per dollar over Ironwood and
+Virgo's near-linear scaling (checks of :mod:`tpusim.study.claims`, specs in
+:mod:`tpusim.study.claim_specs`).
+
+Both read a training step's tokens per second: a scenario run's ``training_step`` row
+of the claim's workload (by its name) when the run has one, else the claim's workload
+simulated here as ``kind: training_step`` runs it (layer reuse, the claim's flow
+tolerance), once per system and workload in a process.
+
+Definitions:
+
+* tokens/s = global batch x sequence / step time; per chip-hour = tokens/s per chip x
+  3,600;
+* performance per dollar: :func:`tpusim.serving.perf_per_dollar.inference_perf_per_dollar`
+  on tokens/s per chip (the same arithmetic as the inference claim); the break-even
+  price is the subject's price per chip-hour at which the claimed ratio holds exactly:
+  ``baseline price x perf_ratio / claimed_ratio``;
+* scaling efficiency from one pod to ``P`` at the same per-chip batch:
+  ``tokens/s on P pods / (P x tokens/s on one)``. The ``P``-pod step is the one-pod
+  step plus the data-parallel all-reduce of each chip's gradient shard over the pods
+  (a ring over the fabric, simulated), not overlapped with the backward: a lower
+  bound on the efficiency (hidden entirely, it is 1). The whole ``P``-pod program is
+  not simulated: over 134,400 chips the collective algorithm selection alone takes
+  minutes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from tpusim.config.loader import System, load_system
+from tpusim.errors import ConfigError
+from tpusim.results.economics import SECONDS_PER_HOUR
+from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
+from tpusim.study.claim_specs import ClaimsFile, TrainingPerfPerDollarClaim, VirgoScalingClaim
+
+BITS_PER_BYTE = 8
+PETA = 1e15
+"""Pb/s per b/s and PFLOP per FLOP (display)."""
+EXA = 1e18
+"""FLOP/s per EFLOP/s (display)."""
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StepFigure:
+    """A training step on one system: its time (s), tokens per step, chips and where
+    the figure came from (``run``: the scenario's row; ``simulated``: here)."""
+
+    step_time_s: float
+    tokens_per_step: float
+    chips: int
+    source: str
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_time_s
+
+    @property
+    def tokens_per_s_per_chip(self) -> float:
+        return self.tokens_per_s / self.chips
+
+
+def resolved_fields(workload: dict[str, Any], num_chips: int) -> dict[str, Any]:
+    """``workload`` with its mesh's ``auto`` axis sized for ``num_chips`` chips
+    (ConfigError when the other axes do not divide them)."""
+    mesh = dict(workload["mesh"])
+    fixed = 1
+    for size in mesh.values():
+        fixed *= size if size != "auto" else 1
+    if num_chips % fixed:
+        raise ConfigError(f"{num_chips} chips do not divide by the mesh axes {mesh}")
+    return workload | {
+        "mesh": {k: num_chips // fixed if v == "auto" else v for k, v in mesh.items()}
+    }
+
+
+def step_figure(rows: Rows, system: str, workload: dict[str, Any], tolerance: float) -> StepFigure:
+    """The step of ``workload`` on ``system``: the run's row (kind training_step,
+    workload label starting with the workload's name), else simulated here."""
+    for row in rows:
+        if _matches(row, system, workload["name"]):
+            step = float(row["step_time_s"])
+            return StepFigure(step, float(row["tokens_per_s"]) * step, int(row["chips"]), "run")
+    return _simulated(system, json.dumps(workload, sort_keys=True), tolerance)
+
+
+def _matches(row: dict[str, Any], system: str, name: str) -> bool:
+    """Whether ``row`` is a training step of ``system`` labelled ``name...`` with tokens."""
+    label = str(row.get("workload", ""))
+    training = row.get("kind") == "training_step" and bool(row.get("tokens_per_s"))
+    return row.get("system") == system and training and label.startswith(name)
+
+
+@cache
+def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFigure:
+    """``workload_json``'s step on ``system_name`` at flow fidelity (cached per process)."""
+    from pydantic import ValidationError
+
+    from tpusim.network import NetworkSettings
+    from tpusim.network.routes import RouteCache
+    from tpusim.results.records import TrainingRecord
+    from tpusim.topology import build_topology
+    from tpusim.workloads.registry import WorkloadContext
+    from tpusim.workloads.training_step import TrainingWorkload, run
+
+    system = load_system(system_name)
+    fields = resolved_fields(json.loads(workload_json), system.num_chips)
+    try:
+        spec = TrainingWorkload.model_validate(fields)
+    except ValidationError as exc:
+        raise ConfigError(f"claims workload '{fields['name']}': {exc.errors()[0]['msg']}") from None
+    spec = spec.model_copy(update=spec.fields_for_mesh(fields["mesh"]))
+    topology = build_topology(system)
+    context = WorkloadContext(
+        system=system,
+        topology=topology,
+        routes=RouteCache(topology),
+        network=NetworkSettings.of("flow", tolerance=tolerance),
+        power_per_chip_W=None,
+        price_per_chip_hour_usd=None,
+        file="claims",
+        lines={},
+        path=(),
+        label=spec.name,
+    )
+    record = run(spec, context).record
+    assert isinstance(record, TrainingRecord)
+    tokens = spec.sequences * spec.seq
+    return StepFigure(float(record.step_time_s), float(tokens), system.num_chips, "simulated")
+
+
+def training_perf_per_dollar(
+    spec: TrainingPerfPerDollarClaim, rows: Rows, file: ClaimsFile
+) -> tuple[dict[str, Any], str]:
+    """The row's values and verdict (module docstring)."""
+    subject, baseline = load_system(spec.subject), load_system(spec.baseline)
+    figures = {
+        s.name: step_figure(rows, s.name, spec.workload, spec.flow_tolerance)
+        for s in (subject, baseline)
+    }
+    subj, base = figures[subject.name], figures[baseline.name]
+    price_subj, price_base = file.price(subject.chip.name), file.price(baseline.chip.name)
+    p = inference_perf_per_dollar(
+        subj.tokens_per_s_per_chip,
+        base.tokens_per_s_per_chip,
+        price_subj,
+        price_base,
+        spec.claimed_ratio,
+        file.ratio_margin,
+    )
+    values = {k: v for k, v in p.row().items() if k != "verdict"} | {
+        "workload": spec.workload["name"],
+        "subject_tokens_per_s": subj.tokens_per_s,
+        "baseline_tokens_per_s": base.tokens_per_s,
+        "subject_tokens_per_chip_hour": subj.tokens_per_s_per_chip * SECONDS_PER_HOUR,
+        "baseline_tokens_per_chip_hour": base.tokens_per_s_per_chip * SECONDS_PER_HOUR,
+        "breakeven_price_low": p.breakeven_price_ratio * price_base[0],
+        "breakeven_price_high": p.breakeven_price_ratio * price_base[1],
+        "subject_price_low": price_subj[0],
+        "subject_price_high": price_subj[1],
+        "baseline_price_low": price_base[0],
+        "baseline_price_high": price_base[1],
+        "source": _source(subj, base),
+    }
+    return values | {"subject": subject.name, "baseline": baseline.name}, p.verdict
+
+
+def _source(*figures: StepFigure) -> str:
+    kinds = {f.source for f in figures}
+    return (
+        "the run's rows"
+        if kinds == {"run"}
+        else "simulated here"
+        if kinds == {"simulated"}
+        else "the run's rows and simulated here"
+    )
+
+
+def gradient_bytes_per_chip(workload: dict[str, Any], pod: System) -> float:
+    """Bytes of gradient one chip holds for ``workload`` on one ``pod`` (its
+    parameters on the largest stage, sharded as the mesh shards them, x the gradient
+    dtype's bytes): what the data-parallel all-reduce over the pods moves per chip."""
+    from tpusim.program.builders import plan_training
+    from tpusim.workloads.training_step import TrainingWorkload
+
+    fields = resolved_fields(workload, pod.num_chips)
+    spec = TrainingWorkload.model_validate(fields)
+    spec = spec.model_copy(update=spec.fields_for_mesh(fields["mesh"]))
+    builder = spec.builder_fields()
+    for key in ("batch_per_shard", "reuse", "fsdp_prefetch_layers"):
+        builder.pop(key, None)
+    step = plan_training(**builder)
+    return float(step.local_params * step.gradient_bytes)
+
+
+def pod_allreduce_s(system: System, size_bytes: float, tolerance: float) -> float:
+    """A ring all-reduce of ``size_bytes`` per chip over the ``pod`` axis of a
+    multi-pod ``system`` (one ring per position in the pod), flow fidelity."""
+    from tpusim.engine import CollectiveOptions, run_collective
+    from tpusim.network import NetworkSettings
+    from tpusim.topology import build_topology
+
+    options = CollectiveOptions(
+        axes=("pod",), algorithm="ring", network=NetworkSettings.of("flow", tolerance=tolerance)
+    )
+    result, _ = run_collective(
+        build_topology(system),
+        "all-reduce",
+        size_bytes,
+        options,
+        chip=system.chip,
+        system_name=system.name,
+    )
+    return result.time_s
+
+
+def virgo_scaling(
+    spec: VirgoScalingClaim, rows: Rows, file: ClaimsFile
+) -> tuple[dict[str, Any], str]:
+    """The row's values and verdict: the structural figures against the claimed ones
+    and the scaling efficiency (module docstring)."""
+    from tpusim.topology import build_topology
+
+    system = load_system(spec.system)
+    pod = load_system(spec.pod)
+    pods = system.num_chips // pod.num_chips
+    one = step_figure(rows, pod.name, spec.workload, spec.flow_tolerance)
+    allreduce_s = pod_allreduce_s(
+        system, gradient_bytes_per_chip(spec.workload, pod), spec.flow_tolerance
+    )
+    efficiency = one.step_time_s / (one.step_time_s + allreduce_s)
+    bisection_Bps = build_topology(system).bisection_bandwidth_Bps
+    peak = system.chip.peak_flops.get(spec.flops_dtype)
+    if peak is None:
+        raise ConfigError(f"chip '{system.chip.name}' has no peak_flops for {spec.flops_dtype}")
+    values = {
+        "system": system.name,
+        "pod": pod.name,
+        "pods": pods,
+        "chips": system.num_chips,
+        "bisection_Pbps": bisection_Bps * BITS_PER_BYTE / PETA,
+        "bisection_both_Pbps": 2 * bisection_Bps * BITS_PER_BYTE / PETA,
+        "pod_EF": peak * system.num_chips / EXA,
+        "flops_dtype": spec.flops_dtype,
+        "workload": spec.workload["name"],
+        "step_s": one.step_time_s,
+        "allreduce_ms": allreduce_s * 1e3,
+        "efficiency": efficiency,
+        "source": _source(one),
+    }
+    verdicts = _verdicts(spec, values, file.ratio_margin)
+    overall = verdicts.pop("verdict")
+    return values | verdicts, overall
+
+
+def _verdicts(spec: VirgoScalingClaim, v: dict[str, Any], margin: float) -> dict[str, Any]:
+    """Each figure's verdict and the row's (the worst of them)."""
+    chips = "holds" if v["chips"] >= spec.claimed_chips else "does not hold"
+    one_way, both = v["bisection_Pbps"], v["bisection_both_Pbps"]
+    bisection = (
+        "holds"
+        if one_way >= margin * spec.claimed_bisection_Pbps
+        else "partly: both directions only"
+        if both >= margin * spec.claimed_bisection_Pbps
+        else "does not hold"
+    )
+    flops = "holds" if v["pod_EF"] >= margin * spec.claimed_EF else "does not hold"
+    scaling = "holds" if v["efficiency"] >= spec.claimed_efficiency else "does not hold"
+    verdicts = {
+        "chips_verdict": chips,
+        "bisection_verdict": bisection,
+        "flops_verdict": flops,
+        "scaling_verdict": scaling,
+    }
+    order = ("does not hold", "partly", "holds")
+    worst = min(
+        verdicts.values(),
+        key=lambda text: next(i for i, o in enumerate(order) if text.startswith(o)),
+    )
+    overall = (
+        worst
+        if worst == "holds"
+        else "partly"
+        if any(t == "holds" for t in verdicts.values())
+        else worst
+    )
+    return verdicts | {"verdict": overall}
