@@ -57,16 +57,29 @@ def stable_bytes(path: Path) -> bytes:
     return data
 
 
+def _shared(chip, name: str) -> float:
+    """A cost term of ``chip``: its own efficiency block's, else the shared file's."""
+    from tpusim.config.cost_terms import shared_terms
+
+    own = getattr(chip.efficiency, name, None)
+    return own if own is not None else getattr(shared_terms(), name)
+
+
 def achievable_flops(chip, m: int, dtype: str = "bf16") -> float:
-    """A matmul's rate with the chip's efficiency terms, by hand: peak x matmul[dtype] x
-    m' / (m' + 256) for its m rows padded to 8 sublanes (m')."""
+    """A matmul's rate with the chip's terms, by hand: peak x mxu (or the chip's
+    matmul[dtype]) x m' / (m' + rows_half_tiles x mxu_size) for its m rows padded to 8
+    sublanes (m')."""
+    from tpusim.config.cost_terms import shared_terms
+
     rows = -(-m // 8) * 8
-    return chip.peak_flops[dtype] * chip.efficiency.matmul[dtype] * rows / (rows + 256)
+    fraction = chip.efficiency.matmul.get(dtype, shared_terms().mxu)
+    half = shared_terms().rows_half_tiles * chip.tensorcores.mxu_size
+    return chip.peak_flops[dtype] * fraction * rows / (rows + half)
 
 
 def achievable_hbm_Bps(chip) -> float:
-    """The HBM bandwidth streaming ops reach: nominal x the chip's hbm efficiency."""
-    return chip.hbm.bandwidth_Bps * chip.efficiency.hbm
+    """The HBM bandwidth streaming ops reach: nominal x the hbm term."""
+    return chip.hbm.bandwidth_Bps * _shared(chip, "hbm")
 
 
 def forced_times(topo, op: str, size: float, onchip, fidelity: str = "flow") -> dict[str, float]:

@@ -46,7 +46,8 @@ def test_whole_model_decode_equals_the_serving_iteration_cost():
     shape = replica_shape(fields, tp=8, ep=1, replicas=1, dtype="bf16", kv_cache="hbm")
     costs = IterationCosts(system, shape)
     expected = costs.time_s(ReplicaBatch(decode=64, kv_tokens=64 * 2048))
-    sim = Simulation(system, program, topology=costs.topology, routes=costs.routes)
+    # the serving path's system: its HBM term is the (here absent) serving overheads'
+    sim = Simulation(costs.system, program, topology=costs.topology, routes=costs.routes)
     assert sim.run().step_time_s == pytest.approx(expected, rel=1e-9)
     kv = 80 * 64 * 2048 * 2 * 1 * 128 * 2  # layers x tokens x K,V x local KV head x dim x bf16
     assert program.memory_bytes["hbm"] == pytest.approx(

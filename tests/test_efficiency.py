@@ -87,7 +87,7 @@ def test_an_elementwise_op_is_vector_bound_when_the_vector_unit_is_slower():
     chip = with_efficiency(load_chip("v6e"), vector_flops=1e12)
     costs = ChipCostModel(chip, op_overhead_s=0.0)
     t = terms()
-    cost = costs.elementwise(1e9)
+    cost = costs.elementwise(1e9, vector=True)
     vector_s = 1e9 / 2 * t.vector_ops_per_element / 1e12
     assert cost.time_s == pytest.approx(max(vector_s, 1e9 / (V6E_HBM * t.hbm)), rel=1e-12)
     assert cost.bound == ("compute" if vector_s > 1e9 / (V6E_HBM * t.hbm) else "memory")

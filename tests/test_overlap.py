@@ -196,7 +196,7 @@ def test_backward_tensor_all_reduce_runs_beside_the_weight_gradient():
     t_ar = alone_s(Op("a", "collective", collective="all-reduce", size_bytes=ar.size_bytes,
                       axes=("tensor",)), MESH)  # fmt: skip
     assert by["L0.norm.bwd"].after == ("L0.ar.bwd", "L0.out.bwd_weight")
-    t_norm = alone_s(Op("n", "elementwise", bytes=by["L0.norm.bwd"].bytes))
+    t_norm = alone_s(Op("n", "elementwise", bytes=by["L0.norm.bwd"].bytes, vector=True))
     step = run(*ops, mesh=MESH).step_time_s
     assert step == pytest.approx(t_in + max(t_w, t_ar) + t_norm, rel=1e-6)
 

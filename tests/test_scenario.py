@@ -214,7 +214,8 @@ def test_sweep_range_is_geometric_from_to_inclusive(tmp_path):
 
 
 def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, capsys):
-    """A matmul of n^3 on v5e is compute-bound: 2 n^3 / achievable FLOP/s (+ 0.5 us)."""
+    """A matmul of n^3: the slower of 2 n^3 / achievable FLOP/s and its 3 n^2 bf16 elements
+    over the achievable HBM bandwidth (+ 0.5 us)."""
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
@@ -228,8 +229,10 @@ def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, cap
     assert code == 0
     rows = {r["system"]: r for r in json.loads(out)["results"]}
     for system, n in (("v5e-pod", 8192), ("v6e-pod", 2048)):
-        rate = achievable_flops(load_chip(system.split("-")[0]), n)
-        assert rows[system]["step_time_s"] == pytest.approx(2 * n**3 / rate + 0.5e-6, rel=1e-3)
+        chip = load_chip(system.split("-")[0])
+        compute, memory = 2 * n**3 / achievable_flops(chip, n), 6 * n**2 / achievable_hbm_Bps(chip)
+        want = max(compute, memory) + 0.5e-6
+        assert rows[system]["step_time_s"] == pytest.approx(want, rel=1e-3)
 
 
 def test_model_that_does_not_fit_is_out_of_memory_found_by_the_check_exit_1(tmp_path, capsys):

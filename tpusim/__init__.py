@@ -12,13 +12,14 @@ Layers, lowest first; a unit imports only units of lower layers (``LAYERS`` in
 6. :mod:`.program`;
 7. :mod:`.results`;
 8. :mod:`.report`;
-9. :mod:`.engine`, then :mod:`.session` (a system kept loaded between calls);
-10. :mod:`.serving`;
-11. :mod:`.workloads`;
-12. :mod:`.planner`, :mod:`.validation`;
-13. :mod:`.study`;
-14. :mod:`.cli` (a thin parser over the layers below);
-15. ``__main__`` (``python -m tpusim``).
+9. :mod:`.engine`;
+10. :mod:`.session` (a system kept loaded between calls);
+11. :mod:`.serving`;
+12. :mod:`.workloads`;
+13. :mod:`.planner`, :mod:`.validation`;
+14. :mod:`.study`;
+15. :mod:`.cli` (a thin parser over the layers below);
+16. ``__main__`` (``python -m tpusim``).
 
 ``tpusim.Session`` is :class:`tpusim.session.Session`, imported when first used (PEP
 562): importing ``tpusim`` alone loads no layer, so ``tpusim --version`` starts at once.

@@ -130,7 +130,7 @@ def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
 
 
 def _elementwise(costs: ChipCostModel, op: Op) -> OpCost:
-    return costs.elementwise(op.bytes, op.memory, op.gather)
+    return costs.elementwise(op.bytes, op.memory, op.gather, op.vector)
 
 
 def _kernel(costs: ChipCostModel, op: Op) -> OpCost:

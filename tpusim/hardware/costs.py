@@ -225,18 +225,22 @@ class ChipCostModel:
             return 0.0
         return self.vector_s(elements * self.terms.quantize_ops_per_element)
 
-    def elementwise(self, bytes: float, memory: Memory = "hbm", gather: bool = False) -> OpCost:
+    def elementwise(
+        self, bytes: float, memory: Memory = "hbm", gather: bool = False, vector: bool = False
+    ) -> OpCost:
         """An op on the TensorCore vector unit moving ``bytes`` (reads plus writes).
 
         The slower of its memory traffic (at the streaming HBM fraction, or the
         ``gather_hbm`` one for a row gather or scatter such as a MoE permute) and its
-        vector work, ``vector_ops_per_element`` per 2-byte element moved (none for a
-        gather, which only moves rows)."""
+        vector work with ``vector`` (a training layer's fusions: norms, activations,
+        residuals), ``vector_ops_per_element`` per 2-byte element moved; none for a
+        gather, which only moves rows, or a plain read or copy (the default)."""
         _non_negative(bytes=bytes)
         bandwidth_Bps = self.memory_bandwidth_Bps(memory)
         if gather and memory == "hbm":
             bandwidth_Bps *= self.terms.gather_hbm / self.terms.hbm
-        ops = 0.0 if gather else bytes / ELEMENT_BYTES * self.terms.vector_ops_per_element
+        per_element = self.terms.vector_ops_per_element if vector and not gather else 0.0
+        ops = bytes / ELEMENT_BYTES * per_element
         return self._cost(self.vector_s(ops), bytes / bandwidth_Bps, 0.0, 0.0, bytes, "tensorcore")
 
     def kernel(

@@ -74,6 +74,7 @@ class Op:
     efficiency: float = 1.0
     grouped: bool = False
     gather: bool = False
+    vector: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS
     mxu_flops: float = 0.0
     padded_flops: float = 0.0

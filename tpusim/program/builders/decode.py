@@ -171,10 +171,9 @@ def decode_layer(chain: Chain, s: DecodeShape, prefix: str) -> None:
         n=(s.heads + 2 * s.kv_heads) * s.head_dim,
         **mm,
     )
-    chain.add(f"{prefix}.attn.kv_write", "elementwise", bytes=kv_new, memory=s.kv_cache)
-    chain.add(
-        f"{prefix}.attn.kv_read", "elementwise", bytes=s.cache_bytes_per_layer, memory=s.kv_cache
-    )
+    cache = dict(memory=s.kv_cache, vector=False)  # a cache copy or read: no vector work
+    chain.add(f"{prefix}.attn.kv_write", "elementwise", bytes=kv_new, **cache)
+    chain.add(f"{prefix}.attn.kv_read", "elementwise", bytes=s.cache_bytes_per_layer, **cache)
     chain.add(f"{prefix}.attn.out", "matmul", m=s.batch, k=s.heads * s.head_dim, n=s.d_model, **mm)
     tensor_allreduce(chain, s, f"{prefix}.attn.tp_allreduce")
     chain.add(f"{prefix}.mlp.norm", "elementwise", bytes=2 * act)

@@ -76,10 +76,15 @@ def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: 
         sram, hbm = batch.kv_tokens, 0
     if sram:
         chain.add(
-            f"{prefix}.attn.kv_read_sram", "elementwise", bytes=sram * per_token, memory="sram"
+            f"{prefix}.attn.kv_read_sram",
+            "elementwise",
+            bytes=sram * per_token,
+            memory="sram",
+            vector=False,  # a cache read: no vector work per element
         )
     if hbm:
-        chain.add(f"{prefix}.attn.kv_read", "elementwise", bytes=hbm * per_token, memory="hbm")
+        read = dict(bytes=hbm * per_token, memory="hbm", vector=False)
+        chain.add(f"{prefix}.attn.kv_read", "elementwise", **read)
     if batch.prefill_tokens:
         work = flash.forward(prefill_call(s, batch))
         chain.add(f"{prefix}.attn.prefill_flash", "kernel", dtype=s.dtype, **work.op_fields())

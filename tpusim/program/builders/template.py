@@ -93,7 +93,8 @@ def emit_step(
         return out.add(name, "kernel", after, dtype=kernel_dtype, **work.op_fields())
     if step.kind == "elementwise":
         scale = 1.0 if phase == "fwd" else BACKWARD_ELEMENTWISE_FACTOR
-        extra = {"gather": True} if step.gather else {}
+        # a layer's fusions (norms, activations, residuals) do vector work per element
+        extra = {"gather": True} if step.gather else {"vector": True}
         return out.add(name, "elementwise", after, bytes=step.bytes * scale, **extra)
     if phase == "fwd":
         return out.add(
