@@ -29,10 +29,18 @@ __all__ = ["PathKey", "format_path", "line_of", "load_yaml"]
 
 
 def format_path(path: PathKey) -> str:
-    """``("topology", "dims", 2)`` -> ``"topology.dims[2]"``."""
+    """``("topology", "dims", 2)`` -> ``"topology.dims[2]"``; a key that is empty or
+    holds whitespace other than a space is quoted (``topology.' \\n'``), so the
+    path stays on the one error line."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        text = str(part)
+        if not text.strip() or any(c.isspace() and c != " " for c in text):
+            text = repr(text)
+        out += f".{text}" if out else text
     return out
 
 
