@@ -104,7 +104,7 @@ def test_fragments_extrapolate_to_the_whole_step(small_plan):
     extrapolated = [r for r in small_plan.ranked if r.how == "fragments"]
     assert len(extrapolated) >= 3
     # not exact: a layer's time depends a little on the collectives in flight beside
-    # it (they share its HBM), so the step is linear in its layers to 3% (more where HBM-bound ops are long)
+    # it (they share its HBM), so the step is linear in its layers to 3%
     for ranked in extrapolated[:3]:
         whole = sim.run(ranked.fitted, "analytic")
         assert ranked.step_time_s == pytest.approx(whole.step_time_s, rel=3e-2)
