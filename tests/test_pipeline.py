@@ -35,11 +35,11 @@ def line_system(tmp_path, chips: int):
 def op_time_s(costs: ChipCostModel, op) -> float:
     """An op's time by the roofline alone (independent of the engine's timeline)."""
     if op.kind == "matmul":
-        return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch).time_s
+        return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped).time_s
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
         return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s
-    return costs.elementwise(op.bytes, op.memory).time_s
+    return costs.elementwise(op.bytes, op.memory, op.gather, op.vector).time_s
 
 
 def loop_compute_s(program, costs, iteration: int = 0) -> float:

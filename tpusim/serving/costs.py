@@ -111,11 +111,12 @@ class ReplicaBatch:
 def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     """What the engine charges for a compute op (matmul, kernel or elementwise), in seconds."""
     if op.kind == "matmul":
-        return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch).time_s  # type: ignore[arg-type]
+        shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped)
+        return costs.matmul(*shape).time_s  # type: ignore[arg-type]
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
         return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s  # type: ignore[arg-type]
-    return costs.elementwise(op.bytes, op.memory).time_s
+    return costs.elementwise(op.bytes, op.memory, op.gather, op.vector).time_s
 
 
 #: Flow fidelity at its default tolerance.
