@@ -98,8 +98,12 @@ def test_shipped_splits_follow_the_rule_by_hand():
         (lambda c: c["layout"].update(dcn_data_parallelism=2), "hold 2 slices, not 1"),
         (lambda c: c["layout"].update(ici_fsdp_parallelism=3), "(3 devices) do not divide 8"),
         (lambda c: c["layout"].update(ici_tensor_parallelism=-1), "more than one ici_"),
-        (lambda c: c.update(slice={"name": "x", "chips": 5000, "dims": [5000]}, global_batch=5000),
-         "at most 4,096 chips an axis"),
+        (
+            lambda c: c.update(
+                slice={"name": "x", "chips": 5000, "dims": [5000]}, global_batch=5000
+            ),
+            "at most 4,096 chips an axis",
+        ),
         (lambda c: c.update(measured_step_time="1 ns"), "under 0.001 s"),
     ],
 )
@@ -218,6 +222,9 @@ def _made(terms, specs):
     return load_workload_file(_file_for(*made))
 
 
+ON_V5E = {"chip": "v5e", "slice": {"name": "v5e-8", "chips": 8, "dims": [2, 4]}}
+"""TINY's fields moved to eight v5e chips (a second chip generation)."""
+
 TRUTH = {"mxu": 0.6, "hbm": 0.7}
 """The terms the made-up measurements are timed at."""
 
@@ -232,9 +239,8 @@ def test_calibrate_reproduces_times_made_at_known_terms():
     specs = [
         dict(TINY, id="tiny-a", seq=2048, split="fit"),
         dict(TINY, id="tiny-b", seq=1024, split="holdout"),
-        dict(TINY, id="tiny-c", seq=4096, split="fit", chip="v5e",
-             slice={"name": "v5e-8", "chips": 8, "dims": [2, 4]}),
-    ]  # fmt: skip
+        dict(TINY, **ON_V5E, id="tiny-c", seq=4096, split="fit"),
+    ]
     cases = _made(truth, specs)
     fit = calibrate_workloads(cases, jobs=1)
     assert fit.fit_on == ["tiny-a", "tiny-c"]
@@ -252,9 +258,8 @@ def test_cross_validation_predicts_a_left_out_chip_from_the_others():
     specs = [
         dict(TINY, id="tiny-a", seq=2048, split="fit"),
         dict(TINY, id="tiny-b", seq=4096, split="holdout"),
-        dict(TINY, id="tiny-c", seq=2048, split="fit", chip="v5e",
-             slice={"name": "v5e-8", "chips": 8, "dims": [2, 4]}),
-    ]  # fmt: skip
+        dict(TINY, **ON_V5E, id="tiny-c", seq=2048, split="fit"),
+    ]
     folds = cross_validate(_made(truth, specs), "chip", jobs=1)
     assert [f.group for f in folds] == ["v5e", "v6e"]
     v5e, v6e = folds
@@ -290,8 +295,7 @@ def test_calibrate_cli_writes_terms_validate_applies(tmp_path, capsys):
 
 def test_cv_cli_reports_each_group_held_out(tmp_path, capsys):
     specs = [dict(TINY, id="tiny-a"), dict(TINY, id="tiny-b", seq=1024, split="holdout"),
-             dict(TINY, id="tiny-c", chip="v5e",
-                  slice={"name": "v5e-8", "chips": 8, "dims": [2, 4]})]  # fmt: skip
+             dict(TINY, **ON_V5E, id="tiny-c")]  # fmt: skip
     path = _file(tmp_path, specs)
     argv = ("validate", "--workloads", "--measurements", str(path), "--jobs", "1")
     code, out, err = run(capsys, *argv, "--cv", "chip", "--json")

@@ -4,12 +4,12 @@ Definition: an op takes ``max(compute_s, memory_s) + overhead_s`` where
 
 * ``compute_s = padded_flops / (peak_flops[dtype] * efficiency)``: the MXUs do the
   padded work, not the useful work, so a matmul whose dimensions are not multiples of
-  the MXU tile pays for the whole tile; ``efficiency`` is the chip's sourced
-  ``efficiency.matmul[dtype]`` times the streamed-rows shape term
+  the MXU tile pays for the whole tile; ``efficiency`` is the shared ``mxu`` term (or
+  the chip file's own ``efficiency.matmul[dtype]``) times the streamed-rows shape term
   (:mod:`tpusim.hardware.efficiency`); for vector work, the ops over the chip's
   ``efficiency.vector`` rate;
 * ``memory_s = bytes / bandwidth`` of the memory tier the operands live in (HBM's
-  times the chip's ``efficiency.hbm``);
+  times the shared ``hbm`` term, ``gather_hbm`` for a row gather);
 * ``overhead_s`` is a fixed per-op cost (launch, pipeline fill, DMA set-up).
 
 Takeaway: a head dimension of 64 on a 256x256 MXU (v6e, Ironwood, TPU 8t/8i) uses a
@@ -17,7 +17,7 @@ quarter of it, on a 128x128 MXU (v4, v5e, v5p) half; ``OpCost.mxu_utilization``
 reports the fraction. Worked example (``ideal=True``, the roofline): an 8192^3 bf16
 matmul on Ironwood is ``2 * 8192**3 / 2307e12 = 477 us`` of compute against
 ``3 * 2 * 8192**2 / 7380e9 = 55 us`` of HBM traffic, so it is compute-bound; with
-Ironwood's terms (0.83, shape 8192 / 8448) the compute is 592 us.
+the shipped terms (``mxu`` 0.8235, shape 8192 / 8448) the compute is 597 us.
 
 Everything here is a pure function of the chip spec: no simulation state.
 """

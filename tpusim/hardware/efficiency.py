@@ -25,8 +25,8 @@ rate, v5p's 32 times, so the same elementwise and quantization work costs Ironwo
 larger share of its step, which is why whole-model MFU falls from v5p to Ironwood, and
 why fp8 gains much less than its 2x peak.
 
-Worked example: an 8192^3 bf16 matmul on Ironwood (``mxu = 0.74``,
-``rows_half_tiles = 1``) runs at ``2307e12 * 0.74 * 8192 / (8192 + 256) = 1656
+Worked example: an 8192^3 bf16 matmul on Ironwood (the shipped ``mxu = 0.8235``,
+``rows_half_tiles = 1``) runs at ``2307e12 * 0.8235 * 8192 / (8192 + 256) = 1842
 TFLOP/s``.
 
 :data:`IDEAL` is the roofline itself (every term 1, no shape term, no vector bound);
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tpusim.config.chip import ChipSpec
-from tpusim.config.cost_terms import CostTerms, shared_terms
+from tpusim.config.cost_terms import shared_terms
 
 EIGHT_BIT = frozenset({"fp8", "int8"})
 """Dtypes MaxText quantizes on the fly (activations and weights stay bf16 in HBM)."""
@@ -82,14 +82,15 @@ IDEAL = EfficiencyTerms()
 """The roofline: every term 1, no shape term, no vector bound."""
 
 
-def chip_terms(chip: ChipSpec, shared: CostTerms | None = None) -> EfficiencyTerms:
-    """The terms ``chip`` runs at: the shared ones (``shared``, default the shipped
-    ``configs/cost_terms.yaml``) where its ``efficiency:`` block does not set them;
-    :data:`IDEAL` for a chip without the block."""
+def chip_terms(chip: ChipSpec) -> EfficiencyTerms:
+    """The terms ``chip`` runs at: the shipped shared ones (``configs/cost_terms.yaml``;
+    :func:`~tpusim.config.cost_terms.with_terms` sets others on a chip) where its
+    ``efficiency:`` block does not set them; :data:`IDEAL` for a chip without the
+    block."""
     spec = chip.efficiency
     if spec is None:
         return IDEAL
-    base = shared or shared_terms()
+    base = shared_terms()
 
     def own(value: float | None, default: float) -> float:
         return default if value is None else value

@@ -132,7 +132,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
     missing = [name for name in wanted if name not in available]
     if "context" in mesh and not _context_role(available):
         missing.append("context_axis")
-    if any(r not in ("data", "fsdp") for r in dcn_mesh(spec)) and spec.num_slices > 1:
+    if spec.num_slices > 1 and any(r not in ("data", "fsdp") for r in dcn_mesh(spec)):
         missing.append("num_slices")  # pipeline, tensor or context over DCN: not modelled
     fields.update({k: v for k, v in wanted.items() if k in available})
     return Translation(fields, tuple(missing))
