@@ -1,5 +1,7 @@
 """How to extend: a network fidelity added from this file alone, through the registry,
-reaches run_collective, the CLI's --fidelity, scenarios and the option checks.
+reaches run_collective, the CLI's --fidelity, scenarios and the option checks; its own
+option (``per_hop_overhead``, a time with a unit) is read from a scenario's ``network:``
+tree and from a command-line flag generated from its options model, help included.
 
 The toy is store-and-forward without contention: a flow crosses its route one hop at
 a time, each hop taking the whole message's serialisation ``V / W`` plus the hop
@@ -21,6 +23,7 @@ from pydantic import Field
 from tpusim.cli import main
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config import load_system
+from tpusim.config.types import Time
 from tpusim.engine import CollectiveOptions, simulate_collective
 from tpusim.network import NETWORKS, BackendOptions, Network, NetworkBackend, NetworkSettings
 from tpusim.network.base import FlowBatch
@@ -36,10 +39,15 @@ ici: {link_bandwidth: 50 GB/s, hop_latency: 2 us}
 """
 
 
-class StoreForwardOptions(BackendOptions):
-    """``per_hop_overhead_s``: time each hop adds to a message (s, >= 0)."""
+#: The option's help, as its generated flag shows it.
+OVERHEAD_HELP = "time each hop adds to a message, e.g. 1us"
 
-    per_hop_overhead_s: float = Field(0.0, ge=0)
+
+class StoreForwardOptions(BackendOptions):
+    """``per_hop_overhead_s``: time each hop adds to a message (s, >= 0), written
+    ``per_hop_overhead: 1 us`` in YAML and ``--store-forward-per-hop-overhead 1us``."""
+
+    per_hop_overhead_s: Time = Field(0.0, alias="per_hop_overhead", description=OVERHEAD_HELP)
 
 
 class StoreForwardNetwork(Network):
@@ -149,9 +157,10 @@ def test_a_scenario_runs_at_it(system_file, tmp_path):
     from tpusim.study.scenario import Scenario
 
     path = tmp_path / "toy.yaml"
+    workload = "  - {name: g, kind: collective, op: all-to-all, bytes: 8 MiB, algorithm: direct}\n"
     path.write_text(
-        f"name: toy\nfidelity: {NAME}\nsystems: [{system_file}]\nworkloads:\n"
-        "  - {name: g, kind: collective, op: all-to-all, bytes: 8 MiB, algorithm: direct}\n"
+        f"name: toy\nnetwork: {{fidelity: {NAME}}}\nsystems: [{system_file}]\n"
+        f"workloads:\n{workload}"
     )
     run = run_scenario(Scenario(path), RunOptions(quiet=True, jobs=1))
     (row,) = run.rows
@@ -164,9 +173,60 @@ def test_a_scenario_runs_at_it(system_file, tmp_path):
         direct, _ = simulate_collective(system, "all-to-all", 8 * 2**20, options)
         assert (row["time_s"] == pytest.approx(direct.time_s, rel=1e-12)) == (fidelity == NAME)
     # a tolerance belongs to the flow fidelity: a scenario giving it to the toy is refused
-    path.write_text(path.read_text().replace("name: toy\n", "name: toy\nflow_tolerance: 0.1\n"))
-    with pytest.raises(Exception, match="takes no tolerance"):
+    path.write_text(path.read_text().replace(f"{NAME}}}", f"{NAME}, tolerance: 0.1}}"))
+    with pytest.raises(
+        Exception,
+        match=r"toy.yaml:2 network\.tolerance: the store-forward "
+        r"fidelity has no option 'tolerance' \(its options: per_hop_overhead\)",
+    ):
         Scenario(path)
+
+
+def test_its_option_is_set_from_a_scenario_tree(system_file, tmp_path):
+    """``network: {fidelity: store-forward, per_hop_overhead: 1 us}``: a direct all-to-all
+    on the 8-ring ends with its farthest flows (4 hops), so the overhead adds 4 o to the
+    time it takes without one (the on-chip work is the same)."""
+    from tpusim.study.options import RunOptions
+    from tpusim.study.runner import run_scenario
+    from tpusim.study.scenario import Scenario, ScenarioSpec
+
+    def time_s(overhead: str) -> tuple[float, ScenarioSpec]:
+        path = tmp_path / "toy.yaml"
+        path.write_text(
+            f"name: toy\nnetwork: {{fidelity: {NAME}, per_hop_overhead: {overhead}}}\n"
+            f"systems: [{system_file}]\nworkloads:\n  - {{name: g, kind: collective, "
+            "op: all-to-all, bytes: 8 MiB, algorithm: direct}\n"
+        )
+        scenario = Scenario(path)
+        (row,) = run_scenario(scenario, RunOptions(quiet=True, jobs=1)).rows
+        return row["time_s"], scenario.spec
+
+    with_s, spec = time_s("1 us")
+    assert spec.network.option("per_hop_overhead_s") == 1e-6
+    tree = spec.model_dump(mode="json")["network"]
+    assert tree == {"fidelity": NAME, "per_hop_overhead": 1e-6}
+    assert with_s - time_s("0 s")[0] == pytest.approx(4 * 1e-6, rel=1e-9)
+
+
+def test_its_option_is_a_generated_flag(system_file, capsys):
+    """``--store-forward-per-hop-overhead`` exists because the toy registered, takes a
+    time with a unit, shows the field's description as its help, and is refused with
+    another fidelity."""
+    argv = ["collective", str(system_file), "--op", "collective-permute", "--pairs", "0:4"]
+    argv += ["--bytes", "1MiB", "--algorithm", "direct", "--engine", "none", "--json"]
+    flag = "--store-forward-per-hop-overhead"
+    assert main([*argv, "--fidelity", NAME, flag, "2us"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["time_s"] == pytest.approx(4 * (2**20 / W + A + 2e-6), rel=1e-9)
+    with pytest.raises(SystemExit):
+        main(["collective", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"{flag} PER_HOP_OVERHEAD store-forward fidelity: {OVERHEAD_HELP}" in help_text
+    assert main([*argv, flag, "2us"]) == 2  # the default fidelity is flow
+    assert f"{flag} only applies to --fidelity {NAME}" in capsys.readouterr().err
+    assert main([*argv, "--fidelity", NAME, flag, "2 parsec"]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} 2 parsec:" in err and len(err.splitlines()) == 1
 
 
 def test_unknown_fidelities_name_the_registered_ones():

@@ -162,7 +162,17 @@ workloads:
             " sweep: {bytes: {from: 1 KiB, to: 1 MiB, factor: 1}}}\n",
             r"sweep\.bytes: .*a range takes from, to and factor \(factor: Input should be greater",
         ),
-        (BASE + "flow_tolerance: 1.5\n", "flow_tolerance"),
+        (
+            BASE + "network: {fidelity: flow, tolerance: 1.5}\n",
+            r"s\.yaml:5 network\.tolerance: must be at least 0 and below 1, got 1\.5",
+        ),
+        (
+            BASE + "network: {fidelity: packet, tolerance: 0.1}\n",
+            r"network\.tolerance: the packet fidelity has no option 'tolerance' \(its options: "
+            r"packet_bytes\); tolerance belongs to flow",
+        ),
+        (BASE + "network: {fidelity: fluid}\n", r"network\.fidelity: unknown network fidelity"),
+        (BASE + "network: {fidelity: packet, packet_bytes: 1 parsec}\n", "network.packet_bytes"),
         (
             BASE + "  - {name: d, kind: decode_step, layers: 1, d_model: 64, d_ff: 128, heads: 2,"
             " head_dim: 32, batch: 1, context: 16, mesh: {a: auto, b: auto}}\n",

@@ -18,6 +18,7 @@ from tpusim.cli.console import (
     INTERRUPTED_EXIT_CODE,
     drop_stdout,
     interrupts_handled,
+    one_line_warnings,
     raised_by_print,
 )
 from tpusim.errors import InputError, TpusimError
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     disk) is an error on one line, exit 2; running out of memory is one line, exit 1.
     """
     try:
-        with interrupts_handled():
+        with interrupts_handled(), one_line_warnings():
             words = sys.argv[1:] if argv is None else list(argv)
             parser = build_parser(modules_for(words))
             args = parser.parse_args(words)

@@ -8,17 +8,15 @@ from typing import TYPE_CHECKING, Any
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import (
-    add_fidelity,
-    add_flow_tolerance,
     add_max_points,
     axes_flag,
     check_network_work,
-    network_flags,
     pairs_flag,
     size_flag,
     size_in_binary,
     sweep_sizes,
 )
+from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.config import load_system
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError
@@ -37,10 +35,7 @@ def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
         raise InputError("give --axes or --chips, not both")
     if args.chips is not None and args.chips < 1:
         raise InputError(f"--chips {args.chips}: must be >= 1")
-    packet = None if args.packet_bytes is None else size_flag(args.packet_bytes, "--packet-bytes")
-    network = network_flags(
-        args.fidelity, {"--flow-tolerance": args.flow_tolerance, "--packet-bytes": packet}
-    )
+    network = network_of(args)
     faults, routing, seed = fault_options(args)
     return CollectiveOptions(
         axes=axes_flag(args.axes) or (),
@@ -202,7 +197,7 @@ def _add_collective(sub: Any) -> None:
         default="auto",
         help="auto (default): the fastest predicted under the cost model",
     )
-    add_fidelity(p)
+    add_network_flags(p)
     p.add_argument(
         "--engine",
         choices=ENGINE_CHOICES,
@@ -216,10 +211,8 @@ def _add_collective(sub: Any) -> None:
         help="reduce on the TensorCore (turns the CAE/SparseCore offload off)",
     )
     p.add_argument("--pairs", help="collective-permute chip pairs SRC:DST[,SRC:DST...]")
-    p.add_argument("--packet-bytes", help="packet size for --fidelity packet (default 64KiB)")
     p.add_argument("--links-csv", help="write the per-link table to this CSV file")
     p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
-    add_flow_tolerance(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr (sweeps)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_max_points(p, "sizes of --sweep-bytes", MAX_SWEEP_POINTS)

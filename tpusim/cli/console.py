@@ -22,6 +22,7 @@ __all__ = [
     "PRINTING_MODULES",
     "drop_stdout",
     "interrupts_handled",
+    "one_line_warnings",
     "raised_by_print",
 ]
 
@@ -58,6 +59,27 @@ def interrupts_handled() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Warnings shown while a command runs (a deprecated scenario key) as one
+    ``tpusim: warning: ...`` line each on stderr, each at most once per command."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", FutureWarning)
+        warnings.showwarning = _show_warning
+        yield
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    print(f"tpusim: warning: {message}", file=sys.stderr)
 
 
 def _first_interrupt(signum: int, frame: Any) -> None:

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from tpusim import units
-from tpusim.cli.flags import check_network_work, fidelities, size_flag
+from tpusim.cli.flags import check_network_work, size_flag
 from tpusim.config.faults import ROUTINGS, FaultPlan, Routing, load_faults, plan_flags
 from tpusim.errors import InputError
+from tpusim.network import NETWORKS
 from tpusim.vocabulary import OPS, Op
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--fail-links", default="0:16", help="LOW:HIGH failed links (default 0:16)")
     p.add_argument("--trials", type=int, default=20, help="trials per count (default 20)")
     p.add_argument("--seed", type=int, default=1, help="seed of the trials (default 1)")
-    p.add_argument("--fidelity", choices=fidelities(), default="analytic")
+    p.add_argument("--fidelity", choices=NETWORKS.names(), default="analytic")
     p.add_argument("--routing", choices=ROUTINGS, default="minimal")
     p.add_argument("--out", help="folder for faults.csv and the degradation curve faults.png")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from tpusim import units
 from tpusim.config.limits import (
@@ -23,14 +23,14 @@ from tpusim.errors import InputError
 
 if TYPE_CHECKING:
     from tpusim.engine import CollectiveOptions
-    from tpusim.network import NetworkSettings
+
+#: The subcommand parsers each command module's ``add_parsers`` adds its commands to.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 __all__ = [
+    "Subparsers",
     "axes_flag",
     "check_network_work",
-    "fidelities",
-    "flow_tolerance_flag",
-    "network_flags",
     "pairs_flag",
     "path_flag",
     "plot_flag",
@@ -58,17 +58,6 @@ def size_in_binary(text: str | None) -> bool:
     echoed in them; decimal units (``MB``) and plain byte counts echo in decimal. For
     ``LOW:HIGH``, LOW's unit."""
     return "i" in (text or "").partition(":")[0]
-
-
-def flow_tolerance_flag(text: str) -> float:
-    """``--flow-tolerance``: a relative tolerance, 0 <= value < 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number such as 0.01, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
-    return value
 
 
 def sweep_sizes(text: str, max_points: int = MAX_SWEEP_POINTS) -> list[float]:
@@ -168,57 +157,6 @@ def positive_flag(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
-
-
-def fidelities() -> tuple[str, ...]:
-    """The registered network fidelities (``--fidelity`` choices)."""
-    from tpusim.network import NETWORKS
-
-    return NETWORKS.names()
-
-
-def add_fidelity(p: argparse.ArgumentParser) -> None:
-    from tpusim.network import NETWORKS
-
-    models = ", ".join(f"{name} ({backend.description})" for name, backend in NETWORKS.items())
-    p.add_argument(
-        "--fidelity", choices=fidelities(), default="flow", help=f"network model: {models}"
-    )
-
-
-#: Each network-option flag and the backend option it sets.
-NETWORK_FLAGS = {"--flow-tolerance": "tolerance", "--packet-bytes": "packet_bytes"}
-
-
-def network_flags(fidelity: str, given: dict[str, object]) -> NetworkSettings:
-    """The network settings of ``--fidelity`` and the option flags ``given`` (flag ->
-    value, None when not given); a flag for an option the fidelity does not own is an
-    error naming the fidelities that own it."""
-    from tpusim.network import NETWORKS, NetworkSettings
-
-    options: dict[str, Any] = {}
-    for flag, value in given.items():
-        if value is None:
-            continue
-        option = NETWORK_FLAGS[flag]
-        if option not in NETWORKS.get(fidelity).options.model_fields:
-            owners = [n for n, b in NETWORKS.items() if option in b.options.model_fields]
-            raise InputError(f"{flag} only applies to --fidelity {' or '.join(owners)}")
-        options[option] = value
-    try:
-        return NetworkSettings.of(fidelity, **options)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-
-
-def add_flow_tolerance(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--flow-tolerance",
-        type=flow_tolerance_flag,
-        help="flow fidelity: max-min rates solved to this relative tolerance and flows "
-        "finishing within it retired together (default 0.01; 0 is exact; a scenario's "
-        "flow_tolerance: is the same setting)",
-    )
 
 
 def add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) -> None:

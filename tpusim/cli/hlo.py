@@ -8,11 +8,7 @@ from typing import Any
 
 from tpusim import units
 from tpusim.cli.console import print_json
-from tpusim.cli.flags import (
-    add_fidelity,
-    add_flow_tolerance,
-    network_flags,
-)
+from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.errors import InputError
 from tpusim.workloads.hlo import hlo_summary
 
@@ -24,7 +20,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         raise InputError(
             f"--device-chips {args.device_chips}: expected chip ids like 0,1,16,17"
         ) from None
-    network = network_flags(args.fidelity, {"--flow-tolerance": args.flow_tolerance})
+    network = network_of(args)
     system, file = _hlo_target(args)
     record = hlo_summary(file, system, network, order, args.calibration)
     if record["unknown_ops"]:
@@ -68,13 +64,12 @@ def _add_hlo_parser(sub: Any) -> None:
         "takes it",
     )
     p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
-    add_fidelity(p)
+    add_network_flags(p)
     p.add_argument(
         "--device-chips",
         help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
     )
     p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
-    add_flow_tolerance(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_hlo)
 

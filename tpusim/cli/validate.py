@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tpusim.cli.flags import fidelities
 from tpusim.errors import InputError
+from tpusim.network import NETWORKS
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
@@ -55,7 +55,7 @@ def add_parsers(sub: Any) -> None:
 def _fidelity(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fidelity",
-        choices=fidelities(),
+        choices=NETWORKS.names(),
         default="flow",
         help="network model (default %(default)s; packet refuses cases over its limits)",
     )

@@ -17,11 +17,13 @@ from tpusim.network.backends import (
     NetworkBackend,
     NetworkSettings,
     make_network,
+    option_keys,
 )
 from tpusim.network.base import FlowBatch, Network
 from tpusim.network.fidelities import ANALYTIC, FLOW, PACKET, FlowOptions, PacketOptions
 from tpusim.network.flow import FlowNetwork, max_min_rates
 from tpusim.network.packet import DEFAULT_PACKET_BYTES, PacketNetwork
+from tpusim.network.tree import NetworkTree, network_tree, tree_of
 
 __all__ = [
     "DEFAULT_PACKET_BYTES",
@@ -35,10 +37,14 @@ __all__ = [
     "Network",
     "NetworkBackend",
     "NetworkSettings",
+    "NetworkTree",
     "PacketNetwork",
     "PacketOptions",
     "make_network",
     "max_min_rates",
+    "network_tree",
+    "option_keys",
+    "tree_of",
 ]
 
 NETWORKS.register_all([("analytic", ANALYTIC), ("flow", FLOW), ("packet", PACKET)])

@@ -6,11 +6,11 @@ options it owns (a pydantic model: ``tolerance`` for ``flow``, ``packet_bytes`` 
 flows off a link that fails mid-run, what it refuses as too large to simulate).
 
 A run names its backend and that backend's options once, in a :class:`NetworkSettings`
-made where the run is described (the CLI's flags, a scenario's ``fidelity:`` and
-``flow_tolerance:``, a Python caller); the settings travel unchanged to
-:func:`make_network`, the one place a network is built. A new fidelity is a
-:class:`~tpusim.network.base.Network` subclass and one ``NETWORKS.register`` call
-(the shipped three are registered in :mod:`tpusim.network`).
+made where the run is described (the CLI's flags, generated from the options models;
+a scenario's ``network:`` tree, :mod:`tpusim.network.tree`; a Python caller); the
+settings travel unchanged to :func:`make_network`, the one place a network is built.
+A new fidelity is a :class:`~tpusim.network.base.Network` subclass and one
+``NETWORKS.register`` call (the shipped three are registered in :mod:`tpusim.network`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,22 @@ __all__ = [
     "NetworkBackend",
     "NetworkSettings",
     "make_network",
+    "option_keys",
 ]
 
 
 class BackendOptions(BaseModel):
     """A backend's own options (none here): frozen, no unknown keys, finite numbers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True
+    )
+
+
+def option_keys(options: type[BackendOptions]) -> dict[str, str]:
+    """Each key of an options model as YAML and flags write it (a field's alias, else
+    its name) -> the field's name."""
+    return {(info.alias or name): name for name, info in options.model_fields.items()}
 
 
 def _no_work_limit(
@@ -115,10 +124,10 @@ class NetworkSettings:
         own or a bad value, naming them."""
         backend = NETWORKS.get(fidelity)
         chosen = {name: value for name, value in given.items() if value is not None}
-        owned = tuple(backend.options.model_fields)
+        keys = option_keys(backend.options)
         for name in chosen:
-            if name not in owned:
-                known = ", ".join(owned) or "none"
+            if name not in keys and name not in keys.values():
+                known = ", ".join(keys) or "none"
                 raise ValueError(
                     f"the {fidelity} fidelity has no option '{name}' (its options: {known})"
                 )

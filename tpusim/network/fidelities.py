@@ -14,9 +14,12 @@
 
 from __future__ import annotations
 
-import simpy
-from pydantic import Field
+from typing import Annotated
 
+import simpy
+from pydantic import AfterValidator, BeforeValidator, Field
+
+from tpusim import units
 from tpusim.config.limits import packet_work_problem
 from tpusim.network.analytic import AnalyticNetwork
 from tpusim.network.backends import BackendOptions, NetworkBackend
@@ -28,17 +31,54 @@ from tpusim.topology import Topology
 __all__ = ["ANALYTIC", "FLOW", "PACKET", "FlowOptions", "PacketOptions"]
 
 
+def _number(value: object) -> object:
+    """A tolerance written as text (a flag's value) as a number."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"expected a number such as 0.01, got {value!r}") from None
+
+
+def _below_one(value: float) -> float:
+    if not 0 <= value < 1:
+        raise ValueError(f"must be at least 0 and below 1, got {value:g}")
+    return value
+
+
+#: A relative tolerance: 0 <= value < 1 (0 is exact).
+Tolerance = Annotated[float, BeforeValidator(_number), AfterValidator(_below_one)]
+
+
+def _size(value: object) -> object:
+    """A size with a unit (``64KiB``) or a plain number of bytes."""
+    if isinstance(value, str):
+        return units.parse(value, "bytes")
+    return value
+
+
+#: A packet's payload (bytes, > 0): a number or a size with a unit.
+PacketBytes = Annotated[float, BeforeValidator(_size), Field(gt=0)]
+
+
 class FlowOptions(BackendOptions):
     """``tolerance``: max-min rates solved to it and flows finishing within it retired
     together (dimensionless, 0 <= value < 1; 0 is exact; None: 1% each)."""
 
-    tolerance: float | None = Field(None, ge=0, lt=1)
+    tolerance: Tolerance | None = Field(
+        None,
+        description="max-min rates solved to this relative tolerance and flows finishing "
+        "within it retired together (default 0.01; 0 is exact)",
+    )
 
 
 class PacketOptions(BackendOptions):
     """``packet_bytes``: the payload of one packet (bytes, > 0; default 64 KiB)."""
 
-    packet_bytes: float = Field(DEFAULT_PACKET_BYTES, gt=0)
+    packet_bytes: PacketBytes = Field(
+        DEFAULT_PACKET_BYTES, description="the payload of one packet, e.g. 64KiB"
+    )
 
 
 def _analytic(

@@ -136,13 +136,19 @@ def _provenance(outputs: Outputs) -> str:
         ("scenario", resolved.get("name", "")),
         ("description", resolved.get("description", "")),
         ("written (UTC)", dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")),
-        ("fidelity", resolved.get("fidelity", "")),
-        ("flow tolerance", resolved.get("flow_tolerance")),
+        *_network_rows(resolved.get("network")),
         ("systems", ", ".join(_system_names(outputs))),
         ("workload points x systems", len(run.records)),
         ("simulated in (s)", round(run.wall_s, 1)),
     ]
     return table_html("provenance", ("item", "value"), rows)
+
+
+def _network_rows(network: object) -> list[tuple[str, object]]:
+    """The network tree of a resolved scenario: its fidelity, then each of its options."""
+    tree = network if isinstance(network, dict) else {}
+    rows: list[tuple[str, object]] = [("fidelity", tree.get("fidelity", ""))]
+    return rows + [(f"network {k}", v) for k, v in tree.items() if k != "fidelity"]
 
 
 def _system_names(outputs: Outputs) -> list[str]:

@@ -6,8 +6,9 @@ replicas or a prefill/decode split, the KV tier and the scheduler's limits,
 speculative decoding, a shared prefix), the request stream (an open loop at a
 ``rate``, a closed loop of ``concurrency`` clients, or a ``trace``; token counts,
 seed) and the capacity search at an SLO (times with units: ``2 s``, ``50 ms``).
-:class:`ServeOptions` adds where it runs: the network fidelity and flow tolerance and
-the economics (all-in W and USD per chip-hour), which a scenario takes from its
+:class:`ServeOptions` adds where it runs: the network (a
+:class:`~tpusim.network.NetworkSettings`, read as the tree of :mod:`tpusim.network.tree`)
+and the economics (all-in W and USD per chip-hour), which a scenario takes from its
 system. Every value is checked here; what needs the loaded deployment (the context,
 the cache, the expert-parallel degree) is checked by :func:`~tpusim.serving.run.serve`
 and raised as an :class:`~tpusim.serving.option_error.OptionError` naming the field.
@@ -19,12 +20,10 @@ name) in its ``mentions``: the error context's ``mentions`` of a validation erro
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
-    BeforeValidator,
     Field,
-    PlainSerializer,
     PositiveFloat,
     PositiveInt,
     ValidationError,
@@ -39,13 +38,20 @@ from tpusim.config.limits import (
     MAX_PRICE_PER_CHIP_HOUR_USD,
 )
 from tpusim.config.types import Frozen, Time
-from tpusim.network import FidelityName, NetworkSettings
+from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
 from tpusim.serving.metrics import Slo
+from tpusim.serving.option_types import (
+    TOKENS_HELP,
+    Rate,
+    Split,
+    TokenCountValue,
+    stream_span_problem,
+    within,
+)
 from tpusim.serving.requests import (
     BURSTINESS_RANGE,
     MAX_REQUESTS,
-    MAX_STREAM_SPAN_S,
     MAX_TOKEN_COUNT,
     TokenCount,
     parse_token_count,
@@ -68,53 +74,6 @@ DEFAULT_RATE_PER_S = 1.0
 #: Most draft tokens per decode iteration (a limit: speculative decoding proposes a
 #: handful; vLLM's examples use 1-10).
 MAX_DRAFT_TOKENS = 64
-#: Largest prefill or decode replica count of a split (a limit, far above any pod).
-MAX_SPLIT_REPLICAS = 2**20
-
-
-def parse_split(value: Any) -> Any:
-    """``P:D`` text as (prefill, decode) replicas, whole numbers >= 1 (a pair passes
-    through). Raises ValueError."""
-    if not isinstance(value, str):
-        return value
-    parts = value.split(":")
-    if len(parts) != 2 or not all(p.isdigit() and 1 <= int(p) <= MAX_SPLIT_REPLICAS for p in parts):
-        raise ValueError(f"expected P:D, whole numbers >= 1, got {value!r}")
-    return int(parts[0]), int(parts[1])
-
-
-#: Prefill and decode replicas, written ``P:D``.
-Split = Annotated[
-    tuple[PositiveInt, PositiveInt],
-    BeforeValidator(parse_split),
-    PlainSerializer(lambda pair: f"{pair[0]}:{pair[1]}", return_type=str),
-]
-#: A request rate (requests/s): finite > 0, or ``.inf`` (every request at once).
-Rate = Annotated[float, Field(allow_inf_nan=True)]
-#: A token count as given: a whole number, or a distribution as a mapping or YAML text
-#: (see :mod:`tpusim.serving.requests`).
-TokenCountValue = int | str | dict[str, Any]
-
-
-def _within(value: float, lo: float, hi: float) -> float:
-    """``value`` if ``lo <= value <= hi``; raises ValueError saying the range."""
-    if not lo <= value <= hi:
-        raise ValueError(f"must be {lo:g} to {hi:g}, got {value:g}")
-    return value
-
-
-def stream_span_problem(rate_per_s: float, requests: int) -> str | None:
-    """Why an open loop at ``rate_per_s`` of ``requests`` requests cannot be simulated
-    (it spans more than MAX_STREAM_SPAN_S), or None: the limit ``rate`` and every rate
-    of a ``--rates`` curve obey."""
-    if requests / rate_per_s > MAX_STREAM_SPAN_S:
-        return (
-            f"{rate_per_s:g} req/s spreads {requests} requests over more than "
-            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
-        )
-    return None
-
-
 #: A problem: its message and the options it mentions (field names).
 Problem = tuple[str, tuple[str, ...]]
 
@@ -133,39 +92,71 @@ def _located(field: str, problem: Problem) -> ValidationError:
 
 class ServeSpec(Frozen):
     """The user's choices of a serving run (see the module docstring): each field is
-    a ``kind: serving`` key and is set by a ``tpusim serve`` flag (:mod:`tpusim.cli.serve`
-    names them). Raises ValidationError naming the field to blame."""
+    a ``kind: serving`` key and is set by a ``tpusim serve`` flag generated from it
+    (:mod:`tpusim.cli.model_flags`: the description is the flag's help). Raises
+    ValidationError naming the field to blame."""
 
-    model: str
+    model: str = Field(description="model preset name or YAML path")
     tp: PositiveInt | None = Field(None, description="tensor-parallel degree")
     ep: PositiveInt | None = Field(None, description="expert-parallel degree (MoE)")
-    chips: PositiveInt | None = Field(None, description="chips per replica (None: fewest)")
-    replicas: PositiveInt = 1
-    dtype: Dtype = "bf16"
-    kv_cache: Literal["hbm", "sram", "tiered"] = "hbm"
-    rate: Rate | None = Field(None, description="requests/s (None: 1); .inf: all at once")
-    concurrency: PositiveInt | None = Field(None, description="closed loop of N clients")
-    arrival: Literal["poisson", "gamma"] = "poisson"
+    chips: PositiveInt | None = Field(None, description="chips per replica (default: fewest)")
+    replicas: PositiveInt = Field(1, description="model replicas")
+    dtype: Dtype = Field("bf16", description="weights, activations and KV")
+    kv_cache: Literal["hbm", "sram", "tiered"] = Field(
+        "hbm", description="KV cache tier (tiered: SRAM first, then HBM)"
+    )
+    rate: Rate | None = Field(
+        None, description="requests/s (default 1; inf: every request at once)"
+    )
+    concurrency: PositiveInt | None = Field(
+        None, description="a closed loop of N clients (vLLM's benchmark --max-concurrency)"
+    )
+    arrival: Literal["poisson", "gamma"] = Field("poisson", description="arrival process")
     burstiness: PositiveFloat = Field(1.0, description="gamma arrivals' CV")
-    requests: int = DEFAULT_REQUESTS
-    prompt_tokens: TokenCountValue = DEFAULT_PROMPT_TOKENS
-    output_tokens: TokenCountValue = DEFAULT_OUTPUT_TOKENS
+    requests: int = Field(DEFAULT_REQUESTS, description="requests in the stream")
+    prompt_tokens: TokenCountValue = Field(DEFAULT_PROMPT_TOKENS, description=TOKENS_HELP)
+    output_tokens: TokenCountValue = Field(DEFAULT_OUTPUT_TOKENS, description=TOKENS_HELP)
     seed: int = Field(0, description="seeds arrivals and token counts")
     block_size: PositiveInt = Field(
         DEFAULT_BLOCK_SIZE, le=MAX_BLOCK_SIZE, description="tokens per KV block"
     )
     max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="tokens per iteration")
-    max_sequences: PositiveInt = Field(DEFAULT_MAX_SEQUENCES, description="per iteration")
-    disaggregate: Split | None = Field(None, description="P:D prefill and decode replicas")
-    server: str = Field(DEFAULT_SERVER, description="server profile (name or YAML path)")
-    async_scheduling: bool | None = Field(None, description="None: the server profile's")
-    overheads: bool = True
+    max_sequences: PositiveInt = Field(
+        DEFAULT_MAX_SEQUENCES,
+        description="sequences per iteration",
+        json_schema_extra={"flag": "max-seqs"},
+    )
+    disaggregate: Split | None = Field(
+        None,
+        description="P prefill and D decode replicas, KV moved over the network "
+        "(replaces replicas)",
+    )
+    server: str = Field(
+        DEFAULT_SERVER, description="server profile: shipped name or YAML path (configs/servers/)"
+    )
+    async_scheduling: bool | None = Field(
+        None,
+        description="off: the host schedules between iterations, adding its time to each "
+        "(default: the server profile's scheduling mode)",
+        json_schema_extra={"flag": "no-async-scheduling"},
+    )
+    overheads: bool = Field(
+        True,
+        description="off: iteration time from the chip and network alone (no host, HBM "
+        "efficiency, sampler)",
+    )
     prefix_tokens: int = Field(0, description="shared prompt prefix in the prefix cache")
     prefix_hit_rate: float = Field(0.0, description="fraction of requests sharing it")
     draft_tokens: int = Field(0, description="speculative decoding: drafts per iteration")
-    acceptance: float = Field(0.0, description="speculative decoding: acceptance rate")
-    expert_imbalance: float = Field(1.0, description="MoE: busiest rank's load over the mean")
-    find_capacity: bool = False
+    acceptance: float = Field(
+        0.0,
+        description="speculative decoding: each draft accepted with this probability",
+        json_schema_extra={"flag": "acceptance-rate"},
+    )
+    expert_imbalance: float = Field(
+        1.0, description="MoE: busiest expert-parallel rank's routed tokens over the mean"
+    )
+    find_capacity: bool = Field(False, description="bisect the rate to the SLO")
     slo_ttft: Time | None = Field(None, description="p99 time-to-first-token SLO (s)")
     slo_tpot: Time | None = Field(None, description="p99 time-per-output-token SLO (s)")
     trace: str | None = Field(None, description="CSV of arrival_s,prompt_tokens,output_tokens")
@@ -198,7 +189,7 @@ class ServeSpec(Frozen):
     @field_validator("burstiness")
     @classmethod
     def _burstiness(cls, value: float) -> float:
-        return _within(value, *BURSTINESS_RANGE)
+        return within(value, *BURSTINESS_RANGE)
 
     @field_validator("rate")
     @classmethod
@@ -223,7 +214,7 @@ class ServeSpec(Frozen):
     @field_validator("prefix_hit_rate", "acceptance")
     @classmethod
     def _fraction(cls, value: float) -> float:
-        return _within(value, 0.0, 1.0)
+        return within(value, 0.0, 1.0)
 
     @field_validator("draft_tokens")
     @classmethod
@@ -328,30 +319,29 @@ class ServeSpec(Frozen):
 
 
 class ServeOptions(ServeSpec):
-    """:class:`ServeSpec` and where it runs: the network ``fidelity`` and
-    ``flow_tolerance`` of the iteration costs, and the all-in power per chip (W) and
+    """:class:`ServeSpec` and where it runs: the ``network`` of the iteration costs (its
+    fidelity and that fidelity's options, taken whole), and the all-in power per chip (W) and
     price per chip-hour (USD) of the energy and cost per million tokens."""
 
-    fidelity: FidelityName = "flow"
-    flow_tolerance: float | None = Field(None, ge=0, lt=1)
-    power_per_chip_W: PositiveFloat | None = Field(None, le=MAX_POWER_PER_CHIP_W)
-    price_per_chip_hour_usd: PositiveFloat | None = Field(None, le=MAX_PRICE_PER_CHIP_HOUR_USD)
-
-    @model_validator(mode="after")
-    def _network_known(self) -> ServeOptions:
-        self.network()  # a tolerance at a fidelity without one is an error here
-        return self
-
-    def network(self) -> NetworkSettings:
-        """The network settings of ``fidelity`` and, for flow, ``flow_tolerance``."""
-        return NetworkSettings.of(self.fidelity, tolerance=self.flow_tolerance)
+    network: NetworkTree = Field(
+        default_factory=NetworkSettings, description="network fidelity and its options"
+    )
+    power_per_chip_W: PositiveFloat | None = Field(
+        None, le=MAX_POWER_PER_CHIP_W, alias="power_per_chip", description="all-in W per chip"
+    )
+    price_per_chip_hour_usd: PositiveFloat | None = Field(
+        None,
+        le=MAX_PRICE_PER_CHIP_HOUR_USD,
+        alias="price_per_chip_hour",
+        description="USD per chip-hour",
+    )
 
     def deployment(self, system: str | System) -> Deployment:
         """The :class:`~tpusim.serving.service.Deployment` of these options on
         ``system`` (a shipped name, a YAML path or a loaded system)."""
         self.check_kv_tier(system)
         chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
-        return Deployment(system=system, network=self.network(), **chosen)
+        return Deployment(system=system, network=self.network, **chosen)
 
     def check_kv_tier(self, system: str | System) -> None:
         """Raise OptionError on ``kv_cache`` when it names SRAM (``sram``, ``tiered``) and

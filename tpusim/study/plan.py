@@ -134,7 +134,7 @@ class Plan:
             system=system,
             topology=topology,
             routes=routes,
-            network=spec.network(),
+            network=spec.network,
             power_per_chip_W=spec.assumptions.power_W(chip),
             price_per_chip_hour_usd=spec.assumptions.price_usd(chip),
             file=self.file,
@@ -160,4 +160,6 @@ def plan_of(scenario: Scenario) -> Plan:
 def load_plan(source: PlanSource) -> Plan:
     """The plan of the scenario file ``source`` names, loaded again (in a worker);
     raises what loading the scenario raises."""
-    return plan_of(Scenario(source.file, source.max_points, source.fault_flags))
+    return plan_of(
+        Scenario(source.file, source.max_points, source.fault_flags, warn_deprecated=False)
+    )

@@ -3,7 +3,7 @@
 ::
 
     name: demo
-    fidelity: flow
+    network: {fidelity: flow, tolerance: 0.05}
     systems: [v5e-pod, ironwood-256]
     workloads:
       - {name: ar, kind: collective, op: all-reduce, bytes: 64 MiB,
@@ -26,8 +26,10 @@ A mesh axis of size ``auto`` takes the chips the other axes leave;
 A ``systems`` entry may also derive systems with ICI overrides and sweeps
 (:mod:`tpusim.study.systems`).
 
-Top level, besides ``systems`` and ``workloads``: ``flow_tolerance`` (see
-:func:`tpusim.network.make_network`), ``calibration`` (an overlay written by ``tpusim
+Top level, besides ``systems`` and ``workloads``: ``network`` (the fidelity and its
+own options as a tree, ``network: {fidelity: flow, tolerance: 0.05}``:
+:mod:`tpusim.network.tree`; the old flat ``fidelity:`` and ``flow_tolerance:`` still
+read, with a deprecation warning), ``calibration`` (an overlay written by ``tpusim
 calibrate``, relative to the scenario file: :mod:`tpusim.config.calibration`),
 ``assumptions`` (all-in power per chip and price per chip-hour, keyed by chip name,
 for energy and cost columns), ``plots`` (figures, on by default) and ``claims`` (the
@@ -65,7 +67,13 @@ from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
 from tpusim.results.run import ScenarioRun
 from tpusim.results.writers import Outputs
-from tpusim.study.schema import Assumptions, OneWorkload, ScenarioSpec, models_beside
+from tpusim.study.schema import (
+    Assumptions,
+    OneWorkload,
+    ScenarioSpec,
+    flat_network_read,
+    models_beside,
+)
 from tpusim.study.systems import SystemVariants, locate_scenario, variants
 from tpusim.units import format_bytes
 from tpusim.workloads import WorkloadSpec
@@ -119,11 +127,13 @@ class Scenario:
         max_points: int | None = None,
         fault_flags: FaultFlags | None = None,
         problems: list[ConfigError] | None = None,
+        warn_deprecated: bool = True,
     ):
         self.file = str(file)
         self.fault_flags: dict[str, object] = dict(fault_flags or {})
         self.problems = problems
         data, self.lines = load_yaml(file)
+        data = flat_network_read(data, self.file, self.lines, warn_deprecated)
         self.raw = models_beside(data, Path(self.file).parent)
         self.spec, self.indices = self._validated()
         #: The file's top-level mapping (it validated, so it is one).
@@ -175,7 +185,7 @@ class Scenario:
             return
         from tpusim.collectives import fewest_sends_per_chip
 
-        network = self.spec.network()
+        network = self.spec.network
         sizes = [float(getattr(run.workload, "bytes", 1)) for run in self.runs]
         named = [(getattr(run.workload, "op", None), run.workload) for run in self.runs]
         ops = {(op, getattr(w, "algorithm", None)) for op, w in named if isinstance(op, str)}

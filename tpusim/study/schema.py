@@ -8,27 +8,82 @@ cost columns; and the rewrite of workloads' ``model:`` paths relative to the fil
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
-from pydantic import (
-    Field,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from tpusim.config.chip import ChipSpec
 from tpusim.config.faults import ChipFailurePolicy, FaultList, Routing
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen, Power, Source
-from tpusim.network import NETWORKS, FidelityName, NetworkSettings
+from tpusim.config.yamlio import PathKey, line_of
+from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.study.systems import SystemVariants
 from tpusim.vocabulary import Dtype
 from tpusim.workloads import Workload
 
-__all__ = ["Assumptions", "OneWorkload", "ScenarioSpec", "models_beside"]
+__all__ = [
+    "FLAT_NETWORK_KEYS",
+    "Assumptions",
+    "DeprecatedKeyWarning",
+    "OneWorkload",
+    "ScenarioSpec",
+    "flat_network_read",
+    "models_beside",
+    "tree_from_flat",
+]
+
+#: The scenario's old flat network keys (still read, deprecated) and the key of the
+#: ``network:`` tree each became.
+FLAT_NETWORK_KEYS = {"fidelity": "fidelity", "flow_tolerance": "tolerance"}
+
+
+class DeprecatedKeyWarning(FutureWarning):
+    """A scenario key still read but replaced (shown to users, one line)."""
+
+
+def flat_network_read(
+    data: object, file: str, lines: dict[PathKey, int], warn: bool = True
+) -> object:
+    """A scenario file's ``data`` with the old flat network keys moved into its
+    ``network:`` tree, their lines kept in ``lines`` (an error names the old key's
+    line), and one DeprecatedKeyWarning naming the file, the line and the keys (unless
+    ``warn`` is false: a worker's reload). Raises ConfigError for both forms at once."""
+    old = [key for key in FLAT_NETWORK_KEYS if isinstance(data, dict) and key in data]
+    if not old:
+        return data
+    assert isinstance(data, dict)  # it has the keys
+    first = line_of(lines, (old[0],))
+    for key in old:
+        line = line_of(lines, (key,))
+        if line is not None:
+            lines.setdefault(("network", FLAT_NETWORK_KEYS[key]), line)
+            lines.setdefault(("network",), line)
+    if warn:
+        tree = ", ".join(f"{FLAT_NETWORK_KEYS[key]}: {data[key]}" for key in old)
+        message = f"{file}:{first} {' and '.join(old)}: deprecated; write network: {{{tree}}}"
+        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
+    try:
+        return tree_from_flat(data)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=file, path=old[0], line=first) from None
+
+
+def tree_from_flat(data: object) -> object:
+    """``data`` with the old flat keys (``fidelity:``, ``flow_tolerance:``) moved into
+    the ``network:`` tree; both at once is an error (ValueError)."""
+    if not isinstance(data, dict) or not FLAT_NETWORK_KEYS.keys() & data.keys():
+        return data
+    if "network" in data:
+        raise ValueError(
+            "give network: {fidelity: ..., ...} alone, without the old "
+            f"{' or '.join(k for k in FLAT_NETWORK_KEYS if k in data)}"
+        )
+    tree = {new: data[old] for old, new in FLAT_NETWORK_KEYS.items() if data.get(old) is not None}
+    kept = {key: value for key, value in data.items() if key not in FLAT_NETWORK_KEYS}
+    return kept | {"network": tree}
 
 
 class Assumptions(Frozen):
@@ -85,12 +140,12 @@ def _model_beside(workload: object, folder: Path) -> object:
 
 class ScenarioSpec(Frozen):
     """A scenario file: systems x workloads (each validated by its kind's spec class,
-    see :mod:`tpusim.workloads`), the network fidelity and what to write."""
+    see :mod:`tpusim.workloads`), the network every point runs on (a tree,
+    :mod:`tpusim.network.tree`) and what to write."""
 
     name: str
     description: str = ""
-    fidelity: FidelityName = "flow"
-    flow_tolerance: float | None = Field(None, ge=0, lt=1)
+    network: NetworkTree = Field(default_factory=NetworkSettings)
     calibration: str | None = None
     systems: list[str | SystemVariants] = Field(min_length=1)
     workloads: list[Workload] = Field(min_length=1)
@@ -104,19 +159,10 @@ class ScenarioSpec(Frozen):
     on_chip_failure: ChipFailurePolicy | None = None
     routing: Routing | None = None
 
-    @field_validator("flow_tolerance")
+    @model_validator(mode="before")
     @classmethod
-    def _tolerance_owned(cls, value: float | None, info: ValidationInfo) -> float | None:
-        fidelity = info.data.get("fidelity")  # absent when it failed validation
-        if value is None or fidelity is None:
-            return value
-        if "tolerance" not in NETWORKS.get(fidelity).options.model_fields:
-            raise ValueError(f"the {fidelity} fidelity takes no tolerance")
-        return value
-
-    def network(self) -> NetworkSettings:
-        """The network settings every point of the scenario runs with."""
-        return NetworkSettings.of(self.fidelity, tolerance=self.flow_tolerance)
+    def _flat_network(cls, data: object) -> object:
+        return tree_from_flat(data)
 
 
 class OneWorkload(Frozen):

@@ -99,12 +99,11 @@ def _ms(x: float | None) -> float | None:
 
 
 def options_of(spec: ServingWorkload, context: WorkloadContext) -> ServeOptions:
-    """The workload's options with the context's fidelity, flow tolerance (where the
-    fidelity has one) and economics."""
+    """The workload's options with the context's network settings (whole) and
+    economics."""
     return with_environment(
         spec,
-        fidelity=context.fidelity,
-        flow_tolerance=getattr(context.network.options, "tolerance", None),
+        network=context.network,
         power_per_chip_W=context.power_per_chip_W,
         price_per_chip_hour_usd=context.price_per_chip_hour_usd,
     )

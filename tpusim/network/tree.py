@@ -1,0 +1,92 @@
+"""The network options tree: how YAML (and pydantic schemas) name a run's network.
+
+A scenario, a serving workload's environment or any schema that holds a
+:data:`NetworkTree` field reads it as a mapping keyed by ``fidelity``, the rest being
+that fidelity's own options (its backend's options model, :data:`NETWORKS`)::
+
+    network: {fidelity: flow, tolerance: 0.05}
+    network: {fidelity: packet, packet_bytes: 64KiB}
+    network: analytic            # a fidelity at its defaults
+
+The schema is the registry: a fidelity registered later (a test, a plug-in) is read
+the same way, and an option the fidelity does not own is one error at its key
+(``network.tolerance: the packet fidelity has no option 'tolerance' ...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import BeforeValidator, InstanceOf, PlainSerializer, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from tpusim.network.backends import NETWORKS, BackendOptions, NetworkSettings, option_keys
+
+__all__ = ["NetworkTree", "network_tree", "owners_of", "tree_of"]
+
+
+def owners_of(key: str) -> list[str]:
+    """The registered fidelities that own an option written ``key`` (alias or name)."""
+    found = []
+    for name, backend in NETWORKS.items():
+        keys = option_keys(backend.options)
+        if key in keys or key in keys.values():
+            found.append(name)
+    return found
+
+
+def _error(key: str, message: str, value: object) -> ValidationError:
+    """A validation error at ``key`` of the tree (so a file names that key's line)."""
+    detail = InitErrorDetails(
+        type=PydanticCustomError("value_error", message), loc=(key,), input=value
+    )
+    return ValidationError.from_exception_data("network", [detail])
+
+
+def _ownership(fidelity: str, key: str, options: type[BackendOptions]) -> str:
+    known = ", ".join(option_keys(options)) or "none"
+    owners = [o for o in owners_of(key) if o != fidelity]
+    belongs = f"; {key} belongs to {' and '.join(owners)}" if owners else ""
+    return f"the {fidelity} fidelity has no option '{key}' (its options: {known}){belongs}"
+
+
+def network_tree(value: object) -> NetworkSettings:
+    """A run's network from its tree: settings as they are, a fidelity's name (its
+    defaults) or a mapping ``{fidelity: NAME, OPTION: value, ...}`` (fidelity left out:
+    ``flow``). Raises ValidationError located at the key to blame."""
+    if isinstance(value, NetworkSettings):
+        return value
+    if isinstance(value, str):
+        value = {"fidelity": value}
+    if not isinstance(value, Mapping):
+        raise ValueError("expected a fidelity name or a mapping {fidelity: NAME, option: value}")
+    given = dict(value)
+    fidelity = given.pop("fidelity", "flow")
+    try:
+        backend = NETWORKS.get(str(fidelity))
+    except ValueError as exc:
+        raise _error("fidelity", str(exc), fidelity) from None
+    keys = option_keys(backend.options)
+    for key in given:
+        if key not in keys and key not in keys.values():
+            raise _error(str(key), _ownership(str(fidelity), str(key), backend.options), given[key])
+    options = backend.options.model_validate(given)
+    return NetworkSettings(str(fidelity), options)
+
+
+def tree_of(settings: NetworkSettings) -> dict[str, object]:
+    """``settings`` as the tree reads them (YAML keys, JSON values): what a resolved
+    scenario file shows."""
+    assert settings.options is not None  # set by NetworkSettings.__post_init__
+    options = settings.options.model_dump(mode="json", by_alias=True)
+    return {"fidelity": settings.fidelity, **options}
+
+
+#: A pydantic field holding a run's network, read as a tree (see the module docstring)
+#: and written back as one.
+NetworkTree = Annotated[
+    InstanceOf[NetworkSettings],
+    BeforeValidator(network_tree),
+    PlainSerializer(tree_of, return_type=dict),
+]
