@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpusim.config.faults import FaultPlan, FaultSpec, load_faults
+from tpusim.config.faults import FaultSet, FaultSpec, load_faults
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError, InputError, SimulationError
 from tpusim.network import NetworkSettings
@@ -26,8 +26,8 @@ def down(a: int, b: int, at: float = 0.0) -> FaultSpec:
     return FaultSpec(kind="link_down", link=(a, b), at=at)
 
 
-def plan(*faults: FaultSpec, **kw) -> FaultPlan:
-    return FaultPlan(faults=list(faults), **kw)
+def plan(*faults: FaultSpec, **kw) -> FaultSet:
+    return FaultSet(faults=list(faults), **kw)
 
 
 @pytest.mark.parametrize("algorithm", [None, "ring"])
@@ -112,7 +112,7 @@ def test_bytes_conserved_and_no_link_over_its_capacity(links, op):
         2**20,
         CollectiveOptions(
             engine="none",
-            faults=FaultPlan(faults=faults),
+            faults=FaultSet(faults=faults),
             network=NetworkSettings.of(check_capacity=True),
         ),
     )
@@ -133,7 +133,7 @@ def test_same_seed_same_answer_and_seeds_differ():
             "v5e-pod",
             "all-reduce",
             2**24,
-            CollectiveOptions(faults=FaultPlan(fail_links=4, seed=s)),
+            CollectiveOptions(faults=FaultSet(fail_links=4, seed=s)),
         )
         for s in (1, 1, 2)
     ]

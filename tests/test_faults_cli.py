@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from tpusim.cli import main
-from tpusim.cli.faults import link_counts, monte_carlo
+from tpusim.cli.faults import link_counts
+from tpusim.study.fault_trials import monte_carlo
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -89,8 +90,8 @@ def test_link_counts():
 
 
 def test_monte_carlo_is_reproducible_and_monotone_in_expectation():
-    a = monte_carlo("v5e-pod", "all-reduce", 2**24, [0, 1, 8], 4, 7)
-    b = monte_carlo("v5e-pod", "all-reduce", 2**24, [0, 1, 8], 4, 7)
+    a = monte_carlo("v5e-pod", "all-reduce", 2**24, [0, 1, 8], 4, 7).record()
+    b = monte_carlo("v5e-pod", "all-reduce", 2**24, [0, 1, 8], 4, 7).record()
     assert a == b
     rows = a["counts"]
     assert rows[0]["trials"] == 1 and rows[0]["p50_s"] == a["healthy_time_s"]

@@ -14,11 +14,11 @@ import json
 import pytest
 
 from tpusim.cli import main
-from tpusim.cli.faults import monte_carlo
 from tpusim.collectives import ALGORITHMS, AlgorithmError
-from tpusim.config.faults import FaultPlan, FaultSpec
+from tpusim.config.faults import FaultSet, FaultSpec
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import SimulationError
+from tpusim.study.fault_trials import monte_carlo
 from tpusim.topology.torus import Torus
 
 W, V = 100e9, 16 * 2**20
@@ -34,7 +34,7 @@ def down(a: int, b: int) -> FaultSpec:
 
 def test_every_link_down_is_an_error_not_a_faster_collective():
     topo = torus4x4()
-    every = FaultPlan(fail_links=topo.num_links)
+    every = FaultSet(fail_links=topo.num_links)
     with pytest.raises(SimulationError, match=r"cut chips .* off from the rest of their group"):
         run_collective(topo, "all-reduce", V, CollectiveOptions(faults=every))
 
@@ -43,7 +43,7 @@ def test_an_isolated_chip_is_named():
     """Chip 5 of a 4x4 torus (neighbours 1, 4, 6, 9) with its four links down: a BFS
     from chip 0 over the surviving links reaches every chip but 5."""
     topo = torus4x4()
-    plan = FaultPlan(faults=[down(5, 1), down(5, 4), down(5, 6), down(5, 9)])
+    plan = FaultSet(faults=[down(5, 1), down(5, 4), down(5, 6), down(5, 9)])
     with pytest.raises(SimulationError, match=r"cut chips 5 off"):
         run_collective(topo, "all-gather", V, CollectiveOptions(faults=plan))
 
@@ -61,7 +61,7 @@ def test_auto_replans_on_the_surviving_links_and_names_it():
     within 2% of the fastest algorithm forced on the same failed link, and the report
     names the algorithm re-planned and the healthy one."""
     topo = torus4x4()
-    plan = FaultPlan(faults=[down(0, 1)])
+    plan = FaultSet(faults=[down(0, 1)])
     auto, net = run_collective(topo, "all-reduce", V, CollectiveOptions(faults=plan))
     forced = {}
     for name in ALGORITHMS.names():
@@ -92,7 +92,7 @@ def test_monte_carlo_counts_disconnected_trials_and_replans():
     """v5e-pod (16x16 torus, 512 links): one random link down leaves every chip
     connected, so every trial is timed, re-planned, and no faster than healthy; all
     512 down isolates every chip, so every trial is disconnected and none is timed."""
-    rec = monte_carlo("v5e-pod", "all-gather", 2**20, [0, 1, 512], trials=3, seed=2)
+    rec = monte_carlo("v5e-pod", "all-gather", 2**20, [0, 1, 512], trials=3, seed=2).record()
     rows = {r["failed_links"]: r for r in rec["counts"]}
     assert rows[1]["disconnected"] == 0 and rows[1]["p10_s"] >= rows[0]["p50_s"] * (1 - 1e-9)
     assert rows[1]["algorithms"]

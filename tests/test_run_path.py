@@ -169,7 +169,7 @@ def test_run_flags_become_run_options(tmp_path):
         fault_flags=options.fault_flags,
     )
     assert options.as_json and options.executor == "local" and options.scheduler is None
-    assert options.fault_flags["fail_links"] == 2 and options.fault_flags["seed"] == 5
+    assert options.fault_flags.fail_links == 2 and options.fault_flags.seed == 5
 
 
 def test_workload_kinds_are_one_registry_of_their_modules_entries():

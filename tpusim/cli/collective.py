@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
     """The flags as :class:`~tpusim.engine.CollectiveOptions`."""
-    from tpusim.cli.faults import fault_options
+    from tpusim.cli.faults import fault_flags
     from tpusim.engine import CollectiveOptions
 
     if args.axes is not None and args.chips is not None:
@@ -36,7 +36,7 @@ def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
     if args.chips is not None and args.chips < 1:
         raise InputError(f"--chips {args.chips}: must be >= 1")
     network = network_of(args)
-    faults, routing, seed = fault_options(args)
+    flags = fault_flags(args)
     return CollectiveOptions(
         axes=axes_flag(args.axes) or (),
         chips=args.chips,
@@ -44,9 +44,9 @@ def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
         algorithm=args.algorithm,
         engine="tensorcore" if args.no_offload else args.engine,
         network=network,
-        faults=faults,
-        routing=routing,
-        seed=seed,
+        faults=flags.fault_set(),
+        routing=flags.routing or "minimal",
+        seed=flags.seed or 0,
     )
 
 

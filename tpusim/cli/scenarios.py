@@ -58,7 +58,7 @@ def cmd_check(args: argparse.Namespace) -> None:
 def run_options(args: argparse.Namespace) -> RunOptions:
     """``tpusim run``'s flags as :class:`RunOptions`; raises InputError for flags that
     do not go together (``--scheduler`` without ``--executor dask``, fault flags)."""
-    from tpusim.cli.faults import run_fault_flags
+    from tpusim.cli.faults import fault_flags
 
     options = RunOptions(
         out=args.out,
@@ -71,7 +71,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     )
     if args.scheduler is not None and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask")
-    return options.model_copy(update={"fault_flags": run_fault_flags(args)})
+    return options.model_copy(update={"fault_flags": fault_flags(args)})
 
 
 def cmd_run(args: argparse.Namespace) -> None:

@@ -1,6 +1,6 @@
 """Faults and routing choices: what breaks, when, and what the runtime does about it.
 
-A fault plan is a list of faults plus random link failures, read from a scenario
+A fault set is a list of faults plus random link failures, read from a scenario
 (``faults:``, ``fail_links:``, ``seed:``, ``on_chip_failure:``) or a file given to
 ``tpusim collective|run --faults FILE``::
 
@@ -19,9 +19,9 @@ This module checks each entry on its own (kinds, fields, fractions in (0, 1], ti
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -104,7 +104,7 @@ def _distinct(faults: list[FaultSpec]) -> list[FaultSpec]:
 FaultList = Annotated[list[FaultSpec], AfterValidator(_distinct)]
 
 
-class FaultPlan(Frozen):
+class FaultSet(Frozen):
     """Faults of a run: the listed ``faults``, ``fail_links`` random links down from the
     start (drawn from ``seed``, else the run's seed), and the ``on_chip_failure`` policy."""
 
@@ -118,8 +118,8 @@ class FaultPlan(Frozen):
         """No fault at all (the healthy path)."""
         return not self.faults and not self.fail_links
 
-    def with_random(self, fail_links: int | None, seed: int | None) -> FaultPlan:
-        """This plan with ``fail_links`` / ``seed`` replaced where given."""
+    def with_random(self, fail_links: int | None, seed: int | None) -> FaultSet:
+        """This fault set with ``fail_links`` / ``seed`` replaced where given."""
         update: dict[str, int] = {}
         if fail_links is not None:
             update["fail_links"] = fail_links
@@ -128,41 +128,68 @@ class FaultPlan(Frozen):
         return self.model_copy(update=update)
 
 
-NO_FAULTS = FaultPlan()
+NO_FAULTS = FaultSet()
 
 #: The fault keys a scenario takes at its top level (defaults for every workload kind
 #: that has them as fields) and the command line sets on top of everything.
 FAULT_FIELDS = ("faults", "fail_links", "seed", "on_chip_failure", "routing")
 
 
+class FaultFlags(Frozen):
+    """The command line's fault flags, None where not given: ``--faults FILE`` read
+    into ``faults``, ``--fail-links``, ``--seed`` and ``--routing``. ``tpusim run``
+    sets them on every workload that takes them (:meth:`workload_keys`, over the
+    scenario's own keys); ``tpusim collective`` runs with :meth:`fault_set`."""
+
+    faults: FaultSet | None = None
+    fail_links: Annotated[int, Field(ge=0)] | None = None
+    seed: Annotated[int, Field(ge=0)] | None = None
+    routing: Routing | None = None
+
+    def workload_keys(self) -> dict[str, object]:
+        """The flags given, as raw workload keys (YAML values); ``--fail-links`` and
+        ``--seed`` win over the file's."""
+        out: dict[str, object] = {"fail_links": self.fail_links, "seed": self.seed}
+        if self.faults is not None:
+            given = self.faults
+            out["faults"] = [f.model_dump(exclude_none=True) for f in given.faults]
+            out["on_chip_failure"] = given.on_chip_failure
+            out["fail_links"] = given.fail_links if self.fail_links is None else self.fail_links
+            out["seed"] = given.seed if self.seed is None else self.seed
+        out["routing"] = self.routing
+        return {key: value for key, value in out.items() if value is not None}
+
+    def fault_set(self) -> FaultSet | None:
+        """The faults of one run (None: healthy): the file's, with ``--fail-links`` and
+        ``--seed`` replaced where given."""
+        if self.faults is None and not self.fail_links:
+            return None
+        return (self.faults or FaultSet()).with_random(self.fail_links, self.seed)
+
+
+NO_FAULT_FLAGS = FaultFlags()
+
+
 def with_fault_defaults(
-    data: dict[str, Any], fields: Collection[str], top: dict[str, Any], flags: dict[str, Any]
-) -> dict[str, Any]:
+    data: dict[str, object],
+    fields: Collection[str],
+    top: Mapping[str, object],
+    flags: FaultFlags = NO_FAULT_FLAGS,
+) -> dict[str, object]:
     """A workload's raw ``data`` with the scenario's top-level fault keys (``top``, the
     scenario's raw mapping) as defaults and the command line's ``flags`` on top, for
     the keys among the workload kind's ``fields``."""
     wanted = [k for k in FAULT_FIELDS if k in fields]
+    given = flags.workload_keys()
     out = {k: top[k] for k in wanted if top.get(k) is not None} | data
-    return out | {k: flags[k] for k in wanted if flags.get(k) is not None}
+    return out | {k: given[k] for k in wanted if k in given}
 
 
-def plan_flags(plan: FaultPlan | None, fail_links: int | None, seed: int | None) -> dict[str, Any]:
-    """The command line's fault flags as raw workload keys (``--faults FILE`` read into
-    ``plan``, ``--fail-links``, ``--seed``)."""
-    out: dict[str, Any] = {"fail_links": fail_links, "seed": seed}
-    if plan is not None:
-        out["faults"] = [f.model_dump(exclude_none=True) for f in plan.faults]
-        out["on_chip_failure"] = plan.on_chip_failure
-        out["fail_links"] = plan.fail_links if fail_links is None else fail_links
-        out["seed"] = plan.seed if seed is None else seed
-    return out
-
-
-def load_faults(file: str | Path) -> FaultPlan:
-    """The fault plan in YAML ``file`` (a mapping with ``faults:`` etc., or a bare list
+def load_faults(file: str | Path) -> FaultSet:
+    """The fault set in YAML ``file`` (a mapping with ``faults:`` etc., or a bare list
     of faults). Raises ConfigError naming the file, the entry and the line."""
     data, lines = load_yaml(file)
     if isinstance(data, list):
         data = {"faults": data}
         lines = {("faults", *key): line for key, line in lines.items()}
-    return validate(FaultPlan, data, str(file), lines)
+    return validate(FaultSet, data, str(file), lines)

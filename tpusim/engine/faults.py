@@ -1,7 +1,7 @@
 """Faults during a simulation: when links and chips fail, and what the runtime does.
 
 :class:`FaultState` belongs to one :class:`~tpusim.engine.Simulation`. It resolves
-the fault plan on the topology (random links drawn from the simulation's RNG), puts
+the fault set on the topology (random links drawn from the simulation's RNG), puts
 the routing policy and the faults present from the start on every network the
 simulation builds, applies later faults at their instants (SimPy processes), adapts
 collective groups (a ring with a dead link runs as a line; down chips leave the group
@@ -34,7 +34,7 @@ import simpy
 from tpusim import units
 from tpusim.collectives.adapt import rings_as_lines, without_chips
 from tpusim.collectives.base import Group, Schedule
-from tpusim.config.faults import NO_FAULTS, FaultPlan, Routing
+from tpusim.config.faults import NO_FAULTS, FaultSet, Routing
 from tpusim.errors import InputError, SimulationError
 from tpusim.network import NETWORKS, Network, NetworkSettings
 from tpusim.network.faults import ChipFault, DisconnectedError, FaultSchedule, resolve_faults
@@ -62,17 +62,17 @@ class FaultState:
     def __init__(
         self,
         topology: Topology,
-        plan: FaultPlan | None,
+        fault_set: FaultSet | None,
         routing: Routing,
         network: NetworkSettings,
         rng: np.random.Generator,
     ):
-        plan = plan or NO_FAULTS
-        self.topology, self.plan, self.routing = topology, plan, routing
-        if plan.empty:
-            self.schedule = FaultSchedule(on_chip_failure=plan.on_chip_failure)
+        fault_set = fault_set or NO_FAULTS
+        self.topology, self.fault_set, self.routing = topology, fault_set, routing
+        if fault_set.empty:
+            self.schedule = FaultSchedule(on_chip_failure=fault_set.on_chip_failure)
         else:
-            self.schedule = resolve_faults(plan, topology, rng)
+            self.schedule = resolve_faults(fault_set, topology, rng)
         self.router = make_router(routing, rng)
         self.used = not self.schedule.empty or self.router is not None
         if not network.backend.reroutes_in_flight and self._changes_later():
@@ -82,7 +82,7 @@ class FaultState:
                 f"that fails during the run: use the {able} fidelity (faults from the start "
                 "and non-minimal routing run at every fidelity)"
             )
-        if plan.on_chip_failure == "spare_cube":
+        if fault_set.on_chip_failure == "spare_cube":
             _check_cubes(topology)
         self.active = bool(self.schedule.chip_faults)
         self.reconfiguration_s = OCS_RECONFIGURATION_S
@@ -130,7 +130,7 @@ class FaultState:
     def _cut_off(self, network: Network, chip: int) -> None:
         """Under ``exclude`` a down chip's links go down with it (nothing routes through
         it); a spare cube replaces the chip, so its links stay."""
-        if self.plan.on_chip_failure == "exclude":
+        if self.fault_set.on_chip_failure == "exclude":
             links = self.topology.links
             network.degrade_links(np.flatnonzero((links.src == chip) | (links.dst == chip)), 0.0)
 
@@ -156,7 +156,7 @@ class FaultState:
         self._cut_off(network, fault.chip)
         for name, (members, failed) in self._running.items():
             if fault.chip in members:
-                if self.plan.on_chip_failure == "fail":
+                if self.fault_set.on_chip_failure == "fail":
                     raise SimulationError(self.failure_message(fault.chip, name, fault.at_s))
                 failed.append(fault)
 
@@ -166,7 +166,7 @@ class FaultState:
         out = []
         for fault in self.schedule.chip_faults:
             back = fault.at_s + self.reconfiguration_s
-            spare = self.plan.on_chip_failure == "spare_cube"
+            spare = self.fault_set.on_chip_failure == "spare_cube"
             if fault.at_s <= time_s and not (spare and time_s >= back):
                 out.append(fault.chip)
         return sorted(set(out))
@@ -185,7 +185,7 @@ class FaultState:
         if network.dead is not None:
             group, notes = rings_as_lines(group, self.topology, network.dead)
         down = [c for c in self.down_at(now_s) if c in set(np.unique(group.chips).tolist())]
-        policy = self.plan.on_chip_failure
+        policy = self.fault_set.on_chip_failure
         if down and policy == "fail":
             raise SimulationError(self.failure_message(down[0], op, now_s))
         if down and policy == "exclude":
@@ -240,7 +240,7 @@ class FaultState:
             schedule = sim.schedule(op)
 
     def _spare_wait_s(self, chips: np.ndarray, now_s: float) -> float:
-        if self.plan.on_chip_failure != "spare_cube":
+        if self.fault_set.on_chip_failure != "spare_cube":
             return 0.0
         members = set(np.unique(chips).tolist())
         back = [

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tpusim.collectives.base import Algorithm
-from tpusim.config.faults import FaultPlan, Routing
+from tpusim.config.faults import FaultSet, Routing
 from tpusim.network import NetworkSettings
 from tpusim.vocabulary import EngineChoice
 
@@ -31,7 +31,7 @@ class RunSettings:
 
     network: NetworkSettings = field(default_factory=NetworkSettings)
     seed: int = 0
-    faults: FaultPlan | None = None
+    faults: FaultSet | None = None
     routing: Routing = "minimal"
     port_rows: bool = True
 
@@ -54,7 +54,7 @@ class CollectiveOptions:
     algorithm: Algorithm | None = None
     engine: EngineChoice = "auto"
     network: NetworkSettings = field(default_factory=NetworkSettings)
-    faults: FaultPlan | None = None
+    faults: FaultSet | None = None
     routing: Routing = "minimal"
     seed: int = 0
     name_replanning: bool = True

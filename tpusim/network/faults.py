@@ -1,6 +1,6 @@
 """Faults resolved on a topology, and routes around failed links.
 
-:func:`resolve_faults` turns a :class:`~tpusim.config.faults.FaultPlan` into a
+:func:`resolve_faults` turns a :class:`~tpusim.config.faults.FaultSet` into a
 :class:`FaultSchedule` of directed link ids, chips and instants, checking every entry
 against the topology (a link or chip that does not exist is an InputError naming the
 entry). Random link failures are drawn from the simulation's RNG: the same seed fails
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpusim.config.faults import ChipFailurePolicy, FaultPlan, FaultSpec
+from tpusim.config.faults import ChipFailurePolicy, FaultSet, FaultSpec
 from tpusim.errors import InputError, SimulationError
 from tpusim.topology import Topology
 from tpusim.topology.shortest_paths import Adjacency, route_steps, shortest_path_tree
@@ -54,7 +54,7 @@ class ChipFault:
 
 @dataclass(frozen=True)
 class FaultSchedule:
-    """A fault plan resolved on one topology."""
+    """A fault set resolved on one topology."""
 
     link_faults: list[LinkFault] = field(default_factory=list)
     chip_faults: list[ChipFault] = field(default_factory=list)
@@ -124,15 +124,17 @@ def random_link_pairs(topology: Topology, count: int, rng: np.random.Generator) 
     return np.stack([links.src[chosen], links.dst[chosen]], axis=1)
 
 
-def resolve_faults(plan: FaultPlan, topology: Topology, rng: np.random.Generator) -> FaultSchedule:
-    """``plan`` on ``topology``; random links come from ``plan.seed`` if set, else from
+def resolve_faults(
+    fault_set: FaultSet, topology: Topology, rng: np.random.Generator
+) -> FaultSchedule:
+    """``fault_set`` on ``topology``; random links come from ``fault_set.seed`` if set, else from
     ``rng``. Raises InputError naming the first entry that names no link or chip."""
-    out = FaultSchedule(on_chip_failure=plan.on_chip_failure)
-    for i, spec in enumerate(plan.faults):
+    out = FaultSchedule(on_chip_failure=fault_set.on_chip_failure)
+    for i, spec in enumerate(fault_set.faults):
         _listed(spec, topology, f"faults[{i}] ({spec.kind})", out)
-    if plan.fail_links:
-        draw = rng if plan.seed is None else np.random.default_rng(plan.seed)
-        for a, b in random_link_pairs(topology, plan.fail_links, draw).tolist():
+    if fault_set.fail_links:
+        draw = rng if fault_set.seed is None else np.random.default_rng(fault_set.seed)
+        for a, b in random_link_pairs(topology, fault_set.fail_links, draw).tolist():
             ids = _link_pair(topology, a, b, "fail_links")
             out.link_faults.append(LinkFault(0.0, ids, 0.0, (a, b)))
     return out

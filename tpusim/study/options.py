@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt
 
+from tpusim.config.faults import FaultFlags
 from tpusim.config.types import Frozen
 from tpusim.errors import InputError
 
@@ -25,11 +26,11 @@ EXECUTORS: tuple[ExecutorName, ...] = ("local", "dask")
 class CheckOptions(Frozen):
     """How a scenario is loaded and checked: ``max_points`` overrides the file's
     ``max_points`` (None: the file's); ``fault_flags`` are the command line's fault
-    flags as raw workload keys (:func:`~tpusim.config.faults.plan_flags`), set on every
-    workload that takes them; ``as_json``: print one JSON object (``--json``)."""
+    flags (:class:`~tpusim.config.faults.FaultFlags`), set on every workload that
+    takes them; ``as_json``: print one JSON object (``--json``)."""
 
     max_points: PositiveInt | None = None
-    fault_flags: dict[str, object] = Field(default_factory=dict)
+    fault_flags: FaultFlags = Field(default_factory=FaultFlags)
     as_json: bool = Field(default=False, alias="json")
 
 

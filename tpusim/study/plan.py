@@ -14,10 +14,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpusim.config.faults import FaultFlags
 from tpusim.config.loader import System, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.errors import ConfigError
-from tpusim.study.scenario import FaultFlags, Scenario
+from tpusim.study.scenario import Scenario
 from tpusim.study.schema import ScenarioSpec
 from tpusim.workloads import WorkloadContext, WorkloadSpec
 from tpusim.workloads.spec import VARIANT_KEYS

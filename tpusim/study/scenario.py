@@ -55,12 +55,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
-from tpusim.config.faults import with_fault_defaults
+from tpusim.config.faults import NO_FAULT_FLAGS, FaultFlags, with_fault_defaults
 from tpusim.config.limits import points_problem
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -90,10 +90,6 @@ __all__ = [
     "locate_scenario",
 ]
 
-#: The command line's fault flags as raw workload keys (YAML values: lists, names,
-#: numbers), set on every workload that takes them (:func:`~tpusim.config.faults.plan_flags`).
-FaultFlags = Mapping[str, object]
-
 
 @dataclass(frozen=True)
 class WorkloadPoint:
@@ -113,7 +109,7 @@ class Scenario:
 
     ``max_points`` (the CLI's ``--max-points``) overrides the file's ``max_points``:
     the most workload points (sweep points summed over workloads) it may have;
-    ``fault_flags`` (the CLI's fault flags, :func:`~tpusim.config.faults.plan_flags`)
+    ``fault_flags`` (the CLI's fault flags, :class:`~tpusim.config.faults.FaultFlags`)
     set the fault keys of every workload that takes them.
     ``problems``: given a list, every problem found is appended to it (each a
     ConfigError naming file:line and path) and loading goes on without the broken
@@ -130,7 +126,7 @@ class Scenario:
         warn_deprecated: bool = True,
     ):
         self.file = str(file)
-        self.fault_flags: dict[str, object] = dict(fault_flags or {})
+        self.fault_flags = fault_flags or NO_FAULT_FLAGS
         self.problems = problems
         data, self.lines = load_yaml(file)
         data = flat_network_read(data, self.file, self.lines, warn_deprecated)

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from tpusim.collectives.registry import AlgorithmName
-from tpusim.config.faults import ChipFailurePolicy, FaultList, FaultPlan, Routing
+from tpusim.config.faults import ChipFailurePolicy, FaultList, FaultSet, Routing
 from tpusim.config.types import Bytes
 from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
@@ -37,12 +37,12 @@ class CollectiveWorkload(WorkloadSpec):
     on_chip_failure: ChipFailurePolicy = "fail"
     routing: Routing = "minimal"
 
-    def fault_plan(self) -> FaultPlan | None:
+    def fault_set(self) -> FaultSet | None:
         """The faults of this collective (None: healthy)."""
-        plan = FaultPlan(
+        fault_set = FaultSet(
             faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
         )
-        return None if plan.empty else plan
+        return None if fault_set.empty else fault_set
 
 
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
@@ -56,7 +56,7 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
         chips=spec.chips,
         algorithm=spec.algorithm,
         network=context.network,
-        faults=spec.fault_plan(),
+        faults=spec.fault_set(),
         routing=spec.routing,
         seed=spec.seed,
     )
@@ -84,7 +84,7 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
 
     make_group(context.topology, spec.axes or None, spec.chips)
     rng = np.random.default_rng(spec.seed or 0)
-    FaultState(context.topology, spec.fault_plan(), spec.routing, context.network, rng)
+    FaultState(context.topology, spec.fault_set(), spec.routing, context.network, rng)
 
 
 KIND = WorkloadKind(CollectiveWorkload, run, record=CollectiveRecord, check=check)
