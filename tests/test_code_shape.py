@@ -38,10 +38,10 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 
-#: The run path: scenario -> plan of points -> executor -> records; no ``Any`` in it.
+#: The run path: scenario -> point set -> executor -> records; no ``Any`` in it.
 RUN_PATH = (
     "study/scenario.py",
-    "study/plan.py",
+    "study/pointset.py",
     "study/runner.py",
     "study/points.py",
     "study/executors.py",

@@ -24,7 +24,7 @@ from corpus_support import ROOT, TIMEOUT_S, cap_memory, check_outcome, expand, r
 from helpers import stable_bytes
 
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
-from tpusim.study.options import RunOptions
+from tpusim.study.options import ScenarioRunOptions
 from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
 from tpusim.study.runner import run_scenario
 from tpusim.study.scenario import Scenario
@@ -191,7 +191,7 @@ def test_ctrl_c_during_collective(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_outputs():
     scenario = Scenario(CORPUS / "tiny.yaml")
-    return scenario.outputs(run_scenario(scenario, RunOptions(quiet=True, jobs=1)))
+    return scenario.outputs(run_scenario(scenario, ScenarioRunOptions(quiet=True, jobs=1)))
 
 
 def test_a_failing_writer_leaves_the_folder_as_it_was(tiny_outputs, tmp_path):

@@ -152,7 +152,7 @@ def test_the_cli_offers_it_and_records_it(system_file, capsys):
 
 
 def test_a_scenario_runs_at_it(system_file, tmp_path):
-    from tpusim.study.options import RunOptions
+    from tpusim.study.options import ScenarioRunOptions
     from tpusim.study.runner import run_scenario
     from tpusim.study.scenario import Scenario
 
@@ -162,7 +162,7 @@ def test_a_scenario_runs_at_it(system_file, tmp_path):
         f"name: toy\nnetwork: {{fidelity: {NAME}}}\nsystems: [{system_file}]\n"
         f"workloads:\n{workload}"
     )
-    run = run_scenario(Scenario(path), RunOptions(quiet=True, jobs=1))
+    run = run_scenario(Scenario(path), ScenarioRunOptions(quiet=True, jobs=1))
     (row,) = run.rows
     assert row["fidelity"] == NAME
     # the same collective through the Python API, with the chip's on-chip costs
@@ -186,7 +186,7 @@ def test_its_option_is_set_from_a_scenario_tree(system_file, tmp_path):
     """``network: {fidelity: store-forward, per_hop_overhead: 1 us}``: a direct all-to-all
     on the 8-ring ends with its farthest flows (4 hops), so the overhead adds 4 o to the
     time it takes without one (the on-chip work is the same)."""
-    from tpusim.study.options import RunOptions
+    from tpusim.study.options import ScenarioRunOptions
     from tpusim.study.runner import run_scenario
     from tpusim.study.scenario import Scenario, ScenarioSpec
 
@@ -198,7 +198,7 @@ def test_its_option_is_set_from_a_scenario_tree(system_file, tmp_path):
             "op: all-to-all, bytes: 8 MiB, algorithm: direct}\n"
         )
         scenario = Scenario(path)
-        (row,) = run_scenario(scenario, RunOptions(quiet=True, jobs=1)).rows
+        (row,) = run_scenario(scenario, ScenarioRunOptions(quiet=True, jobs=1)).rows
         return row["time_s"], scenario.spec
 
     with_s, spec = time_s("1 us")

@@ -145,13 +145,13 @@ def test_registered_kind_runs_in_a_scenario_and_meets_the_roofline(matmul_sweep,
 
 
 def test_rows_of_a_registered_kind_read_back_as_its_records(matmul_sweep, tmp_path):
-    from tpusim.study.options import RunOptions
+    from tpusim.study.options import ScenarioRunOptions
     from tpusim.study.runner import run_scenario
     from tpusim.study.scenario import Scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
-    result = run_scenario(Scenario(path), RunOptions(quiet=True, jobs=1))
+    result = run_scenario(Scenario(path), ScenarioRunOptions(quiet=True, jobs=1))
     assert all(isinstance(r, MatmulRecord) for r in result.records)
     # rows (dicts) go back through MatmulRecord
     table = comparison_table(record_from_row(row) for row in result.rows)

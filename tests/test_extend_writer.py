@@ -55,7 +55,7 @@ def test_registered_writer_runs_in_tpusim_run(diameters_writer, tmp_path, capsys
 
 
 def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
-    from tpusim.study.options import RunOptions
+    from tpusim.study.options import ScenarioRunOptions
     from tpusim.study.runner import run_scenario
     from tpusim.study.scenario import Scenario
 
@@ -63,7 +63,8 @@ def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
     path.write_text(SCENARIO.replace("torus-8x8x16", "v6e-pod"))
     scenario = Scenario(path)
     written = write_outputs(
-        tmp_path / "out", scenario.outputs(run_scenario(scenario, RunOptions(quiet=True, jobs=1)))
+        tmp_path / "out",
+        scenario.outputs(run_scenario(scenario, ScenarioRunOptions(quiet=True, jobs=1))),
     )
     assert WRITERS.names()[-1] == "diameters"
     assert written["diameters"] == [tmp_path / "out" / "diameters.txt"]
@@ -73,7 +74,7 @@ def test_write_outputs_returns_each_writers_paths(diameters_writer, tmp_path):
 
 
 def test_unregistered_writer_writes_nothing(tmp_path):
-    from tpusim.study.options import RunOptions
+    from tpusim.study.options import ScenarioRunOptions
     from tpusim.study.runner import run_scenario
     from tpusim.study.scenario import Scenario
 
@@ -81,7 +82,8 @@ def test_unregistered_writer_writes_nothing(tmp_path):
     path.write_text(SCENARIO)
     scenario = Scenario(path)
     written = write_outputs(
-        tmp_path / "out", scenario.outputs(run_scenario(scenario, RunOptions(quiet=True, jobs=1)))
+        tmp_path / "out",
+        scenario.outputs(run_scenario(scenario, ScenarioRunOptions(quiet=True, jobs=1))),
     )
     assert "diameters" not in written and not (tmp_path / "out" / "diameters.txt").exists()
 

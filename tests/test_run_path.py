@@ -1,4 +1,4 @@
-"""The run path of issue 25: scenario -> plan of points -> executor -> records, one way
+"""The run path of issue 25: scenario -> point set -> executor -> records, one way
 (each module imports only those before it, in every import form), typed (frozen points,
 typed details and failures), with ``tpusim run``'s options as a model and the workload
 kinds in one registry."""
@@ -19,15 +19,15 @@ from tpusim.errors import InputError, SimulationError
 from tpusim.registry import DuplicateEntryError, UnknownEntryError
 from tpusim.results.run import PointFailure, ProgramDetail
 from tpusim.study.executors import Dask, InProcess, executor_for
-from tpusim.study.options import RunOptions
-from tpusim.study.plan import plan_of
-from tpusim.study.runner import run_plan
+from tpusim.study.options import ScenarioRunOptions
+from tpusim.study.pointset import point_set_of
+from tpusim.study.runner import run_point_set
 from tpusim.study.scenario import Scenario
 from tpusim.study.workers import WorkerProcesses
 from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext, WorkloadKind, WorkloadSpec
 
 #: The run path, in its one direction.
-ORDER = ("scenario", "plan", "points", "workers", "executors", "runner")
+ORDER = ("scenario", "pointset", "points", "workers", "executors", "runner")
 
 SCENARIO = """\
 name: path
@@ -69,22 +69,24 @@ def test_each_run_path_module_imports_only_those_before_it(position):
 
 
 def test_the_plan_has_every_point_once_systems_in_order(scenario):
-    plan = plan_of(scenario)
+    point_set = point_set_of(scenario)
     # closed form: 4 collective points on 3 systems, one program on 1, one on 2
-    assert len(plan.points) == 4 * 3 + 1 + 2
-    assert [s.name for s in plan.systems] == SYSTEMS
-    keys = [(p.system_index, p.run_index) for p in plan.points]
+    assert len(point_set.points) == 4 * 3 + 1 + 2
+    assert [s.name for s in point_set.systems] == SYSTEMS
+    keys = [(p.system_index, p.run_index) for p in point_set.points]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
-    for point in plan.points:
-        assert plan.systems[point.system_index] == point.system
+    for point in point_set.points:
+        assert point_set.systems[point.system_index] == point.system
         only = point.workload.systems
         assert only is None or point.system.name in only
-    labels = {p.label for p in plan.on_system(1)}
+    labels = {p.label for p in point_set.on_system(1)}
     assert "prog" in labels and "big" not in labels
-    first = plan.points[0]
+    first = point_set.points[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.label = "other"  # type: ignore[misc]
-    assert pickle.loads(pickle.dumps(plan)).points == plan.points  # plans cross processes
+    assert (
+        pickle.loads(pickle.dumps(point_set)).points == point_set.points
+    )  # point sets cross processes
 
 
 def test_sweep_points_carry_the_swept_values(scenario):
@@ -94,17 +96,19 @@ def test_sweep_points_carry_the_swept_values(scenario):
     ops = ("all-reduce", "all-gather")
     written = [(("bytes", f"{m} MiB"), ("op", op)) for m in (1, 4) for op in ops]
     assert [r.sweep for r in runs] == written
-    assert {p.sweep for p in plan_of(scenario).points if p.label.startswith("ar[")} == set(written)
+    assert {p.sweep for p in point_set_of(scenario).points if p.label.startswith("ar[")} == set(
+        written
+    )
     assert math.prod(len(v) for v in scenario.spec.workloads[0].sweep.values()) == len(runs)
 
 
 def test_executors_give_the_same_records_and_typed_details(scenario):
-    plan = plan_of(scenario)
-    here = run_plan(plan, RunOptions(quiet=True, jobs=1))
-    pooled = run_plan(plan, RunOptions(quiet=True, jobs=2))
+    point_set = point_set_of(scenario)
+    here = run_point_set(point_set, ScenarioRunOptions(quiet=True, jobs=1))
+    pooled = run_point_set(point_set, ScenarioRunOptions(quiet=True, jobs=2))
     assert here.rows == pooled.rows
     assert [(r["system"], r["workload"]) for r in here.rows] == [
-        (p.system.name, p.label) for p in plan.points
+        (p.system.name, p.label) for p in point_set.points
     ]
     programs = [(r.system, r.workload) for r in here.records if r.kind == "program"]
     assert [(d.system, d.label) for d in here.details] == programs
@@ -132,7 +136,7 @@ def test_a_failed_point_is_a_typed_failure(tmp_path):
             "  - {name: b, kind: broken_for_path}\n"
             "  - {name: ar, kind: collective, op: all-reduce, bytes: 1 MiB}\n"
         )
-        run = run_plan(plan_of(Scenario(path)), RunOptions(quiet=True, jobs=1))
+        run = run_point_set(point_set_of(Scenario(path)), ScenarioRunOptions(quiet=True, jobs=1))
     finally:
         WORKLOADS.unregister("broken_for_path")
     assert [r.workload for r in run.records] == ["ar"]
@@ -141,12 +145,12 @@ def test_a_failed_point_is_a_typed_failure(tmp_path):
 
 
 def test_options_choose_the_executor():
-    assert executor_for(RunOptions(jobs=1), 3) == InProcess()
-    assert executor_for(RunOptions(jobs=8), 3) == WorkerProcesses(3)
-    assert executor_for(RunOptions(jobs=8), 1) == InProcess()
-    assert executor_for(RunOptions(executor="dask", jobs=8), 3) == Dask(None)
+    assert executor_for(ScenarioRunOptions(jobs=1), 3) == InProcess()
+    assert executor_for(ScenarioRunOptions(jobs=8), 3) == WorkerProcesses(3)
+    assert executor_for(ScenarioRunOptions(jobs=8), 1) == InProcess()
+    assert executor_for(ScenarioRunOptions(executor="dask", jobs=8), 3) == Dask(None)
     with pytest.raises(InputError, match="a scheduler address needs the dask executor"):
-        executor_for(RunOptions(scheduler="tcp://h:8786"), 3)
+        executor_for(ScenarioRunOptions(scheduler="tcp://h:8786"), 3)
 
 
 def test_run_flags_become_run_options(tmp_path):
@@ -160,7 +164,7 @@ def test_run_flags_become_run_options(tmp_path):
         ]
     )
     options = run_options(args)
-    assert options == RunOptions(
+    assert options == ScenarioRunOptions(
         out=Path(tmp_path),
         jobs=3,
         quiet=True,

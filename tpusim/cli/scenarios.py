@@ -4,7 +4,7 @@
 exit 2, nothing simulated), then runs it (:mod:`tpusim.study.runner`: locally or on Dask,
 with progress on stderr) and writes what ran; points that failed are listed on stderr
 after the results (exit 1). The flags become a
-:class:`~tpusim.study.options.RunOptions` (or ``CheckOptions``), which is what the
+:class:`~tpusim.study.options.ScenarioRunOptions` (or ``CheckOptions``), which is what the
 study layer takes. A scenario is a path or a shipped name
 (:func:`tpusim.study.systems.locate_scenario`).
 """
@@ -22,7 +22,7 @@ from tpusim.errors import InputError, SimulationError
 from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import check_folder_target, json_text, output_error
 from tpusim.results.run import PointFailure
-from tpusim.study.options import EXECUTORS, CheckOptions, RunOptions
+from tpusim.study.options import EXECUTORS, CheckOptions, ScenarioRunOptions
 from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog
 from tpusim.study.systems import locate_scenario, scenario_listing
 
@@ -55,12 +55,12 @@ def cmd_check(args: argparse.Namespace) -> None:
     )
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
-    """``tpusim run``'s flags as :class:`RunOptions`; raises InputError for flags that
+def run_options(args: argparse.Namespace) -> ScenarioRunOptions:
+    """``tpusim run``'s flags as :class:`ScenarioRunOptions`; raises InputError for flags that
     do not go together (``--scheduler`` without ``--executor dask``, fault flags)."""
     from tpusim.cli.faults import fault_flags
 
-    options = RunOptions(
+    options = ScenarioRunOptions(
         out=args.out,
         executor=args.executor,
         scheduler=args.scheduler,

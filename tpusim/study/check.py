@@ -16,8 +16,8 @@ from typing import Any
 
 from tpusim.errors import ConfigError, InputError, TpusimError
 from tpusim.study.options import CheckOptions
-from tpusim.study.plan import Plan, plan_of
 from tpusim.study.points import workload_errors
+from tpusim.study.pointset import PointSet, point_set_of
 from tpusim.study.scenario import Scenario
 from tpusim.workloads import WORKLOADS
 
@@ -79,26 +79,26 @@ def check_scenario(file: str | Path, options: CheckOptions | None = None) -> Sce
         scenario = Scenario(file, options.max_points, options.fault_flags, problems=problems)
     except ConfigError as exc:  # does not read or validate at the top level
         return ScenarioCheck(str(file), None, _distinct([*problems, exc], str(file)))
-    plan = plan_of(scenario)
-    for system_index in range(len(plan.systems)):
-        problems += _check_system(plan, system_index)
-    checked = len(plan.points)
+    point_set = point_set_of(scenario)
+    for system_index in range(len(point_set.systems)):
+        problems += _check_system(point_set, system_index)
+    checked = len(point_set.points)
     return ScenarioCheck(str(file), scenario, _distinct(problems, scenario.file), checked)
 
 
-def _check_system(plan: Plan, system_index: int) -> list[ConfigError]:
+def _check_system(point_set: PointSet, system_index: int) -> list[ConfigError]:
     """The problems of every workload point on one system."""
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology
 
-    topology = build_topology(plan.systems[system_index])
+    topology = build_topology(point_set.systems[system_index])
     routes = RouteCache(topology)
     found = []
-    for point in plan.on_system(system_index):
-        context = plan.context(point, topology, routes)
+    for point in point_set.on_system(system_index):
+        context = point_set.context(point, topology, routes)
         try:
             with workload_errors(context):
-                resolved = plan.resolved(point)
+                resolved = point_set.resolved(point)
                 check = WORKLOADS.get(resolved.kind).check
                 if check is not None:
                     check(resolved, context)

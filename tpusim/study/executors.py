@@ -1,8 +1,9 @@
-"""Executors: what runs a plan's points (:mod:`tpusim.study.plan`) and hands each
+"""Executors: what runs a point set's points (:mod:`tpusim.study.pointset`) and hands each
 result back as it is done. :class:`Executor` is the protocol; :class:`InProcess` runs
 them here, :class:`~tpusim.study.workers.WorkerProcesses` in local worker processes
 (``--jobs N``) and :class:`Dask` on a Dask cluster (``--executor dask``);
-:func:`executor_for` picks one from a run's options (:class:`~tpusim.study.options.RunOptions`).
+:func:`executor_for` picks one from a run's options
+(:class:`~tpusim.study.options.ScenarioRunOptions`).
 
 On Dask there is one task per (system, workload point): the scheduler spreads them over every worker
 of the cluster, so a design-space sweep of hundreds of points scales past one
@@ -28,9 +29,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
 from tpusim.errors import InputError, SimulationError
-from tpusim.study.options import RunOptions
-from tpusim.study.plan import Plan, PlanSource, load_plan
+from tpusim.study.options import ScenarioRunOptions
 from tpusim.study.points import PointResult, Report, run_point, run_points
+from tpusim.study.pointset import PointSet, PointSetSource, load_point_set
 from tpusim.study.progress import Progress
 from tpusim.study.workers import WorkerProcesses
 
@@ -44,11 +45,11 @@ __all__ = ["LOCAL_WORKERS", "Dask", "Executor", "InProcess", "executor_for"]
 
 
 class Executor(Protocol):
-    """Runs every point of a plan; ``report`` is called in this process with each
-    result as soon as it is back; returns the results in the plan's order."""
+    """Runs every point of a point set; ``report`` is called in this process with each
+    result as soon as it is back; returns the results in the point set's order."""
 
-    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
-        """Every point of ``plan`` (``progress``'s clock may be restarted when the
+    def run(self, point_set: PointSet, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``point_set`` (``progress``'s clock may be restarted when the
         first point starts)."""
         ...
 
@@ -57,17 +58,17 @@ class Executor(Protocol):
 class InProcess:
     """The ``local`` executor with ``--jobs 1``: each system's points in order here."""
 
-    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
-        """Every point of ``plan``, one system after the other."""
+    def run(self, point_set: PointSet, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``point_set``, one system after the other."""
         results = []
-        for system in range(len(plan.systems)):
-            for result in run_points(plan, plan.on_system(system)):
+        for system in range(len(point_set.systems)):
+            for result in run_points(point_set, point_set.on_system(system)):
                 report(result)
                 results.append(result)
         return results
 
 
-def executor_for(options: RunOptions, num_systems: int) -> Executor:
+def executor_for(options: ScenarioRunOptions, num_systems: int) -> Executor:
     """The executor ``options`` ask for: Dask; else worker processes when more than
     one system can run at once (``jobs``, default :func:`~tpusim.study.point_log.default_jobs`);
     else this process. Raises InputError for a scheduler without the Dask executor."""
@@ -111,8 +112,8 @@ class Dask:
 
     scheduler: str | None = None
 
-    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
-        """Every point of ``plan`` as one Dask task; the results in the plan's order.
+    def run(self, point_set: PointSet, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``point_set`` as one Dask task; the results in the point set's order.
         Each finished task is passed to ``report`` as it comes back (``progress``'s
         clock starts at the first task). Raises InputError when dask is not installed
         or the scheduler cannot be reached (an address that does not parse, resolve or
@@ -127,7 +128,7 @@ class Dask:
             client = _client(distributed, self.scheduler or cluster)
             progress.began = time.perf_counter()  # the ETA counts from the first task
             try:
-                return _run_tasks(distributed, client, plan, report)
+                return _run_tasks(distributed, client, point_set, report)
             finally:
                 client.close()
         finally:
@@ -198,13 +199,15 @@ def check_scheduler(address: str) -> None:
 
 
 def _run_tasks(
-    distributed: ModuleType, client: Client, plan: Plan, report: Report
+    distributed: ModuleType, client: Client, point_set: PointSet, report: Report
 ) -> list[PointResult]:
     """Submit one task per point and collect them as they finish."""
-    source = plan.source
-    on_worker = PlanSource(str(Path(source.file).resolve()), source.max_points, source.fault_flags)
+    source = point_set.source
+    on_worker = PointSetSource(
+        str(Path(source.file).resolve()), source.max_points, source.fault_flags
+    )
     digest = _digest(source.file)
-    keys = [(p.system_index, p.run_index) for p in plan.points]
+    keys = [(p.system_index, p.run_index) for p in point_set.points]
     futures: list[Future] = [
         client.submit(dask_point, on_worker, digest, s, r, pure=False) for s, r in keys
     ]
@@ -229,11 +232,11 @@ def _digest(file: str) -> str:
 
 @dataclass
 class _Loaded:
-    """What a Dask worker process keeps between tasks: the latest plan loaded (by its
+    """What a Dask worker process keeps between tasks: the latest point set loaded (by its
     source and the file's digest) and its systems' (topology, route cache)."""
 
-    key: tuple[PlanSource, str]
-    plan: Plan
+    key: tuple[PointSetSource, str]
+    point_set: PointSet
     systems: dict[int, tuple[Topology, RouteCache]] = field(default_factory=dict)
 
 
@@ -241,16 +244,16 @@ _loaded: list[_Loaded] = []  # at most one: the latest
 
 
 def dask_point(
-    source: PlanSource, digest: str, system: int, run: int
+    source: PointSetSource, digest: str, system: int, run: int
 ) -> PointResult | tuple[int, str]:
-    """One (system, workload point) on a Dask worker (the plan loaded there, once per
+    """One (system, workload point) on a Dask worker (the point set loaded there, once per
     file version); a tpusim error while loading comes back as (exit code, message)."""
     from tpusim.errors import TpusimError
 
     if not _loaded or _loaded[0].key != (source, digest):
         _loaded.clear()
         try:
-            _loaded.append(_Loaded((source, digest), load_plan(source)))
+            _loaded.append(_Loaded((source, digest), load_point_set(source)))
         except TpusimError as exc:
             return exc.exit_code, str(exc)
     loaded = _loaded[0]
@@ -258,11 +261,11 @@ def dask_point(
         from tpusim.network.routes import RouteCache
         from tpusim.topology import build_topology
 
-        topology = build_topology(loaded.plan.systems[system])
+        topology = build_topology(loaded.point_set.systems[system])
         loaded.systems[system] = (topology, RouteCache(topology))
     topology, routes = loaded.systems[system]
-    points = loaded.plan.on_system(system)
+    points = loaded.point_set.on_system(system)
     point = next(p for p in points if p.run_index == run)
-    result = run_point(loaded.plan, point, topology, routes)
+    result = run_point(loaded.point_set, point, topology, routes)
     result.topology = topology if point is points[0] else None
     return result

@@ -3,7 +3,7 @@
 For each count of failed links the collective runs ``trials`` times, each trial with
 links drawn from its own seed (derived from ``seed``: the same seed, the same table);
 a row gives percentiles of the time per count and the slowdown against the healthy
-run. As a runtime would, every trial re-plans the algorithm on the surviving links
+run. As a runtime would, every trial re-point sets the algorithm on the surviving links
 (``auto``; the row lists the algorithms its trials ran), and a trial whose failed
 links cut the group apart is counted as ``disconnected``, not timed (percentiles over
 the connected trials; none when none is). The network is the caller's settings

@@ -15,7 +15,7 @@ from tpusim.config.faults import FaultFlags
 from tpusim.config.types import Frozen
 from tpusim.errors import InputError
 
-__all__ = ["EXECUTORS", "IN_PROCESS", "CheckOptions", "ExecutorName", "RunOptions"]
+__all__ = ["EXECUTORS", "IN_PROCESS", "CheckOptions", "ExecutorName", "ScenarioRunOptions"]
 
 #: Where ``tpusim run`` runs the points: ``local`` (this machine's processes) or
 #: ``dask`` (a Dask cluster, :mod:`tpusim.study.executors`).
@@ -34,7 +34,7 @@ class CheckOptions(Frozen):
     as_json: bool = Field(default=False, alias="json")
 
 
-class RunOptions(CheckOptions):
+class ScenarioRunOptions(CheckOptions):
     """How a scenario is run (``tpusim run``), besides how it is checked: ``out``, the
     output folder (None: ``out/SCENARIO_NAME``); ``executor`` and, for Dask, its
     ``scheduler`` address (None: a local cluster); ``jobs``, systems simulated at once
@@ -56,4 +56,4 @@ class RunOptions(CheckOptions):
 
 
 #: Running in this process with progress on stderr (``run_scenario``'s default).
-IN_PROCESS = RunOptions(jobs=1)
+IN_PROCESS = ScenarioRunOptions(jobs=1)

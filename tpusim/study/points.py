@@ -1,4 +1,4 @@
-"""Running points of a plan (:mod:`tpusim.study.plan`): each one's outcome or its
+"""Running points of a point set (:mod:`tpusim.study.pointset`): each one's outcome or its
 failure, and its wall time.
 
 The unit of work of every executor (:mod:`tpusim.study.executors`: in this process, in
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpusim.errors import ConfigError, InputError, TpusimError
-from tpusim.study.plan import Plan, Point
+from tpusim.study.pointset import Point, PointSet
 from tpusim.study.progress import Finished
 from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext
 
@@ -65,18 +65,20 @@ class PointResult:
         return Finished(name, self.wall_s, self.failure, self.peak_memory_bytes)
 
 
-#: Called with each point's result in the process that runs the plan, as it is back.
+#: Called with each point's result in the process that runs the point set, as it is back.
 Report = Callable[[PointResult], None]
 
 
-def run_point(plan: Plan, point: Point, topology: Topology, routes: RouteCache) -> PointResult:
-    """``point`` of ``plan`` on its system's built topology and route cache; a tpusim
+def run_point(
+    point_set: PointSet, point: Point, topology: Topology, routes: RouteCache
+) -> PointResult:
+    """``point`` of ``point_set`` on its system's built topology and route cache; a tpusim
     error becomes the point's failure (its one-line message and exit code)."""
     reset_peak_memory()
     began = time.perf_counter()
     outcome, failure, code = None, None, 0
     try:
-        outcome = run_workload(plan, point, plan.context(point, topology, routes))
+        outcome = run_workload(point_set, point, point_set.context(point, topology, routes))
     except TpusimError as exc:
         failure, code = str(exc), exc.exit_code
     wall_s = time.perf_counter() - began
@@ -90,7 +92,7 @@ def run_point(plan: Plan, point: Point, topology: Topology, routes: RouteCache) 
     return result
 
 
-def run_points(plan: Plan, points: list[Point]) -> Iterator[PointResult]:
+def run_points(point_set: PointSet, points: list[Point]) -> Iterator[PointResult]:
     """``points`` (all on one system) in order, sharing that system's topology and
     route cache, built once; the first result carries the topology (for plots)."""
     from tpusim.network.routes import RouteCache
@@ -101,7 +103,7 @@ def run_points(plan: Plan, points: list[Point]) -> Iterator[PointResult]:
     topology = build_topology(points[0].system)
     routes = RouteCache(topology)
     for position, point in enumerate(points):
-        result = run_point(plan, point, topology, routes)
+        result = run_point(point_set, point, topology, routes)
         result.topology = topology if position == 0 else None
         yield result
 
@@ -135,11 +137,11 @@ def peak_memory_bytes() -> int | None:
         return None
 
 
-def run_workload(plan: Plan, point: Point, context: WorkloadContext) -> Outcome:
+def run_workload(point_set: PointSet, point: Point, context: WorkloadContext) -> Outcome:
     """``point`` on the context's system (its workload resolved for the system,
-    :meth:`Plan.resolved`), through its kind's ``run``; errors as :func:`workload_errors`."""
+    :meth:`PointSet.resolved`), through its kind's ``run``; errors as :func:`workload_errors`."""
     with workload_errors(context):
-        workload = plan.resolved(point)
+        workload = point_set.resolved(point)
         return WORKLOADS.get(workload.kind).run(workload, context)
 
 

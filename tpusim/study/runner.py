@@ -1,4 +1,4 @@
-"""Running a scenario: its plan (:mod:`tpusim.study.plan`) through an executor
+"""Running a scenario: its point set (:mod:`tpusim.study.pointset`) through an executor
 (:mod:`tpusim.study.executors`: in this process, in worker processes or on Dask), the
 results assembled into a :class:`~tpusim.results.run.ScenarioRun`.
 
@@ -14,17 +14,17 @@ import time
 
 from tpusim.results.run import CollectiveLinks, PointFailure, ProgramDetail, ScenarioRun
 from tpusim.study.executors import executor_for
-from tpusim.study.options import IN_PROCESS, RunOptions
-from tpusim.study.plan import Plan, plan_of
+from tpusim.study.options import IN_PROCESS, ScenarioRunOptions
 from tpusim.study.points import PointResult, Report
+from tpusim.study.pointset import PointSet, point_set_of
 from tpusim.study.progress import Progress
 from tpusim.study.scenario import Scenario
 
-__all__ = ["assemble", "run_plan", "run_scenario"]
+__all__ = ["assemble", "run_point_set", "run_scenario"]
 
 
 def assemble(results: list[PointResult]) -> ScenarioRun:
-    """The :class:`ScenarioRun` of point results in the plan's order: their records
+    """The :class:`ScenarioRun` of point results in the point set's order: their records
     and simulated programs, each collective workload's largest size's per-link bytes
     per system, the topologies and the failures."""
     out = ScenarioRun()
@@ -49,15 +49,17 @@ def assemble(results: list[PointResult]) -> ScenarioRun:
 
 
 def run_scenario(
-    scenario: Scenario, options: RunOptions = IN_PROCESS, on_result: Report | None = None
+    scenario: Scenario, options: ScenarioRunOptions = IN_PROCESS, on_result: Report | None = None
 ) -> ScenarioRun:
-    """Every system x workload point of ``scenario`` (:func:`run_plan` of its plan);
+    """Every system x workload point of ``scenario`` (:func:`run_point_set` of its point_set);
     by default in this process, with progress on stderr."""
-    return run_plan(plan_of(scenario), options, on_result)
+    return run_point_set(point_set_of(scenario), options, on_result)
 
 
-def run_plan(plan: Plan, options: RunOptions, on_result: Report | None = None) -> ScenarioRun:
-    """Every point of ``plan``; returns a :class:`ScenarioRun` (failed points are in
+def run_point_set(
+    point_set: PointSet, options: ScenarioRunOptions, on_result: Report | None = None
+) -> ScenarioRun:
+    """Every point of ``point_set``; returns a :class:`ScenarioRun` (failed points are in
     its ``failures``).
 
     Progress (unless ``options.quiet``): an overall bar and a line per finished point
@@ -68,23 +70,23 @@ def run_plan(plan: Plan, options: RunOptions, on_result: Report | None = None) -
     ``dask``: one task per point on the Dask scheduler at ``options.scheduler``
     (default: a local cluster of two worker processes). ``on_result`` is called in
     this process with each point's result as soon as it is back (``tpusim run``
-    writes it to disk then). The records come back in the plan's order and are the
+    writes it to disk then). The records come back in the point set's order and are the
     same numbers either way. Local workers are forked on Linux, so workload kinds
     registered at runtime reach them there. Raises InputError for options that do
     not go together or a Dask scheduler that cannot be reached.
     """
     began = time.perf_counter()
-    executor = executor_for(options, len(plan.systems))
-    classes = [p.cost_class for p in plan.points]
-    kind_of = {(p.system_index, p.run_index): p.cost_class for p in plan.points}
-    with Progress(len(classes), plan.name, not options.quiet, kinds=classes) as bar:
+    executor = executor_for(options, len(point_set.systems))
+    classes = [p.cost_class for p in point_set.points]
+    kind_of = {(p.system_index, p.run_index): p.cost_class for p in point_set.points}
+    with Progress(len(classes), point_set.name, not options.quiet, kinds=classes) as bar:
 
         def report(result: PointResult) -> None:
             if on_result is not None:
                 on_result(result)
             bar.finished(result.finished(), kind_of[(result.system_index, result.run_index)])
 
-        results = executor.run(plan, bar, report)
+        results = executor.run(point_set, bar, report)
     out = assemble(results)
     out.wall_s = time.perf_counter() - began
     return out

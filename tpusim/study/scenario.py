@@ -39,8 +39,8 @@ workload kind that takes them; ``tpusim run --faults ...`` sets them on top). Er
 name the file, the YAML path and the line; ``Scenario(file, problems=[])`` collects
 them all (:mod:`tpusim.study.check`).
 
-The run path goes one way: a :class:`Scenario` (the validated file) -> its plan
-(:mod:`tpusim.study.plan`: every (system, workload point) as a frozen ``Point``) -> an
+The run path goes one way: a :class:`Scenario` (the validated file) -> its point set
+(:mod:`tpusim.study.pointset`: every (system, workload point) as a frozen ``Point``) -> an
 executor (:mod:`tpusim.study.executors`: in this process, in worker processes or on
 Dask) -> the records of a :class:`~tpusim.results.run.ScenarioRun`
 (:func:`tpusim.study.runner.run_scenario`). Each module imports only those before it.

@@ -3,7 +3,7 @@ sent back as it finishes so that a killed worker loses only the point it was on.
 
 One process per system at a time, at most ``workers`` at once (largest systems
 first, so the pool ends evenly). A worker runs its system's points in order (sharing
-the topology and route cache, the plan loaded again from its source) and sends each
+the topology and route cache, the point set loaded again from its source) and sends each
 :class:`~tpusim.study.points.PointResult` down a pipe of its own as soon as it is
 done. When a worker dies (killed, out of memory) the point it was running becomes a
 failure naming that cause, and the system's remaining points go on in a fresh worker.
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tpusim.errors import InputError, SimulationError, TpusimError
-from tpusim.study.plan import Plan, PlanSource, Point
 from tpusim.study.points import PointResult, Report
+from tpusim.study.pointset import Point, PointSet, PointSetSource
 from tpusim.study.progress import Progress
 
 if TYPE_CHECKING:
@@ -67,22 +67,22 @@ class WorkerProcesses:
 
     workers: int
 
-    def run(self, plan: Plan, progress: Progress, report: Report) -> list[PointResult]:
-        """Every point of ``plan``; ``report`` is called in this process with each
-        result as it arrives. Returns the results in the plan's order (a point whose
+    def run(self, point_set: PointSet, progress: Progress, report: Report) -> list[PointResult]:
+        """Every point of ``point_set``; ``report`` is called in this process with each
+        result as it arrives. Returns the results in the point set's order (a point whose
         worker died is a failure, exit code 1). Raises InputError or SimulationError
         when the scenario does not load in a worker."""
         import multiprocessing
 
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-        order = sorted(range(len(plan.systems)), key=lambda i: -plan.systems[i].num_chips)
-        waiting = [task for i in order if (task := _Task(i, plan.on_system(i))).points]
+        order = sorted(range(len(point_set.systems)), key=lambda i: -point_set.systems[i].num_chips)
+        waiting = [task for i in order if (task := _Task(i, point_set.on_system(i))).points]
         running: list[_Running] = []
         found: dict[tuple[int, int], PointResult] = {}
         try:
             while waiting or running:
                 while waiting and len(running) < self.workers:
-                    running.append(_start(context, plan.source, waiting.pop(0)))
+                    running.append(_start(context, point_set.source, waiting.pop(0)))
                 for worker in _wait(running):
                     if _receive(worker, found, report):
                         continue
@@ -97,7 +97,7 @@ class WorkerProcesses:
         return [found[key] for key in sorted(found)]
 
 
-def _start(context: BaseContext, source: PlanSource, task: _Task) -> _Running:
+def _start(context: BaseContext, source: PointSetSource, task: _Task) -> _Running:
     """Fork ``task``'s worker with its own pipe (no lock shared between workers, so a
     worker killed mid-write cannot block the others)."""
     reader, writer = context.Pipe(duplex=False)
@@ -152,20 +152,20 @@ def _after_death(
     return _Task(worker.task.system, left[1:]) if left[1:] else None
 
 
-def _worker(source: PlanSource, system: int, runs: list[int], results: Connection) -> None:
-    """A worker process: load the plan again, run points ``runs`` of ``system`` in
+def _worker(source: PointSetSource, system: int, runs: list[int], results: Connection) -> None:
+    """A worker process: load the point set again, run points ``runs`` of ``system`` in
     order and send each result down the ``results`` pipe as it is done (or a loading
     error as (exit code, message), which always pickles)."""
-    from tpusim.study.plan import load_plan
     from tpusim.study.points import run_points
+    from tpusim.study.pointset import load_point_set
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        plan = load_plan(source)
+        point_set = load_point_set(source)
     except TpusimError as exc:
         results.send((exc.exit_code, str(exc)))
         return
     wanted = set(runs)
-    points = [p for p in plan.on_system(system) if p.run_index in wanted]
-    for result in run_points(plan, points):
+    points = [p for p in point_set.on_system(system) if p.run_index in wanted]
+    for result in run_points(point_set, points):
         results.send(result)

@@ -1,11 +1,11 @@
-"""The plan of a scenario: every (system, workload point) it runs, in order, each a
+"""The point set of a scenario: every (system, workload point) it runs, in order, each a
 frozen :class:`Point`, and what running one needs (its workload resolved for its
 system, its :class:`~tpusim.workloads.WorkloadContext`).
 
 The second step of the run path: a :class:`~tpusim.study.scenario.Scenario` (the
-validated file) -> :func:`plan_of` -> an executor (:mod:`tpusim.study.executors`) ->
-records (:mod:`tpusim.study.runner`). A worker process rebuilds the plan from its
-:class:`PlanSource` (:func:`load_plan`): the scenario file is read again there.
+validated file) -> :func:`point_set_of` -> an executor (:mod:`tpusim.study.executors`) ->
+records (:mod:`tpusim.study.runner`). A worker process rebuilds the point set from its
+:class:`PointSetSource` (:func:`load_point_set`): the scenario file is read again there.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ if TYPE_CHECKING:
     from tpusim.network.routes import RouteCache
     from tpusim.topology import Topology
 
-__all__ = ["Plan", "PlanSource", "Point", "load_plan", "plan_of"]
+__all__ = ["Point", "PointSet", "PointSetSource", "load_point_set", "point_set_of"]
 
 
 @dataclass(frozen=True)
-class PlanSource:
-    """What loads a plan again in another process: the scenario file (as given: errors
+class PointSetSource:
+    """What loads a point set again in another process: the scenario file (as given: errors
     name it so), its point limit and the command line's fault flags."""
 
     file: str
@@ -42,7 +42,7 @@ class PlanSource:
 
 @dataclass(frozen=True)
 class Point:
-    """One workload point on one system: the system (``system_index`` in the plan's
+    """One workload point on one system: the system (``system_index`` in the point set's
     systems), workload point ``run_index`` of the scenario (``workload``, with its sweep
     values set, before its ``per_system`` override), its label, the YAML path of its
     workload (``path``, for error messages) and its swept fields' values (``sweep``)."""
@@ -70,12 +70,12 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PointSet:
     """Every point of a scenario, systems in order and each system's points in the
     scenario's order; ``spec`` is the validated scenario (fidelity, flow tolerance,
     assumptions) and ``lines`` its YAML lines (for errors)."""
 
-    source: PlanSource
+    source: PointSetSource
     spec: ScenarioSpec
     lines: dict[PathKey, int]
     systems: tuple[System, ...]
@@ -145,7 +145,7 @@ class Plan:
         )
 
 
-def plan_of(scenario: Scenario) -> Plan:
+def point_set_of(scenario: Scenario) -> PointSet:
     """Every (system, workload point) of ``scenario``, systems in order: a point runs
     on a system unless its workload's ``systems`` leave the system out."""
     points = tuple(
@@ -154,13 +154,13 @@ def plan_of(scenario: Scenario) -> Plan:
         for r, run in enumerate(scenario.runs)
         if run.workload.systems is None or system.name in run.workload.systems
     )
-    source = PlanSource(scenario.file, scenario.max_points, scenario.fault_flags)
-    return Plan(source, scenario.spec, scenario.lines, tuple(scenario.systems), points)
+    source = PointSetSource(scenario.file, scenario.max_points, scenario.fault_flags)
+    return PointSet(source, scenario.spec, scenario.lines, tuple(scenario.systems), points)
 
 
-def load_plan(source: PlanSource) -> Plan:
-    """The plan of the scenario file ``source`` names, loaded again (in a worker);
+def load_point_set(source: PointSetSource) -> PointSet:
+    """The point set of the scenario file ``source`` names, loaded again (in a worker);
     raises what loading the scenario raises."""
-    return plan_of(
+    return point_set_of(
         Scenario(source.file, source.max_points, source.fault_flags, warn_deprecated=False)
     )
