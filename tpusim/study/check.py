@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tpusim.errors import ConfigError, InputError, TpusimError
 from tpusim.study.options import CheckOptions
@@ -46,7 +45,7 @@ class ScenarioCheck:
     problems: list[ConfigError] = field(default_factory=list)
     num_checked: int = 0
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """The ``tpusim check --json`` object."""
         spec = self.scenario.spec if self.scenario is not None else None
         return {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import string
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -223,7 +223,7 @@ class TrainingClaim(ClaimSpec):
     run has one, else simulated at flow fidelity to ``flow_tolerance``
     (:mod:`tpusim.study.claims_training`)."""
 
-    workload: dict[str, Any]
+    workload: dict[str, object]
     flow_tolerance: PositiveFloat = 0.05
 
     @model_validator(mode="after")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tpusim.collectives import default_algorithm, make_group
 from tpusim.collectives.offload import OnChipModel
@@ -50,8 +50,12 @@ from tpusim.study.claim_specs import (
     VirgoScalingClaim,
     shipped_claims,
 )
+from tpusim.study.claims_training import figure
 from tpusim.topology import build_topology
 from tpusim.vocabulary import Dtype, Op
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 US_PER_S = 1e6
 """Microseconds per second (display)."""
@@ -64,7 +68,7 @@ ANALYTIC = NetworkSettings.of("analytic")
 FLOPS_PER_EFLOPS = 1e18
 """FLOP/s per EFLOP/s (display)."""
 
-Rows = list[dict[str, Any]]
+Rows = list[dict[str, object]]
 
 
 @dataclass
@@ -96,10 +100,10 @@ class ClaimCheck:
     """A check: ``evaluate(claim, context) -> rows`` (none when the run lacks what the
     claim compares)."""
 
-    evaluate: Callable[[Any, ClaimContext], list[ClaimRow]]
+    evaluate: Callable[..., list[ClaimRow]]
 
 
-def _filled(spec: ClaimSpec, verdict: str, **values: Any) -> ClaimRow:
+def _filled(spec: ClaimSpec, verdict: str, **values: object) -> ClaimRow:
     """The claim's row: its figure and assumptions templates filled with ``values``."""
     return ClaimRow(
         spec.claim,
@@ -110,7 +114,7 @@ def _filled(spec: ClaimSpec, verdict: str, **values: Any) -> ClaimRow:
     )
 
 
-def _row(rows: Rows, system: str, prefix: str = "", **match: Any) -> dict[str, Any] | None:
+def _row(rows: Rows, system: str, prefix: str = "", **match: object) -> dict[str, object] | None:
     """The first row of ``system`` whose workload label starts with ``prefix`` and whose
     other fields equal ``match``."""
     for row in rows:
@@ -207,8 +211,8 @@ def sram_capacity(spec: SramCapacityClaim, context: ClaimContext) -> list[ClaimR
     if sram is not None and hbm is not None:
         decode = spec.decode_figure.format(
             subject=spec.subject,
-            hbm_us=hbm["step_time_s"] * US_PER_S,
-            sram_us=sram["step_time_s"] * US_PER_S,
+            hbm_us=figure(hbm, "step_time_s") * US_PER_S,
+            sram_us=figure(sram, "step_time_s") * US_PER_S,
         )
     values = {
         "subject_MiB": subject.chip.sram.capacity_bytes / BYTES_PER_MIB,
@@ -225,7 +229,7 @@ def _allreduce_busbw(rows: Rows, system: System, size_bytes: float, tolerance: f
     the run's row, else simulated here at flow ``tolerance``."""
     row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=size_bytes)
     if row is not None:
-        return float(row["busbw_Bps"])
+        return figure(row, "busbw_Bps")
     options = CollectiveOptions(network=NetworkSettings.of("flow", tolerance=tolerance))
     topology = build_topology(system)
     result, _ = run_collective(
@@ -277,7 +281,7 @@ def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
         base_row = _row(context.rows, spec.baseline, workload, kind="training_step")
         subj_row = _row(context.rows, spec.subject, workload, kind="training_step")
         if base_row is not None and subj_row is not None:
-            step = subj_row["tokens_per_s"] / base_row["tokens_per_s"]
+            step = figure(subj_row, "tokens_per_s") / figure(base_row, "tokens_per_s")
             training += spec.training_figure.format(workload=workload, step=step)
     threshold = context.file.ratio_margin * spec.claimed_ratio
     verdict = (
@@ -378,7 +382,7 @@ def claim_rows(
     return out
 
 
-def vendor_claims(rows: Rows | None = None) -> Any:
+def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
     """The claims table as a DataFrame (columns: claim, source, tpusim, assumptions,
     verdict) of the shipped claims files; ``rows`` are a scenario run's summary rows to
     reuse (optional)."""
@@ -387,7 +391,7 @@ def vendor_claims(rows: Rows | None = None) -> Any:
     return pd.DataFrame(claim_rows(rows))
 
 
-def format_claims(frame: Any) -> str:
+def format_claims(frame: pd.DataFrame) -> str:
     """The claims table as text: claim, tpusim's figure and verdict, one block each."""
     blocks = []
     for i, row in enumerate(frame.itertuples(index=False), start=1):

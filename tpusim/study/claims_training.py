@@ -27,9 +27,10 @@ Definitions:
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from tpusim.config.loader import System, load_system
 from tpusim.errors import ConfigError
@@ -43,7 +44,7 @@ PETA = 1e15
 EXA = 1e18
 """FLOP/s per EFLOP/s (display)."""
 
-Rows = list[dict[str, Any]]
+Rows = list[dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -65,31 +66,46 @@ class StepFigure:
         return self.tokens_per_s / self.chips
 
 
-def resolved_fields(workload: dict[str, Any], num_chips: int) -> dict[str, Any]:
-    """``workload`` with its mesh's ``auto`` axis sized for ``num_chips`` chips
-    (ConfigError when the other axes do not divide them)."""
-    mesh = dict(workload["mesh"])
-    fixed = 1
-    for size in mesh.values():
-        fixed *= size if size != "auto" else 1
+def figure(row: Mapping[str, object], key: str) -> float:
+    """The number ``row`` holds at ``key`` (a run's summary column); TypeError if the
+    column is not a number."""
+    value = row[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"column {key} is not a number: {value!r}")
+    return float(value)
+
+
+def resolved_mesh(workload: Mapping[str, object], num_chips: int) -> dict[str, int]:
+    """``workload``'s mesh with its ``auto`` axis sized for ``num_chips`` chips
+    (ConfigError when the mesh is missing or the other axes do not divide them)."""
+    mesh = workload.get("mesh")
+    if not isinstance(mesh, dict):
+        raise ConfigError(f"claims workload '{workload.get('name')}' needs a mesh")
+    fixed = math.prod(size for size in mesh.values() if isinstance(size, int))
     if num_chips % fixed:
         raise ConfigError(f"{num_chips} chips do not divide by the mesh axes {mesh}")
-    return workload | {
-        "mesh": {k: num_chips // fixed if v == "auto" else v for k, v in mesh.items()}
-    }
+    return {str(k): v if isinstance(v, int) else num_chips // fixed for k, v in mesh.items()}
 
 
-def step_figure(rows: Rows, system: str, workload: dict[str, Any], tolerance: float) -> StepFigure:
+def resolved_fields(workload: Mapping[str, object], num_chips: int) -> dict[str, object]:
+    """``workload`` with its mesh's ``auto`` axis sized for ``num_chips`` chips."""
+    return {**workload, "mesh": resolved_mesh(workload, num_chips)}
+
+
+def step_figure(
+    rows: Rows, system: str, workload: dict[str, object], tolerance: float
+) -> StepFigure:
     """The step of ``workload`` on ``system``: the run's row (kind training_step,
     workload label starting with the workload's name), else simulated here."""
     for row in rows:
-        if _matches(row, system, workload["name"]):
-            step = float(row["step_time_s"])
-            return StepFigure(step, float(row["tokens_per_s"]) * step, int(row["chips"]), "run")
+        if _matches(row, system, str(workload["name"])):
+            step = figure(row, "step_time_s")
+            tokens = figure(row, "tokens_per_s") * step
+            return StepFigure(step, tokens, int(figure(row, "chips")), "run")
     return _simulated(system, json.dumps(workload, sort_keys=True), tolerance)
 
 
-def _matches(row: dict[str, Any], system: str, name: str) -> bool:
+def _matches(row: dict[str, object], system: str, name: str) -> bool:
     """Whether ``row`` is a training step of ``system`` labelled ``name...`` with tokens."""
     label = str(row.get("workload", ""))
     training = row.get("kind") == "training_step" and bool(row.get("tokens_per_s"))
@@ -114,7 +130,7 @@ def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFi
         spec = TrainingWorkload.model_validate(fields)
     except ValidationError as exc:
         raise ConfigError(f"claims workload '{fields['name']}': {exc.errors()[0]['msg']}") from None
-    spec = spec.model_copy(update=spec.fields_for_mesh(fields["mesh"]))
+    spec = spec.model_copy(update=spec.fields_for_mesh(resolved_mesh(fields, system.num_chips)))
     topology = build_topology(system)
     context = WorkloadContext(
         system=system,
@@ -136,7 +152,7 @@ def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFi
 
 def training_perf_per_dollar(
     spec: TrainingPerfPerDollarClaim, rows: Rows, file: ClaimsFile
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, object], str]:
     """The row's values and verdict (module docstring)."""
     subject, baseline = load_system(spec.subject), load_system(spec.baseline)
     figures = {
@@ -181,16 +197,15 @@ def _source(*figures: StepFigure) -> str:
     )
 
 
-def gradient_bytes_per_chip(workload: dict[str, Any], pod: System) -> float:
+def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
     """Bytes of gradient one chip holds for ``workload`` on one ``pod`` (its
     parameters on the largest stage, sharded as the mesh shards them, x the gradient
     dtype's bytes): what the data-parallel all-reduce over the pods moves per chip."""
     from tpusim.program.builders import plan_training
     from tpusim.workloads.training_step import TrainingWorkload
 
-    fields = resolved_fields(workload, pod.num_chips)
-    spec = TrainingWorkload.model_validate(fields)
-    spec = spec.model_copy(update=spec.fields_for_mesh(fields["mesh"]))
+    spec = TrainingWorkload.model_validate(resolved_fields(workload, pod.num_chips))
+    spec = spec.model_copy(update=spec.fields_for_mesh(resolved_mesh(workload, pod.num_chips)))
     builder = spec.builder_fields()
     for key in ("batch_per_shard", "reuse", "fsdp_prefetch_layers"):
         builder.pop(key, None)
@@ -221,7 +236,7 @@ def pod_allreduce_s(system: System, size_bytes: float, tolerance: float) -> floa
 
 def virgo_scaling(
     spec: VirgoScalingClaim, rows: Rows, file: ClaimsFile
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, object], str]:
     """The row's values and verdict: the structural figures against the claimed ones
     and the scaling efficiency (module docstring)."""
     from tpusim.topology import build_topology
@@ -253,15 +268,25 @@ def virgo_scaling(
         "efficiency": efficiency,
         "source": _source(one),
     }
-    verdicts = _verdicts(spec, values, file.ratio_margin)
+    figures = (system.num_chips, bisection_Bps * BITS_PER_BYTE / PETA)
+    verdicts = _verdicts(
+        spec, figures, peak * system.num_chips / EXA, efficiency, file.ratio_margin
+    )
     overall = verdicts.pop("verdict")
     return values | verdicts, overall
 
 
-def _verdicts(spec: VirgoScalingClaim, v: dict[str, Any], margin: float) -> dict[str, Any]:
-    """Each figure's verdict and the row's (the worst of them)."""
-    chips = "holds" if v["chips"] >= spec.claimed_chips else "does not hold"
-    one_way, both = v["bisection_Pbps"], v["bisection_both_Pbps"]
+def _verdicts(
+    spec: VirgoScalingClaim,
+    figures: tuple[int, float],
+    pod_EF: float,
+    efficiency: float,
+    margin: float,
+) -> dict[str, str]:
+    """Each figure's verdict and the row's (the worst of them): ``figures`` are the
+    chips and the one-way bisection (Pb/s)."""
+    chips = "holds" if figures[0] >= spec.claimed_chips else "does not hold"
+    one_way, both = figures[1], 2 * figures[1]
     bisection = (
         "holds"
         if one_way >= margin * spec.claimed_bisection_Pbps
@@ -269,8 +294,8 @@ def _verdicts(spec: VirgoScalingClaim, v: dict[str, Any], margin: float) -> dict
         if both >= margin * spec.claimed_bisection_Pbps
         else "does not hold"
     )
-    flops = "holds" if v["pod_EF"] >= margin * spec.claimed_EF else "does not hold"
-    scaling = "holds" if v["efficiency"] >= spec.claimed_efficiency else "does not hold"
+    flops = "holds" if pod_EF >= margin * spec.claimed_EF else "does not hold"
+    scaling = "holds" if efficiency >= spec.claimed_efficiency else "does not hold"
     verdicts = {
         "chips_verdict": chips,
         "bisection_verdict": bisection,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from tpusim.report import integer_bytes
 from tpusim.results.files import json_text, output_error
@@ -82,7 +82,7 @@ class PointLog:
 
     def write(self, result: PointResult) -> None:
         """Append one :class:`~tpusim.study.points.PointResult` and flush it to the file."""
-        record: dict[str, Any] = {
+        record: dict[str, object] = {
             "system": result.system,
             "workload": result.label,
             "wall_s": result.wall_s,

@@ -14,10 +14,22 @@ from __future__ import annotations
 import queue
 import sys
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["Finished", "Progress"]
+
+
+class EventQueue(Protocol):
+    """A queue of :class:`Finished` events (``queue.Queue``, ``multiprocessing.Queue``)."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Finished: ...
+
+    def get_nowait(self) -> Finished: ...
 
 
 @dataclass(frozen=True)
@@ -56,24 +68,24 @@ class Progress:
         enabled: bool = True,
         stream: IO[str] | None = None,
         terminal_only: bool = False,
-        kinds: list[Any] | None = None,
+        kinds: Sequence[Hashable] | None = None,
     ):
         self.stream = stream if stream is not None else sys.stderr
         if terminal_only and not _is_terminal(self.stream):
             enabled = False
         self.total, self.enabled, self.count = total, enabled, 0
-        self.left: dict[Any, int] = {}  # runs still to come, per kind
+        self.left: dict[Hashable, int] = {}  # runs still to come, per kind
         for kind in kinds if kinds is not None else [None] * total:
             self.left[kind] = self.left.get(kind, 0) + 1
-        self.spent: dict[Any, list[float]] = {}  # wall time and runs done, per kind
+        self.spent: dict[Hashable, list[float]] = {}  # wall time and runs done, per kind
         self.began = time.perf_counter()
-        self.bar: Any = None
+        self.bar: tqdm[None] | None = None
         if enabled and _is_terminal(self.stream):
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=what, unit="run", file=self.stream)
 
-    def finished(self, event: Finished, kind: Any = None) -> None:
+    def finished(self, event: Finished, kind: Hashable = None) -> None:
         """Print ``event``'s line and advance the bar by one run of ``kind`` (one of
         the ``kinds`` given: runs of a kind are expected to cost alike, :meth:`eta_s`)."""
         self.count += 1
@@ -100,7 +112,7 @@ class Progress:
         else:
             self.bar.write(text, file=self.stream)
 
-    def drain(self, events: Any, timeout_s: float = 0.0) -> None:
+    def drain(self, events: EventQueue, timeout_s: float = 0.0) -> None:
         """Every :class:`Finished` waiting in the ``events`` queue (the first waited for
         up to ``timeout_s`` seconds)."""
         wait = timeout_s

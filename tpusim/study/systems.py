@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
@@ -50,8 +49,8 @@ class SystemVariants(Frozen):
 
     system: str
     name: str | None = None
-    ici: dict[str, Any] = Field(default_factory=dict)
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    ici: dict[str, object] = Field(default_factory=dict)
+    sweep: dict[str, list[object]] = Field(default_factory=dict)
 
 
 def variants(
