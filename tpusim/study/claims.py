@@ -383,9 +383,8 @@ def claim_rows(
 
 
 def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
-    """The claims table as a DataFrame (columns: claim, source, tpusim, assumptions,
-    verdict) of the shipped claims files; ``rows`` are a scenario run's summary rows to
-    reuse (optional)."""
+    """The claims table of the shipped claims files as a DataFrame (columns: claim,
+    source, tpusim, assumptions, verdict), reusing a run's summary ``rows`` if given."""
     import pandas as pd
 
     return pd.DataFrame(claim_rows(rows))
@@ -393,10 +392,8 @@ def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
 
 def format_claims(frame: pd.DataFrame) -> str:
     """The claims table as text: claim, tpusim's figure and verdict, one block each."""
-    blocks = []
-    for i, row in enumerate(frame.itertuples(index=False), start=1):
-        blocks.append(
-            f"{i}. {row.claim}\n   tpusim: {row.tpusim}\n   verdict: {row.verdict}"
-            f"\n   assuming: {row.assumptions}"
-        )
-    return "\n".join(blocks)
+    return "\n".join(
+        f"{i}. {row.claim}\n   tpusim: {row.tpusim}\n   verdict: {row.verdict}"
+        f"\n   assuming: {row.assumptions}"
+        for i, row in enumerate(frame.itertuples(index=False), start=1)
+    )
