@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tpusim.cli.console import print_json
+from tpusim.cli.flags import Subparsers
 
 
 def cmd_claims(args: argparse.Namespace) -> None:
@@ -18,7 +18,7 @@ def cmd_claims(args: argparse.Namespace) -> None:
         print(format_claims(claims))
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     p = sub.add_parser(
         "claims", help="Google's TPU 8 claims against tpusim's figures (shipped systems)"
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import (
+    Subparsers,
     add_max_points,
     axes_flag,
     check_network_work,
@@ -23,7 +24,10 @@ from tpusim.errors import InputError
 from tpusim.results.files import atomic_csv, check_file_target, output_error
 
 if TYPE_CHECKING:
-    from tpusim.engine import CollectiveOptions
+    from tpusim.config.loader import System
+    from tpusim.engine import CollectiveOptions, CollectiveResult
+    from tpusim.network import Network
+    from tpusim.topology import Topology
 
 
 def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
@@ -51,8 +55,12 @@ def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
 
 
 def _run_one(
-    system: Any, topology: Any, args: argparse.Namespace, size: float, options: CollectiveOptions
-) -> tuple[Any, Any]:
+    system: System,
+    topology: Topology,
+    args: argparse.Namespace,
+    size: float,
+    options: CollectiveOptions,
+) -> tuple[CollectiveResult, Network]:
     from tpusim.collectives import AlgorithmError
     from tpusim.engine import run_collective
 
@@ -101,7 +109,7 @@ def cmd_collective(args: argparse.Namespace) -> None:
             print("\n".join(fault_lines(rec)))
 
 
-def _write_links(topology: Any, network: Any, time_s: float, file: str) -> None:
+def _write_links(topology: Topology, network: Network, time_s: float, file: str) -> None:
     from tpusim.engine import link_table
 
     try:
@@ -111,8 +119,8 @@ def _write_links(topology: Any, network: Any, time_s: float, file: str) -> None:
 
 
 def _collective_sweep(
-    system: Any,
-    topology: Any,
+    system: System,
+    topology: Topology,
     args: argparse.Namespace,
     sizes: list[float],
     options: CollectiveOptions,
@@ -180,7 +188,7 @@ def _sweep_row(r: dict[str, Any], binary: bool) -> str:
     )
 
 
-def _add_collective(sub: Any) -> None:
+def _add_collective(sub: Subparsers) -> None:
     from tpusim.collectives import ALGORITHMS
     from tpusim.vocabulary import ENGINE_CHOICES, OPS
 
@@ -222,5 +230,5 @@ def _add_collective(sub: Any) -> None:
     p.set_defaults(func=cmd_collective)
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     _add_collective(sub)

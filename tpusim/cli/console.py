@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import FrameType
 
 __all__ = [
     "INTERRUPTED_EXIT_CODE",
@@ -82,13 +82,13 @@ def _show_warning(
     print(f"tpusim: warning: {message}", file=sys.stderr)
 
 
-def _first_interrupt(signum: int, frame: Any) -> None:
+def _first_interrupt(signum: int, frame: FrameType | None) -> None:
     warnings.simplefilter("ignore")
     signal.signal(signal.SIGINT, _second_interrupt)
     raise KeyboardInterrupt
 
 
-def _second_interrupt(signum: int, frame: Any) -> None:
+def _second_interrupt(signum: int, frame: FrameType | None) -> None:
     print("tpusim: interrupted", file=sys.stderr, flush=True)
     os._exit(INTERRUPTED_EXIT_CODE)
 
@@ -103,7 +103,7 @@ def drop_stdout() -> None:
         pass
 
 
-def print_json(record: Any) -> None:
+def print_json(record: object) -> None:
     """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`), byte
     counts as integers (:func:`~tpusim.report.integer_bytes`)."""
     from tpusim.report import integer_bytes  # the reporting layer: only when printing

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from tpusim import units
 from tpusim.cli.console import print_json
+from tpusim.cli.flags import Subparsers
 from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.errors import InputError
 from tpusim.workloads.hlo import hlo_summary
@@ -48,7 +48,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     )
 
 
-def _add_hlo_parser(sub: Any) -> None:
+def _add_hlo_parser(sub: Subparsers) -> None:
     """The ``hlo`` command's flags."""
     p = sub.add_parser(
         "hlo",
@@ -89,5 +89,5 @@ def _hlo_target(args: argparse.Namespace) -> tuple[str, str]:
     )
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     _add_hlo_parser(sub)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.cli.flags import Subparsers
 from tpusim.report import text_table
 
 COLUMNS = ("name", "parameters", "active", "published", "layers", "d_model", "attention", "moe")
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """The subcommand, on the CLI's subparsers."""
     p = sub.add_parser("models", help="list the model presets (configs/models) and their sizes")
     p.add_argument("--json", action="store_true", help="print one JSON object")

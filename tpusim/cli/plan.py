@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from tpusim import units
-from tpusim.cli.flags import positive_flag
+from tpusim.cli.flags import Subparsers, positive_flag
 from tpusim.report import text_table
 from tpusim.vocabulary import DTYPES
 
@@ -26,7 +26,7 @@ COLUMNS = (
 DEFAULT_TOP = 5
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """The subcommand, on the CLI's subparsers."""
     from tpusim.planner.search import (
         DEFAULT_CONFIRM,

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tpusim.cli.flags import path_flag, positive_flag
+from tpusim.cli.flags import Subparsers, path_flag, positive_flag
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError, SimulationError
 from tpusim.report import integer_bytes, text_table
@@ -25,6 +25,10 @@ from tpusim.results.run import PointFailure
 from tpusim.study.options import EXECUTORS, CheckOptions, ScenarioRunOptions
 from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog
 from tpusim.study.systems import locate_scenario, scenario_listing
+
+if TYPE_CHECKING:
+    from tpusim.results.writers import Outputs
+    from tpusim.study.schema import ScenarioSpec
 
 __all__ = ["add_parsers", "cmd_check", "cmd_run", "cmd_scenarios"]
 
@@ -114,11 +118,11 @@ def _failure_text(failures: list[PointFailure]) -> str:
     return "\n".join(failure.line() for failure in failures)
 
 
-def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[str, Any]:
+def _run_record(name: str, outputs: Outputs, out: Path, pictures: list[Path]) -> dict[str, object]:
     """The ``tpusim run --json`` object."""
     import pandas as pd
 
-    record: dict[str, Any] = {
+    record: dict[str, object] = {
         "scenario": name,
         "results": outputs.run.rows,
         "out": str(out),
@@ -139,7 +143,7 @@ def _run_record(name: str, outputs: Any, out: Any, pictures: list[Any]) -> dict[
     return record
 
 
-def _run_lines(spec: Any, outputs: Any, out: Any, files: list[Path]) -> list[str]:
+def _run_lines(spec: ScenarioSpec, outputs: Outputs, out: Path, files: list[Path]) -> list[str]:
     """The text ``tpusim run`` prints: the comparison table, the claims, the files
     that were written (:func:`written_text`)."""
     from tpusim.report import format_table
@@ -176,7 +180,7 @@ def written_text(out: Path, files: list[Path]) -> str:
     return ", ".join(shown) or "nothing"
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """Register ``run``, ``check`` and ``scenarios`` on the subcommand parsers ``sub``."""
     p = sub.add_parser("scenarios", help="list the shipped scenarios (run them by name)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -189,7 +193,7 @@ def add_parsers(sub: Any) -> None:
     _add_run(sub)
 
 
-def _add_run(sub: Any) -> None:
+def _add_run(sub: Subparsers) -> None:
     p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
     p.add_argument("scenario", help="shipped scenario name (tpusim scenarios) or YAML path")
     p.add_argument("--out", type=path_flag, help="output folder (default out/SCENARIO_NAME)")

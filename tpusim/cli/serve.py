@@ -210,5 +210,5 @@ def _print_curve(args: argparse.Namespace, row: dict[str, Any]) -> None:
         print(f"wrote {row['plot']}")
 
 
-def _num(value: Any) -> str:
+def _num(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)

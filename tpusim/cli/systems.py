@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tpusim.cli.console import print_json
+from tpusim.cli.flags import Subparsers
 from tpusim.config import load_system, shipped
 from tpusim.report import text_table
 
@@ -29,7 +29,7 @@ def cmd_systems(args: argparse.Namespace) -> None:
         print(text_table(rows, ["name", "chip", "topology", "chips", "description"]))
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     p = sub.add_parser("systems", help="list the shipped systems")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_systems)

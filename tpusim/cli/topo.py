@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tpusim.cli.console import print_json
+from tpusim.cli.flags import Subparsers
 from tpusim.config import load_system
 from tpusim.report import topology_lines, topology_summary
 
@@ -18,7 +18,7 @@ def cmd_topo(args: argparse.Namespace) -> None:
     print("\n\n".join("\n".join(topology_lines(rec)) for rec in records))
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     p = sub.add_parser("topo", help="topology metrics of one or more systems")
     p.add_argument("system", nargs="+", help="shipped system name or path to a system YAML")
     p.add_argument("--json", action="store_true", help="print one JSON object")

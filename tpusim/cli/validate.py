@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tpusim.cli.flags import Subparsers
 from tpusim.errors import InputError
 from tpusim.network import NETWORKS
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
@@ -12,7 +13,7 @@ from tpusim.results.files import atomic_write_text, check_file_target, json_text
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """The two subcommands, on the CLI's subparsers."""
     p = sub.add_parser(
         "validate", help="simulate the shipped public measurements and report the errors"
