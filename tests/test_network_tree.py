@@ -117,3 +117,27 @@ def test_serving_takes_the_network_settings_whole():
     tree = ServeOptions(model="llama-3.1-8b", network={"fidelity": "flow", "tolerance": 0.05})
     assert tree.network == NetworkSettings.of("flow", tolerance=0.05)
     assert tree.model_dump(mode="json")["network"] == {"fidelity": "flow", "tolerance": 0.05}
+
+
+def test_run_takes_the_network_flags_over_the_file(tmp_path, capsys):
+    """``tpusim run --fidelity packet --packet-bytes 16KiB`` replaces the file's
+    ``network:`` in every point, in worker processes too (``--jobs 2``), and in the
+    resolved scenario written beside the results."""
+    import json
+
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nnetwork: {fidelity: flow, tolerance: 0.05}\nsystems: [v5e-pod, v6e-pod]\n"
+        "workloads:\n  - {name: ar, kind: collective, op: all-reduce, bytes: 1 MiB}\n"
+    )
+    out = tmp_path / "o"
+    argv = ["run", str(path), "--out", str(out), "--quiet", "--json", "--jobs", "2"]
+    code, text, _ = run(capsys, *argv, "--fidelity", "packet", "--packet-bytes", "16KiB")
+    assert code == 0
+    assert {row["fidelity"] for row in json.loads(text)["results"]} == {"packet"}
+    resolved = yaml.safe_load((out / "resolved.yaml").read_text())
+    assert resolved["network"] == {"fidelity": "packet", "packet_bytes": 16384}
+    line = assert_one_error_line(*run(capsys, *argv, "--flow-tolerance", "0.1"))
+    assert "--flow-tolerance needs --fidelity" in line

@@ -34,6 +34,7 @@ __all__ = [
     "flag_of",
     "flag_problem",
     "model_values",
+    "network_flags_given",
     "network_of",
 ]
 
@@ -129,11 +130,16 @@ def _network_options() -> Iterator[tuple[str, str, str, FieldInfo]]:
             yield "--" + flag.replace("_", "-"), fidelity, key, info
 
 
-def add_network_flags(p: argparse.ArgumentParser, default: str = "flow") -> None:
-    """``--fidelity`` (default ``default``) and one flag per registered network option."""
+def add_network_flags(p: argparse.ArgumentParser, default: str | None = "flow") -> None:
+    """``--fidelity`` (default ``default``; None: the scenario's network) and one flag per
+    registered network option."""
     models = ", ".join(f"{name} ({backend.description})" for name, backend in NETWORKS.items())
+    chosen = "the scenario's network" if default is None else default
     p.add_argument(
-        "--fidelity", choices=NETWORKS.names(), default=default, help=f"network model: {models}"
+        "--fidelity",
+        choices=NETWORKS.names(),
+        default=default,
+        help=f"network model: {models} (default {chosen})",
     )
     for flag, fidelity, key, info in _network_options():
         p.add_argument(
@@ -142,6 +148,12 @@ def add_network_flags(p: argparse.ArgumentParser, default: str = "flow") -> None
             metavar=key.upper(),
             help=f"{fidelity} fidelity: {_help(info)}",
         )
+
+
+def network_flags_given(args: argparse.Namespace) -> list[str]:
+    """The network option flags given (not ``--fidelity``)."""
+    flags = [flag for flag, _, _, _ in _network_options()]
+    return [flag for flag in flags if getattr(args, f"{_NETWORK_DEST}{flag}", None) is not None]
 
 
 def network_of(args: argparse.Namespace) -> NetworkSettings:

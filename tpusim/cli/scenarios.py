@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpusim.cli.flags import Subparsers, path_flag, positive_flag
+from tpusim.cli.model_flags import add_network_flags, network_flags_given, network_of
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError, SimulationError
 from tpusim.report import integer_bytes, text_table
@@ -65,6 +66,7 @@ def run_options(args: argparse.Namespace) -> ScenarioRunOptions:
     from tpusim.cli.faults import fault_flags
 
     options = ScenarioRunOptions(
+        network=network_of(args) if _network_given(args) else None,
         out=args.out,
         executor=args.executor,
         scheduler=args.scheduler,
@@ -223,7 +225,16 @@ def _add_run(sub: Subparsers) -> None:
     from tpusim.cli.faults import add_fault_flags
 
     add_fault_flags(p, default_routing=None)
+    add_network_flags(p, default=None)
     p.set_defaults(func=cmd_run)
+
+
+def _network_given(args: argparse.Namespace) -> bool:
+    """Whether a network flag was given (``--fidelity`` is needed with its options)."""
+    given = network_flags_given(args)
+    if given and args.fidelity is None:
+        raise InputError(f"{given[0]} needs --fidelity (it replaces the scenario's network)")
+    return args.fidelity is not None
 
 
 def _add_max_points(p: argparse.ArgumentParser) -> None:

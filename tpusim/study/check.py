@@ -75,7 +75,13 @@ def check_scenario(file: str | Path, options: CheckOptions | None = None) -> Sce
     options = options or CheckOptions()
     problems: list[ConfigError] = []
     try:
-        scenario = Scenario(file, options.max_points, options.fault_flags, problems=problems)
+        scenario = Scenario(
+            file,
+            options.max_points,
+            options.fault_flags,
+            problems=problems,
+            network=options.network,
+        )
     except ConfigError as exc:  # does not read or validate at the top level
         return ScenarioCheck(str(file), None, _distinct([*problems, exc], str(file)))
     point_set = point_set_of(scenario)

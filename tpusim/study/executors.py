@@ -20,6 +20,7 @@ workers import. Dask is an extra: ``pip install 'tpusim[dask]'``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -203,9 +204,7 @@ def _run_tasks(
 ) -> list[PointResult]:
     """Submit one task per point and collect them as they finish."""
     source = point_set.source
-    on_worker = PointSetSource(
-        str(Path(source.file).resolve()), source.max_points, source.fault_flags
-    )
+    on_worker = dataclasses.replace(source, file=str(Path(source.file).resolve()))
     digest = _digest(source.file)
     keys = [(p.system_index, p.run_index) for p in point_set.points]
     futures: list[Future] = [

@@ -14,6 +14,7 @@ from pydantic import Field, PositiveInt
 from tpusim.config.faults import FaultFlags
 from tpusim.config.types import Frozen
 from tpusim.errors import InputError
+from tpusim.network import NetworkTree
 
 __all__ = ["EXECUTORS", "IN_PROCESS", "CheckOptions", "ExecutorName", "ScenarioRunOptions"]
 
@@ -27,10 +28,12 @@ class CheckOptions(Frozen):
     """How a scenario is loaded and checked: ``max_points`` overrides the file's
     ``max_points`` (None: the file's); ``fault_flags`` are the command line's fault
     flags (:class:`~tpusim.config.faults.FaultFlags`), set on every workload that
-    takes them; ``as_json``: print one JSON object (``--json``)."""
+    takes them; ``network`` (the network flags) replaces the file's ``network:`` (None:
+    the file's); ``as_json``: print one JSON object (``--json``)."""
 
     max_points: PositiveInt | None = None
     fault_flags: FaultFlags = Field(default_factory=FaultFlags)
+    network: NetworkTree | None = None
     as_json: bool = Field(default=False, alias="json")
 
 

@@ -18,6 +18,7 @@ from tpusim.config.faults import FaultFlags
 from tpusim.config.loader import System, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
 from tpusim.study.scenario import Scenario
 from tpusim.study.schema import ScenarioSpec
 from tpusim.workloads import WorkloadContext, WorkloadSpec
@@ -33,11 +34,12 @@ __all__ = ["Point", "PointSet", "PointSetSource", "load_point_set", "point_set_o
 @dataclass(frozen=True)
 class PointSetSource:
     """What loads a point set again in another process: the scenario file (as given: errors
-    name it so), its point limit and the command line's fault flags."""
+    name it so), its point limit and the command line's fault flags and network."""
 
     file: str
     max_points: int
     fault_flags: FaultFlags
+    network: NetworkSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -154,13 +156,20 @@ def point_set_of(scenario: Scenario) -> PointSet:
         for r, run in enumerate(scenario.runs)
         if run.workload.systems is None or system.name in run.workload.systems
     )
-    source = PointSetSource(scenario.file, scenario.max_points, scenario.fault_flags)
+    source = PointSetSource(
+        scenario.file, scenario.max_points, scenario.fault_flags, scenario.network_override
+    )
     return PointSet(source, scenario.spec, scenario.lines, tuple(scenario.systems), points)
 
 
 def load_point_set(source: PointSetSource) -> PointSet:
     """The point set of the scenario file ``source`` names, loaded again (in a worker);
     raises what loading the scenario raises."""
-    return point_set_of(
-        Scenario(source.file, source.max_points, source.fault_flags, warn_deprecated=False)
+    scenario = Scenario(
+        source.file,
+        source.max_points,
+        source.fault_flags,
+        warn_deprecated=False,
+        network=source.network,
     )
+    return point_set_of(scenario)

@@ -65,6 +65,7 @@ from tpusim.config.limits import points_problem
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
 from tpusim.results.run import ScenarioRun
 from tpusim.results.writers import Outputs
 from tpusim.study.schema import (
@@ -110,7 +111,8 @@ class Scenario:
     ``max_points`` (the CLI's ``--max-points``) overrides the file's ``max_points``:
     the most workload points (sweep points summed over workloads) it may have;
     ``fault_flags`` (the CLI's fault flags, :class:`~tpusim.config.faults.FaultFlags`)
-    set the fault keys of every workload that takes them.
+    set the fault keys of every workload that takes them; ``network`` (the CLI's
+    network flags) replaces the file's ``network:``.
     ``problems``: given a list, every problem found is appended to it (each a
     ConfigError naming file:line and path) and loading goes on without the broken
     workload or system (``tpusim check``); without one, the first problem is raised.
@@ -124,6 +126,7 @@ class Scenario:
         fault_flags: FaultFlags | None = None,
         problems: list[ConfigError] | None = None,
         warn_deprecated: bool = True,
+        network: NetworkSettings | None = None,
     ):
         self.file = str(file)
         self.fault_flags = fault_flags or NO_FAULT_FLAGS
@@ -132,6 +135,9 @@ class Scenario:
         data = flat_network_read(data, self.file, self.lines, warn_deprecated)
         self.raw = models_beside(data, Path(self.file).parent)
         self.spec, self.indices = self._validated()
+        if network is not None:  # the command line's network flags win over the file's
+            self.spec = self.spec.model_copy(update={"network": network})
+        self.network_override = network
         #: The file's top-level mapping (it validated, so it is one).
         self.data: dict[str, object] = self.raw if isinstance(self.raw, dict) else {}
         self.max_points = max_points or self.spec.max_points
