@@ -86,7 +86,7 @@ def _add_field_flag(p: argparse.ArgumentParser, name: str, info: FieldInfo) -> N
         dest=name,
         default=None,
         choices=_choices(info),
-        metavar=None if _choices(info) else (info.alias or name).upper(),
+        metavar=None if _choices(info) else flag.removeprefix("--").replace("-", "_").upper(),
         required=info.is_required(),
         help=_help(info),
     )
@@ -105,18 +105,21 @@ def add_model_flags(
 def model_values(
     args: argparse.Namespace, model: type[BaseModel], skip: Collection[str] = ()
 ) -> dict[str, object]:
-    """The fields of ``model`` whose flags were given, by field name."""
-    given = {name: getattr(args, name, None) for name in model.model_fields if name not in skip}
-    return {name: value for name, value in given.items() if value is not None}
+    """The fields of ``model`` whose flags were given, keyed as the model reads them
+    (a field's alias, else its name)."""
+    fields = [(name, info) for name, info in model.model_fields.items() if name not in skip]
+    given = {info.alias or name: getattr(args, name, None) for name, info in fields}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def flag_problem(error: ErrorDetails, model: type[BaseModel], command: str) -> str:
     """One validation error of ``model`` as ``--flag: problem`` (``command: problem``
     when no field is to blame)."""
     message = error["msg"].removeprefix("Value error, ")
-    field = str(error["loc"][0]) if error["loc"] else None
-    if field in model.model_fields:
-        return f"{flag_of(field, model.model_fields[field])}: {message}"
+    key = str(error["loc"][0]) if error["loc"] else None
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return f"{flag_of(name, info)}: {message}"
     return f"{command}: {message}"
 
 

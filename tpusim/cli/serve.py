@@ -54,10 +54,12 @@ TABLE_FIELDS = (
 
 
 def flag_of(field: str) -> str:
-    """The ``tpusim serve`` flag that sets option ``field`` (generated from the field)."""
-    if field == "network":
-        return "--fidelity"
-    return model_flag(field, ServeOptions.model_fields[field])
+    """The ``tpusim serve`` flag that sets option ``field`` (its name or alias;
+    generated from the field)."""
+    for name, info in ServeOptions.model_fields.items():
+        if field in (name, info.alias):
+            return "--fidelity" if name == "network" else model_flag(name, info)
+    return "--" + field.replace("_", "-")
 
 
 def flagged(text: str, mentions: Iterable[str]) -> str:
