@@ -17,10 +17,11 @@ from __future__ import annotations
 import sys
 import time
 
-from tpusim.cli.faults import link_counts, monte_carlo
-from tpusim.config.faults import FaultPlan
+from tpusim.cli.faults import link_counts
+from tpusim.config.faults import FaultSet
 from tpusim.config.loader import load_system
 from tpusim.engine import CollectiveOptions, run_collective, simulate_collective
+from tpusim.study.fault_trials import monte_carlo
 from tpusim.topology import build_topology
 
 MC_BUDGET_S = 60.0
@@ -29,7 +30,7 @@ MIB = 2**20
 
 def bench_monte_carlo() -> None:
     start = time.perf_counter()
-    rec = monte_carlo("ironwood-pod", "all-reduce", 2**30, link_counts("0:16"), 20, 1)
+    rec = monte_carlo("ironwood-pod", "all-reduce", 2**30, link_counts("0:16"), 20, 1).record()
     wall = time.perf_counter() - start
     runs = sum(r["trials"] for r in rec["counts"]) + 1
     medians = ", ".join(f"{r['failed_links']}: {r['p50_s'] * 1e3:.2f} ms" for r in rec["counts"])
@@ -46,7 +47,7 @@ def bench_flow_with_faults() -> None:
         "ironwood-pod",
         "all-reduce",
         2**30,
-        CollectiveOptions(faults=FaultPlan(fail_links=16, seed=1)),
+        CollectiveOptions(faults=FaultSet(fail_links=16, seed=1)),
     )
     wall = time.perf_counter() - start
     print(
