@@ -141,3 +141,20 @@ def test_run_takes_the_network_flags_over_the_file(tmp_path, capsys):
     assert resolved["network"] == {"fidelity": "packet", "packet_bytes": 16384}
     line = assert_one_error_line(*run(capsys, *argv, "--flow-tolerance", "0.1"))
     assert "--flow-tolerance needs --fidelity" in line
+
+
+@pytest.mark.parametrize(
+    ("tree", "says"),
+    [
+        ("5", r"network: expected a fidelity name or a mapping"),
+        ("{fidelity: fluid}", r"network\.fidelity: unknown network fidelity 'fluid'"),
+        ("{fidelity: flow, tolerance: false}", r"network\.tolerance: expected a number"),
+        ("{fidelity: flow, tolerance: .nan}", r"network\.tolerance: Input should be a finite"),
+        ("{fidelity: packet, packet_bytes: true}", r"network\.packet_bytes: expected a size"),
+        ("{fidelity: packet, packet_bytes: -1}", r"network\.packet_bytes: Input should be greater"),
+    ],
+)
+def test_a_bad_tree_is_one_line_at_its_key(tmp_path, capsys, tree, says):
+    path = scenario_file(tmp_path, f"network: {tree}\n")
+    line = assert_one_error_line(*run(capsys, "check", str(path)))
+    assert re.search(rf"s\.yaml:2 {says}", line), line

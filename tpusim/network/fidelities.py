@@ -32,7 +32,9 @@ __all__ = ["ANALYTIC", "FLOW", "PACKET", "FlowOptions", "PacketOptions"]
 
 
 def _number(value: object) -> object:
-    """A tolerance written as text (a flag's value) as a number."""
+    """A tolerance written as text (a flag's value) as a number; a boolean is refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number such as 0.01, got {value}")
     if not isinstance(value, str):
         return value
     try:
@@ -52,7 +54,9 @@ Tolerance = Annotated[float, BeforeValidator(_number), AfterValidator(_below_one
 
 
 def _size(value: object) -> object:
-    """A size with a unit (``64KiB``) or a plain number of bytes."""
+    """A size with a unit (``64KiB``) or a plain number of bytes; a boolean is refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size such as 64KiB, got {value}")
     if isinstance(value, str):
         return units.parse(value, "bytes")
     return value
