@@ -158,3 +158,12 @@ def test_a_bad_tree_is_one_line_at_its_key(tmp_path, capsys, tree, says):
     path = scenario_file(tmp_path, f"network: {tree}\n")
     line = assert_one_error_line(*run(capsys, "check", str(path)))
     assert re.search(rf"s\.yaml:2 {says}", line), line
+
+
+def test_serve_options_still_read_the_old_flat_keys():
+    with pytest.warns(FutureWarning, match="ServeOptions fidelity and flow_tolerance: deprecated"):
+        old = ServeOptions(model="llama-3.1-8b", fidelity="flow", flow_tolerance=0.05)
+    assert old.network == NetworkSettings.of("flow", tolerance=0.05)
+    owned = "the packet fidelity has no option 'tolerance'"
+    with pytest.raises(ValueError, match=owned), pytest.warns(FutureWarning):
+        ServeOptions(model="llama-3.1-8b", fidelity="packet", flow_tolerance=0.05)

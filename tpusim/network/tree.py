@@ -15,6 +15,7 @@ the same way, and an option the fidelity does not own is one error at its key
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Annotated
 
@@ -23,7 +24,51 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.network.backends import NETWORKS, BackendOptions, NetworkSettings, option_keys
 
-__all__ = ["NetworkTree", "network_tree", "owners_of", "tree_of"]
+__all__ = [
+    "FLAT_NETWORK_KEYS",
+    "DeprecatedKeyWarning",
+    "NetworkTree",
+    "network_tree",
+    "owners_of",
+    "read_flat",
+    "tree_from_flat",
+    "tree_of",
+]
+
+
+#: The old flat network keys of scenarios and serve's options (still read, deprecated)
+#: and the key of the ``network:`` tree each became.
+FLAT_NETWORK_KEYS = {"fidelity": "fidelity", "flow_tolerance": "tolerance"}
+
+
+class DeprecatedKeyWarning(FutureWarning):
+    """A key still read but replaced (shown to users, one line each)."""
+
+
+def tree_from_flat(data: object) -> object:
+    """``data`` (a mapping read by a schema holding a ``network`` tree) with the old
+    flat keys (``fidelity``, ``flow_tolerance``) moved into the tree; both at once is
+    an error (ValueError)."""
+    if not isinstance(data, dict) or not FLAT_NETWORK_KEYS.keys() & data.keys():
+        return data
+    if "network" in data:
+        raise ValueError(
+            "give network: {fidelity: ..., ...} alone, without the old "
+            f"{' or '.join(k for k in FLAT_NETWORK_KEYS if k in data)}"
+        )
+    tree = {new: data[old] for old, new in FLAT_NETWORK_KEYS.items() if data.get(old) is not None}
+    kept = {key: value for key, value in data.items() if key not in FLAT_NETWORK_KEYS}
+    return kept | {"network": tree}
+
+
+def read_flat(data: object, where: str) -> object:
+    """``data`` with its old flat keys moved into its tree (:func:`tree_from_flat`), and
+    a :class:`DeprecatedKeyWarning` naming ``where`` and the keys when it had any."""
+    old = [k for k in FLAT_NETWORK_KEYS if isinstance(data, dict) and k in data]
+    if old:
+        message = f"{where} {' and '.join(old)}: deprecated; give network={{fidelity, ...}}"
+        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
+    return tree_from_flat(data)
 
 
 def owners_of(key: str) -> list[str]:

@@ -39,6 +39,7 @@ from tpusim.config.limits import (
 )
 from tpusim.config.types import Frozen, Time
 from tpusim.network import NetworkSettings, NetworkTree
+from tpusim.network.tree import read_flat
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
 from tpusim.serving.metrics import Slo
 from tpusim.serving.option_types import (
@@ -326,6 +327,12 @@ class ServeOptions(ServeSpec):
     network: NetworkTree = Field(
         default_factory=NetworkSettings, description="network fidelity and its options"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_network(cls, data: object) -> object:
+        return read_flat(data, "ServeOptions")
+
     power_per_chip_W: PositiveFloat | None = Field(
         None, le=MAX_POWER_PER_CHIP_W, alias="power_per_chip", description="all-in W per chip"
     )

@@ -20,28 +20,12 @@ from tpusim.config.types import Frozen, Power, Source
 from tpusim.config.yamlio import PathKey, line_of
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings, NetworkTree
+from tpusim.network.tree import FLAT_NETWORK_KEYS, DeprecatedKeyWarning, tree_from_flat
 from tpusim.study.systems import SystemVariants
 from tpusim.vocabulary import Dtype
 from tpusim.workloads import Workload
 
-__all__ = [
-    "FLAT_NETWORK_KEYS",
-    "Assumptions",
-    "DeprecatedKeyWarning",
-    "OneWorkload",
-    "ScenarioSpec",
-    "flat_network_read",
-    "models_beside",
-    "tree_from_flat",
-]
-
-#: The scenario's old flat network keys (still read, deprecated) and the key of the
-#: ``network:`` tree each became.
-FLAT_NETWORK_KEYS = {"fidelity": "fidelity", "flow_tolerance": "tolerance"}
-
-
-class DeprecatedKeyWarning(FutureWarning):
-    """A scenario key still read but replaced (shown to users, one line)."""
+__all__ = ["Assumptions", "OneWorkload", "ScenarioSpec", "flat_network_read", "models_beside"]
 
 
 def flat_network_read(
@@ -69,21 +53,6 @@ def flat_network_read(
         return tree_from_flat(data)
     except ValueError as exc:
         raise ConfigError(str(exc), file=file, path=old[0], line=first) from None
-
-
-def tree_from_flat(data: object) -> object:
-    """``data`` with the old flat keys (``fidelity:``, ``flow_tolerance:``) moved into
-    the ``network:`` tree; both at once is an error (ValueError)."""
-    if not isinstance(data, dict) or not FLAT_NETWORK_KEYS.keys() & data.keys():
-        return data
-    if "network" in data:
-        raise ValueError(
-            "give network: {fidelity: ..., ...} alone, without the old "
-            f"{' or '.join(k for k in FLAT_NETWORK_KEYS if k in data)}"
-        )
-    tree = {new: data[old] for old, new in FLAT_NETWORK_KEYS.items() if data.get(old) is not None}
-    kept = {key: value for key, value in data.items() if key not in FLAT_NETWORK_KEYS}
-    return kept | {"network": tree}
 
 
 class Assumptions(Frozen):
