@@ -130,9 +130,9 @@ def test_shipped_scenarios_check_clean(name, capsys):
 
 def test_a_file_that_does_not_validate_is_one_problem(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text("name: s\nfidelity: warp\nsystems: [v5e-pod]\nworkloads: []\n")
+    path.write_text("name: s\nnetwork: {fidelity: warp}\nsystems: [v5e-pod]\nworkloads: []\n")
     code, _, err = run(capsys, "check", str(path))
-    assert code == 2 and err.startswith(f"tpusim: error: {path}:2 fidelity:")
+    assert code == 2 and err.startswith(f"tpusim: error: {path}:2 network.fidelity:")
 
 
 #: One program deadlocks at run time (chip 0 has an extra collective: no check can

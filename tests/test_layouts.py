@@ -217,7 +217,7 @@ def test_llama_8b_on_v6e_8_fits_where_it_ran():
 
 BASE = """name: t
 description: t
-fidelity: flow
+network: {fidelity: flow}
 systems: [ironwood-256]
 workloads:
   - name: step

@@ -104,7 +104,7 @@ def test_bad_moe_fields_are_refused_naming_the_field(extra, words):
 def test_capacity_factor_zero_in_a_scenario_exits_2_in_one_line(capsys, tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(
-        "name: t\ndescription: t\nfidelity: flow\nsystems: [ironwood-256]\nworkloads:\n"
+        "name: t\ndescription: t\nnetwork: {fidelity: flow}\nsystems: [ironwood-256]\nworkloads:\n"
         "  - name: moe\n    kind: training_step\n    layers: 1\n    d_model: 512\n"
         "    d_ff: 1024\n    heads: 8\n    head_dim: 64\n    seq: 256\n    batch: 256\n"
         "    experts: 8\n    mesh: {data: 64, expert: 4}\n    capacity_factor: 0\n"

@@ -232,7 +232,7 @@ def test_collective_matmul_keeps_the_flops_and_windows_every_tensor_all_reduce()
 
 STEP = """name: t
 description: t
-fidelity: flow
+network: {fidelity: flow}
 systems: [ironwood-256]
 workloads:
   - name: step

@@ -29,7 +29,7 @@ SYSTEMS = {
 SCENARIO = """\
 name: tiny-report
 description: "a small run for the report test"
-fidelity: flow
+network: {fidelity: flow}
 systems: [iw-64.yaml, fly-32.yaml]
 plots: true
 claims: true

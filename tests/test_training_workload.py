@@ -12,7 +12,7 @@ from tests.helpers import assert_one_error_line, run
 
 BASE = """name: t
 description: t
-fidelity: flow
+network: {fidelity: flow}
 systems: [ironwood-256]
 workloads:
   - name: step
