@@ -140,6 +140,18 @@ scenarios = st.fixed_dictionaries(
     optional={
         "max_points": st.one_of(st.integers(1, 2000), numbers),
         "fidelity": st.sampled_from(["flow", "packet", "analytic", "x"]),
+        "network": st.one_of(
+            st.sampled_from(["flow", "packet", "analytic", "x"]),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "fidelity": st.sampled_from(["flow", "packet", "analytic", "x"]),
+                    "tolerance": numbers,
+                    "packet_bytes": values,
+                },
+            ),
+            values,
+        ),
     },
 )
 
