@@ -20,7 +20,7 @@ import simpy
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from tpusim import units
-from tpusim.config.limits import packet_work_problem
+from tpusim.config.limits import packet_work_problem, whole_bytes_problem
 from tpusim.network.analytic import AnalyticNetwork
 from tpusim.network.backends import BackendOptions, NetworkBackend
 from tpusim.network.base import Network
@@ -62,8 +62,15 @@ def _size(value: object) -> object:
     return value
 
 
-#: A packet's payload (bytes, > 0): a number or a size with a unit.
-PacketBytes = Annotated[float, BeforeValidator(_size), Field(gt=0)]
+def _whole(value: float) -> float:
+    problem = whole_bytes_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: A packet's payload (bytes, > 0, whole): a number or a size with a unit.
+PacketBytes = Annotated[float, BeforeValidator(_size), Field(gt=0), AfterValidator(_whole)]
 
 
 class FlowOptions(BackendOptions):
