@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpusim.report.plots import finish, pyplot, save
+from tpusim.report.plots import finish, pyplot
+from tpusim.results.files import save_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -148,5 +149,5 @@ def port_utilization_heatmaps(
         fig.colorbar(image, cax=bar_ax, label="link utilisation (%)")
     fig.suptitle(f"Link utilisation per chip by port: {topology_title(topology)}")
     if path is not None:
-        save(fig, path)
+        save_figure(fig, path)
     return fig

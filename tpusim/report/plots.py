@@ -1,11 +1,11 @@
 """Figures of simulator results (matplotlib, imported lazily so this module stays cheap).
 
 Every function returns the matplotlib ``Figure``; with ``path`` it also writes
-``path.png`` and ``path.svg`` (see :func:`save`). Every figure has a title, axis
-labels with units, and a legend when it shows more than one series. Here: bus
-bandwidth against size, hop histograms and the step breakdown, and the helpers every
-figure module uses (:func:`pyplot`, :func:`finish`, :func:`save`); the link heatmaps are
-in :mod:`tpusim.report.link_plots`, the step timeline in
+``path.png`` and ``path.svg`` (see :func:`~tpusim.results.files.save_figure`). Every
+figure has a title, axis labels with units, and a legend when it shows more than one
+series. Here: bus bandwidth against size, hop histograms and the step breakdown, and
+the helpers every figure module uses (:func:`pyplot`, :func:`finish`); the link
+heatmaps are in :mod:`tpusim.report.link_plots`, the step timeline in
 :mod:`tpusim.report.timeline_plots`, the comparisons across systems in
 :mod:`tpusim.report.compare_plots`, the workloads' own in
 :mod:`tpusim.report.workload_plots`.
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.results.files import save_figure
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -45,33 +46,12 @@ def pyplot() -> Any:
     return plt
 
 
-def save(fig: Figure, path: str | Path) -> tuple[Path, Path]:
-    """Write ``fig`` as ``path.png`` and ``path.svg`` (creating the folder); return both.
-    Each is written to a temporary file and renamed into place
-    (:func:`tpusim.results.files.atomic_write`). The SVG carries no date and fixed
-    element ids, so the same figure gives the same bytes (runs compare file by file)."""
-    import matplotlib
-
-    from tpusim.results.files import atomic_write
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    png, svg = path.with_suffix(".png"), path.with_suffix(".svg")
-    atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"), True)
-    with matplotlib.rc_context({"svg.hashsalt": "tpusim"}):
-        atomic_write(
-            svg,
-            lambda f: fig.savefig(f, format="svg", bbox_inches="tight", metadata={"Date": None}),
-            True,
-        )
-    return png, svg
-
-
 def finish(fig: Figure, path: str | Path | None) -> Figure:
-    """Lay ``fig`` out tightly and, with ``path``, :func:`save` it; returns it."""
+    """Lay ``fig`` out tightly and, with ``path``, :func:`~tpusim.results.files.save_figure` it;
+    returns it."""
     fig.tight_layout()
     if path is not None:
-        save(fig, path)
+        save_figure(fig, path)
     return fig
 
 

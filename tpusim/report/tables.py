@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tpusim import units
+from tpusim.results.comparison import comparison_frame
 from tpusim.results.records import Record
-from tpusim.results.tables import comparison_frame
 
 __all__ = [
     "TABLE_WIDTH",

@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.report.drawing import close
 from tpusim.report.plots import finish, pyplot
+from tpusim.results.files import save_figure
+from tpusim.results.writers import Outputs, trace_name
+from tpusim.workloads.jobs import JobsResults
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -104,3 +108,20 @@ def _wrapped_layout(layout: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int
     shape = (-(-cols // width), width)
     xlabel, ylabel = f"{layout.xlabel} mod {width}", f"{layout.xlabel} // {width}"
     return layout.col // width, layout.col % width, shape, xlabel, ylabel
+
+
+def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
+    """The ``jobs`` output writer: per jobs workload and system,
+    ``jobs-<system>-<workload>.png`` and ``.svg`` (:func:`shared_links_heatmap`)."""
+    written: list[Path] = []
+    for detail in outputs.run.details:
+        system, label, results = detail.system, detail.label, detail.results
+        if not isinstance(results, JobsResults) or results.job_link_bytes is None:
+            continue
+        topology = outputs.run.topologies[system]
+        stem = trace_name(system, label).removeprefix("trace-").removesuffix(".json")
+        fig = shared_links_heatmap(topology, results.job_link_bytes, results.step_time_s)
+        fig.suptitle(f"{label} on {system}: jobs sharing links")
+        written += save_figure(fig, out / f"jobs-{stem}")
+        close(fig)
+    return written

@@ -46,7 +46,7 @@ def plot_latency_vs_rate(
     against requests/s per chip, a line per system of ``curves``; returns both paths."""
     from matplotlib.figure import Figure
 
-    from tpusim.report.plots import save
+    from tpusim.results.files import save_figure
 
     fig = Figure(figsize=(10, 4))
     ttft, tpot = fig.subplots(1, 2)
@@ -64,4 +64,4 @@ def plot_latency_vs_rate(
         ax.grid(True, alpha=0.3)
         ax.legend()
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)
