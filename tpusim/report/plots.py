@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from tpusim.topology.base import Topology
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def pyplot() -> Any:
+def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` with the Agg backend (a notebook keeps its own)."""
     import sys
 
@@ -89,7 +91,7 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
     return finish(fig, path)
 
 
-def _size_ticks(ax: Any, sizes: np.ndarray) -> None:
+def _size_ticks(ax: Axes, sizes: np.ndarray) -> None:
     """Tick a log2 size axis at powers of two (every 2**k, k spaced so at most 12
     ticks, keeping 1 KiB, 1 MiB, 1 GiB), or at the sizes measured when few."""
     from matplotlib.ticker import FixedLocator, NullLocator

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from tpusim.topology import Topology
+    from tpusim.topology.base import PlotLayout
 
 
 # -- training memory ---------------------------------------------------------------
@@ -98,7 +99,7 @@ def shared_links_heatmap(
 FOLDED_ROW_CHIPS = 32
 
 
-def _wrapped_layout(layout: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int], str, str]:
+def _wrapped_layout(layout: PlotLayout) -> tuple[np.ndarray, np.ndarray, tuple[int, int], str, str]:
     """(row, col, shape, xlabel, ylabel) of ``layout``; a single row of more than
     ``FOLDED_ROW_CHIPS`` cells is folded into rows of that many."""
     rows, cols = layout.shape

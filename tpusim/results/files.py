@@ -35,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 from tpusim.errors import InputError, SimulationError
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -127,7 +128,7 @@ def save_figure(fig: Figure, path: str | Path) -> tuple[Path, Path]:
     return png, svg
 
 
-def atomic_csv(frame: Any, path: str | Path, **options: Any) -> Path:
+def atomic_csv(frame: pd.DataFrame, path: str | Path, **options: object) -> Path:
     """``frame.to_csv(path, **options)`` (a pandas DataFrame), written atomically."""
     return atomic_write(path, lambda handle: frame.to_csv(handle, **options))
 
