@@ -107,7 +107,7 @@ class Simulator:
         fragment would change the mix)."""
         from tpusim.program.builders.emit import useful_flops
 
-        plan = fitted.plan
+        plan = fitted.step
         c, per = len(plan.chunk()), plan.schedule.stages * plan.schedule.virtual
         if c <= FRAGMENT_LAYERS[-1] or plan.args.dense_layers:
             return self.run(fitted, fidelity)
@@ -117,7 +117,7 @@ class Simulator:
             for name in ("step_time_s", "compute_time_s", "exposed_communication_time_s")
         )
         flops_two = two.mfu * two.step_time_s  # MFU x step = useful FLOPs / peak
-        fragment_flops = useful_flops(_fragment_plan(fitted, FRAGMENT_LAYERS[1] * per))
+        fragment_flops = useful_flops(_fragment_step(fitted, FRAGMENT_LAYERS[1] * per))
         mfu = flops_two * useful_flops(plan) / fragment_flops / step
         wall = one.wall_s + two.wall_s
         return Simulated(fitted, fidelity, step, compute, exposed, mfu, "fragments", wall)
@@ -135,10 +135,10 @@ def _affine(one: float, two: float, length: int) -> float:
     return one + (length - a) * (two - one) / (b - a)
 
 
-def _fragment_plan(fitted: Fitted, layers: int) -> Any:
+def _fragment_step(fitted: Fitted, layers: int) -> Any:
     """``fitted``'s plan with ``layers`` layers."""
     from dataclasses import asdict
 
-    from tpusim.program.builders import plan_training
+    from tpusim.program.builders import prepare_training
 
-    return plan_training(**(asdict(fitted.plan.args) | {"layers": layers}))
+    return prepare_training(**(asdict(fitted.step.args) | {"layers": layers}))

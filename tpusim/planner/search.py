@@ -27,7 +27,7 @@ from typing import Any
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
 from tpusim.planner.estimate import Network, Screen, Screener
-from tpusim.planner.memory import Fitted, MemoryReport, memo_plan, prune
+from tpusim.planner.memory import Fitted, MemoryReport, memo_step, prune
 from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
 from tpusim.units import format_bytes
@@ -217,11 +217,11 @@ def screen_all(report: MemoryReport, system: Any, topology: Any) -> dict[int, Sc
     memo: dict[Any, Any] = {}
     pieces: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = {}
     for fitted in report.fitting:
-        mesh = tuple(fitted.plan.mesh.items())
+        mesh = tuple(fitted.step.mesh.items())
         if mesh not in pieces:
-            pieces[mesh] = map_mesh(topology, fitted.plan.mesh)
+            pieces[mesh] = map_mesh(topology, fitted.step.mesh)
         net = Network(system.link_bandwidth_Bps, system.hop_latency_s, pieces[mesh])
-        out[id(fitted)] = Screener(costs, net, memo).screen(memo_plan(fitted.plan))
+        out[id(fitted)] = Screener(costs, net, memo).screen(memo_step(fitted.step))
     return out
 
 

@@ -19,7 +19,7 @@ from tpusim.program.builders.attention import ATTENTION_KERNELS
 from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
 from tpusim.program.builders.moe_checks import check_moe
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
-from tpusim.program.builders.remat import RematPlan, remat_plan
+from tpusim.program.builders.remat import RematPlacement, remat_plan
 from tpusim.program.ir import ProgramError
 
 AXIS_FIELDS = (
@@ -44,7 +44,7 @@ class CheckedTraining:
     mesh: dict[str, int]
     axes: dict[str, str | None]
     sizes: dict[str, int]
-    remat: RematPlan
+    remat: RematPlacement
 
 
 def check_training(args: TrainingArgs) -> CheckedTraining:

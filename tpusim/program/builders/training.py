@@ -98,7 +98,7 @@ from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.mesh import batch_axes, collective_axes
 from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
-from tpusim.program.builders.remat import RematPlan, recomputed_steps
+from tpusim.program.builders.remat import RematPlacement, recomputed_steps
 from tpusim.program.builders.template import BACKWARD_ELEMENTWISE_FACTOR, LayerStep
 from tpusim.program.ir import Program
 
@@ -106,8 +106,8 @@ __all__ = [
     "ADAM_STATE_BYTES",
     "BACKWARD_ELEMENTWISE_FACTOR",
     "FSDP_PREFETCH_LAYERS",
-    "TrainingPlan",
-    "plan_training",
+    "TrainingStep",
+    "prepare_training",
     "training_step",
 ]
 
@@ -129,17 +129,17 @@ def training_step(**fields: Any) -> Program:
     """
     from tpusim.program.builders.emit import emit_program
 
-    return emit_program(plan_training(**fields))
+    return emit_program(prepare_training(**fields))
 
 
-def plan_training(**fields: Any) -> TrainingPlan:
+def prepare_training(**fields: Any) -> TrainingStep:
     """The checked plan of a training step (see :func:`training_step`)."""
     args = TrainingArgs.of(fields)
-    return TrainingPlan.of(args, check_training(args))
+    return TrainingStep.of(args, check_training(args))
 
 
 @dataclass(frozen=True)
-class TrainingPlan:
+class TrainingStep:
     """What one chip does in a training step.
 
     ``dense`` and ``moe`` are the local shapes of a dense and a MoE layer for one
@@ -164,13 +164,13 @@ class TrainingPlan:
     shard: int
     vocab_local: int
     head_tokens: int
-    remat: RematPlan
+    remat: RematPlacement
     context_group: tuple[str, ...] = ()
     zero_group: tuple[str, ...] = ()
     zero_shard: int = 1
 
     @classmethod
-    def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingPlan:
+    def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingStep:
         """The plan of checked arguments."""
         mesh, axes, sizes = checked.mesh, checked.axes, checked.sizes
         data, fsdp, expert = axes["data_axis"], axes["fsdp_axis"], axes["expert_axis"]
