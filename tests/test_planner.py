@@ -17,7 +17,6 @@ from tpusim.engine.placement import map_mesh
 from tpusim.errors import InputError
 from tpusim.planner import PlanRequest, plan_layouts
 from tpusim.planner.candidates import (
-    ROLES,
     Layout,
     active_roles,
     divisors,
@@ -26,6 +25,7 @@ from tpusim.planner.candidates import (
     meshes,
     microbatch_choices,
     remat_choices,
+    searched_roles,
 )
 from tpusim.planner.memory import assess
 from tpusim.planner.rank import Simulator
@@ -59,7 +59,7 @@ def test_factorisations_are_every_ordered_product():
 def test_meshes_are_the_factorisations_the_topology_takes():
     topology = build_topology(load_system("ironwood-256"))
     fits = _fits_topology(topology)
-    roles = [r for r in ROLES if r.needs is None and r.field is None]
+    roles = [r for r in searched_roles() if r.planner.needs is None and not r.planner.min_seq]
     found = list(meshes(256, roles, fits))
     brute = []
     for sizes in itertools.product([2**k for k in range(9)], repeat=len(roles)):
@@ -119,7 +119,7 @@ def _brute_force(request):
     fits = _fits_topology(topology)
     base, known = builder_base(request)
     sim = Simulator(system, topology, workload_fields(request))
-    roles = [r.name for r in active_roles(base, known)]
+    roles = [r.name for r in active_roles(base)]
     n = system.num_chips
     best = None
     for sizes in itertools.product([d for d in range(1, n + 1) if n % d == 0], repeat=len(roles)):

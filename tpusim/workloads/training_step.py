@@ -29,7 +29,7 @@ Otherwise, and with ``reuse: false``, the whole step is simulated (see
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
@@ -120,19 +120,20 @@ class TrainingWorkload(ModelWorkload):
             )
         return self
 
-    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, Any]:
-        """``batch`` from ``batch_per_shard`` x the shards of the batch axes (data,
-        fsdp, expert, by field or by role name) in ``mesh``."""
-        from tpusim.program.builders.mesh import role_axes
+    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, int]:
+        """``batch`` from ``batch_per_shard`` x the shards of the batch axes (the
+        roles that shard the batch: data, fsdp, expert, by field or by role name) in
+        ``mesh``."""
+        from tpusim.program.builders.mesh import role_axes, sharding_axes
+        from tpusim.program.builders.roles import roles_that
 
         if not self.batch_per_shard:
             return {}
         axes = role_axes(
             {a: int(s) if s != "auto" else 1 for a, s in mesh.items()},
-            {f"{r}_axis": getattr(self, f"{r}_axis") for r in ("data", "fsdp", "expert")},
+            {r.field: getattr(self, r.field, None) for r in roles_that("batch")},
         )
-        batch = ("data_axis", "fsdp_axis", "expert_axis")
-        names = {a for f, a in axes.items() if a is not None and f in batch}
+        names = sharding_axes(axes, "batch")
         shards = math.prod([mesh.get(a, 1) for a in names])
         return {"batch": self.batch_per_shard * shards}
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from tpusim.program.builders.layer_shape import DROPLESS, AttentionKind, MlpKind
 from tpusim.program.builders.pipeline import PipelineKind
+from tpusim.program.builders.roles import role_fields
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ProgramError
 
 FSDP_PREFETCH_LAYERS = 2
@@ -104,12 +105,7 @@ class TrainingArgs:
 
     @property
     def axes(self) -> dict[str, str | None]:
-        """``<role>_axis`` -> axis name (or None) as given."""
-        return {
-            "data_axis": self.data_axis,
-            "fsdp_axis": self.fsdp_axis,
-            "tensor_axis": self.tensor_axis,
-            "expert_axis": self.expert_axis,
-            "pipeline_axis": self.pipeline_axis,
-            "context_axis": self.context_axis,
-        }
+        """``<role>_axis`` -> axis name (or None) as given, for every registered role
+        (a role registered without a field here is played by the mesh axis of its
+        name: None)."""
+        return {field: getattr(self, field, None) for field in role_fields()}
