@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field
-
 from tpusim.config.model import PositiveInt
 from tpusim.program.builders.decode import MODEL_FIELDS
 from tpusim.results.records import DecodeRecord
@@ -26,19 +24,7 @@ class DecodeWorkload(ModelWorkload):
     kind: Literal["decode_step"]
     batch: PositiveInt
     context: PositiveInt
-    kv_heads: PositiveInt | None = None
     kv_cache: MemoryTier = "hbm"
-    vocab: int = Field(0, ge=0)
-    mlp: Literal["plain", "gated"] = "plain"
-    attention: Literal["gqa", "mla"] = "gqa"
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    rope_head_dim: int = Field(0, ge=0)
-    experts: int = Field(0, ge=0)
-    top_k: PositiveInt = 2
-    expert_d_ff: PositiveInt | None = None
-    shared_experts: int = Field(0, ge=0)
-    dense_layers: int = Field(0, ge=0)
     expert_axis: str | None = None
 
     def whole_model(self) -> bool:

@@ -62,7 +62,8 @@ class TrainingWorkload(ModelWorkload):
     """``batch`` (or ``global_batch``) is the global batch in sequences; or
     ``batch_per_shard`` sequences per shard of the batch axes (data, fsdp, expert),
     which keeps the work per chip the same on systems of different sizes. The other
-    fields are :func:`~tpusim.program.builders.training_step`'s; ``reuse`` simulates
+    fields are :func:`~tpusim.program.builders.training_step`'s (the model's shape:
+    :class:`~tpusim.config.model.ModelShape`); ``reuse`` simulates
     identical loop iterations once (see the module docstring)."""
 
     kind: Literal["training_step"]
@@ -75,18 +76,6 @@ class TrainingWorkload(ModelWorkload):
     expert_axis: str | None = None
     pipeline_axis: str | None = None
     context_axis: str | None = None
-    experts: int = Field(0, ge=0)
-    top_k: PositiveInt = 2
-    expert_d_ff: PositiveInt | None = None
-    shared_experts: int = Field(0, ge=0)
-    dense_layers: int = Field(0, ge=0)
-    kv_heads: PositiveInt | None = None
-    mlp: Literal["plain", "gated"] = "plain"
-    vocab: int = Field(0, ge=0)
-    attention: Literal["gqa", "mla"] = "gqa"
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    rope_head_dim: int = Field(0, ge=0)
     pipeline: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: PositiveInt = 1
     microbatches: PositiveInt = 1
