@@ -2,7 +2,8 @@
 
 Each fast path is checked against an independent second implementation on small
 systems: a Python dict of links against the dense link table, Boardfly's table-driven
-batch routes against its pair-by-pair :meth:`route`.
+batch routes against its pair-by-pair :meth:`route`, the radix sort of link ids against
+numpy's stable argsort, and ``auto``'s all-pairs latency bound against hand counts.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+import simpy
 
+from tpusim.collectives import ALGORITHMS, Predictor, make_group
+from tpusim.collectives.offload import OnChipModel
+from tpusim.network import AnalyticNetwork
+from tpusim.network.maxmin import stable_order
 from tpusim.topology import Boardfly, Torus
 
 BW, LAT = 100e9, 1e-6
@@ -81,3 +87,33 @@ def test_boardfly_table_routes_equal_pair_by_pair_routes(kwargs):
         assert links[ptr[k] : ptr[k + 1]].tolist() == want, (src[k], dst[k])
         longest = max(longest, len(want))
     assert longest == min(topo.diameter_hops, 7)
+
+
+def test_stable_order_is_numpys_stable_argsort():
+    """Small ids take the uint16 radix sort; big or negative ones the general sort."""
+    rng = np.random.default_rng(7)
+    for high in (5, 7000, 2**16, 2**20):
+        ids = rng.integers(0, high, 50_000)
+        assert np.array_equal(stable_order(ids), np.argsort(ids, kind="stable"))
+    ids = rng.integers(-3, 9, 1000)
+    assert np.array_equal(stable_order(ids), np.argsort(ids, kind="stable"))
+
+
+def test_all_pairs_bound_pays_the_diameter_on_every_all_pairs_step():
+    """Direct's all-reduce is two all-pairs steps, one-shot's one: each crosses the
+    longest route of the group (counted pair by pair here), so at 1 KiB their closed
+    bounds are launch + steps x sync + (all-pairs steps x diameter) x the hop latency;
+    on a part of the topology the floor stays one hop a step."""
+    topo = Boardfly(2, 3, 4, link_bandwidth_Bps=BW, hop_latency_s=LAT)
+    n = topo.num_chips
+    diameter = max(len(topo.route(s, d)) - 1 for s in range(n) for d in range(n))
+    onchip = OnChipModel("test", 2e-6, 0.5e-6, 1e12, 1.0, 1, 0.0)
+    predictor = Predictor(AnalyticNetwork(simpy.Environment(), topo), onchip, lambda s: None)  # type: ignore[arg-type]
+    group = make_group(topo)
+    for name, steps, across in (("direct", 2, 2), ("one-shot", 1, 1)):
+        bound_s = predictor.closed_bound_s(ALGORITHMS.get(name).cost, "all-reduce", group, 1)
+        want_s = 2e-6 + steps * 0.5e-6 + across * diameter * LAT
+        assert bound_s == pytest.approx(want_s, rel=1e-9), name
+    part = make_group(topo, chips=n // 2)
+    bound_s = predictor.closed_bound_s(ALGORITHMS.get("direct").cost, "all-reduce", part, 1)
+    assert bound_s < 2e-6 + 2 * 0.5e-6 + 2 * 2 * LAT
