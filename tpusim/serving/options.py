@@ -50,6 +50,7 @@ from tpusim.serving.option_types import (
     stream_span_problem,
     within,
 )
+from tpusim.serving.policies import DEFAULT_SCHEDULER, SchedulerName
 from tpusim.serving.requests import (
     BURSTINESS_RANGE,
     MAX_REQUESTS,
@@ -126,6 +127,9 @@ class ServeSpec(Frozen):
         DEFAULT_MAX_SEQUENCES,
         description="sequences per iteration",
         json_schema_extra={"flag": "max-seqs"},
+    )
+    scheduler: SchedulerName = Field(
+        DEFAULT_SCHEDULER, description="scheduler policy admitting waiting requests"
     )
     disaggregate: Split | None = Field(
         None,

@@ -25,6 +25,7 @@ from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.overheads import NONE, IterationOverheads
 from tpusim.serving.placement import replica_chip_order
+from tpusim.serving.policies import DEFAULT_SCHEDULER, SCHEDULERS
 from tpusim.serving.replica import (
     Collect,
     Completed,
@@ -60,7 +61,8 @@ class Deployment:
     :mod:`tpusim.serving.scheduler`); ``draft_tokens`` and ``acceptance``:
     speculative decoding (0 drafts: none; the same module); ``expert_imbalance``: the
     busiest expert-parallel rank's routed tokens over the mean (1: uniform routing;
-    :class:`~tpusim.serving.costs.IterationCosts`)."""
+    :class:`~tpusim.serving.costs.IterationCosts`); ``scheduler``: the policy admitting
+    waiting requests (a name of :data:`~tpusim.serving.policies.SCHEDULERS`)."""
 
     system: str | System
     model: str
@@ -81,6 +83,7 @@ class Deployment:
     draft_tokens: int = 0
     acceptance: float = 0.0
     expert_imbalance: float = 1.0
+    scheduler: str = DEFAULT_SCHEDULER
 
 
 class Runner(Protocol):
@@ -212,6 +215,7 @@ class Service:
             d.prefix_tokens,
             d.draft_tokens,
             d.acceptance,
+            policy=SCHEDULERS.get(d.scheduler),
         )
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
