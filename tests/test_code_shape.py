@@ -209,3 +209,9 @@ def test_no_any_in_the_study_layer():
     """Issue 35: the study layer is typed throughout (real types, protocols, object)."""
     found = {_rel(p): _any_count(p) for p in (PACKAGE / "study").rglob("*.py")}
     assert {rel: n for rel, n in found.items() if n} == {}
+
+
+def test_no_any_in_serving():
+    """Issue 35: serving is typed throughout (its JSON rows are ``serving.rows.Row``)."""
+    found = {_rel(p): _any_count(p) for p in (PACKAGE / "serving").rglob("*.py")}
+    assert {rel: n for rel, n in found.items() if n} == {}

@@ -19,7 +19,6 @@ completes, to the decode replicas.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
 
 import numpy as np
 import simpy
@@ -28,6 +27,7 @@ from tpusim.engine import Simulation
 from tpusim.program.ir import Op, Program
 from tpusim.serving.costs import bucket
 from tpusim.serving.replica import Collect, Replica, ServingRun
+from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request
 from tpusim.serving.service import Service
 from tpusim.serving.shared import Transfers, host_for
@@ -46,7 +46,7 @@ class DisaggregatedService:
         self.deployment, self.costs, self.chips = service.deployment, service.costs, service.chips
         self.transfers_s: list[float] = []
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Row:
         """The deployment's fixed figures with the replica split."""
         return self.service.describe() | {
             "prefill_replicas": self.prefill,
@@ -143,7 +143,7 @@ def _merge(req: Request, first: Request, second: Request | None) -> None:
         req.finished_at = second.finished_at
 
 
-def transfer_summary(service: DisaggregatedService) -> dict[str, Any]:
+def transfer_summary(service: DisaggregatedService) -> Row:
     """The replica split and the KV transfer times (s) of the last run, p50 and p99."""
     values = np.array(service.transfers_s, dtype=float)
     return {

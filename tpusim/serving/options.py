@@ -20,7 +20,7 @@ name) in its ``mentions``: the error context's ``mentions`` of a validation erro
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
     Field,
@@ -382,7 +382,7 @@ class ServeOptions(ServeSpec):
 DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system", "network"}
 
 
-def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:
+def with_environment(spec: ServeSpec, **environment: object) -> ServeOptions:
     """``spec``'s choices with ``environment`` (the fields :class:`ServeOptions` adds)."""
     chosen = spec.model_dump(include=set(ServeSpec.model_fields), exclude_unset=True)
     return ServeOptions.model_validate(chosen | environment)

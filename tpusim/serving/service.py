@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import simpy
 
@@ -34,6 +34,7 @@ from tpusim.serving.replica import (
     ReplicaRun,
     ServingRun,
 )
+from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request, Scheduler
 from tpusim.serving.servers import DEFAULT_SERVER, ServerProfile, load_server
 from tpusim.serving.shared import host_for
@@ -99,7 +100,7 @@ class Runner(Protocol):
 
     def start(self, requests: list[Request], host: Simulation) -> Collect: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> Row: ...
 
 
 def check_clients(concurrency: int | None, replicas: int) -> None:
@@ -256,7 +257,7 @@ class Service:
         context = self.model.context_length
         return Replica(env, self.scheduler(), self.costs, context, requests, clients, completed)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Row:
         """The deployment's fixed figures (JSON fields)."""
         s, cap = self.shape, self.capacity
         return {
