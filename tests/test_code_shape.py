@@ -215,3 +215,17 @@ def test_no_any_in_serving():
     """Issue 35: serving is typed throughout (its JSON rows are ``serving.rows.Row``)."""
     found = {_rel(p): _any_count(p) for p in (PACKAGE / "serving").rglob("*.py")}
     assert {rel: n for rel, n in found.items() if n} == {}
+
+
+def test_no_argparse_below_cli():
+    """Issue 35: options are pydantic models; only ``cli/`` turns them into flags."""
+    found = set()
+    for path in _modules():
+        if _unit(path) in ("cli", "__main__"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if "argparse" in [*names, getattr(node, "module", None)]:
+                    found.add(_rel(path))
+    assert found == set()
