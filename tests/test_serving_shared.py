@@ -103,3 +103,15 @@ def test_two_services_on_one_host_each_serve_their_own_requests(split):
     for mine in (first, second):
         assert [r.finished_at for r in mine] == [r.finished_at for r in alone]
     assert [len(run.requests) for run in runs] == [4, 4]
+
+
+def test_kv_transfers_in_flight_at_once_share_the_link(split):
+    """Two requests prefilled in one iteration send their KV over link 0->1 at once:
+    each at half the link, so each takes ``B / R`` longer than one alone."""
+    extra_s = split.transfer_op(0, 0, 512).size_bytes / LINK_BPS
+    split.run([Request(0, 0.0, 512, 4)])
+    (alone,) = split.transfers_s
+    pair = [Request(0, 0.0, 512, 4), Request(1, 0.0, 512, 4)]
+    split.run(pair)
+    assert pair[0].first_token_at == pair[1].first_token_at  # one prefill iteration
+    assert split.transfers_s == pytest.approx([alone + extra_s] * 2, rel=1e-9)
