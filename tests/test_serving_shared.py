@@ -115,3 +115,17 @@ def test_kv_transfers_in_flight_at_once_share_the_link(split):
     split.run(pair)
     assert pair[0].first_token_at == pair[1].first_token_at  # one prefill iteration
     assert split.transfers_s == pytest.approx([alone + extra_s] * 2, rel=1e-9)
+
+
+def test_a_service_placed_after_the_job_does_not_contend_with_it(split):
+    """The same service from chip 2 on (prefill chip 2, decode chip 3): its KV crosses
+    link 2->3, which the job's flow on 0->1 does not use, so the transfer takes what
+    it takes alone."""
+    moved = DisaggregatedService(split.service, 1, 1, first_chip=2)
+    assert moved.transfer_op(0, 0, 512).pairs == ((2, 3),)
+    moved.run([Request(0, 0.0, 512, 4)])
+    (alone,) = moved.transfers_s
+    run_shared(_job(split), [(moved, [Request(0, 0.0, 512, 4)])])
+    assert moved.transfers_s == [alone]
+    with pytest.raises(ValueError, match="2 chips from chip 255 do not fit the system's 256"):
+        DisaggregatedService(split.service, 1, 1, first_chip=255)

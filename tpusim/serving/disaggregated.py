@@ -35,14 +35,22 @@ from tpusim.serving.shared import Transfers, host_for
 
 class DisaggregatedService:
     """``prefill`` + ``decode`` replicas of ``service``'s shape (its deployment's
-    ``replicas`` must be their sum). Raises ValueError for fewer than one of each."""
+    ``replicas`` must be their sum), on the system's chips from ``first_chip`` on (a
+    job sharing the host may hold the ones before). Raises ValueError for fewer than
+    one of each, or for replicas past the system's last chip."""
 
-    def __init__(self, service: Service, prefill: int, decode: int):
+    def __init__(self, service: Service, prefill: int, decode: int, first_chip: int = 0):
         if prefill < 1 or decode < 1:
             raise ValueError("disaggregation needs at least one prefill and one decode replica")
         if prefill + decode != service.deployment.replicas:
             raise ValueError("prefill + decode replicas must be the deployment's replicas")
+        if not 0 <= first_chip <= service.system.num_chips - service.chips:
+            raise ValueError(
+                f"{service.chips} chips from chip {first_chip} do not fit the system's "
+                f"{service.system.num_chips}"
+            )
         self.service, self.prefill, self.decode = service, prefill, decode
+        self.first_chip = first_chip
         self.deployment, self.costs, self.chips = service.deployment, service.costs, service.chips
         self.transfers_s: list[float] = []
 
@@ -58,7 +66,8 @@ class DisaggregatedService:
         bucketed up) from prefill replica ``source`` to decode replica ``target``."""
         s = self.service.shape
         size = bucket(prompt_tokens) * s.layers * s.kv_bytes_per_token_layer()
-        first, second = source * s.chips, (self.prefill + target) * s.chips
+        first = self.first_chip + source * s.chips
+        second = self.first_chip + (self.prefill + target) * s.chips
         return Op(
             name="kv_transfer",
             kind="collective",
