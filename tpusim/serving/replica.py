@@ -108,7 +108,7 @@ class Replica:
         self.context_length, self.clients = context_length, clients
         self.requests, self.completed = list(requests), completed
         self.stats = ReplicaRun(free_blocks=scheduler.free_blocks)
-        self.now, self._next, self._in_system = 0.0, 0, 0
+        self.now, self._next, self._in_system = float(env.now), 0, 0
         self._wake: simpy.Event | None = None
         self.process = env.process(self._loop())
 

@@ -62,9 +62,11 @@ class Transfers:
 def run_shared(
     host: Simulation, services: Sequence[tuple[Startable, list[Request]]]
 ) -> tuple[Results, list[ServingRun]]:
-    """``host`` (a training job's simulation) and each service serving its requests
-    (sorted by arrival) on one clock and one network: the job's results and each
-    service's run. Raises what :meth:`Simulation.run` raises."""
+    """``host`` (a training job's simulation, not yet started) and each service serving
+    its requests (sorted by arrival) on one clock and one network: the job's results
+    and each service's run. The job's op records are its own; its ``step_time_s`` is
+    when the environment ran out, which the services' last requests may set. Raises
+    what :meth:`Simulation.run` raises."""
     pending = host.start()
     collects = [service.start(requests, host) for service, requests in services]
     host.env.run()
