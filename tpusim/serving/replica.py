@@ -92,7 +92,9 @@ class Replica:
     it is given (sorted by arrival; :meth:`deliver` appends more), ``clients`` of a
     closed loop (None: open; a request is then sent when a client is free and its
     ``arrival_at`` is that time) and ``completed``, told the requests each iteration
-    completes. The process starts at construction; :attr:`stats` is what it measured."""
+    completes. A replica is given all its requests, or has them all delivered (in
+    time order, as the environment runs), not both. The process starts at
+    construction; :attr:`stats` is what it measured."""
 
     def __init__(
         self,
