@@ -7,6 +7,9 @@ replicas' system and network settings (:func:`host_for`). Shared (:func:`run_sha
 the host is a training job's simulation: its ops, the services' replicas and their KV
 transfers run on one clock, and the transfers' flows contend with the job's
 collectives on one network (max-min fair shares under the flow fidelity).
+:func:`run_jobs_serving` does the same for several training jobs on their own chips
+(:mod:`tpusim.engine.multijob`) and services: the host is a simulation of no ops that
+each job joins, as the services do (the ``jobs`` workload's serving jobs).
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from typing import TYPE_CHECKING, Protocol
 import simpy
 
 from tpusim.engine import Placement, Results, RunSettings, Simulation
+from tpusim.engine.multijob import Job, JobLinkBytes, JobPlacement, JobsRun
 from tpusim.program.ir import Op, Program
 from tpusim.serving.replica import Collect, ServingRun
 from tpusim.serving.scheduler import Request
 
 if TYPE_CHECKING:
+    from tpusim.config.loader import System
+    from tpusim.network import NetworkSettings
+    from tpusim.network.routes import RouteCache
     from tpusim.serving.costs import IterationCosts
+    from tpusim.topology import Topology
 
 
 class Startable(Protocol):
@@ -71,3 +79,33 @@ def run_shared(
     collects = [service.start(requests, host) for service, requests in services]
     host.env.run()
     return host.finish(pending), [collect() for collect in collects]
+
+
+def run_jobs_serving(
+    system: System,
+    topology: Topology,
+    routes: RouteCache,
+    jobs: Sequence[Job],
+    network: NetworkSettings,
+    services: Sequence[tuple[Startable, list[Request]]],
+) -> tuple[JobsRun, list[ServingRun]]:
+    """``jobs`` (each on its own chips, as :func:`~tpusim.engine.multijob.run_jobs` runs
+    them) and each service serving its requests (sorted by arrival) at once on one
+    clock and one ``network``: the jobs' run (each job's time is its last op's end,
+    its link bytes its own flows') and each service's run. Raises what
+    :meth:`Simulation.run` raises."""
+    settings = RunSettings(network, port_rows=False)
+    host = Simulation(system, _no_ops("jobs"), settings, topology=topology, routes=routes)
+    observers = [JobLinkBytes(len(topology.links)) for _ in jobs]
+    sims = [
+        Simulation.joining(host, job.program, JobPlacement(topology, job), [observer])
+        for job, observer in zip(jobs, observers, strict=True)
+    ]
+    pending = [sim.start() for sim in sims]
+    collects = [service.start(requests, host) for service, requests in services]
+    host.env.run()
+    results = [sim.finish(p) for sim, p in zip(sims, pending, strict=True)]
+    times = [max((r.end_at for r in res.ops), default=0.0) for res in results]
+    links = {job.name: o.link_bytes for job, o in zip(jobs, observers, strict=True)}
+    run = JobsRun([job.name for job in jobs], times, links, results)
+    return run, [collect() for collect in collects]

@@ -10,6 +10,7 @@
         - {name: b, slice: 4x4x4, offset: [4, 0, 0],
            program: {mesh: {data: 4, model: 16}, ops: [...]}}   # the YAML program format
         - {name: c, chips: [128, 129, 130, 131], collective: {op: all-gather, bytes: 1 MiB}}
+        - {name: chat, serve: {model: llama-3.1-8b, disaggregate: "1:1", rate: 5}}
 
 Each job is a ``slice`` (a shape at an ``offset``, default the origin, on the system's
 axes: x, y, z on a torus) or explicit ``chips``, running one ``collective`` (over the
@@ -20,7 +21,9 @@ output writer draws the shared-link heatmap ``jobs-<system>-<workload>.png``
 (:func:`tpusim.report.workload_plots.write_jobs_heatmaps`). How the jobs share the network:
 :mod:`tpusim.engine.multijob`. Jobs that share a chip, or a slice that does not fit at its offset,
 are bad input naming the entry. Sharing shows at ``flow`` and ``packet`` fidelity; the
-``analytic`` network has no contention, so there every slowdown is 1.
+``analytic`` network has no contention, so there every slowdown is 1. A ``serve``
+entry is a serving job beside the training jobs, on one clock and one network
+(:mod:`tpusim.workloads.jobs_serving`).
 """
 
 from __future__ import annotations
@@ -34,13 +37,23 @@ from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from tpusim.collectives.registry import AlgorithmName
 from tpusim.config.types import Bytes, Frozen
-from tpusim.config.yamlio import PathKey, format_path, line_of
-from tpusim.errors import ConfigError
+from tpusim.config.yamlio import PathKey
+from tpusim.engine import multijob as placing
+from tpusim.engine.multijob import Job, JobsRun, run_jobs
 from tpusim.program.ir import Op, Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.results.records import Figure, Record
 from tpusim.results.simulation import Results
+from tpusim.serving.options import ServeSpec
+from tpusim.serving.rows import Row, required
 from tpusim.vocabulary import Op as CollectiveOp
+from tpusim.workloads.jobs_serving import (
+    PlacedService,
+    entry_error,
+    job_row,
+    place_service,
+    run_together,
+)
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
@@ -56,8 +69,8 @@ class JobCollective(Frozen):
 
 
 class JobEntry(Frozen):
-    """One job: where (``slice`` + ``offset``, or ``chips``) and what (``collective``
-    or ``program``)."""
+    """One job: where (``slice`` + ``offset``, or ``chips``) and what (``collective``,
+    ``program`` or ``serve``: a serving job, on ``chips`` or after the jobs before it)."""
 
     name: str
     slice: str | list[PositiveInt] | None = None
@@ -65,15 +78,21 @@ class JobEntry(Frozen):
     chips: list[NonNegativeInt] | None = Field(None, min_length=1)
     collective: JobCollective | None = None
     program: ProgramSpec | None = None
+    serve: ServeSpec | None = None
 
     @model_validator(mode="after")
     def _one_place_one_work(self) -> JobEntry:
+        works = [self.collective, self.program, self.serve]
+        if sum(w is not None for w in works) != 1:
+            raise ValueError("give a job one of 'collective', 'program' or 'serve'")
+        if self.serve is not None:
+            if self.slice is not None or self.offset is not None:
+                raise ValueError("a serving job takes 'chips' (consecutive) or none, not 'slice'")
+            return self
         if (self.slice is None) == (self.chips is None):
             raise ValueError("give a job either 'slice' (with 'offset') or 'chips'")
         if self.offset is not None and self.slice is None:
             raise ValueError("'offset' places a slice: give 'slice' too")
-        if (self.collective is None) == (self.program is None):
-            raise ValueError("give a job either 'collective' or 'program'")
         return self
 
 
@@ -123,6 +142,8 @@ class JobsRecord(Record):
         for job in self.jobs:
             out.append((f"{label}: job {job['name']} time (ms)", 1e3 * job["time_s"]))
             out.append((f"{label}: job {job['name']} slowdown", job["slowdown"]))
+            if "ttft_p99_s" in job:
+                out.append((f"{label}: job {job['name']} TTFT p99 (s)", job["ttft_p99_s"]))
         return out
 
 
@@ -133,16 +154,6 @@ class JobsResults(Results):
     per-link bytes (``job_link_bytes``, for the shared-link heatmap)."""
 
     job_link_bytes: dict[str, np.ndarray] | None = None
-
-
-def _entry_error(context: WorkloadContext, index: int, problem: str) -> ConfigError:
-    path: PathKey = (*context.path, "jobs", index)
-    return ConfigError(
-        f"{context.system.name}: {problem}",
-        file=context.file,
-        path=format_path(path),
-        line=line_of(context.lines, path),
-    )
 
 
 def _program(entry: JobEntry, index: int, context: WorkloadContext) -> Program:
@@ -164,33 +175,52 @@ def _program(entry: JobEntry, index: int, context: WorkloadContext) -> Program:
     return Program(entry.name, (op,))
 
 
-def place_jobs(spec: JobsWorkload, context: WorkloadContext) -> list[Any]:
-    """The workload's jobs placed on the context's system; a ConfigError names the
-    entry of a job that does not fit, names a missing chip or shares one."""
-    from tpusim.engine import multijob as placing
+def _place(entry: JobEntry, index: int, context: WorkloadContext) -> Job:
+    """Training job ``entry`` placed on the context's system; a ConfigError names the
+    entry when it does not fit or names a missing chip."""
+    topology = context.topology
+    try:
+        program = _program(entry, index, context)
+        if entry.slice is not None:
+            shape = placing.parse_shape(entry.slice)
+            group = placing.slice_group(topology, shape, entry.offset)
+        else:
+            group = placing.chips_group(topology, entry.chips or [], program.mesh)
+        if program.mesh:
+            placing.mesh_axes(program.mesh, group.axes)
+        program = placing.local_overrides(program, group.flat[0])
+    except ValueError as exc:
+        raise entry_error(context, index, f"job '{entry.name}': {exc}") from None
+    return Job(entry.name, group, program)
 
-    topology, placed = context.topology, []
-    for index, entry in enumerate(spec.jobs):
-        try:
-            program = _program(entry, index, context)
-            if entry.slice is not None:
-                shape = placing.parse_shape(entry.slice)
-                group = placing.slice_group(topology, shape, entry.offset)
-            else:
-                group = placing.chips_group(topology, entry.chips or [], program.mesh)
-            if program.mesh:
-                placing.mesh_axes(program.mesh, group.axes)
-            program = placing.local_overrides(program, group.flat[0])
-        except ValueError as exc:
-            raise _entry_error(context, index, f"job '{entry.name}': {exc}") from None
-        placed.append(placing.Job(entry.name, group, program))
-    clash = placing.overlap_problem(placed, topology)
+
+def place_jobs(
+    spec: JobsWorkload, context: WorkloadContext
+) -> tuple[dict[int, Job], list[PlacedService]]:
+    """The workload's training jobs (by entry index) and serving jobs placed on the
+    context's system, a serving job without ``chips`` after the highest chip the
+    training jobs and the serving jobs before it hold; a ConfigError names the entry
+    of a job that does not fit, names a missing chip or shares one."""
+    entries = spec.jobs
+    training = {i: _place(e, i, context) for i, e in enumerate(entries) if e.serve is None}
+    if not training:
+        raise context.error("a jobs workload needs a training job (serve alone: kind: serving)")
+    after = max(int(job.chips.max()) + 1 for job in training.values())
+    services: list[PlacedService] = []
+    for index, entry in enumerate(entries):
+        if entry.serve is not None:
+            placed = place_service(index, entry.name, entry.serve, entry.chips, after, context)
+            services.append(placed)
+            after = max(after, int(placed.job.chips.max()) + 1)
+    served = {s.index: s.job for s in services}
+    everyone = [training[i] if i in training else served[i] for i in range(len(entries))]
+    clash = placing.overlap_problem(everyone, context.topology)
     if clash is not None:
-        raise _entry_error(context, *clash)
-    return placed
+        raise entry_error(context, *clash)
+    return training, services
 
 
-def _merged(together: Any, context: WorkloadContext, label: str) -> JobsResults:
+def _merged(together: JobsRun, context: WorkloadContext, label: str) -> JobsResults:
     """The together run as one :class:`JobsResults`: every job's op rows (named
     ``job/op``), hop counts and link bytes."""
     ops, first = [], together.results[0]
@@ -218,44 +248,38 @@ def _merged(together: Any, context: WorkloadContext, label: str) -> JobsResults:
 
 def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     """The jobs together on one network, then each alone on a fresh one."""
-    from tpusim.engine.multijob import run_jobs
+    training, services = place_jobs(spec, context)
+    placed = list(training.values())
 
-    placed = place_jobs(spec, context)
+    def simulate(jobs: list[Job]) -> JobsRun:
+        return run_jobs(context.system, context.topology, context.routes, jobs, context.network)
 
-    def simulate(jobs: list[Any]) -> Any:
-        return run_jobs(
-            context.system,
-            context.topology,
-            context.routes,
-            jobs,
-            context.network,
-        )
-
-    together = simulate(placed)
+    served: list[Row] = []
+    if services:
+        together, served = run_together(context, placed, services)
+    else:
+        together = simulate(placed)
     alone = [simulate([job]).times_s[0] for job in placed]
     users = sum((b > 0).astype(int) for b in together.link_bytes.values())
-    rows = [
-        {
-            "name": job.name,
-            "chips": int(job.chips.size),
-            "time_s": t,
-            "alone_time_s": a,
-            "slowdown": t / a if a > 0 else 1.0,
-        }
-        for job, t, a in zip(placed, together.times_s, alone, strict=True)
+    trained = [
+        job_row(job, t, a) for job, t, a in zip(placed, together.times_s, alone, strict=True)
     ]
+    by_index = dict(zip(training, trained, strict=True)) | {
+        s.index: row for s, row in zip(services, served, strict=True)
+    }
+    rows = [by_index[i] for i in sorted(by_index)]
     record = JobsRecord(
         system=context.system.name,
         workload=context.label,
         kind="jobs",
         fidelity=context.fidelity,
         chips=context.topology.num_chips,
-        job_chips=sum(r["chips"] for r in rows),
+        job_chips=sum(int(required(r, "chips")) for r in rows),
         num_jobs=len(rows),
-        step_time_s=together.makespan_s,
-        max_slowdown=max(r["slowdown"] for r in rows),
+        step_time_s=max(required(r, "time_s") for r in rows),
+        max_slowdown=max(required(r, "slowdown") for r in rows),
         num_shared_links=int(np.count_nonzero(users > 1)),
-        jobs=rows,
+        jobs=list(rows),
     )
     return Outcome(record, results=_merged(together, context, context.label))
 

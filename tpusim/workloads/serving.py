@@ -117,7 +117,7 @@ def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     try:
         row, served = serve_run(options_of(spec, context), context.system)
     except InputError as exc:
-        raise _at_workload(exc, context) from None
+        raise at_workload(exc, context) from None
     iterations = () if served is None else tuple(tuple(r.batches) for r in served.replicas)
     record = ServingRecord.of(
         row,
@@ -129,7 +129,7 @@ def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     return Outcome(record)
 
 
-def _at_workload(exc: InputError, context: WorkloadContext) -> ConfigError:
+def at_workload(exc: InputError, context: WorkloadContext) -> ConfigError:
     """``exc`` as a ConfigError at the workload, or at the key of the option an
     :class:`~tpusim.serving.option_error.OptionError` blames (its line when written,
     else the workload's)."""
@@ -154,7 +154,7 @@ def check(spec: ServingWorkload, context: WorkloadContext) -> None:
     try:
         check_options(options_of(spec, context), context.system)
     except InputError as exc:
-        raise _at_workload(exc, context) from None
+        raise at_workload(exc, context) from None
 
 
 KIND = WorkloadKind(ServingWorkload, run, record=ServingRecord, check=check)
