@@ -45,7 +45,7 @@ from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.results.records import Figure, Record
 from tpusim.results.simulation import Results
 from tpusim.serving.options import ServeSpec
-from tpusim.serving.rows import Row, required
+from tpusim.serving.rows import Row, number, required
 from tpusim.vocabulary import Op as CollectiveOp
 from tpusim.workloads.jobs_serving import (
     PlacedService,
@@ -127,7 +127,7 @@ class JobsRecord(Record):
     step_time_s: float
     max_slowdown: float
     num_shared_links: int
-    jobs: list[dict[str, Any]]
+    jobs: list[Row]
 
     @classmethod
     def from_row(cls, row: Any) -> Record:
@@ -140,10 +140,11 @@ class JobsRecord(Record):
         label = self.workload
         out: list[Figure] = []
         for job in self.jobs:
-            out.append((f"{label}: job {job['name']} time (ms)", 1e3 * job["time_s"]))
-            out.append((f"{label}: job {job['name']} slowdown", job["slowdown"]))
+            name = f"{label}: job {job['name']}"
+            out.append((f"{name} time (ms)", 1e3 * required(job, "time_s")))
+            out.append((f"{name} slowdown", required(job, "slowdown")))
             if "ttft_p99_s" in job:
-                out.append((f"{label}: job {job['name']} TTFT p99 (s)", job["ttft_p99_s"]))
+                out.append((f"{name} TTFT p99 (s)", number(job, "ttft_p99_s")))
         return out
 
 
@@ -279,7 +280,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
         step_time_s=max(required(r, "time_s") for r in rows),
         max_slowdown=max(required(r, "slowdown") for r in rows),
         num_shared_links=int(np.count_nonzero(users > 1)),
-        jobs=list(rows),
+        jobs=rows,
     )
     return Outcome(record, results=_merged(together, context, context.label))
 
