@@ -207,10 +207,10 @@ def _any_count(path: Path) -> int:
 
 
 #: Units typed throughout (issue 35): real types, protocols, TypedDicts, ``object``.
-NO_ANY_UNITS = ("engine", "study")
+NO_ANY_UNITS = ("engine", "study", "serving")
 
 
-def test_no_any_in_the_engine_and_the_study_layer():
+def test_no_any_in_the_typed_units():
     for unit in NO_ANY_UNITS:
         found = {_rel(p): _any_count(p) for p in (PACKAGE / unit).rglob("*.py")}
         assert {rel: n for rel, n in found.items() if n} == {}, unit
@@ -347,3 +347,17 @@ def test_the_report_picks_records_by_type():
         if lines := _getattr_calls_and_kind_tests(ast.parse(path.read_text())):
             found[_rel(path)] = lines
     assert found == {}
+
+
+def test_no_argparse_below_cli():
+    """Issue 35: options are pydantic models; only ``cli/`` turns them into flags."""
+    found = set()
+    for path in _modules():
+        if _unit(path) in ("cli", "__main__"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if "argparse" in [*names, getattr(node, "module", None)]:
+                    found.add(_rel(path))
+    assert found == set()

@@ -98,7 +98,9 @@ def contended_s(cost: OpCost, op: Op, dma_Bps: float, hbm_Bps: float) -> float:
     memory_s = cost.memory_s
     if dma_Bps > 0 and hbm_Bps > 0 and op.memory == "hbm":
         memory_s *= hbm_Bps / max(hbm_Bps - dma_Bps, HBM_COMPUTE_SHARE_MIN * hbm_Bps)
-    return max(cost.compute_s / op.efficiency, memory_s) + cost.overhead_s
+    grouped = op.grouped or op.grouped_k  # its cost has its padding
+    efficiency = 1.0 if grouped else op.efficiency
+    return max(cost.compute_s / efficiency, memory_s) + cost.overhead_s
 
 
 def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
@@ -127,6 +129,9 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
 
 
 def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
+    if op.grouped or op.grouped_k:
+        shape = (op.m, op.n, op.k, op.efficiency, op.dtype, op.memory, op.batch)
+        return costs.grouped_matmul(*shape, op.grouped_k, op.dropless_rows)  # type: ignore[arg-type]
     return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped)  # type: ignore[arg-type]
 
 
