@@ -209,3 +209,10 @@ def test_no_any_in_the_study_layer():
     """Issue 35: the study layer is typed throughout (real types, protocols, object)."""
     found = {_rel(p): _any_count(p) for p in (PACKAGE / "study").rglob("*.py")}
     assert {rel: n for rel, n in found.items() if n} == {}
+
+
+def test_no_any_in_the_workloads_layer():
+    """Issue 35: the workloads layer is typed throughout (real types, TypedDicts,
+    object; a record's row is :data:`tpusim.results.records.Row`)."""
+    found = {_rel(p): _any_count(p) for p in (PACKAGE / "workloads").rglob("*.py")}
+    assert {rel: n for rel, n in found.items() if n} == {}
