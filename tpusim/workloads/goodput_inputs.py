@@ -18,12 +18,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from tpusim.workloads.goodput import GoodputWorkload
     from tpusim.workloads.registry import WorkloadContext
     from tpusim.workloads.training_step import TrainingWorkload
+
+
+class GoodputSource(Protocol):
+    """What the inputs are resolved from (a goodput workload's fields): a step time or
+    a training workload, and a checkpoint cost or what it follows from."""
+
+    @property
+    def step_time_s(self) -> float | None: ...
+    @property
+    def training(self) -> TrainingWorkload | None: ...
+    @property
+    def checkpoint_cost_s(self) -> float | None: ...
+    @property
+    def state_bytes_per_chip(self) -> float | None: ...
+    @property
+    def storage_bandwidth_Bps(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -39,7 +54,7 @@ class GoodputInputs:
     step_time_from: str
 
 
-def resolve_inputs(spec: GoodputWorkload, context: WorkloadContext) -> GoodputInputs:
+def resolve_inputs(spec: GoodputSource, context: WorkloadContext) -> GoodputInputs:
     """The inputs of goodput ``spec`` on the context's system (see the module docstring).
     Raises what the training workload raises (ConfigError, SimulationError)."""
     if spec.training is None:

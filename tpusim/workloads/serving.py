@@ -4,7 +4,7 @@ at a request rate or, with ``find_capacity``, its capacity at an SLO."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tpusim.config.yamlio import format_path, line_of
 from tpusim.errors import ConfigError, InputError
@@ -13,6 +13,9 @@ from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions, ServeSpec, with_environment
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from tpusim.serving.replica import IterationRecord
 
 #: Joules per megajoule (display).
 J_PER_MJ = 1e6
@@ -63,7 +66,7 @@ class ServingRecord(Record):
     #: Each replica's iterations (:class:`~tpusim.serving.service.IterationRecord`, a
     #: tuple per replica): drawn as ``serving_trace.json``, not a table column; empty
     #: for the capacity search.
-    iterations: tuple[tuple[object, ...], ...] = ()
+    iterations: tuple[tuple[IterationRecord, ...], ...] = ()
 
     @classmethod
     def of(
@@ -73,7 +76,7 @@ class ServingRecord(Record):
         system: str,
         workload: str,
         kind: str,
-        iterations: tuple[tuple[object, ...], ...],
+        iterations: tuple[tuple[IterationRecord, ...], ...],
     ) -> ServingRecord:
         """From a serving run's row, on ``system`` for ``workload`` of ``kind``, with
         each replica's ``iterations``."""
