@@ -124,6 +124,68 @@ MAX_CURVE_RATES = 100
 MAX_BLOCK_SIZE = 65_536
 
 
+#: Shortest and longest published training step accepted (s). A whole step of a model
+#: anyone publishes takes milliseconds at least (its weights' read alone), so a
+#: shorter one is a unit slip (``ms`` written ``ns``); the longest published steps are
+#: tens of seconds (GPT-3 175B on v6e-256: 17 s), so over an hour is a typo (1e30 s).
+MIN_MEASURED_STEP_S = 1e-3
+MAX_MEASURED_STEP_S = 3_600.0
+
+#: Most tokens per training step (global batch x sequence length). Llama 3 trained at
+#: 16 million tokens a step; 10^10 is 600 times that, and a batch of 2.3e18 sequences
+#: is a typo whose plan would report exbibytes of activations.
+MAX_STEP_TOKENS = 10_000_000_000
+
+#: Most routed experts (and shared experts) in a MoE layer. DeepSeek-V3 routes among
+#: 256 and Qwen3 among 128; 65,536 is 256 times the largest, and 10^9 experts is a
+#: typo whose weights no system holds.
+MAX_EXPERTS = 65_536
+
+#: Most worker processes one command starts (``plan --workers``, ``validate --jobs``).
+#: Each is a Python process of a few hundred MB; 256 is more cores than any host has.
+MAX_WORKERS = 256
+
+#: Most layouts ``plan`` ranks by simulation (``--shortlist``): each is a simulated
+#: step, a second or more; 1,000 is already a quarter of an hour on two workers.
+MAX_SHORTLIST = 1_000
+
+#: Bounds on a published serving figure: throughput (output tokens/s, requests/s) at
+#: most 10^9 tokens/s and 10^7 requests/s, a thousand times a whole pod's; latencies
+#: (TTFT, TPOT) between 1 us and an hour. Past them a figure is a unit slip or a typo
+#: (a measured 1e30 tokens/s reports a -100% error and breaks the fit's log loss).
+MAX_MEASURED_TOKENS_PER_S = 1e9
+MAX_MEASURED_REQUESTS_PER_S = 1e7
+MIN_MEASURED_LATENCY_S = 1e-6
+MAX_MEASURED_LATENCY_S = 3_600.0
+
+
+def measured_figure_problem(metric: str, value: float) -> str | None:
+    """Why ``value`` of a serving ``metric`` (``*_per_s`` a rate, ``*_s`` a latency in
+    s) is outside the limits above, or None."""
+    if metric.endswith("_per_s"):
+        most = MAX_MEASURED_TOKENS_PER_S if "tokens" in metric else MAX_MEASURED_REQUESTS_PER_S
+        if value > most:
+            return f"{value:g} is over the limit of {most:g} (a unit slip or a typo?)"
+        return None
+    if not MIN_MEASURED_LATENCY_S <= value <= MAX_MEASURED_LATENCY_S:
+        return (
+            f"{value:g} s is outside {MIN_MEASURED_LATENCY_S:g} s to "
+            f"{MAX_MEASURED_LATENCY_S:g} s (a unit slip or a typo?)"
+        )
+    return None
+
+
+def measured_step_problem(step_s: float) -> str | None:
+    """Why a published training step of ``step_s`` seconds is implausible, or None."""
+    if step_s < MIN_MEASURED_STEP_S:
+        return (
+            f"{step_s:g} s is under {MIN_MEASURED_STEP_S:g} s (a whole training step; a unit slip?)"
+        )
+    if step_s > MAX_MEASURED_STEP_S:
+        return f"{step_s:g} s is over {MAX_MEASURED_STEP_S:g} s (an hour per step; a typo?)"
+    return None
+
+
 def whole_bytes_problem(value: float) -> str | None:
     """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
     MAX_BYTES."""

@@ -253,6 +253,13 @@ class ServeSpec(Frozen):
                 "disaggregate",
                 "replicas",
             )
+        if self.concurrency and self.rate is not None:
+            return "concurrency runs a closed loop (each client sends when served); drop rate", (
+                "concurrency",
+                "rate",
+            )
+        if "burstiness" in self.model_fields_set and self.arrival != "gamma":
+            return "burstiness shapes gamma arrivals; set arrival: gamma", ("burstiness", "arrival")
         if self.concurrency and (self.find_capacity or self.disaggregate):
             return "concurrency runs a closed loop; it takes no find_capacity or disaggregate", (
                 "concurrency",
@@ -278,6 +285,12 @@ class ServeSpec(Frozen):
                 f"{self.prefix_tokens:,} tokens is longer than every prompt (at most "
                 f"{longest:,} tokens of prompt_tokens); the prefix is part of a prompt",
                 ("prompt_tokens",),
+            )
+        if self.concurrency and self.concurrency > self.requests and not self.trace:
+            return "concurrency", (
+                f"{self.concurrency:,} clients for {self.requests:,} requests: each client "
+                "sends one request at a time, so at most requests clients are ever busy",
+                ("requests",),
             )
         if self.acceptance > 0 and self.draft_tokens == 0:
             return "acceptance", ("needs draft_tokens (the drafts it accepts)", ("draft_tokens",))

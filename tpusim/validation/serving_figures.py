@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveFloat, StrictBool, StrictInt, model_validator
 
+from tpusim.config.limits import measured_figure_problem
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
 
@@ -85,6 +86,10 @@ class Figure(Frozen):
             raise ValueError(f"tp {self.tp} needs more chips than the slice's {self.slice.chips}")
         if math.isnan(self.rate):
             raise ValueError("rate must be > 0 or .inf")
+        for metric, value in self.measured.items():
+            problem = measured_figure_problem(metric, value)
+            if problem is not None:
+                raise ValueError(f"measured {metric}: {problem}")
         return self
 
     @property
