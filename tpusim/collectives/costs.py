@@ -11,6 +11,9 @@ size), closed forms that no schedule of the algorithm can beat:
 - ``pair_bytes``: for all-pairs exchanges, bytes every ordered pair of the group's
   chips sends the other directly (over the bandwidth of a cut between two halves of
   the group: the bisection bound; 0 when the algorithm is not all-pairs);
+- ``all_pairs_steps``: how many of those steps are each an exchange between every
+  ordered pair of the group (each then pays at least the group's diameter in hops
+  times the smallest hop latency: the latency bound of a small all-pairs exchange);
 - ``messages``: messages the busiest chip sends in one step (a direct exchange sends
   n - 1; see :data:`tpusim.collectives.offload.MESSAGE_S`);
 - ``transfers``: transfers the schedule holds per group over all its steps (what
@@ -59,6 +62,7 @@ class CostClass:
     sent_bytes: Callable[[Op, float, int], float] = field(default=generic_sent_bytes)
     pair_bytes: Callable[[Op, float, int], float] = field(default=lambda op, size, n: 0.0)
     messages: Callable[[Op, int], int] = field(default=lambda op, n: 1)
+    all_pairs_steps: Callable[[Op, int], int] = field(default=lambda op, n: 0)
     transfers: Callable[[Op, int], int] = field(default=lambda op, n: 0)
 
     def supports(self, op: Op, on_torus_axes: bool) -> bool:
@@ -118,6 +122,14 @@ def _direct_transfers(op: Op, n: int) -> int:
     return (2 if op == "all-reduce" else 1) * n * (n - 1)
 
 
+def _direct_all_pairs_steps(op: Op, n: int) -> int:
+    """Direct's steps that exchange between every pair (all-reduce: its reduce-scatter
+    and its all-gather; a permute or a broadcast: none)."""
+    if op in ("collective-permute", "broadcast") or n <= 1:
+        return 0
+    return 2 if op == "all-reduce" else 1
+
+
 def _all_pairs_messages(op: Op, n: int) -> int:
     return 1 if op == "collective-permute" else max(1, n - 1)
 
@@ -154,6 +166,7 @@ DECLARED: dict[str, CostClass] = {
         messages=_all_pairs_messages,
         transfers=_direct_transfers,
         min_steps=lambda op, n: 0 if n <= 1 else (2 if op == "all-reduce" else 1),
+        all_pairs_steps=_direct_all_pairs_steps,
     ),
     "hierarchical": CostClass(ops=AXIS_OPS, steps="O(levels)"),
     "recursive-doubling": CostClass(
@@ -174,6 +187,7 @@ DECLARED: dict[str, CostClass] = {
         pair_bytes=lambda op, size, n: size if n > 1 else 0.0,
         messages=_all_pairs_messages,
         transfers=lambda op, n: n * (n - 1),
+        all_pairs_steps=lambda op, n: 1 if n > 1 else 0,
     ),
 }
 """The cost classes of the shipped algorithms (registry.py registers them)."""

@@ -5,13 +5,19 @@ collective on its group and keeps the fastest. Each algorithm declares the ops a
 group shapes it supports and its cost class (:mod:`tpusim.collectives.costs`); from
 it, before anything is built, a closed-form lower bound:
 
-    launch_s + min_steps x (smallest hop latency + step_sync_s) + messages_s
-      + max(sent_bytes / the busiest sender's link bandwidth,
-            pair_bytes x |A| x |B| / bandwidth of the cut between halves A, B of the group)
+    launch_s + min_steps x step_sync_s + messages_s
+      + max(min_steps x smallest hop latency
+              + max(sent_bytes / the busiest sender's link bandwidth,
+                    pair_bytes x |A| x |B| / bandwidth of the cut between halves A, B),
+            all-pairs steps x group diameter (hops) x smallest hop latency
+              + the other steps x smallest hop latency)
 
-(the last term only for all-pairs exchanges, over the narrowest cut halving one axis
+(the cut term only for all-pairs exchanges, over the narrowest cut halving one axis
 of the group: on a 1 GiB all-reduce over an 8x8x16 torus it is ~20x the torus
-algorithm's time, so ``direct``'s million transfers are never built). Algorithms are
+algorithm's time, so ``direct``'s million transfers are never built; the diameter
+term is the latency bound of small all-pairs exchanges: at 1 KiB on tpu8i-1024, every
+one of direct's two steps crosses 7 hops, above one-shot's whole time, so its two
+million transfers are never routed). Algorithms are
 visited in order of that bound; one whose bound reaches the best prediction so far is
 not built, one whose built schedule's bound (per step: the bytes a
 chip sends over its links, plus the smallest link latency) reaches it is not routed.
@@ -126,11 +132,26 @@ class Predictor:
             return 0.0
         steps = cost.min_steps(op, n)
         messages = max(0, math.ceil(cost.messages(op, n) / self.onchip.ports) - 1)
-        latency_s = steps * (self.min_latency_s + self.onchip.step_sync_s)
         inject_s = cost.sent_bytes(op, size, n) / self._most_out_Bps(group)
         cut_s = self._cut_s(group, cost.pair_bytes(op, size, n))
+        transfer_s = steps * self.min_latency_s + max(inject_s, cut_s)
+        all_pairs = min(cost.all_pairs_steps(op, n), steps)
+        if all_pairs:  # each all-pairs step crosses the group's diameter, at least
+            across_s = self._diameter_hops(group) * self.min_latency_s
+            transfer_s = max(
+                transfer_s, (steps - all_pairs) * self.min_latency_s + all_pairs * across_s
+            )
         extra_s = min(steps, 1) * messages * self.onchip.message_s
-        return self.onchip.launch_s + latency_s + extra_s + max(inject_s, cut_s)
+        return self.onchip.launch_s + steps * self.onchip.step_sync_s + extra_s + transfer_s
+
+    def _diameter_hops(self, group: Group) -> int:
+        """Hops of the longest shortest path between two chips of ``group`` (routes,
+        minimal or not, take at least that many): the topology's diameter when the
+        group is all of its chips, else 1 (not computed: a safe floor)."""
+        topology = self.network.topology
+        if group.num_groups != 1 or group.size != topology.num_chips:
+            return 1
+        return max(1, topology.diameter_hops)
 
     def _most_out_Bps(self, group: Group) -> float:
         """The largest bandwidth any chip of ``group`` sends at (B/s)."""

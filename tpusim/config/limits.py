@@ -186,6 +186,38 @@ def measured_step_problem(step_s: float) -> str | None:
     return None
 
 
+#: Serving streams. Largest token count of a request (2^31 - 1, far above any model's
+#: context; larger counts would overflow the simulator's int64 arithmetic on sums).
+MAX_TOKEN_COUNT = 2**31 - 1
+#: Most requests in one stream (about 200 bytes of state each, so 1,000,000 requests
+#: hold about 200 MB; a capacity search runs the stream a dozen times).
+MAX_REQUESTS = 1_000_000
+#: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
+#: still resolves 0.25 us, far below one iteration (slower rates lose the iteration
+#: times to rounding and report zero latencies). ``rate``, ``--rates`` and every
+#: validated figure's rate obey it (:func:`stream_span_problem`).
+MAX_STREAM_SPAN_S = 1e9
+#: Most draft tokens per decode iteration (speculative decoding proposes a handful;
+#: vLLM's examples use 1-10).
+MAX_DRAFT_TOKENS = 64
+#: Most requests a published serving figure simulates, and most tokens per request
+#: (the shipped benchmarks send 1,000 to 3,000 requests of 2,000 tokens).
+MAX_SIMULATED_REQUESTS = 20_000
+MAX_FIGURE_TOKENS = 1_000_000
+
+
+def stream_span_problem(rate_per_s: float, requests: int) -> str | None:
+    """Why an open loop at ``rate_per_s`` of ``requests`` requests cannot be simulated
+    (it spans more than MAX_STREAM_SPAN_S), or None: the limit ``rate`` and every rate
+    of a ``--rates`` curve obey."""
+    if requests / rate_per_s > MAX_STREAM_SPAN_S:
+        return (
+            f"{rate_per_s:g} req/s spreads {requests} requests over more than "
+            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
+        )
+    return None
+
+
 def whole_bytes_problem(value: float) -> str | None:
     """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
     MAX_BYTES."""

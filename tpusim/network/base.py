@@ -23,6 +23,7 @@ import numpy as np
 import simpy
 
 from tpusim.network.faults import SurvivingRoutes
+from tpusim.network.maxmin import stable_order
 from tpusim.topology import Topology
 
 __all__ = [
@@ -51,7 +52,7 @@ class LinkOrder:
 
     def order(self) -> np.ndarray:
         if self._order is None:
-            self._order = np.argsort(self.links, kind="stable")
+            self._order = stable_order(self.links)
         return self._order
 
 

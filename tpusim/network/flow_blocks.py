@@ -103,6 +103,8 @@ def blocks_problem(
         dead = np.concatenate([b.dead for b in blocks])
 
     def link_order() -> np.ndarray:
+        if len(blocks) == 1:  # nothing to offset: the batch's own order
+            return blocks[0].batch.link_order
         return np.concatenate(_offset([b.batch.link_order for b in blocks], entry_counts))
 
     num_flows = sum(flow_counts)

@@ -199,9 +199,9 @@ class MaxMinProblem:
             np.cumsum(link_len, out=link_ptr[1:])
             order = self._link_order() if callable(self._link_order) else self._link_order
             if order is None:
-                order = np.argsort(self.inc_link, kind="stable")
+                order = stable_order(self.inc_link)
             else:
-                order = order[np.argsort(self.inc_link[order], kind="stable")]
+                order = order[stable_order(self.inc_link[order])]
             ptr, hops, links = self._by_flow()
             flow_csr = (ptr, hops, local[links])
             self._index = _Index(used, local, flow_csr, (link_ptr, link_len, self.inc_flow[order]))
@@ -359,3 +359,12 @@ def _ranges(ptr: np.ndarray, row_len: np.ndarray, rows: np.ndarray) -> np.ndarra
     if not ends.size or ends[-1] == 0:
         return np.zeros(0, dtype=np.int64)
     return np.repeat(starts - ends + counts, counts) + np.arange(ends[-1])
+
+
+def stable_order(ids: np.ndarray) -> np.ndarray:
+    """``np.argsort(ids, kind="stable")`` (the one stable order) of non-negative ids;
+    ids below 2^16 are sorted as uint16, which numpy radix-sorts in linear time (~6x
+    faster on the ~6 M route entries of a 1,024-chip all-pairs exchange)."""
+    if ids.size and ids.min() >= 0 and ids.max() < 2**16:
+        return np.argsort(ids.astype(np.uint16), kind="stable")
+    return np.argsort(ids, kind="stable")

@@ -5,11 +5,9 @@ count as given, and the limit on an open loop's span.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BeforeValidator, Field, PlainSerializer, PositiveInt
-
-from tpusim.serving.requests import MAX_STREAM_SPAN_S
+from pydantic import BeforeValidator, Field, JsonValue, PlainSerializer, PositiveInt
 
 __all__ = [
     "MAX_SPLIT_REPLICAS",
@@ -18,7 +16,6 @@ __all__ = [
     "Split",
     "TokenCountValue",
     "parse_split",
-    "stream_span_problem",
     "within",
 ]
 
@@ -28,7 +25,7 @@ MAX_SPLIT_REPLICAS = 2**20
 TOKENS_HELP = "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}'"
 
 
-def parse_split(value: Any) -> Any:
+def parse_split(value: object) -> object:
     """``P:D`` text as (prefill, decode) replicas, whole numbers >= 1 (a pair passes
     through). Raises ValueError."""
     if not isinstance(value, str):
@@ -49,7 +46,7 @@ Split = Annotated[
 Rate = Annotated[float, Field(allow_inf_nan=True)]
 #: A token count as given: a whole number, or a distribution as a mapping or YAML text
 #: (see :mod:`tpusim.serving.requests`).
-TokenCountValue = int | str | dict[str, Any]
+TokenCountValue = int | str | dict[str, JsonValue]
 
 
 def within(value: float, lo: float, hi: float) -> float:
@@ -57,15 +54,3 @@ def within(value: float, lo: float, hi: float) -> float:
     if not lo <= value <= hi:
         raise ValueError(f"must be {lo:g} to {hi:g}, got {value:g}")
     return value
-
-
-def stream_span_problem(rate_per_s: float, requests: int) -> str | None:
-    """Why an open loop at ``rate_per_s`` of ``requests`` requests cannot be simulated
-    (it spans more than MAX_STREAM_SPAN_S), or None: the limit ``rate`` and every rate
-    of a ``--rates`` curve obey."""
-    if requests / rate_per_s > MAX_STREAM_SPAN_S:
-        return (
-            f"{rate_per_s:g} req/s spreads {requests} requests over more than "
-            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
-        )
-    return None

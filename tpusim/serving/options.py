@@ -20,7 +20,7 @@ name) in its ``mentions``: the error context's ``mentions`` of a validation erro
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
     Field,
@@ -34,8 +34,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.limits import (
     MAX_BLOCK_SIZE,
+    MAX_DRAFT_TOKENS,
     MAX_POWER_PER_CHIP_W,
     MAX_PRICE_PER_CHIP_HOUR_USD,
+    MAX_REQUESTS,
+    MAX_TOKEN_COUNT,
+    stream_span_problem,
 )
 from tpusim.config.types import Frozen, Time
 from tpusim.network import NetworkSettings, NetworkTree
@@ -47,13 +51,11 @@ from tpusim.serving.option_types import (
     Rate,
     Split,
     TokenCountValue,
-    stream_span_problem,
     within,
 )
+from tpusim.serving.policies import DEFAULT_SCHEDULER, SchedulerName
 from tpusim.serving.requests import (
     BURSTINESS_RANGE,
-    MAX_REQUESTS,
-    MAX_TOKEN_COUNT,
     TokenCount,
     parse_token_count,
 )
@@ -72,9 +74,6 @@ DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_OUTPUT_TOKENS = 256
 #: The offered rate when none is given (requests/s; a design choice).
 DEFAULT_RATE_PER_S = 1.0
-#: Most draft tokens per decode iteration (a limit: speculative decoding proposes a
-#: handful; vLLM's examples use 1-10).
-MAX_DRAFT_TOKENS = 64
 #: A problem: its message and the options it mentions (field names).
 Problem = tuple[str, tuple[str, ...]]
 
@@ -126,6 +125,9 @@ class ServeSpec(Frozen):
         DEFAULT_MAX_SEQUENCES,
         description="sequences per iteration",
         json_schema_extra={"flag": "max-seqs"},
+    )
+    scheduler: SchedulerName = Field(
+        DEFAULT_SCHEDULER, description="scheduler policy admitting waiting requests"
     )
     disaggregate: Split | None = Field(
         None,
@@ -391,7 +393,7 @@ class ServeOptions(ServeSpec):
 DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system", "network"}
 
 
-def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:
+def with_environment(spec: ServeSpec, **environment: object) -> ServeOptions:
     """``spec``'s choices with ``environment`` (the fields :class:`ServeOptions` adds)."""
     chosen = spec.model_dump(include=set(ServeSpec.model_fields), exclude_unset=True)
     return ServeOptions.model_validate(chosen | environment)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import yaml
 
+from tpusim.config.limits import MAX_REQUESTS, MAX_STREAM_SPAN_S, MAX_TOKEN_COUNT
 from tpusim.errors import InputError
 from tpusim.serving.scheduler import Request
 
@@ -25,19 +27,9 @@ Arrival = Literal["poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = ("poisson", "gamma")
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
-#: Largest token count of a request (a limit: 2^31 - 1, far above any model's
-#: context; larger counts would overflow the simulator's int64 arithmetic on sums).
-MAX_TOKEN_COUNT = 2**31 - 1
-#: Most requests in one stream (a limit: about 200 bytes of state each, so 1,000,000
-#: requests hold about 200 MB; a capacity search runs the stream a dozen times).
-MAX_REQUESTS = 1_000_000
 #: Gamma burstiness (coefficient of variation) range: outside it the gamma shape
 #: ``1 / CV^2`` under- or overflows float64's useful range (a limit).
 BURSTINESS_RANGE = (1e-3, 1e3)
-#: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
-#: still resolves 0.25 us, far below one iteration (a limit; slower rates lose the
-#: iteration times to rounding and report zero latencies).
-MAX_STREAM_SPAN_S = 1e9
 
 
 @dataclass(frozen=True)
@@ -73,16 +65,16 @@ class TokenCount:
         return self.a * math.exp(self.b**2 / 2)
 
 
-def parse_token_count(value: int | str | dict[str, Any]) -> TokenCount:
+def parse_token_count(value: int | str | Mapping[str, object]) -> TokenCount:
     """A token count: a whole number, or a distribution as a mapping or its YAML text
     (see the module docstring). Raises ValueError saying what is expected."""
     text = (
-        yaml.safe_dump(value, default_flow_style=True).strip()
-        if isinstance(value, dict)
+        yaml.safe_dump(dict(value), default_flow_style=True).strip()
+        if isinstance(value, Mapping)
         else str(value)
     )
     try:
-        loaded: Any = yaml.safe_load(text)
+        loaded: object = yaml.safe_load(text)
     except yaml.YAMLError:
         raise ValueError(f"not a number or a YAML mapping: {text!r}") from None
     if isinstance(loaded, int) and not isinstance(loaded, bool) and loaded >= 1:
@@ -97,7 +89,7 @@ def parse_token_count(value: int | str | dict[str, Any]) -> TokenCount:
     )
 
 
-def _distribution(value: dict[str, Any]) -> TokenCount:
+def _distribution(value: Mapping[object, object]) -> TokenCount:
     ((kind, args),) = value.items()
     top = MAX_TOKEN_COUNT
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
@@ -115,7 +107,7 @@ def _distribution(value: dict[str, Any]) -> TokenCount:
     )
 
 
-def _number(x: Any) -> bool:
+def _number(x: object) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -32,6 +32,9 @@ AxisKind = Literal["ring", "line", "full", "any"]
 #: relies on the default routes holds at most 64 KiB per node.
 MAX_CACHED_TREES = 4096
 
+#: Most nodes for which find_links reads a dense node-by-node table (<= 32 MiB).
+DENSE_LINK_NODES = 2048
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -302,11 +305,28 @@ class Topology(ABC):
         order = np.argsort(keys, kind="stable")
         return keys[order], order
 
+    @cached_property
+    def _dense_links(self) -> np.ndarray | None:
+        """``table[u, v]``: id of the first link ``u -> v`` (-1: none); None if too big."""
+        n = self.num_nodes
+        if n > DENSE_LINK_NODES:
+            return None
+        table = np.full(n * n, -1, dtype=np.int64)
+        keys, first = np.unique(self.links.src * n + self.links.dst, return_index=True)
+        table[keys] = first
+        return table.reshape(n, n)
+
     def find_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Ids (rows of :attr:`links`) of the directed links ``src[i] -> dst[i]``; -1 where
-        there is no such link. Vectorised (one binary search over sorted link keys)."""
+        """Ids (rows of :attr:`links`) of the directed links ``src[i] -> dst[i]``, the
+        first of a pair; -1 where there is no such link. Vectorised: a dense table read
+        (up to DENSE_LINK_NODES nodes), else a binary search over sorted link keys."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        dense = self._dense_links
+        if dense is not None:  # a node outside 0..n-1 has no link
+            inside = (src >= 0) & (src < dense.shape[0]) & (dst >= 0) & (dst < dense.shape[0])
+            return np.where(inside, dense[src * inside, dst * inside], -1)
         keys, order = self._link_keys
-        wanted = np.asarray(src, dtype=np.int64) * self.num_nodes + np.asarray(dst, dtype=np.int64)
+        wanted = src * self.num_nodes + dst
         if keys.size == 0:
             return np.full(wanted.shape, -1, dtype=np.int64)
         pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)

@@ -226,41 +226,51 @@ class Boardfly(Topology):
             self._path_cache = table
         return self._path_cache
 
+    @property
+    def _link_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(inner, outer)``: ``inner[g, s, d]`` the link ids, in order, of the route
+        from in-group index s to d inside group g (padded with -1 to 3);
+        ``outer[i, j, l]`` the id of group i's ``l``-th global link to group j."""
+        if not hasattr(self, "_link_tables_cache"):
+            n, g = self.chips_per_group, self.g
+            path = self._path_table[None]
+            nodes = np.where(path >= 0, path + (np.arange(g) * n)[:, None, None, None], -1)
+            step = (nodes[..., :-1] >= 0) & (nodes[..., 1:] >= 0)
+            inner = np.full(step.shape, -1, dtype=np.int64)
+            inner[step] = self.find_links(nodes[..., :-1][step], nodes[..., 1:][step])
+            ends = self._global_ends
+            first = np.arange(g)[:, None, None] * n
+            outer = self.find_links(
+                first + ends, first.transpose(1, 0, 2) + ends.transpose(1, 0, 2)
+            )
+            self._link_tables_cache = inner, outer
+        return self._link_tables_cache
+
     def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The routes of many pairs at once as CSR ``(ptr, link ids)``; the same routes
-        as :meth:`route`, without a Python loop over pairs."""
+        as :meth:`route`, without a Python loop over pairs: each route is read from
+        per-group link tables (in-group part, global link, in-group part)."""
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         gs, s = np.divmod(src, self.chips_per_group)
         gd, d = np.divmod(dst, self.chips_per_group)
-        table, hops, ends = self._path_table, self._in_group[0], self._global_ends
+        (inner, outer), hops, ends = self._link_tables, self._in_group[0], self._global_ends
         cross = gs != gd
-        e_out = np.where(cross, 0, d)  # same group: the whole route is table[s, d]
-        e_in = np.zeros_like(d)
+        e_out = np.where(cross, 0, d)  # same group: the whole route is inner[gs, s, d]
+        slots = np.full((src.size, 7), -1, dtype=np.int64)
         if cross.any():
-            out_ends, in_ends = ends[gs[cross], gd[cross]], ends[gd[cross], gs[cross]]
-            costs = hops[s[cross, None], out_ends] + hops[in_ends, d[cross, None]]
+            gs_x, gd_x, d_x = gs[cross], gd[cross], d[cross]
+            out_ends, in_ends = ends[gs_x, gd_x], ends[gd_x, gs_x]
+            costs = hops[s[cross, None], out_ends] + hops[in_ends, d_x[:, None]]
             best = np.argmin(costs, axis=1)
             rows = np.arange(best.size)
-            e_out[cross], e_in[cross] = out_ends[rows, best], in_ends[rows, best]
-        first_part = table[s, e_out]
-        second = np.where(cross[:, None], table[e_in, d], -1)
-        nodes = np.concatenate(
-            [
-                np.where(first_part >= 0, first_part + (gs * self.chips_per_group)[:, None], -1),
-                np.where(second >= 0, second + (gd * self.chips_per_group)[:, None], -1),
-            ],
-            axis=1,
-        )
-        valid = nodes >= 0
-        order = np.argsort(~valid, axis=1, kind="stable")  # valid nodes first, in order
-        nodes = np.take_along_axis(nodes, order, axis=1)
-        counts = valid.sum(axis=1) - 1
-        step_ok = np.arange(nodes.shape[1] - 1)[None, :] < counts[:, None]
-        a, b = nodes[:, :-1][step_ok], nodes[:, 1:][step_ok]
-        links = self.find_links(a, b)
+            e_out[cross] = out_ends[rows, best]
+            slots[cross, 3] = outer[gs_x, gd_x, best]
+            slots[cross, 4:] = inner[gd_x, in_ends[rows, best], d_x]
+        slots[:, :3] = inner[gs, s, e_out]
+        valid = slots >= 0
         ptr = np.zeros(src.size + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum(counts)
-        return ptr, links
+        np.cumsum(valid.sum(axis=1), out=ptr[1:])
+        return ptr, slots[valid]
 
     @property
     def vectorised_routes(self) -> bool:
