@@ -19,7 +19,7 @@ from tpusim.collectives import ALGORITHMS, Predictor, make_group
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network import AnalyticNetwork
 from tpusim.network.maxmin import stable_order
-from tpusim.program.builders import plan_training
+from tpusim.program.builders import prepare_training
 from tpusim.program.builders.memory import (
     fsdp_buffers,
     kept_bytes,
@@ -144,7 +144,7 @@ def _stage_memory_layer_by_layer(plan, stage: int) -> tuple[float, float]:
 def test_stage_memory_counts_each_layer_shape_once_with_the_same_bytes(remat):
     """A MoE model (dense and MoE layers: two shapes) over a 2-stage pipeline with
     FSDP: every stage's activations and buffers equal the layer-by-layer count."""
-    plan = plan_training(
+    plan = prepare_training(
         layers=6,
         dense_layers=2,
         d_model=256,

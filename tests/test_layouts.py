@@ -15,7 +15,7 @@ from tests.helpers import assert_one_error_line, run
 from tpusim.config.loader import load_chip, load_system
 from tpusim.engine import Simulation
 from tpusim.errors import InputError
-from tpusim.program.builders import parameters_per_layer, plan_training, training_step
+from tpusim.program.builders import parameters_per_layer, prepare_training, training_step
 from tpusim.program.builders.emit import emit_program
 from tpusim.program.builders.memory import peak_stage, saved_bytes, stage_memory
 
@@ -32,7 +32,7 @@ def ops_named(program, word):
 def test_zero1_shards_optimizer_over_data_and_reduce_scatters_gradients():
     n, layers = 4, 2
     kwargs = dict(**SHAPE, layers=layers, batch=8, mesh={"data": n})
-    plan = plan_training(**kwargs, shard_optimizer_over_data=True)
+    plan = prepare_training(**kwargs, shard_optimizer_over_data=True)
     memory = stage_memory(plan, 0)
     assert memory.optimizer_bytes == layers * P_LAYER * ADAM / n
     assert memory.weights_bytes == memory.gradients_bytes == layers * P_LAYER * BF16
@@ -45,15 +45,15 @@ def test_zero1_shards_optimizer_over_data_and_reduce_scatters_gradients():
     gather = next(op for op in program.ops if op.name == "optimizer.weights.allgather")
     assert gather.collective == "all-gather" and gather.axes == ("data",)
     assert gather.size_bytes == layers * P_LAYER * BF16 and gather.after == ("optimizer",)
-    plain = emit_program(plan_training(**kwargs))
+    plain = emit_program(prepare_training(**kwargs))
     assert {op.collective for op in plain.ops if ".grad." in op.name} == {"all-reduce"}
 
 
 def test_optimizer_and_parameter_host_offload_leave_hbm_and_cross_the_host_link():
     layers, bw = 2, 8e9
     kwargs = dict(**SHAPE, layers=layers, batch=2, mesh={"data": 2}, host_bandwidth_Bps=bw)
-    base = stage_memory(plan_training(**kwargs), 0)
-    plan = plan_training(
+    base = stage_memory(prepare_training(**kwargs), 0)
+    plan = prepare_training(
         **kwargs, optimizer_memory_host_offload=True, param_memory_host_offload=True
     )
     memory = stage_memory(plan, 0)
@@ -72,7 +72,7 @@ def test_optimizer_and_parameter_host_offload_leave_hbm_and_cross_the_host_link(
 
 def test_logits_take_one_buffer():
     vocab, batch = 1000, 2
-    plan = plan_training(**SHAPE, layers=2, batch=batch, mesh={"data": 1}, vocab=vocab)
+    plan = prepare_training(**SHAPE, layers=2, batch=batch, mesh={"data": 1}, vocab=vocab)
     assert stage_memory(plan, 0).buffers_bytes == batch * SEQ * vocab * BF16
 
 
@@ -80,7 +80,7 @@ def test_sequence_parallel_splits_all_reduces_and_shards_norm_activations():
     tp, batch = 4, 2
     act = batch * SEQ * D * BF16
     # the unfused kernel: its seq^2 scores are the closed form's attention term
-    plan = plan_training(**SHAPE, layers=1, batch=batch, mesh={"tensor": tp},
+    plan = prepare_training(**SHAPE, layers=1, batch=batch, mesh={"tensor": tp},
                          sequence_parallel=True, attention_kernel="naive")  # fmt: skip
     program = emit_program(plan)
     tensor = [op for op in program.ops if op.kind == "collective" and op.axes == ("tensor",)]
@@ -92,7 +92,7 @@ def test_sequence_parallel_splits_all_reduces_and_shards_norm_activations():
           ("bwd", "reduce-scatter" if where == "sp_in" else "all-gather"))] * 2
     )  # fmt: skip
     assert {op.size_bytes for op in tensor} == {act}
-    plain = emit_program(plan_training(**SHAPE, layers=1, batch=batch, mesh={"tensor": tp}))
+    plain = emit_program(prepare_training(**SHAPE, layers=1, batch=batch, mesh={"tensor": tp}))
     reduced = sum(op.size_bytes for op in plain.ops if op.collective == "all-reduce")
     assert sum(op.size_bytes for op in tensor) == 2 * reduced  # RS + AG = one AR's bytes each
     norm = next(op for op in program.ops if op.name == "L0.attn.norm.fwd")
@@ -101,7 +101,7 @@ def test_sequence_parallel_splits_all_reduces_and_shards_norm_activations():
     want = batch * SEQ * per_token + batch * (H // tp) * SEQ * SEQ + 2 * batch * SEQ * FF // tp
     assert saved_bytes(plan.dense) == want * BF16
     # a pipeline stage sends its sequence shard of the activations
-    piped = plan_training(**SHAPE, layers=2, batch=2, mesh={"tensor": 2, "pipeline": 2},
+    piped = prepare_training(**SHAPE, layers=2, batch=2, mesh={"tensor": 2, "pipeline": 2},
                           sequence_parallel=True, microbatches=2)  # fmt: skip
     permutes = [op for op in emit_program(piped).ops if ".permute." in op.name]
     assert {op.size_bytes for op in permutes} == {SEQ * D * BF16 / 2}
@@ -109,7 +109,7 @@ def test_sequence_parallel_splits_all_reduces_and_shards_norm_activations():
 
 def test_context_parallel_gathers_kv_and_shards_weights_over_the_context_axis():
     c, seq, batch = 4, 128, 1  # one sequence over four chips: batch need not divide
-    plan = plan_training(**SHAPE | {"seq": seq}, layers=2, batch=batch, mesh={"context": c},
+    plan = prepare_training(**SHAPE | {"seq": seq}, layers=2, batch=batch, mesh={"context": c},
                          attention_kernel="naive")  # fmt: skip
     assert plan.dense.seq == seq // c and plan.dense.keys == seq
     program = emit_program(plan)
@@ -130,7 +130,7 @@ def test_context_parallel_gathers_kv_and_shards_weights_over_the_context_axis():
 
 def test_a_131k_sequence_on_256_chips_with_context_16_is_expressible():
     shape = dict(d_model=8192, d_ff=28672, heads=64, kv_heads=8, head_dim=128, mlp="gated")
-    plan = plan_training(**shape, layers=80, seq=131072, batch=16,
+    plan = prepare_training(**shape, layers=80, seq=131072, batch=16,
                          mesh={"fsdp": 16, "context": 16}, remat_policy="full")  # fmt: skip
     assert plan.dense.seqs == 1 and plan.dense.tokens == 131072 // 16
     assert plan.shard == 256
@@ -149,7 +149,7 @@ def test_a_131k_sequence_on_256_chips_with_context_16_is_expressible():
 def test_bad_layout_is_one_line_naming_the_field(fields, words):
     kwargs = dict(SHAPE, layers=2, batch=4) | fields
     with pytest.raises(InputError) as err:
-        plan_training(**kwargs)
+        prepare_training(**kwargs)
     assert all(w in str(err.value) for w in words), str(err.value)
 
 
@@ -181,7 +181,7 @@ def llama_8b_recipe():
     ``llama3_1_8b_8192_no_collective_matmul``: per-device batch 3, seq 8192,
     ici_fsdp_parallelism -1 (8), remat custom with decoder_layer_input, query_proj,
     key_proj, value_proj and out_proj offloaded, flash attention, bf16."""
-    return plan_training(
+    return prepare_training(
         layers=32, d_model=4096, d_ff=14336, heads=32, kv_heads=8, head_dim=128,
         mlp="gated", vocab=128256, seq=8192, batch=3 * 8, mesh={"fsdp": 8},
         remat_policy="custom",

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import assert_one_error_line, run
 from tpusim.program import ProgramError
-from tpusim.program.builders import plan_training, training_step
+from tpusim.program.builders import prepare_training, training_step
 from tpusim.program.builders.emit import useful_flops
 from tpusim.program.builders.mlp import GMM_TILE_ROWS, dropped_fraction
 
@@ -45,21 +45,21 @@ def test_dropless_skew_paces_the_experts_and_the_all_to_alls_by_the_busiest_chip
 
 
 def test_model_flops_do_not_count_skew_padding_or_dispatch_einsums():
-    base = useful_flops(plan_training(**MOE))
+    base = useful_flops(prepare_training(**MOE))
     for extra in (
         {"routing_skew": 0.5},
         {"capacity_factor": 1.5, "sparse_matmul": False},
         {"capacity_factor": 1.25, "routing_skew": 0.5},
     ):
-        assert useful_flops(plan_training(**MOE, **extra)) == pytest.approx(base, rel=1e-12)
+        assert useful_flops(prepare_training(**MOE, **extra)) == pytest.approx(base, rel=1e-12)
 
 
 def test_capacity_drops_the_rows_over_it_on_the_busiest_chip():
     by = ops(capacity_factor=1.25, routing_skew=0.5)
     assert by["L0.moe.up.fwd"].m == math.ceil(1.25 * ROWS)  # min(1.5, 1.25) x rows
-    shape = plan_training(**MOE, capacity_factor=1.25, routing_skew=0.5).moe
+    shape = prepare_training(**MOE, capacity_factor=1.25, routing_skew=0.5).moe
     assert dropped_fraction(shape) == pytest.approx(1 - 1.25 / 1.5, rel=1e-12)
-    assert dropped_fraction(plan_training(**MOE, routing_skew=0.5).moe) == 0.0
+    assert dropped_fraction(prepare_training(**MOE, routing_skew=0.5).moe) == 0.0
 
 
 def test_dense_dispatch_pads_to_capacity_and_adds_the_one_hot_einsums():
@@ -75,7 +75,7 @@ def test_dense_dispatch_pads_to_capacity_and_adds_the_one_hot_einsums():
 
 def test_expert_weights_gathered_in_their_own_dtype():
     fields = dict(MOE, mesh={"fsdp": 4, "expert": EP}, fsdp_axis="fsdp", data_axis=None)
-    plan = plan_training(**fields)
+    plan = prepare_training(**fields)
     params = plan.params(0)
     assert params.expert == LOCAL * 2 * D * 1024  # plain MLP: up and down
     gather = "L0.weights.allgather.fwd"
@@ -98,7 +98,7 @@ def test_expert_weights_gathered_in_their_own_dtype():
 )
 def test_bad_moe_fields_are_refused_naming_the_field(extra, words):
     with pytest.raises(ProgramError, match=words):
-        plan_training(**MOE, **extra)
+        prepare_training(**MOE, **extra)
 
 
 def test_capacity_factor_zero_in_a_scenario_exits_2_in_one_line(capsys, tmp_path):

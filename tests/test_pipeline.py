@@ -13,7 +13,7 @@ import pytest
 from tpusim.config.loader import load_system
 from tpusim.engine import Simulation
 from tpusim.hardware import ChipCostModel
-from tpusim.program.builders import plan_training
+from tpusim.program.builders import prepare_training
 from tpusim.program.builders.emit import emit_program
 from tpusim.program.builders.memory import stage_memory
 from tpusim.program.builders.pipeline import PipelineSchedule
@@ -49,7 +49,7 @@ def loop_compute_s(program, costs, iteration: int = 0) -> float:
 
 
 def simulate(system, **kwargs):
-    plan = plan_training(**SHAPE, **kwargs)
+    plan = prepare_training(**SHAPE, **kwargs)
     program = emit_program(plan)
     results = Simulation(system, program).run()
     return plan, program, results
@@ -121,7 +121,7 @@ def test_gpipe_and_1f1b_take_the_same_time_and_hold_the_closed_form_activations(
 
 def test_recompute_keeps_layer_inputs_and_one_layer(tmp_path):
     p, m = 2, 4
-    plan = plan_training(**SHAPE, layers=4, batch=m, mesh={"pipeline": p}, microbatches=m,
+    plan = prepare_training(**SHAPE, layers=4, batch=m, mesh={"pipeline": p}, microbatches=m,
                          recompute=True)  # fmt: skip
     d, h, hd, seq, ff = 512, 8, 64, 512, 2048
     full = (seq * (6 * d + 4 * h * hd) + 2 * seq * ff) * BF16 + h * seq * 4  # flash: logsumexp
@@ -152,7 +152,7 @@ def test_memory_timeline_rises_with_forwards_and_falls_with_backwards(tmp_path):
     from tpusim.report import workload_plots as plots_workloads
 
     p, m = 4, 8
-    plan = plan_training(**SHAPE, layers=8, batch=m, mesh={"pipeline": p}, microbatches=m)
+    plan = prepare_training(**SHAPE, layers=8, batch=m, mesh={"pipeline": p}, microbatches=m)
     points = memory_timeline(plan, 0)
     peak = stage_memory(plan, 0)
     activations = [parts["activations"] for _, parts in points]

@@ -17,7 +17,6 @@ from tpusim.engine.placement import map_mesh
 from tpusim.errors import InputError
 from tpusim.planner import PlanRequest, plan_layouts
 from tpusim.planner.candidates import (
-    ROLES,
     Layout,
     active_roles,
     divisors,
@@ -26,6 +25,7 @@ from tpusim.planner.candidates import (
     meshes,
     microbatch_choices,
     remat_choices,
+    searched_roles,
 )
 from tpusim.planner.memory import assess
 from tpusim.planner.rank import Simulator
@@ -59,7 +59,7 @@ def test_factorisations_are_every_ordered_product():
 def test_meshes_are_the_factorisations_the_topology_takes():
     topology = build_topology(load_system("ironwood-256"))
     fits = _fits_topology(topology)
-    roles = [r for r in ROLES if r.needs is None and r.field is None]
+    roles = [r for r in searched_roles() if r.planner.needs is None and not r.planner.min_seq]
     found = list(meshes(256, roles, fits))
     brute = []
     for sizes in itertools.product([2**k for k in range(9)], repeat=len(roles)):
@@ -90,7 +90,7 @@ def test_best_is_the_fastest_it_simulated_and_every_layout_fits(small_plan):
     assert all(best.step_time_s <= s.step_time_s for s in result.confirmed)
     chip = result.system.chip
     for s in result.ordered():
-        plan = s.fitted.plan
+        plan = s.fitted.step
         check_fits(plan, chip)  # the run's own memory check: raises when it does not fit
         assert peak_stage(plan).total_bytes <= chip.hbm.capacity_bytes
     assert len(result.confirmed) >= 3
@@ -119,7 +119,7 @@ def _brute_force(request):
     fits = _fits_topology(topology)
     base, known = builder_base(request)
     sim = Simulator(system, topology, workload_fields(request))
-    roles = [r.name for r in active_roles(base, known)]
+    roles = [r.name for r in active_roles(base)]
     n = system.num_chips
     best = None
     for sizes in itertools.product([d for d in range(1, n + 1) if n % d == 0], repeat=len(roles)):
@@ -244,11 +244,11 @@ def test_divisors_by_square_root_are_the_scan():
 def test_memoised_memory_equals_the_builders_model(small_plan):
     """The search's memoised counts give the builder's own peak on every layout that
     fit and every remat choice (pipelines included)."""
-    from tpusim.planner.memory import memo_plan
+    from tpusim.planner.memory import memo_step
 
     for fitted in small_plan.memory.fitting:
-        plain = peak_stage(fitted.plan)
-        assert peak_stage(memo_plan(fitted.plan)) == plain
+        plain = peak_stage(fitted.step)
+        assert peak_stage(memo_step(fitted.step)) == plain
         assert fitted.peak_hbm_bytes == plain.total_bytes
 
 
@@ -262,10 +262,10 @@ def test_screen_memo_shared_across_layouts_gives_each_ones_own_screen(small_plan
     costs, memo = ChipCostModel(system.chip), {}
     for fitted in small_plan.memory.fitting:
         net = Network(
-            system.link_bandwidth_Bps, system.hop_latency_s, map_mesh(topology, fitted.plan.mesh)
+            system.link_bandwidth_Bps, system.hop_latency_s, map_mesh(topology, fitted.step.mesh)
         )
-        fresh = Screener(costs, net).screen(fitted.plan)
-        assert Screener(costs, net, memo).screen(fitted.plan) == fresh
+        fresh = Screener(costs, net).screen(fitted.step)
+        assert Screener(costs, net, memo).screen(fitted.step) == fresh
         assert small_plan.screens[id(fitted)] == fresh
 
 

@@ -13,6 +13,7 @@ pytest.importorskip("matplotlib")
 from tpusim.engine import Simulation, run_collective
 from tpusim.program import Op, Program
 from tpusim.report import link_plots, plots, timeline_plots
+from tpusim.results.files import save_figure
 from tpusim.topology.boardfly import Boardfly
 from tpusim.topology.torus import Torus
 
@@ -28,7 +29,7 @@ def boardfly() -> Boardfly:
 
 
 def check(fig, tmp_path, legend: bool) -> None:
-    plots.save(fig, tmp_path / "x")
+    save_figure(fig, tmp_path / "x")
     for suffix in (".png", ".svg"):
         out = tmp_path / f"x{suffix}"
         assert out.exists() and out.stat().st_size > 0

@@ -1,5 +1,5 @@
-"""The README's figure blocks match a fresh run (issue 24), as written by
-``tools/readme_figures.py``.
+"""The documentation's figure blocks (in ``docs/*.md``) match a fresh run (issue 24), as
+written by ``tools/readme_figures.py``.
 
 The validation table is recomputed here in every test run (``tpusim validate``'s
 own functions, about 10 s); the claims table (15 s) and the serving table (a minute)
@@ -28,12 +28,15 @@ def _tool():
 
 
 figures = _tool()
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_every_block_has_its_markers():
+def test_every_block_has_its_markers_in_one_page():
+    texts = {page: page.read_text(encoding="utf-8") for page in figures.pages()}
     for name in figures.RENDER:
-        assert figures.current_block(README, name).strip(), name
+        holders = [p for p, text in texts.items() if figures.block_pattern(name).search(text)]
+        assert len(holders) == 1, (name, holders)
+        assert holders[0].parent == ROOT / "docs", (name, holders)
+        assert figures.read_block(name).strip(), name
 
 
 def test_validation_block_matches_a_fresh_run():
@@ -41,8 +44,8 @@ def test_validation_block_matches_a_fresh_run():
     from tpusim.validation.validate import summary, validate
 
     fresh = figures.validation_block(summary(validate(load_measurements())))
-    assert figures.current_block(README, "validation") == fresh, (
-        "README's validation table is stale: run python tools/readme_figures.py"
+    assert figures.read_block("validation") == fresh, (
+        "docs/validation.md's validation table is stale: run python tools/readme_figures.py"
     )
 
 
@@ -80,12 +83,14 @@ def test_replace_block_keeps_the_rest():
     )
     with pytest.raises(KeyError):
         figures.current_block("no markers", "claims")
+    with pytest.raises(KeyError):
+        figures.page_of({ROOT / "a.md": "no markers"}, "claims")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["claims", "serving"])
 def test_slow_blocks_match_a_fresh_run(name):
     fresh = figures.RENDER[name](figures.run_json(name))
-    assert figures.current_block(README, name) == fresh, (
-        f"README's {name} block is stale: run python tools/readme_figures.py --only {name}"
+    assert figures.read_block(name) == fresh, (
+        f"the docs' {name} block is stale: run python tools/readme_figures.py --only {name}"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tpusim.results.comparison import comparison_frame
 from tpusim.results.records import (
     CollectiveRecord,
     DecodeRecord,
@@ -14,7 +15,6 @@ from tpusim.results.records import (
     TopologyRecord,
 )
 from tpusim.results.simulation import CollectiveResult
-from tpusim.results.tables import comparison_frame
 from tpusim.workloads import record_from_row
 
 SUMMARY = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tpusim.errors import InputError
-from tpusim.program.builders import plan_training, training_step
+from tpusim.program.builders import prepare_training, training_step
 from tpusim.program.builders.memory import saved_bytes, stage_memory
 from tpusim.program.builders.remat import REMAT_POLICY_NAMES, recomputed_flops
 
@@ -80,7 +80,7 @@ F_FLASH = 2 * SEQS * H * (SEQ * (SEQ + 1) // 2) * (HD + HD)
 )
 def test_flash_kernel_reruns_unless_context_kept(policy, flops):
     shape = SHAPE | {"attention_kernel": "flash"}
-    plan = plan_training(**shape, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
+    plan = prepare_training(**shape, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
     assert recomputed_flops(plan.remat, plan.dense, plan.steps(0)) == flops
 
 
@@ -92,7 +92,7 @@ def full_set_bytes() -> int:
 @pytest.mark.parametrize("policy", sorted(CASES))
 def test_policy_keeps_offloads_and_recomputes_what_maxtext_names(policy):
     device, offload, flops = CASES[policy]
-    plan = plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
+    plan = prepare_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
     s = plan.dense
     assert plan.remat.bytes_at(s, "device") == T * device * BF16
     assert plan.offloaded_bytes(0) == T * offload * BF16
@@ -106,16 +106,16 @@ def test_policy_keeps_offloads_and_recomputes_what_maxtext_names(policy):
 
 
 def test_custom_takes_per_tensor_placements_like_the_8b_recipe():
-    plan = plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1},
+    plan = prepare_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1},
                          remat_policy="custom", remat_tensors=RECIPE)  # fmt: skip
     s = plan.dense
     assert plan.remat.bytes_at(s, "device") == 0
     assert plan.offloaded_bytes(0) == T * (INPUT + QKV + OUT) * BF16
     assert recomputed_flops(plan.remat, s, plan.steps(0)) == F_SCORES + F_CONTEXT + F_GATE + F_UP
     # custom's defaults (MaxText base.yml): the layer input on device, the rest remat
-    bare = plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy="custom")
+    bare = prepare_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy="custom")
     assert bare.remat.bytes_at(bare.dense, "device") == T * INPUT * BF16
-    fused = plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1},
+    fused = prepare_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1},
                           remat_policy="custom", remat_tensors={"qkv_proj": "device"})  # fmt: skip
     assert fused.remat.bytes_at(fused.dense, "device") == T * (INPUT + QKV) * BF16
 
@@ -123,10 +123,10 @@ def test_custom_takes_per_tensor_placements_like_the_8b_recipe():
 def test_recompute_flag_is_full_and_none_recomputes_nothing():
     kwargs = dict(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1})
     assert (
-        plan_training(**kwargs, recompute=True).remat
-        == plan_training(**kwargs, remat_policy="full").remat
+        prepare_training(**kwargs, recompute=True).remat
+        == prepare_training(**kwargs, remat_policy="full").remat
     )
-    none = plan_training(**kwargs)
+    none = prepare_training(**kwargs)
     assert none.remat.policy == "none" and none.recompute_steps(0) == []
     assert stage_memory(none, 0).activations_bytes == 2 * saved_bytes(none.dense)
     assert saved_bytes(none.dense) == full_set_bytes()
@@ -158,14 +158,14 @@ def test_program_reruns_the_recomputed_matmuls_per_layer():
 )
 def test_bad_remat_input_is_one_line(fields, words):
     with pytest.raises(InputError) as err:
-        plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, **fields)
+        prepare_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, **fields)
     message = str(err.value)
     assert "\n" not in message and all(w in message for w in words), message
 
 
 def test_every_policy_name_is_accepted():
     for policy in REMAT_POLICY_NAMES:
-        plan_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
+        prepare_training(**SHAPE, layers=2, batch=SEQS, mesh={"data": 1}, remat_policy=policy)
 
 
 def test_moe_keeps_expert_outputs_and_reruns_router_and_dispatch():
@@ -176,19 +176,19 @@ def test_moe_keeps_expert_outputs_and_reruns_router_and_dispatch():
                   top_k=top_k, expert_d_ff=width)  # fmt: skip
     router = 2 * T * D * experts
     experts_f = 2 * rows * D * width  # gate or up or down of the grouped experts
-    minimal = plan_training(**kwargs, remat_policy="minimal")
+    minimal = prepare_training(**kwargs, remat_policy="minimal")
     s = minimal.shape(0)
     assert minimal.remat.bytes_at(s, "device") == (T * (INPUT + QKV + OUT) + 2 * rows * width
                                                    + rows * D) * BF16  # fmt: skip
     assert recomputed_flops(minimal.remat, s, minimal.steps(0)) == F_SCORES + F_CONTEXT + router
-    full = plan_training(**kwargs, remat_policy="full")
+    full = prepare_training(**kwargs, remat_policy="full")
     want = F_QKV + F_SCORES + F_CONTEXT + F_OUT + router + 3 * experts_f
     assert recomputed_flops(full.remat, s, full.steps(0)) == want
 
 
 def test_sequence_parallel_shards_the_kept_layer_input_and_out_proj():
     tp = 4
-    plan = plan_training(**SHAPE, layers=1, batch=SEQS, mesh={"tensor": tp},
+    plan = prepare_training(**SHAPE, layers=1, batch=SEQS, mesh={"tensor": tp},
                          sequence_parallel=True, remat_policy="save_out_proj")  # fmt: skip
     # input and out_proj split over the sequence; nothing else kept
     assert plan.remat.bytes_at(plan.dense, "device") == T * (INPUT + OUT) // tp * BF16

@@ -146,7 +146,7 @@ def test_prefix_caching_conserves_blocks_and_requests():
         120, 40.0, TokenCount("uniform", 300, 1500), TokenCount("uniform", 20, 200), seed=5,
         prefix_hit_rate=0.6,
     )  # fmt: skip
-    stats = tiny.run_replica(requests)
+    stats = tiny.run(requests).replicas[0]
     assert 50 < sum(r.prefix_hit for r in requests) < 95
     assert all(r.finished_at is not None and r.generated == r.output_tokens for r in requests)
     assert stats.preemptions > 0

@@ -9,7 +9,7 @@ import pytest
 
 from tpusim.config.loader import load_system
 from tpusim.engine.placement import group_of, split_mesh
-from tpusim.program.builders import parameters_per_layer, plan_training, training_step
+from tpusim.program.builders import parameters_per_layer, prepare_training, training_step
 from tpusim.program.builders.counts import local_parameters
 from tpusim.topology import build_topology
 
@@ -57,8 +57,8 @@ def test_data_parallel_gradients_in_gradient_dtype():
 
 
 def test_mesh_roles_by_name_and_fields_override():
-    by_name = plan_training(**SHAPE, batch=8, mesh={"data": 2, "fsdp": 2, "tensor": 2})
-    by_field = plan_training(
+    by_name = prepare_training(**SHAPE, batch=8, mesh={"data": 2, "fsdp": 2, "tensor": 2})
+    by_field = prepare_training(
         **SHAPE, batch=8, mesh={"d": 2, "f": 2, "t": 2}, data_axis="d", fsdp_axis="f",
         tensor_axis="t",
     )  # fmt: skip
@@ -100,7 +100,7 @@ VARIANTS = {
 def test_per_chip_parameters_times_shards_are_the_layer(variant, tp):
     extra = VARIANTS[variant]
     mesh = {"data": 2, "tensor": tp} | ({"expert": 4} if "experts" in extra else {})
-    plan = plan_training(**SHAPE, batch=16, mesh=mesh, dense_layers=0, **extra)
+    plan = prepare_training(**SHAPE, batch=16, mesh=mesh, dense_layers=0, **extra)
     layer = plan.layers - 1
     local = local_parameters(plan.shape(layer), plan.local_experts if "experts" in extra else 0)
     ep = mesh.get("expert", 1)

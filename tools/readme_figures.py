@@ -1,7 +1,8 @@
-"""Write the README's figure blocks from a run, so that no figure is typed in.
+"""Write the documentation's figure blocks from a run, so that no figure is typed in.
 
 Each block sits between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in
-README.md and is rendered from one command's JSON:
+one of the pages (README.md or a ``docs/*.md`` page; the tool finds which) and is
+rendered from one command's JSON:
 
 - ``validation``: ``tpusim validate --json`` (about 10 s);
 - ``claims``: ``tpusim claims --json`` (about 15 s);
@@ -13,7 +14,7 @@ README.md and is rendered from one command's JSON:
 
 Usage (from the repository root)::
 
-    python tools/readme_figures.py            # run all three, rewrite README.md
+    python tools/readme_figures.py            # run them all, rewrite the pages
     python tools/readme_figures.py --check    # exit 1 naming each block that differs
     python tools/readme_figures.py --only validation --check
 
@@ -37,6 +38,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def pages() -> list[Path]:
+    """The files that may hold figure blocks: README.md and every ``docs/*.md`` page."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
 
 #: The command whose JSON each block is rendered from.
 COMMANDS: dict[str, list[str]] = {
@@ -226,8 +234,22 @@ def current_block(text: str, name: str) -> str:
     """Block ``name``'s text in ``text``; raises KeyError when its markers are absent."""
     found = block_pattern(name).search(text)
     if found is None:
-        raise KeyError(f"README.md has no <!-- figures:{name} --> block")
+        raise KeyError(f"no <!-- figures:{name} --> block")
     return found.group(2).rstrip("\n")
+
+
+def page_of(texts: dict[Path, str], name: str) -> Path:
+    """The page (of ``texts``, path to text) holding block ``name``; KeyError if none."""
+    for page, text in texts.items():
+        if block_pattern(name).search(text):
+            return page
+    raise KeyError(f"no page of README.md, docs/*.md has a <!-- figures:{name} --> block")
+
+
+def read_block(name: str) -> str:
+    """Block ``name`` as the pages on disk hold it."""
+    texts = {page: page.read_text(encoding="utf-8") for page in pages()}
+    return current_block(texts[page_of(texts, name)], name)
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -242,24 +264,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=sorted(RENDER), help="these blocks")
     parser.add_argument("--json-dir", type=Path, help="read NAME.json here, run nothing")
     args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    new, stale = text, []
+    texts = {page: page.read_text(encoding="utf-8") for page in pages()}
+    new, stale = dict(texts), []
     for name in args.only or sorted(RENDER):
         if args.json_dir is not None:
             record = json.loads((args.json_dir / f"{name}.json").read_text())
         else:
             record = run_json(name)
         body = RENDER[name](record)
-        if current_block(new, name) != body:
-            stale.append(name)
-        new = replace_block(new, name, body)
+        page = page_of(new, name)
+        if current_block(new[page], name) != body:
+            stale.append(f"{page.relative_to(ROOT)}: {name}")
+        new[page] = replace_block(new[page], name, body)
     if args.check:
-        for name in stale:
-            print(f"README.md: the {name} block differs from a fresh run", file=sys.stderr)
+        for where in stale:
+            print(f"{where} block differs from a fresh run", file=sys.stderr)
         return 1 if stale else 0
-    if new != text:
-        README.write_text(new, encoding="utf-8")
-    print(f"README.md: {len(stale)} block(s) rewritten: {', '.join(stale) or 'none'}")
+    for page, text in new.items():
+        if text != texts[page]:
+            page.write_text(text, encoding="utf-8")
+    print(f"{len(stale)} block(s) rewritten: {', '.join(stale) or 'none'}")
     return 0
 
 

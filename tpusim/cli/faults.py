@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def add_fault_flags(p: argparse.ArgumentParser, default_routing: str | None = "minimal") -> None:
     """``--faults FILE``, ``--fail-links N``, ``--seed S``, ``--routing R``."""
-    p.add_argument("--faults", help="YAML file of faults (see README: Faults and routing)")
+    p.add_argument("--faults", help="YAML file of faults (see docs/faults.md)")
     p.add_argument("--fail-links", type=int, help="N random links down from the start")
     p.add_argument("--seed", type=int, help="seed of the random failures (default 0)")
     p.add_argument(

@@ -7,12 +7,14 @@ them as ``tpusim/_configs`` (hatchling ``force-include``). Every failure is a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from tpusim.config.chip import ChipSpec
 from tpusim.config.limits import MAX_SYSTEM_CHIPS
@@ -25,10 +27,12 @@ from tpusim.config.system import (
     twisted_torus_problem,
     wraparound_for,
 )
+from tpusim.config.types import Source
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
 
 Model = TypeVar("Model", bound=BaseModel)
+Loaded = TypeVar("Loaded")
 ConfigKind = Literal["chips", "systems", "models"]
 
 
@@ -78,7 +82,7 @@ def _loc_to_path(data: Any, loc: tuple[Any, ...], names_key: bool) -> PathKey:
     return tuple(path)
 
 
-def _message(error: Any) -> str:
+def _message(error: ErrorDetails) -> str:
     kind, msg = error["type"], error["msg"]
     if kind == "extra_forbidden":
         return "unknown key"
@@ -90,7 +94,7 @@ def _message(error: Any) -> str:
 
 
 def validate(
-    model: type[Model], data: Any, file: str, lines: dict[PathKey, int], prefix: PathKey = ()
+    model: type[Model], data: object, file: str, lines: dict[PathKey, int], prefix: PathKey = ()
 ) -> Model:
     """Validate ``data`` as ``model``; the first problem becomes a one-line ConfigError."""
     if not isinstance(data, dict):
@@ -117,11 +121,11 @@ def _load_chip_file(path: Path) -> ChipSpec:
 
 
 def _check_sources(
-    sources: dict[str, Any], data: dict[str, Any], file: str, lines: dict[PathKey, int]
+    sources: Mapping[str, Source], data: dict[str, Any], file: str, lines: dict[PathKey, int]
 ) -> None:
     """Every key under ``sources:`` must name a value that exists in the file."""
     for key in sources:
-        node: Any = data
+        node: object = data
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
                 raise ConfigError(
@@ -224,9 +228,9 @@ def _reference(
     file: str,
     lines: dict[PathKey, int],
     kind: ConfigKind,
-    loader: Any,
+    loader: Callable[[str], Loaded],
     base: Path,
-) -> Any:
+) -> Loaded:
     """Load the chip or pod a system names. A name or file that cannot be found is
     reported against this file and key; a found file that is broken reports itself."""
     line = line_of(lines, (key,))

@@ -28,6 +28,7 @@ Counting conventions (no biases; what the published counts include):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -49,43 +50,51 @@ Rank = Annotated[int, Field(ge=0, le=MAX_MODEL_DIM)]
 AttentionKind = Literal["gqa", "mla"]
 MlpKind = Literal["plain", "gated"]
 
+
+class ModelShape(Frozen):
+    """A transformer's shape as the program builders and the workloads take it, every
+    field declared here once: the five sizes every model has, and the features whose
+    defaults are the builders' neutral values (a dense, plain-MLP, multi-head
+    transformer without embeddings). A preset's :meth:`ModelSpec.builder_fields` is
+    one of these; the training and decode workloads take its fields, and the training
+    step's arguments (:class:`~tpusim.program.builders.args.TrainingArgs`) are one."""
+
+    layers: PositiveInt
+    d_model: PositiveInt
+    d_ff: PositiveInt
+    heads: PositiveInt
+    head_dim: PositiveInt
+    kv_heads: PositiveInt | None = None
+    vocab: Rank = 0
+    mlp: MlpKind = "plain"
+    attention: AttentionKind = "gqa"
+    q_lora_rank: Rank = 0
+    kv_lora_rank: Rank = 0
+    rope_head_dim: Rank = 0
+    experts: Rank = 0
+    top_k: PositiveInt = 2
+    expert_d_ff: PositiveInt | None = None
+    shared_experts: Rank = 0
+    dense_layers: Rank = 0
+
+    @classmethod
+    def neutral(cls) -> dict[str, object]:
+        """The features (the fields with a default) and their neutral values: a preset
+        whose value differs needs a workload kind that has the field."""
+        return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
+
+    @classmethod
+    def shape_of(cls, fields: Mapping[str, object]) -> dict[str, object]:
+        """The shape fields among ``fields`` (the rest left out)."""
+        return {name: fields[name] for name in cls.model_fields if name in fields}
+
+
 #: Builder keyword arguments a preset sets, in the order ``tpusim models`` shows them.
-SHAPE_FIELDS = (
-    "layers",
-    "d_model",
-    "d_ff",
-    "heads",
-    "kv_heads",
-    "head_dim",
-    "vocab",
-    "mlp",
-    "attention",
-    "q_lora_rank",
-    "kv_lora_rank",
-    "rope_head_dim",
-    "experts",
-    "top_k",
-    "expert_d_ff",
-    "shared_experts",
-    "dense_layers",
-)
+SHAPE_FIELDS = tuple(ModelShape.model_fields)
 
 #: The builders' defaults for the shape fields (what a workload kind that lacks a
 #: field assumes): a preset whose value differs needs the field.
-NEUTRAL_SHAPE: dict[str, Any] = {
-    "kv_heads": None,
-    "vocab": 0,
-    "mlp": "plain",
-    "attention": "gqa",
-    "q_lora_rank": 0,
-    "kv_lora_rank": 0,
-    "rope_head_dim": 0,
-    "experts": 0,
-    "top_k": 2,
-    "expert_d_ff": None,
-    "shared_experts": 0,
-    "dense_layers": 0,
-}
+NEUTRAL_SHAPE: dict[str, object] = ModelShape.neutral()
 
 
 class AttentionSpec(Frozen):
@@ -222,29 +231,35 @@ class ModelSpec(Frozen):
             per_layer = 2 * self.kv_heads * a.head_dim
         return self.layers * per_layer * bytes_per_element
 
-    def builder_fields(self) -> dict[str, Any]:
-        """The program builders' keyword arguments for this model's shape."""
+    def shape(self) -> ModelShape:
+        """This model's shape as the builders take it."""
         a, moe = self.attention, self.moe
-        fields: dict[str, Any] = {
-            "layers": self.layers,
-            "d_model": self.d_model,
-            "d_ff": self.d_ff,
-            "heads": a.heads,
-            "kv_heads": self.kv_heads,
-            "head_dim": a.head_dim,
-            "vocab": self.vocab,
-            "mlp": self.mlp,
-            "attention": a.kind,
-            "q_lora_rank": a.q_lora_rank,
-            "kv_lora_rank": a.kv_lora_rank,
-            "rope_head_dim": a.rope_head_dim,
-            "experts": moe.experts if moe else 0,
-            "top_k": moe.top_k if moe else 2,
-            "expert_d_ff": moe.d_ff if moe else None,
-            "shared_experts": moe.shared if moe else 0,
-            "dense_layers": moe.dense_layers if moe else 0,
-        }
-        return fields
+        features = (
+            {"experts": moe.experts, "top_k": moe.top_k, "expert_d_ff": moe.d_ff}
+            | {"shared_experts": moe.shared, "dense_layers": moe.dense_layers}
+            if moe
+            else {}
+        )
+        return ModelShape(
+            layers=self.layers,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            heads=a.heads,
+            kv_heads=self.kv_heads,
+            head_dim=a.head_dim,
+            vocab=self.vocab,
+            mlp=self.mlp,
+            attention=a.kind,
+            q_lora_rank=a.q_lora_rank,
+            kv_lora_rank=a.kv_lora_rank,
+            rope_head_dim=a.rope_head_dim,
+            **features,
+        )
+
+    def builder_fields(self) -> dict[str, Any]:
+        """The program builders' keyword arguments for this model's shape (every
+        :class:`ModelShape` field, in its order)."""
+        return self.shape().model_dump()
 
     def row(self) -> dict[str, Any]:
         """What ``tpusim models --json`` shows for this model."""

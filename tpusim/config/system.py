@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field, GetPydanticSchema, PositiveInt, model_validator
+from pydantic import (
+    Field,
+    GetCoreSchemaHandler,
+    GetPydanticSchema,
+    PositiveInt,
+    model_validator,
+)
 from pydantic_core import core_schema
 
 from tpusim.config.chip import ChipSpec, WraparoundRule
@@ -183,7 +189,7 @@ TOPOLOGY_SPECS: Registry[type[BaseTopologySpec]] = Registry("topology spec")
 TOPOLOGY_SPECS.register_all((("torus", TorusTopologySpec), ("boardfly", BoardflyTopologySpec)))
 
 
-def _topology_union(_source: Any, handler: Any) -> core_schema.CoreSchema:
+def _topology_union(_source: object, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
     """The registered specs as one union tagged by ``kind`` (rebuilt on registration)."""
     choices = {kind: handler.generate_schema(spec) for kind, spec in TOPOLOGY_SPECS.items()}
     return core_schema.tagged_union_schema(choices, discriminator="kind")

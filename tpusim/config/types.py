@@ -7,7 +7,7 @@ error that names the bad string and the kind of quantity expected.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -24,7 +24,7 @@ from tpusim.config.limits import (
 
 
 def _parser(kind: units.Kind) -> BeforeValidator:
-    def parse(value: Any) -> float:
+    def parse(value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(f"{value!r}: expected a {kind} quantity with a unit")
         return units.parse(value, kind)

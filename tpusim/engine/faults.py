@@ -26,7 +26,7 @@ flow and analytic fidelities do: asking the packet fidelity for it is an InputEr
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -38,12 +38,12 @@ from tpusim.config.faults import NO_FAULTS, FaultSet, Routing
 from tpusim.errors import InputError, SimulationError
 from tpusim.network import NETWORKS, Network, NetworkSettings
 from tpusim.network.faults import ChipFault, DisconnectedError, FaultSchedule, resolve_faults
-from tpusim.network.routing import make_router
+from tpusim.network.routing import Router, make_router
 from tpusim.program.ir import ChipOverride, Op, Program
 from tpusim.topology import Topology
 
 if TYPE_CHECKING:
-    from tpusim.engine.simulation import Simulation
+    from tpusim.engine.context import CollectiveRunner
 
 OCS_RECONFIGURATION_S = 10.0
 """Seconds for the optical circuit switches to swap a spare 4x4x4 cube into a torus.
@@ -216,7 +216,7 @@ class FaultState:
                 f"{group.size} chips: collective '{op}' cannot run"
             )
 
-    def attempts(self, sim: Simulation, op: Op, schedule: Schedule):
+    def attempts(self, sim: CollectiveRunner, op: Op, schedule: Schedule):
         """SimPy process body: ``op``'s schedule, retried after a chip failure (spare
         cube: once the spare is in; exclude: on the shrunk group)."""
         env = sim.env
@@ -260,8 +260,12 @@ class FaultState:
 
 
 def record(
-    sched: FaultSchedule, network: Network, notes: list[str], routing: str, router: Any
-) -> dict[str, Any]:
+    sched: FaultSchedule,
+    network: Network,
+    notes: list[str],
+    routing: str,
+    router: Router | None,
+) -> dict[str, object]:
     """The JSON fields of a run with faults or a routing policy."""
     return {
         "failed_links": sched.failed_links,

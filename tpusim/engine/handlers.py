@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -28,7 +28,7 @@ from tpusim.registry import Registry
 from tpusim.results.simulation import OpRecord
 
 if TYPE_CHECKING:
-    from tpusim.engine.simulation import Simulation
+    from tpusim.engine.context import OpContext
 
 
 @dataclass
@@ -57,7 +57,8 @@ class ChipClass:
         return self.name if len(self.chips) == 1 else f"{self.name} ({len(self.chips)} chips)"
 
 
-Handler = Callable[["Simulation", ChipClass, Op], Generator[Any, Any, None]]
+#: An op handler's SimPy process body: yields SimPy events, is sent their values.
+Handler = Callable[["OpContext", ChipClass, Op], Generator[simpy.Event, object, None]]
 #: Cost of a compute op on a chip (before the class's slowdown): its roofline terms.
 CostFunction = Callable[[ChipCostModel, Op], OpCost]
 
@@ -97,7 +98,9 @@ def contended_s(cost: OpCost, op: Op, dma_Bps: float, hbm_Bps: float) -> float:
     memory_s = cost.memory_s
     if dma_Bps > 0 and hbm_Bps > 0 and op.memory == "hbm":
         memory_s *= hbm_Bps / max(hbm_Bps - dma_Bps, HBM_COMPUTE_SHARE_MIN * hbm_Bps)
-    return max(cost.compute_s / op.efficiency, memory_s) + cost.overhead_s
+    grouped = op.grouped or op.grouped_k  # its cost has its padding
+    efficiency = 1.0 if grouped else op.efficiency
+    return max(cost.compute_s / efficiency, memory_s) + cost.overhead_s
 
 
 def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
@@ -106,7 +109,7 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
     (:func:`contended_s`); a ValueError from the cost model becomes an InputError
     naming the op."""
 
-    def run(sim: Simulation, cls: ChipClass, op: Op):
+    def run(sim: OpContext, cls: ChipClass, op: Op):
         try:
             if sim.costs is None:
                 raise ValueError("a compute op needs a system with a chip")
@@ -126,6 +129,9 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
 
 
 def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
+    if op.grouped or op.grouped_k:
+        shape = (op.m, op.n, op.k, op.efficiency, op.dtype, op.memory, op.batch)
+        return costs.grouped_matmul(*shape, op.grouped_k, op.dropless_rows)  # type: ignore[arg-type]
     return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped)  # type: ignore[arg-type]
 
 
@@ -152,7 +158,7 @@ def _host_transfer(_costs: ChipCostModel, op: Op) -> OpCost:
 _host_transfer_sync = compute_handler(_host_transfer, slowed=False)
 
 
-def host_transfer(sim: Simulation, cls: ChipClass, op: Op):
+def host_transfer(sim: OpContext, cls: ChipClass, op: Op):
     """A host transfer: synchronous it holds the TensorCore; with ``overlap`` it runs
     on the host DMA engines alongside compute (XLA's async host offload copies) and is
     recorded on unit ``host-dma``, which is not TensorCore busy time."""
@@ -164,12 +170,13 @@ def host_transfer(sim: Simulation, cls: ChipClass, op: Op):
     sim.report(OpRecord(op.name, op.kind, cls.label, "host-dma", start, sim.env.now, 0.0))
 
 
-def collective(sim: Simulation, cls: ChipClass, op: Op):
+def collective(sim: OpContext, cls: ChipClass, op: Op):
     """Wait for every class in the collective's groups, run its schedule once on the
     network (the first class to get there starts it), record an ``ici`` row and one row
     per ICI port of the class's first chip. A synchronous collective holds the
     TensorCore from arrival to completion; ``overlap`` does not, and while it runs its
-    DMAs take HBM bandwidth from the class's compute (:meth:`Simulation.dma_Bps`)."""
+    DMAs take HBM bandwidth from the class's compute
+    (:meth:`~tpusim.engine.context.OpContext.dma_Bps`)."""
     schedule = sim.schedule(op)
     rendezvous = sim.rendezvous(op.name, schedule)
     held = cls.core.request() if not op.overlap else None

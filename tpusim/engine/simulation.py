@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import simpy
@@ -130,7 +129,7 @@ class Simulation:
         self.observers: list[Observer] = [self.ops_table, self.comm, self.hops, self.links]
         self.observers += observers
         self.batches = FlowBatches(routes, self.observers)
-        self._schedules: dict[tuple[Any, ...], Schedule] = {}
+        self._schedules: dict[tuple[object, ...], Schedule] = {}
         self._predictors: dict[tuple[bool, int], Predictor] = {}
         self._rendezvous: dict[str, Rendezvous] = {}
         self._started: dict[str, simpy.Event] = {}
@@ -153,7 +152,7 @@ class Simulation:
         """The schedule of collective ``op`` (built once per distinct collective).
         Raises InputError naming the op for a bad group, axis, op or algorithm."""
         axes = self.placement.physical_axes(op)
-        key: tuple[Any, ...] = (op.collective, op.size_bytes, tuple(axes or ()), op.algorithm)
+        key: tuple[object, ...] = (op.collective, op.size_bytes, tuple(axes or ()), op.algorithm)
         key += (op.groups, op.num_chips, op.pairs, self.faults.epoch)
         if key not in self._schedules:
             try:

@@ -24,6 +24,7 @@ Everything here is a pure function of the chip spec: no simulation state.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -62,6 +63,12 @@ CAE the reduction happens in-line as the data streams: one pass.)"""
 
 SUBLANES = 8
 """Rows of a vector register: the streamed (``m``) dimension of a matmul pads to this."""
+
+GROUPED_FULL_TILE_SHARE = 2.0 / 3.0
+"""Useful share of a grouped matmul's streamed rows at which its groups hold a whole
+tile each: with ``groups x tile / 2`` rows of padding (half a tile per group on
+average), ``m / (m + groups x tile / 2) >= 2/3`` exactly when ``m >= groups x tile``
+(derived)."""
 
 DEFAULT_OP_OVERHEAD_S = 0.5e-6
 """Fixed cost of one op, in seconds (an assumption, not a published number).
@@ -217,6 +224,48 @@ class ChipCostModel:
         compute_s = padded / rate + self.quantize_s(dtype, batch * m * k + k * n)
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
         return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
+
+    def grouped_matmul(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        efficiency: float,
+        dtype: Dtype = "bf16",
+        operands: Memory = "hbm",
+        batch: int = 1,
+        rows_in_k: bool = False,
+        dropless_rows: int = 0,
+    ) -> OpCost:
+        """A grouped (megablox) matmul whose groups of rows pad to tiles: ``efficiency``
+        the useful share of the rows it streams; the rows are ``m`` (the forward and
+        input-gradient products) or, with ``rows_in_k``, the contraction ``k`` (the
+        weight gradient). Its ``compute_s`` includes the padding (not to be divided
+        again); the memory traffic is the useful rows'.
+
+        The compute is :meth:`matmul`'s over ``efficiency``: the tile padding on top
+        of the rows' own sublane or MXU padding and shape term. That falls as the rows
+        grow while the padding dominates (a nearly empty group is charged its padding
+        against the shape term of its few rows), which made dropping tokens slower
+        than dropless (MoE capacity, issue 33). With ``dropless_rows`` (the rows
+        before a capacity dropped some, more than the op's) the compute is instead
+        :meth:`matmul`'s of the streamed rows (useful plus padding, growing with the
+        useful ones), and never more than that of the dropless rows: a kernel given
+        fewer rows is never slower than given more."""
+        rows = k if rows_in_k else m
+        dense = self.matmul(m, n, k, dtype, operands, batch, grouped=True)
+        compute_s = dense.compute_s / efficiency
+        padded = dense.padded_flops / efficiency
+        if dropless_rows > rows:
+            streamed = math.ceil(rows / efficiency * (1.0 - 1e-12))
+            shape = (m, n, streamed) if rows_in_k else (streamed, n, k)
+            cost = self.matmul(*shape, dtype, operands, batch, grouped=True)
+            pad = rows / efficiency - rows  # at most the dropless rows' padding
+            shape = (m, n, dropless_rows) if rows_in_k else (dropless_rows, n, k)
+            ceiling = self.matmul(*shape, dtype, operands, batch, grouped=True).compute_s
+            compute_s = min(cost.compute_s, ceiling * (dropless_rows + pad) / dropless_rows)
+            padded = cost.padded_flops
+        return self._cost(compute_s, dense.memory_s, dense.flops, padded, dense.bytes, "tensorcore")
 
     def quantize_s(self, dtype: Dtype, elements: float) -> float:
         """Seconds the vector unit spends quantizing ``elements`` operand elements of an

@@ -1,14 +1,15 @@
 """Candidate layouts of a training step: mesh role sizes, remat, microbatches.
 
-A layout is a mesh whose axes are named after the roles they play (``data``,
-``pipeline``, ``fsdp``, ``expert``, ``tensor``; an axis named after a role plays it,
-see :mod:`tpusim.program.builders.mesh`), written in the order of :data:`ROLES`, plus
-the training step's schedule fields (a remat choice of :data:`REMATS`, the
-microbatches). The mesh is laid on the physical axes as the engine lays every mesh
+A layout is a mesh whose axes are named after the roles they play (the registered
+parallelism roles, :data:`tpusim.program.builders.roles.ROLES`; an axis named after a
+role plays it), written in the order of :func:`searched_roles`, plus the training
+step's schedule fields (a remat choice of :data:`REMATS`, the microbatches). The mesh
+is laid on the physical axes as the engine lays every mesh
 (:func:`tpusim.engine.placement.map_mesh`: mesh axes in order take whole physical
-axes or split one, the later axis taking the inner, contiguous piece): :data:`ROLES`
-runs from the outermost role to the innermost, as MaxText orders its mesh (data and
-pipeline outside, tensor innermost on neighbouring chips).
+axes or split one, the later axis taking the inner, contiguous piece): each role's
+:attr:`~tpusim.program.builders.roles.PlannerCandidates.position` runs from the
+outermost role to the innermost, as MaxText orders its mesh (data and pipeline
+outside, tensor innermost on neighbouring chips).
 
 Enumeration (bounded): every ordered factorisation of the chip count into the sizes of
 the roles the model can use (``expert`` only with experts, ``pipeline`` only with more
@@ -19,32 +20,24 @@ every remat choice, and the microbatch counts :func:`microbatch_choices` gives (
 most :data:`MAX_MICROBATCH_CHOICES`). The builder's own checks
 (:func:`~tpusim.program.builders.checks.check_training`) decide the rest.
 
-Growing the search is one line: a role in :data:`ROLES`, a remat policy in
-:data:`REMATS`, a boolean field in :data:`FLAGS`. An entry whose workload field does
-not exist (yet: ``context_axis``, ``remat_policy``, ``sequence_parallel``,
-``shard_optimizer_over_data`` come with the layouts work) is left out.
+Growing the search is one registration or one line: a role in the roles registry
+(with its planner candidates), a remat policy in :data:`REMATS`, a boolean field in
+:data:`FLAGS`. A remat or flag entry whose workload field does not exist is left
+out.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpusim.program.builders.roles import DATA, PIPELINE, ROLES, TENSOR, Role, roles_that
 
-@dataclass(frozen=True)
-class Role:
-    """A mesh role: its name (the mesh axis that plays it), the model field that must
-    be non-zero for the role to apply (None: always) and the workload field the role
-    needs to exist (None: none; a role the training step does not have yet is
-    skipped)."""
-
-    name: str
-    needs: str | None = None
-    field: str | None = None
-    min_seq: int = 0
+Fits = Callable[[dict[str, int]], bool]
+"""Whether a mesh fits the topology (the caller's cut)."""
 
 
 @dataclass(frozen=True)
@@ -55,22 +48,6 @@ class Remat:
     name: str
     fields: dict[str, Any] = field(default_factory=dict)
 
-
-CONTEXT_MIN_SEQ = 32768
-"""Shortest sequence for which the search tries context parallelism (an assumption:
-the public MaxText recipes shard the sequence only for long-context runs, 131k tokens
-on Ironwood; at 8k the batch axes have work to split). It keeps the search bounded:
-each role multiplies the meshes by up to the chip count's divisors."""
-
-#: Mesh roles searched, outermost first (the mesh order; tensor innermost).
-ROLES: tuple[Role, ...] = (
-    Role("data"),
-    Role("pipeline", needs="layers"),
-    Role("fsdp"),
-    Role("context", field="context_axis", min_seq=CONTEXT_MIN_SEQ),
-    Role("expert", needs="experts"),
-    Role("tensor"),
-)
 
 #: Remat choices searched, cheapest in compute first (ties go to the earlier one).
 REMATS: tuple[Remat, ...] = (
@@ -92,8 +69,8 @@ pipeline of p stages: p, 2p, 4p; without one: 1, 2, 4 of gradient accumulation).
 @dataclass(frozen=True)
 class Layout:
     """One candidate: ``mesh`` (role-named axes of more than one chip, in
-    :data:`ROLES` order; a one-chip mesh is ``{"data": 1}``), its remat choice and
-    microbatches."""
+    :func:`searched_roles` order; a one-chip mesh is ``{"data": 1}``), its remat
+    choice and microbatches."""
 
     mesh: dict[str, int]
     remat: Remat
@@ -107,8 +84,8 @@ class Layout:
 
     @property
     def roles(self) -> dict[str, int]:
-        """Role -> size for every role of :data:`ROLES` (1 when absent)."""
-        return {role.name: self.mesh.get(role.name, 1) for role in ROLES}
+        """Role -> size for every searched role (1 when absent)."""
+        return {role.name: self.mesh.get(role.name, 1) for role in searched_roles()}
 
     def label(self) -> str:
         """``fsdp 2304 x tensor 4``."""
@@ -132,19 +109,29 @@ def factorisations(n: int, parts: int) -> Iterator[tuple[int, ...]]:
             yield (d, *rest)
 
 
-def active_roles(model: dict[str, Any], known_fields: set[str]) -> list[Role]:
-    """The roles of :data:`ROLES` this model can use: its ``needs`` field is non-zero
+def searched_roles() -> list[Role]:
+    """The registered roles, outermost first (by their planner position)."""
+    return sorted((role for _, role in ROLES.items()), key=lambda r: r.planner.position)
+
+
+def active_roles(model: Mapping[str, object]) -> list[Role]:
+    """The searched roles this model can use: the role's ``needs`` field is non-zero
     (``layers`` needs more than one layer for a pipeline) and its ``seq`` is at least
     the role's ``min_seq``."""
     out = []
-    for role in ROLES:
-        value = model.get(role.needs, 0) if role.needs else 1
-        if role.needs == "layers":
-            value = int(value) > 1
-        value = value and int(model.get("seq", 0)) >= role.min_seq
-        if value and (role.field is None or role.field in known_fields):
+    for role in searched_roles():
+        need = role.planner.needs
+        value = _int(model.get(need, 0)) if need else 1
+        if need == "layers":
+            value = int(value > 1)
+        if value and _int(model.get("seq", 0)) >= role.planner.min_seq:
             out.append(role)
     return out
+
+
+def _int(value: object) -> int:
+    """A model field as a count (None: 0)."""
+    return int(value) if isinstance(value, int | float) else 0
 
 
 def remat_choices(known_fields: set[str]) -> list[Remat]:
@@ -161,12 +148,12 @@ def flag_choices(known_fields: set[str]) -> list[tuple[tuple[str, bool], ...]]:
     ]
 
 
-def meshes(num_chips: int, roles: list[Role], fits: Any) -> Iterator[dict[str, int]]:
+def meshes(num_chips: int, roles: list[Role], fits: Fits) -> Iterator[dict[str, int]]:
     """Role-named meshes of ``num_chips`` chips over ``roles`` that ``fits(mesh)``
     accepts (the topology's cut), each once, axes of one chip left out."""
     for sizes in factorisations(num_chips, len(roles)):
         mesh = {r.name: s for r, s in zip(roles, sizes, strict=True) if s > 1}
-        mesh = mesh or {"data": 1}
+        mesh = mesh or {DATA.name: 1}
         if fits(mesh):
             yield mesh
 
@@ -187,24 +174,21 @@ def microbatch_choices(per_shard: int, stages: int) -> list[int]:
 def layouts(
     num_chips: int,
     global_batch: int,
-    model: dict[str, Any],
+    model: Mapping[str, object],
     known_fields: set[str],
-    fits: Any,
+    fits: Fits,
 ) -> Iterator[Layout]:
     """Every candidate layout (see the module docstring): meshes that ``fits`` accepts
-    whose batch axes (data, fsdp, expert) divide ``global_batch``, each remat choice
-    and microbatch count."""
-    batch_roles = ("data", "fsdp", "expert")
+    whose batch axes (the roles that shard the batch) divide ``global_batch``, each
+    remat choice and microbatch count."""
     remats = remat_choices(known_fields)
     flags = flag_choices(known_fields)
-    for mesh in meshes(num_chips, active_roles(model, known_fields), fits):
-        shards = 1
-        for role in batch_roles:
-            shards *= mesh.get(role, 1)
+    for mesh in meshes(num_chips, active_roles(model), fits):
+        shards = math.prod(mesh.get(role.name, 1) for role in roles_that("batch"))
         if global_batch % shards:
             continue
         per_shard = global_batch // shards
-        choices = microbatch_choices(per_shard, mesh.get("pipeline", 1))
+        choices = microbatch_choices(per_shard, mesh.get(PIPELINE.name, 1))
         for remat, m, flag in itertools.product(remats, choices, flags):
             if all(on is False or _applies(name, mesh) for name, on in flag):
                 yield Layout(mesh, remat, m, flag)
@@ -213,5 +197,5 @@ def layouts(
 def _applies(flag: str, mesh: dict[str, int]) -> bool:
     """Whether turning ``flag`` on changes anything on ``mesh``: sequence parallelism
     needs a tensor axis, ZeRO-1 a data axis (else the layout is its flag-off twin)."""
-    axis = {"sequence_parallel": "tensor", "shard_optimizer_over_data": "data"}.get(flag)
+    axis = {"sequence_parallel": TENSOR.name, "shard_optimizer_over_data": DATA.name}.get(flag)
     return axis is None or mesh.get(axis, 1) > 1

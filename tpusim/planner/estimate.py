@@ -30,7 +30,7 @@ from tpusim.program.builders.emit import embed_steps, head_steps
 from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.template import LayerStep, emit_step
-from tpusim.program.builders.training import ADAM_STATE_BYTES, TrainingPlan
+from tpusim.program.builders.training import ADAM_STATE_BYTES, TrainingStep
 from tpusim.program.ir import Op
 
 #: Ring passes per nccl-tests size of each collective (see the module docstring).
@@ -89,7 +89,7 @@ class Screener:
         self.costs, self.network = costs, network
         self.memo = {} if memo is None else memo
 
-    def layer_key(self, plan: TrainingPlan, layer: int) -> tuple[Any, ...]:
+    def layer_key(self, plan: TrainingStep, layer: int) -> tuple[Any, ...]:
         """What :meth:`layer_s` reads: the layer's shape, the mesh (the network's
         pieces follow from it), the recompute flag, the dtypes and the FSDP group; a
         ``memo`` shared by the layouts of one search keys their layers by it (remat
@@ -106,7 +106,7 @@ class Screener:
             plan.params(layer).total,
         )
 
-    def layer_memo(self, plan: TrainingPlan, layer: int) -> tuple[float, float, float]:
+    def layer_memo(self, plan: TrainingStep, layer: int) -> tuple[float, float, float]:
         """:meth:`layer_s`, memoised by :meth:`layer_key`."""
         key = self.layer_key(plan, layer)
         if key not in self.memo:
@@ -123,7 +123,7 @@ class Screener:
             return self.costs.embedding_lookup(op.rows, op.row_bytes, op.memory).time_s
         return self.costs.elementwise(op.bytes, op.memory).time_s
 
-    def pass_s(self, plan: TrainingPlan, steps: list[LayerStep], phase: str) -> tuple[float, float]:
+    def pass_s(self, plan: TrainingStep, steps: list[LayerStep], phase: str) -> tuple[float, float]:
         """(compute, synchronous communication) seconds of one pass of ``steps``."""
         out = OpList()
         ordered = steps if phase == "fwd" else list(reversed(steps))
@@ -134,7 +134,7 @@ class Screener:
         sync = sum(self.op_s(op, plan.mesh) for op in out.ops if op.kind == "collective")
         return compute, sync
 
-    def layer_s(self, plan: TrainingPlan, layer: int) -> tuple[float, float, float]:
+    def layer_s(self, plan: TrainingStep, layer: int) -> tuple[float, float, float]:
         """(compute, sync, async) seconds of one microbatch through ``layer``, forward,
         recomputed forward (with ``recompute``) and backward."""
         steps = layer_steps(plan.shape(layer))
@@ -151,7 +151,7 @@ class Screener:
         )
         return compute, sync, 2 * gather + scatter
 
-    def screen(self, plan: TrainingPlan) -> Screen:
+    def screen(self, plan: TrainingStep) -> Screen:
         """The plan's screened step (see the module docstring)."""
         n = plan.schedule.iterations
         kinds: dict[Any, tuple[float, float, float]] = {}

@@ -1,7 +1,7 @@
 """Memory pruning: plan each candidate with the training builder and keep those whose
 peak stage fits in the chip's HBM, before anything is simulated.
 
-The builder's own checks (:func:`~tpusim.program.builders.plan_training`: heads,
+The builder's own checks (:func:`~tpusim.program.builders.prepare_training`: heads,
 kv_heads and d_ff divisible by the tensor axis, experts by the expert axis, the batch
 by the batch axes and the microbatches, a pipeline no deeper than the layers) reject a
 layout with a :class:`~tpusim.program.ir.ProgramError`; the memory model
@@ -18,19 +18,19 @@ from typing import Any
 
 from tpusim.hardware import MemoryTracker
 from tpusim.planner.candidates import Layout
-from tpusim.program.builders import TrainingPlan, plan_training
+from tpusim.program.builders import TrainingStep, prepare_training
 from tpusim.program.builders.counts import LocalParameters
 from tpusim.program.builders.memory import peak_stage
-from tpusim.program.builders.remat import RematPlan
+from tpusim.program.builders.remat import RematPlacement
 from tpusim.program.ir import ProgramError
 
 
-class _MemoRemat(RematPlan):
+class _MemoRemat(RematPlacement):
     """A remat plan whose byte counts are memoised per layer shape object: the memory
     model asks for each of a step's layers, whose shapes are one or two objects of the
     plan (keyed by identity: hashing a shape costs as much as the count)."""
 
-    def __init__(self, remat: RematPlan):
+    def __init__(self, remat: RematPlacement):
         super().__init__(remat.policy, remat.placement)
         object.__setattr__(self, "memo", {})
 
@@ -42,7 +42,7 @@ class _MemoRemat(RematPlan):
         return memo[key]
 
 
-class _MemoPlan(TrainingPlan):
+class _MemoStep(TrainingStep):
     """A plan whose per-layer parameter counts are memoised per layer shape object
     (the memory model sums them over every layer of every stage)."""
 
@@ -54,19 +54,19 @@ class _MemoPlan(TrainingPlan):
         return memo[id(shape)]
 
 
-def memo_plan(plan: TrainingPlan) -> TrainingPlan:
+def memo_step(plan: TrainingStep) -> TrainingStep:
     """``plan`` with memoised per-layer counts (same numbers: the tests compare)."""
     values = {f.name: getattr(plan, f.name) for f in fields(plan)}
-    return _MemoPlan(**(values | {"remat": _MemoRemat(plan.remat)}))
+    return _MemoStep(**(values | {"remat": _MemoRemat(plan.remat)}))
 
 
 @dataclass(frozen=True)
 class Fitted:
-    """A layout the builder accepts: its plan, peak HBM per chip of its peak stage and
+    """A layout the builder accepts: its step, peak HBM per chip of its peak stage and
     the chip's HBM capacity (bytes)."""
 
     layout: Layout
-    plan: TrainingPlan
+    step: TrainingStep
     peak_hbm_bytes: float
     capacity_bytes: float
 
@@ -104,9 +104,9 @@ class MemoryReport:
 def assess(layout: Layout, base: dict[str, Any], chip: Any) -> Fitted:
     """``layout`` planned on top of the builder fields ``base``; raises ProgramError
     when the builder rejects it."""
-    plan = plan_training(**(base | layout.fields()))
+    step = prepare_training(**(base | layout.fields()))
     capacity = MemoryTracker(chip).capacity_bytes()
-    return Fitted(layout, plan, peak_stage(memo_plan(plan)).total_bytes, capacity)
+    return Fitted(layout, step, peak_stage(memo_step(step)).total_bytes, capacity)
 
 
 def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: Any) -> MemoryReport:

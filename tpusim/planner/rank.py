@@ -11,6 +11,7 @@ from typing import Any
 
 from tpusim.errors import ConfigError, InputError
 from tpusim.planner.memory import Fitted
+from tpusim.program.builders.training import TrainingStep
 from tpusim.results.records import TrainingRecord
 from tpusim.workloads.registry import WorkloadContext
 
@@ -107,9 +108,9 @@ class Simulator:
         fragment would change the mix)."""
         from tpusim.program.builders.emit import useful_flops
 
-        plan = fitted.plan
-        c, per = len(plan.chunk()), plan.schedule.stages * plan.schedule.virtual
-        if c <= FRAGMENT_LAYERS[-1] or plan.args.dense_layers:
+        whole = fitted.step
+        c, per = len(whole.chunk()), whole.schedule.stages * whole.schedule.virtual
+        if c <= FRAGMENT_LAYERS[-1] or whole.args.dense_layers:
             return self.run(fitted, fidelity)
         one, two = (self.run(fitted, fidelity, layers=k * per) for k in FRAGMENT_LAYERS)
         step, compute, exposed = (
@@ -117,8 +118,8 @@ class Simulator:
             for name in ("step_time_s", "compute_time_s", "exposed_communication_time_s")
         )
         flops_two = two.mfu * two.step_time_s  # MFU x step = useful FLOPs / peak
-        fragment_flops = useful_flops(_fragment_plan(fitted, FRAGMENT_LAYERS[1] * per))
-        mfu = flops_two * useful_flops(plan) / fragment_flops / step
+        fragment_flops = useful_flops(_fragment_step(fitted, FRAGMENT_LAYERS[1] * per))
+        mfu = flops_two * useful_flops(whole) / fragment_flops / step
         wall = one.wall_s + two.wall_s
         return Simulated(fitted, fidelity, step, compute, exposed, mfu, "fragments", wall)
 
@@ -135,10 +136,8 @@ def _affine(one: float, two: float, length: int) -> float:
     return one + (length - a) * (two - one) / (b - a)
 
 
-def _fragment_plan(fitted: Fitted, layers: int) -> Any:
-    """``fitted``'s plan with ``layers`` layers."""
-    from dataclasses import asdict
+def _fragment_step(fitted: Fitted, layers: int) -> TrainingStep:
+    """``fitted``'s step with ``layers`` layers."""
+    from tpusim.program.builders import prepare_training
 
-    from tpusim.program.builders import plan_training
-
-    return plan_training(**(asdict(fitted.plan.args) | {"layers": layers}))
+    return prepare_training(**(fitted.step.args.fields() | {"layers": layers}))

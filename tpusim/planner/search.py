@@ -27,9 +27,10 @@ from typing import Any
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
 from tpusim.planner.estimate import Network, Screen, Screener
-from tpusim.planner.memory import Fitted, MemoryReport, memo_plan, prune
+from tpusim.planner.memory import Fitted, MemoryReport, memo_step, prune
 from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
+from tpusim.program.builders.roles import FSDP, ROLES, TENSOR
 from tpusim.units import format_bytes
 
 DEFAULT_SHORTLIST = 4
@@ -63,9 +64,6 @@ the memory model walks every layer of every layout)."""
 #: Fidelities the search ranks and confirms at (packet fidelity moves every packet of
 #: a whole training step: hours on a pod).
 PLAN_FIDELITIES = ("analytic", "flow")
-
-#: Roles whose split of the batch shards a class leaves free (see :func:`classes`).
-SPLIT_ROLES = ("data", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -197,12 +195,11 @@ def _out_of_memory(report: MemoryReport, system: Any) -> None:
 
 def reference_layout(fitting: list[Fitted], screens: dict[int, Screen]) -> Fitted | None:
     """Pure FSDP: the largest fsdp axis whose other axes are tensor, best screened."""
-    pure = [
-        f for f in fitting if "fsdp" in f.layout.mesh and set(f.layout.mesh) <= {"fsdp", "tensor"}
-    ]
+    fsdp, pure_axes = FSDP.name, {FSDP.name, TENSOR.name}
+    pure = [f for f in fitting if fsdp in f.layout.mesh and set(f.layout.mesh) <= pure_axes]
     return min(
         pure,
-        key=lambda f: (-f.layout.mesh["fsdp"], screens[id(f)].step_s, f.layout.label()),
+        key=lambda f: (-f.layout.mesh[fsdp], screens[id(f)].step_s, f.layout.label()),
         default=None,
     )
 
@@ -217,11 +214,11 @@ def screen_all(report: MemoryReport, system: Any, topology: Any) -> dict[int, Sc
     memo: dict[Any, Any] = {}
     pieces: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = {}
     for fitted in report.fitting:
-        mesh = tuple(fitted.plan.mesh.items())
+        mesh = tuple(fitted.step.mesh.items())
         if mesh not in pieces:
-            pieces[mesh] = map_mesh(topology, fitted.plan.mesh)
+            pieces[mesh] = map_mesh(topology, fitted.step.mesh)
         net = Network(system.link_bandwidth_Bps, system.hop_latency_s, pieces[mesh])
-        out[id(fitted)] = Screener(costs, net, memo).screen(memo_plan(fitted.plan))
+        out[id(fitted)] = Screener(costs, net, memo).screen(memo_step(fitted.step))
     return out
 
 
@@ -245,14 +242,16 @@ def shortlist(
 
 
 def classes(fitting: list[Fitted]) -> dict[tuple[Any, ...], list[Fitted]]:
-    """Layouts grouped by everything but how the batch shards split between the data
-    and fsdp axes (the tensor, pipeline and expert sizes, the remat, the
-    microbatches): the screen tells the splits apart only by their asynchronous
+    """Layouts grouped by everything but how the batch shards split between the roles
+    whose split is free (:attr:`PlannerCandidates.free_split`: data and fsdp), that is
+    by the other roles' sizes (tensor, pipeline, expert...), the remat, the
+    microbatches: the screen tells the splits apart only by their asynchronous
     communication, which it assumes hidden, so one of each class is simulated."""
+    free = set(ROLES.names(where=lambda role: role.planner.free_split))
     out: dict[tuple[Any, ...], list[Fitted]] = {}
     for f in fitting:
         roles = f.layout.roles
-        key = tuple(v for k, v in roles.items() if k not in SPLIT_ROLES)
+        key = tuple(v for k, v in roles.items() if k not in free)
         out.setdefault(
             (key, f.layout.remat.name, f.layout.microbatches, f.layout.flags), []
         ).append(f)
@@ -264,7 +263,9 @@ def _representative(group: list[Fitted], screens: dict[int, Screen]) -> Fitted:
     fewest mesh axes, then the largest fsdp axis (the most sharded memory)."""
     best = min(screens[id(f)].step_s for f in group)
     close = [f for f in group if screens[id(f)].step_s <= best * (1 + SCREEN_TIE)]
-    return min(close, key=lambda f: (len(f.layout.mesh), -f.layout.roles["fsdp"], _label(f.layout)))
+    return min(
+        close, key=lambda f: (len(f.layout.mesh), -f.layout.roles[FSDP.name], _label(f.layout))
+    )
 
 
 def _label(layout: Layout) -> str:

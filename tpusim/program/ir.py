@@ -6,6 +6,9 @@ An :class:`Op` is one of
   ``memory`` (HBM or on-chip SRAM), costed by the hardware roofline;
   ``efficiency`` (default 1) divides a matmul's compute term: the fraction of the
   cost model's rate its kernel reaches (a grouped matmul of the MoE experts);
+  ``grouped`` marks a grouped (megablox) matmul whose ``m`` rows pad per group,
+  ``grouped_k`` one whose contraction ``k`` rows do (its weight gradient);
+  ``dropless_rows`` its rows before a MoE capacity dropped some (0: none dropped);
 - ``elementwise``: ``bytes`` streamed through the vector unit from ``memory``;
 - ``embedding``: ``rows`` lookups of ``row_bytes`` each (SparseCores where present);
 - ``collective``: ``collective`` (all-reduce, ...) of ``size_bytes`` (nccl-tests
@@ -73,6 +76,8 @@ class Op:
     overlap: bool = False
     efficiency: float = 1.0
     grouped: bool = False
+    grouped_k: bool = False
+    dropless_rows: int = 0
     gather: bool = False
     vector: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS

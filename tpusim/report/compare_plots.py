@@ -2,7 +2,7 @@
 against request rate, and one summary figure of a comparison table's key rows.
 
 Like :mod:`tpusim.report.plots` (whose :func:`~tpusim.report.plots.pyplot`,
-:func:`~tpusim.report.plots.finish` and :func:`~tpusim.report.plots.save` these use),
+:func:`~tpusim.report.plots.finish` and :func:`~tpusim.results.files.save_figure` these use),
 every function returns the matplotlib
 ``Figure`` and, with ``path``, also writes ``path.png`` and ``path.svg``; matplotlib
 is imported only when a figure is drawn.

@@ -20,12 +20,15 @@ import datetime as dt
 import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tpusim.report.sources import load_references, sources_frame
 from tpusim.results.energy import IDLE_POWER_FRACTION
 from tpusim.results.files import atomic_write_text
 from tpusim.results.writers import Outputs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["assumption_rows", "render_report", "table_html", "write_html_report"]
 
@@ -58,7 +61,7 @@ def _link(url: str) -> Raw:
     return Raw(f'<a href="{safe}">{safe}</a>' if url else "")
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     """A table cell: numbers right-aligned to 4 significant digits (thousands
     separated from 10,000), blank for missing, text escaped (unless :class:`Raw`)."""
     if value is None or (isinstance(value, float) and value != value):
@@ -72,7 +75,7 @@ def _cell(value: Any) -> str:
 
 
 def table_html(
-    table_id: str, header: Sequence[str], rows: Iterable[Sequence[Any]], caption: str = ""
+    table_id: str, header: Sequence[str], rows: Iterable[Sequence[object]], caption: str = ""
 ) -> str:
     """An HTML table with ``id=table_id``: a header row and one row per sequence."""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
@@ -83,7 +86,7 @@ def table_html(
     )
 
 
-def _frame_table(table_id: str, frame: Any, index_name: str) -> str:
+def _frame_table(table_id: str, frame: pd.DataFrame, index_name: str) -> str:
     """A DataFrame as :func:`table_html`, its index as the first column."""
     header = [index_name, *[str(c) for c in frame.columns]]
     rows = [[i, *r] for i, r in zip(frame.index, frame.itertuples(index=False), strict=True)]

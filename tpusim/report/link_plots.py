@@ -9,14 +9,17 @@ it also writes ``path.png`` and ``path.svg``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tpusim.report.plots import finish, pyplot, save
+from tpusim.report.plots import finish, pyplot
+from tpusim.results.files import save_figure
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
 
     from tpusim.topology.base import Topology
 
@@ -76,7 +79,7 @@ def link_utilization_heatmap(
     return finish(fig, path)
 
 
-def _heat(ax: Any, grid: np.ndarray) -> Any:
+def _heat(ax: Axes, grid: np.ndarray) -> AxesImage:
     """``grid`` (percent) as an image on the fixed 0-100% scale, cells labelled when few."""
     image = ax.imshow(grid, origin="lower", cmap="viridis", aspect="auto", vmin=0, vmax=100)
     rows, cols = grid.shape
@@ -148,5 +151,5 @@ def port_utilization_heatmaps(
         fig.colorbar(image, cax=bar_ax, label="link utilisation (%)")
     fig.suptitle(f"Link utilisation per chip by port: {topology_title(topology)}")
     if path is not None:
-        save(fig, path)
+        save_figure(fig, path)
     return fig

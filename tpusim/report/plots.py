@@ -1,11 +1,11 @@
 """Figures of simulator results (matplotlib, imported lazily so this module stays cheap).
 
 Every function returns the matplotlib ``Figure``; with ``path`` it also writes
-``path.png`` and ``path.svg`` (see :func:`save`). Every figure has a title, axis
-labels with units, and a legend when it shows more than one series. Here: bus
-bandwidth against size, hop histograms and the step breakdown, and the helpers every
-figure module uses (:func:`pyplot`, :func:`finish`, :func:`save`); the link heatmaps are
-in :mod:`tpusim.report.link_plots`, the step timeline in
+``path.png`` and ``path.svg`` (see :func:`~tpusim.results.files.save_figure`). Every
+figure has a title, axis labels with units, and a legend when it shows more than one
+series. Here: bus bandwidth against size, hop histograms and the step breakdown, and
+the helpers every figure module uses (:func:`pyplot`, :func:`finish`); the link
+heatmaps are in :mod:`tpusim.report.link_plots`, the step timeline in
 :mod:`tpusim.report.timeline_plots`, the comparisons across systems in
 :mod:`tpusim.report.compare_plots`, the workloads' own in
 :mod:`tpusim.report.workload_plots`.
@@ -15,14 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.results.files import save_figure
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from tpusim.topology.base import Topology
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def pyplot() -> Any:
+def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` with the Agg backend (a notebook keeps its own)."""
     import sys
 
@@ -45,33 +48,12 @@ def pyplot() -> Any:
     return plt
 
 
-def save(fig: Figure, path: str | Path) -> tuple[Path, Path]:
-    """Write ``fig`` as ``path.png`` and ``path.svg`` (creating the folder); return both.
-    Each is written to a temporary file and renamed into place
-    (:func:`tpusim.results.files.atomic_write`). The SVG carries no date and fixed
-    element ids, so the same figure gives the same bytes (runs compare file by file)."""
-    import matplotlib
-
-    from tpusim.results.files import atomic_write
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    png, svg = path.with_suffix(".png"), path.with_suffix(".svg")
-    atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"), True)
-    with matplotlib.rc_context({"svg.hashsalt": "tpusim"}):
-        atomic_write(
-            svg,
-            lambda f: fig.savefig(f, format="svg", bbox_inches="tight", metadata={"Date": None}),
-            True,
-        )
-    return png, svg
-
-
 def finish(fig: Figure, path: str | Path | None) -> Figure:
-    """Lay ``fig`` out tightly and, with ``path``, :func:`save` it; returns it."""
+    """Lay ``fig`` out tightly and, with ``path``, :func:`~tpusim.results.files.save_figure` it;
+    returns it."""
     fig.tight_layout()
     if path is not None:
-        save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -109,7 +91,7 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
     return finish(fig, path)
 
 
-def _size_ticks(ax: Any, sizes: np.ndarray) -> None:
+def _size_ticks(ax: Axes, sizes: np.ndarray) -> None:
     """Tick a log2 size axis at powers of two (every 2**k, k spaced so at most 12
     ticks, keeping 1 KiB, 1 MiB, 1 GiB), or at the sizes measured when few."""
     from matplotlib.ticker import FixedLocator, NullLocator

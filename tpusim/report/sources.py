@@ -11,14 +11,21 @@ run's systems cite, with the numbers citing it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpusim.config.loader import configs_dir
 from tpusim.config.yamlio import load_yaml
 from tpusim.results.files import atomic_csv
 from tpusim.results.writers import Outputs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tpusim.config.loader import System
+    from tpusim.config.types import Source
 
 __all__ = [
     "SOURCE_COLUMNS",
@@ -65,7 +72,7 @@ def _reference(key: str, entry: dict[str, Any]) -> Reference:
     return Reference(key, str(entry["title"]), str(entry.get("url") or ""), str(entry["grade"]))
 
 
-def cited_keys(sources: dict[str, Any], owner: str) -> dict[str, list[str]]:
+def cited_keys(sources: Mapping[str, Source], owner: str) -> dict[str, list[str]]:
     """A config's ``sources`` block (YAML path -> Source) as key -> ``owner:path`` of
     each number citing it."""
     out: dict[str, list[str]] = {}
@@ -74,7 +81,9 @@ def cited_keys(sources: dict[str, Any], owner: str) -> dict[str, list[str]]:
     return out
 
 
-def sources_frame(systems: list[Any], references: dict[str, Reference] | None = None) -> Any:
+def sources_frame(
+    systems: list[System], references: dict[str, Reference] | None = None
+) -> pd.DataFrame:
     """The ``sources`` table (DataFrame, :data:`SOURCE_COLUMNS`): one row per source key
     the systems' chip and system files cite, ``cited_by`` the numbers citing it
     (``chip:path``, ``system:path``, ``;``-separated), sorted by key. A key missing

@@ -4,12 +4,15 @@ as whole numbers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tpusim import units
+from tpusim.results.comparison import comparison_frame
 from tpusim.results.records import Record
-from tpusim.results.tables import comparison_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "TABLE_WIDTH",
@@ -21,7 +24,7 @@ __all__ = [
 ]
 
 
-def comparison_table(records: Iterable[Record]) -> Any:
+def comparison_table(records: Iterable[Record]) -> pd.DataFrame:
     """Key figures of a scenario run (its records, ``run.records``; rows read back from
     ``summary.csv`` become records with :func:`tpusim.workloads.record_from_row`): one
     column per system, one row per figure (the figure's unit in its name).
@@ -31,7 +34,7 @@ def comparison_table(records: Iterable[Record]) -> Any:
     return comparison_frame(list(records))
 
 
-def integer_bytes(tree: Any) -> Any:
+def integer_bytes(tree: object) -> object:
     """``tree`` (a JSON record) with every byte count a whole number: a float under a
     key ``bytes`` or ``*_bytes`` (or in a list there) that is whole becomes an int, so
     ``--json`` prints ``1048576``, not ``1048576.0``. Other values are kept."""
@@ -42,11 +45,11 @@ def integer_bytes(tree: Any) -> Any:
     return tree
 
 
-def _is_bytes_key(key: Any) -> bool:
+def _is_bytes_key(key: object) -> bool:
     return isinstance(key, str) and (key == "bytes" or key.endswith("_bytes"))
 
 
-def _whole(value: Any) -> Any:
+def _whole(value: object) -> object:
     if isinstance(value, list | tuple):
         return [_whole(v) for v in value]
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
@@ -60,7 +63,7 @@ def _whole(value: Any) -> Any:
 TABLE_WIDTH = 120
 
 
-def format_table(frame: Any) -> str:
+def format_table(frame: pd.DataFrame) -> str:
     """A comparison table as text: 4 significant digits (whole numbers with thousands
     separators from 10,000), blanks for missing values, wrapped into blocks of
     columns at :data:`TABLE_WIDTH` characters."""
@@ -107,7 +110,7 @@ def _shape_text(shape: dict[str, Any]) -> str:
     return f"{shape['pods']} pods of {shape['chips_per_pod']:,} chips via {shape['fabric']}"
 
 
-def text_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+def text_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str]) -> str:
     """``rows`` as left-aligned text columns under a header line (the commands' tables)."""
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
     lines = ["  ".join(c.ljust(widths[c]) for c in columns)]

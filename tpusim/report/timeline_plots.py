@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tpusim.report.plots import finish, pyplot
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from tpusim.results.simulation import OpRecord
+    from tpusim.results.ops import OpRecord
 
 
 #: Longest list of merged units written in a timeline row's label (characters).
@@ -63,10 +64,10 @@ def timeline(ops: Sequence[OpRecord], path: str | Path | None = None) -> Figure:
 
 
 def _lane_bars(
-    ax: Any,
+    ax: Axes,
     lane: int,
     ops: Sequence[OpRecord],
-    colours: Mapping[str, Any],
+    colours: Mapping[str, tuple[float, float, float, float]],
     chars_per_us: float,
 ) -> None:
     """One timeline row: a bar collection per op kind (one artist, not one per op, so
@@ -89,8 +90,8 @@ def timeline_lanes(ops: Sequence[OpRecord]) -> list[tuple[str, list[OpRecord]]]:
     by_lane: dict[tuple[str, str], list[OpRecord]] = {}
     for op in ops:
         by_lane.setdefault((op.chips, op.unit), []).append(op)
-    merged: dict[tuple[str, tuple[Any, ...]], list[str]] = {}
-    members: dict[tuple[str, tuple[Any, ...]], list[OpRecord]] = {}
+    merged: dict[tuple[str, tuple[object, ...]], list[str]] = {}
+    members: dict[tuple[str, tuple[object, ...]], list[OpRecord]] = {}
     for (chips, unit), lane_ops in by_lane.items():
         key = (chips, tuple((o.name, o.start_at, o.end_at) for o in lane_ops))
         merged.setdefault(key, []).append(unit)

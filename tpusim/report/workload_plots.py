@@ -6,16 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tpusim.report.drawing import close
 from tpusim.report.plots import finish, pyplot
+from tpusim.results.files import save_figure
+from tpusim.results.writers import Outputs, trace_name
+from tpusim.workloads.jobs import JobsResults
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from tpusim.topology import Topology
+    from tpusim.topology.base import PlotLayout
 
 
 # -- training memory ---------------------------------------------------------------
@@ -94,7 +99,7 @@ def shared_links_heatmap(
 FOLDED_ROW_CHIPS = 32
 
 
-def _wrapped_layout(layout: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int], str, str]:
+def _wrapped_layout(layout: PlotLayout) -> tuple[np.ndarray, np.ndarray, tuple[int, int], str, str]:
     """(row, col, shape, xlabel, ylabel) of ``layout``; a single row of more than
     ``FOLDED_ROW_CHIPS`` cells is folded into rows of that many."""
     rows, cols = layout.shape
@@ -104,3 +109,20 @@ def _wrapped_layout(layout: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int
     shape = (-(-cols // width), width)
     xlabel, ylabel = f"{layout.xlabel} mod {width}", f"{layout.xlabel} // {width}"
     return layout.col // width, layout.col % width, shape, xlabel, ylabel
+
+
+def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
+    """The ``jobs`` output writer: per jobs workload and system,
+    ``jobs-<system>-<workload>.png`` and ``.svg`` (:func:`shared_links_heatmap`)."""
+    written: list[Path] = []
+    for detail in outputs.run.details:
+        system, label, results = detail.system, detail.label, detail.results
+        if not isinstance(results, JobsResults) or results.job_link_bytes is None:
+            continue
+        topology = outputs.run.topologies[system]
+        stem = trace_name(system, label).removeprefix("trace-").removesuffix(".json")
+        fig = shared_links_heatmap(topology, results.job_link_bytes, results.step_time_s)
+        fig.suptitle(f"{label} on {system}: jobs sharing links")
+        written += save_figure(fig, out / f"jobs-{stem}")
+        close(fig)
+    return written

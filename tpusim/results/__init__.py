@@ -6,6 +6,7 @@ scenario run (a program's ends with its :mod:`tpusim.results.economics`),
 :mod:`tpusim.results.run` what a run produced (records, simulated programs, failures);
 :mod:`tpusim.results.writers` writes a run's files, one writer each."""
 
+from tpusim.results.comparison import comparison_frame
 from tpusim.results.economics import Economics
 from tpusim.results.records import (
     CollectiveRecord,
@@ -19,7 +20,6 @@ from tpusim.results.tables import (
     COLLECTIVE_COLUMNS,
     LINK_COLUMNS,
     collectives_frame,
-    comparison_frame,
     link_utilization,
     links_frame,
 )

@@ -30,9 +30,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tpusim.errors import InputError, SimulationError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 __all__ = [
     "STAGING_PREFIX",
@@ -104,7 +108,27 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda handle: handle.write(text))
 
 
-def atomic_csv(frame: Any, path: str | Path, **options: Any) -> Path:
+def save_figure(fig: Figure, path: str | Path) -> tuple[Path, Path]:
+    """Write ``fig`` as ``path.png`` and ``path.svg`` (creating the folder); return both.
+    Each is written to a temporary file and renamed into place
+    (:func:`atomic_write`). The SVG carries no date and fixed
+    element ids, so the same figure gives the same bytes (runs compare file by file)."""
+    import matplotlib
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    png, svg = path.with_suffix(".png"), path.with_suffix(".svg")
+    atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"), True)
+    with matplotlib.rc_context({"svg.hashsalt": "tpusim"}):
+        atomic_write(
+            svg,
+            lambda f: fig.savefig(f, format="svg", bbox_inches="tight", metadata={"Date": None}),
+            True,
+        )
+    return png, svg
+
+
+def atomic_csv(frame: pd.DataFrame, path: str | Path, **options: object) -> Path:
     """``frame.to_csv(path, **options)`` (a pandas DataFrame), written atomically."""
     return atomic_write(path, lambda handle: frame.to_csv(handle, **options))
 
@@ -189,7 +213,7 @@ def _move_all(staging: Path, folder: Path) -> None:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def _finite(value: Any, path: str) -> None:
+def _finite(value: object, path: str) -> None:
     """Raise SimulationError at the first NaN or infinity in ``value`` (a JSON tree)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise SimulationError(
@@ -203,7 +227,7 @@ def _finite(value: Any, path: str) -> None:
             _finite(item, f"{path}[{i}]")
 
 
-def json_text(record: Any, indent: int | None = 2) -> str:
+def json_text(record: object, indent: int | None = 2) -> str:
     """``record`` as strict JSON (no ``NaN`` or ``Infinity``, which JSON does not have).
 
     A non-finite number is a bug at its source (an input that should have been

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from tpusim.network.base import FlowBatch
-from tpusim.results.simulation import OpRecord
+from tpusim.results.ops import OpRecord
 
 
 class Observer(Protocol):

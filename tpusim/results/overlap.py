@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from tpusim.results.simulation import OpRecord
+from tpusim.results.ops import OpRecord
 
 COLLECTIVE_KINDS = (
     "all-gather",

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpusim.results.economics import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Economics
-from tpusim.results.fault_columns import columns_from_row, fault_columns
+from tpusim.results.fault_columns import FaultColumns, columns_from_row, fault_columns
 from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
 from tpusim.results.simulation import CollectiveResult
 from tpusim.units import format_bytes
@@ -126,7 +126,7 @@ class CollectiveRecord(Record):
     kind: str = field(init=False, default="collective")
     result: CollectiveResult
     #: With faults or a routing policy only: :mod:`tpusim.results.fault_columns`.
-    faults: dict[str, Any] = field(default_factory=dict)
+    faults: FaultColumns = field(default_factory=lambda: FaultColumns())
 
     #: The result's fields under their column names where these differ.
     _COLUMN_OF: ClassVar[dict[str, str]] = {"mean_hops": "mean_flow_hops"}
@@ -308,7 +308,7 @@ class TrainingRecord(ProgramRecord):
         return cls(**known, **values, communication=comm)
 
 
-def _number_or_none(value: Any) -> float | None:
+def _number_or_none(value: str | float | None) -> float | None:
     """A CSV cell as a float, None for a missing or NaN one."""
     if value is None or value == "":
         return None

@@ -1,4 +1,5 @@
-"""What a simulation measured: :class:`OpRecord` rows and the :class:`Results` of a run.
+"""What a simulation measured: :class:`Results` of a run, of :class:`OpRecord` rows
+(:mod:`tpusim.results.ops`).
 
 ``Results.summary()`` is the JSON record ``tpusim run`` prints per program;
 ``ops_frame()`` and ``links_frame()`` are the ``ops`` and ``links`` tables;
@@ -8,28 +9,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.results.ops import OpRecord
 from tpusim.results.tables import link_utilization, links_frame
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-@dataclass
-class OpRecord:
-    """One op on one chip class: ``start_at``/``end_at`` in s, ``unit`` that ran it
-    (``tensorcore``, ``sparsecore``, ``host``, ``ici`` for a collective, or the name of
-    an ICI port the collective's transfers leave by), ``flops`` per chip;
-    ``collective`` the kind of a collective (``all-gather``, ...; empty otherwise)."""
-
-    name: str
-    kind: str
-    chips: str
-    unit: str
-    start_at: float
-    end_at: float
-    flops: float
-    collective: str = ""
+__all__ = ["CollectiveResult", "OpRecord", "Results"]
 
 
 @dataclass
@@ -108,12 +98,12 @@ class Results:
             **link_utilization(self.link_bytes, self.links.bandwidth_Bps, self.step_time_s),
         }
 
-    def links_frame(self) -> Any:
+    def links_frame(self) -> pd.DataFrame:
         """The ``links`` table (:mod:`tpusim.results.tables`) of the links that carried bytes."""
         frame = links_frame(self.links, self.link_bytes, self.step_time_s)
         return frame[frame["bytes"] > 0]
 
-    def ops_frame(self) -> Any:
+    def ops_frame(self) -> pd.DataFrame:
         """The ``ops`` table: name, kind, chips (class), unit, start_at, end_at, flops."""
         import pandas as pd
 

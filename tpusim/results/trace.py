@@ -9,20 +9,47 @@ named and sorted with metadata events; every op a complete event (``ph: "X"``) w
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from tpusim.results.files import atomic_write_text, json_text
+from tpusim.results.ops import OpRecord
+
+#: One trace event (the trace event format's JSON object).
+TraceEvent = dict[str, object]
+
+
+class ServingIteration(Protocol):
+    """One iteration of a serving replica, as the trace draws it
+    (:class:`~tpusim.serving.service.IterationRecord` is one): its start (s), duration
+    (s), decode sequences, prefill chunks and tokens, batch size and tokens."""
+
+    @property
+    def start_at(self) -> float: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def decode(self) -> int: ...
+    @property
+    def chunks(self) -> int: ...
+    @property
+    def prefill_tokens(self) -> int: ...
+    @property
+    def sequences(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+
 
 UNITS = ("tensorcore", "sparsecore", "cae", "host", "ici")  # then one thread per ICI port
 
 
-def trace_events(ops: list[Any]) -> list[dict[str, Any]]:
+def trace_events(ops: Sequence[OpRecord]) -> list[TraceEvent]:
     """Events for op records (``name, kind, chips, unit, start_at, end_at, flops``)."""
     classes = list(dict.fromkeys(r.chips for r in ops))
     ports = sorted({r.unit for r in ops} - set(UNITS))
     threads = [*UNITS, *ports]
-    events: list[dict[str, Any]] = []
+    events: list[TraceEvent] = []
     for pid, cls in enumerate(classes):
         events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": cls}})
         events.append(
@@ -57,7 +84,7 @@ def trace_events(ops: list[Any]) -> list[dict[str, Any]]:
     return events
 
 
-def write_trace(path: str | Path, ops: list[Any]) -> None:
+def write_trace(path: str | Path, ops: Sequence[OpRecord]) -> None:
     """Write ``{"traceEvents": [...], "displayTimeUnit": "ns"}`` to ``path`` (strict
     JSON, written atomically: :mod:`tpusim.results.files`)."""
     trace = {"traceEvents": trace_events(ops), "displayTimeUnit": "ns"}
@@ -72,9 +99,9 @@ SERVING_THREADS = ("prefill", "decode")
 SERVING_TRACE_FILE = "serving_trace.json"
 
 
-def _serving_metadata(pid: int, name: str) -> list[dict[str, Any]]:
+def _serving_metadata(pid: int, name: str) -> list[TraceEvent]:
     """Process name and sort index of replica ``pid``, and its two named threads."""
-    events: list[dict[str, Any]] = [
+    events: list[TraceEvent] = [
         {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
         {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}},
     ]
@@ -89,14 +116,16 @@ def _serving_metadata(pid: int, name: str) -> list[dict[str, Any]]:
     return events
 
 
-def serving_trace_events(replicas: dict[str, list[Any]]) -> list[dict[str, Any]]:
+def serving_trace_events(
+    replicas: Mapping[str, Sequence[ServingIteration]],
+) -> list[TraceEvent]:
     """Events of serving iterations: ``replicas`` maps a process name (``SYSTEM
     WORKLOAD replica R``) to its iterations in order (records with ``start_at``,
     ``duration_s``, ``decode``, ``chunks``, ``prefill_tokens``, ``sequences``,
     ``tokens``: :class:`~tpusim.serving.service.IterationRecord`). One process per
     replica, one complete event per iteration (``ts``/``dur`` in microseconds) with
     its batch size and tokens in ``args``."""
-    events: list[dict[str, Any]] = []
+    events: list[TraceEvent] = []
     for pid, (name, iterations) in enumerate(replicas.items()):
         events += _serving_metadata(pid, name)
         for i, it in enumerate(iterations):
@@ -120,19 +149,3 @@ def serving_trace_events(replicas: dict[str, list[Any]]) -> list[dict[str, Any]]
                 }
             )
     return events
-
-
-def write_serving_trace(out: Path, outputs: Any) -> list[Path]:
-    """``serving_trace.json`` in the folder ``out``: the iterations of every serving
-    record of the run (:class:`~tpusim.results.writers.Outputs`) that has them, one
-    process per replica (:func:`serving_trace_events`); nothing when none has."""
-    replicas: dict[str, list[Any]] = {}
-    for record in outputs.run.records:
-        for r, iterations in enumerate(getattr(record, "iterations", ())):
-            replicas[f"{record.system} {record.workload} replica {r}"] = list(iterations)
-    if not replicas:
-        return []
-    path = out / SERVING_TRACE_FILE
-    trace = {"traceEvents": serving_trace_events(replicas), "displayTimeUnit": "ms"}
-    atomic_write_text(path, json_text(trace, indent=None))
-    return [path]

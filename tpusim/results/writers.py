@@ -14,14 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.results.comparison import comparison_for_csv, comparison_frame
 from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text
 from tpusim.results.run import ScenarioRun
-from tpusim.results.tables import comparison_for_csv, comparison_frame
 from tpusim.results.trace import write_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tpusim.config.loader import System
 
 
 @dataclass
@@ -38,16 +43,16 @@ class Outputs:
     with_claims: bool = False
     #: rows -> the vendor-claims table (:func:`tpusim.study.claims.vendor_claims`), given by
     #: the caller so that results/ does not import the layers above it
-    claims_of: Callable[[list[dict[str, Any]]], Any] | None = None
-    systems: list[Any] = field(default_factory=list)
+    claims_of: Callable[[list[dict[str, Any]]], pd.DataFrame] | None = None
+    systems: list[System] = field(default_factory=list)
 
     @cached_property
-    def comparison(self) -> Any:
+    def comparison(self) -> pd.DataFrame:
         """The comparison table (DataFrame: figures x systems)."""
         return comparison_frame(self.run.records)
 
     @cached_property
-    def claims(self) -> Any:
+    def claims(self) -> pd.DataFrame | None:
         """The vendor-claims table (:func:`tpusim.study.claims.vendor_claims`), or None when
         the scenario does not ask for it."""
         if not self.with_claims or self.claims_of is None:
@@ -59,7 +64,7 @@ class Outputs:
 Writer = Callable[[Path, Outputs], list[Path]]
 
 
-def summary_frame(rows: list[dict[str, Any]]) -> Any:
+def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The ``summary`` table: one row per record, columns in first-seen order; a
     column whose values are all whole numbers given as integers (chips, links, hop
     and step counts) is an integer column with blanks (pandas ``Int64``), not floats."""
@@ -73,7 +78,7 @@ def summary_frame(rows: list[dict[str, Any]]) -> Any:
     return frame
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 

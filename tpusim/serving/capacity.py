@@ -17,16 +17,18 @@ estimate of the saturated rate (the latency curve's ``auto`` rates).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.metrics import Slo, meets, summary
+from tpusim.serving.rows import Json, Row, number, required
 from tpusim.serving.scheduler import Request
 from tpusim.serving.service import Runner
 from tpusim.serving.steady import steady_state
 
+#: One trial: (rate per s, p99 TTFT s, p99 TPOT s).
+CurvePoint = tuple[float, float | None, float | None]
 #: Relative width of the final bracket (a design choice: 1% of the rate).
 DEFAULT_TOLERANCE = 0.01
 #: Highest utilisation (offered rate over the saturated throughput) the search accepts
@@ -71,7 +73,7 @@ def saturated_rate_per_s(service: Runner, prompt_tokens: float, output_tokens: f
     return d.replicas / per_request_s
 
 
-def trial(service: Runner, stream: Stream, rate: float, slo: Slo) -> dict[str, Any]:
+def trial(service: Runner, stream: Stream, rate: float, slo: Slo) -> Row:
     """Serve ``stream(rate)``; the summary and whether it met the SLO in steady state
     (:mod:`tpusim.serving.steady`): the run reached it (nothing rejected, the queue
     not trending) and the p99s of the measured requests (warm-up and cool-down
@@ -84,13 +86,13 @@ def trial(service: Runner, stream: Stream, rate: float, slo: Slo) -> dict[str, A
     row["steady_state"] = steady
     if steady["reached"]:
         row["ttft_p99_s"], row["tpot_p99_s"] = steady["ttft_p99_s"], steady["tpot_p99_s"]
-    row["slo_met"] = steady["reached"] and meets(row["ttft_p99_s"], row["tpot_p99_s"], slo)
+    row["slo_met"] = steady["reached"] and meets(
+        number(row, "ttft_p99_s"), number(row, "tpot_p99_s"), slo
+    )
     return row
 
 
-def _below(
-    tried: Callable[[float], dict[str, Any]], cap: float
-) -> tuple[float, float, dict[str, Any] | None, int]:
+def _below(tried: Callable[[float], Row], cap: float) -> tuple[float, float, Row | None, int]:
     """(lo, hi, summary at lo, trials): halving from ``cap`` (which failed) until a rate
     ``lo`` meets the SLO, ``hi = 2 lo`` the last that did not; summary None when none
     within ``2^-30`` of the cap does."""
@@ -103,9 +105,9 @@ def _below(
     return 0.0, hi, None, MAX_HALVINGS
 
 
-def curve_point(row: dict[str, Any]) -> tuple[float, float | None, float | None]:
+def curve_point(row: Row) -> CurvePoint:
     """(rate per s, p99 TTFT s, p99 TPOT s) of one trial's summary."""
-    return (float(row["rate_per_s"]), row["ttft_p99_s"], row["tpot_p99_s"])
+    return (required(row, "rate_per_s"), number(row, "ttft_p99_s"), number(row, "tpot_p99_s"))
 
 
 def _window_rate(requests: list[Request]) -> float:
@@ -156,16 +158,16 @@ def find_capacity(
     stream: Stream,
     slo: Slo,
     tolerance: float = DEFAULT_TOLERANCE,
-) -> dict[str, Any]:
+) -> Row:
     """The capacity search (see the module docstring). Returns the summary at the
     highest rate found to meet the SLO with ``capacity_rate_per_s``, per chip,
     ``saturation_rate_per_s``, ``capacity_limited_by`` (``utilisation`` or ``slo``) and
     ``trials``; ``capacity_rate_per_s`` is 0 when no rate within ``2^30`` of the cap
     meets it. ``curve`` lists every trial's :func:`curve_point`, by rate: the serving
     curve (latency against rate) the search traced."""
-    points: list[tuple[float, float | None, float | None]] = []
+    points: list[CurvePoint] = []
 
-    def tried(rate: float) -> dict[str, Any]:
+    def tried(rate: float) -> Row:
         row = trial(service, stream, rate, slo)
         points.append(curve_point(row))
         return row
@@ -199,13 +201,13 @@ def _saturation(service: Runner, stream: Stream) -> float:
 
 
 def _bisect(
-    tried: Callable[[float], dict[str, Any]],
+    tried: Callable[[float], Row],
     lo: float,
     hi: float,
-    found: dict[str, Any],
+    found: Row,
     trials: int,
     tolerance: float,
-) -> tuple[float, dict[str, Any], int]:
+) -> tuple[float, Row, int]:
     """Halve ``[lo, hi]`` (requests/s; ``lo`` meets the SLO, ``hi`` does not) until it
     is within ``tolerance`` of ``hi``: the highest rate that met it, its row and the
     trials so far."""
@@ -219,13 +221,11 @@ def _bisect(
     return lo, found, trials
 
 
-def _found(
-    rate: float, chips: int, trials: int, points: list[Any], limited_by: str
-) -> dict[str, Any]:
+def _found(rate: float, chips: int, trials: int, points: list[CurvePoint], limited_by: str) -> Row:
     return {
         "capacity_rate_per_s": rate,
         "capacity_rate_per_s_per_chip": rate / chips,
         "trials": trials,
-        "curve": sorted(points),
+        "curve": list[Json](sorted(points)),
         "capacity_limited_by": limited_by,
     }

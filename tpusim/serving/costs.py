@@ -32,7 +32,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tpusim.hardware import ChipCostModel
 from tpusim.network import NetworkSettings
@@ -46,6 +46,9 @@ from tpusim.program.builders.serving import (
 )
 from tpusim.program.ir import Op, Program
 from tpusim.serving.overheads import NONE, SAMPLER_LOGIT_BYTES, IterationOverheads
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
 
 #: Counts up to this are their own bucket (a design choice: small batches, where one
 #: token more is a large relative change, are simulated exactly).
@@ -139,7 +142,7 @@ class IterationCosts:
 
     def __init__(
         self,
-        system: Any,
+        system: System,
         shape: ReplicaShape,
         network: NetworkSettings = DEFAULT_NETWORK,
         overheads: IterationOverheads = NONE,

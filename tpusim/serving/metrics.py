@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request
 
 #: Percentiles reported for each latency.
@@ -72,7 +72,7 @@ def summary(
     power_per_chip_W: float | None = None,
     price_per_chip_hour_usd: float | None = None,
     rate_per_s: float | None = None,
-) -> dict[str, Any]:
+) -> Row:
     """The run's figures (see the module docstring); ``chips`` of every replica;
     ``rate_per_s`` the offered rate (default: measured from the arrivals)."""
     lat = latencies(requests)
@@ -85,7 +85,7 @@ def summary(
     out_tokens = sum(r.output_tokens for r in done)
     all_tokens = out_tokens + sum(r.prompt_tokens for r in done)
     out_rate = out_tokens / duration if duration > 0 else None
-    row: dict[str, Any] = {
+    row: Row = {
         "requests": len(requests),
         "completed": len(done),
         "rejected": sum(r.rejected for r in requests),
@@ -113,9 +113,7 @@ def summary(
     return row
 
 
-def goodput(
-    lat: dict[str, np.ndarray], duration_s: float, completed: int, slo: Slo
-) -> dict[str, Any]:
+def goodput(lat: dict[str, np.ndarray], duration_s: float, completed: int, slo: Slo) -> Row:
     """Requests meeting both SLOs per second, their fraction, and the SLO itself. A
     one-token request has no TPOT and meets that part."""
     tpot = np.nan_to_num(lat["tpot"], nan=0.0)

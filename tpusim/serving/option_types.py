@@ -5,9 +5,9 @@ count as given, and the limit on an open loop's span.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BeforeValidator, Field, PlainSerializer, PositiveInt
+from pydantic import BeforeValidator, Field, JsonValue, PlainSerializer, PositiveInt
 
 from tpusim.serving.requests import MAX_STREAM_SPAN_S
 
@@ -28,7 +28,7 @@ MAX_SPLIT_REPLICAS = 2**20
 TOKENS_HELP = "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}'"
 
 
-def parse_split(value: Any) -> Any:
+def parse_split(value: object) -> object:
     """``P:D`` text as (prefill, decode) replicas, whole numbers >= 1 (a pair passes
     through). Raises ValueError."""
     if not isinstance(value, str):
@@ -49,7 +49,7 @@ Split = Annotated[
 Rate = Annotated[float, Field(allow_inf_nan=True)]
 #: A token count as given: a whole number, or a distribution as a mapping or YAML text
 #: (see :mod:`tpusim.serving.requests`).
-TokenCountValue = int | str | dict[str, Any]
+TokenCountValue = int | str | dict[str, JsonValue]
 
 
 def within(value: float, lo: float, hi: float) -> float:

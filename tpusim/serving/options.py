@@ -20,7 +20,7 @@ name) in its ``mentions``: the error context's ``mentions`` of a validation erro
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
     Field,
@@ -50,6 +50,7 @@ from tpusim.serving.option_types import (
     stream_span_problem,
     within,
 )
+from tpusim.serving.policies import DEFAULT_SCHEDULER, SchedulerName
 from tpusim.serving.requests import (
     BURSTINESS_RANGE,
     MAX_REQUESTS,
@@ -126,6 +127,9 @@ class ServeSpec(Frozen):
         DEFAULT_MAX_SEQUENCES,
         description="sequences per iteration",
         json_schema_extra={"flag": "max-seqs"},
+    )
+    scheduler: SchedulerName = Field(
+        DEFAULT_SCHEDULER, description="scheduler policy admitting waiting requests"
     )
     disaggregate: Split | None = Field(
         None,
@@ -378,7 +382,7 @@ class ServeOptions(ServeSpec):
 DEPLOYMENT_FIELDS = {f.name for f in dataclasses.fields(Deployment)} - {"system", "network"}
 
 
-def with_environment(spec: ServeSpec, **environment: Any) -> ServeOptions:
+def with_environment(spec: ServeSpec, **environment: object) -> ServeOptions:
     """``spec``'s choices with ``environment`` (the fields :class:`ServeOptions` adds)."""
     chosen = spec.model_dump(include=set(ServeSpec.model_fields), exclude_unset=True)
     return ServeOptions.model_validate(chosen | environment)

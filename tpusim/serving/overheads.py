@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
 
 #: Bytes per logit the sampler reads (fp32 logits: vLLM samples in float32).
 SAMPLER_LOGIT_BYTES = 4
@@ -52,7 +55,7 @@ class IterationOverheads:
 NONE = IterationOverheads()
 
 
-def with_hbm_efficiency(system: Any, efficiency: float) -> Any:
+def with_hbm_efficiency(system: System, efficiency: float) -> System:
     """``system`` (a loaded :class:`~tpusim.config.loader.System`) whose chip's streaming
     ops reach ``efficiency`` of its HBM bandwidth: the serving term replaces the chip
     file's ``efficiency.hbm`` (which the training calibration fits on whole steps)

@@ -16,8 +16,10 @@ price ratios they allow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+
+from tpusim.serving.rows import Row, number
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class PerfPerDollar:
     advantage_worst: float
     verdict: str
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> Row:
         return asdict(self)
 
 
@@ -75,11 +77,12 @@ def inference_perf_per_dollar(
     return PerfPerDollar(perf, perf / claimed_ratio, *ratios, best - 1, mid - 1, worst - 1, verdict)
 
 
-def capacity_per_chip(rows: list[dict[str, Any]], system: str, workload: str) -> float | None:
+def capacity_per_chip(
+    rows: Sequence[Mapping[str, object]], system: str, workload: str
+) -> float | None:
     """``capacity_rate_per_s_per_chip`` of the serving row of ``system`` whose workload
     label starts with ``workload``, or None."""
     for row in rows:
         if row.get("system") == system and str(row.get("workload", "")).startswith(workload):
-            value = row.get("capacity_rate_per_s_per_chip")
-            return float(value) if value is not None else None
+            return number(row, "capacity_rate_per_s_per_chip")
     return None

@@ -15,10 +15,16 @@ keep the index order.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tpusim.topology import Topology
 
 
-def replica_chip_order(topology: Any, chips_per_replica: int, replicas: int) -> tuple[int, ...]:
+def replica_chip_order(
+    topology: Topology, chips_per_replica: int, replicas: int
+) -> tuple[int, ...]:
     """The system chip of each replica chip, replica after replica (``()``: index
     order). Blocks of ``2^k`` chips (k = 1..3, at most one per axis) tile the torus's
     first k axes in index order."""
@@ -30,7 +36,7 @@ def replica_chip_order(topology: Any, chips_per_replica: int, replicas: int) -> 
         return ()
     block = [2] * k + [1] * (len(dims) - k)
     tiles = [d // b for d, b in zip(dims, block, strict=True)]
-    strides = [int(s) for s in topology.strides]
+    strides = [math.prod(dims[:i]) for i in range(len(dims))]  # index order
     needed = chips_per_replica * replicas
     order: list[int] = []
     for reversed_tile in itertools.product(*(range(t) for t in reversed(tiles))):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from tpusim.serving.metrics import Slo, summary
+from tpusim.serving.rows import Row, number, required
 from tpusim.serving.scheduler import Request
 from tpusim.serving.service import Service
 
@@ -28,7 +28,7 @@ def latency_curve(
     stream: Callable[[float], list[Request]],
     rates_per_s: Sequence[float],
     slo: Slo | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """One summary row per rate (requests/s over every replica), with ``system``."""
     rows = []
     for rate in rates_per_s:
@@ -40,21 +40,21 @@ def latency_curve(
 
 
 def plot_latency_vs_rate(
-    curves: dict[str, list[dict[str, Any]]], path: str | Path, title: str, slo: Slo | None = None
+    curves: dict[str, list[Row]], path: str | Path, title: str, slo: Slo | None = None
 ) -> tuple[Path, Path]:
     """Write ``path.png`` and ``path.svg``: p99 TTFT (left) and TPOT p50 and p99 (right)
     against requests/s per chip, a line per system of ``curves``; returns both paths."""
     from matplotlib.figure import Figure
 
-    from tpusim.report.plots import save
+    from tpusim.results.files import save_figure
 
     fig = Figure(figsize=(10, 4))
     ttft, tpot = fig.subplots(1, 2)
     for system, rows in curves.items():
-        x = [r["rate_per_s"] / r["chips"] for r in rows]
-        ttft.plot(x, [r["ttft_p99_s"] for r in rows], marker="o", label=system)
-        line = tpot.plot(x, [r["tpot_p99_s"] * MS_PER_S for r in rows], marker="o", label=system)
-        tpot.plot(x, [r["tpot_p50_s"] * MS_PER_S for r in rows], ls=":", color=line[0].get_color())
+        x = [required(r, "rate_per_s") / required(r, "chips") for r in rows]
+        ttft.plot(x, [number(r, "ttft_p99_s") for r in rows], marker="o", label=system)
+        line = tpot.plot(x, _ms(rows, "tpot_p99_s"), marker="o", label=system)
+        tpot.plot(x, _ms(rows, "tpot_p50_s"), ls=":", color=line[0].get_color())
     if slo is not None:
         ttft.axhline(slo.ttft_s, ls="--", color="grey", label="SLO")
         tpot.axhline(slo.tpot_s * MS_PER_S, ls="--", color="grey", label="SLO")
@@ -64,4 +64,10 @@ def plot_latency_vs_rate(
         ax.grid(True, alpha=0.3)
         ax.legend()
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)
+
+
+def _ms(rows: list[Row], key: str) -> list[float | None]:
+    """``key`` of each row in milliseconds (None where the row has none)."""
+    values = (number(r, key) for r in rows)
+    return [None if v is None else v * MS_PER_S for v in values]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -73,16 +74,16 @@ class TokenCount:
         return self.a * math.exp(self.b**2 / 2)
 
 
-def parse_token_count(value: int | str | dict[str, Any]) -> TokenCount:
+def parse_token_count(value: int | str | Mapping[str, object]) -> TokenCount:
     """A token count: a whole number, or a distribution as a mapping or its YAML text
     (see the module docstring). Raises ValueError saying what is expected."""
     text = (
-        yaml.safe_dump(value, default_flow_style=True).strip()
-        if isinstance(value, dict)
+        yaml.safe_dump(dict(value), default_flow_style=True).strip()
+        if isinstance(value, Mapping)
         else str(value)
     )
     try:
-        loaded: Any = yaml.safe_load(text)
+        loaded: object = yaml.safe_load(text)
     except yaml.YAMLError:
         raise ValueError(f"not a number or a YAML mapping: {text!r}") from None
     if isinstance(loaded, int) and not isinstance(loaded, bool) and loaded >= 1:
@@ -97,7 +98,7 @@ def parse_token_count(value: int | str | dict[str, Any]) -> TokenCount:
     )
 
 
-def _distribution(value: dict[str, Any]) -> TokenCount:
+def _distribution(value: Mapping[object, object]) -> TokenCount:
     ((kind, args),) = value.items()
     top = MAX_TOKEN_COUNT
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
@@ -115,7 +116,7 @@ def _distribution(value: dict[str, Any]) -> TokenCount:
     )
 
 
-def _number(x: Any) -> bool:
+def _number(x: object) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tpusim.serving.capacity import find_capacity, saturated_rate_per_s
 from tpusim.serving.disaggregated import DisaggregatedService, transfer_summary
@@ -15,6 +15,7 @@ from tpusim.serving.metrics import economics as per_million
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions
 from tpusim.serving.requests import read_trace, synthetic_requests
+from tpusim.serving.rows import Json, Row, number
 from tpusim.serving.scheduler import Request
 from tpusim.serving.service import Deployment, Runner, Service, ServingRun, check_clients
 from tpusim.serving.steady import steady_state
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 Stream = Callable[[float], list[Request]]
 
 
-def serve(options: ServeOptions, system: str | System) -> dict[str, Any]:
+def serve(options: ServeOptions, system: str | System) -> Row:
     """Run what ``options`` ask on ``system`` (a shipped name, a YAML path or a loaded
     system): the stream at its rate, its closed loop or its trace, or the capacity
     search at its SLO; the JSON row. Raises InputError for bad input
@@ -34,9 +35,7 @@ def serve(options: ServeOptions, system: str | System) -> dict[str, Any]:
     return serve_run(options, system)[0]
 
 
-def serve_run(
-    options: ServeOptions, system: str | System
-) -> tuple[dict[str, Any], ServingRun | None]:
+def serve_run(options: ServeOptions, system: str | System) -> tuple[Row, ServingRun | None]:
     """:func:`serve`'s row and the run behind it (its replicas' iterations; None for
     the capacity search, whose trials are many runs)."""
     service = check_options(options, system)
@@ -44,7 +43,7 @@ def serve_run(
     run = None
     if options.find_capacity and slo is not None:
         row = find_capacity(service, stream_of(options), slo)
-        row |= per_million(row.get("output_tokens_per_s"), service.chips, **options.economics())
+        row |= per_million(number(row, "output_tokens_per_s"), service.chips, **options.economics())
     else:
         row, run = _served(service, options, slo)
     if isinstance(service, DisaggregatedService):
@@ -52,9 +51,7 @@ def serve_run(
     return service.describe() | row | {"engine_runs": service.costs.engine_runs}, run
 
 
-def _served(
-    service: Runner, options: ServeOptions, slo: Slo | None
-) -> tuple[dict[str, Any], ServingRun]:
+def _served(service: Runner, options: ServeOptions, slo: Slo | None) -> tuple[Row, ServingRun]:
     """The summary of serving the trace, or the stream at the offered rate (in a closed
     loop of ``concurrency`` clients when given)."""
     rate = options.offered_rate_per_s
@@ -143,7 +140,7 @@ def curves(
     systems: list[str],
     rates_per_s: list[float] | None,
     plot: str | Path | None,
-) -> dict[str, Any]:
+) -> Row:
     """The latency curve of ``options`` on each of ``systems`` at ``rates_per_s``
     (None: fractions of each one's saturated rate) as ``{"systems": [...], "curve":
     [rows]}``, and one plot of them all at ``plot`` (a path without suffix; None:
@@ -157,10 +154,8 @@ def curves(
         rates = rates_per_s or _auto_rates(service, options)
         described.append(service.describe())
         by_system[service.system.name] = latency_curve(service, stream, rates, slo)
-    out: dict[str, Any] = {
-        "systems": described,
-        "curve": [row for rows in by_system.values() for row in rows],
-    }
+    curve: list[Json] = [row for rows in by_system.values() for row in rows]
+    out: Row = {"systems": list[Json](described), "curve": curve}
     if plot:
         first = described[0]
         title = f"{first['model']}, {first['dtype']}, tp {first['tp']} x ep {first['ep']}"

@@ -12,9 +12,10 @@ sampled token in decode, or everything again after a preemption). Each iteration
    do not suffice, the most recently admitted running request is *preempted*: its
    blocks are freed, ``computed`` drops to 0 and it goes back to the front of the
    waiting queue, to be prefilled again (recomputation) with its generated tokens;
-2. if nothing was preempted, waiting requests are admitted first come, first served
-   while budget, sequence slots and blocks allow (a prompt longer than the budget left
-   is chunked).
+2. if nothing was preempted, waiting requests are admitted in the order of the
+   scheduler policy (:mod:`tpusim.serving.policies`; default first come, first
+   served) while budget, sequence slots and blocks allow (a prompt longer than the
+   budget left is chunked).
 
 After the iteration (:meth:`Scheduler.finish`) each scheduled request has its chunk
 in the cache; one whose pending tokens are all computed samples a token (its first:
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tpusim.serving.costs import ReplicaBatch
+from tpusim.serving.policies import DEFAULT_SCHEDULER, SCHEDULERS, SchedulerPolicy
 
 
 @dataclass(eq=False)
@@ -107,6 +109,7 @@ class Scheduler:
         draft_tokens: int = 0,
         acceptance: float = 0.0,
         seed: int = 0,
+        policy: SchedulerPolicy | None = None,
     ):
         self.total_blocks, self.block_size = total_blocks, block_size
         self.max_tokens, self.max_sequences = max_tokens, max_sequences
@@ -115,6 +118,7 @@ class Scheduler:
         self.free_blocks = total_blocks - self.prefix_blocks
         self.draft_tokens, self.acceptance = draft_tokens, acceptance
         self.rng = np.random.default_rng(seed)
+        self.policy = policy or SCHEDULERS.get(DEFAULT_SCHEDULER)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.preemptions = 0
@@ -203,16 +207,16 @@ class Scheduler:
         self.waiting.appendleft(req)
 
     def _admit(self, plan: Plan, budget: int, now: float) -> int:
-        """Admit waiting requests first come, first served; returns the budget left."""
+        """Admit waiting requests in the policy's order; returns the budget left."""
         while self.waiting and budget > 0 and len(plan.chunks) < self.max_sequences:
-            req = self.waiting[0]
+            req = self._next_waiting()
             shared = self.cached_blocks(req) if req.computed == 0 else 0
             start = req.computed + shared * self.block_size
             chunk = min(req.pending - shared * self.block_size, budget)
             need = self.blocks_for(start + chunk) - req.blocks - shared
             if need > self.free_blocks:
                 break
-            self.waiting.popleft()
+            self._dequeue(req)
             req.queued_s += now - req.queued_at
             self.free_blocks -= need
             req.computed, req.shared_blocks = start, req.shared_blocks + shared
@@ -222,6 +226,18 @@ class Scheduler:
             plan.chunks.append((req, chunk))
             budget -= chunk
         return budget
+
+    def _next_waiting(self) -> Request:
+        """The waiting request the policy admits next (least priority, ties in queue
+        order; no priority: the head of the queue)."""
+        priority = self.policy.priority
+        return self.waiting[0] if priority is None else min(self.waiting, key=priority)
+
+    def _dequeue(self, req: Request) -> None:
+        if req is self.waiting[0]:
+            self.waiting.popleft()
+        else:
+            self.waiting.remove(req)
 
     def _batch(self, plan: Plan) -> ReplicaBatch:
         """The iteration's shape: decode sequences (one pending token after a sample),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -187,16 +187,17 @@ def load_server(name_or_path: str) -> ServerProfile:
     return _load_file(locate_server(name_or_path).resolve())
 
 
-def profile_data(profile: ServerProfile) -> dict[str, Any]:
+def profile_data(profile: ServerProfile) -> dict[str, object]:
     """``profile`` as YAML data in the file's shape (units written out, empty source
     fields left out), so that :func:`load_server` reads it back to the same profile."""
     data = _value_first(profile.model_dump(mode="json", exclude_defaults=True))
+    assert isinstance(data, dict)
     for terms in data["chips"].values():
         terms["host_time"]["value"] = f"{terms['host_time']['value'] * 1e3:.4g} ms"
     return data
 
 
-def _value_first(data: Any) -> Any:
+def _value_first(data: object) -> object:
     """Mappings with their ``value`` key first (as the shipped files write them)."""
     if not isinstance(data, dict):
         return data

@@ -1,23 +1,22 @@
 """A deployment (model, system, parallelism, KV tier) and the run of a request stream
-on it: replicas fed round-robin, each a loop over iterations (the scheduler's plan,
-timed by :class:`~tpusim.serving.costs.IterationCosts`) in plain Python, seeded and
-deterministic.
-
-The loop also integrates, as it goes, the number of requests waiting and in the
-system over time (request-seconds), an account independent of the per-request
-timestamps: Little's law (``area = sum of per-request times``) checks one against the
-other.
+on it: replicas fed round-robin, each a SimPy process over iterations
+(:mod:`tpusim.serving.replica`: the scheduler's plan, timed by
+:class:`~tpusim.serving.costs.IterationCosts`) on the engine's environment
+(:mod:`tpusim.serving.shared`), seeded and deterministic.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+import simpy
 
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
-from tpusim.errors import InputError, SimulationError
+from tpusim.engine import Simulation
+from tpusim.errors import InputError
 from tpusim.network import NetworkSettings
 from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
@@ -26,8 +25,19 @@ from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.overheads import NONE, IterationOverheads
 from tpusim.serving.placement import replica_chip_order
+from tpusim.serving.policies import DEFAULT_SCHEDULER, SCHEDULERS
+from tpusim.serving.replica import (
+    Collect,
+    Completed,
+    IterationRecord,
+    Replica,
+    ReplicaRun,
+    ServingRun,
+)
+from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request, Scheduler
 from tpusim.serving.servers import DEFAULT_SERVER, ServerProfile, load_server
+from tpusim.serving.shared import host_for
 
 #: Tokens per iteration: vLLM V1's ``max_num_batched_tokens`` default for online
 #: serving (published default; chunked prefill splits longer prompts).
@@ -52,7 +62,8 @@ class Deployment:
     :mod:`tpusim.serving.scheduler`); ``draft_tokens`` and ``acceptance``:
     speculative decoding (0 drafts: none; the same module); ``expert_imbalance``: the
     busiest expert-parallel rank's routed tokens over the mean (1: uniform routing;
-    :class:`~tpusim.serving.costs.IterationCosts`)."""
+    :class:`~tpusim.serving.costs.IterationCosts`); ``scheduler``: the policy admitting
+    waiting requests (a name of :data:`~tpusim.serving.policies.SCHEDULERS`)."""
 
     system: str | System
     model: str
@@ -73,50 +84,7 @@ class Deployment:
     draft_tokens: int = 0
     acceptance: float = 0.0
     expert_imbalance: float = 1.0
-
-
-@dataclass(frozen=True)
-class IterationRecord:
-    """One iteration of a replica: when it started (s), how long it took (s), its
-    ``decode`` sequences and its prefill ``chunks`` of ``prefill_tokens`` in all."""
-
-    start_at: float
-    duration_s: float
-    decode: int
-    chunks: int
-    prefill_tokens: int
-
-    @property
-    def sequences(self) -> int:
-        """The batch size: decode sequences plus prefill chunks."""
-        return self.decode + self.chunks
-
-    @property
-    def tokens(self) -> int:
-        """Tokens the iteration computes: one per decode sequence plus the chunks'."""
-        return self.decode + self.prefill_tokens
-
-
-@dataclass
-class ReplicaRun:
-    """What one replica's loop measured (request-seconds, counts) and its iterations
-    (``batches``, in order)."""
-
-    iterations: int = 0
-    busy_s: float = 0.0
-    queue_area: float = 0.0
-    system_area: float = 0.0
-    preemptions: int = 0
-    free_blocks: int = 0
-    batches: list[IterationRecord] = field(default_factory=list)
-
-
-@dataclass
-class ServingRun:
-    """A finished run: every request (completed or rejected) and the loops' counts."""
-
-    requests: list[Request]
-    replicas: list[ReplicaRun] = field(default_factory=list)
+    scheduler: str = DEFAULT_SCHEDULER
 
 
 class Runner(Protocol):
@@ -130,7 +98,9 @@ class Runner(Protocol):
 
     def run(self, requests: list[Request]) -> ServingRun: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def start(self, requests: list[Request], host: Simulation) -> Collect: ...
+
+    def describe(self) -> Row: ...
 
 
 def check_clients(concurrency: int | None, replicas: int) -> None:
@@ -246,66 +216,48 @@ class Service:
             d.prefix_tokens,
             d.draft_tokens,
             d.acceptance,
+            policy=SCHEDULERS.get(d.scheduler),
         )
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
-        """Serve ``requests`` (sorted by arrival), replica ``i mod replicas`` taking the
-        ``i``-th; every request ends completed or rejected. ``concurrency``: a closed
-        loop of that many clients (vLLM's benchmark ``--max-concurrency``), split
-        evenly over the replicas: a request is sent at its arrival time or when a
-        client is free, whichever is later, and its TTFT counts from the sending (as
-        that benchmark measures it). Raises InputError for fewer clients than replicas."""
+        """Serve ``requests`` (sorted by arrival) alone, on a host of its own
+        (:func:`~tpusim.serving.shared.host_for`); see :meth:`start`."""
+        host = host_for(self.costs)
+        collect = self.start(requests, host, concurrency)
+        host.env.run()
+        return collect()
+
+    def start(
+        self, requests: list[Request], host: Simulation, concurrency: int | None = None
+    ) -> Collect:
+        """Start one replica process per replica on ``host``'s environment, replica
+        ``i mod replicas`` taking the ``i``-th of ``requests`` (sorted by arrival);
+        every request ends completed or rejected. ``concurrency``: a closed loop of
+        that many clients (vLLM's benchmark ``--max-concurrency``), split evenly over
+        the replicas: a request is sent at its arrival time or when a client is free,
+        whichever is later, and its TTFT counts from the sending (as that benchmark
+        measures it). Returns what collects the run once the environment has run.
+        Raises InputError for fewer clients than replicas."""
         n = self.deployment.replicas
         check_clients(concurrency, n)
-        run = ServingRun(requests)
+        replicas = []
         for r in range(n):
             clients = None if concurrency is None else concurrency // n + (r < concurrency % n)
-            run.replicas.append(self.run_replica(requests[r::n], clients))
-        return run
+            replicas.append(self.replica(host.env, requests[r::n], clients))
+        return lambda: ServingRun(requests, [replica.stats for replica in replicas])
 
-    def _arrive(self, sched: Scheduler, req: Request, now: float, stats: ReplicaRun) -> bool:
-        """Admit ``req`` (arrived by ``now``) to the queue, or reject it (it cannot fit
-        the cache alone or the context); True when admitted."""
-        if not sched.fits_alone(req) or req.total_tokens + 1 > self.model.context_length:
-            req.rejected = True
-            return False
-        sched.enqueue(req, req.arrival_at)
-        stats.queue_area += now - req.arrival_at
-        stats.system_area += now - req.arrival_at
-        return True
+    def replica(
+        self,
+        env: simpy.Environment,
+        requests: list[Request],
+        clients: int | None = None,
+        completed: Completed | None = None,
+    ) -> Replica:
+        """A replica's process on ``env`` with a fresh scheduler (see :class:`Replica`)."""
+        context = self.model.context_length
+        return Replica(env, self.scheduler(), self.costs, context, requests, clients, completed)
 
-    def run_replica(self, requests: list[Request], clients: int | None = None) -> ReplicaRun:
-        """One replica's loop over iterations (see the module docstring); ``clients``:
-        the closed loop's clients (see :meth:`run`)."""
-        sched, stats = self.scheduler(), ReplicaRun()
-        now, i, in_system = 0.0, 0, 0
-        while i < len(requests) or not sched.idle:
-            if sched.idle and now < requests[i].arrival_at:
-                now = requests[i].arrival_at
-            while i < len(requests) and requests[i].arrival_at <= now:
-                if clients is not None and in_system >= clients:
-                    break
-                req, i = requests[i], i + 1
-                if clients is not None:
-                    req.arrival_at = now  # sent when a client is free
-                in_system += self._arrive(sched, req, now, stats)
-            plan = sched.schedule(now)
-            if not plan.chunks:
-                if sched.idle:
-                    continue  # every arrival so far was rejected: wait for the next
-                raise SimulationError("serving: the scheduler made no progress")
-            dt = self.costs.time_s(plan.batch)  # type: ignore[arg-type]
-            stats.batches.append(_record(plan.batch, now, dt))
-            stats.queue_area += len(sched.waiting) * dt
-            stats.system_area += in_system * dt
-            now += dt
-            stats.busy_s += dt
-            stats.iterations += 1
-            in_system -= len(sched.finish(plan, now))
-        stats.preemptions, stats.free_blocks = sched.preemptions, sched.free_blocks
-        return stats
-
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Row:
         """The deployment's fixed figures (JSON fields)."""
         s, cap = self.shape, self.capacity
         return {
@@ -335,6 +287,12 @@ class Service:
         }
 
 
-def _record(batch: Any, start_at: float, duration_s: float) -> IterationRecord:
-    """The :class:`IterationRecord` of a scheduled batch."""
-    return IterationRecord(start_at, duration_s, batch.decode, batch.chunks, batch.chunk_tokens)
+__all__ = [
+    "Deployment",
+    "IterationRecord",
+    "ReplicaRun",
+    "Runner",
+    "Service",
+    "ServingRun",
+    "check_clients",
+]

@@ -23,10 +23,10 @@ Method (batch means, as in discrete-event simulation practice):
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
+from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request
 
 #: Fraction of the requests (the first arrivals) discarded as warm-up (a design
@@ -84,7 +84,7 @@ def measured(requests: list[Request]) -> list[Request]:
     return ordered[start:end]
 
 
-def steady_state(requests: list[Request]) -> dict[str, Any]:
+def steady_state(requests: list[Request]) -> Row:
     """The steady-state figures (JSON ``steady_state``): ``warmup_requests``,
     ``cooldown_requests``, ``batches``, the pooled ``ttft_p99_s`` and ``tpot_p99_s`` of
     the measured requests, the batch means' ``*_p99_mean_s`` and ``*_p99_ci_s``
@@ -93,7 +93,7 @@ def steady_state(requests: list[Request]) -> dict[str, Any]:
     from tpusim.serving.metrics import latencies
 
     n, kept = len(requests), measured(requests)
-    row: dict[str, Any] = {
+    row: Row = {
         "warmup_requests": math.ceil(WARMUP_FRACTION * n),
         "cooldown_requests": math.ceil(COOLDOWN_FRACTION * n),
         "batches": BATCHES,

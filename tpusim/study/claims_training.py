@@ -201,7 +201,7 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
     """Bytes of gradient one chip holds for ``workload`` on one ``pod`` (its
     parameters on the largest stage, sharded as the mesh shards them, x the gradient
     dtype's bytes): what the data-parallel all-reduce over the pods moves per chip."""
-    from tpusim.program.builders import plan_training
+    from tpusim.program.builders import prepare_training
     from tpusim.workloads.training_step import TrainingWorkload
 
     spec = TrainingWorkload.model_validate(resolved_fields(workload, pod.num_chips))
@@ -209,7 +209,7 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
     builder = spec.builder_fields()
     for key in ("batch_per_shard", "reuse", "fsdp_prefetch_layers"):
         builder.pop(key, None)
-    step = plan_training(**builder)
+    step = prepare_training(**builder)
     return float(step.local_params * step.gradient_bytes)
 
 

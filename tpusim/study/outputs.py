@@ -16,12 +16,12 @@ name            file(s)
 ``links``       ``links.csv``: the links that carried bytes, per simulated program
 ``resolved``    ``resolved.yaml``: the scenario as validated (defaults filled in)
 ``comparison``  ``comparison.csv``: figures x systems
-                (:func:`~tpusim.results.tables.comparison_frame`)
+                (:func:`~tpusim.results.comparison.comparison_frame`)
 ``claims``      ``claims.csv``: vendor claims against the run, if the scenario asks
 ``jobs``        ``jobs-<system>-<workload>.png/.svg``: the links each job of a ``jobs``
-                workload loads (:mod:`tpusim.workloads.jobs`)
+                workload loads (:mod:`tpusim.report.workload_plots`)
 ``serving_trace`` ``serving_trace.json``: every serving replica's iterations
-                (:func:`~tpusim.results.trace.write_serving_trace`)
+                (:func:`~tpusim.report.traces.write_serving_trace`)
 ``plots``       PNG and SVG figures, if the scenario asks (:mod:`tpusim.report.figures`)
 ``sources``     ``sources.csv``: every configured number with its source and grade
 ``report``      ``report.html``: one page with the tables and the figures
@@ -40,8 +40,9 @@ from tpusim.registry import Registry
 from tpusim.report.figures import write_plots
 from tpusim.report.html import write_html_report
 from tpusim.report.sources import write_sources
+from tpusim.report.traces import write_serving_trace
+from tpusim.report.workload_plots import write_jobs_heatmaps
 from tpusim.results.files import staged_folder
-from tpusim.results.trace import write_serving_trace
 from tpusim.results.writers import (
     Outputs,
     Writer,
@@ -53,7 +54,6 @@ from tpusim.results.writers import (
     write_summary,
     write_traces,
 )
-from tpusim.workloads.jobs import write_jobs_heatmaps
 
 __all__ = ["WRITERS", "OutputWriter", "write_outputs"]
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tpusim.serving.overheads import IterationOverheads
+from tpusim.serving.rows import number
 from tpusim.serving.servers import load_server
 from tpusim.validation.serving_figures import METRICS, Figure, figure_system, load_figures
 
@@ -86,8 +87,8 @@ class Simulator:
         lat = latencies(requests)
         tpot = lat["tpot"][~np.isnan(lat["tpot"])]
         return {
-            "output_tokens_per_s": row["output_tokens_per_s"],
-            "request_throughput_per_s": row["request_throughput_per_s"],
+            "output_tokens_per_s": number(row, "output_tokens_per_s"),
+            "request_throughput_per_s": number(row, "request_throughput_per_s"),
             "tpot_median_s": float(np.median(tpot)) if tpot.size else None,
             "ttft_median_s": float(np.median(lat["ttft"])) if lat["ttft"].size else None,
         }

@@ -175,9 +175,9 @@ def memory_verdict(
     model says it does not fit on the chip, why (else "")."""
     from tpusim.program.builders.memory import peak_stage
     from tpusim.workloads.training_memory import check_fits
-    from tpusim.workloads.training_step import plan
+    from tpusim.workloads.training_step import prepare
 
-    step = plan(training_spec(case, translation.fields), context)
+    step = prepare(training_spec(case, translation.fields), context)
     peak = peak_stage(step).total_bytes
     try:
         check_fits(step, context.system.chip)

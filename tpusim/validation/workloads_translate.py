@@ -140,7 +140,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
 
 def _context_role(available: set[str]) -> bool:
     """Whether a mesh axis named ``context`` plays the context role (CONTRACT-21)."""
-    from tpusim.program.builders.mesh import ROLES
+    from tpusim.program.builders.roles import ROLES
 
     return "context" in ROLES or "context_axis" in available
 

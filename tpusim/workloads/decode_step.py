@@ -7,12 +7,12 @@ whole-model field is set (``vocab``, ``mlp: gated``, ``attention: mla``, ``exper
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
-
-from pydantic import Field
+from collections.abc import Callable
+from typing import Literal
 
 from tpusim.config.model import PositiveInt
 from tpusim.program.builders.decode import MODEL_FIELDS
+from tpusim.program.ir import Program
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
@@ -26,19 +26,7 @@ class DecodeWorkload(ModelWorkload):
     kind: Literal["decode_step"]
     batch: PositiveInt
     context: PositiveInt
-    kv_heads: PositiveInt | None = None
     kv_cache: MemoryTier = "hbm"
-    vocab: int = Field(0, ge=0)
-    mlp: Literal["plain", "gated"] = "plain"
-    attention: Literal["gqa", "mla"] = "gqa"
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    rope_head_dim: int = Field(0, ge=0)
-    experts: int = Field(0, ge=0)
-    top_k: PositiveInt = 2
-    expert_d_ff: PositiveInt | None = None
-    shared_experts: int = Field(0, ge=0)
-    dense_layers: int = Field(0, ge=0)
     expert_axis: str | None = None
 
     def whole_model(self) -> bool:
@@ -53,7 +41,7 @@ class DecodeWorkload(ModelWorkload):
         replicas = math.prod(int(v) for v in self.mesh.values()) // group
         return float(self.batch * replicas)
 
-    def program_fields(self) -> dict[str, Any]:
+    def program_fields(self) -> dict[str, object]:
         """The builder's keyword arguments (the plain builder takes no whole-model field)."""
         fields = self.builder_fields()
         if self.whole_model():
@@ -61,14 +49,14 @@ class DecodeWorkload(ModelWorkload):
         return {k: v for k, v in fields.items() if k not in MODEL_FIELDS}
 
 
-def build(spec: DecodeWorkload, context: WorkloadContext) -> Any:
+def build(spec: DecodeWorkload, context: WorkloadContext) -> Program:
     """The step's program; a shape the builder rejects is a ConfigError at the
     workload."""
     from tpusim.program.builders import decode_step
     from tpusim.program.builders.decode import model_decode_step
     from tpusim.program.ir import ProgramError
 
-    builder = model_decode_step if spec.whole_model() else decode_step
+    builder: Callable[..., Program] = model_decode_step if spec.whole_model() else decode_step
     try:
         return builder(**spec.program_fields())
     except ProgramError as exc:

@@ -58,7 +58,7 @@ def resolve_inputs(spec: Any, context: WorkloadContext) -> GoodputInputs:
 def state_bytes_per_chip(training: Any, context: WorkloadContext) -> float:
     """Bytes of weights and optimiser state the chip holds in ``training``'s plan."""
     from tpusim.program.builders.training import ADAM_STATE_BYTES
-    from tpusim.workloads.training_step import plan
+    from tpusim.workloads.training_step import prepare
 
-    step = plan(training, context)
+    step = prepare(training, context)
     return float(step.local_params * (step.bytes_per_element + ADAM_STATE_BYTES))

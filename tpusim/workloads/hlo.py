@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from tpusim.config.loader import load_system
 from tpusim.network import NetworkSettings
@@ -15,14 +15,27 @@ from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import WorkloadSpec
 
-#: The summary figures ``tpusim hlo`` reports from the replay, in its JSON order.
-REPLAY_FIGURES = (
-    "step_time_s",
-    "compute_time_s",
-    "communication_time_s",
-    "exposed_communication_time_s",
-    "mfu",
-)
+if TYPE_CHECKING:
+    from tpusim.program.hlo.module import HloModule
+    from tpusim.program.ir import Program
+
+
+class HloSummary(TypedDict):
+    """The ``tpusim hlo`` record: the module's figures and its replay's (times in s)."""
+
+    system: str
+    file: str
+    chips: int
+    num_ops: int
+    flops_per_chip: float
+    collectives: dict[str, int]
+    collective_bytes_per_chip: float
+    step_time_s: float
+    compute_time_s: float
+    communication_time_s: float
+    exposed_communication_time_s: float
+    mfu: float
+    unknown_ops: dict[str, int]
 
 
 class HloWorkload(WorkloadSpec):
@@ -33,7 +46,7 @@ class HloWorkload(WorkloadSpec):
     path: str
 
 
-def load(spec: HloWorkload, context: WorkloadContext) -> tuple[Any, Any]:
+def load(spec: HloWorkload, context: WorkloadContext) -> tuple[HloModule, Program]:
     """The module and its program replayed with device d on chip d."""
     from tpusim.program.hlo import load_hlo, replay_program
 
@@ -42,7 +55,7 @@ def load(spec: HloWorkload, context: WorkloadContext) -> tuple[Any, Any]:
     return module, replay_program(module, program, context.system.num_chips)
 
 
-def build(spec: HloWorkload, context: WorkloadContext) -> Any:
+def build(spec: HloWorkload, context: WorkloadContext) -> Program:
     """The module's program replayed with device d on chip d."""
     return load(spec, context)[1]
 
@@ -68,7 +81,7 @@ def hlo_summary(
     network: NetworkSettings | str = "flow",
     device_chips: list[int] | None = None,
     calibration: str | None = None,
-) -> dict[str, Any]:
+) -> HloSummary:
     """The ``tpusim hlo`` record: the module's figures (FLOPs per chip, collectives by
     HLO op name, their bytes per chip) and its replay on ``system_name`` (times in s),
     device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
@@ -93,7 +106,11 @@ def hlo_summary(
         "flops_per_chip": module.flops_per_chip,
         "collectives": {k: int(v) for k, v in sorted(module.collectives.items())},
         "collective_bytes_per_chip": module.collective_bytes_per_chip,
-        **{k: summary[k] for k in REPLAY_FIGURES},
+        "step_time_s": summary["step_time_s"],
+        "compute_time_s": summary["compute_time_s"],
+        "communication_time_s": summary["communication_time_s"],
+        "exposed_communication_time_s": summary["exposed_communication_time_s"],
+        "mfu": summary["mfu"],
         "unknown_ops": dict(module.unknown_ops),
     }
 

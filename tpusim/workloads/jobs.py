@@ -17,7 +17,7 @@ job's chips, or ``axes`` of its slice) or a ``program`` (mesh axes laid on the s
 axes; ``overrides`` keyed by the job's own chip positions). The record gives each
 job's time together and alone and its slowdown (:class:`JobsRecord`); the ``jobs``
 output writer draws the shared-link heatmap ``jobs-<system>-<workload>.png``
-(:func:`tpusim.report.workload_plots.shared_links_heatmap`). How the jobs share the network:
+(:func:`tpusim.report.workload_plots.write_jobs_heatmaps`). How the jobs share the network:
 :mod:`tpusim.engine.multijob`. Jobs that share a chip, or a slice that does not fit at its offset,
 are bad input naming the entry. Sharing shows at ``flow`` and ``packet`` fidelity; the
 ``analytic`` network has no contention, so there every slowdown is 1.
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -41,7 +40,6 @@ from tpusim.program.ir import Op, Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.results.records import Figure, Record
 from tpusim.results.simulation import Results
-from tpusim.results.writers import Outputs, trace_name
 from tpusim.vocabulary import Op as CollectiveOp
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
@@ -260,35 +258,6 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
         jobs=rows,
     )
     return Outcome(record, results=_merged(together, context, context.label))
-
-
-def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
-    """The ``jobs`` output writer: per jobs workload and system,
-    ``jobs-<system>-<workload>.png`` and ``.svg``
-    (:func:`~tpusim.report.workload_plots.shared_links_heatmap`)."""
-    from tpusim.report import plots
-    from tpusim.report import workload_plots as plots_workloads
-
-    written: list[Path] = []
-    for detail in outputs.run.details:
-        system, label, results = detail.system, detail.label, detail.results
-        if not isinstance(results, JobsResults) or results.job_link_bytes is None:
-            continue
-        topology = outputs.run.topologies[system]
-        stem = trace_name(system, label).removeprefix("trace-").removesuffix(".json")
-        fig = plots_workloads.shared_links_heatmap(
-            topology, results.job_link_bytes, results.step_time_s
-        )
-        fig.suptitle(f"{label} on {system}: jobs sharing links")
-        written += plots.save(fig, out / f"jobs-{stem}")
-        _close(fig)
-    return written
-
-
-def _close(fig: Any) -> None:
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
 
 
 def check(spec: JobsWorkload, context: WorkloadContext) -> None:

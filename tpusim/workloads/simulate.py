@@ -3,16 +3,16 @@ system and make its record, economics included; check it without simulating."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tpusim.errors import InputError
+from tpusim.program.ir import Program
 from tpusim.results.economics import Economics
 from tpusim.results.energy import busy_share
 from tpusim.results.records import DecodeRecord, ProgramRecord
+from tpusim.results.simulation import Results
 from tpusim.workloads.registry import Outcome, WorkloadContext
 
 
-def simulate(program: Any, context: WorkloadContext) -> Any:
+def simulate(program: Program, context: WorkloadContext) -> Results:
     """``program`` through :class:`~tpusim.engine.Simulation` at the context's fidelity
     and flow tolerance; returns its :class:`~tpusim.engine.Results`."""
     from tpusim.engine import Simulation
@@ -21,7 +21,7 @@ def simulate(program: Any, context: WorkloadContext) -> Any:
 
 
 def program_outcome(
-    results: Any,
+    results: Results,
     context: WorkloadContext,
     kind: str,
     tokens_per_step: float | None = None,
@@ -44,7 +44,7 @@ def program_outcome(
         context.price_per_chip_hour_usd,
         busy_share(results.compute_time_s, results.step_time_s),
     )
-    values: dict[str, Any] = {
+    values: dict[str, object] = {
         "workload": context.label,
         "kind": kind,
         "chips": chips,
@@ -58,7 +58,7 @@ def program_outcome(
 
 
 def run_program(
-    program: Any,
+    program: Program,
     context: WorkloadContext,
     kind: str,
     tokens_per_step: float | None = None,
@@ -69,7 +69,7 @@ def run_program(
     return program_outcome(results, context, kind, tokens_per_step, chips=chips)
 
 
-def check_program(program: Any, context: WorkloadContext) -> None:
+def check_program(program: Program, context: WorkloadContext) -> None:
     """What simulating ``program`` on the context's system would refuse before its
     first event, without simulating: a mesh that does not fit the topology, a
     collective whose mesh axes or chip groups do not exist (InputError), and resident
@@ -78,7 +78,7 @@ def check_program(program: Any, context: WorkloadContext) -> None:
     from tpusim.hardware import MemoryTracker
 
     placement = Placement(context.topology, program.mesh)
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[tuple[object, ...]] = set()
     for op in program.ops:
         key = (op.axes, op.groups, op.num_chips)
         if op.kind != "collective" or key in seen:

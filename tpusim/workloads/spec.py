@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
-from tpusim.config.model import NEUTRAL_SHAPE, PositiveInt
+from tpusim.config.model import NEUTRAL_SHAPE, ModelShape, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
 from tpusim.units import parse_bytes
@@ -98,9 +98,10 @@ class WorkloadSpec(Frozen):
         return {}
 
 
-class ModelWorkload(WorkloadSpec):
-    """A transformer's shape and its device mesh; a mesh axis of size ``auto`` takes
-    the chips the other axes leave on each system.
+class ModelWorkload(ModelShape, WorkloadSpec):
+    """A transformer's shape (the fields of :class:`~tpusim.config.model.ModelShape`)
+    and its device mesh; a mesh axis of size ``auto`` takes the chips the other axes
+    leave on each system.
 
     ``model: NAME`` (a preset of ``configs/models/`` or a YAML path) fills every shape
     field the workload does not give; fields given explicitly override the preset's
@@ -110,11 +111,6 @@ class ModelWorkload(WorkloadSpec):
 
     name: str
     model: str | None = None
-    layers: PositiveInt
-    d_model: PositiveInt
-    d_ff: PositiveInt
-    heads: PositiveInt
-    head_dim: PositiveInt
     dtype: Dtype = "bf16"
     mesh: dict[str, PositiveInt | Literal["auto"]]
     tensor_axis: str | None = None

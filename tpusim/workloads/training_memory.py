@@ -4,21 +4,25 @@ much it does not and what takes the memory."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tpusim.errors import SimulationError
 from tpusim.hardware import MemoryTracker
 from tpusim.hardware.memory import OutOfMemoryError
 from tpusim.units import format_bytes
 
+if TYPE_CHECKING:
+    from tpusim.config.chip import ChipSpec
+    from tpusim.program.builders.training import TrainingStep
 
-def check_fits(plan: Any, chip: Any) -> None:
+
+def check_fits(step: TrainingStep, chip: ChipSpec) -> None:
     """Allocate the peak stage's weights, optimiser state, gradients, activations and
     buffers on a :class:`MemoryTracker` of ``chip``; raises :class:`SimulationError`
     (exit 1) naming the stage, the shortfall and every part when they do not fit."""
     from tpusim.program.builders.memory import peak_stage
 
-    peak = peak_stage(plan)
+    peak = peak_stage(step)
     tracker = MemoryTracker(chip)
     try:
         for part, nbytes in peak.parts().items():
@@ -26,10 +30,10 @@ def check_fits(plan: Any, chip: Any) -> None:
     except OutOfMemoryError:
         capacity = tracker.capacity_bytes()
         parts = ", ".join(f"{part} {format_bytes(b)}" for part, b in peak.parts().items())
-        held = plan.schedule.in_flight(peak.stage)
+        held = step.schedule.in_flight(peak.stage)
         raise SimulationError(
             f"out of memory on chip {chip.name}: training step stage {peak.stage} needs "
             f"{format_bytes(peak.total_bytes)} of HBM per chip but has "
             f"{format_bytes(capacity)} (short by {format_bytes(peak.total_bytes - capacity)}): "
-            f"{parts} ({held} microbatch chunks in flight, {plan.args.pipeline})"
+            f"{parts} ({held} microbatch chunks in flight, {step.args.pipeline})"
         ) from None

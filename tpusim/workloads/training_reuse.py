@@ -14,13 +14,17 @@ window of the ops table) and link bytes, or None when they differ.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tpusim.results.observers import BaseObserver
 from tpusim.results.overlap import breakdown
 from tpusim.results.simulation import OpRecord, Results
+
+if TYPE_CHECKING:
+    from tpusim.network.base import Network
+    from tpusim.program.builders.emit import LoopMarks
 
 #: The op kind whose records are collectives (the rest count as compute, as the
 #: engine's busy time counts them).
@@ -48,8 +52,8 @@ class IterationClock(BaseObserver):
     ``network`` (set before the run) is the simulation's network, whose
     ``link_bytes`` are read when each iteration's last op finishes."""
 
-    marks: Any
-    network: Any = None
+    marks: LoopMarks
+    network: Network | None = None
     ends: dict[tuple[str, int], float] = field(default_factory=dict)
     link_bytes: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
     ran: list[tuple[float, float]] = field(default_factory=list)
@@ -67,6 +71,7 @@ class IterationClock(BaseObserver):
             return
         if record.end_at >= self.ends.get(key, 0.0):
             self.ends[key] = record.end_at
+            assert self.network is not None, "set the clock's network before the run"
             self.link_bytes[key] = np.array(self.network.link_bytes, dtype=float)
 
     def collective_ran(self, name: str, start_at: float, end_at: float) -> None:
@@ -206,7 +211,7 @@ class TrainingResults(Results):
         return dict(self.breakdown_s)
 
 
-def training_results(results: Results, **values: Any) -> TrainingResults:
+def training_results(results: Results, **values: object) -> TrainingResults:
     """``results`` as :class:`TrainingResults`, with ``values`` replacing fields."""
     copied = {f.name: getattr(results, f.name) for f in fields(Results)}
     if isinstance(results, TrainingResults):

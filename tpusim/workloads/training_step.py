@@ -29,7 +29,7 @@ Otherwise, and with ``reuse: false``, the whole step is simulated (see
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,6 +42,11 @@ from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program
 from tpusim.workloads.spec import ModelWorkload
+
+if TYPE_CHECKING:
+    from tpusim.program.builders.training import TrainingStep
+    from tpusim.program.ir import Program
+    from tpusim.workloads.training_reuse import IterationClock
 
 REUSE_ITERATIONS = 5
 """Loop length simulated to extrapolate a step: iterations 1 and 2 of each loop are
@@ -57,7 +62,8 @@ class TrainingWorkload(ModelWorkload):
     """``batch`` (or ``global_batch``) is the global batch in sequences; or
     ``batch_per_shard`` sequences per shard of the batch axes (data, fsdp, expert),
     which keeps the work per chip the same on systems of different sizes. The other
-    fields are :func:`~tpusim.program.builders.training_step`'s; ``reuse`` simulates
+    fields are :func:`~tpusim.program.builders.training_step`'s (the model's shape:
+    :class:`~tpusim.config.model.ModelShape`); ``reuse`` simulates
     identical loop iterations once (see the module docstring)."""
 
     kind: Literal["training_step"]
@@ -70,18 +76,6 @@ class TrainingWorkload(ModelWorkload):
     expert_axis: str | None = None
     pipeline_axis: str | None = None
     context_axis: str | None = None
-    experts: int = Field(0, ge=0)
-    top_k: PositiveInt = 2
-    expert_d_ff: PositiveInt | None = None
-    shared_experts: int = Field(0, ge=0)
-    dense_layers: int = Field(0, ge=0)
-    kv_heads: PositiveInt | None = None
-    mlp: Literal["plain", "gated"] = "plain"
-    vocab: int = Field(0, ge=0)
-    attention: Literal["gqa", "mla"] = "gqa"
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    rope_head_dim: int = Field(0, ge=0)
     pipeline: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: PositiveInt = 1
     microbatches: PositiveInt = 1
@@ -115,19 +109,20 @@ class TrainingWorkload(ModelWorkload):
             )
         return self
 
-    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, Any]:
-        """``batch`` from ``batch_per_shard`` x the shards of the batch axes (data,
-        fsdp, expert, by field or by role name) in ``mesh``."""
-        from tpusim.program.builders.mesh import role_axes
+    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, int]:
+        """``batch`` from ``batch_per_shard`` x the shards of the batch axes (the
+        roles that shard the batch: data, fsdp, expert, by field or by role name) in
+        ``mesh``."""
+        from tpusim.program.builders.mesh import role_axes, sharding_axes
+        from tpusim.program.builders.roles import roles_that
 
         if not self.batch_per_shard:
             return {}
         axes = role_axes(
             {a: int(s) if s != "auto" else 1 for a, s in mesh.items()},
-            {f"{r}_axis": getattr(self, f"{r}_axis") for r in ("data", "fsdp", "expert")},
+            {r.field: getattr(self, r.field, None) for r in roles_that("batch")},
         )
-        batch = ("data_axis", "fsdp_axis", "expert_axis")
-        names = {a for f, a in axes.items() if a is not None and f in batch}
+        names = sharding_axes(axes, "batch")
         shards = math.prod([mesh.get(a, 1) for a in names])
         return {"batch": self.batch_per_shard * shards}
 
@@ -139,9 +134,10 @@ class TrainingWorkload(ModelWorkload):
         return value
 
 
-def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
-    """The step's plan; a shape the builder rejects is a ConfigError at the workload."""
-    from tpusim.program.builders import plan_training
+def prepare(spec: TrainingWorkload, context: WorkloadContext) -> TrainingStep:
+    """The step prepared for ``context``'s system; a shape the builder rejects is a
+    ConfigError at the workload."""
+    from tpusim.program.builders import prepare_training
     from tpusim.program.ir import ProgramError
 
     fields = spec.builder_fields()
@@ -153,17 +149,17 @@ def plan(spec: TrainingWorkload, context: WorkloadContext) -> Any:
     if host is not None:
         fields["host_bandwidth_Bps"] = host.bandwidth_Bps
     try:
-        step = plan_training(**fields)
+        step = prepare_training(**fields)
         if spec.fsdp_prefetch_layers is None and step.fsdp_group and not _fits(step, context):
             # XLA's latency-hiding scheduler gives up the prefetch that does not fit its
             # memory limit: each layer's all-gather then waits for the layer before
-            step = plan_training(**fields | {"fsdp_prefetch_layers": 1})
+            step = prepare_training(**fields | {"fsdp_prefetch_layers": 1})
         return step
     except ProgramError as exc:
         raise context.error(str(exc)) from None
 
 
-def _fits(step: Any, context: WorkloadContext) -> bool:
+def _fits(step: TrainingStep, context: WorkloadContext) -> bool:
     """Whether the run's own memory check (:func:`check_fits`) passes."""
     from tpusim.errors import SimulationError
     from tpusim.workloads.training_memory import check_fits
@@ -185,7 +181,7 @@ def run(spec: TrainingWorkload, context: WorkloadContext) -> Outcome:
     from tpusim.workloads.training_memory import check_fits
     from tpusim.workloads.training_reuse import training_results
 
-    step = plan(spec, context)
+    step = prepare(spec, context)
     check_fits(step, context.system.chip)
     peak = peak_stage(step)
     results = training_results(
@@ -217,7 +213,7 @@ def check(spec: TrainingWorkload, context: WorkloadContext) -> None:
     from tpusim.program.builders.emit import emit_marked, emit_program
     from tpusim.workloads.training_memory import check_fits
 
-    step = plan(spec, context)
+    step = prepare(spec, context)
     check_fits(step, context.system.chip)
     if step.schedule.iterations > REUSE_ITERATIONS:
         program = emit_marked(step, iterations=REUSE_ITERATIONS)[0]
@@ -237,31 +233,33 @@ def _economics(results: Results, context: WorkloadContext, tokens: float) -> Eco
     )
 
 
-def simulate_step(plan: Any, context: WorkloadContext, reuse: bool = True) -> Results:
+def simulate_step(step: TrainingStep, context: WorkloadContext, reuse: bool = True) -> Results:
     """The step's results: extrapolated from a short loop (or, for a one-iteration
     step of layers of one kind, from its first layers) when ``reuse`` and the loop is
     long and periodic enough, else the whole step simulated."""
     from tpusim.program.builders.emit import emit_marked, emit_program
     from tpusim.workloads.training_reuse import IterationClock, extrapolate
 
-    iterations, chunk = plan.schedule.iterations, plan.chunk()
-    one_kind = len({plan.shape(layer) for layer in chunk}) == 1
+    iterations, chunk = step.schedule.iterations, step.chunk()
+    one_kind = len({step.shape(layer) for layer in chunk}) == 1
     short: dict[str, int] = {}
     if iterations > REUSE_ITERATIONS:
         short, more = {"iterations": REUSE_ITERATIONS}, iterations - REUSE_ITERATIONS
     elif iterations == 1 and one_kind and len(chunk) > REUSE_ITERATIONS:
         short, more = {"layers": REUSE_ITERATIONS}, len(chunk) - REUSE_ITERATIONS
     if reuse and short:
-        program, marks = emit_marked(plan, **short)
+        program, marks = emit_marked(step, **short)
         clock = IterationClock(marks)
         results = _simulate(program, context, clock)
         steady = clock.steady(results, REUSE_PERIODIC_TOLERANCE)
         if steady is not None:
             return extrapolate(results, steady, more)
-    return _simulate(emit_program(plan), context)
+    return _simulate(emit_program(step), context)
 
 
-def _simulate(program: Any, context: WorkloadContext, clock: Any = None) -> Results:
+def _simulate(
+    program: Program, context: WorkloadContext, clock: IterationClock | None = None
+) -> Results:
     """``program`` on the context's system, topology and route cache; ``clock`` (an
     :class:`IterationClock`) watches it when given."""
     from tpusim.engine import Simulation

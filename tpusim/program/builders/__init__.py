@@ -44,8 +44,8 @@ from tpusim.program.builders.training import (
     ADAM_STATE_BYTES,
     BACKWARD_ELEMENTWISE_FACTOR,
     FSDP_PREFETCH_LAYERS,
-    TrainingPlan,
-    plan_training,
+    TrainingStep,
+    prepare_training,
     training_step,
 )
 
@@ -53,10 +53,10 @@ __all__ = [
     "ADAM_STATE_BYTES",
     "BACKWARD_ELEMENTWISE_FACTOR",
     "FSDP_PREFETCH_LAYERS",
-    "TrainingPlan",
+    "TrainingStep",
     "decode_step",
     "parameters_per_layer",
-    "plan_training",
+    "prepare_training",
     "step_flops",
     "training_step",
 ]

@@ -18,11 +18,14 @@ plain-MLP, multi-head transformer without embeddings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
 
-from tpusim.program.builders.layer_shape import DROPLESS, AttentionKind, MlpKind
+from pydantic import ConfigDict, Field, ValidationError
+
+from tpusim.config.model import ModelShape
+from tpusim.program.builders.layer_shape import DROPLESS
 from tpusim.program.builders.pipeline import PipelineKind
+from tpusim.program.builders.roles import role_fields
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ProgramError
 
 FSDP_PREFETCH_LAYERS = 2
@@ -33,17 +36,17 @@ waits for the previous layer to finish, as the scheduler does when the prefetch 
 not fit its memory limit (:func:`tpusim.workloads.training_step` retries with 1)."""
 
 
-@dataclass(frozen=True)
-class TrainingArgs:
-    """Every keyword :func:`~tpusim.program.builders.training_step` takes."""
+class TrainingArgs(ModelShape):
+    """Every keyword :func:`~tpusim.program.builders.training_step` takes: the model's
+    shape (:class:`~tpusim.config.model.ModelShape`, declared there once) and the
+    step's own fields. Validated strictly (no coercion: ``heads=True`` or ``2.0`` is
+    refused, not read as a count); the closed choices and the rules between fields
+    are :func:`~.checks.check_training`'s."""
 
-    layers: int
-    d_model: int
-    d_ff: int
-    heads: int
-    head_dim: int
+    model_config = ConfigDict(strict=True)
+
     seq: int
-    mesh: dict[str, int] = field(default_factory=dict)
+    mesh: dict[str, int] = Field(default_factory=dict)
     batch: int | None = None
     global_batch: int | None = None
     dtype: str = "bf16"
@@ -54,18 +57,6 @@ class TrainingArgs:
     expert_axis: str | None = None
     pipeline_axis: str | None = None
     context_axis: str | None = None
-    experts: int = 0
-    top_k: int = 2
-    expert_d_ff: int | None = None
-    shared_experts: int = 0
-    dense_layers: int = 0
-    kv_heads: int | None = None
-    mlp: MlpKind = "plain"
-    vocab: int = 0
-    attention: AttentionKind = "gqa"
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    rope_head_dim: int = 0
     pipeline: PipelineKind = "1f1b"
     virtual_stages: int = 1
     microbatches: int = 1
@@ -89,13 +80,19 @@ class TrainingArgs:
     expert_weight_dtype: str | None = None
 
     @classmethod
-    def of(cls, fields: dict[str, Any]) -> TrainingArgs:
-        """The record of keyword ``fields``; ProgramError for an unknown or missing one."""
+    def of(cls, fields: Mapping[str, object]) -> TrainingArgs:
+        """The record of keyword ``fields``; ProgramError (one line, naming the field)
+        for an unknown, missing or mistyped one."""
         try:
-            return cls(**fields)
-        except TypeError as exc:
-            message = str(exc).replace("TrainingArgs.__init__() ", "")
-            raise ProgramError(f"training_step: {message}") from None
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"]) or "arguments"
+            raise ProgramError(f"training_step: {where}: {error['msg']}") from None
+
+    def fields(self) -> dict[str, object]:
+        """The keywords this record was made of (defaults filled in)."""
+        return self.model_dump()
 
     @property
     def sequences(self) -> int:
@@ -104,12 +101,7 @@ class TrainingArgs:
 
     @property
     def axes(self) -> dict[str, str | None]:
-        """``<role>_axis`` -> axis name (or None) as given."""
-        return {
-            "data_axis": self.data_axis,
-            "fsdp_axis": self.fsdp_axis,
-            "tensor_axis": self.tensor_axis,
-            "expert_axis": self.expert_axis,
-            "pipeline_axis": self.pipeline_axis,
-            "context_axis": self.context_axis,
-        }
+        """``<role>_axis`` -> axis name (or None) as given, for every registered role
+        (a role registered without a field here is played by the mesh axis of its
+        name: None)."""
+        return {field: getattr(self, field, None) for field in role_fields()}

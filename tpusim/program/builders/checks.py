@@ -16,35 +16,34 @@ from typing import Any
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
 from tpusim.program.builders.attention import ATTENTION_KERNELS
-from tpusim.program.builders.mesh import axis_size, batch_axes, role_axes
+from tpusim.program.builders.mesh import axis_size, role_axes, sharding_axes
 from tpusim.program.builders.moe_checks import check_moe
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
-from tpusim.program.builders.remat import RematPlan, remat_plan
+from tpusim.program.builders.remat import RematPlacement, remat_plan
+from tpusim.program.builders.roles import CONTEXT, EXPERT, PIPELINE, ROLES, TENSOR, Role
 from tpusim.program.ir import ProgramError
-
-AXIS_FIELDS = (
-    "data_axis",
-    "fsdp_axis",
-    "tensor_axis",
-    "expert_axis",
-    "pipeline_axis",
-    "context_axis",
-)
-"""The training step's named mesh axes, in the order their sizes are looked up."""
 
 
 @dataclass(frozen=True)
 class CheckedTraining:
     """What :func:`check_training` found: bytes per element of ``dtype`` and of
-    ``gradient_dtype``, the mesh, the axis of each role and each role's size, and the
-    remat plan."""
+    ``gradient_dtype``, the mesh, the axis of each role and each role's size (both
+    by the role's field, ``tensor_axis``), and the remat placement."""
 
     bytes_per_element: float
     gradient_bytes: float
     mesh: dict[str, int]
     axes: dict[str, str | None]
     sizes: dict[str, int]
-    remat: RematPlan
+    remat: RematPlacement
+
+    def size(self, role: Role) -> int:
+        """The size of ``role``'s axis (1 without one)."""
+        return self.sizes[role.field]
+
+    def axis(self, role: Role) -> str | None:
+        """``role``'s axis (None without one)."""
+        return self.axes[role.field]
 
 
 def check_training(args: TrainingArgs) -> CheckedTraining:
@@ -70,9 +69,9 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     check_moe(args)
     mesh = checked_mesh(args.mesh)
     axes = role_axes(mesh, args.axes)
-    sizes = {name: axis_size(mesh, name, axes[name]) for name in AXIS_FIELDS}
-    if args.experts == 0 and axes["expert_axis"] is not None and sizes["expert_axis"] > 1:
-        raise ProgramError("expert_axis is set but experts is 0")
+    sizes = {role.field: axis_size(mesh, role.field, axes[role.field]) for _, role in ROLES.items()}
+    if args.experts == 0 and axes[EXPERT.field] is not None and sizes[EXPERT.field] > 1:
+        raise ProgramError(f"{EXPERT.field} is set but experts is 0")
     _check_distinct(axes)
     _check_covered(mesh, axes)
     _check_divisions(args, mesh, axes, sizes)
@@ -98,18 +97,18 @@ def _check_layout(args: TrainingArgs, axes: dict[str, str | None], sizes: dict[s
     """Context parallelism splits every sequence over the context axis, sequence
     parallelism each chip's slice over the tensor axis: both must divide; the host
     link's bandwidth is positive."""
-    context = sizes["context_axis"]
-    divides("seq", args.seq, context, f"the context axis size of '{axes['context_axis']}'")
+    context = sizes[CONTEXT.field]
+    divides("seq", args.seq, context, f"the context axis size of '{axes[CONTEXT.field]}'")
     if args.collective_matmul and not args.async_collectives:
         raise ProgramError(
             "collective_matmul needs async_collectives: a windowed einsum overlaps its "
             "permutes with the matmul's chunks, which synchronous collectives cannot"
         )
     if args.sequence_parallel:
-        tensor = f"the tensor axis size of '{axes['tensor_axis']}' (sequence_parallel)"
+        tensor = f"the tensor axis size of '{axes[TENSOR.field]}' (sequence_parallel)"
         field = "seq per context shard" if context > 1 else "seq"
-        divides(field, args.seq // context, sizes["tensor_axis"], tensor)
-    if args.shard_optimizer_over_data and args.experts and sizes["expert_axis"] > 1:
+        divides(field, args.seq // context, sizes[TENSOR.field], tensor)
+    if args.shard_optimizer_over_data and args.experts and sizes[EXPERT.field] > 1:
         raise ProgramError(
             "shard_optimizer_over_data with experts sharded over an expert axis is not "
             "modelled (their optimiser state is not replicated over the data axes)"
@@ -146,15 +145,15 @@ def _check_divisions(
     args: TrainingArgs, mesh: dict[str, int], axes: dict[str, str | None], sizes: dict[str, int]
 ) -> None:
     """Sizes the mesh axes must divide, and a pipeline no deeper than the layers."""
-    batch = batch_axes(axes["data_axis"], axes["fsdp_axis"], axes["expert_axis"])
+    batch = sharding_axes(axes, "batch")
     shards = math.prod(mesh[axis] for axis in batch)
     what = "the product of the batch axes " + ("x".join(batch) or "(none)")
     field = "batch" if args.batch is not None else "global_batch"
     divides(field, args.sequences, shards, what)
     per_shard = args.sequences // shards
     divides(f"{field} per batch shard", per_shard, args.microbatches, "microbatches")
-    tp = sizes["tensor_axis"]
-    tensor = f"the tensor axis size of '{axes['tensor_axis']}'"
+    tp = sizes[TENSOR.field]
+    tensor = f"the tensor axis size of '{axes[TENSOR.field]}'"
     divides("heads", args.heads, tp, tensor)
     kv = args.kv_heads if args.kv_heads is not None else args.heads
     positive_ints(kv_heads=kv)
@@ -165,13 +164,13 @@ def _check_divisions(
     if args.experts:
         width = args.expert_d_ff or args.d_ff
         divides("expert_d_ff" if args.expert_d_ff else "d_ff", width, tp, tensor)
-        expert = f"the expert axis size of '{axes['expert_axis']}'"
-        divides("experts", args.experts, sizes["expert_axis"], expert)
-    stages = sizes["pipeline_axis"] * args.virtual_stages
+        expert = f"the expert axis size of '{axes[EXPERT.field]}'"
+        divides("experts", args.experts, sizes[EXPERT.field], expert)
+    stages = sizes[PIPELINE.field] * args.virtual_stages
     if stages > args.layers:
         name = "pipeline stages x virtual_stages" if args.virtual_stages > 1 else "pipeline stages"
         raise ProgramError(
-            f"{name} ({stages}, axis '{axes['pipeline_axis']}') exceed layers ({args.layers})"
+            f"{name} ({stages}, axis '{axes[PIPELINE.field]}') exceed layers ({args.layers})"
         )
 
 
@@ -256,19 +255,17 @@ def divides(field_name: str, value: int, by: int, what: str) -> None:
 
 
 def _check_distinct(axes: dict[str, str | None]) -> None:
-    """Each named axis plays one role, except that the expert axis may be the data
-    axis (experts sharded over the data-parallel replicas) or the fsdp axis (MaxText's
-    ``fsdp_shard_on_exp``: the experts sharded over the fsdp axis, tokens routed to
-    them)."""
-    for field in ("fsdp_axis", "tensor_axis", "expert_axis", "pipeline_axis", "context_axis"):
-        others = ("data_axis", "fsdp_axis", "tensor_axis", "expert_axis")
-        for other in (*others, "pipeline_axis") if field == "context_axis" else others:
-            if field == other or axes[field] is None:
-                continue
-            pair = {field, other}
-            shared = pair in ({"expert_axis", "data_axis"}, {"expert_axis", "fsdp_axis"})
-            if axes[field] == axes[other] and not shared:
-                raise ProgramError(f"{field} '{axes[field]}' is also {other}")
+    """Each named axis plays one role, except where a role declares it may share
+    another's (:attr:`Role.may_share`: the expert axis may be the data axis, experts
+    sharded over the data-parallel replicas, or the fsdp axis, MaxText's
+    ``fsdp_shard_on_exp``)."""
+    roles = [role for _, role in ROLES.items()]
+    for i, role in enumerate(roles):
+        for other in roles[:i]:
+            shared = other.name in role.may_share or role.name in other.may_share
+            axis = axes[role.field]
+            if axis is not None and axis == axes[other.field] and not shared:
+                raise ProgramError(f"{role.field} '{axis}' is also {other.field}")
 
 
 def _check_covered(mesh: dict[str, int], axes: dict[str, str | None]) -> None:
@@ -276,8 +273,14 @@ def _check_covered(mesh: dict[str, int], axes: dict[str, str | None]) -> None:
     used = {axis for axis in axes.values() if axis is not None}
     for axis, size in mesh.items():
         if axis not in used and size > 1:
+            names = ROLES.names()
+            fields = [ROLES.get(name).field for name in names]
             raise ProgramError(
-                f"mesh axis '{axis}' (size {size}) plays no role: name it data, fsdp, tensor, "
-                "expert, pipeline or context, or give it to data_axis, fsdp_axis, "
-                "tensor_axis, expert_axis, pipeline_axis or context_axis"
+                f"mesh axis '{axis}' (size {size}) plays no role: name it "
+                f"{_either(names)}, or give it to {_either(fields)}"
             )
+
+
+def _either(words: list[str] | tuple[str, ...]) -> str:
+    """``a, b or c``."""
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)

@@ -13,10 +13,12 @@ across the batch, while each sequence has its own K and V.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from tpusim.config.model import ModelShape
 from tpusim.program.builders.checks import check_decode, checked_mesh, divides
 from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
@@ -191,22 +193,15 @@ def tensor_allreduce(chain: Chain, s: DecodeShape, name: str) -> None:
         )
 
 
-#: The shape fields of a whole model (beyond :func:`decode_step`'s) and their neutral
-#: values: a decode step whose fields are all neutral is built by :func:`decode_step`.
-MODEL_FIELDS: dict[str, Any] = {
-    "vocab": 0,
-    "mlp": "plain",
-    "attention": "gqa",
-    "q_lora_rank": 0,
-    "kv_lora_rank": 0,
-    "rope_head_dim": 0,
-    "experts": 0,
-    "top_k": 2,
-    "expert_d_ff": None,
-    "shared_experts": 0,
-    "dense_layers": 0,
-    "expert_axis": None,
-}
+#: The shape fields of a whole model (beyond :func:`decode_step`'s: the
+#: :class:`~tpusim.config.model.ModelShape` features it does not take) and their
+#: neutral values, and the expert axis: a decode step whose fields are all neutral is
+#: built by :func:`decode_step`.
+MODEL_FIELDS: dict[str, object] = {
+    name: value
+    for name, value in ModelShape.neutral().items()
+    if name not in inspect.signature(decode_step).parameters
+} | {"expert_axis": None}
 
 
 def model_decode_step(

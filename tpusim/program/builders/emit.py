@@ -22,7 +22,7 @@ from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
 from tpusim.program.builders.template import LayerStep, Phase, collective_step
-from tpusim.program.builders.training import TrainingPlan
+from tpusim.program.builders.training import TrainingStep
 from tpusim.program.ir import Op, Program
 
 
@@ -31,7 +31,7 @@ class Emitter:
     """Ops of one step in the making: the last compute op, the FSDP gathers and the
     ends of the layer passes (their prefetch points), the gradient collectives."""
 
-    plan: TrainingPlan
+    plan: TrainingStep
     out: OpList = field(default_factory=OpList)
     last: str | None = None
     gathers: list[str] = field(default_factory=list)
@@ -60,13 +60,13 @@ class LoopMarks:
         (self.fwd_ends if phase == "fwd" else self.bwd_ends).append(last or "")
 
 
-def emit_program(plan: TrainingPlan, iterations: int | None = None) -> Program:
+def emit_program(plan: TrainingStep, iterations: int | None = None) -> Program:
     """The step's program; ``iterations`` of each loop (default: the schedule's)."""
     return emit_marked(plan, iterations)[0]
 
 
 def emit_marked(
-    plan: TrainingPlan, iterations: int | None = None, layers: int | None = None
+    plan: TrainingStep, iterations: int | None = None, layers: int | None = None
 ) -> tuple[Program, LoopMarks]:
     """The step's program and where its loop iterations are (see :class:`LoopMarks`).
 
@@ -102,7 +102,7 @@ def emit_marked(
     return program, e.marks
 
 
-def program_name(plan: TrainingPlan) -> str:
+def program_name(plan: TrainingStep) -> str:
     """``training_step[dense,L80,d8192,B1152x8192]`` (+ ``,p16m16`` when pipelined)."""
     a = plan.args
     kind = f"moe{a.experts}x{a.top_k}" if a.experts else "dense"
@@ -204,7 +204,7 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
     return gather
 
 
-def weight_bytes(plan: TrainingPlan, layer: int) -> float:
+def weight_bytes(plan: TrainingStep, layer: int) -> float:
     """Bytes of a layer's gathered weights: its dense weights in the step's dtype, its
     routed experts' in ``expert_weight_dtype`` (default: the step's dtype; ``fp32``
     where the recipe gathers the fp32 master weights)."""
@@ -233,7 +233,7 @@ def emit_pass(
     return emit_steps(e.out, kept, prefix, phase, after, pass_options(e.plan))
 
 
-def pass_options(plan: TrainingPlan) -> PassOptions:
+def pass_options(plan: TrainingStep) -> PassOptions:
     """How the plan's layer passes overlap their collectives."""
     a = plan.args
     return PassOptions(a.async_collectives, a.collective_matmul, plan.mesh, plan.dtype)
@@ -313,7 +313,7 @@ def all_reduce(
     return add("inner_all_gather", "all-gather", reduced, size_bytes, inner)
 
 
-def embed_steps(plan: TrainingPlan) -> list[LayerStep]:
+def embed_steps(plan: TrainingStep) -> list[LayerStep]:
     """The embedding lookup over the head's tokens and, vocabulary-parallel, the
     all-reduce of its output over the tensor axis; none without a vocabulary."""
     if not plan.vocab_local:
@@ -325,7 +325,7 @@ def embed_steps(plan: TrainingPlan) -> list[LayerStep]:
     ]
 
 
-def head_steps(plan: TrainingPlan) -> list[LayerStep]:
+def head_steps(plan: TrainingStep) -> list[LayerStep]:
     """The LM head (``tokens x d_model x vocab_local``) and its loss (softmax and
     cross-entropy, 2 passes over the logits); backward, the all-reduce of its input
     gradient over the tensor axis. None without a vocabulary."""
@@ -340,7 +340,7 @@ def head_steps(plan: TrainingPlan) -> list[LayerStep]:
     ]
 
 
-def useful_flops(plan: TrainingPlan) -> float:
+def useful_flops(plan: TrainingStep) -> float:
     """Model FLOPs per chip of the step (forward + 2x backward, no recomputation, no
     bubble): every microbatch through every stage's layers, averaged over the stages,
     plus the head."""

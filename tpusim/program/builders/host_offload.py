@@ -26,13 +26,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from tpusim.program.builders.oplist import OpList
-from tpusim.program.builders.training import TrainingPlan
+from tpusim.program.builders.training import TrainingStep
 
 
 class Emits(Protocol):
     """What these functions need of the step's emitter."""
 
-    plan: TrainingPlan
+    plan: TrainingStep
     out: OpList
     last: str | None
     host: list[str]

@@ -4,13 +4,12 @@ every layer template (:mod:`.layers`, :mod:`.mlp`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from tpusim.config.model import AttentionKind, MlpKind
 from tpusim.program.builders import attention as flash
 from tpusim.program.builders.attention import AttentionKernel
 
-MlpKind = Literal["plain", "gated"]
-AttentionKind = Literal["gqa", "mla"]
+__all__ = ["DROPLESS", "AttentionKind", "LayerShape", "MlpKind"]
 
 DROPLESS = -1.0
 """``capacity_factor`` of a dropless MoE (MaxText's default ``capacity_factor: -1``)."""

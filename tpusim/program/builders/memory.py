@@ -3,7 +3,7 @@
 Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
 
 * weights: ``dtype`` bytes per parameter; optimiser state:
-  ``TrainingPlan.optimizer_state_bytes`` (fp32 master, two fp32 moments; bf16 moments
+  ``TrainingStep.optimizer_state_bytes`` (fp32 master, two fp32 moments; bf16 moments
   with ``weight_dtype: bf16``); gradients: ``gradient_dtype`` bytes (the sharded
   accumulator). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
   and the moments) is split over the data axes too; with
@@ -47,7 +47,7 @@ from tpusim.program.builders.attention import logsumexp_bytes
 from tpusim.program.builders.layer_shape import LayerShape
 
 if TYPE_CHECKING:
-    from tpusim.program.builders.training import TrainingPlan
+    from tpusim.program.builders.training import TrainingStep
 
 LOGITS_BUFFERS = 1
 """Buffers of ``head_tokens x vocab_local`` elements live at the loss: the logits,
@@ -107,7 +107,7 @@ def attention_saved_bytes(s: LayerShape) -> float:
     return s.seqs * s.heads * s.seq * s.keys * s.bytes_per_element
 
 
-def stage_memory(plan: TrainingPlan, stage: int) -> StageMemory:
+def stage_memory(plan: TrainingStep, stage: int) -> StageMemory:
     """The peak memory of pipeline stage ``stage`` (see the module docstring). Every
     per-layer count depends on a layer only through its shape (``plan.shape``: one or
     two objects), so each is counted once per shape (``first``: a layer of each), and
@@ -141,7 +141,7 @@ def stage_memory(plan: TrainingPlan, stage: int) -> StageMemory:
     )
 
 
-def kept_bytes(plan: TrainingPlan, layer: int) -> float:
+def kept_bytes(plan: TrainingStep, layer: int) -> float:
     """HBM one layer keeps for its backward per microbatch: every activation without
     remat, else the tensors the policy keeps on device (the layer input at least)."""
     shape = plan.shape(layer)
@@ -158,7 +158,7 @@ def gathered_kv_bytes(s: LayerShape) -> float:
     return kv_bytes(s) * (1 - s.seq / s.keys)
 
 
-def transient_bytes(plan: TrainingPlan, layer: int) -> float:
+def transient_bytes(plan: TrainingStep, layer: int) -> float:
     """HBM live while one layer's backward runs under remat: its whole saved set
     (recomputed, fetched from host or kept; the kept tensors but the layer input are
     already counted in the activations), plus the next layer's offloaded tensors
@@ -171,7 +171,7 @@ def transient_bytes(plan: TrainingPlan, layer: int) -> float:
     return live - kept + plan.offloaded_bytes(layer)
 
 
-def logits_bytes(plan: TrainingPlan) -> float:
+def logits_bytes(plan: TrainingStep) -> float:
     """The loss's buffer: :data:`LOGITS_BUFFERS` of ``head_tokens x vocab_local``
     elements, divided by ``num_vocab_tiling`` (MaxText computes the logits and the
     loss in that many token tiles, one tile live at a time)."""
@@ -179,7 +179,7 @@ def logits_bytes(plan: TrainingPlan) -> float:
     return LOGITS_BUFFERS * plan.head_tokens * plan.vocab_local * plan.bytes_per_element / tiles
 
 
-def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
+def fsdp_buffers(plan: TrainingStep, layers: list[int]) -> float:
     """Under FSDP: the gathered weights of ``fsdp_prefetch_layers`` layers (the one
     running and the ones prefetched) and the largest weight tensor's whole gradient
     before its reduce-scatter (XLA reduce-scatters each weight's gradient as its
@@ -191,7 +191,7 @@ def fsdp_buffers(plan: TrainingPlan, layers: list[int]) -> float:
     return plan.args.fsdp_prefetch_layers * gathered + gradient * plan.gradient_bytes
 
 
-def largest_tensor(s: LayerShape, plan: TrainingPlan) -> float:
+def largest_tensor(s: LayerShape, plan: TrainingStep) -> float:
     """Elements of a layer's largest weight tensor (tensor-local, whole over fsdp): an
     attention projection (``d_model x heads x head_dim``, MLA's up-projections), an MLP
     matrix (``d_model x d_ff``) or, in a MoE layer, one stacked matrix of the chip's
@@ -204,13 +204,13 @@ def largest_tensor(s: LayerShape, plan: TrainingPlan) -> float:
     return float(max(attention, mlp, experts))
 
 
-def peak_stage(plan: TrainingPlan) -> StageMemory:
+def peak_stage(plan: TrainingStep) -> StageMemory:
     """The stage with the most bytes per chip (the one that must fit)."""
     stages = [stage_memory(plan, stage) for stage in range(plan.schedule.stages)]
     return max(stages, key=lambda m: m.total_bytes)
 
 
-def memory_timeline(plan: TrainingPlan, stage: int) -> list[tuple[float, dict[str, float]]]:
+def memory_timeline(plan: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:
     """Bytes by category over the step on stage ``stage``: (fraction of the stage's
     schedule done, bytes per :data:`MEMORY_PARTS`) after each forward or backward of
     a chunk-microbatch, bubbles left out; activations rise with the forwards and fall

@@ -1,33 +1,31 @@
 """Mesh axes as the builders use them: roles, sizes of named axes and collective groups.
 
-A training step's mesh axes play roles: ``data``, ``fsdp``, ``tensor``, ``expert``,
-``pipeline`` and ``context``. A mesh axis named after a role plays it (``mesh:
-{data: 72, pipeline: 16, tensor: 8}``); the ``*_axis`` fields name another axis for a
-role and override.
+A training step's mesh axes play the roles of :data:`~.roles.ROLES` (``data``,
+``fsdp``, ``tensor``, ``expert``, ``pipeline``, ``context`` and any registered
+since). A mesh axis named after a role plays it (``mesh: {data: 72, pipeline: 16,
+tensor: 8}``); the ``*_axis`` fields name another axis for a role and override.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tpusim.program.builders.roles import DATA, ROLES, Shard, roles_that
 from tpusim.program.ir import ProgramError
-
-ROLES = ("data", "fsdp", "tensor", "expert", "pipeline", "context")
-"""Mesh axis roles, each with its ``<role>_axis`` field."""
 
 
 def role_axes(mesh: dict[str, int], axes: dict[str, str | None]) -> dict[str, str | None]:
-    """``axes`` (``<role>_axis`` -> axis name or None) with every unset role taken by
-    the mesh axis of the role's name, when the mesh has one and no other role names it.
-    A ``data_axis`` of ``data`` (the default) on a mesh without that axis is unset."""
-    out = dict(axes)
-    if out.get("data_axis") == "data" and "data" not in mesh:
-        out["data_axis"] = None
+    """``axes`` (``<role>_axis`` -> axis name or None, for some of the registered
+    roles) with every registered role's field, each unset one taken by the mesh axis
+    of the role's name when the mesh has one and no other role names it. A
+    ``data_axis`` of ``data`` (the default) on a mesh without that axis is unset."""
+    out = {role.field: axes.get(role.field) for _, role in ROLES.items()} | dict(axes)
+    if out.get(DATA.field) == DATA.name and DATA.name not in mesh:
+        out[DATA.field] = None
     named = {a for a in out.values() if a is not None}
-    for role in ROLES:
-        field = f"{role}_axis"
-        if out.get(field) is None and role in mesh and role not in named:
-            out[field] = role
+    for name, role in ROLES.items():
+        if out.get(role.field) is None and name in mesh and name not in named:
+            out[role.field] = name
     return out
 
 
@@ -52,6 +50,11 @@ def collective_axes(mesh: dict[str, int], axes: Iterable[str | None]) -> tuple[s
 
 
 def batch_axes(*axes: str | None) -> tuple[str, ...]:
-    """The distinct named axes among ``axes`` (the data, fsdp and expert axes, which
-    all shard the batch), in the order given."""
+    """The distinct named axes among ``axes``, in the order given."""
     return tuple(dict.fromkeys(a for a in axes if a))
+
+
+def sharding_axes(axes: dict[str, str | None], shard: Shard) -> tuple[str, ...]:
+    """The distinct named axes of the roles that shard ``shard`` (``axes``:
+    ``<role>_axis`` -> axis name or None, as :func:`role_axes` gives), in role order."""
+    return batch_axes(*(axes.get(role.field) for role in roles_that(shard)))

@@ -60,7 +60,7 @@ def moe_steps(s: LayerShape) -> list[LayerStep]:
     shared = mlp_steps(s, "moe.shared", s.tokens, s.shared_d_ff) if s.shared_d_ff else []
     experts = mlp_steps(s, "moe", busy, s.d_ff)
     useful, eff = rows / busy, grouped_matmul_efficiency(s) if s.sparse_matmul else 1.0
-    experts = [_scaled(st, useful, eff, s.sparse_matmul) for st in experts]
+    experts = [_scaled(st, useful, eff, s.sparse_matmul, dropless_rows(s)) for st in experts]
     before, after = _dispatch_ops(s, busy)
     return [
         LayerStep("moe.router", "matmul", m=s.tokens, k=s.d_model, n=s.experts),
@@ -109,10 +109,19 @@ def grouped_matmul_efficiency(s: LayerShape) -> float:
     return busy / (busy + min(local, busy) * GMM_TILE_ROWS / 2)
 
 
-def _scaled(step: LayerStep, useful: float, efficiency: float, grouped: bool) -> LayerStep:
+def dropless_rows(s: LayerShape) -> int:
+    """The busiest chip's rows without a capacity, when a capacity drops some (a
+    grouped matmul is never charged more than for those: see
+    :meth:`~tpusim.hardware.ChipCostModel.grouped_matmul`); 0 when none are dropped
+    or the dispatch is dense."""
+    wanted = math.ceil(s.rows * (1.0 + s.routing_skew))
+    return wanted if s.sparse_matmul and expert_rows(s) < wanted else 0
+
+
+def _scaled(step: LayerStep, useful: float, eff: float, grouped: bool, most: int) -> LayerStep:
     if step.kind != "matmul":
         return step
-    return replace(step, useful=useful, efficiency=efficiency, grouped=grouped)
+    return replace(step, useful=useful, efficiency=eff, grouped=grouped, dropless_rows=most)
 
 
 def _dispatch_ops(s: LayerShape, busy: int) -> tuple[list[LayerStep], list[LayerStep]]:

@@ -88,7 +88,7 @@ REMAT_POLICY_NAMES = ("none", *POLICIES, "custom")
 
 
 @dataclass(frozen=True)
-class RematPlan:
+class RematPlacement:
     """Where a policy puts each of :data:`TENSOR_NAMES` (``qkv_proj`` folded into
     the three projections); ``policy`` is ``none`` when nothing is recomputed."""
 
@@ -112,7 +112,7 @@ class RematPlan:
 
 def remat_plan(
     policy: str | None, recompute: bool, tensors: Mapping[str, str] | None = None
-) -> RematPlan:
+) -> RematPlacement:
     """The plan of ``remat_policy`` (``None``: ``full`` with ``recompute``, else
     ``none``) and, for ``custom``, ``remat_tensors`` (name -> remat|device|offload;
     MaxText's defaults: ``decoder_layer_input`` on device, the rest ``remat``).
@@ -129,15 +129,15 @@ def remat_plan(
     if tensors and policy != "custom":
         raise ProgramError(f"remat_tensors needs remat_policy: custom (got '{policy}')")
     if policy == "none":
-        return RematPlan("none", dict.fromkeys(TENSOR_NAMES, "device"))
+        return RematPlacement("none", dict.fromkeys(TENSOR_NAMES, "device"))
     if policy == "custom":
-        return RematPlan(policy, _custom(tensors or {}))
+        return RematPlacement(policy, _custom(tensors or {}))
     device, offload = POLICIES[policy]
     placement: dict[str, Placement] = dict.fromkeys(TENSOR_NAMES, "remat")
     placement.update(dict.fromkeys(device, "device"))
     placement.update(dict.fromkeys(offload, "offload"))
     placement["decoder_layer_input"] = "device"
-    return RematPlan(policy, placement)
+    return RematPlacement(policy, placement)
 
 
 def _custom(tensors: Mapping[str, str]) -> dict[str, Placement]:
@@ -187,7 +187,7 @@ _ALWAYS = ("attn.norm", "attn.residual", "mlp.norm", "moe.router", "moe.dispatch
 _NEVER = ("mlp.residual", "moe.combine_sum", "mlp.tp_allreduce", "mlp.sp_out")
 
 
-def reruns(plan: RematPlan, step: LayerStep, gated: bool) -> bool:
+def reruns(plan: RematPlacement, step: LayerStep, gated: bool) -> bool:
     """Whether the forward template ``step`` (of a ``gated`` MLP layer or not) runs
     again before the layer's backward under ``plan`` (the rules of the module
     docstring; an unknown step reruns)."""
@@ -221,14 +221,16 @@ def reruns(plan: RematPlan, step: LayerStep, gated: bool) -> bool:
     return True
 
 
-def recomputed_steps(plan: RematPlan, s: LayerShape, steps: list[LayerStep]) -> list[LayerStep]:
+def recomputed_steps(
+    plan: RematPlacement, s: LayerShape, steps: list[LayerStep]
+) -> list[LayerStep]:
     """The forward templates of ``steps`` (a layer of shape ``s``) that rerun before
     the layer's backward."""
     gated = s.mlp == "gated"
     return [step for step in steps if step.phase != "bwd" and reruns(plan, step, gated)]
 
 
-def recomputed_flops(plan: RematPlan, s: LayerShape, steps: list[LayerStep]) -> float:
+def recomputed_flops(plan: RematPlacement, s: LayerShape, steps: list[LayerStep]) -> float:
     """Useful FLOPs of one layer's recomputed forward (``2 batch m k n`` per matmul, a
     fused kernel's useful FLOPs)."""
     return sum(st.forward_flops for st in recomputed_steps(plan, s, steps))

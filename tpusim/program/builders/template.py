@@ -44,6 +44,7 @@ class LayerStep:
     useful: float = 1.0
     efficiency: float = 1.0
     grouped: bool = False
+    dropless_rows: int = 0
     gather: bool = False
     work: KernelWork | None = None
     work_bwd: KernelWork | None = None
@@ -118,7 +119,7 @@ def _matmul_backward(
         m=step.k,
         k=step.m,
         n=step.n,
-        **shape,
+        **_rows_in_k(shape),
     )
 
 
@@ -130,4 +131,13 @@ def step_shape(step: LayerStep, dtype: str) -> dict[str, int | str | float | boo
         shape["efficiency"] = step.efficiency
     if step.grouped:
         shape["grouped"] = True
+    if step.dropless_rows:
+        shape["dropless_rows"] = step.dropless_rows
     return shape
+
+
+def _rows_in_k(shape: dict[str, int | str | float | bool]) -> dict[str, int | str | float | bool]:
+    """A weight gradient's fields: a grouped matmul's rows are its contraction."""
+    if not shape.get("grouped"):
+        return shape
+    return {**{k: v for k, v in shape.items() if k != "grouped"}, "grouped_k": True}

@@ -95,10 +95,11 @@ from tpusim.program.builders.checks import CheckedTraining, check_training
 from tpusim.program.builders.counts import LocalParameters, local_parameters
 from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.layers import layer_steps
-from tpusim.program.builders.mesh import batch_axes, collective_axes
+from tpusim.program.builders.mesh import collective_axes, sharding_axes
 from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
-from tpusim.program.builders.remat import RematPlan, recomputed_steps
+from tpusim.program.builders.remat import RematPlacement, recomputed_steps
+from tpusim.program.builders.roles import CONTEXT, EXPERT, PIPELINE, TENSOR
 from tpusim.program.builders.template import BACKWARD_ELEMENTWISE_FACTOR, LayerStep
 from tpusim.program.ir import Program
 
@@ -106,8 +107,8 @@ __all__ = [
     "ADAM_STATE_BYTES",
     "BACKWARD_ELEMENTWISE_FACTOR",
     "FSDP_PREFETCH_LAYERS",
-    "TrainingPlan",
-    "plan_training",
+    "TrainingStep",
+    "prepare_training",
     "training_step",
 ]
 
@@ -129,17 +130,17 @@ def training_step(**fields: Any) -> Program:
     """
     from tpusim.program.builders.emit import emit_program
 
-    return emit_program(plan_training(**fields))
+    return emit_program(prepare_training(**fields))
 
 
-def plan_training(**fields: Any) -> TrainingPlan:
+def prepare_training(**fields: Any) -> TrainingStep:
     """The checked plan of a training step (see :func:`training_step`)."""
     args = TrainingArgs.of(fields)
-    return TrainingPlan.of(args, check_training(args))
+    return TrainingStep.of(args, check_training(args))
 
 
 @dataclass(frozen=True)
-class TrainingPlan:
+class TrainingStep:
     """What one chip does in a training step.
 
     ``dense`` and ``moe`` are the local shapes of a dense and a MoE layer for one
@@ -164,30 +165,31 @@ class TrainingPlan:
     shard: int
     vocab_local: int
     head_tokens: int
-    remat: RematPlan
+    remat: RematPlacement
     context_group: tuple[str, ...] = ()
     zero_group: tuple[str, ...] = ()
     zero_shard: int = 1
 
     @classmethod
-    def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingPlan:
+    def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingStep:
         """The plan of checked arguments."""
-        mesh, axes, sizes = checked.mesh, checked.axes, checked.sizes
-        data, fsdp, expert = axes["data_axis"], axes["fsdp_axis"], axes["expert_axis"]
-        batch = batch_axes(data, fsdp, expert)
+        mesh, axes = checked.mesh, checked.axes
+        batch = sharding_axes(axes, "batch")
         shards = math.prod(mesh[axis] for axis in batch)
-        p, m = sizes["pipeline_axis"], args.microbatches
+        p, m = checked.size(PIPELINE), args.microbatches
         virtual = args.virtual_stages if args.pipeline == "interleaved" else 1
         seqs = args.sequences // shards // m
         dense = _dense_shape(args, checked, seqs)
         moe = (
-            _moe_shape(args, dense, sizes["tensor_axis"], sizes["expert_axis"])
+            _moe_shape(args, dense, checked.size(TENSOR), checked.size(EXPERT))
             if args.experts
             else None
         )
-        dense_axes = collective_axes(mesh, [a for a in batch if a != fsdp])
-        context = collective_axes(mesh, [axes["context_axis"]])
-        fsdp_group = collective_axes(mesh, [fsdp, *context])
+        sharded = sharding_axes(axes, "weights")
+        dense_axes = collective_axes(mesh, [a for a in batch if a not in sharded])
+        context = collective_axes(mesh, sharding_axes(axes, "sequence"))
+        fsdp_group = collective_axes(mesh, sharded)
+        experts = sharding_axes(axes, "experts")
         zero = dense_axes if args.shard_optimizer_over_data else ()
         return cls(
             args=args,
@@ -195,14 +197,14 @@ class TrainingPlan:
             gradient_bytes=checked.gradient_bytes,
             dense=dense,
             moe=moe,
-            local_experts=args.experts // sizes["expert_axis"],
+            local_experts=args.experts // checked.size(EXPERT),
             schedule=PipelineSchedule.of(args.layers, p, virtual, m, args.pipeline),
             fsdp_group=fsdp_group,
             dense_axes=dense_axes,
-            expert_axes=collective_axes(mesh, [a for a in batch if a not in (fsdp, expert)]),
-            pipeline_group=collective_axes(mesh, [axes["pipeline_axis"]]),
+            expert_axes=collective_axes(mesh, [a for a in batch if a not in sharded + experts]),
+            pipeline_group=collective_axes(mesh, sharding_axes(axes, "layers")),
             shard=math.prod(mesh[a] for a in fsdp_group),
-            vocab_local=-(-args.vocab // sizes["tensor_axis"]),
+            vocab_local=-(-args.vocab // checked.size(TENSOR)),
             head_tokens=-(-m * seqs * dense.seq // p),
             remat=checked.remat,
             context_group=context,
@@ -314,9 +316,9 @@ class TrainingPlan:
 def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> LayerShape:
     """The local shape of a dense layer for one microbatch of ``seqs`` sequences (of
     ``seq / context`` positions each, attending over ``seq`` keys)."""
-    mesh, axes, tp = checked.mesh, checked.axes, checked.sizes["tensor_axis"]
+    mesh, axes, tp = checked.mesh, checked.axes, checked.size(TENSOR)
     kv = args.kv_heads if args.kv_heads is not None else args.heads
-    context = checked.sizes["context_axis"]
+    context = checked.size(CONTEXT)
     return LayerShape(
         seqs=seqs,
         seq=args.seq // context,
@@ -329,8 +331,8 @@ def _dense_shape(args: TrainingArgs, checked: CheckedTraining, seqs: int) -> Lay
         experts=0,
         top_k=args.top_k,
         bytes_per_element=checked.bytes_per_element,
-        tensor=collective_axes(mesh, [axes["tensor_axis"]]),
-        expert=collective_axes(mesh, [axes["expert_axis"]]),
+        tensor=collective_axes(mesh, sharding_axes(axes, "matrices")),
+        expert=collective_axes(mesh, sharding_axes(axes, "experts")),
         kv_heads=max(1, kv // tp),
         mlp=args.mlp,
         attention=args.attention,

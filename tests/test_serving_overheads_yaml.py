@@ -1,0 +1,57 @@
+"""Serving overheads are data (configs/servers/*.yaml, with grade and fit_on per
+number) and ``tpusim calibrate --serving`` writes that YAML: the round trip.
+
+* every shipped profile written back by :func:`profile_data` loads to the same profile
+  (its units written out: ``8.707 ms``);
+* a fit written by :func:`write_profiles` loads back with the fitted host time (to the
+  4 significant digits the file keeps) and HBM efficiency, graded ``calibrated``
+  naming the figures, other chips' terms and the sampler passes as shipped, and the
+  iteration costs take the written terms.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tpusim.serving.overheads import IterationOverheads
+from tpusim.serving.servers import load_server, profile_data, shipped_servers
+from tpusim.serving.service import Deployment, Service
+from tpusim.validation.serving_fit import Fitted, write_profiles
+
+#: A shipped system of each chip generation a shipped profile names.
+SYSTEM_OF = {"ironwood": "ironwood-256", "v6e": "v6e-pod", "tpu8i": "tpu8i-pod"}
+
+
+@pytest.mark.parametrize("name", list(shipped_servers()))
+def test_a_shipped_profile_written_back_loads_to_the_same_profile(name, tmp_path):
+    shipped = load_server(name)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(profile_data(shipped), sort_keys=False))
+    assert load_server(str(path)) == shipped
+    assert "ms" in path.read_text()  # the host time keeps its unit
+
+
+def test_a_written_fit_loads_back_graded_and_reaches_the_overheads(tmp_path):
+    shipped = load_server("vllm-tpu-inference")
+    chip = next(iter(shipped.chips))
+    fit = Fitted(
+        "vllm-tpu-inference", chip, IterationOverheads(0.012345, 0.81, 0.0), ("fig-a",), 3, 0.1
+    )
+    (path,) = write_profiles(tmp_path, [fit])
+    assert path == tmp_path / "vllm-tpu-inference.yaml"
+    assert path.read_text().startswith("# Server profile vllm-tpu-inference, written by")
+    written = load_server(str(path))
+    terms = written.terms(chip)
+    assert terms.host_time.value == pytest.approx(0.01235, rel=1e-12)  # 12.35 ms
+    assert terms.hbm_efficiency.value == 0.81
+    assert terms.host_time.grade == terms.hbm_efficiency.grade == "calibrated"
+    assert terms.host_time.fit_on == terms.hbm_efficiency.fit_on == ("fig-a",)
+    assert terms.sampling_passes == shipped.terms(chip).sampling_passes
+    others = {c: t for c, t in written.chips.items() if c != chip}
+    assert others == {c: t for c, t in shipped.chips.items() if c != chip}
+    assert written.overheads(chip) == IterationOverheads(
+        0.01235, 0.81, shipped.terms(chip).sampling_passes.value
+    )
+    service = Service(Deployment(SYSTEM_OF[chip], "llama-3.1-8b", tp=1, server=str(path)))
+    assert service.costs.overheads == written.overheads(chip)

@@ -1,0 +1,187 @@
+"""One serving replica as a SimPy process on the engine's environment.
+
+The process is a loop over iterations: at each iteration boundary it admits the
+requests that have arrived (rejecting one that cannot fit the cache alone or the
+model's context), asks the scheduler for the next plan (:mod:`.scheduler`), holds the
+clock for the plan's time (:class:`~tpusim.serving.costs.IterationCosts`, a SimPy
+timeout) and applies it. An idle replica waits for its next arrival: a timeout to a
+given arrival time, or an event fired by :meth:`Replica.deliver` (the decode side of
+a disaggregated service, whose requests arrive when their KV has crossed the network).
+
+The replica keeps its own clock ``now`` (the sum of its iteration times, exactly as a
+plain loop would add them) and holds the environment until it; the environment's
+clock equals it up to rounding, so a replica alone reproduces the plain loop's numbers
+to the bit, and several replicas, services and training jobs share one clock.
+
+The loop also integrates, as it goes, the number of requests waiting and in the
+system over time (request-seconds), an account independent of the per-request
+timestamps: Little's law (``area = sum of per-request times``) checks one against the
+other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import simpy
+
+from tpusim.errors import SimulationError
+from tpusim.serving.costs import IterationCosts, ReplicaBatch
+from tpusim.serving.scheduler import Request, Scheduler
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+#: Told the requests an iteration completed, at the environment's time it ended.
+Completed = Callable[[list[Request]], None]
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One iteration of a replica: when it started (s), how long it took (s), its
+    ``decode`` sequences and its prefill ``chunks`` of ``prefill_tokens`` in all."""
+
+    start_at: float
+    duration_s: float
+    decode: int
+    chunks: int
+    prefill_tokens: int
+
+    @property
+    def sequences(self) -> int:
+        """The batch size: decode sequences plus prefill chunks."""
+        return self.decode + self.chunks
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the iteration computes: one per decode sequence plus the chunks'."""
+        return self.decode + self.prefill_tokens
+
+
+@dataclass
+class ReplicaRun:
+    """What one replica's loop measured (request-seconds, counts) and its iterations
+    (``batches``, in order)."""
+
+    iterations: int = 0
+    busy_s: float = 0.0
+    queue_area: float = 0.0
+    system_area: float = 0.0
+    preemptions: int = 0
+    free_blocks: int = 0
+    batches: list[IterationRecord] = field(default_factory=list)
+
+
+@dataclass
+class ServingRun:
+    """A finished run: every request (completed or rejected) and the loops' counts."""
+
+    requests: list[Request]
+    replicas: list[ReplicaRun] = field(default_factory=list)
+
+
+#: Collects a started run once the environment has run.
+Collect = Callable[[], ServingRun]
+
+
+class Replica:
+    """One replica's process on ``env`` (see the module docstring): its ``scheduler``,
+    the iteration ``costs``, the model's ``context_length`` (tokens), the ``requests``
+    it is given (sorted by arrival; :meth:`deliver` appends more), ``clients`` of a
+    closed loop (None: open; a request is then sent when a client is free and its
+    ``arrival_at`` is that time) and ``completed``, told the requests each iteration
+    completes. A replica is given all its requests, or has them all delivered (in
+    time order, as the environment runs), not both. The process starts at
+    construction; :attr:`stats` is what it measured."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        scheduler: Scheduler,
+        costs: IterationCosts,
+        context_length: int,
+        requests: list[Request],
+        clients: int | None = None,
+        completed: Completed | None = None,
+    ):
+        self.env, self.sched, self.costs = env, scheduler, costs
+        self.context_length, self.clients = context_length, clients
+        self.requests, self.completed = list(requests), completed
+        self.stats = ReplicaRun(free_blocks=scheduler.free_blocks)
+        self.now, self._next, self._in_system = float(env.now), 0, 0
+        self._wake: simpy.Event | None = None
+        self.process = env.process(self._loop())
+
+    def deliver(self, request: Request) -> None:
+        """``request`` arrives now (its ``arrival_at`` is the environment's time)."""
+        request.arrival_at = float(self.env.now)
+        self.requests.append(request)
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _loop(self) -> Generator[simpy.Event, object, None]:
+        while True:
+            if self.sched.idle:
+                if self._next == len(self.requests):
+                    self._wake = self.env.event()
+                    yield self._wake
+                    self._wake = None
+                self.now = max(self.now, self.requests[self._next].arrival_at)
+                yield from self._hold()
+            self._admit()
+            plan = self.sched.schedule(self.now)
+            if not plan.chunks:
+                if self.sched.idle:
+                    continue  # every arrival so far was rejected: wait for the next
+                raise SimulationError("serving: the scheduler made no progress")
+            assert plan.batch is not None
+            yield from self._iterate(plan.batch)
+            done = self.sched.finish(plan, self.now)
+            self._in_system -= len(done)
+            self.stats.preemptions = self.sched.preemptions
+            self.stats.free_blocks = self.sched.free_blocks
+            if self.completed is not None and done:
+                self.completed(done)
+
+    def _hold(self) -> Generator[simpy.Event, object, None]:
+        """Hold the environment until the replica's own clock."""
+        if self.now > self.env.now:
+            yield self.env.timeout(self.now - self.env.now)
+
+    def _iterate(self, batch: ReplicaBatch) -> Generator[simpy.Event, object, None]:
+        """Run one iteration of ``batch`` from :attr:`now`, integrating the queues."""
+        dt, stats = self.costs.time_s(batch), self.stats
+        stats.batches.append(
+            IterationRecord(self.now, dt, batch.decode, batch.chunks, batch.chunk_tokens)
+        )
+        stats.queue_area += len(self.sched.waiting) * dt
+        stats.system_area += self._in_system * dt
+        self.now += dt
+        stats.busy_s += dt
+        stats.iterations += 1
+        yield from self._hold()
+
+    def _admit(self) -> None:
+        """Admit every request arrived by :attr:`now` (within the closed loop's clients)."""
+        requests, now = self.requests, self.now
+        while self._next < len(requests) and requests[self._next].arrival_at <= now:
+            if self.clients is not None and self._in_system >= self.clients:
+                break
+            req = requests[self._next]
+            self._next += 1
+            if self.clients is not None:
+                req.arrival_at = now  # sent when a client is free
+            self._in_system += self._arrive(req)
+
+    def _arrive(self, req: Request) -> bool:
+        """Queue ``req``, or reject it (it cannot fit the cache alone or the context);
+        True when queued."""
+        if not self.sched.fits_alone(req) or req.total_tokens + 1 > self.context_length:
+            req.rejected = True
+            return False
+        self.sched.enqueue(req, req.arrival_at)
+        self.stats.queue_area += self.now - req.arrival_at
+        self.stats.system_area += self.now - req.arrival_at
+        return True
