@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
@@ -42,10 +42,11 @@ from tpusim.engine import multijob as placing
 from tpusim.engine.multijob import Job, JobsRun, run_jobs
 from tpusim.program.ir import Op, Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
-from tpusim.results.records import Figure, Record
+from tpusim.results.records import Figure, Record, Row
 from tpusim.results.simulation import Results
 from tpusim.serving.options import ServeSpec
-from tpusim.serving.rows import Row, number, required
+from tpusim.serving.rows import Row as JobRow
+from tpusim.serving.rows import number, required
 from tpusim.vocabulary import Op as CollectiveOp
 from tpusim.workloads.jobs_serving import (
     PlacedService,
@@ -127,10 +128,10 @@ class JobsRecord(Record):
     step_time_s: float
     max_slowdown: float
     num_shared_links: int
-    jobs: list[Row]
+    jobs: list[JobRow]
 
     @classmethod
-    def from_row(cls, row: Any) -> Record:
+    def from_row(cls, row: Row) -> Record:
         values = {f.name: row[f.name] for f in fields(cls)}
         if isinstance(values["jobs"], str):  # summary.csv holds the list as its repr
             values["jobs"] = ast.literal_eval(values["jobs"])
@@ -255,7 +256,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     def simulate(jobs: list[Job]) -> JobsRun:
         return run_jobs(context.system, context.topology, context.routes, jobs, context.network)
 
-    served: list[Row] = []
+    served: list[JobRow] = []
     if services:
         together, served = run_together(context, placed, services)
     else:
