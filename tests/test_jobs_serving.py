@@ -21,6 +21,7 @@ from the prefill chip to the decode chip.
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_one_error_line, run
+
+from tpusim.workloads import record_from_row
 
 LINK_BPS = 100e9 * 0.902
 KV_BYTES = 512 * 32 * (2 * 8 * 128 * 2)
@@ -102,7 +105,10 @@ def test_python_m_tpusim_run_writes_the_serving_jobs_rows(tmp_path):
         EXTRA_S, rel=1e-9
     )
     assert result["step_time_s"] == max(job["time_s"] for job in result["jobs"])
-    assert "chat" in (out / "summary.csv").read_text()
+    with (out / "summary.csv").open() as f:
+        record = record_from_row(next(csv.DictReader(f)))
+    figures = dict(record.figures())
+    assert figures["shared: job chat TTFT p99 (s)"] == pytest.approx(chat["ttft_p99_s"])
 
 
 @pytest.mark.parametrize(
