@@ -88,7 +88,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tpusim.program.builders.args import FSDP_PREFETCH_LAYERS, TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
@@ -118,7 +117,7 @@ moments (published: Adam's two moments; the fp32 master is the mixed-precision
 recipe of Micikevicius et al. 2018)."""
 
 
-def training_step(**fields: Any) -> Program:
+def training_step(**fields: object) -> Program:
     """One training step (forward, backward, optimiser) of a dense or MoE transformer.
 
     Takes the keywords of :class:`~tpusim.program.builders.args.TrainingArgs`: the
@@ -133,7 +132,7 @@ def training_step(**fields: Any) -> Program:
     return emit_program(prepare_training(**fields))
 
 
-def prepare_training(**fields: Any) -> TrainingStep:
+def prepare_training(**fields: object) -> TrainingStep:
     """The checked plan of a training step (see :func:`training_step`)."""
     args = TrainingArgs.of(fields)
     return TrainingStep.of(args, check_training(args))
