@@ -307,7 +307,6 @@ KNOWN_CYCLES: set[tuple[str, ...]] = {
         "program.builders.memory",
         "program.builders.training",
     ),
-    ("validation.workloads", "validation.workloads_translate"),
 }
 
 
