@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
@@ -55,6 +54,11 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     positive_ints(**ints, seq=args.seq, batch=args.sequences, top_k=args.top_k)
     positive_ints(microbatches=args.microbatches, virtual_stages=args.virtual_stages)
     positive_ints(num_vocab_tiling=args.num_vocab_tiling)
+    if args.num_vocab_tiling > args.sequences * args.seq:
+        raise ProgramError(
+            f"num_vocab_tiling {args.num_vocab_tiling:,} is more tiles than the step's "
+            f"{args.sequences * args.seq:,} tokens (the logits are tiled over tokens)"
+        )
     if args.weight_dtype not in ("fp32", "bf16"):
         raise ProgramError(f"weight_dtype must be fp32 or bf16, got {args.weight_dtype!r}")
     if args.fsdp_prefetch_layers not in (1, 2):
@@ -175,7 +179,7 @@ def _check_divisions(
 
 
 def check_decode(
-    ints: dict[str, int], *, dtype: str, kv_cache: str, mesh: Any, tensor_axis: str | None
+    ints: dict[str, int], *, dtype: str, kv_cache: str, mesh: object, tensor_axis: str | None
 ) -> tuple[float, dict[str, int], int]:
     """Check :func:`~tpusim.program.builders.decode_step`'s arguments.
 
@@ -197,7 +201,7 @@ def check_decode(
     return dtype_bytes, mesh, tp
 
 
-def positive_ints(**values: Any) -> None:
+def positive_ints(**values: object) -> None:
     """Raise :class:`ProgramError` for the first value that is not an int > 0."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -222,20 +226,20 @@ def activation_bytes(dtype: str) -> float:
     return max(own, DTYPE_BYTES["bf16"])
 
 
-def non_negative_ints(**values: Any) -> None:
+def non_negative_ints(**values: object) -> None:
     """Raise :class:`ProgramError` for the first value that is not an int >= 0."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ProgramError(f"{name} must be a non-negative integer, got {value!r}")
 
 
-def choose(field_name: str, value: Any, choices: tuple[str, ...]) -> None:
+def choose(field_name: str, value: object, choices: tuple[str, ...]) -> None:
     """Raise :class:`ProgramError` unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ProgramError(f"{field_name} '{value}' is unknown (choose from {', '.join(choices)})")
 
 
-def checked_mesh(mesh: Any) -> dict[str, int]:
+def checked_mesh(mesh: object) -> dict[str, int]:
     """``mesh`` as a dict of non-empty axis names to positive sizes, or
     :class:`ProgramError` naming the bad axis."""
     if not isinstance(mesh, dict) or not mesh:
