@@ -30,8 +30,8 @@ Modules, one concept each:
 * :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
   activations);
 * :mod:`.memory`: the training step's HBM per stage and over the step;
-* :mod:`.training`: :func:`training_step` and its plan (see its module docstring for
-  the model); :mod:`.emit`: the plan's ops;
+* :mod:`.training`: :func:`training_step` and its prepared :class:`TrainingStep`
+  (see its module docstring for the model); :mod:`.emit`: the step's ops;
 * :mod:`.decode`: :func:`decode_step`;
 * :mod:`.replica`: a model replica as one chip holds it (per-chip shape on ``tp * ep``
   chips, its collective groups); :mod:`.serving`: one continuous-batching serving

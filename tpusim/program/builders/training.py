@@ -133,7 +133,7 @@ def training_step(**fields: object) -> Program:
 
 
 def prepare_training(**fields: object) -> TrainingStep:
-    """The checked plan of a training step (see :func:`training_step`)."""
+    """The checked, prepared training step (see :func:`training_step`)."""
     args = TrainingArgs.of(fields)
     return TrainingStep.of(args, check_training(args))
 
@@ -171,7 +171,7 @@ class TrainingStep:
 
     @classmethod
     def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingStep:
-        """The plan of checked arguments."""
+        """The step of checked arguments."""
         mesh, axes = checked.mesh, checked.axes
         batch = sharding_axes(axes, "batch")
         shards = math.prod(mesh[axis] for axis in batch)
