@@ -1,7 +1,7 @@
 """Why flow and analytic fidelities differ on an FSDP step (issue 33): contention.
 
 The Llama-3.1-8B FSDP step on ironwood-256 takes 79.5 ms at analytic fidelity and
-97.6 ms at flow (``docs``: fidelities). In the backward pass the next layer's weight
+97.6 ms at flow (docs/network.md). In the backward pass the next layer's weight
 all-gather and this layer's gradient reduce-scatter run at the same time over the same
 FSDP rings. The analytic fidelity times every collective alone, at the full link
 bandwidth; the flow fidelity shares each link max-min fairly between the flows on it.

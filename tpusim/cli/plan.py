@@ -52,8 +52,8 @@ def add_parsers(sub: Subparsers) -> None:
     p.add_argument(
         "--confirm",
         type=positive_flag,
-        default=DEFAULT_CONFIRM,
-        help=f"best ranked layouts simulated again (default {DEFAULT_CONFIRM})",
+        help=f"best ranked layouts simulated again, at most --shortlist (default "
+        f"{DEFAULT_CONFIRM} or --shortlist if fewer)",
     )
     p.add_argument("--rank-fidelity", choices=PLAN_FIDELITIES, default="analytic")
     p.add_argument("--confirm-fidelity", choices=PLAN_FIDELITIES, default="flow")
@@ -69,6 +69,7 @@ def add_parsers(sub: Subparsers) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> None:
     from tpusim.planner import PlanRequest, plan_layouts
+    from tpusim.planner.search import DEFAULT_CONFIRM
     from tpusim.results.files import json_text
 
     request = PlanRequest(
@@ -79,7 +80,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
         dtype=args.dtype,
         overrides={"layers": args.layers} if args.layers else {},
         shortlist=args.shortlist,
-        confirm=args.confirm,
+        confirm=args.confirm or min(DEFAULT_CONFIRM, args.shortlist),
         rank_fidelity=args.rank_fidelity,
         confirm_fidelity=args.confirm_fidelity,
         workers=args.workers,

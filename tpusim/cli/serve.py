@@ -21,11 +21,11 @@ from pydantic_core import ErrorDetails
 from tpusim.cli.flags import Subparsers, path_flag, plot_flag
 from tpusim.cli.model_flags import add_model_flags, add_network_flags, model_values, network_of
 from tpusim.cli.model_flags import flag_of as model_flag
-from tpusim.config.limits import MAX_CURVE_RATES
+from tpusim.config.limits import MAX_CURVE_RATES, stream_span_problem
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
 from tpusim.serving.option_error import OptionError
-from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions, stream_span_problem
+from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions
 
 TABLE_FIELDS = (
     ("replicas x chips", None),

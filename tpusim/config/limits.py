@@ -124,6 +124,100 @@ MAX_CURVE_RATES = 100
 MAX_BLOCK_SIZE = 65_536
 
 
+#: Shortest and longest published training step accepted (s). A whole step of a model
+#: anyone publishes takes milliseconds at least (its weights' read alone), so a
+#: shorter one is a unit slip (``ms`` written ``ns``); the longest published steps are
+#: tens of seconds (GPT-3 175B on v6e-256: 17 s), so over an hour is a typo (1e30 s).
+MIN_MEASURED_STEP_S = 1e-3
+MAX_MEASURED_STEP_S = 3_600.0
+
+#: Most tokens per training step (global batch x sequence length). Llama 3 trained at
+#: 16 million tokens a step; 10^10 is 600 times that, and a batch of 2.3e18 sequences
+#: is a typo whose plan would report exbibytes of activations.
+MAX_STEP_TOKENS = 10_000_000_000
+
+#: Most routed experts (and shared experts) in a MoE layer. DeepSeek-V3 routes among
+#: 256 and Qwen3 among 128; 65,536 is 256 times the largest, and 10^9 experts is a
+#: typo whose weights no system holds.
+MAX_EXPERTS = 65_536
+
+#: Most worker processes one command starts (``plan --workers``, ``validate --jobs``).
+#: Each is a Python process of a few hundred MB; 256 is more cores than any host has.
+MAX_WORKERS = 256
+
+#: Most layouts ``plan`` ranks by simulation (``--shortlist``): each is a simulated
+#: step, a second or more; 1,000 is already a quarter of an hour on two workers.
+MAX_SHORTLIST = 1_000
+
+#: Bounds on a published serving figure: throughput (output tokens/s, requests/s) at
+#: most 10^9 tokens/s and 10^7 requests/s, a thousand times a whole pod's; latencies
+#: (TTFT, TPOT) between 1 us and an hour. Past them a figure is a unit slip or a typo
+#: (a measured 1e30 tokens/s reports a -100% error and breaks the fit's log loss).
+MAX_MEASURED_TOKENS_PER_S = 1e9
+MAX_MEASURED_REQUESTS_PER_S = 1e7
+MIN_MEASURED_LATENCY_S = 1e-6
+MAX_MEASURED_LATENCY_S = 3_600.0
+
+
+def measured_figure_problem(metric: str, value: float) -> str | None:
+    """Why ``value`` of a serving ``metric`` (``*_per_s`` a rate, ``*_s`` a latency in
+    s) is outside the limits above, or None."""
+    if metric.endswith("_per_s"):
+        most = MAX_MEASURED_TOKENS_PER_S if "tokens" in metric else MAX_MEASURED_REQUESTS_PER_S
+        if value > most:
+            return f"{value:g} is over the limit of {most:g} (a unit slip or a typo?)"
+        return None
+    if not MIN_MEASURED_LATENCY_S <= value <= MAX_MEASURED_LATENCY_S:
+        return (
+            f"{value:g} s is outside {MIN_MEASURED_LATENCY_S:g} s to "
+            f"{MAX_MEASURED_LATENCY_S:g} s (a unit slip or a typo?)"
+        )
+    return None
+
+
+def measured_step_problem(step_s: float) -> str | None:
+    """Why a published training step of ``step_s`` seconds is implausible, or None."""
+    if step_s < MIN_MEASURED_STEP_S:
+        return (
+            f"{step_s:g} s is under {MIN_MEASURED_STEP_S:g} s (a whole training step; a unit slip?)"
+        )
+    if step_s > MAX_MEASURED_STEP_S:
+        return f"{step_s:g} s is over {MAX_MEASURED_STEP_S:g} s (an hour per step; a typo?)"
+    return None
+
+
+#: Serving streams. Largest token count of a request (2^31 - 1, far above any model's
+#: context; larger counts would overflow the simulator's int64 arithmetic on sums).
+MAX_TOKEN_COUNT = 2**31 - 1
+#: Most requests in one stream (about 200 bytes of state each, so 1,000,000 requests
+#: hold about 200 MB; a capacity search runs the stream a dozen times).
+MAX_REQUESTS = 1_000_000
+#: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
+#: still resolves 0.25 us, far below one iteration (slower rates lose the iteration
+#: times to rounding and report zero latencies). ``rate``, ``--rates`` and every
+#: validated figure's rate obey it (:func:`stream_span_problem`).
+MAX_STREAM_SPAN_S = 1e9
+#: Most draft tokens per decode iteration (speculative decoding proposes a handful;
+#: vLLM's examples use 1-10).
+MAX_DRAFT_TOKENS = 64
+#: Most requests a published serving figure simulates, and most tokens per request
+#: (the shipped benchmarks send 1,000 to 3,000 requests of 2,000 tokens).
+MAX_SIMULATED_REQUESTS = 20_000
+MAX_FIGURE_TOKENS = 1_000_000
+
+
+def stream_span_problem(rate_per_s: float, requests: int) -> str | None:
+    """Why an open loop at ``rate_per_s`` of ``requests`` requests cannot be simulated
+    (it spans more than MAX_STREAM_SPAN_S), or None: the limit ``rate`` and every rate
+    of a ``--rates`` curve obey."""
+    if requests / rate_per_s > MAX_STREAM_SPAN_S:
+        return (
+            f"{rate_per_s:g} req/s spreads {requests} requests over more than "
+            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
+        )
+    return None
+
+
 def whole_bytes_problem(value: float) -> str | None:
     """Why ``value`` (bytes) is not a usable size, or None: finite, > 0, whole, at most
     MAX_BYTES."""

@@ -85,12 +85,26 @@ def _loc_to_path(data: Any, loc: tuple[Any, ...], names_key: bool) -> PathKey:
 def _message(error: ErrorDetails) -> str:
     kind, msg = error["type"], error["msg"]
     if kind == "extra_forbidden":
-        return "unknown key"
+        return msg if msg.startswith("unknown key") else "unknown key"
     if kind == "missing":
         return "required key is missing"
     for prefix in ("Value error, ", "Assertion failed, "):
         msg = msg.removeprefix(prefix)
     return msg
+
+
+def _first_error(errors: list[Any]) -> Any:
+    """The error to report: the first, except that a missing key beside an unknown one
+    in the same mapping is reported as the unknown key (most likely its misspelling)."""
+    first = errors[0]
+    if first["type"] != "missing":
+        return first
+    where = tuple(first["loc"][:-1])
+    for error in errors:
+        if error["type"] == "extra_forbidden" and tuple(error["loc"][:-1]) == where:
+            missing = first["loc"][-1]
+            return {**error, "msg": f"unknown key (is it the missing '{missing}'?)"}
+    return first
 
 
 def validate(
@@ -104,7 +118,7 @@ def validate(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        error = _first_error(exc.errors())
         names_key = error["type"] in ("missing", "extra_forbidden")
         path = (*prefix, *_loc_to_path(data, tuple(error["loc"]), names_key))
         raise ConfigError(

@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from tpusim.config.limits import MAX_EXPERTS
 from tpusim.config.types import Frozen, Source
 
 #: Largest value of any model dimension (layers, widths, heads, vocab, context,
@@ -46,6 +47,10 @@ PositiveInt = Annotated[int, Field(ge=1, le=MAX_MODEL_DIM)]
 """A model dimension: a whole number from 1 to :data:`MAX_MODEL_DIM`."""
 Rank = Annotated[int, Field(ge=0, le=MAX_MODEL_DIM)]
 """A dimension that may be 0 (absent): 0 to :data:`MAX_MODEL_DIM`."""
+
+Experts = Annotated[int, Field(ge=0, le=MAX_EXPERTS)]
+"""A count of routed or shared experts: 0 (a dense MLP) to :data:`~tpusim.config.
+limits.MAX_EXPERTS`."""
 
 AttentionKind = Literal["gqa", "mla"]
 MlpKind = Literal["plain", "gated"]
@@ -71,10 +76,10 @@ class ModelShape(Frozen):
     q_lora_rank: Rank = 0
     kv_lora_rank: Rank = 0
     rope_head_dim: Rank = 0
-    experts: Rank = 0
+    experts: Experts = 0
     top_k: PositiveInt = 2
     expert_d_ff: PositiveInt | None = None
-    shared_experts: Rank = 0
+    shared_experts: Experts = 0
     dense_layers: Rank = 0
 
     @classmethod

@@ -332,8 +332,9 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     from tpusim.config import load_system
     from tpusim.topology import build_topology
 
-    if request.shortlist < 1 or request.confirm < 1:
-        raise InputError("shortlist and confirm must be >= 1")
+    problem = request_problem(request)
+    if problem is not None:
+        raise InputError(problem)
     system = load_system(request.system)
     check_request(request, system)
     topology = build_topology(system)
@@ -351,3 +352,28 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     confirmed = simulate_all(sim, top, request.confirm_fidelity, "run", request.workers)
     screened = sorted(((f, screens[id(f)]) for f in report.fitting), key=lambda p: p[1].step_s)
     return PlanResult(request, system, report, screened, ranked, confirmed, reference, screens)
+
+
+def request_problem(request: PlanRequest) -> str | None:
+    """What is wrong with ``request``'s numbers on their own (None: nothing), by the
+    shared limits (:mod:`tpusim.config.limits`)."""
+    from tpusim.config.limits import MAX_SHORTLIST, MAX_STEP_TOKENS, MAX_WORKERS
+
+    if request.shortlist < 1 or request.confirm < 1:
+        return "shortlist and confirm must be >= 1"
+    if request.confirm > request.shortlist:
+        return (
+            f"confirm {request.confirm} is more than shortlist {request.shortlist}: only "
+            "shortlisted layouts are confirmed; raise shortlist or lower confirm"
+        )
+    if request.shortlist > MAX_SHORTLIST:
+        return f"shortlist {request.shortlist:,} is over the limit of {MAX_SHORTLIST:,} simulations"
+    if not 1 <= request.workers <= MAX_WORKERS:
+        return f"workers must be 1 to {MAX_WORKERS}, got {request.workers:,}"
+    tokens = request.global_batch * request.seq
+    if tokens > MAX_STEP_TOKENS:
+        return (
+            f"global batch {request.global_batch:,} x seq {request.seq:,} = {tokens:,} tokens "
+            f"per step is over the limit of {MAX_STEP_TOKENS:,}"
+        )
+    return None

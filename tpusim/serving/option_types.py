@@ -9,8 +9,6 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, JsonValue, PlainSerializer, PositiveInt
 
-from tpusim.serving.requests import MAX_STREAM_SPAN_S
-
 __all__ = [
     "MAX_SPLIT_REPLICAS",
     "TOKENS_HELP",
@@ -18,7 +16,6 @@ __all__ = [
     "Split",
     "TokenCountValue",
     "parse_split",
-    "stream_span_problem",
     "within",
 ]
 
@@ -57,15 +54,3 @@ def within(value: float, lo: float, hi: float) -> float:
     if not lo <= value <= hi:
         raise ValueError(f"must be {lo:g} to {hi:g}, got {value:g}")
     return value
-
-
-def stream_span_problem(rate_per_s: float, requests: int) -> str | None:
-    """Why an open loop at ``rate_per_s`` of ``requests`` requests cannot be simulated
-    (it spans more than MAX_STREAM_SPAN_S), or None: the limit ``rate`` and every rate
-    of a ``--rates`` curve obey."""
-    if requests / rate_per_s > MAX_STREAM_SPAN_S:
-        return (
-            f"{rate_per_s:g} req/s spreads {requests} requests over more than "
-            f"{MAX_STREAM_SPAN_S:g} s, past the clock's resolution"
-        )
-    return None

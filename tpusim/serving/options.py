@@ -34,8 +34,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.limits import (
     MAX_BLOCK_SIZE,
+    MAX_DRAFT_TOKENS,
     MAX_POWER_PER_CHIP_W,
     MAX_PRICE_PER_CHIP_HOUR_USD,
+    MAX_REQUESTS,
+    MAX_TOKEN_COUNT,
+    stream_span_problem,
 )
 from tpusim.config.types import Frozen, Time
 from tpusim.network import NetworkSettings, NetworkTree
@@ -47,14 +51,11 @@ from tpusim.serving.option_types import (
     Rate,
     Split,
     TokenCountValue,
-    stream_span_problem,
     within,
 )
 from tpusim.serving.policies import DEFAULT_SCHEDULER, SchedulerName
 from tpusim.serving.requests import (
     BURSTINESS_RANGE,
-    MAX_REQUESTS,
-    MAX_TOKEN_COUNT,
     TokenCount,
     parse_token_count,
 )
@@ -73,9 +74,6 @@ DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_OUTPUT_TOKENS = 256
 #: The offered rate when none is given (requests/s; a design choice).
 DEFAULT_RATE_PER_S = 1.0
-#: Most draft tokens per decode iteration (a limit: speculative decoding proposes a
-#: handful; vLLM's examples use 1-10).
-MAX_DRAFT_TOKENS = 64
 #: A problem: its message and the options it mentions (field names).
 Problem = tuple[str, tuple[str, ...]]
 
@@ -257,6 +255,13 @@ class ServeSpec(Frozen):
                 "disaggregate",
                 "replicas",
             )
+        if self.concurrency and self.rate is not None:
+            return "concurrency runs a closed loop (each client sends when served); drop rate", (
+                "concurrency",
+                "rate",
+            )
+        if "burstiness" in self.model_fields_set and self.arrival != "gamma":
+            return "burstiness shapes gamma arrivals; set arrival: gamma", ("burstiness", "arrival")
         if self.concurrency and (self.find_capacity or self.disaggregate):
             return "concurrency runs a closed loop; it takes no find_capacity or disaggregate", (
                 "concurrency",
@@ -282,6 +287,12 @@ class ServeSpec(Frozen):
                 f"{self.prefix_tokens:,} tokens is longer than every prompt (at most "
                 f"{longest:,} tokens of prompt_tokens); the prefix is part of a prompt",
                 ("prompt_tokens",),
+            )
+        if self.concurrency and self.concurrency > self.requests and not self.trace:
+            return "concurrency", (
+                f"{self.concurrency:,} clients for {self.requests:,} requests: each client "
+                "sends one request at a time, so at most requests clients are ever busy",
+                ("requests",),
             )
         if self.acceptance > 0 and self.draft_tokens == 0:
             return "acceptance", ("needs draft_tokens (the drafts it accepts)", ("draft_tokens",))

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 import yaml
 
+from tpusim.config.limits import MAX_REQUESTS, MAX_STREAM_SPAN_S, MAX_TOKEN_COUNT
 from tpusim.errors import InputError
 from tpusim.serving.scheduler import Request
 
@@ -26,19 +27,9 @@ Arrival = Literal["poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = ("poisson", "gamma")
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
-#: Largest token count of a request (a limit: 2^31 - 1, far above any model's
-#: context; larger counts would overflow the simulator's int64 arithmetic on sums).
-MAX_TOKEN_COUNT = 2**31 - 1
-#: Most requests in one stream (a limit: about 200 bytes of state each, so 1,000,000
-#: requests hold about 200 MB; a capacity search runs the stream a dozen times).
-MAX_REQUESTS = 1_000_000
 #: Gamma burstiness (coefficient of variation) range: outside it the gamma shape
 #: ``1 / CV^2`` under- or overflows float64's useful range (a limit).
 BURSTINESS_RANGE = (1e-3, 1e3)
-#: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
-#: still resolves 0.25 us, far below one iteration (a limit; slower rates lose the
-#: iteration times to rounding and report zero latencies).
-MAX_STREAM_SPAN_S = 1e9
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,10 @@ class Assumptions(Frozen):
 
 
 def models_beside(data: object, folder: Path) -> object:
-    """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name)
-    and serving ``trace:`` CSV taken relative to ``folder``, the scenario's, as its
-    ``calibration:`` and HLO files are; shipped names and absolute paths are kept.
+    """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name),
+    serving ``server:`` profile path and ``trace:`` CSV taken relative to ``folder``,
+    the scenario's, as its ``calibration:`` and HLO files are; shipped names and
+    absolute paths are kept.
     Anything else is left for validation to report."""
     workloads = data.get("workloads") if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(workloads, list):
@@ -99,12 +100,18 @@ def _model_beside(workload: object, folder: Path) -> object:
     trace = workload.get("trace")
     if isinstance(trace, str) and trace and not Path(trace).is_absolute():
         workload = {**workload, "trace": os.path.join(folder, trace)}  # a serving trace CSV
-    model = workload.get("model")
-    if not isinstance(model, str) or Path(model).is_absolute():
-        return workload
-    if not (model.endswith((".yaml", ".yml")) or "/" in model):  # a shipped name
-        return workload
-    return {**workload, "model": os.path.join(folder, model)}
+    for key in ("model", "server"):  # a model file; a serving workload's server profile
+        value = workload.get(key)
+        if _is_relative_file(value):
+            workload = {**workload, key: os.path.join(folder, str(value))}
+    return workload
+
+
+def _is_relative_file(value: object) -> bool:
+    """Whether ``value`` names a YAML file by a relative path (not a shipped name)."""
+    if not isinstance(value, str) or not value or Path(value).is_absolute():
+        return False
+    return value.endswith((".yaml", ".yml")) or "/" in value
 
 
 class ScenarioSpec(Frozen):

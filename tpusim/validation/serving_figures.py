@@ -19,6 +19,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveFloat, StrictBool, StrictInt, model_validator
 
+from tpusim.config.limits import (
+    MAX_FIGURE_TOKENS,
+    MAX_SIMULATED_REQUESTS,
+    measured_figure_problem,
+    stream_span_problem,
+)
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
 
@@ -27,10 +33,6 @@ METRICS = ("output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "
 Metric = Literal[
     "output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "ttft_median_s"
 ]
-#: Most requests a figure simulates, and most tokens per request (local plausibility
-#: bounds: the shipped benchmarks send 1,000 to 3,000 requests of 2,000 tokens).
-MAX_SIMULATED_REQUESTS = 20_000
-MAX_FIGURE_TOKENS = 1_000_000
 #: Most chips of a figure's slice (a local bound: a serving replica's slice).
 MAX_SLICE_CHIPS = 4096
 
@@ -85,6 +87,13 @@ class Figure(Frozen):
             raise ValueError(f"tp {self.tp} needs more chips than the slice's {self.slice.chips}")
         if math.isnan(self.rate):
             raise ValueError("rate must be > 0 or .inf")
+        span = stream_span_problem(self.rate, self.simulated_requests)  # as serve's rate
+        if span is not None:
+            raise ValueError(f"rate {span}")
+        for metric, value in self.measured.items():
+            problem = measured_figure_problem(metric, value)
+            if problem is not None:
+                raise ValueError(f"measured {metric}: {problem}")
         return self
 
     @property

@@ -45,7 +45,8 @@ class Fitted:
 
 
 def _loss(rows: list[dict[str, Any]]) -> float:
-    return sum(math.log(1 + r["error"]) ** 2 for r in rows if r["error"] is not None)
+    errors = [r["error"] for r in rows if r["error"] is not None]
+    return sum(math.log(max(1 + e, 1e-300)) ** 2 for e in errors)  # a 0 s simulation: -1
 
 
 def _golden(loss: Callable[[float], float], lo: float, hi: float, tolerance: float) -> float:

@@ -26,7 +26,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from tpusim.config import configs_dir
-from tpusim.config.limits import MAX_AXIS_CHIPS
+from tpusim.config.limits import (
+    MAX_AXIS_CHIPS,
+    MAX_FLOPS,
+    MAX_STEP_TOKENS,
+    measured_step_problem,
+)
 from tpusim.config.loader import validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -46,11 +51,7 @@ from tpusim.validation.measurements import (
     claim_case_id,
     shipped_name,
 )
-
-MIN_STEP_S = 1e-3
-"""Shortest published training step accepted, in s: a whole step of a model anyone
-publishes takes milliseconds at least (its weights' read alone), so a shorter one is a
-unit slip (``ms`` written ``ns``). Grade: assumption (an input limit)."""
+from tpusim.validation.workload_mesh import dcn_mesh, device_mesh
 
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
 """The one split rule: within each (chip, dtype) group of a file, cases sorted by id
@@ -126,13 +127,17 @@ class WorkloadCaseSpec(Frozen):
                 f"per_device_batch {self.per_device_batch} x {devices} devices is not "
                 f"global_batch {self.global_batch}"
             )
-        if self.measured_step_time < MIN_STEP_S:
+        if self.global_batch * self.seq > MAX_STEP_TOKENS:
             raise ValueError(
-                f"measured_step_time {self.measured_step_time:g} s is under {MIN_STEP_S:g} s "
-                "(a whole training step; a unit slip?)"
+                f"global_batch {self.global_batch:,} x seq {self.seq:,} tokens per step is "
+                f"over the limit of {MAX_STEP_TOKENS:,}"
             )
-        from tpusim.validation.workloads_translate import dcn_mesh, device_mesh
-
+        problem = measured_step_problem(self.measured_step_time)
+        if problem is not None:
+            raise ValueError(f"measured_step_time {problem}")
+        tflops = self.measured_tflops_per_device
+        if tflops is not None and tflops * 1e12 > MAX_FLOPS:
+            raise ValueError(f"measured_tflops_per_device {tflops:g} is over {MAX_FLOPS:g} FLOP/s")
         device_mesh(self)  # ValueError naming the ICI axes that do not fit the slice
         if self.num_slices > 1:
             dcn_mesh(self)
@@ -214,10 +219,21 @@ def load_workload_file(file: Path) -> list[WorkloadCase]:
     """
     data, lines = load_yaml(file)
     spec = validate(WorkloadFile, data, str(file), lines)
+    first: dict[str, int] = {}
+    for index, case in enumerate(spec.cases):
+        if case.id in first:
+            path: PathKey = ("cases", index, "id")
+            raise ConfigError(
+                f"duplicate case id '{case.id}' (first at cases[{first[case.id]}])",
+                file=str(file),
+                path=format_path(path),
+                line=line_of(lines, path),
+            )
+        first[case.id] = index
     want = rule_splits(spec.cases)
     for index, case in enumerate(spec.cases):
         if case.split != want[case.id]:
-            path: PathKey = ("cases", index, "split")
+            path = ("cases", index, "split")
             raise ConfigError(
                 f"split {case.split} breaks the file's split_rule {spec.split_rule}, "
                 f"which gives {want[case.id]}",

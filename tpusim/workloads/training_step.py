@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from tpusim.config.model import PositiveInt
 from tpusim.results.economics import Economics
@@ -79,25 +79,25 @@ class TrainingWorkload(ModelWorkload):
     pipeline: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: PositiveInt = 1
     microbatches: PositiveInt = 1
-    recompute: bool = False
+    recompute: StrictBool = False
     attention_kernel: Literal["flash", "naive"] = "flash"
     remat_policy: str | None = None
     remat_tensors: dict[str, str] | None = None
-    sequence_parallel: bool = False
-    shard_optimizer_over_data: bool = False
-    optimizer_memory_host_offload: bool = False
-    param_memory_host_offload: bool = False
+    sequence_parallel: StrictBool = False
+    shard_optimizer_over_data: StrictBool = False
+    optimizer_memory_host_offload: StrictBool = False
+    param_memory_host_offload: StrictBool = False
     num_vocab_tiling: PositiveInt = 1
     weight_dtype: Literal["fp32", "bf16"] = "fp32"
     fsdp_prefetch_layers: int | None = Field(None, ge=1, le=2)
-    async_collectives: bool = True
-    collective_matmul: bool = False
+    async_collectives: StrictBool = True
+    collective_matmul: StrictBool = False
     capacity_factor: float = -1.0
     routing_skew: float = Field(0.0, ge=0)
-    sparse_matmul: bool = True
+    sparse_matmul: StrictBool = True
     expert_weight_dtype: Dtype | None = None
     gradient_dtype: Dtype = "bf16"
-    reuse: bool = True
+    reuse: StrictBool = True
 
     @model_validator(mode="after")
     def _one_batch(self) -> TrainingWorkload:

@@ -54,6 +54,11 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     positive_ints(**ints, seq=args.seq, batch=args.sequences, top_k=args.top_k)
     positive_ints(microbatches=args.microbatches, virtual_stages=args.virtual_stages)
     positive_ints(num_vocab_tiling=args.num_vocab_tiling)
+    if args.num_vocab_tiling > args.sequences * args.seq:
+        raise ProgramError(
+            f"num_vocab_tiling {args.num_vocab_tiling:,} is more tiles than the step's "
+            f"{args.sequences * args.seq:,} tokens (the logits are tiled over tokens)"
+        )
     if args.weight_dtype not in ("fp32", "bf16"):
         raise ProgramError(f"weight_dtype must be fp32 or bf16, got {args.weight_dtype!r}")
     if args.fsdp_prefetch_layers not in (1, 2):

@@ -108,17 +108,23 @@ def attention_saved_bytes(s: LayerShape) -> float:
 
 
 def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
-    """The peak memory of pipeline stage ``stage`` (see the module docstring)."""
+    """The peak memory of pipeline stage ``stage`` (see the module docstring). Every
+    per-layer count depends on a layer only through its shape (``step.shape``: one or
+    two objects), so each is counted once per shape (``first``: a layer of each), and
+    a max over the layers is the max over those."""
     a, b = step.args, step.bytes_per_element
     params = step.stage_params(stage) / step.shard
     s = step.schedule
     chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
     layers = [layer for chunk in chunks for layer in chunk]
-    per_chunk = max(sum(kept_bytes(step, layer) for layer in c) for c in chunks)
+    shape_of = [id(step.shape(layer)) for layer in layers]
+    first = list(dict(zip(shape_of[::-1], layers[::-1], strict=True)).values())
+    kept = {id(step.shape(layer)): kept_bytes(step, layer) for layer in first}
+    per_chunk = max(sum(kept[id(step.shape(layer))] for layer in c) for c in chunks)
     optimizer = params * step.optimizer_state_bytes / step.zero_shard
-    largest = max(step.params(layer).total for layer in layers) / step.shard
-    layer_phase = max(transient_bytes(step, layer) for layer in layers)
-    layer_phase += fsdp_buffers(step, layers)
+    largest = max(step.params(layer).total for layer in first) / step.shard
+    layer_phase = max(transient_bytes(step, layer) for layer in first)
+    layer_phase += fsdp_buffers(step, first)
     buffers = max(layer_phase, logits_bytes(step))
     if a.optimizer_memory_host_offload:
         optimizer, buffers = 0.0, buffers + largest * step.optimizer_state_bytes / step.zero_shard

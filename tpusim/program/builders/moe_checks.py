@@ -12,11 +12,19 @@ from tpusim.program.ir import ProgramError
 def check_moe(args: Any) -> None:
     """Raise :class:`ProgramError` for a bad MoE cost field of ``args`` (a
     :class:`~tpusim.program.builders.args.TrainingArgs`): ``capacity_factor`` > 0
-    or -1 (dropless); dense dispatch (``sparse_matmul: false``) needs a capacity;
-    ``routing_skew`` in [0, experts - 1]; a known ``expert_weight_dtype``."""
+    or -1 (dropless), at most ``experts`` and only with experts; dense dispatch
+    (``sparse_matmul: false``) needs a capacity; ``routing_skew`` in [0, experts - 1];
+    a known ``expert_weight_dtype``."""
     cf = args.capacity_factor
     if cf <= 0 and cf != DROPLESS:
         raise ProgramError(f"capacity_factor must be > 0 or -1 (dropless), got {cf:g}")
+    if cf != DROPLESS and args.experts == 0:
+        raise ProgramError(f"capacity_factor {cf:g} needs experts (a MoE layer); drop it")
+    if cf > args.experts > 0:
+        raise ProgramError(
+            f"capacity_factor {cf:g} is over experts ({args.experts}): an expert's capacity "
+            f"would exceed every token of the batch (use -1, dropless, for no cap)"
+        )
     if not args.sparse_matmul and cf == DROPLESS:
         raise ProgramError(
             "sparse_matmul: false (dense dispatch) needs capacity_factor > 0 "
