@@ -110,7 +110,7 @@ class RematPlacement:
         return sum(tensor_elements(s, n) for n in names) * s.bytes_per_element
 
 
-def remat_plan(
+def remat_placement(
     policy: str | None, recompute: bool, tensors: Mapping[str, str] | None = None
 ) -> RematPlacement:
     """The placement of ``remat_policy`` (``None``: ``full`` with ``recompute``, else
