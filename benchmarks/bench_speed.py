@@ -8,6 +8,10 @@ previous figure recorded below (ratio < 1: faster than before).
   ``--algorithm direct`` (latency bound);
 - in-process: ``tpusim.Session``'s second call against a fresh ``simulate_collective``.
 
+The machine is shared, so each command also prints its CPU time (user + system of the
+child process), which the load does not inflate, and its ratio to the previous CPU
+figure where one is recorded.
+
 ASTRA-sim's analytical backend is not installable here (no ``astra-sim`` on PyPI, no
 other network access), so no ratio to it is printed.
 
@@ -16,6 +20,7 @@ Run: ``python benchmarks/bench_speed.py [RUNS]`` (best of RUNS fresh processes, 
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import time
@@ -29,6 +34,13 @@ PREVIOUS_S = {
     "ironwood-256 --chips 64 all-reduce 1 GiB": 1.04,
     "tpu8i-1024 all-reduce 1 KiB (auto)": 16.85,
     "tpu8i-1024 all-reduce 1 KiB (direct)": 12.6,
+}
+#: Previous CPU seconds (user + system of the process; the machine's load inflates
+#: wall, not these), measured 2026-12-06 at git c633ad7 before the speed branch: dense
+#: link table, table-driven Boardfly routes and the all-pairs diameter bound came after.
+PREVIOUS_CPU_S = {
+    "tpu8i-1024 all-reduce 1 KiB (auto)": 6.62,
+    "tpu8i-1024 all-reduce 1 KiB (direct)": 8.49,
 }
 COMMANDS = {
     "tpusim --version": ["--version"],
@@ -64,14 +76,19 @@ COMMANDS = {
 }
 
 
-def fresh_s(argv: list[str], runs: int) -> float:
-    """Best wall time (s) of ``runs`` fresh ``python -m tpusim ARGV`` processes."""
-    best = float("inf")
+def fresh_s(argv: list[str], runs: int) -> tuple[float, float]:
+    """Best wall time and best CPU time (user + system, s) of ``runs`` fresh
+    ``python -m tpusim ARGV`` processes."""
+    best_wall = best_cpu = float("inf")
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "tpusim", *argv], check=True, capture_output=True)
-        best = min(best, time.perf_counter() - start)
-    return best
+        best_wall = min(best_wall, time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        best_cpu = min(best_cpu, cpu)
+    return best_wall, best_cpu
 
 
 def session_s() -> tuple[float, float]:
@@ -92,12 +109,16 @@ def session_s() -> tuple[float, float]:
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     for name, argv in COMMANDS.items():
-        wall = fresh_s(argv, runs)
+        wall, cpu = fresh_s(argv, runs)
         before = PREVIOUS_S[name]
-        print(
-            f"{name}: {wall:.2f} s (best of {runs}); "
-            f"previous {before:.2f} s, ratio {wall / before:.2f}"
+        line = (
+            f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {runs}); "
+            f"previous {before:.2f} s wall, ratio {wall / before:.2f}"
         )
+        if name in PREVIOUS_CPU_S:
+            was = PREVIOUS_CPU_S[name]
+            line += f"; previous {was:.2f} s CPU, ratio {cpu / was:.2f}"
+        print(line)
     second, fresh = session_s()
     print(
         f"Session second call, ironwood-pod 1 GiB all-reduce: {second:.2f} s; "

@@ -3,7 +3,8 @@
 Each fast path is checked against an independent second implementation on small
 systems: a Python dict of links against the dense link table, Boardfly's table-driven
 batch routes against its pair-by-pair :meth:`route`, the radix sort of link ids against
-numpy's stable argsort, and ``auto``'s all-pairs latency bound against hand counts.
+numpy's stable argsort, ``auto``'s all-pairs latency bound against hand counts, and
+the memory model's per-shape counts against a layer-by-layer count.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from tpusim.collectives import ALGORITHMS, Predictor, make_group
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network import AnalyticNetwork
 from tpusim.network.maxmin import stable_order
+from tpusim.program.builders import prepare_training
+from tpusim.program.builders.memory import (
+    fsdp_buffers,
+    kept_bytes,
+    logits_bytes,
+    stage_memory,
+    transient_bytes,
+)
 from tpusim.topology import Boardfly, Torus
 
 BW, LAT = 100e9, 1e-6
@@ -117,3 +126,41 @@ def test_all_pairs_bound_pays_the_diameter_on_every_all_pairs_step():
     part = make_group(topo, chips=n // 2)
     bound_s = predictor.closed_bound_s(ALGORITHMS.get("direct").cost, "all-reduce", part, 1)
     assert bound_s < 2e-6 + 2 * 0.5e-6 + 2 * 2 * LAT
+
+
+def _stage_memory_layer_by_layer(plan, stage: int) -> tuple[float, float]:
+    """(activations, buffers) of a stage counted layer by layer, every layer
+    recounted (the memory model's formulas before the per-shape memo)."""
+    s = plan.schedule
+    chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
+    layers = [layer for chunk in chunks for layer in chunk]
+    per_chunk = max(sum(kept_bytes(plan, layer) for layer in c) for c in chunks)
+    layer_phase = max(transient_bytes(plan, layer) for layer in layers)
+    layer_phase += fsdp_buffers(plan, layers)
+    return s.in_flight(stage) * per_chunk, max(layer_phase, logits_bytes(plan))
+
+
+@pytest.mark.parametrize("remat", ["none", "full"])
+def test_stage_memory_counts_each_layer_shape_once_with_the_same_bytes(remat):
+    """A MoE model (dense and MoE layers: two shapes) over a 2-stage pipeline with
+    FSDP: every stage's activations and buffers equal the layer-by-layer count."""
+    plan = prepare_training(
+        layers=6,
+        dense_layers=2,
+        d_model=256,
+        d_ff=1024,
+        heads=4,
+        head_dim=64,
+        seq=128,
+        batch=16,
+        experts=4,
+        top_k=2,
+        expert_d_ff=512,
+        remat_policy=remat,
+        mesh={"fsdp": 2, "expert": 2, "pipeline": 2},
+    )
+    assert plan.moe is not None and plan.fsdp_group
+    for stage in range(plan.schedule.stages):
+        got = stage_memory(plan, stage)
+        want = _stage_memory_layer_by_layer(plan, stage)
+        assert (got.activations_bytes, got.buffers_bytes) == want

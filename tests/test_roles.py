@@ -158,3 +158,10 @@ def test_an_axis_without_a_role_names_every_role():
         prepare_training(**DENSE, mesh={"x": 2})
     for role in SHIPPED:
         assert role in str(exc.value) and f"{role}_axis" in str(exc.value)
+
+
+def test_every_maxtext_mesh_axis_translates_to_a_registered_role():
+    from tpusim.validation.maxtext_flags import MESH_FLAGS
+
+    assert set(MESH_FLAGS.values()) <= set(ROLES.names())
+    assert set(ROLES.names()[: len(SHIPPED)]) <= set(MESH_FLAGS.values())

@@ -23,10 +23,10 @@ time: the layouts it keeps are ranked by simulation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tpusim.hardware import ChipCostModel
 from tpusim.program.builders.emit import embed_steps, head_steps
+from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.template import LayerStep, emit_step
@@ -82,14 +82,18 @@ class Network:
         )
 
 
+LayerMemo = dict[tuple[object, ...], tuple[float, float, float]]
+"""Screened (compute, sync, async) seconds of a layer by :meth:`Screener.layer_key`."""
+
+
 class Screener:
     """Screens plans on one chip (``costs``) and network (``network``)."""
 
-    def __init__(self, costs: ChipCostModel, network: Network, memo: dict[Any, Any] | None = None):
+    def __init__(self, costs: ChipCostModel, network: Network, memo: LayerMemo | None = None):
         self.costs, self.network = costs, network
         self.memo = {} if memo is None else memo
 
-    def layer_key(self, plan: TrainingStep, layer: int) -> tuple[Any, ...]:
+    def layer_key(self, plan: TrainingStep, layer: int) -> tuple[object, ...]:
         """What :meth:`layer_s` reads: the layer's shape, the mesh (the network's
         pieces follow from it), the recompute flag, the dtypes and the FSDP group; a
         ``memo`` shared by the layouts of one search keys their layers by it (remat
@@ -111,7 +115,7 @@ class Screener:
         key = self.layer_key(plan, layer)
         if key not in self.memo:
             self.memo[key] = self.layer_s(plan, layer)
-        return self.memo[key]  # type: ignore[no-any-return]
+        return self.memo[key]
 
     def op_s(self, op: Op, mesh: dict[str, int]) -> float:
         """One op's time: compute ops by the cost model, collectives as rings."""
@@ -154,7 +158,7 @@ class Screener:
     def screen(self, plan: TrainingStep) -> Screen:
         """The plan's screened step (see the module docstring)."""
         n = plan.schedule.iterations
-        kinds: dict[Any, tuple[float, float, float]] = {}
+        kinds: dict[LayerShape, tuple[float, float, float]] = {}
         compute = sync = async_ = 0.0
         for layer in plan.chunk():
             shape = plan.shape(layer)

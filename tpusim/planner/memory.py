@@ -14,15 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpusim.hardware import MemoryTracker
 from tpusim.planner.candidates import Layout
 from tpusim.program.builders import TrainingStep, prepare_training
 from tpusim.program.builders.counts import LocalParameters
+from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.memory import peak_stage
-from tpusim.program.builders.remat import RematPlacement
+from tpusim.program.builders.remat import Placement, RematPlacement
 from tpusim.program.ir import ProgramError
+
+if TYPE_CHECKING:
+    from tpusim.config.chip import ChipSpec
 
 
 class _MemoRemat(RematPlacement):
@@ -34,7 +38,7 @@ class _MemoRemat(RematPlacement):
         super().__init__(remat.policy, remat.placement)
         object.__setattr__(self, "memo", {})
 
-    def bytes_at(self, s: Any, where: Any, skip: tuple[str, ...] = ()) -> float:
+    def bytes_at(self, s: LayerShape, where: Placement, skip: tuple[str, ...] = ()) -> float:
         memo: dict[tuple[int, str, tuple[str, ...]], float] = self.memo  # type: ignore[attr-defined]
         key = (id(s), where, skip)
         if key not in memo:
@@ -101,7 +105,7 @@ class MemoryReport:
         return min(self.too_big, key=lambda f: f.shortfall_bytes, default=None)
 
 
-def assess(layout: Layout, base: dict[str, Any], chip: Any) -> Fitted:
+def assess(layout: Layout, base: dict[str, Any], chip: ChipSpec) -> Fitted:
     """``layout`` planned on top of the builder fields ``base``; raises ProgramError
     when the builder rejects it."""
     step = prepare_training(**(base | layout.fields()))
@@ -109,12 +113,12 @@ def assess(layout: Layout, base: dict[str, Any], chip: Any) -> Fitted:
     return Fitted(layout, step, peak_stage(memo_step(step)).total_bytes, capacity)
 
 
-def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: Any) -> MemoryReport:
+def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: ChipSpec) -> MemoryReport:
     """Every layout of ``layouts`` planned and sorted into the report's lists. A mesh
     and remat whose smallest microbatch count fits keeps only that count among those
     without a pipeline (more accumulation steps only add weight gathers there)."""
     report = MemoryReport()
-    settled: set[tuple[Any, ...]] = set()
+    settled: set[tuple[object, ...]] = set()
     for layout in layouts:
         report.considered += 1
         key = (tuple(layout.mesh.items()), layout.remat.name, layout.flags)

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpusim.errors import ConfigError, InputError
 from tpusim.planner.memory import Fitted
 from tpusim.program.builders.training import TrainingStep
 from tpusim.results.records import TrainingRecord
 from tpusim.workloads.registry import WorkloadContext
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
+    from tpusim.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class Simulator:
     route cache: a cache kept across layouts holds every group's routes (all pairs of
     a large group under the ``direct`` candidate) and grows without bound."""
 
-    def __init__(self, system: Any, topology: Any, workload: dict[str, Any]):
+    def __init__(self, system: System, topology: Topology, workload: dict[str, Any]):
         self.system, self.topology, self.workload = system, topology, workload
 
     def context(self, fidelity: str, label: str) -> WorkloadContext:

@@ -22,16 +22,20 @@ of the ranking, and the two MFUs say by how much.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
-from tpusim.planner.estimate import Network, Screen, Screener
+from tpusim.planner.estimate import LayerMemo, Network, Screen, Screener
 from tpusim.planner.memory import Fitted, MemoryReport, memo_step, prune
 from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
 from tpusim.program.builders.roles import FSDP, ROLES, TENSOR
 from tpusim.units import format_bytes
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
+    from tpusim.topology import Topology
 
 DEFAULT_SHORTLIST = 4
 """Layouts simulated at the ranking fidelity (after the screen)."""
@@ -93,7 +97,7 @@ class PlanResult:
     the simulations at each fidelity, the reference and the final order."""
 
     request: PlanRequest
-    system: Any
+    system: System
     memory: MemoryReport
     screened: list[tuple[Fitted, Screen]]
     ranked: list[Simulated]
@@ -152,7 +156,7 @@ def builder_base(request: PlanRequest) -> tuple[dict[str, Any], set[str]]:
     return base | request.overrides, known
 
 
-def candidates(request: PlanRequest, system: Any, topology: Any) -> MemoryReport:
+def candidates(request: PlanRequest, system: System, topology: Topology) -> MemoryReport:
     """Every layout generated and pruned by memory. Raises InputError when no mesh's
     batch axes divide the batch, or the builder rejects every layout."""
     from tpusim.engine.placement import map_mesh
@@ -180,7 +184,7 @@ def candidates(request: PlanRequest, system: Any, topology: Any) -> MemoryReport
     return report
 
 
-def _out_of_memory(report: MemoryReport, system: Any) -> None:
+def _out_of_memory(report: MemoryReport, system: System) -> None:
     closest = report.smallest_shortfall()
     assert closest is not None
     layout = closest.layout
@@ -204,14 +208,14 @@ def reference_layout(fitting: list[Fitted], screens: dict[int, Screen]) -> Fitte
     )
 
 
-def screen_all(report: MemoryReport, system: Any, topology: Any) -> dict[int, Screen]:
+def screen_all(report: MemoryReport, system: System, topology: Topology) -> dict[int, Screen]:
     """The screened step of every layout that fits, by ``id`` of its Fitted."""
     from tpusim.engine.placement import map_mesh
     from tpusim.hardware import ChipCostModel
 
     costs = ChipCostModel(system.chip)
     out: dict[int, Screen] = {}
-    memo: dict[Any, Any] = {}
+    memo: LayerMemo = {}
     pieces: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = {}
     for fitted in report.fitting:
         mesh = tuple(fitted.step.mesh.items())
@@ -241,14 +245,14 @@ def shortlist(
     return picked
 
 
-def classes(fitting: list[Fitted]) -> dict[tuple[Any, ...], list[Fitted]]:
+def classes(fitting: list[Fitted]) -> dict[tuple[object, ...], list[Fitted]]:
     """Layouts grouped by everything but how the batch shards split between the roles
     whose split is free (:attr:`PlannerCandidates.free_split`: data and fsdp), that is
     by the other roles' sizes (tensor, pipeline, expert...), the remat, the
     microbatches: the screen tells the splits apart only by their asynchronous
     communication, which it assumes hidden, so one of each class is simulated."""
     free = set(ROLES.names(where=lambda role: role.planner.free_split))
-    out: dict[tuple[Any, ...], list[Fitted]] = {}
+    out: dict[tuple[object, ...], list[Fitted]] = {}
     for f in fitting:
         roles = f.layout.roles
         key = tuple(v for k, v in roles.items() if k not in free)
@@ -288,7 +292,7 @@ def report_first(request: PlanRequest, best: Simulated) -> None:
         )
 
 
-def check_request(request: PlanRequest, system: Any) -> None:
+def check_request(request: PlanRequest, system: System) -> None:
     """Refuse what the search cannot answer in bounded time or at all (InputError):
     a fidelity other than :data:`PLAN_FIDELITIES`, more than :data:`MAX_PLAN_CHIPS`
     chips, more layers than the model has or than :data:`MAX_PLAN_LAYERS`, a dtype

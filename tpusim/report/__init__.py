@@ -1,10 +1,14 @@
-"""What a run shows, drawn from :mod:`tpusim.results` records:
+"""What a run shows, on top of every layer that makes records (:mod:`tpusim.results`
+and each workload kind's own record and results types):
 
 * :mod:`.tables`: the comparison table, ``tpusim topo``'s text, aligned text tables;
-* :mod:`.figures`: a scenario run's figures (the ``plots`` writer), drawn by
-  :mod:`.plots`, :mod:`.compare_plots` (systems side by side) and
-  :mod:`.workload_plots` (one workload kind's); matplotlib is imported lazily;
-* :mod:`.html`: ``report.html``; :mod:`.sources`: ``sources.csv``.
+* :mod:`.figures`: a scenario run's figures (the ``plots`` writer), one registry
+  (``FIGURES``) of the shared figure and each kind's (:mod:`.kind_figures`, picked by
+  record type), drawn by :mod:`.plots`, :mod:`.compare_plots` (systems side by side)
+  and :mod:`.workload_plots` (one workload kind's, and the ``jobs`` writer);
+  matplotlib is imported lazily;
+* :mod:`.html`: ``report.html``; :mod:`.sources`: ``sources.csv``; :mod:`.traces`:
+  ``serving_trace.json``.
 """
 
 from tpusim.report.tables import (

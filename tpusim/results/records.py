@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 
 Figure = tuple[str, float | None]  # (comparison-table row name with its unit, value)
 
+Row = Mapping[str, Any]
+"""A record's row as ``summary.csv`` or the JSON output holds it (column -> value of
+whatever type the column has; :meth:`Record.from_row` reads it back)."""
+
 
 def base_name(label: str) -> str:
     """A workload label without its sweep point: ``ar[bytes=1 MiB]`` -> ``ar``."""
@@ -364,6 +368,7 @@ __all__ = [
     "Economics",
     "ProgramRecord",
     "Record",
+    "Row",
     "TopologyRecord",
     "TrainingRecord",
     "base_name",

@@ -19,6 +19,8 @@ from tpusim.results.tables import link_utilization, links_frame
 if TYPE_CHECKING:
     import pandas as pd
 
+    from tpusim.topology.base import LinkTable
+
 __all__ = ["CollectiveResult", "OpRecord", "Results"]
 
 
@@ -41,7 +43,7 @@ class Results:
     peak_flops: float
     ops: list[OpRecord] = field(default_factory=list)
     link_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    links: Any = None
+    links: LinkTable | None = None
     max_hops: int = 0
     mean_hops: float = 0.0
 
@@ -95,12 +97,18 @@ class Results:
             "mfu": self.mfu,
             "max_hops": self.max_hops,
             "mean_hops": self.mean_hops,
-            **link_utilization(self.link_bytes, self.links.bandwidth_Bps, self.step_time_s),
+            **link_utilization(self.link_bytes, self._links().bandwidth_Bps, self.step_time_s),
         }
+
+    def _links(self) -> LinkTable:
+        """The link table (every simulated program's results carry one)."""
+        if self.links is None:
+            raise ValueError("these results carry no link table")
+        return self.links
 
     def links_frame(self) -> pd.DataFrame:
         """The ``links`` table (:mod:`tpusim.results.tables`) of the links that carried bytes."""
-        frame = links_frame(self.links, self.link_bytes, self.step_time_s)
+        frame = links_frame(self._links(), self.link_bytes, self.step_time_s)
         return frame[frame["bytes"] > 0]
 
     def ops_frame(self) -> pd.DataFrame:

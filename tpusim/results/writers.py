@@ -10,7 +10,7 @@ where every shipped writer, these and the report's, is registered in one list).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -64,7 +64,7 @@ class Outputs:
 Writer = Callable[[Path, Outputs], list[Path]]
 
 
-def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def summary_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """The ``summary`` table: one row per record, columns in first-seen order; a
     column whose values are all whole numbers given as integers (chips, links, hop
     and step counts) is an integer column with blanks (pandas ``Int64``), not floats."""

@@ -51,6 +51,7 @@ from tpusim.validation.measurements import (
     claim_case_id,
     shipped_name,
 )
+from tpusim.validation.workload_mesh import dcn_mesh, device_mesh
 
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
 """The one split rule: within each (chip, dtype) group of a file, cases sorted by id
@@ -137,8 +138,6 @@ class WorkloadCaseSpec(Frozen):
         tflops = self.measured_tflops_per_device
         if tflops is not None and tflops * 1e12 > MAX_FLOPS:
             raise ValueError(f"measured_tflops_per_device {tflops:g} is over {MAX_FLOPS:g} FLOP/s")
-        from tpusim.validation.workloads_translate import dcn_mesh, device_mesh
-
         device_mesh(self)  # ValueError naming the ICI axes that do not fit the slice
         if self.num_slices > 1:
             dcn_mesh(self)

@@ -30,13 +30,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, fields
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BeforeValidator, Field, PositiveInt, model_validator
 
 from tpusim.config.types import Bandwidth, Bytes
-from tpusim.results.records import Figure, Record
+from tpusim.results.records import Figure, Record, Row
 from tpusim.units import parse_time
 from tpusim.workloads.goodput_inputs import resolve_inputs
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
@@ -60,7 +60,7 @@ DEFAULT_RUN_LENGTH_S = 30 * 86400.0
 DEFAULT_TRIALS = 100
 
 
-def parse_duration(text: Any) -> float:
+def parse_duration(text: str | float) -> float:
     """Seconds from ``"50000 h"``, ``"5 min"``, ``"30 d"`` or anything
     :func:`~tpusim.units.parse_time` takes (``"2 s"``, ``"10 ms"``, a number of s).
     Raises ValueError for another unit or a negative or non-finite value."""
@@ -179,7 +179,9 @@ class FailureModel:
         return times
 
 
-def truncated_exponential(rng: np.random.Generator, mean: float, upper: float, n: int) -> Any:
+def truncated_exponential(
+    rng: np.random.Generator, mean: float, upper: float, n: int
+) -> np.ndarray:
     """``n`` exponential times of mean ``mean`` conditioned on being below ``upper``."""
     u = rng.random(n)
     return -mean * np.log1p(u * math.expm1(-upper / mean))
@@ -231,15 +233,15 @@ class GoodputRecord(Record):
     storage_bandwidth_Bps: float | None = None
 
     @classmethod
-    def from_row(cls, row: Any) -> Record:
+    def from_row(cls, row: Row) -> Record:
         """The record back from its row; the derived-input columns may be empty (a cost
         given as input) or absent (a row written before they existed)."""
         derived = ("step_time_from", "state_bytes_per_chip", "storage_bandwidth_Bps")
         values = {f.name: row[f.name] for f in fields(cls) if f.name not in derived}
         for name in derived[1:]:
             value = row.get(name)
-            empty = value is None or value == "" or (isinstance(value, float) and math.isnan(value))
-            values[name] = None if empty else float(value)
+            empty = value == "" or (isinstance(value, float) and math.isnan(value))
+            values[name] = None if value is None or empty else float(value)
         return cls(**values, step_time_from=str(row.get("step_time_from") or "input"))
 
     def figures(self) -> list[Figure]:

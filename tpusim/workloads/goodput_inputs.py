@@ -18,10 +18,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tpusim.workloads.registry import WorkloadContext
+    from tpusim.workloads.training_step import TrainingWorkload
+
+
+class GoodputSource(Protocol):
+    """What the inputs are resolved from (a goodput workload's fields): a step time or
+    a training workload, and a checkpoint cost or what it follows from."""
+
+    @property
+    def step_time_s(self) -> float | None: ...
+    @property
+    def training(self) -> TrainingWorkload | None: ...
+    @property
+    def checkpoint_cost_s(self) -> float | None: ...
+    @property
+    def state_bytes_per_chip(self) -> float | None: ...
+    @property
+    def storage_bandwidth_Bps(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -37,11 +54,13 @@ class GoodputInputs:
     step_time_from: str
 
 
-def resolve_inputs(spec: Any, context: WorkloadContext) -> GoodputInputs:
+def resolve_inputs(spec: GoodputSource, context: WorkloadContext) -> GoodputInputs:
     """The inputs of goodput ``spec`` on the context's system (see the module docstring).
     Raises what the training workload raises (ConfigError, SimulationError)."""
-    step_s, source = spec.step_time_s, "input"
-    if spec.training is not None:
+    if spec.training is None:
+        assert spec.step_time_s is not None  # the spec gives one of the two
+        step_s, source = spec.step_time_s, "input"
+    else:
         from tpusim.workloads.training_step import run as run_training
 
         record = run_training(spec.training, context).record
@@ -50,12 +69,13 @@ def resolve_inputs(spec: Any, context: WorkloadContext) -> GoodputInputs:
         return GoodputInputs(step_s, spec.checkpoint_cost_s, None, None, source)
     state = spec.state_bytes_per_chip
     if state is None:
+        assert spec.training is not None  # the spec gives a state, a cost or a training
         state = state_bytes_per_chip(spec.training, context)
     bandwidth = spec.storage_bandwidth_Bps or context.system.chip.dcn.bandwidth_Bps
     return GoodputInputs(step_s, state / bandwidth, state, bandwidth, source)
 
 
-def state_bytes_per_chip(training: Any, context: WorkloadContext) -> float:
+def state_bytes_per_chip(training: TrainingWorkload, context: WorkloadContext) -> float:
     """Bytes of weights and optimiser state the chip holds in ``training``'s plan."""
     from tpusim.program.builders.training import ADAM_STATE_BYTES
     from tpusim.workloads.training_step import prepare

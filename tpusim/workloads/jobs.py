@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
@@ -38,11 +38,14 @@ from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.errors import ConfigError
 from tpusim.program.ir import Op, Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
-from tpusim.results.records import Figure, Record
+from tpusim.results.records import Figure, Record, Row
 from tpusim.results.simulation import Results
 from tpusim.vocabulary import Op as CollectiveOp
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from tpusim.engine.multijob import Job, JobsRun
 
 
 class JobCollective(Frozen):
@@ -93,6 +96,17 @@ class JobsWorkload(WorkloadSpec):
         return self
 
 
+class JobRow(TypedDict):
+    """One job of a jobs record: its chips, its time together and alone (s) and the
+    slowdown (together over alone)."""
+
+    name: str
+    chips: int
+    time_s: float
+    alone_time_s: float
+    slowdown: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobsRecord(Record):
     """Jobs sharing one network: the system's chips, the chips the jobs use, the time
@@ -108,10 +122,10 @@ class JobsRecord(Record):
     step_time_s: float
     max_slowdown: float
     num_shared_links: int
-    jobs: list[dict[str, Any]]
+    jobs: list[JobRow]
 
     @classmethod
-    def from_row(cls, row: Any) -> Record:
+    def from_row(cls, row: Row) -> Record:
         values = {f.name: row[f.name] for f in fields(cls)}
         if isinstance(values["jobs"], str):  # summary.csv holds the list as its repr
             values["jobs"] = ast.literal_eval(values["jobs"])
@@ -164,7 +178,7 @@ def _program(entry: JobEntry, index: int, context: WorkloadContext) -> Program:
     return Program(entry.name, (op,))
 
 
-def place_jobs(spec: JobsWorkload, context: WorkloadContext) -> list[Any]:
+def place_jobs(spec: JobsWorkload, context: WorkloadContext) -> list[Job]:
     """The workload's jobs placed on the context's system; a ConfigError names the
     entry of a job that does not fit, names a missing chip or shares one."""
     from tpusim.engine import multijob as placing
@@ -190,7 +204,7 @@ def place_jobs(spec: JobsWorkload, context: WorkloadContext) -> list[Any]:
     return placed
 
 
-def _merged(together: Any, context: WorkloadContext, label: str) -> JobsResults:
+def _merged(together: JobsRun, context: WorkloadContext, label: str) -> JobsResults:
     """The together run as one :class:`JobsResults`: every job's op rows (named
     ``job/op``), hop counts and link bytes."""
     ops, first = [], together.results[0]
@@ -222,7 +236,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
 
     placed = place_jobs(spec, context)
 
-    def simulate(jobs: list[Any]) -> Any:
+    def simulate(jobs: list[Job]) -> JobsRun:
         return run_jobs(
             context.system,
             context.topology,
@@ -234,7 +248,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     together = simulate(placed)
     alone = [simulate([job]).times_s[0] for job in placed]
     users = sum((b > 0).astype(int) for b in together.link_bytes.values())
-    rows = [
+    rows: list[JobRow] = [
         {
             "name": job.name,
             "chips": int(job.chips.size),

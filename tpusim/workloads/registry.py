@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -27,7 +27,7 @@ from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.engine.settings import RunSettings
 from tpusim.errors import ConfigError
 from tpusim.registry import Registry
-from tpusim.results.records import ProgramRecord, Record
+from tpusim.results.records import ProgramRecord, Record, Row
 from tpusim.results.run import CollectiveLinks
 from tpusim.results.simulation import Results
 from tpusim.workloads.spec import WorkloadSpec
@@ -84,33 +84,32 @@ class Outcome:
     links: CollectiveLinks | None = None
 
 
-S = TypeVar("S", bound=WorkloadSpec)
-
-
 @dataclass(frozen=True)
-class WorkloadKind(Generic[S]):
+class WorkloadKind:
     """A workload kind's properties: its spec class, run function, record type (the
     type a ``summary.csv`` row of this kind reads back as; default a simulated
-    program's) and check (None: nothing to check beyond the spec)."""
+    program's) and check (None: nothing to check beyond the spec). ``run`` and
+    ``check`` take a spec of the kind's own class and the point's
+    :class:`WorkloadContext` (each kind's module types them with its spec class)."""
 
-    spec: type[S]
-    run: Callable[[S, WorkloadContext], Outcome]
+    spec: type[WorkloadSpec]
+    run: Callable[..., Outcome]
     record: type[Record] = ProgramRecord
-    check: Callable[[S, WorkloadContext], None] | None = None
+    check: Callable[..., None] | None = None
 
 
 #: The workload kinds by name (``kind:`` in a scenario), in registration order: the
 #: order of the choices in error messages.
-WORKLOADS: Registry[WorkloadKind[Any]] = Registry("workload kind")
+WORKLOADS: Registry[WorkloadKind] = Registry("workload kind")
 
 
-def record_from_row(row: dict[str, Any]) -> Record | None:
+def record_from_row(row: Row) -> Record | None:
     """A ``summary.csv`` / JSON row back as its record; None for an unregistered kind."""
     kind = row.get("kind", "")
     return WORKLOADS.get(kind).record.from_row(row) if kind in WORKLOADS else None
 
 
-def _kind_error(value: Any, error_type: str, message: str) -> ValidationError:
+def _kind_error(value: object, error_type: str, message: str) -> ValidationError:
     """A validation error on the workload's ``kind`` key, so it names that key's line."""
     detail = InitErrorDetails(
         type=PydanticCustomError(error_type, message), loc=("kind",), input=value
@@ -118,7 +117,7 @@ def _kind_error(value: Any, error_type: str, message: str) -> ValidationError:
     return ValidationError.from_exception_data("workload", [detail])
 
 
-def validate_workload(value: Any) -> WorkloadSpec:
+def validate_workload(value: object) -> WorkloadSpec:
     """A workload mapping validated by the spec class of its ``kind``."""
     if isinstance(value, WorkloadSpec):
         return value

@@ -3,17 +3,19 @@ at a request rate or, with ``find_capacity``, its capacity at an SLO."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from tpusim.config.yamlio import format_path, line_of
 from tpusim.errors import ConfigError, InputError
-from tpusim.results.records import Figure, Record
+from tpusim.results.records import Figure, Record, Row
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions, ServeSpec, with_environment
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from tpusim.serving.replica import IterationRecord
 
 #: Joules per megajoule (display).
 J_PER_MJ = 1e6
@@ -64,21 +66,31 @@ class ServingRecord(Record):
     #: Each replica's iterations (:class:`~tpusim.serving.service.IterationRecord`, a
     #: tuple per replica): drawn as ``serving_trace.json``, not a table column; empty
     #: for the capacity search.
-    iterations: tuple[tuple[Any, ...], ...] = ()
+    iterations: tuple[tuple[IterationRecord, ...], ...] = ()
 
     @classmethod
-    def of(cls, row: dict[str, Any], **values: Any) -> ServingRecord:
-        names = {f.name for f in fields(cls)} - set(values)
-        known: dict[str, Any] = {k: row[k] for k in names if k in row}
+    def of(
+        cls,
+        row: Row,
+        *,
+        system: str,
+        workload: str,
+        kind: str,
+        iterations: tuple[tuple[IterationRecord, ...], ...],
+    ) -> ServingRecord:
+        """From a serving run's row, on ``system`` for ``workload`` of ``kind``, with
+        each replica's ``iterations``."""
+        given = {"system", "workload", "kind", "iterations"}
+        known = {f.name: row[f.name] for f in fields(cls) if f.name in row and f.name not in given}
         known["curve"] = tuple(tuple(p) for p in known.get("curve", ()))
-        return cls(**values, **known)
+        return cls(system=system, workload=workload, kind=kind, iterations=iterations, **known)
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> dict[str, object]:
         """The columns (the curve and the iterations are figures, not columns)."""
         return {k: v for k, v in super().row().items() if k not in NOT_COLUMNS}
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Record:
+    def from_row(cls, row: Row) -> Record:
         return cls(**{f.name: row[f.name] for f in fields(cls) if f.name not in NOT_COLUMNS})
 
     def figures(self) -> list[Figure]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
@@ -58,7 +58,7 @@ class SweepRange(Frozen):
         return [round(v) for v in out] if integral or as_bytes else out
 
 
-def _sweep_value(value: Any) -> Any:
+def _sweep_value(value: object) -> object:
     """A mapping is a range: validated here so its error names the range's key."""
     if isinstance(value, dict):
         try:
@@ -72,7 +72,7 @@ def _sweep_value(value: Any) -> Any:
     return value
 
 
-Sweep = dict[str, Annotated[list[Any] | SweepRange, BeforeValidator(_sweep_value)]]
+Sweep = dict[str, Annotated[list[object] | SweepRange, BeforeValidator(_sweep_value)]]
 
 #: Keys of a workload that are not fields of the work itself.
 VARIANT_KEYS = ("sweep", "per_system", "systems")
@@ -85,7 +85,7 @@ class WorkloadSpec(Frozen):
     Literal["its-kind"]`` and ``name: str`` (a program's name has a default)."""
 
     sweep: Sweep = Field(default_factory=dict)
-    per_system: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    per_system: dict[str, dict[str, object]] = Field(default_factory=dict)
     #: The scenario's systems this workload runs on (None: every one).
     systems: list[str] | None = Field(None, min_length=1)
 
@@ -93,7 +93,7 @@ class WorkloadSpec(Frozen):
         kind: str
         name: str
 
-    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, Any]:
+    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, object]:
         """Fields that follow from the mesh resolved for a system (none by default)."""
         return {}
 
@@ -117,7 +117,7 @@ class ModelWorkload(ModelShape, WorkloadSpec):
 
     @model_validator(mode="before")
     @classmethod
-    def _expand_model(cls, data: Any) -> Any:
+    def _expand_model(cls, data: object) -> object:
         if not isinstance(data, dict) or data.get("model") is None:
             return data
         return expand_preset(cls, data)
@@ -138,12 +138,12 @@ class ModelWorkload(ModelShape, WorkloadSpec):
         whole = load_model(self.model).layers
         return f"fragment: {self.layers} of {whole} layers" if self.layers < whole else None
 
-    def builder_fields(self) -> dict[str, Any]:
+    def builder_fields(self) -> dict[str, object]:
         """The fields the program builder takes (everything but kind, name, variants)."""
         return self.model_dump(exclude={"kind", "name", "model", *VARIANT_KEYS})
 
 
-def expand_preset(cls: type[ModelWorkload], data: dict[str, Any]) -> dict[str, Any]:
+def expand_preset(cls: type[ModelWorkload], data: dict[str, object]) -> dict[str, object]:
     """``data`` with the shape fields of its ``model`` preset filled in where absent;
     raises ValueError for an unknown model or a preset feature ``cls`` lacks."""
     from tpusim.config.loader import load_model

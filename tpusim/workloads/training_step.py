@@ -109,7 +109,7 @@ class TrainingWorkload(ModelWorkload):
             )
         return self
 
-    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, int]:
+    def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, object]:
         """``batch`` from ``batch_per_shard`` x the shards of the batch axes (the
         roles that shard the batch: data, fsdp, expert, by field or by role name) in
         ``mesh``."""

@@ -30,8 +30,8 @@ Modules, one concept each:
 * :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
   activations);
 * :mod:`.memory`: the training step's HBM per stage and over the step;
-* :mod:`.training`: :func:`training_step` and its plan (see its module docstring for
-  the model); :mod:`.emit`: the plan's ops;
+* :mod:`.training`: the checked training step (see its module docstring for the
+  model); :mod:`.emit`: its ops and :func:`training_step`;
 * :mod:`.decode`: :func:`decode_step`;
 * :mod:`.replica`: a model replica as one chip holds it (per-chip shape on ``tp * ep``
   chips, its collective groups); :mod:`.serving`: one continuous-batching serving
@@ -40,13 +40,13 @@ Modules, one concept each:
 
 from tpusim.program.builders.counts import parameters_per_layer, step_flops
 from tpusim.program.builders.decode import decode_step
+from tpusim.program.builders.emit import training_step
 from tpusim.program.builders.training import (
     ADAM_STATE_BYTES,
     BACKWARD_ELEMENTWISE_FACTOR,
     FSDP_PREFETCH_LAYERS,
     TrainingStep,
     prepare_training,
-    training_step,
 )
 
 __all__ = [

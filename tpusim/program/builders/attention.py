@@ -41,7 +41,7 @@ attention is ``2 * 8192^2 * 256 * 32 = 1.10e12`` FLOPs; causal flash computes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 AttentionKernel = Literal["flash", "naive"]
 ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("flash", "naive")
@@ -77,6 +77,16 @@ transcendental unit; the 1/sqrt(d) scale folds into Q). Grade: assumption."""
 VECTOR_OPS_PER_SCORE_BWD = 5.0
 """Vector-unit operations per computed score in the backward: subtracting the
 logsumexp, ``dS = P (dP - D)`` (two), the casts of P and dS. Grade: assumption."""
+
+
+class KernelFields(TypedDict):
+    """The :class:`~tpusim.program.ir.Op` fields of a ``kernel`` op's work."""
+
+    mxu_flops: float
+    padded_flops: float
+    pad_dims: tuple[int, ...]
+    vector_ops: float
+    bytes: float
 
 
 @dataclass(frozen=True)
@@ -123,7 +133,7 @@ class KernelWork:
     vector_ops: float
     bytes: float
 
-    def op_fields(self, times: float = 1.0) -> dict[str, Any]:
+    def op_fields(self, times: float = 1.0) -> KernelFields:
         """The :class:`~tpusim.program.ir.Op` fields of a ``kernel`` op doing this work
         ``times`` over."""
         return {

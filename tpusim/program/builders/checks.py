@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
@@ -180,7 +179,7 @@ def _check_divisions(
 
 
 def check_decode(
-    ints: dict[str, int], *, dtype: str, kv_cache: str, mesh: Any, tensor_axis: str | None
+    ints: dict[str, int], *, dtype: str, kv_cache: str, mesh: object, tensor_axis: str | None
 ) -> tuple[float, dict[str, int], int]:
     """Check :func:`~tpusim.program.builders.decode_step`'s arguments.
 
@@ -202,7 +201,7 @@ def check_decode(
     return dtype_bytes, mesh, tp
 
 
-def positive_ints(**values: Any) -> None:
+def positive_ints(**values: object) -> None:
     """Raise :class:`ProgramError` for the first value that is not an int > 0."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -227,20 +226,20 @@ def activation_bytes(dtype: str) -> float:
     return max(own, DTYPE_BYTES["bf16"])
 
 
-def non_negative_ints(**values: Any) -> None:
+def non_negative_ints(**values: object) -> None:
     """Raise :class:`ProgramError` for the first value that is not an int >= 0."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ProgramError(f"{name} must be a non-negative integer, got {value!r}")
 
 
-def choose(field_name: str, value: Any, choices: tuple[str, ...]) -> None:
+def choose(field_name: str, value: object, choices: tuple[str, ...]) -> None:
     """Raise :class:`ProgramError` unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ProgramError(f"{field_name} '{value}' is unknown (choose from {', '.join(choices)})")
 
 
-def checked_mesh(mesh: Any) -> dict[str, int]:
+def checked_mesh(mesh: object) -> dict[str, int]:
     """``mesh`` as a dict of non-empty axis names to positive sizes, or
     :class:`ProgramError` naming the bad axis."""
     if not isinstance(mesh, dict) or not mesh:

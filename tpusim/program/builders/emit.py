@@ -22,7 +22,7 @@ from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
 from tpusim.program.builders.template import LayerStep, Phase, collective_step
-from tpusim.program.builders.training import TrainingStep
+from tpusim.program.builders.training import TrainingStep, prepare_training
 from tpusim.program.ir import Op, Program
 
 
@@ -352,3 +352,16 @@ def useful_flops(plan: TrainingStep) -> float:
 
 def _forward_flops(steps: list[LayerStep]) -> float:
     return sum(st.forward_flops * st.useful for st in steps)
+
+
+def training_step(**fields: object) -> Program:
+    """One training step (forward, backward, optimiser) of a dense or MoE transformer.
+
+    Takes the keywords of :class:`~tpusim.program.builders.args.TrainingArgs`: the
+    model's shape, ``batch`` (or ``global_batch``) in sequences of ``seq`` tokens,
+    ``mesh`` (axis name -> size; every axis of more than one chip plays a role), the
+    ``*_axis`` role overrides and the schedule. See the module docstring for the ops,
+    collectives and memory this produces. Raises :class:`ProgramError` naming the bad
+    field.
+    """
+    return emit_program(prepare_training(**fields))

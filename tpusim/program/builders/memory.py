@@ -108,17 +108,23 @@ def attention_saved_bytes(s: LayerShape) -> float:
 
 
 def stage_memory(plan: TrainingStep, stage: int) -> StageMemory:
-    """The peak memory of pipeline stage ``stage`` (see the module docstring)."""
+    """The peak memory of pipeline stage ``stage`` (see the module docstring). Every
+    per-layer count depends on a layer only through its shape (``plan.shape``: one or
+    two objects), so each is counted once per shape (``first``: a layer of each), and
+    a max over the layers is the max over those."""
     a, b = plan.args, plan.bytes_per_element
     params = plan.stage_params(stage) / plan.shard
     s = plan.schedule
     chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
     layers = [layer for chunk in chunks for layer in chunk]
-    per_chunk = max(sum(kept_bytes(plan, layer) for layer in c) for c in chunks)
+    shape_of = [id(plan.shape(layer)) for layer in layers]
+    first = list(dict(zip(shape_of[::-1], layers[::-1], strict=True)).values())
+    kept = {id(plan.shape(layer)): kept_bytes(plan, layer) for layer in first}
+    per_chunk = max(sum(kept[id(plan.shape(layer))] for layer in c) for c in chunks)
     optimizer = params * plan.optimizer_state_bytes / plan.zero_shard
-    largest = max(plan.params(layer).total for layer in layers) / plan.shard
-    layer_phase = max(transient_bytes(plan, layer) for layer in layers)
-    layer_phase += fsdp_buffers(plan, layers)
+    largest = max(plan.params(layer).total for layer in first) / plan.shard
+    layer_phase = max(transient_bytes(plan, layer) for layer in first)
+    layer_phase += fsdp_buffers(plan, first)
     buffers = max(layer_phase, logits_bytes(plan))
     if a.optimizer_memory_host_offload:
         optimizer, buffers = 0.0, buffers + largest * plan.optimizer_state_bytes / plan.zero_shard

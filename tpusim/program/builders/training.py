@@ -88,7 +88,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tpusim.program.builders.args import FSDP_PREFETCH_LAYERS, TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
@@ -101,7 +100,6 @@ from tpusim.program.builders.pipeline import PipelineSchedule
 from tpusim.program.builders.remat import RematPlacement, recomputed_steps
 from tpusim.program.builders.roles import CONTEXT, EXPERT, PIPELINE, TENSOR
 from tpusim.program.builders.template import BACKWARD_ELEMENTWISE_FACTOR, LayerStep
-from tpusim.program.ir import Program
 
 __all__ = [
     "ADAM_STATE_BYTES",
@@ -109,7 +107,6 @@ __all__ = [
     "FSDP_PREFETCH_LAYERS",
     "TrainingStep",
     "prepare_training",
-    "training_step",
 ]
 
 ADAM_STATE_BYTES = 12.0
@@ -118,22 +115,7 @@ moments (published: Adam's two moments; the fp32 master is the mixed-precision
 recipe of Micikevicius et al. 2018)."""
 
 
-def training_step(**fields: Any) -> Program:
-    """One training step (forward, backward, optimiser) of a dense or MoE transformer.
-
-    Takes the keywords of :class:`~tpusim.program.builders.args.TrainingArgs`: the
-    model's shape, ``batch`` (or ``global_batch``) in sequences of ``seq`` tokens,
-    ``mesh`` (axis name -> size; every axis of more than one chip plays a role), the
-    ``*_axis`` role overrides and the schedule. See the module docstring for the ops,
-    collectives and memory this produces. Raises :class:`ProgramError` naming the bad
-    field.
-    """
-    from tpusim.program.builders.emit import emit_program
-
-    return emit_program(prepare_training(**fields))
-
-
-def prepare_training(**fields: Any) -> TrainingStep:
+def prepare_training(**fields: object) -> TrainingStep:
     """The checked plan of a training step (see :func:`training_step`)."""
     args = TrainingArgs.of(fields)
     return TrainingStep.of(args, check_training(args))
