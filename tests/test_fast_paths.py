@@ -164,3 +164,22 @@ def test_stage_memory_counts_each_layer_shape_once_with_the_same_bytes(remat):
         got = stage_memory(plan, stage)
         want = _stage_memory_layer_by_layer(plan, stage)
         assert (got.activations_bytes, got.buffers_bytes) == want
+
+
+@pytest.mark.parametrize(
+    "dims, wrap",
+    [((3, 4, 5), (True, True, True)), ((4, 3), (True, False)), ((2, 2, 3), (True, False, True))],
+    ids=["torus-3x4x5", "wrapped-by-mesh", "size-2-axes"],
+)
+def test_torus_batch_routes_equal_pair_by_pair_routes(dims, wrap):
+    """Every ordered pair: the vectorised dimension-order routes are the links of
+    :meth:`route`'s node path, looked up in a Python dict."""
+    topo = Torus(dims, wrap, link_bandwidth_Bps=BW, hop_latency_s=LAT)
+    first = _first_link_of_pair(topo)
+    n = topo.num_chips
+    src, dst = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    ptr, links = topo.route_links_many(src, dst)
+    for k in range(src.size):
+        path = topo.route(int(src[k]), int(dst[k]))
+        want = [first[(u, v)] for u, v in pairwise(path)]
+        assert links[ptr[k] : ptr[k + 1]].tolist() == want, (src[k], dst[k])

@@ -163,10 +163,10 @@ class MaxMinProblem:
         open_ids, state, level = history.state_at(restart, self.capacity[index.used])
         history.truncate(restart)
         round_of = last.round_of
-        done = self.dead | ((round_of >= 0) & (round_of < restart))
+        # 0 <= round < restart in one pass: -1 (not frozen) reads as a huge unsigned
+        done = self.dead | (round_of.view(np.uint64) < restart)
         round_of[~done] = -1
-        rate = np.where(done, last.rate, 0.0)
-        rate[self.dead] = 0.0
+        rate = np.where(done & ~self.dead, last.rate, 0.0)
         crossing = np.zeros(index.used.size)
         crossing[open_ids] = state[1]
         f = _Filling(last.tolerance, rate, done, round_of, crossing, open_ids, state, history)

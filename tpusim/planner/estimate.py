@@ -93,28 +93,28 @@ class Screener:
         self.costs, self.network = costs, network
         self.memo = {} if memo is None else memo
 
-    def layer_key(self, plan: TrainingStep, layer: int) -> tuple[object, ...]:
+    def layer_key(self, step: TrainingStep, layer: int) -> tuple[object, ...]:
         """What :meth:`layer_s` reads: the layer's shape, the mesh (the network's
         pieces follow from it), the recompute flag, the dtypes and the FSDP group; a
         ``memo`` shared by the layouts of one search keys their layers by it (remat
         policies and data/fsdp splits share most layers)."""
-        args = plan.args
+        args = step.args
         return (
-            plan.shape(layer),
-            tuple(plan.mesh.items()),
+            step.shape(layer),
+            tuple(step.mesh.items()),
             getattr(args, "recompute", False),
-            plan.dtype,
-            plan.bytes_per_element,
-            plan.gradient_bytes,
-            plan.fsdp_group,
-            plan.params(layer).total,
+            step.dtype,
+            step.bytes_per_element,
+            step.gradient_bytes,
+            step.fsdp_group,
+            step.params(layer).total,
         )
 
-    def layer_memo(self, plan: TrainingStep, layer: int) -> tuple[float, float, float]:
+    def layer_memo(self, step: TrainingStep, layer: int) -> tuple[float, float, float]:
         """:meth:`layer_s`, memoised by :meth:`layer_key`."""
-        key = self.layer_key(plan, layer)
+        key = self.layer_key(step, layer)
         if key not in self.memo:
-            self.memo[key] = self.layer_s(plan, layer)
+            self.memo[key] = self.layer_s(step, layer)
         return self.memo[key]
 
     def op_s(self, op: Op, mesh: dict[str, int]) -> float:
@@ -127,56 +127,56 @@ class Screener:
             return self.costs.embedding_lookup(op.rows, op.row_bytes, op.memory).time_s
         return self.costs.elementwise(op.bytes, op.memory).time_s
 
-    def pass_s(self, plan: TrainingStep, steps: list[LayerStep], phase: str) -> tuple[float, float]:
+    def pass_s(self, step: TrainingStep, steps: list[LayerStep], phase: str) -> tuple[float, float]:
         """(compute, synchronous communication) seconds of one pass of ``steps``."""
         out = OpList()
         ordered = steps if phase == "fwd" else list(reversed(steps))
-        for i, step in enumerate(ordered):
-            if step.phase in ("both", phase):
-                emit_step(out, step, f"s{i}", phase, [], plan.dtype)  # type: ignore[arg-type]
-        compute = sum(self.op_s(op, plan.mesh) for op in out.ops if op.kind != "collective")
-        sync = sum(self.op_s(op, plan.mesh) for op in out.ops if op.kind == "collective")
+        for i, template in enumerate(ordered):
+            if template.phase in ("both", phase):
+                emit_step(out, template, f"s{i}", phase, [], step.dtype)  # type: ignore[arg-type]
+        compute = sum(self.op_s(op, step.mesh) for op in out.ops if op.kind != "collective")
+        sync = sum(self.op_s(op, step.mesh) for op in out.ops if op.kind == "collective")
         return compute, sync
 
-    def layer_s(self, plan: TrainingStep, layer: int) -> tuple[float, float, float]:
+    def layer_s(self, step: TrainingStep, layer: int) -> tuple[float, float, float]:
         """(compute, sync, async) seconds of one microbatch through ``layer``, forward,
         recomputed forward (with ``recompute``) and backward."""
-        steps = layer_steps(plan.shape(layer))
-        fwd, bwd = self.pass_s(plan, steps, "fwd"), self.pass_s(plan, steps, "bwd")
-        again = 2 if getattr(plan.args, "recompute", False) else 1
+        steps = layer_steps(step.shape(layer))
+        fwd, bwd = self.pass_s(step, steps, "fwd"), self.pass_s(step, steps, "bwd")
+        again = 2 if getattr(step.args, "recompute", False) else 1
         compute = again * fwd[0] + bwd[0]
         sync = again * fwd[1] + bwd[1]
-        weights = plan.params(layer).total
+        weights = step.params(layer).total
         gather = self.network.collective_s(
-            "all-gather", weights * plan.bytes_per_element, plan.fsdp_group, plan.mesh
+            "all-gather", weights * step.bytes_per_element, step.fsdp_group, step.mesh
         )
         scatter = self.network.collective_s(
-            "reduce-scatter", weights * plan.gradient_bytes, plan.fsdp_group, plan.mesh
+            "reduce-scatter", weights * step.gradient_bytes, step.fsdp_group, step.mesh
         )
         return compute, sync, 2 * gather + scatter
 
-    def screen(self, plan: TrainingStep) -> Screen:
-        """The plan's screened step (see the module docstring)."""
-        n = plan.schedule.iterations
+    def screen(self, step: TrainingStep) -> Screen:
+        """The step's screened step (see the module docstring)."""
+        n = step.schedule.iterations
         kinds: dict[LayerShape, tuple[float, float, float]] = {}
         compute = sync = async_ = 0.0
-        for layer in plan.chunk():
-            shape = plan.shape(layer)
+        for layer in step.chunk():
+            shape = step.shape(layer)
             if shape not in kinds:
-                kinds[shape] = self.layer_memo(plan, layer)
+                kinds[shape] = self.layer_memo(step, layer)
             c, s, a = kinds[shape]
             compute, sync, async_ = compute + n * c, sync + n * s, async_ + n * a
-            grads = plan.params(layer).total * plan.gradient_bytes / plan.shard
-            async_ += self.network.collective_s("all-reduce", grads, plan.dense_axes, plan.mesh)
-        for steps in (embed_steps(plan), head_steps(plan)):
+            grads = step.params(layer).total * step.gradient_bytes / step.shard
+            async_ += self.network.collective_s("all-reduce", grads, step.dense_axes, step.mesh)
+        for steps in (embed_steps(step), head_steps(step)):
             for phase in ("fwd", "bwd"):
-                c, s = self.pass_s(plan, steps, phase)
+                c, s = self.pass_s(step, steps, phase)
                 compute, sync = compute + c, sync + s
-        if plan.pipeline_group:
+        if step.pipeline_group:
             permute = self.network.collective_s(
-                "collective-permute", plan.dense.act_bytes, plan.pipeline_group, plan.mesh
+                "collective-permute", step.dense.act_bytes, step.pipeline_group, step.mesh
             )
             sync += 2 * n * permute
-        optimizer = plan.local_params * (2 * ADAM_STATE_BYTES + 2 * plan.bytes_per_element)
+        optimizer = step.local_params * (2 * ADAM_STATE_BYTES + 2 * step.bytes_per_element)
         compute += self.costs.elementwise(optimizer).time_s
         return Screen(compute, sync, async_)

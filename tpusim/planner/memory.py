@@ -1,4 +1,4 @@
-"""Memory pruning: plan each candidate with the training builder and keep those whose
+"""Memory pruning: prepare each candidate with the training builder and keep those whose
 peak stage fits in the chip's HBM, before anything is simulated.
 
 The builder's own checks (:func:`~tpusim.program.builders.prepare_training`: heads,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class _MemoRemat(RematPlacement):
-    """A remat plan whose byte counts are memoised per layer shape object: the memory
+    """A remat placement whose byte counts are memoised per layer shape object: the memory
     model asks for each of a step's layers, whose shapes are one or two objects of the
     plan (keyed by identity: hashing a shape costs as much as the count)."""
 
@@ -47,7 +47,7 @@ class _MemoRemat(RematPlacement):
 
 
 class _MemoStep(TrainingStep):
-    """A plan whose per-layer parameter counts are memoised per layer shape object
+    """A step whose per-layer parameter counts are memoised per layer shape object
     (the memory model sums them over every layer of every stage)."""
 
     def params(self, layer: int) -> LocalParameters:
@@ -58,10 +58,10 @@ class _MemoStep(TrainingStep):
         return memo[id(shape)]
 
 
-def memo_step(plan: TrainingStep) -> TrainingStep:
-    """``plan`` with memoised per-layer counts (same numbers: the tests compare)."""
-    values = {f.name: getattr(plan, f.name) for f in fields(plan)}
-    return _MemoStep(**(values | {"remat": _MemoRemat(plan.remat)}))
+def memo_step(step: TrainingStep) -> TrainingStep:
+    """``step`` with memoised per-layer counts (same numbers: the tests compare)."""
+    values = {f.name: getattr(step, f.name) for f in fields(step)}
+    return _MemoStep(**(values | {"remat": _MemoRemat(step.remat)}))
 
 
 @dataclass(frozen=True)

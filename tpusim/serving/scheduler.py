@@ -86,7 +86,7 @@ class Request:
 
 
 @dataclass
-class Plan:
+class Iteration:
     """One iteration: the requests scheduled with their chunk sizes, and the batch."""
 
     chunks: list[tuple[Request, int]] = field(default_factory=list)
@@ -149,10 +149,10 @@ class Scheduler:
         """Nothing waiting or running."""
         return not self.waiting and not self.running
 
-    def schedule(self, now: float) -> Plan:
-        """The next iteration's plan (see the module docstring)."""
-        plan, budget, bs = Plan(), self.max_tokens, self.block_size
-        chunks, preempted = plan.chunks, False
+    def schedule(self, now: float) -> Iteration:
+        """The next iteration (see the module docstring)."""
+        step, budget, bs = Iteration(), self.max_tokens, self.block_size
+        chunks, preempted = step.chunks, False
         for req in list(self.running):  # a copy: preemption edits the list
             if budget == 0 or len(chunks) == self.max_sequences:
                 break
@@ -168,9 +168,9 @@ class Scheduler:
             chunks.append((req, chunk))
             budget -= chunk
         if not preempted:
-            self._admit(plan, budget, now)
-        plan.batch = self._batch(plan)
-        return plan
+            self._admit(step, budget, now)
+        step.batch = self._batch(step)
+        return step
 
     def _pending_with_drafts(self, req: Request) -> int:
         """Tokens to run: the pending ones, plus the drafts of a request in decode."""
@@ -206,9 +206,9 @@ class Scheduler:
         req.queued_at = now
         self.waiting.appendleft(req)
 
-    def _admit(self, plan: Plan, budget: int, now: float) -> int:
+    def _admit(self, step: Iteration, budget: int, now: float) -> int:
         """Admit waiting requests in the policy's order; returns the budget left."""
-        while self.waiting and budget > 0 and len(plan.chunks) < self.max_sequences:
+        while self.waiting and budget > 0 and len(step.chunks) < self.max_sequences:
             req = self._next_waiting()
             shared = self.cached_blocks(req) if req.computed == 0 else 0
             start = req.computed + shared * self.block_size
@@ -223,7 +223,7 @@ class Scheduler:
             req.blocks += need + shared
             self.running.append(req)
             req.running = True
-            plan.chunks.append((req, chunk))
+            step.chunks.append((req, chunk))
             budget -= chunk
         return budget
 
@@ -239,12 +239,12 @@ class Scheduler:
         else:
             self.waiting.remove(req)
 
-    def _batch(self, plan: Plan) -> ReplicaBatch:
+    def _batch(self, step: Iteration) -> ReplicaBatch:
         """The iteration's shape: decode sequences (one pending token after a sample),
         prefill chunks, cached tokens read and causal pairs."""
         decode = chunk_tokens = chunks = kv = 0
         pairs = 0.0
-        for req, chunk in plan.chunks:
+        for req, chunk in step.chunks:
             prior = req.computed
             if chunk == 1 and req.generated:
                 decode += 1
@@ -257,10 +257,10 @@ class Scheduler:
         sram = min(kv, self.sram_tokens)
         return ReplicaBatch(decode, chunk_tokens, chunks, kv, pairs, sram)
 
-    def finish(self, plan: Plan, now: float) -> list[Request]:
+    def finish(self, step: Iteration, now: float) -> list[Request]:
         """Apply an iteration that ended at ``now``; returns the requests it completed."""
         done = []
-        for req, chunk in plan.chunks:
+        for req, chunk in step.chunks:
             if chunk > req.pending:  # speculative: the last token and chunk - 1 drafts
                 accepted = self._accepted(chunk - 1)
                 req.computed += 1 + accepted

@@ -185,19 +185,25 @@ class Torus(Topology):
         ptr[1:] = np.cumsum(counts.sum(axis=1))
         links = np.empty(int(ptr[-1]), dtype=np.int64)
         before = ptr[:-1].copy()
-        table = self._port_links
-        for axis in range(len(self.dims)):
-            n = counts[:, axis]
-            flow = np.repeat(np.arange(src.size), n)
-            j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-            sign = np.sign(steps[:, axis])[flow]
-            # the chip j steps along the axis: only that coordinate moves (1-D, per entry)
-            start = here[:, axis][flow]
-            moved = (start + sign * j) % self.dims[axis] - start
-            nodes = (here @ self.strides)[flow] + moved * self.strides[axis]
-            links[before[flow] + j] = table[nodes, 2 * axis + (sign < 0)]
-            before += n
-            here[:, axis] = (here[:, axis] + steps[:, axis]) % self.dims[axis]
+        table, node = self._port_links, src.copy()
+        for axis, k in enumerate(self.dims):
+            n, stride = counts[:, axis], int(self.strides[axis])
+            start = here[:, axis]
+            rest = node - start * stride  # the chip with this axis' coordinate at 0
+            if n.any():
+                # entry e of a flow: j = e - its first entry; it leaves the chip j steps
+                # along the axis (only that coordinate moves), by port 2 axis (+) or +1 (-)
+                first = np.cumsum(n) - n
+                j = np.arange(int(n.sum())) - np.repeat(first, n)
+                sign = np.sign(steps[:, axis])
+                pos = (np.repeat(start, n) + np.repeat(sign, n) * j) % k
+                port = np.repeat(rest * table.shape[1] + 2 * axis + (sign < 0), n)
+                links[np.repeat(before, n) + j] = table.ravel()[
+                    port + pos * stride * table.shape[1]
+                ]
+                before += n
+            here[:, axis] = (start + steps[:, axis]) % k
+            node = rest + here[:, axis] * stride
         return ptr, links
 
     def _axis_steps_many(self, delta: np.ndarray, axis: int) -> np.ndarray:

@@ -5,7 +5,7 @@
   ``step_time_s``).
 - Checkpoint cost: ``checkpoint_cost`` as given, or the state each chip writes over
   its storage bandwidth. The state is ``state_bytes_per_chip`` as given, or the
-  training plan's parameters on the chip (its largest pipeline stage, fsdp-sharded)
+  training step's parameters on the chip (its largest pipeline stage, fsdp-sharded)
   times the weights' dtype bytes plus :data:`~tpusim.program.builders.training.ADAM_STATE_BYTES`
   (fp32 master and two moments; gradients are not saved). Every chip writes its shard
   in parallel (data-parallel replicas each write a whole copy: an upper bound where
@@ -76,7 +76,7 @@ def resolve_inputs(spec: GoodputSource, context: WorkloadContext) -> GoodputInpu
 
 
 def state_bytes_per_chip(training: TrainingWorkload, context: WorkloadContext) -> float:
-    """Bytes of weights and optimiser state the chip holds in ``training``'s plan."""
+    """Bytes of weights and optimiser state the chip holds in ``training``'s step."""
     from tpusim.program.builders.training import ADAM_STATE_BYTES
     from tpusim.workloads.training_step import prepare
 

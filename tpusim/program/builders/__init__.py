@@ -30,8 +30,8 @@ Modules, one concept each:
 * :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
   activations);
 * :mod:`.memory`: the training step's HBM per stage and over the step;
-* :mod:`.training`: the checked training step (see its module docstring for the
-  model); :mod:`.emit`: its ops and :func:`training_step`;
+* :mod:`.training`: the checked, prepared :class:`TrainingStep` (see its module
+  docstring for the model); :mod:`.emit`: its ops and :func:`training_step`;
 * :mod:`.decode`: :func:`decode_step`;
 * :mod:`.replica`: a model replica as one chip holds it (per-chip shape on ``tp * ep``
   chips, its collective groups); :mod:`.serving`: one continuous-batching serving

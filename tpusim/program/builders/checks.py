@@ -18,7 +18,7 @@ from tpusim.program.builders.attention import ATTENTION_KERNELS
 from tpusim.program.builders.mesh import axis_size, role_axes, sharding_axes
 from tpusim.program.builders.moe_checks import check_moe
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
-from tpusim.program.builders.remat import RematPlacement, remat_plan
+from tpusim.program.builders.remat import RematPlacement, remat_placement
 from tpusim.program.builders.roles import CONTEXT, EXPERT, PIPELINE, ROLES, TENSOR, Role
 from tpusim.program.ir import ProgramError
 
@@ -80,7 +80,7 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     _check_covered(mesh, axes)
     _check_divisions(args, mesh, axes, sizes)
     _check_layout(args, axes, sizes)
-    remat = remat_plan(args.remat_policy, args.recompute, args.remat_tensors)
+    remat = remat_placement(args.remat_policy, args.recompute, args.remat_tensors)
     return CheckedTraining(b, grad, mesh, axes, sizes, remat)
 
 

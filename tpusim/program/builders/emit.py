@@ -31,7 +31,7 @@ class Emitter:
     """Ops of one step in the making: the last compute op, the FSDP gathers and the
     ends of the layer passes (their prefetch points), the gradient collectives."""
 
-    plan: TrainingStep
+    step: TrainingStep
     out: OpList = field(default_factory=OpList)
     last: str | None = None
     gathers: list[str] = field(default_factory=list)
@@ -60,13 +60,13 @@ class LoopMarks:
         (self.fwd_ends if phase == "fwd" else self.bwd_ends).append(last or "")
 
 
-def emit_program(plan: TrainingStep, iterations: int | None = None) -> Program:
+def emit_program(step: TrainingStep, iterations: int | None = None) -> Program:
     """The step's program; ``iterations`` of each loop (default: the schedule's)."""
-    return emit_marked(plan, iterations)[0]
+    return emit_marked(step, iterations)[0]
 
 
 def emit_marked(
-    plan: TrainingStep, iterations: int | None = None, layers: int | None = None
+    step: TrainingStep, iterations: int | None = None, layers: int | None = None
 ) -> tuple[Program, LoopMarks]:
     """The step's program and where its loop iterations are (see :class:`LoopMarks`).
 
@@ -74,11 +74,11 @@ def emit_marked(
     step, the optimiser's bytes included, unchanged) and the marks are the layers'
     passes instead of the loop's iterations: the forward pass of layer ``j`` is
     forward "iteration" ``j``, the ``j``-th backward pass backward "iteration" ``j``."""
-    n = plan.schedule.iterations if iterations is None else iterations
-    chunk = plan.chunk()
-    e = Emitter(plan, chunk=chunk[:layers] if layers else chunk, by_layer=layers is not None)
-    embed, head = embed_steps(plan), head_steps(plan)
-    table = plan.vocab_local * plan.args.d_model
+    n = step.schedule.iterations if iterations is None else iterations
+    chunk = step.chunk()
+    e = Emitter(step, chunk=chunk[:layers] if layers else chunk, by_layer=layers is not None)
+    embed, head = embed_steps(step), head_steps(step)
+    table = step.vocab_local * step.args.d_model
     if embed:
         e.last = emit_pass(e, embed, "embed", "fwd")
     for i in range(n):
@@ -94,19 +94,19 @@ def emit_marked(
         e.grad_syncs += gradient_sync(e, "embed", table, 0)
     optimizer_step(e, e.grad_syncs)
     program = Program(
-        name=program_name(plan),
+        name=program_name(step),
         ops=tuple(e.out.ops),
-        mesh=plan.mesh,
-        memory_bytes={"hbm": float(peak_stage(plan).total_bytes)},
+        mesh=step.mesh,
+        memory_bytes={"hbm": float(peak_stage(step).total_bytes)},
     )
     return program, e.marks
 
 
-def program_name(plan: TrainingStep) -> str:
+def program_name(step: TrainingStep) -> str:
     """``training_step[dense,L80,d8192,B1152x8192]`` (+ ``,p16m16`` when pipelined)."""
-    a = plan.args
+    a = step.args
     kind = f"moe{a.experts}x{a.top_k}" if a.experts else "dense"
-    s = plan.schedule
+    s = step.schedule
     pipe = f",{a.pipeline}p{s.stages}v{s.virtual}m{s.microbatches}" if s.stages > 1 else ""
     accumulate = f",m{s.microbatches}" if s.stages == 1 and s.microbatches > 1 else ""
     shape = f"L{a.layers},d{a.d_model},B{a.sequences}x{a.seq}"
@@ -124,7 +124,7 @@ def forward_iteration(e: Emitter, i: int, n: int) -> None:
         begin = len(e.out.ops)
         prefix = _prefix(i, n, slot)
         gather = weight_gather(e, prefix, "fwd", layer)
-        e.last = emit_pass(e, e.plan.steps(layer), prefix, "fwd", gather)
+        e.last = emit_pass(e, e.step.steps(layer), prefix, "fwd", gather)
         e.pass_ends.append(e.last)
         offload_activations(e, prefix, layer)
         if e.by_layer:
@@ -138,20 +138,20 @@ def backward_iteration(e: Emitter, i: int, n: int) -> None:
     """The chunk's layers backward (each first recomputing what its remat policy
     does not keep, after fetching what it offloaded), their
     gradient collectives, then the permute to the previous stage."""
-    plan, start = e.plan, len(e.out.ops)
+    step, start = e.step, len(e.out.ops)
     for j, (slot, layer) in enumerate(reversed(list(enumerate(e.chunk)))):
         begin = len(e.out.ops)
         prefix = _prefix(i, n, slot)
         gather = weight_gather(e, prefix, "bwd", layer)
         fetched = fetch_activations(e, prefix, layer)
-        rerun = plan.recompute_steps(layer)
+        rerun = step.recompute_steps(layer)
         if rerun:
             e.last = emit_pass(e, rerun, f"{prefix}.re", "fwd", gather, fetched)
             gather = fetched = None
-        e.last = emit_pass(e, plan.steps(layer), prefix, "bwd", gather, fetched)
+        e.last = emit_pass(e, step.steps(layer), prefix, "bwd", gather, fetched)
         e.pass_ends.append(e.last)
-        params = plan.params(layer)
-        v = plan.schedule.virtual
+        params = step.params(layer)
+        v = step.schedule.virtual
         e.grad_syncs += gradient_sync(e, prefix, v * params.dense, v * params.expert, i == n - 1)
         if e.by_layer:
             e.marks.mark(e.out.ops, begin, "bwd", j, e.last)
@@ -166,16 +166,16 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
     chip's sequence shard under sequence parallelism), asynchronous with
     ``async_collectives`` (the next iteration needs it: it hides only the collectives
     and gathers still in flight)."""
-    if not e.plan.pipeline_group:
+    if not e.step.pipeline_group:
         return
     e.last = e.out.add(
         f"{prefix}.permute.{phase}",
         "collective",
         [e.last],
         collective="collective-permute",
-        size_bytes=e.plan.dense.act_bytes / e.plan.dense.sequence_shards,
-        axes=e.plan.pipeline_group,
-        overlap=e.plan.args.async_collectives,
+        size_bytes=e.step.dense.act_bytes / e.step.dense.sequence_shards,
+        axes=e.step.pipeline_group,
+        overlap=e.step.args.async_collectives,
     )
 
 
@@ -185,34 +185,34 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
     It follows the previous gather and waits for the pass
     ``fsdp_prefetch_layers`` back to end (so at most that many layers of
     gathered weights are live)."""
-    plan = e.plan
+    step = e.step
     fetched = fetch_weights(e, prefix, phase, layer)
-    if not plan.fsdp_group:
+    if not step.fsdp_group:
         return fetched
-    ends, depth = e.pass_ends, plan.args.fsdp_prefetch_layers
+    ends, depth = e.pass_ends, step.args.fsdp_prefetch_layers
     after = ends[-depth] if len(ends) >= depth else None
     gather = e.out.add(
         f"{prefix}.weights.allgather.{phase}",
         "collective",
         [e.gathers[-1] if e.gathers else None, after, fetched],
         collective="all-gather",
-        size_bytes=weight_bytes(plan, layer),
-        axes=plan.fsdp_group,
-        overlap=plan.args.async_collectives,
+        size_bytes=weight_bytes(step, layer),
+        axes=step.fsdp_group,
+        overlap=step.args.async_collectives,
     )
     e.gathers.append(gather)
     return gather
 
 
-def weight_bytes(plan: TrainingStep, layer: int) -> float:
+def weight_bytes(step: TrainingStep, layer: int) -> float:
     """Bytes of a layer's gathered weights: its dense weights in the step's dtype, its
     routed experts' in ``expert_weight_dtype`` (default: the step's dtype; ``fp32``
     where the recipe gathers the fp32 master weights)."""
-    params = plan.params(layer)
-    dtype = plan.args.expert_weight_dtype
-    expert_bytes = DTYPE_BYTES[dtype] if dtype else plan.bytes_per_element  # type: ignore[index]
-    experts = 0.0 if plan.experts_on_fsdp else params.expert * expert_bytes
-    return params.dense * plan.bytes_per_element + experts
+    params = step.params(layer)
+    dtype = step.args.expert_weight_dtype
+    expert_bytes = DTYPE_BYTES[dtype] if dtype else step.bytes_per_element  # type: ignore[index]
+    experts = 0.0 if step.experts_on_fsdp else params.expert * expert_bytes
+    return params.dense * step.bytes_per_element + experts
 
 
 def emit_pass(
@@ -228,15 +228,15 @@ def emit_pass(
     the first also waits for the layer's gathered weights (FSDP) and its activations
     fetched from host (offload)."""
     ordered = steps if phase == "fwd" else list(reversed(steps))
-    kept = [step for step in ordered if step.phase in ("both", phase)]
+    kept = [t for t in ordered if t.phase in ("both", phase)]
     after = [e.last, gather, fetched]
-    return emit_steps(e.out, kept, prefix, phase, after, pass_options(e.plan))
+    return emit_steps(e.out, kept, prefix, phase, after, pass_options(e.step))
 
 
-def pass_options(plan: TrainingStep) -> PassOptions:
-    """How the plan's layer passes overlap their collectives."""
-    a = plan.args
-    return PassOptions(a.async_collectives, a.collective_matmul, plan.mesh, plan.dtype)
+def pass_options(step: TrainingStep) -> PassOptions:
+    """How the step's layer passes overlap their collectives."""
+    a = step.args
+    return PassOptions(a.async_collectives, a.collective_matmul, step.mesh, step.dtype)
 
 
 def gradient_sync(
@@ -250,32 +250,32 @@ def gradient_sync(
     weights (dense and expert weights share one when their groups coincide; see
     :func:`all_reduce`); the embedding and head (``prefix`` ``embed``, ``head``) are
     replicated over the pipeline axis too."""
-    plan, b = e.plan, e.plan.gradient_bytes
+    step, b = e.step, e.step.gradient_bytes
     names: list[str] = []
     dep = e.last
-    if plan.fsdp_group:
-        scattered = dense_params + (0.0 if plan.experts_on_fsdp else expert_params)
+    if step.fsdp_group:
+        scattered = dense_params + (0.0 if step.experts_on_fsdp else expert_params)
         dep = e.out.add(
             f"{prefix}.grad.reduce_scatter",
             "collective",
             [e.last],
             collective="reduce-scatter",
             size_bytes=scattered * b,
-            axes=plan.fsdp_group,
-            overlap=plan.args.async_collectives,
+            axes=step.fsdp_group,
+            overlap=step.args.async_collectives,
         )
         names.append(dep)
     if not final:
         return names
     groups: dict[tuple[str, ...], float] = {}
     head = prefix in ("head", "embed")
-    dense_axes = (*plan.dense_axes, *plan.pipeline_group) if head else plan.dense_axes
-    for axes, params in ((dense_axes, dense_params), (plan.expert_axes, expert_params)):
+    dense_axes = (*step.dense_axes, *step.pipeline_group) if head else step.dense_axes
+    for axes, params in ((dense_axes, dense_params), (step.expert_axes, expert_params)):
         if axes and params:
-            groups[axes] = groups.get(axes, 0.0) + params * b / plan.shard
+            groups[axes] = groups.get(axes, 0.0) + params * b / step.shard
     for axes, size in groups.items():
         suffix = "" if axes == dense_axes else ".experts"
-        if axes == plan.zero_group and not head:
+        if axes == step.zero_group and not head:
             names.append(zero_scatter(e, f"{prefix}.grad{suffix}", dep, size, axes))
         else:
             names.append(all_reduce(e, f"{prefix}.grad{suffix}", dep, size, axes))
@@ -301,38 +301,38 @@ def all_reduce(
 
     def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
         fields = dict(collective=op, size_bytes=size, axes=over)
-        fields["overlap"] = e.plan.args.async_collectives
+        fields["overlap"] = e.step.args.async_collectives
         return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
 
     if len(axes) == 1:
         return add("allreduce", "all-reduce", after, size_bytes, axes)
     inner, outer = axes[-1:], axes[:-1]
-    shard = size_bytes / e.plan.mesh[inner[0]]
+    shard = size_bytes / e.step.mesh[inner[0]]
     scattered = add("inner_reduce_scatter", "reduce-scatter", after, size_bytes, inner)
     reduced = add("allreduce", "all-reduce", scattered, shard, outer)
     return add("inner_all_gather", "all-gather", reduced, size_bytes, inner)
 
 
-def embed_steps(plan: TrainingStep) -> list[LayerStep]:
+def embed_steps(step: TrainingStep) -> list[LayerStep]:
     """The embedding lookup over the head's tokens and, vocabulary-parallel, the
     all-reduce of its output over the tensor axis; none without a vocabulary."""
-    if not plan.vocab_local:
+    if not step.vocab_local:
         return []
-    t, d, b = plan.head_tokens, plan.args.d_model, plan.bytes_per_element
+    t, d, b = step.head_tokens, step.args.d_model, step.bytes_per_element
     return [
         LayerStep("lookup", "embedding", m=t, bytes=d * b),
-        *collective_step("tp_allreduce", "all-reduce", t * d * b, plan.dense.tensor, "fwd"),
+        *collective_step("tp_allreduce", "all-reduce", t * d * b, step.dense.tensor, "fwd"),
     ]
 
 
-def head_steps(plan: TrainingStep) -> list[LayerStep]:
+def head_steps(step: TrainingStep) -> list[LayerStep]:
     """The LM head (``tokens x d_model x vocab_local``) and its loss (softmax and
     cross-entropy, 2 passes over the logits); backward, the all-reduce of its input
     gradient over the tensor axis. None without a vocabulary."""
-    if not plan.vocab_local:
+    if not step.vocab_local:
         return []
-    t, d, vl = plan.head_tokens, plan.args.d_model, plan.vocab_local
-    b, tensor = plan.bytes_per_element, plan.dense.tensor
+    t, d, vl = step.head_tokens, step.args.d_model, step.vocab_local
+    b, tensor = step.bytes_per_element, step.dense.tensor
     return [
         *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "bwd"),
         LayerStep("proj", "matmul", m=t, k=d, n=vl),
@@ -340,13 +340,13 @@ def head_steps(plan: TrainingStep) -> list[LayerStep]:
     ]
 
 
-def useful_flops(plan: TrainingStep) -> float:
+def useful_flops(step: TrainingStep) -> float:
     """Model FLOPs per chip of the step (forward + 2x backward, no recomputation, no
     bubble): every microbatch through every stage's layers, averaged over the stages,
     plus the head."""
-    s = plan.schedule
-    layers = sum(_forward_flops(layer_steps(plan.shape(layer))) for layer in range(plan.layers))
-    head = _forward_flops(head_steps(plan))
+    s = step.schedule
+    layers = sum(_forward_flops(layer_steps(step.shape(layer))) for layer in range(step.layers))
+    head = _forward_flops(head_steps(step))
     return 3.0 * (s.microbatches * layers / s.stages + head)
 
 

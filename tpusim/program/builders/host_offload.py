@@ -32,7 +32,7 @@ from tpusim.program.builders.training import TrainingStep
 class Emits(Protocol):
     """What these functions need of the step's emitter."""
 
-    plan: TrainingStep
+    step: TrainingStep
     out: OpList
     last: str | None
     host: list[str]
@@ -47,7 +47,7 @@ def host_transfer(e: Emits, name: str, size_bytes: float, after: list[str | None
         "host_transfer",
         [e.host[-1] if e.host else None, *after],
         bytes=size_bytes,
-        bandwidth_Bps=e.plan.args.host_bandwidth_Bps,
+        bandwidth_Bps=e.step.args.host_bandwidth_Bps,
         overlap=True,
     )
     e.host.append(op)
@@ -56,7 +56,7 @@ def host_transfer(e: Emits, name: str, size_bytes: float, after: list[str | None
 
 def offload_activations(e: Emits, prefix: str, layer: int) -> None:
     """Copy layer ``layer``'s offloaded activations to host after its forward."""
-    size = e.plan.offloaded_bytes(layer)
+    size = e.step.offloaded_bytes(layer)
     if size:
         host_transfer(e, f"{prefix}.activations.to_host", size, [e.last])
 
@@ -64,7 +64,7 @@ def offload_activations(e: Emits, prefix: str, layer: int) -> None:
 def fetch_activations(e: Emits, prefix: str, layer: int) -> str | None:
     """Fetch layer ``layer``'s offloaded activations before its backward (prefetched
     one layer ahead); None when it offloads none."""
-    size = e.plan.offloaded_bytes(layer)
+    size = e.step.offloaded_bytes(layer)
     if not size:
         return None
     return host_transfer(e, f"{prefix}.activations.from_host", size, [_prefetch_point(e)])
@@ -73,36 +73,36 @@ def fetch_activations(e: Emits, prefix: str, layer: int) -> str | None:
 def fetch_weights(e: Emits, prefix: str, phase: str, layer: int) -> str | None:
     """Under ``param_memory_host_offload`` fetch the chip's shard of layer ``layer``'s
     weights before its ``phase`` pass; None otherwise."""
-    plan = e.plan
-    if not plan.args.param_memory_host_offload:
+    step = e.step
+    if not step.args.param_memory_host_offload:
         return None
-    size = plan.params(layer).total / plan.shard * plan.bytes_per_element
+    size = step.params(layer).total / step.shard * step.bytes_per_element
     return host_transfer(e, f"{prefix}.weights.from_host.{phase}", size, [_prefetch_point(e)])
 
 
 def _prefetch_point(e: Emits) -> str | None:
     """The end of the pass ``fsdp_prefetch_layers`` back (None early on)."""
-    ends, depth = e.pass_ends, e.plan.args.fsdp_prefetch_layers
+    ends, depth = e.pass_ends, e.step.args.fsdp_prefetch_layers
     return ends[-depth] if len(ends) >= depth else None
 
 
 def optimizer_step(e: Emits, grad_syncs: list[str]) -> None:
     """The optimiser (one elementwise op over the chip's share of the parameters:
     ``24 + 2 x dtype`` bytes each) with its host transfers and ZeRO-1 all-gather."""
-    plan = e.plan
-    params = plan.local_params / plan.zero_shard
-    state = params * plan.optimizer_state_bytes
+    step = e.step
+    params = step.local_params / step.zero_shard
+    state = params * step.optimizer_state_bytes
     fetch = None
-    if plan.args.optimizer_memory_host_offload:
+    if step.args.optimizer_memory_host_offload:
         fetch = host_transfer(e, "optimizer.state.from_host", state, [])
-    size = params * (2 * plan.optimizer_state_bytes + 2 * plan.bytes_per_element)
+    size = params * (2 * step.optimizer_state_bytes + 2 * step.bytes_per_element)
     done = e.out.add("optimizer", "elementwise", [e.last, fetch, *grad_syncs], bytes=size)
-    if plan.args.optimizer_memory_host_offload:
+    if step.args.optimizer_memory_host_offload:
         host_transfer(e, "optimizer.state.to_host", state, [done])
-    if plan.args.param_memory_host_offload:
-        weights = params * plan.bytes_per_element
+    if step.args.param_memory_host_offload:
+        weights = params * step.bytes_per_element
         host_transfer(e, "optimizer.weights.to_host", weights, [done])
-    if plan.zero_group:
-        gathered = plan.local_params * plan.bytes_per_element
-        fields = dict(collective="all-gather", size_bytes=gathered, axes=plan.zero_group)
+    if step.zero_group:
+        gathered = step.local_params * step.bytes_per_element
+        fields = dict(collective="all-gather", size_bytes=gathered, axes=step.zero_group)
         e.out.add("optimizer.weights.allgather", "collective", [done], overlap=True, **fields)

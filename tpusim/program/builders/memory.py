@@ -107,27 +107,27 @@ def attention_saved_bytes(s: LayerShape) -> float:
     return s.seqs * s.heads * s.seq * s.keys * s.bytes_per_element
 
 
-def stage_memory(plan: TrainingStep, stage: int) -> StageMemory:
+def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
     """The peak memory of pipeline stage ``stage`` (see the module docstring). Every
-    per-layer count depends on a layer only through its shape (``plan.shape``: one or
+    per-layer count depends on a layer only through its shape (``step.shape``: one or
     two objects), so each is counted once per shape (``first``: a layer of each), and
     a max over the layers is the max over those."""
-    a, b = plan.args, plan.bytes_per_element
-    params = plan.stage_params(stage) / plan.shard
-    s = plan.schedule
+    a, b = step.args, step.bytes_per_element
+    params = step.stage_params(stage) / step.shard
+    s = step.schedule
     chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
     layers = [layer for chunk in chunks for layer in chunk]
-    shape_of = [id(plan.shape(layer)) for layer in layers]
+    shape_of = [id(step.shape(layer)) for layer in layers]
     first = list(dict(zip(shape_of[::-1], layers[::-1], strict=True)).values())
-    kept = {id(plan.shape(layer)): kept_bytes(plan, layer) for layer in first}
-    per_chunk = max(sum(kept[id(plan.shape(layer))] for layer in c) for c in chunks)
-    optimizer = params * plan.optimizer_state_bytes / plan.zero_shard
-    largest = max(plan.params(layer).total for layer in first) / plan.shard
-    layer_phase = max(transient_bytes(plan, layer) for layer in first)
-    layer_phase += fsdp_buffers(plan, first)
-    buffers = max(layer_phase, logits_bytes(plan))
+    kept = {id(step.shape(layer)): kept_bytes(step, layer) for layer in first}
+    per_chunk = max(sum(kept[id(step.shape(layer))] for layer in c) for c in chunks)
+    optimizer = params * step.optimizer_state_bytes / step.zero_shard
+    largest = max(step.params(layer).total for layer in first) / step.shard
+    layer_phase = max(transient_bytes(step, layer) for layer in first)
+    layer_phase += fsdp_buffers(step, first)
+    buffers = max(layer_phase, logits_bytes(step))
     if a.optimizer_memory_host_offload:
-        optimizer, buffers = 0.0, buffers + largest * plan.optimizer_state_bytes / plan.zero_shard
+        optimizer, buffers = 0.0, buffers + largest * step.optimizer_state_bytes / step.zero_shard
     weights = params * b
     if a.param_memory_host_offload:
         weights, buffers = 0.0, buffers + a.fsdp_prefetch_layers * largest * b
@@ -135,19 +135,19 @@ def stage_memory(plan: TrainingStep, stage: int) -> StageMemory:
         stage=stage,
         weights_bytes=weights,
         optimizer_bytes=optimizer,
-        gradients_bytes=params * plan.gradient_bytes,
+        gradients_bytes=params * step.gradient_bytes,
         activations_bytes=s.in_flight(stage) * per_chunk,
         buffers_bytes=buffers,
     )
 
 
-def kept_bytes(plan: TrainingStep, layer: int) -> float:
+def kept_bytes(step: TrainingStep, layer: int) -> float:
     """HBM one layer keeps for its backward per microbatch: every activation without
     remat, else the tensors the policy keeps on device (the layer input at least)."""
-    shape = plan.shape(layer)
-    if not plan.remat.recomputes:
+    shape = step.shape(layer)
+    if not step.remat.recomputes:
         return saved_bytes(shape) + gathered_kv_bytes(shape)
-    return plan.remat.bytes_at(shape, "device")
+    return step.remat.bytes_at(shape, "device")
 
 
 def gathered_kv_bytes(s: LayerShape) -> float:
@@ -158,40 +158,40 @@ def gathered_kv_bytes(s: LayerShape) -> float:
     return kv_bytes(s) * (1 - s.seq / s.keys)
 
 
-def transient_bytes(plan: TrainingStep, layer: int) -> float:
+def transient_bytes(step: TrainingStep, layer: int) -> float:
     """HBM live while one layer's backward runs under remat: its whole saved set
     (recomputed, fetched from host or kept; the kept tensors but the layer input are
     already counted in the activations), plus the next layer's offloaded tensors
     being prefetched; 0 without remat."""
-    if not plan.remat.recomputes:
+    if not step.remat.recomputes:
         return 0.0
-    shape = plan.shape(layer)
-    kept = plan.remat.bytes_at(shape, "device", skip=("decoder_layer_input",))
+    shape = step.shape(layer)
+    kept = step.remat.bytes_at(shape, "device", skip=("decoder_layer_input",))
     live = saved_bytes(shape) + gathered_kv_bytes(shape)
-    return live - kept + plan.offloaded_bytes(layer)
+    return live - kept + step.offloaded_bytes(layer)
 
 
-def logits_bytes(plan: TrainingStep) -> float:
+def logits_bytes(step: TrainingStep) -> float:
     """The loss's buffer: :data:`LOGITS_BUFFERS` of ``head_tokens x vocab_local``
     elements, divided by ``num_vocab_tiling`` (MaxText computes the logits and the
     loss in that many token tiles, one tile live at a time)."""
-    tiles = plan.args.num_vocab_tiling
-    return LOGITS_BUFFERS * plan.head_tokens * plan.vocab_local * plan.bytes_per_element / tiles
+    tiles = step.args.num_vocab_tiling
+    return LOGITS_BUFFERS * step.head_tokens * step.vocab_local * step.bytes_per_element / tiles
 
 
-def fsdp_buffers(plan: TrainingStep, layers: list[int]) -> float:
+def fsdp_buffers(step: TrainingStep, layers: list[int]) -> float:
     """Under FSDP: the gathered weights of ``fsdp_prefetch_layers`` layers (the one
     running and the ones prefetched) and the largest weight tensor's whole gradient
     before its reduce-scatter (XLA reduce-scatters each weight's gradient as its
     weight-gradient matmul ends; :func:`largest_tensor`)."""
-    if not plan.fsdp_group:
+    if not step.fsdp_group:
         return 0.0
-    gathered = max(plan.gathered_params(layer) for layer in layers) * plan.bytes_per_element
-    gradient = max(largest_tensor(plan.shape(layer), plan) for layer in layers)
-    return plan.args.fsdp_prefetch_layers * gathered + gradient * plan.gradient_bytes
+    gathered = max(step.gathered_params(layer) for layer in layers) * step.bytes_per_element
+    gradient = max(largest_tensor(step.shape(layer), step) for layer in layers)
+    return step.args.fsdp_prefetch_layers * gathered + gradient * step.gradient_bytes
 
 
-def largest_tensor(s: LayerShape, plan: TrainingStep) -> float:
+def largest_tensor(s: LayerShape, step: TrainingStep) -> float:
     """Elements of a layer's largest weight tensor (tensor-local, whole over fsdp): an
     attention projection (``d_model x heads x head_dim``, MLA's up-projections), an MLP
     matrix (``d_model x d_ff``) or, in a MoE layer, one stacked matrix of the chip's
@@ -200,24 +200,24 @@ def largest_tensor(s: LayerShape, plan: TrainingStep) -> float:
     if s.attention == "mla":
         attention = max(attention, s.kv_lora_rank * s.heads * 2 * s.head_dim)
     mlp = s.d_model * max(s.d_ff, s.shared_d_ff)
-    experts = plan.local_experts * s.d_model * s.d_ff if s.experts else 0
+    experts = step.local_experts * s.d_model * s.d_ff if s.experts else 0
     return float(max(attention, mlp, experts))
 
 
-def peak_stage(plan: TrainingStep) -> StageMemory:
+def peak_stage(step: TrainingStep) -> StageMemory:
     """The stage with the most bytes per chip (the one that must fit)."""
-    stages = [stage_memory(plan, stage) for stage in range(plan.schedule.stages)]
+    stages = [stage_memory(step, stage) for stage in range(step.schedule.stages)]
     return max(stages, key=lambda m: m.total_bytes)
 
 
-def memory_timeline(plan: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:
+def memory_timeline(step: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:
     """Bytes by category over the step on stage ``stage``: (fraction of the stage's
     schedule done, bytes per :data:`MEMORY_PARTS`) after each forward or backward of
     a chunk-microbatch, bubbles left out; activations rise with the forwards and fall
     with the backwards as the schedule (GPipe, 1F1B, interleaved) orders them."""
-    peak = stage_memory(plan, stage)
-    per_chunk = peak.activations_bytes / plan.schedule.in_flight(stage)
-    held = plan.schedule.held(stage)
+    peak = stage_memory(step, stage)
+    per_chunk = peak.activations_bytes / step.schedule.in_flight(stage)
+    held = step.schedule.held(stage)
     points = [(0.0, peak.parts() | {"activations": 0.0})]
     for k, count in enumerate(held, start=1):
         points.append((k / len(held), peak.parts() | {"activations": count * per_chunk}))

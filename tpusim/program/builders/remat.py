@@ -110,10 +110,10 @@ class RematPlacement:
         return sum(tensor_elements(s, n) for n in names) * s.bytes_per_element
 
 
-def remat_plan(
+def remat_placement(
     policy: str | None, recompute: bool, tensors: Mapping[str, str] | None = None
 ) -> RematPlacement:
-    """The plan of ``remat_policy`` (``None``: ``full`` with ``recompute``, else
+    """The placement of ``remat_policy`` (``None``: ``full`` with ``recompute``, else
     ``none``) and, for ``custom``, ``remat_tensors`` (name -> remat|device|offload;
     MaxText's defaults: ``decoder_layer_input`` on device, the rest ``remat``).
     Raises :class:`ProgramError` for an unknown policy, tensor or placement, for
@@ -187,17 +187,17 @@ _ALWAYS = ("attn.norm", "attn.residual", "mlp.norm", "moe.router", "moe.dispatch
 _NEVER = ("mlp.residual", "moe.combine_sum", "mlp.tp_allreduce", "mlp.sp_out")
 
 
-def reruns(plan: RematPlacement, step: LayerStep, gated: bool) -> bool:
+def reruns(remat: RematPlacement, step: LayerStep, gated: bool) -> bool:
     """Whether the forward template ``step`` (of a ``gated`` MLP layer or not) runs
-    again before the layer's backward under ``plan`` (the rules of the module
+    again before the layer's backward under ``remat`` (the rules of the module
     docstring; an unknown step reruns)."""
     name = step.name
     dense_down = name.endswith(".down") and name != "moe.down"
-    if not plan.recomputes or name in _NEVER or dense_down:
+    if not remat.recomputes or name in _NEVER or dense_down:
         return False
     if name in _ALWAYS or name.endswith((".act", ".sp_in")):
         return True
-    kept = plan.kept
+    kept = remat.kept
     if name == "attn.qkv":
         return not kept("query_proj", "key_proj", "value_proj")
     if name in ("attn.q", "attn.q_down", "attn.q_norm", "attn.q_up"):
@@ -222,15 +222,15 @@ def reruns(plan: RematPlacement, step: LayerStep, gated: bool) -> bool:
 
 
 def recomputed_steps(
-    plan: RematPlacement, s: LayerShape, steps: list[LayerStep]
+    remat: RematPlacement, s: LayerShape, steps: list[LayerStep]
 ) -> list[LayerStep]:
     """The forward templates of ``steps`` (a layer of shape ``s``) that rerun before
     the layer's backward."""
     gated = s.mlp == "gated"
-    return [step for step in steps if step.phase != "bwd" and reruns(plan, step, gated)]
+    return [step for step in steps if step.phase != "bwd" and reruns(remat, step, gated)]
 
 
-def recomputed_flops(plan: RematPlacement, s: LayerShape, steps: list[LayerStep]) -> float:
+def recomputed_flops(remat: RematPlacement, s: LayerShape, steps: list[LayerStep]) -> float:
     """Useful FLOPs of one layer's recomputed forward (``2 batch m k n`` per matmul, a
     fused kernel's useful FLOPs)."""
-    return sum(st.forward_flops for st in recomputed_steps(plan, s, steps))
+    return sum(st.forward_flops for st in recomputed_steps(remat, s, steps))

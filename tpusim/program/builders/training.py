@@ -116,7 +116,7 @@ recipe of Micikevicius et al. 2018)."""
 
 
 def prepare_training(**fields: object) -> TrainingStep:
-    """The checked plan of a training step (see :func:`training_step`)."""
+    """The checked, prepared training step (see :func:`training_step`)."""
     args = TrainingArgs.of(fields)
     return TrainingStep.of(args, check_training(args))
 
@@ -154,7 +154,7 @@ class TrainingStep:
 
     @classmethod
     def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingStep:
-        """The plan of checked arguments."""
+        """The step of checked arguments."""
         mesh, axes = checked.mesh, checked.axes
         batch = sharding_axes(axes, "batch")
         shards = math.prod(mesh[axis] for axis in batch)
