@@ -261,7 +261,7 @@ class ServeSpec(Frozen):
                 "rate",
             )
         if "burstiness" in self.model_fields_set and self.arrival != "gamma":
-            return "burstiness shapes gamma arrivals; set arrival: gamma", ("burstiness", "arrival")
+            return "burstiness shapes gamma arrivals; give arrival gamma", ("burstiness", "arrival")
         if self.concurrency and (self.find_capacity or self.disaggregate):
             return "concurrency runs a closed loop; it takes no find_capacity or disaggregate", (
                 "concurrency",

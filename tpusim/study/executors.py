@@ -157,13 +157,22 @@ def _local_cluster(distributed: ModuleType) -> LocalCluster:
 
 
 def _start_cluster(distributed: ModuleType) -> LocalCluster:
-    return distributed.LocalCluster(
-        n_workers=LOCAL_WORKERS,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
+    """The local cluster, quiet: its workers log only CRITICAL (a worker whose
+    scheduler closed under it as a Ctrl-C unwinds the run logs a heartbeat ERROR with a
+    traceback; a task's own error reaches the client as an exception anyway), and the
+    scheduler's HTTP server taking another port than 8787 (another Dask cluster on the
+    machine) is no warning of tpusim's."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
+        return distributed.LocalCluster(
+            n_workers=LOCAL_WORKERS,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        )
 
 
 def _client(distributed: ModuleType, address: str | LocalCluster | None) -> Client:

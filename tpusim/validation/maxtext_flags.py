@@ -5,7 +5,7 @@ checks one ``layout`` flag's value."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 RematPolicy = Literal[
     "none",
@@ -55,7 +55,7 @@ tpusim mesh axis (named after its role) that plays it. ``fsdp_transpose`` shards
 parameters and batch as ``fsdp`` does (MaxText's second FSDP axis): both fold into one
 ``fsdp`` axis. ``sequence`` and ``context`` are context parallelism (CONTRACT-21)."""
 
-COST_FLAGS: dict[str, Any] = {
+COST_FLAGS: dict[str, object] = {
     "attention": Literal["flash", "dot_product", "autoselected"],
     "capacity_factor": float,
     "sparse_matmul": bool,
@@ -64,7 +64,7 @@ COST_FLAGS: dict[str, Any] = {
 """Non-mesh MaxText flags that change the step's cost, and their value types
 (``attention: autoselected`` is MaxText's default and leaves tpusim's)."""
 
-RECORDED_FLAGS: dict[str, Any] = {
+RECORDED_FLAGS: dict[str, object] = {
     "megablox": bool,
     "custom_mesh": str,
     "allow_split_physical_axes": bool,
@@ -94,7 +94,7 @@ DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 QUANTIZATION = {"int8": "int8", "fp8": "fp8", "fp8_full": "fp8"}
 
 
-def layout_flag(name: str, value: Any) -> Any:
+def layout_flag(name: str, value: object) -> object:
     """``value`` checked against flag ``name``'s type; ValueError naming the flag."""
     if name.startswith(("ici_", "dcn_")) and name.endswith("_parallelism"):
         axis = name[4 : -len("_parallelism")]

@@ -17,9 +17,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, Protocol, TypeVar
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from tpusim import units
 from tpusim.collectives import bus_factor
@@ -36,11 +36,11 @@ AxisName = Literal["x", "y", "z"]
 AXIS_NAMES: tuple[AxisName, ...] = ("x", "y", "z")
 
 
-def _quantity(kind: units.Kind) -> AfterValidator:
+def _quantity(kind: units.Kind) -> BeforeValidator:
     """Parse ``"8 us"`` / ``"92.3 GB/s"`` / ``"128 KiB"`` (or a bare SI number) and
     require a finite value above zero."""
 
-    def check(value: Any) -> float:
+    def check(value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(f"{value!r}: expected a {kind} quantity with a unit")
         parsed = units.parse(value, kind)
@@ -48,7 +48,7 @@ def _quantity(kind: units.Kind) -> AfterValidator:
             raise ValueError(f"{value!r}: must be a finite {kind} above zero")
         return parsed
 
-    return AfterValidator(check)
+    return BeforeValidator(check)
 
 
 def _whole_bytes(value: float) -> float:
@@ -61,9 +61,9 @@ def _whole_bytes(value: float) -> float:
     return value
 
 
-PositiveTime = Annotated[Any, _quantity("time")]
-PositiveBandwidth = Annotated[Any, _quantity("bandwidth")]
-WholeBytes = Annotated[Any, _quantity("bytes"), AfterValidator(_whole_bytes)]
+PositiveTime = Annotated[float, _quantity("time")]
+PositiveBandwidth = Annotated[float, _quantity("bandwidth")]
+WholeBytes = Annotated[float, _quantity("bytes"), AfterValidator(_whole_bytes)]
 
 
 def shipped_name(kind: Literal["chips", "models"], name: str) -> str:
@@ -258,7 +258,20 @@ def load_measurement_file(file: Path) -> list[Measurement]:
     return [_case_to_measurement(spec, i, str(file), lines) for i in range(len(spec.cases))]
 
 
-def claim_case_id(seen: dict[str, Any], case: Any, case_id: str, path: str) -> None:
+class Placed(Protocol):
+    """A case that says where it is: its file and line (None: unknown)."""
+
+    @property
+    def file(self) -> str: ...
+
+    @property
+    def line(self) -> int | None: ...
+
+
+P = TypeVar("P", bound=Placed)
+
+
+def claim_case_id(seen: dict[str, P], case: P, case_id: str, path: str) -> None:
     """Record ``case`` (which has ``file`` and ``line``) under ``case_id`` in ``seen``;
     ConfigError at ``path`` when another case of the tables already took that id."""
     if case_id in seen:

@@ -14,7 +14,7 @@ of squared log errors, and reports the errors at the fitted terms.
 from __future__ import annotations
 
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.rows import number
 from tpusim.serving.servers import load_server
 from tpusim.validation.serving_figures import METRICS, Figure, figure_system, load_figures
+
+if TYPE_CHECKING:
+    from tpusim.serving.service import Service
 
 __all__ = ["METRICS", "Figure", "Simulator", "cases", "load_figures", "summary"]
 
@@ -45,9 +48,9 @@ class Simulator:
     ran the same benchmark."""
 
     def __init__(self) -> None:
-        self._services: dict[tuple[str, float], Any] = {}
+        self._services: dict[tuple[str, float], Service] = {}
 
-    def service(self, figure: Figure, overheads: IterationOverheads) -> Any:
+    def service(self, figure: Figure, overheads: IterationOverheads) -> Service:
         """The figure's service with ``overheads``."""
         from tpusim.serving.service import Deployment, Service
 

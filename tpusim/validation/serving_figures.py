@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, PositiveFloat, StrictBool, StrictInt, model_validator
 
@@ -26,7 +26,11 @@ from tpusim.config.limits import (
     stream_span_problem,
 )
 from tpusim.config.types import Frozen
+from tpusim.config.yamlio import PathKey
 from tpusim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
 
 #: The metrics compared, each with its simulated counterpart's key.
 METRICS = ("output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "ttft_median_s")
@@ -141,7 +145,7 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
     return out
 
 
-def _check_keys(data: Any, file: str, lines: Any) -> None:
+def _check_keys(data: object, file: str, lines: dict[PathKey, int]) -> None:
     """An unknown key of a figure is named as such (before a required key it may
     misspell is reported missing)."""
     from tpusim.config.yamlio import format_path
@@ -162,7 +166,9 @@ def _server_beside(figure: Figure, file: Path) -> Figure:
     return figure.model_copy(update={"server": str(file.parent / server)})
 
 
-def _check_names(figure: Figure, file: str, lines: Any, where: tuple[str, int]) -> None:
+def _check_names(
+    figure: Figure, file: str, lines: dict[PathKey, int], where: tuple[str, int]
+) -> None:
     """The figure's chip, model and server exist: ConfigError at their line."""
     from tpusim.config.loader import load_chip, load_model
     from tpusim.serving.servers import load_server
@@ -178,7 +184,7 @@ def _check_names(figure: Figure, file: str, lines: Any, where: tuple[str, int]) 
             raise ConfigError(problem, file, format_path(path), lines.get(path)) from None
 
 
-def figure_system(figure: Figure) -> Any:
+def figure_system(figure: Figure) -> System:
     """The slice the figure ran on: a torus of its dims of its chip (wraparound by the
     chip's rule: none on a v6e-8's 2x4)."""
     from tpusim.config.loader import System, load_chip

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,11 @@ from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
+
+if TYPE_CHECKING:
+    from tpusim.program.builders.training import TrainingStep
+    from tpusim.workloads import WorkloadContext
+    from tpusim.workloads.training_step import TrainingWorkload
 
 WITHIN = (0.10, 0.15)
 """The relative errors counted in the summary (``within_10pct``, ``within_15pct``:
@@ -127,7 +132,7 @@ def expressible(case: WorkloadCase, approximate: bool = False) -> bool:
     return not (missing & set(STRUCTURAL) if approximate else missing)
 
 
-def training_spec(case: WorkloadCase, fields: dict[str, Any]) -> Any:
+def training_spec(case: WorkloadCase, fields: dict[str, object]) -> TrainingWorkload:
     """The :class:`TrainingWorkload` of ``fields``; ConfigError naming the case."""
     from pydantic import ValidationError
 
@@ -169,8 +174,8 @@ def simulate_workload(
 
 
 def memory_verdict(
-    case: WorkloadCase, translation: Translation, context: Any
-) -> tuple[Any, float, str]:
+    case: WorkloadCase, translation: Translation, context: WorkloadContext
+) -> tuple[TrainingStep, float, str]:
     """The case's planned step, its peak HBM per chip (bytes) and, when the memory
     model says it does not fit on the chip, why (else "")."""
     from tpusim.program.builders.memory import peak_stage
@@ -193,7 +198,7 @@ def _roomy(system: System, need_bytes: float) -> System:
     return dataclasses.replace(system, chip=system.chip.model_copy(update={"hbm": hbm}))
 
 
-def _context(case: WorkloadCase, system: System, fidelity: str) -> Any:
+def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadContext:
     from tpusim.network import NetworkSettings
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology

@@ -6,7 +6,6 @@ field the case needs that the current ``training_step`` lacks is listed in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tpusim.validation.workload_mesh import dcn_mesh, slices_mesh
 from tpusim.validation.workloads import WorkloadCaseSpec
@@ -17,7 +16,7 @@ class Translation:
     """A case as ``training_step`` fields: ``fields`` (with ``mesh`` in chips) and the
     CONTRACT-21 fields the case needs that the current ``training_step`` lacks."""
 
-    fields: dict[str, Any]
+    fields: dict[str, object]
     missing: tuple[str, ...]
 
 
@@ -32,7 +31,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
 
         available = set(TrainingWorkload.model_fields)
     mesh = slices_mesh(spec)
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {
         "model": spec.model,
         "seq": spec.seq,
         "batch": spec.global_batch,
@@ -56,20 +55,21 @@ def _context_role(available: set[str]) -> bool:
     return "context" in ROLES or "context_axis" in available
 
 
-def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, Any]:
+def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, object]:
     """``remat_policy`` (and ``remat_tensors``); ``full`` and ``none`` are the old
     ``recompute: true/false`` when the field is not there yet (the same thing)."""
     if "remat_policy" not in available and spec.remat_policy in ("full", "none"):
         return {"recompute": spec.remat_policy == "full"}
-    out: dict[str, Any] = {"remat_policy": spec.remat_policy}
+    out: dict[str, object] = {"remat_policy": spec.remat_policy}
     if spec.remat_tensors is not None:
         out["remat_tensors"] = dict(spec.remat_tensors)
     return out
 
 
-def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, Any]:
+def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, object]:
     """The cost flags as CONTRACT-21 fields (the MaxText default where not given)."""
-    layout, out = spec.layout, {}
+    layout = spec.layout
+    out: dict[str, object] = {}
     attention = layout.get("attention")
     if attention in ("flash", "dot_product"):
         out["attention_kernel"] = "flash" if attention == "flash" else "naive"
