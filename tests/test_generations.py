@@ -69,21 +69,40 @@ def reduced(tmp: Path) -> Path:
     return path
 
 
+CLAIMS_FILES = ROOT / "configs" / "claims"
+
+
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
+def small(tmp_path_factory, claims_table):
+    """The reduced scenario run once. Its claims table is the session's shipped one
+    (tests/conftest.py, checked against closed forms in tests/test_claims.py): the
+    claims read a run's rows only for the systems they name, and no claims file names
+    iw-64 or fly-128, so the run's own computation would give the same table."""
     tmp = tmp_path_factory.mktemp("generations")
     path = reduced(tmp)
     out = tmp / "out"
     import contextlib
     import io
 
+    import tpusim.study.claims
     from tpusim.cli import main
 
+    named = " ".join(p.read_text() for p in CLAIMS_FILES.glob("*.yaml"))
+    assert "iw-64" not in named and "fly-128" not in named
+    given = []
+
+    def shared(rows):
+        given.append(rows)
+        return claims_table
+
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(buf):
+        patch.setattr(tpusim.study.claims, "vendor_claims", shared)
         code = main(["run", str(path), "--out", str(out), "--json", "--quiet", "--jobs", "1"])
     assert code == 0
-    return json.loads(buf.getvalue()), path, out
+    record = json.loads(buf.getvalue())
+    assert len(given) == 1 and len(given[0]) == len(record["results"])  # asked with the rows
+    return record, path, out
 
 
 def rows_of(record, kind=None, workload=None):

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -26,6 +27,9 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
 from tpusim.cli import main  # noqa: E402
+from tpusim.results.run import ScenarioRun  # noqa: E402
+from tpusim.results.writers import Outputs  # noqa: E402
+from tpusim.study.scenario import Scenario  # noqa: E402
 
 HLO = "tests/fixtures/hlo/transformer_8.hlo.txt"
 
@@ -211,8 +215,20 @@ def run_json(argv: list[str]) -> dict:
 
 
 def run_scenario_tables(folder: Path, scenario: str = "reduced-generations.yaml") -> None:
-    """Run a golden scenario (a YAML under tests/golden/) in-process into ``folder``."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    """Run a golden scenario (a YAML under tests/golden/) in-process into ``folder``,
+    without its figures: only the tables are compared, and drawing the PNG and SVG
+    files was half the run's time (issue 34; tests/test_generations.py checks them)."""
+    original = Scenario.outputs
+
+    def without_plots(self: Scenario, run: ScenarioRun) -> Outputs:
+        outputs = original(self, run)
+        outputs.with_plots = False
+        return outputs
+
+    with (
+        mock.patch.object(Scenario, "outputs", without_plots),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         code = main(
             [
                 "run",
