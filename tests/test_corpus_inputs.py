@@ -1,22 +1,24 @@
 """Hostile-input corpus for config, units, YAML, systems, scenarios and CLI flags (issue 16).
 
-Every case of ``tests/corpus/inputs/cases.yaml`` runs ``python -m tpusim`` in a
-subprocess, bounded at 30 s and 8 GiB of address space, and must exit with its code,
+Every case of ``tests/corpus/inputs/cases.yaml`` runs ``tpusim`` in this process
+(:mod:`corpus_inprocess`), bounded at 30 s and 8 GiB of address space more than the
+test process maps, and must exit with its code,
 print exactly one stderr line matching its pattern, never a traceback, and valid JSON
 on stdout when ``--json`` succeeds. Big or unusual members (an 11 MB file, a symlink
 loop, a sweep of a million values) are written at test time by the generators here.
+The same cases in subprocesses (``python -m tpusim``, as a user runs it) are marked
+slow (issue 34: the interpreter start-ups were two minutes of the default run).
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
-from corpus_support import check_outcome, expand, run_tpusim
+from corpus_inprocess import run_in_process
+from corpus_support import ADDRESS_SPACE_BYTES, check_outcome, expand, run_tpusim
 
 CORPUS = Path(__file__).parent / "corpus" / "inputs"
 
@@ -104,26 +106,20 @@ def test_committed_members_are_small():
     assert all(p.stat().st_size <= 20_000 for p in CORPUS.iterdir())
 
 
-def _run_case(case: dict, tmp: Path) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_corpus_case(case, tmp_path):
     generate = case.get("generate")
     if generate is not None:
-        GENERATORS[generate](tmp)
-    argv = expand(case["argv"], CORPUS, tmp)
-    return argv, run_tpusim(argv, tmp)
+        GENERATORS[generate](tmp_path)
+    argv = expand(case["argv"], CORPUS, tmp_path)
+    check_outcome(case, argv, run_in_process(argv, tmp_path, extra_bytes=ADDRESS_SPACE_BYTES))
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """Every case run once, two at a time (the machine's cores), by id."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {
-            case["id"]: pool.submit(_run_case, case, tmp_path_factory.mktemp(case["id"]))
-            for case in CASES
-        }
-        return {key: future.result() for key, future in futures.items()}
-
-
+@pytest.mark.slow  # 65 interpreter start-ups: the same cases as above, in subprocesses
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
-def test_corpus_case(case, outcomes):
-    argv, done = outcomes[case["id"]]
-    check_outcome(case, argv, done)
+def test_corpus_case_in_a_subprocess(case, tmp_path):
+    generate = case.get("generate")
+    if generate is not None:
+        GENERATORS[generate](tmp_path)
+    argv = expand(case["argv"], CORPUS, tmp_path)
+    check_outcome(case, argv, run_tpusim(argv, tmp_path))
