@@ -1,8 +1,10 @@
 """Hostile-input corpus, third round (issue 33): faults, packet fidelity, absurd
 magnitudes, serve flags, chip files, and ``tpusim check`` agreeing with ``tpusim run``.
 
-Every case of ``tests/corpus/round3/cases.yaml`` runs ``python -m tpusim`` in a
-subprocess from a fresh temporary folder, bounded at 30 s and 8 GiB of address space,
+Every case of ``tests/corpus/round3/cases.yaml`` runs ``tpusim`` in this
+process (:mod:`corpus_inprocess`) from a fresh temporary folder, bounded at 30 s and
+8 GiB of address space more than the test process maps (the same cases in
+``python -m tpusim`` subprocesses are marked slow: issue 34),
 and must exit with its code, print exactly one stderr line matching its pattern (none
 when it has no pattern) and never a traceback. Cases that succeed are checked against
 independent answers: a trial whose failed links cut the group is counted, never timed
@@ -19,12 +21,12 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
-from corpus_support import ROOT, check_outcome, expand, run_tpusim
+from corpus_inprocess import Outcome, run_in_process
+from corpus_support import ADDRESS_SPACE_BYTES, ROOT, check_outcome, expand, run_tpusim
 
 CORPUS = Path(__file__).parent / "corpus" / "round3"
 
@@ -48,19 +50,17 @@ FLOW_TWINS = {
 AGREEMENT = 0.10
 
 
-def _run_case(argv_template: list[str], tmp: Path) -> tuple[list[str], subprocess.CompletedProcess]:
+def _run_case(argv_template: list[str], tmp: Path) -> tuple[list[str], Outcome]:
     argv = expand(argv_template, CORPUS, tmp)
-    return argv, run_tpusim(argv, tmp)
+    return argv, run_in_process(argv, tmp, extra_bytes=ADDRESS_SPACE_BYTES)
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
-    """Every case (and the flow twins) run once, two at a time, by id."""
+    """Every case (and the flow twins) run once in this process (:mod:`corpus_inprocess`:
+    30 s and 8 GiB more address space each), by id."""
     jobs = {case["id"]: case["argv"] for case in CASES} | FLOW_TWINS
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        tmps = {key: tmp_path_factory.mktemp(key) for key in jobs}
-        futures = {key: pool.submit(_run_case, argv, tmps[key]) for key, argv in jobs.items()}
-        return {key: future.result() for key, future in futures.items()}
+    return {key: _run_case(argv, tmp_path_factory.mktemp(key)) for key, argv in jobs.items()}
 
 
 def test_case_ids_are_unique():
@@ -163,3 +163,10 @@ def test_ctrl_c_of_a_dask_run_is_one_line(tmp_path):
     _, stderr = child.communicate(timeout=120)  # EOF once every holder (tracker) exits
     assert child.returncode == 130, stderr
     assert stderr.splitlines() == ["tpusim: interrupted"]
+
+
+@pytest.mark.slow  # the same cases as `python -m tpusim` subprocesses (issue 34)
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_corpus_case_in_a_subprocess(case, tmp_path):
+    argv = expand(case["argv"], CORPUS, tmp_path)
+    check_outcome(case, argv, run_tpusim(argv, tmp_path))

@@ -1,9 +1,10 @@
 """Hostile-input corpus, third round, serving (issue 33): ``validate --serving`` and
 ``calibrate --serving`` with custom figure files, and ``serve --server``.
 
-Every case of ``tests/corpus/round3/serving/cases.yaml`` runs ``python -m tpusim`` in
-a subprocess from a fresh temporary folder under the corpus bounds (30 s, 8 GiB), and
-must exit with its code, print exactly one stderr line matching its pattern (none when
+Every case of ``tests/corpus/round3/serving/cases.yaml`` runs ``tpusim`` in this
+process (:mod:`corpus_inprocess`) from a fresh temporary folder, bounded at 30 s and
+8 GiB of address space more than the test process maps (the same cases in
+``python -m tpusim`` subprocesses are marked slow: issue 34), and must exit with its code, print exactly one stderr line matching its pattern (none when
 it has no pattern) and never a traceback. The profile ``calibrate --serving`` writes
 loads back as a profile whose fitted terms name the figure they were fitted on.
 """
@@ -11,13 +12,12 @@ loads back as a profile whose fitted terms name the figure they were fitted on.
 from __future__ import annotations
 
 import difflib
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
-from corpus_support import check_outcome, expand, run_tpusim
+from corpus_inprocess import Outcome, run_in_process
+from corpus_support import ADDRESS_SPACE_BYTES, check_outcome, expand, run_tpusim
 
 CORPUS = Path(__file__).parent / "corpus" / "round3" / "serving"
 
@@ -43,18 +43,17 @@ def test_each_bad_file_differs_from_the_valid_one_in_one_place():
             assert 1 <= len(changed) <= 3, (name, changed)
 
 
-def _run_case(case: dict, tmp: Path) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+def _run_case(case: dict, tmp: Path) -> tuple[list[str], Outcome]:
     argv = expand(case["argv"], CORPUS, tmp)
-    return argv, run_tpusim(argv, tmp)
+    return argv, run_in_process(argv, tmp, extra_bytes=ADDRESS_SPACE_BYTES)
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
-    """Every case run once, two at a time, by id, with its temporary folder."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        tmps = {case["id"]: tmp_path_factory.mktemp(case["id"]) for case in CASES}
-        futures = {c["id"]: pool.submit(_run_case, c, tmps[c["id"]]) for c in CASES}
-        return {key: (*future.result(), tmps[key]) for key, future in futures.items()}
+    """Every case run once in this process (:mod:`corpus_inprocess`: 30 s and 8 GiB
+    more address space each), by id, with its temporary folder."""
+    tmps = {case["id"]: tmp_path_factory.mktemp(case["id"]) for case in CASES}
+    return {c["id"]: (*_run_case(c, tmps[c["id"]]), tmps[c["id"]]) for c in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
@@ -84,3 +83,10 @@ def test_calibrate_serving_writes_a_profile_fitted_on_the_fit_figure(outcomes):
     assert terms.hbm_efficiency.value == fitted["hbm_efficiency"]
     # the sampler passes were not fitted: they keep the shipped profile's grade
     assert terms.sampling_passes.grade == "assumption"
+
+
+@pytest.mark.slow  # the same cases as `python -m tpusim` subprocesses (issue 34)
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_corpus_case_in_a_subprocess(case, tmp_path):
+    argv = expand(case["argv"], CORPUS, tmp_path)
+    check_outcome(case, argv, run_tpusim(argv, tmp_path))
