@@ -4,8 +4,9 @@
 Every case of ``tests/corpus/round3/serving/cases.yaml`` runs ``tpusim`` in this
 process (:mod:`corpus_inprocess`) from a fresh temporary folder, bounded at 30 s and
 8 GiB of address space more than the test process maps (the same cases in
-``python -m tpusim`` subprocesses are marked slow: issue 34), and must exit with its code, print exactly one stderr line matching its pattern (none when
-it has no pattern) and never a traceback. The profile ``calibrate --serving`` writes
+``python -m tpusim`` subprocesses are marked slow: issue 34), and must exit with its
+code, print exactly one stderr line matching its pattern (none when it has no
+pattern) and never a traceback. The profile ``calibrate --serving`` writes
 loads back as a profile whose fitted terms name the figure they were fitted on.
 """
 
