@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from tpusim.cli import main
@@ -137,3 +139,28 @@ def collective(topology, op: str, size: float, **kw):
 
     options, where = options_of(**kw)
     return run_collective(topology, op, size, options, **where)
+
+
+@contextlib.contextmanager
+def shared_claims(table, systems: set[str]) -> Iterator[list[list[dict]]]:
+    """In the block, a scenario run's claims table is ``table`` (the session's shipped
+    table, tests/conftest.py) instead of a fresh minute of computation. Allowed only for
+    runs on ``systems`` no claims file names: the claims read a run's rows only for the
+    systems they name, so the run's own table would be the same. Yields the list of the
+    row lists the run asked with."""
+    import pytest
+
+    import tpusim.study.claims
+
+    folder = Path(__file__).resolve().parent.parent / "configs" / "claims"
+    named = " ".join(p.read_text() for p in folder.glob("*.yaml"))
+    assert named and not any(name in named for name in systems), systems
+    given: list[list[dict]] = []
+
+    def shared(rows):
+        given.append(rows)
+        return table
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tpusim.study.claims, "vendor_claims", shared)
+        yield given

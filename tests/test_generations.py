@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import achievable_hbm_Bps, run
+from helpers import achievable_hbm_Bps, run, shared_claims
 
 from tpusim.config import load_chip, load_system
 from tpusim.study.scenario import Scenario
@@ -69,36 +69,25 @@ def reduced(tmp: Path) -> Path:
     return path
 
 
-CLAIMS_FILES = ROOT / "configs" / "claims"
-
-
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, claims_table):
-    """The reduced scenario run once. Its claims table is the session's shipped one
-    (tests/conftest.py, checked against closed forms in tests/test_claims.py): the
-    claims read a run's rows only for the systems they name, and no claims file names
-    iw-64 or fly-128, so the run's own computation would give the same table."""
+    """The reduced scenario run once, its claims table the session's shipped one
+    (:func:`helpers.shared_claims`; checked against closed forms in tests/test_claims.py)."""
     tmp = tmp_path_factory.mktemp("generations")
     path = reduced(tmp)
     out = tmp / "out"
     import contextlib
     import io
 
-    import tpusim.study.claims
     from tpusim.cli import main
 
-    named = " ".join(p.read_text() for p in CLAIMS_FILES.glob("*.yaml"))
-    assert "iw-64" not in named and "fly-128" not in named
-    given = []
-
-    def shared(rows):
-        given.append(rows)
-        return claims_table
-
     buf = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(buf):
-        patch.setattr(tpusim.study.claims, "vendor_claims", shared)
-        code = main(["run", str(path), "--out", str(out), "--json", "--quiet", "--jobs", "1"])
+    argv = ["run", str(path), "--out", str(out), "--json", "--quiet", "--jobs", "1"]
+    with (
+        shared_claims(claims_table, {"iw-64", "fly-128"}) as given,
+        contextlib.redirect_stdout(buf),
+    ):
+        code = main(argv)
     assert code == 0
     record = json.loads(buf.getvalue())
     assert len(given) == 1 and len(given[0]) == len(record["results"])  # asked with the rows

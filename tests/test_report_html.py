@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
+from helpers import shared_claims
 
 pytest.importorskip("matplotlib")
 
@@ -87,14 +88,15 @@ class Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, claims_table):
+    """The run, its claims table the session's (:func:`helpers.shared_claims`)."""
     tmp = tmp_path_factory.mktemp("report")
     for name, text in SYSTEMS.items():
         (tmp / name).write_text(text)
     (tmp / "s.yaml").write_text(SCENARIO)
     out = tmp / "out"
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with shared_claims(claims_table, {"iw-64", "fly-32"}), contextlib.redirect_stdout(buf):
         code = main(["run", str(tmp / "s.yaml"), "--out", str(out), "--json", "--quiet"])
     assert code == 0
     page = Page()
