@@ -25,9 +25,9 @@ as a process; 42.5 s of CPU): best fsdp 2304 x tensor 4, remat none,
 sequence_parallel, 7.510 s at flow (29.8% MFU); 21,572 considered, 4,293 fit. The
 memory stage was about 60% of it (22 s in-process), the screen 4.5 s."""
 
-BEFORE_CPU_S = 41.0
+BEFORE_CPU_S = 39.8
 """CPU seconds (with the workers') before auto's choice was kept across the search's
-simulations (2026-12-06, after the memory model's per-shape counts)."""
+simulations (2026-12-06, measured side by side: 27.2 s after it, load 7-8)."""
 
 
 def _cpu_s() -> float:
