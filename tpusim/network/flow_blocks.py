@@ -79,12 +79,13 @@ class FlowBlock:
         )
         return self.remaining <= self.rate * horizon + DRAIN_BYTE_SLACK
 
-    def retire(self, done: np.ndarray) -> None:
-        """Mark the flows of ``done`` (a mask of live flows) drained."""
+    def retire(self, done: np.ndarray, num_done: int | None = None) -> None:
+        """Mark the flows of ``done`` (a mask of live flows; ``num_done`` of them, if
+        counted already) drained."""
         self.dead |= done
         self.remaining[done] = np.inf
         self.rate = np.where(done, 0.0, self.rate)
-        self.num_live -= int(done.sum())
+        self.num_live -= int(done.sum()) if num_done is None else num_done
 
 
 def blocks_problem(
