@@ -40,7 +40,8 @@ class FlowBlock:
 
     ``flow_of_entry`` / ``links``: each flow's route entries (flow index within the
     block, directed link id), in flow order, kept whole while the block lives: a flow
-    that drained is marked ``dead`` (its ``remaining`` is infinite and its rate 0), so
+    that drained is marked ``dead`` (its ``remaining`` is infinite, so its rate, kept
+    until the next solve gives it 0, moves nothing: it never drains again), so
     the max-min indexes built over the block stay valid. ``link_set``: the distinct
     links of the block, found when a re-solve first needs them.
     """
@@ -83,8 +84,7 @@ class FlowBlock:
         """Mark the flows of ``done`` (a mask of live flows; ``num_done`` of them, if
         counted already) drained."""
         self.dead |= done
-        self.remaining[done] = np.inf
-        self.rate = np.where(done, 0.0, self.rate)
+        self.remaining[done] = np.inf  # inf - rate x dt stays inf: its rate is not read
         self.num_live -= int(done.sum()) if num_done is None else num_done
 
 

@@ -166,8 +166,7 @@ class MaxMinProblem:
         round_of = last.round_of
         # 0 <= round < restart in one pass: -1 (not frozen) reads as a huge unsigned
         frozen = round_of.view(np.uint64) < restart
-        done = self.dead | frozen
-        round_of[~done] = -1
+        done = self.dead | frozen  # the others are frozen again, round_of rewritten
         # a flow removed before the last solve has rate 0 in it: frozen & dead reads 0
         rate = np.where(frozen, last.rate, 0.0)
         crossing = np.zeros(index.used.size)
@@ -289,7 +288,8 @@ class _Filling:
     link (whole counts as floats); the open links are kept compacted (``open_ids``;
     rows of ``state``: bytes/s left, crossing, full-link slack); ``history``: each
     round's starting state; ``round_of``: the round that froze each flow (-1: not
-    frozen)."""
+    frozen in a fresh solve; in a restarted one the last solve's round, >= the
+    restart round, until the flow is frozen again: every live flow is, by the end)."""
 
     tolerance: float
     rate: np.ndarray
