@@ -202,8 +202,10 @@ class MaxMinProblem:
             order = self._link_order() if callable(self._link_order) else self._link_order
             if order is None:
                 order = stable_order(self.inc_link)
-            else:
-                order = order[stable_order(self.inc_link[order])]
+            else:  # one batch's order is sorted already: its stable sort is itself
+                runs = self.inc_link[order]
+                if runs.size > 1 and not bool((runs[1:] >= runs[:-1]).all()):
+                    order = order[stable_order(runs)]
             ptr, hops, links = self._by_flow()
             flow_csr = (ptr, hops, local[links])
             self._index = _Index(used, local, flow_csr, (link_ptr, link_len, self.inc_flow[order]))
