@@ -25,6 +25,10 @@ as a process; 42.5 s of CPU): best fsdp 2304 x tensor 4, remat none,
 sequence_parallel, 7.510 s at flow (29.8% MFU); 21,572 considered, 4,293 fit. The
 memory stage was about 60% of it (22 s in-process), the screen 4.5 s."""
 
+BEFORE_CPU_S = 39.8
+"""CPU seconds (with the workers') before auto's choice was kept across the search's
+simulations (2026-12-06, measured side by side: 27.2 s after it, load 7-8)."""
+
 
 def _cpu_s() -> float:
     """CPU seconds of this process and its finished workers."""
@@ -60,7 +64,8 @@ def main() -> None:
         f"plan llama-3.1-405b on ironwood-pod: {wall_s:.1f} s wall, {cpu_s:.1f} s CPU "
         f"(with the workers'), "
         f"peak RSS {peak_gib:.2f} GiB (target < {TARGET_S:.0f} s wall; before: "
-        f"{BEFORE_S:.1f} s, {wall_s / BEFORE_S:.2f}x of it)"
+        f"{BEFORE_S:.1f} s, {wall_s / BEFORE_S:.2f}x of it; CPU before {BEFORE_CPU_S:.1f} s, "
+        f"{cpu_s / BEFORE_CPU_S:.2f}x of it)"
     )
     print(
         f"search: {memory.considered} considered, {memory.rejected} rejected by the "

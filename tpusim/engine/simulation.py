@@ -22,6 +22,7 @@ from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
+from tpusim.engine.choices import choice_key, keep_choice, known_choice
 from tpusim.engine.deadlock import raise_if_deadlocked
 from tpusim.engine.faults import FaultState
 from tpusim.engine.handlers import ChipClass, members, op_handler
@@ -135,6 +136,7 @@ class Simulation:
         self._started: dict[str, simpy.Event] = {}
         self._port_cache: dict[tuple[int, int], list[str]] = {}
         self._dma_cache: dict[tuple[int, int], float] = {}
+        self._links_cache: dict[tuple[int, int], np.ndarray] = {}
         self.classes: dict[str, list[int]] = {}
 
     def _built_topology(self) -> Topology:
@@ -159,14 +161,17 @@ class Simulation:
                 group = self.faults.adapt(
                     self.placement.group(op, axes), self.network, op.name, self.env.now
                 )
-                self._schedules[key] = build_schedule(
+                chosen = choice_key(op, group, self.settings, self.onchip)
+                schedule = build_schedule(
                     op.collective,  # type: ignore[arg-type]  # checked by build_schedule
                     op.size_bytes,
                     group,
-                    op.algorithm,
+                    known_choice(self.topology, chosen) or op.algorithm,
                     list(op.pairs) or None,
                     self.predictor(op.split_ports),
                 )
+                keep_choice(self.topology, chosen, schedule.algorithm)
+                self._schedules[key] = schedule
             except ValueError as exc:  # kept as the cause: run_collective re-raises it
                 raise InputError(f"op '{op.name}': {exc}") from exc
         return self._schedules[key]
@@ -248,13 +253,23 @@ class Simulation:
             return []
         key = (id(schedule), chip)
         if key not in self._port_cache:
-            batches = [
-                self.batches.of(step, op.split_ports) for p in schedule.pipelines for step in p
-            ]
-            used = np.unique(np.concatenate([b.links for b in batches] or [np.zeros(0, int)]))
-            mine = used[self.topology.links.src[used] == chip]
+            mine = self._links_from(op, schedule, chip)
             self._port_cache[key] = sorted({self.topology.port_name(int(link)) for link in mine})
         return self._port_cache[key]
+
+    def _links_from(self, op: Op, schedule: Schedule, chip: int) -> np.ndarray:
+        """The links (sorted, unique) that ``schedule``'s transfers leave ``chip`` by."""
+        key = (id(schedule), chip)
+        if key not in self._links_cache:
+            src = self.topology.links.src
+            parts = [
+                b.links[src[b.links] == chip]
+                for b in (
+                    self.batches.of(step, op.split_ports) for p in schedule.pipelines for step in p
+                )
+            ]
+            self._links_cache[key] = np.unique(np.concatenate(parts or [np.zeros(0, int)]))
+        return self._links_cache[key]
 
     def dma_Bps(self, op: Op, schedule: Schedule, chip: int) -> float:
         """HBM bandwidth (B/s) the DMAs of asynchronous collective ``op`` take on
@@ -263,13 +278,8 @@ class Simulation:
         each way (an upper bound: the links run full while it is in flight)."""
         key = (id(schedule), -1 - chip)
         if key not in self._dma_cache:
-            batches = [
-                self.batches.of(step, op.split_ports) for p in schedule.pipelines for step in p
-            ]
-            used = np.unique(np.concatenate([b.links for b in batches] or [np.zeros(0, int)]))
-            links = self.topology.links
-            mine = used[links.src[used] == chip]
-            self._dma_cache[key] = 2.0 * float(np.sum(links.bandwidth_Bps[mine]))
+            mine = self._links_from(op, schedule, chip)
+            self._dma_cache[key] = 2.0 * float(np.sum(self.topology.links.bandwidth_Bps[mine]))
         return self._dma_cache[key]
 
     # -- running -----------------------------------------------------------------------------
