@@ -36,11 +36,13 @@ PREVIOUS_S = {
     "tpu8i-1024 all-reduce 1 KiB (direct)": 12.6,
 }
 #: Previous CPU seconds (user + system of the process; the machine's load inflates
-#: wall, not these), measured 2026-12-06 at git c633ad7 before the speed branch: dense
-#: link table, table-driven Boardfly routes and the all-pairs diameter bound came after.
+#: wall, not these), measured 2026-12-06 at git 37d96df (after the speed branch: dense
+#: link table, table-driven Boardfly routes, the all-pairs diameter bound), before the
+#: fly branch's fewer whole-array passes per flow drain event. Before the speed branch
+#: (git c633ad7): 6.62 s (auto) and 8.49 s (direct).
 PREVIOUS_CPU_S = {
-    "tpu8i-1024 all-reduce 1 KiB (auto)": 6.62,
-    "tpu8i-1024 all-reduce 1 KiB (direct)": 8.49,
+    "tpu8i-1024 all-reduce 1 KiB (auto)": 4.73,
+    "tpu8i-1024 all-reduce 1 KiB (direct)": 8.76,
 }
 COMMANDS = {
     "tpusim --version": ["--version"],

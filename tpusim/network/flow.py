@@ -358,7 +358,7 @@ class FlowNetwork(Network):
             if num_done == block.num_live:
                 del self._blocks[bid]
             else:
-                block.retire(done)
+                block.retire(done, num_done)
         if freed:
             gone = np.concatenate(freed)
             self._link_flows -= np.bincount(gone, minlength=self._link_flows.size)

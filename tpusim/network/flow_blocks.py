@@ -40,7 +40,8 @@ class FlowBlock:
 
     ``flow_of_entry`` / ``links``: each flow's route entries (flow index within the
     block, directed link id), in flow order, kept whole while the block lives: a flow
-    that drained is marked ``dead`` (its ``remaining`` is infinite and its rate 0), so
+    that drained is marked ``dead`` (its ``remaining`` is infinite, so its rate, kept
+    until the next solve gives it 0, moves nothing: it never drains again), so
     the max-min indexes built over the block stay valid. ``link_set``: the distinct
     links of the block, found when a re-solve first needs them.
     """
@@ -79,12 +80,12 @@ class FlowBlock:
         )
         return self.remaining <= self.rate * horizon + DRAIN_BYTE_SLACK
 
-    def retire(self, done: np.ndarray) -> None:
-        """Mark the flows of ``done`` (a mask of live flows) drained."""
+    def retire(self, done: np.ndarray, num_done: int | None = None) -> None:
+        """Mark the flows of ``done`` (a mask of live flows; ``num_done`` of them, if
+        counted already) drained."""
         self.dead |= done
-        self.remaining[done] = np.inf
-        self.rate = np.where(done, 0.0, self.rate)
-        self.num_live -= int(done.sum())
+        self.remaining[done] = np.inf  # inf - rate x dt stays inf: its rate is not read
+        self.num_live -= int(done.sum()) if num_done is None else num_done
 
 
 def blocks_problem(

@@ -117,7 +117,8 @@ class MaxMinProblem:
         return freed
 
     def rates(self, tolerance: float = 0.0) -> np.ndarray:
-        """Max-min rates (bytes/s) of the live flows; removed flows get 0."""
+        """Max-min rates (bytes/s) of the live flows; removed flows get 0. The array
+        is the solve's own (a restart reads it): read it, do not write to it."""
         last, self._last = self._last, None
         removed, self._removed = self._removed, []
         restart, self._restart_round = self._restart_round, 0
@@ -138,7 +139,7 @@ class MaxMinProblem:
         _run_rounds(filling, self._indexed())
         self._last = filling
         self._restart_round = len(filling.history.open_ids) - 1  # the latest recorded
-        return filling.rate.copy()
+        return filling.rate  # a re-solve builds a new array: this one is never written again
 
     def _fresh(self, tolerance: float, rate: np.ndarray) -> _Filling:
         """Progressive filling from level 0 over every link with live flows."""
@@ -164,9 +165,10 @@ class MaxMinProblem:
         history.truncate(restart)
         round_of = last.round_of
         # 0 <= round < restart in one pass: -1 (not frozen) reads as a huge unsigned
-        done = self.dead | (round_of.view(np.uint64) < restart)
-        round_of[~done] = -1
-        rate = np.where(done & ~self.dead, last.rate, 0.0)
+        frozen = round_of.view(np.uint64) < restart
+        done = self.dead | frozen  # the others are frozen again, round_of rewritten
+        # a flow removed before the last solve has rate 0 in it: frozen & dead reads 0
+        rate = np.where(frozen, last.rate, 0.0)
         crossing = np.zeros(index.used.size)
         crossing[open_ids] = state[1]
         f = _Filling(last.tolerance, rate, done, round_of, crossing, open_ids, state, history)
@@ -200,8 +202,10 @@ class MaxMinProblem:
             order = self._link_order() if callable(self._link_order) else self._link_order
             if order is None:
                 order = stable_order(self.inc_link)
-            else:
-                order = order[stable_order(self.inc_link[order])]
+            else:  # one batch's order is sorted already: its stable sort is itself
+                runs = self.inc_link[order]
+                if runs.size > 1 and not bool((runs[1:] >= runs[:-1]).all()):
+                    order = order[stable_order(runs)]
             ptr, hops, links = self._by_flow()
             flow_csr = (ptr, hops, local[links])
             self._index = _Index(used, local, flow_csr, (link_ptr, link_len, self.inc_flow[order]))
@@ -286,7 +290,8 @@ class _Filling:
     link (whole counts as floats); the open links are kept compacted (``open_ids``;
     rows of ``state``: bytes/s left, crossing, full-link slack); ``history``: each
     round's starting state; ``round_of``: the round that froze each flow (-1: not
-    frozen)."""
+    frozen in a fresh solve; in a restarted one the last solve's round, >= the
+    restart round, until the flow is frozen again: every live flow is, by the end)."""
 
     tolerance: float
     rate: np.ndarray
@@ -313,7 +318,7 @@ def _run_rounds(f: _Filling, index: _Index) -> None:
     each round's starting state and step."""
     flow_ptr, hops, flow_links = index.by_flow
     link_ptr, link_len, flow_of_link_entry = index.by_link
-    stamp = np.zeros(f.rate.size, dtype=np.int64)
+    stamp = np.empty(f.rate.size, dtype=np.int64)  # read only where _unseen wrote it
     open_ids, state = f.open_ids, f.state
     steps = f.history.steps
     while open_ids.size:
