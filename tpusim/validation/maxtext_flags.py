@@ -5,7 +5,7 @@ checks one ``layout`` flag's value."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 RematPolicy = Literal[
     "none",
@@ -113,6 +113,8 @@ def layout_flag(name: str, value: object) -> object:
     from pydantic import TypeAdapter, ValidationError
 
     try:
-        return TypeAdapter(kind).validate_python(value, strict=kind is not float)
+        # A Literal or a class: a type form, which the dict's ``object`` cannot say.
+        adapter = TypeAdapter(cast("type[object]", kind))
+        return adapter.validate_python(value, strict=kind is not float)
     except ValidationError:
         raise ValueError(f"{name}: {value!r} is not a valid value") from None
