@@ -24,7 +24,7 @@ axes take whole slice axes in order, as JAX's device mesh does on a torus.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -223,9 +223,12 @@ def run_jobs(
     routes: RouteCache,
     jobs: Sequence[Job],
     network: NetworkSettings = DEFAULT_NETWORK,
+    join: Callable[[Simulation], object] | None = None,
 ) -> JobsRun:
-    """``jobs`` at once on one ``network``. Raises SimulationError naming a job's
-    deadlocked op, OutOfMemoryError for a job that does not fit."""
+    """``jobs`` at once on one ``network``; ``join``, when given, is called with the
+    first job's simulation once every job has started, to start more work on the same
+    clock and network (serving jobs). Raises SimulationError naming a job's deadlocked
+    op, OutOfMemoryError for a job that does not fit."""
     observers = [JobLinkBytes(len(topology.links)) for _ in jobs]
     placements = [JobPlacement(topology, job) for job in jobs]
     settings = RunSettings(network, port_rows=False)
@@ -242,6 +245,8 @@ def run_jobs(
     for job, observer, placement in zip(jobs[1:], observers[1:], placements[1:], strict=True):
         sims.append(Simulation.joining(host, job.program, placement, [observer]))
     pending = [sim.start() for sim in sims]
+    if join is not None:
+        join(host)
     host.env.run()
     results = [sim.finish(p) for sim, p in zip(sims, pending, strict=True)]
     times = [max((r.end_at for r in res.ops), default=0.0) for res in results]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import simpy
 
 from tpusim.engine import Placement, Results, RunSettings, Simulation
-from tpusim.engine.multijob import Job, JobLinkBytes, JobPlacement, JobsRun
+from tpusim.engine.multijob import Job, JobsRun, run_jobs
 from tpusim.program.ir import Op, Program
 from tpusim.serving.replica import Collect, ServingRun
 from tpusim.serving.scheduler import Request
@@ -94,18 +94,10 @@ def run_jobs_serving(
     clock and one ``network``: the jobs' run (each job's time is its last op's end,
     its link bytes its own flows') and each service's run. Raises what
     :meth:`Simulation.run` raises."""
-    settings = RunSettings(network, port_rows=False)
-    host = Simulation(system, _no_ops("jobs"), settings, topology=topology, routes=routes)
-    observers = [JobLinkBytes(len(topology.links)) for _ in jobs]
-    sims = [
-        Simulation.joining(host, job.program, JobPlacement(topology, job), [observer])
-        for job, observer in zip(jobs, observers, strict=True)
-    ]
-    pending = [sim.start() for sim in sims]
-    collects = [service.start(requests, host) for service, requests in services]
-    host.env.run()
-    results = [sim.finish(p) for sim, p in zip(sims, pending, strict=True)]
-    times = [max((r.end_at for r in res.ops), default=0.0) for res in results]
-    links = {job.name: o.link_bytes for job, o in zip(jobs, observers, strict=True)}
-    run = JobsRun([job.name for job in jobs], times, links, results)
+    collects: list[Collect] = []
+
+    def join(host: Simulation) -> None:
+        collects.extend(service.start(requests, host) for service, requests in services)
+
+    run = run_jobs(system, topology, routes, jobs, network, join=join)
     return run, [collect() for collect in collects]
