@@ -253,16 +253,18 @@ class ChipCostModel:
         useful ones), and never more than that of the dropless rows: a kernel given
         fewer rows is never slower than given more."""
         rows = k if rows_in_k else m
-        dense = self.matmul(m, n, k, dtype, operands, batch, grouped=True)
+
+        def at_rows(r: int) -> OpCost:
+            shape = (m, n, r) if rows_in_k else (r, n, k)
+            return self.matmul(*shape, dtype, operands, batch, grouped=True)
+
+        dense = at_rows(rows)
         compute_s = dense.compute_s / efficiency
         padded = dense.padded_flops / efficiency
         if dropless_rows > rows:
-            streamed = math.ceil(rows / efficiency * (1.0 - 1e-12))
-            shape = (m, n, streamed) if rows_in_k else (streamed, n, k)
-            cost = self.matmul(*shape, dtype, operands, batch, grouped=True)
+            cost = at_rows(math.ceil(rows / efficiency * (1.0 - 1e-12)))
             pad = rows / efficiency - rows  # at most the dropless rows' padding
-            shape = (m, n, dropless_rows) if rows_in_k else (dropless_rows, n, k)
-            ceiling = self.matmul(*shape, dtype, operands, batch, grouped=True).compute_s
+            ceiling = at_rows(dropless_rows).compute_s
             compute_s = min(cost.compute_s, ceiling * (dropless_rows + pad) / dropless_rows)
             padded = cost.padded_flops
         return self._cost(compute_s, dense.memory_s, dense.flops, padded, dense.bytes, "tensorcore")
