@@ -161,13 +161,18 @@ def alone_bounds(batch: FlowBatch, bandwidth_Bps: np.ndarray, latency_s: np.ndar
 
     Lower: a flow never beats its route's slowest link alone (``b / c_min + latency``),
     and link l cannot drain its load before ``load_l / c_l``, which its last flow then
-    crosses with at least the smallest latency of the flows on l. Upper: at every
+    crosses with at least the smallest latency of the flows on l. On a most crowded
+    link (``N_l / c_l`` the largest, w*) the bound is exact: progressive filling raises
+    every flow to 1 / w* before any link saturates, and that link saturates there, so
+    each of its flows runs at exactly 1 / w* until the first of them drains; those
+    with its fewest bytes b drain at ``b x w*`` and arrive their latency later (with
+    equal bytes, e.g. one step of all-pairs, this meets the upper bound). Upper: at every
     instant a max-min fair flow has its bottleneck link l, saturated, where no flow gets
     more than it, so its rate is at least ``c_l / n_l`` >= ``min over its route of
     c_l / N_l`` (N_l: the batch's flows on l, an upper bound on those still there);
     it drains within ``b x max_l N_l / c_l``. Links of capacity 0 make it unbounded."""
     routed = batch.routed
-    links, hops = batch.links, batch.hops[routed]
+    links = batch.links
     bytes_, lat = batch.bytes[routed], latency_s[routed]
     size = bandwidth_Bps.size
     count = np.bincount(links, minlength=size)
@@ -175,20 +180,44 @@ def alone_bounds(batch: FlowBatch, bandwidth_Bps: np.ndarray, latency_s: np.ndar
     capacity = bandwidth_Bps[used]
     if not used.size or not (capacity > 0).all():
         return AloneBounds(0.0, math.inf if used.size else 0.0, math.inf, np.zeros(bytes_.size))
-    starts = batch.ptr[:-1][batch.routed]
-    slowest = np.minimum.reduceat(bandwidth_Bps[links], starts)
-    entry_lat = np.repeat(lat, hops)
-    least_lat = np.full(size, np.inf)
-    np.minimum.at(least_lat, links, entry_lat)
-    load = np.bincount(links, weights=batch.bytes_per_entry, minlength=size)[used]
-    lower = max(
-        float((bytes_ / slowest + lat).max()), float((load / capacity + least_lat[used]).max())
-    )
+    starts = batch.ptr[:-1][routed]
     crowding = np.zeros(size)
-    crowding[used] = count[used] / capacity
-    worst = np.maximum.reduceat(crowding[links], starts)  # s per byte on the worst link
+    crowding[used] = count[used] / capacity  # s per byte at the link's fair share
+    on_entry = crowding[links]
+    worst = np.maximum.reduceat(on_entry, starts)  # s per byte on each route's worst link
     drain = bytes_ * worst
-    return AloneBounds(lower, float((lat + drain).max()), float(drain.max()), 1.0 / worst)
+    upper = float((lat + drain).max())
+    lower = _most_crowded_s(batch, on_entry, starts, bytes_, lat)
+    if lower < upper:  # the other two bounds (never above the upper one) may be higher
+        hops = batch.hops[routed]
+        slowest = np.minimum.reduceat(bandwidth_Bps[links], starts)
+        least_lat = np.full(size, np.inf)
+        np.minimum.at(least_lat, links, np.repeat(lat, hops))
+        load = np.bincount(links, weights=batch.bytes_per_entry, minlength=size)[used]
+        lower = max(
+            float((bytes_ / slowest + lat).max()),
+            float((load / capacity + least_lat[used]).max()),
+            lower,
+        )
+    return AloneBounds(lower, upper, float(drain.max()), 1.0 / worst)
+
+
+def _most_crowded_s(
+    batch: FlowBatch, on_entry: np.ndarray, starts: np.ndarray, bytes_: np.ndarray, lat: np.ndarray
+) -> float:
+    """The latest arrival among the flows with the fewest bytes on the most crowded
+    links, exact for them (see :func:`alone_bounds`), so a lower bound on the batch's
+    last arrival. ``on_entry``: each route entry's link crowding (s per byte at its
+    fair share); ``starts``: each routed flow's first entry; ``bytes_``, ``lat``: per
+    routed flow."""
+    worst = float(on_entry.max())
+    entries = np.flatnonzero(on_entry == worst)
+    flows = np.searchsorted(starts, entries, side="right") - 1
+    links = batch.links[entries]
+    fewest = np.full(int(links.max()) + 1, np.inf)
+    np.minimum.at(fewest, links, bytes_[flows])
+    first = bytes_[flows] == fewest[links]
+    return float((bytes_[flows][first] * worst + lat[flows][first]).max())
 
 
 class ClosedBatch:

@@ -249,28 +249,49 @@ class Boardfly(Topology):
     def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The routes of many pairs at once as CSR ``(ptr, link ids)``; the same routes
         as :meth:`route`, without a Python loop over pairs: each route is read from
-        per-group link tables (in-group part, global link, in-group part)."""
-        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        gs, s = np.divmod(src, self.chips_per_group)
-        gd, d = np.divmod(dst, self.chips_per_group)
-        (inner, outer), hops, ends = self._link_tables, self._in_group[0], self._global_ends
+        per-group link tables (in-group part, global link, in-group part). A pair
+        inside one group reads its whole route as the first part, and empty second and
+        global parts (the route from a chip to itself, link -1); indices are int32
+        (a 1,024-chip all-pairs step is a million pairs)."""
+        n, g = self.chips_per_group, self.g
+        src, dst = np.asarray(src, dtype=np.int32), np.asarray(dst, dtype=np.int32)
+        gs, s = np.divmod(src, np.int32(n))
+        gd, d = np.divmod(dst, np.int32(n))
+        inner, outer, hops, ends = self._flat_link_tables
         cross = gs != gd
-        e_out = np.where(cross, 0, d)  # same group: the whole route is inner[gs, s, d]
-        slots = np.full((src.size, 7), -1, dtype=np.int64)
-        if cross.any():
-            gs_x, gd_x, d_x = gs[cross], gd[cross], d[cross]
-            out_ends, in_ends = ends[gs_x, gd_x], ends[gd_x, gs_x]
-            costs = hops[s[cross, None], out_ends] + hops[in_ends, d_x[:, None]]
-            best = np.argmin(costs, axis=1)
-            rows = np.arange(best.size)
-            e_out[cross] = out_ends[rows, best]
-            slots[cross, 3] = outer[gs_x, gd_x, best]
-            slots[cross, 4:] = inner[gd_x, in_ends[rows, best], d_x]
-        slots[:, :3] = inner[gs, s, e_out]
+        pair, back = gs * np.int32(g) + gd, gd * np.int32(g) + gs
+        if ends.shape[1] == 1:  # one global link between two groups: no choice
+            best = np.zeros(src.size, dtype=np.int32)
+        else:
+            out_ends, in_ends = ends[pair], ends[back]
+            best = np.argmin(hops[s[:, None], out_ends] + hops[in_ends, d[:, None]], axis=1)
+        e_out = np.where(cross, ends[pair, best], d)
+        e_in = np.where(cross, ends[back, best], d)
+        slots = np.empty((src.size, 7), dtype=np.int32)
+        slots[:, :3] = inner[(gs * np.int32(n) + s) * np.int32(n) + e_out]
+        slots[:, 3] = np.where(cross, outer[pair, best], -1)
+        slots[:, 4:] = inner[(gd * np.int32(n) + e_in) * np.int32(n) + d]
         valid = slots >= 0
         ptr = np.zeros(src.size + 1, dtype=np.int64)
         np.cumsum(valid.sum(axis=1), out=ptr[1:])
-        return ptr, slots[valid]
+        return ptr, slots[valid].astype(np.int64)
+
+    @property
+    def _flat_link_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:attr:`_link_tables` for :meth:`route_links_many`, int32: ``inner`` one row
+        per (group, source, destination), ``outer`` and the global ends one row per
+        (group, group), the in-group hop counts."""
+        if not hasattr(self, "_flat_link_tables_cache"):
+            inner, outer = self._link_tables
+            n, g = self.chips_per_group, self.g
+            ends = self._global_ends
+            self._flat_link_tables_cache = (
+                inner.reshape(g * n * n, 3).astype(np.int32),
+                outer.reshape(g * g, -1).astype(np.int32),
+                self._in_group[0].astype(np.int32),
+                ends.reshape(g * g, -1).astype(np.int32),
+            )
+        return self._flat_link_tables_cache
 
     @property
     def vectorised_routes(self) -> bool:
