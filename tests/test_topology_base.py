@@ -147,6 +147,34 @@ def test_defaults_route_through_fabric_switches():
                 hop_latency_s=LAT,
                 chips_per_leaf=4,
             ),
+            True,
+        ),
+        (
+            ClosFabric(
+                Torus((2, 2), (True, True), link_bandwidth_Bps=BW, hop_latency_s=LAT),
+                3,
+                bandwidth_per_chip_Bps=BW,
+                hop_latency_s=LAT,
+                chips_per_leaf=3,
+            ),
+            True,
+        ),
+        (
+            ClosFabric(
+                Boardfly(2, 2, 3, link_bandwidth_Bps=BW, hop_latency_s=LAT),
+                2,
+                bandwidth_per_chip_Bps=BW,
+                hop_latency_s=LAT,
+            ),
+            True,
+        ),
+        (
+            ClosFabric(
+                Torus((3, 6), (True, True), link_bandwidth_Bps=BW, hop_latency_s=LAT, twisted=True),
+                2,
+                bandwidth_per_chip_Bps=BW,
+                hop_latency_s=LAT,
+            ),
             False,
         ),
         (
@@ -156,7 +184,15 @@ def test_defaults_route_through_fabric_switches():
         (Torus((3, 4), (True, False), link_bandwidth_Bps=BW, hop_latency_s=LAT), True),
         (Boardfly(2, 3, 3, link_bandwidth_Bps=BW, hop_latency_s=LAT), True),
     ],
-    ids=["clos", "twisted", "torus", "boardfly"],
+    ids=[
+        "clos",
+        "clos-2x2-pods",
+        "clos-boardfly-pods",
+        "clos-twisted-pods",
+        "twisted",
+        "torus",
+        "boardfly",
+    ],
 )
 def test_batch_routes_of_every_shipped_topology_equal_its_routes(topo, vectorised):
     """An overridden route() keeps route_links_many right (pair by pair, where the

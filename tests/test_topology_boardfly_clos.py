@@ -584,4 +584,4 @@ def test_clos_axis_structure_puts_pods_first():
         ("y", 3, "ring"),
     ]
     assert axes[1:] == pod_axes
-    assert not topo.vectorised_routes  # its own route(), pair by pair
+    assert topo.vectorised_routes  # its pod's routes are, and the fabric legs are a lookup

@@ -105,6 +105,54 @@ class ClosFabric(Topology):
             return [n + ps * self.pod_chips for n in self.pod.route(s, d)]
         return [src, int(self.leaf_of(src)), self.spine, int(self.leaf_of(dst)), dst]
 
+    @property
+    def vectorised_routes(self) -> bool:
+        """Vectorised when the pod's routes are (the fabric legs are a lookup)."""
+        return self.pod.vectorised_routes
+
+    def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The routes of many pairs at once as CSR ``(ptr, link ids)``, the same as
+        :meth:`route`'s: pairs inside a pod take the pod's batch routes (its links are
+        pod ``p``'s copy, ids shifted by ``p`` x the pod's links), the others the four
+        fabric links, looked up for all of them together. Pair by pair when the pod's
+        routes are not vectorised. Raises ValueError for a chip outside the fabric."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if not self.pod.vectorised_routes:
+            return self._routes_pair_by_pair(src, dst)
+        for chips in (src, dst):
+            if chips.size and (chips.min() < 0 or chips.max() >= self.num_chips):
+                self.check_chip(int(chips[(chips < 0) | (chips >= self.num_chips)][0]))
+        pod_of_src, local_src = np.divmod(src, self.pod_chips)
+        pod_of_dst, local_dst = np.divmod(dst, self.pod_chips)
+        inside = np.flatnonzero(pod_of_src == pod_of_dst)
+        pod_ptr, pod_links = self.pod.route_links_many(local_src[inside], local_dst[inside])
+        pod_hops = np.diff(pod_ptr)
+        hops = np.full(src.size, 4, dtype=np.int64)  # chip, leaf, spine, leaf, chip
+        hops[inside] = pod_hops
+        ptr = np.zeros(src.size + 1, dtype=np.int64)
+        np.cumsum(hops, out=ptr[1:])
+        links = np.empty(int(ptr[-1]), dtype=np.int64)
+        owner = np.repeat(inside, pod_hops)  # the pair of each pod route entry
+        entry = np.arange(pod_links.size) - np.repeat(pod_ptr[:-1], pod_hops)
+        links[ptr[owner] + entry] = pod_links + pod_of_src[owner] * len(self.pod.links)
+        across = np.flatnonzero(pod_of_src != pod_of_dst)
+        self._fabric_legs(src[across], dst[across], links, ptr[across])
+        return ptr, links
+
+    def _fabric_legs(
+        self, src: np.ndarray, dst: np.ndarray, links: np.ndarray, first: np.ndarray
+    ) -> None:
+        """Write the four fabric links of each pair (chips of different pods) into
+        ``links`` from position ``first``; ValueError if one does not exist."""
+        spine = np.full(src.size, self.spine, dtype=np.int64)
+        nodes = (src, self.leaf_of(src), spine, self.leaf_of(dst), dst)
+        for leg in range(4):
+            ids = self.find_links(nodes[leg], nodes[leg + 1])
+            if np.any(ids < 0):
+                k = int(np.flatnonzero(ids < 0)[0])
+                raise ValueError(f"route {int(src[k])} -> {int(dst[k])} uses a missing link")
+            links[first + leg] = ids
+
     def hops_from(self, src: int) -> np.ndarray:
         ps, s = divmod(self.check_chip(src), self.pod_chips)
         hops = np.full(self.num_chips, 4, dtype=np.int64)
