@@ -2,11 +2,15 @@
 sent back as it finishes so that a killed worker loses only the point it was on.
 
 One process per system at a time, at most ``workers`` at once (largest systems
-first, so the pool ends evenly). A worker runs its system's points in order (sharing
-the topology and route cache, the point set loaded again from its source) and sends each
+first). A worker runs its system's points in order (sharing the topology and route
+cache, the point set loaded again from its source) and sends each
 :class:`~tpusim.study.points.PointResult` down a pipe of its own as soon as it is
-done. When a worker dies (killed, out of memory) the point it was running becomes a
-failure naming that cause, and the system's remaining points go on in a fresh worker.
+done. So that the pool ends evenly, a worker left with nothing to start takes the
+later half of the points a running worker has not started yet (the running one stops
+before them: :func:`_split`), building that system again. The points give the same
+records wherever they run. When a worker dies (killed, out of memory) the point it
+was running becomes a failure naming that cause, and the system's remaining points go
+on in a fresh worker.
 Workers ignore Ctrl-C: the KeyboardInterrupt reaches the parent, which terminates them
 and lets it propagate.
 """
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.context import BaseContext
     from multiprocessing.process import BaseProcess
+    from multiprocessing.sharedctypes import SynchronizedArray
 
 __all__ = ["WORKER_DIED", "WorkerProcesses"]
 
@@ -50,13 +55,22 @@ class _Task:
     points: list[Point]
 
 
+#: Points a running worker must have left unstarted for an idle one to take the later
+#: half (assumption: one or two points near the end are not worth a new process that
+#: loads the scenario and builds the system again, with its routes not yet cached).
+MIN_POINTS_TO_SPLIT = 4
+
+
 @dataclass
 class _Running:
-    """A task's worker process, the read end of its pipe and the points back so far."""
+    """A task's worker process, the read end of its pipe, the points back so far and
+    ``progress``: shared with the worker, [points it may run, point it is on] (the
+    position in the task's points; -1 before the first)."""
 
     task: _Task
     process: BaseProcess
     reader: Connection
+    progress: SynchronizedArray[int]
     done: set[int] = field(default_factory=set)
 
 
@@ -83,6 +97,8 @@ class WorkerProcesses:
             while waiting or running:
                 while waiting and len(running) < self.workers:
                     running.append(_start(context, point_set.source, waiting.pop(0)))
+                while len(running) < self.workers and (rest := _split(running)) is not None:
+                    running.append(_start(context, point_set.source, rest))
                 for worker in _wait(running):
                     if _receive(worker, found, report):
                         continue
@@ -99,15 +115,40 @@ class WorkerProcesses:
 
 def _start(context: BaseContext, source: PointSetSource, task: _Task) -> _Running:
     """Fork ``task``'s worker with its own pipe (no lock shared between workers, so a
-    worker killed mid-write cannot block the others)."""
+    worker killed mid-write cannot block the others) and its progress array."""
     reader, writer = context.Pipe(duplex=False)
     runs = [p.run_index for p in task.points]
+    progress = context.Array("q", [len(runs), -1])  # type: ignore[attr-defined]
     process = context.Process(  # type: ignore[attr-defined]
-        target=_worker, args=(source, task.system, runs, writer), daemon=True
+        target=_worker, args=(source, task.system, runs, writer, progress), daemon=True
     )
     process.start()
     writer.close()  # the worker holds the only write end: its exit is the reader's EOF
-    return _Running(task, process, reader)
+    return _Running(task, process, reader, progress)
+
+
+def _split(running: list[_Running]) -> _Task | None:
+    """The later half of the unstarted points of the running worker with the most
+    (at least MIN_POINTS_TO_SPLIT), which stops before them; None if none has that
+    many. The worker reads its limit under the same lock before starting each point."""
+    for worker in sorted(running, key=_unstarted, reverse=True):
+        with worker.progress.get_lock():
+            limit, current = worker.progress[0], worker.progress[1]
+            unstarted = limit - current - 1
+            if unstarted < MIN_POINTS_TO_SPLIT:
+                return None
+            keep = current + 1 + (unstarted + 1) // 2
+            worker.progress[0] = keep
+        task = worker.task
+        worker.task = _Task(task.system, task.points[:keep])
+        return _Task(task.system, task.points[keep:limit])
+    return None
+
+
+def _unstarted(worker: _Running) -> int:
+    """Points ``worker`` may still run but has not started."""
+    with worker.progress.get_lock():
+        return int(worker.progress[0] - worker.progress[1] - 1)
 
 
 def _wait(running: list[_Running]) -> list[_Running]:
@@ -152,10 +193,17 @@ def _after_death(
     return _Task(worker.task.system, left[1:]) if left[1:] else None
 
 
-def _worker(source: PointSetSource, system: int, runs: list[int], results: Connection) -> None:
+def _worker(
+    source: PointSetSource,
+    system: int,
+    runs: list[int],
+    results: Connection,
+    progress: SynchronizedArray[int],
+) -> None:
     """A worker process: load the point set again, run points ``runs`` of ``system`` in
     order and send each result down the ``results`` pipe as it is done (or a loading
-    error as (exit code, message), which always pickles)."""
+    error as (exit code, message), which always pickles). Before each point it marks
+    it started in ``progress``, unless the parent lowered its limit below it."""
     from tpusim.study.points import run_points
     from tpusim.study.pointset import load_point_set
 
@@ -167,5 +215,10 @@ def _worker(source: PointSetSource, system: int, runs: list[int], results: Conne
         return
     wanted = set(runs)
     points = [p for p in point_set.on_system(system) if p.run_index in wanted]
-    for result in run_points(point_set, points):
-        results.send(result)
+    ran = run_points(point_set, points)
+    for position in range(len(points)):
+        with progress.get_lock():
+            if position >= progress[0]:
+                return
+            progress[1] = position
+        results.send(next(ran))
