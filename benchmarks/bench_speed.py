@@ -20,30 +20,39 @@ Run: ``python benchmarks/bench_speed.py [RUNS]`` (best of RUNS fresh processes, 
 
 from __future__ import annotations
 
+import json
 import resource
 import subprocess
 import sys
 import time
 
-#: Previous figures (s, fresh processes on the 2-core machine shared with other jobs,
-#: load ~5), measured 2026-05 at git bec498c, before issue 34's changes. Issue 34's
-#: figures under the same load: 0.17-0.24, 0.69-0.75, 0.86-0.90 and 5.9 s (auto).
+#: Previous figures: wall seconds of fresh processes, best of 3, on the quiet 2-core
+#: machine (load 0.4), 2026-12-06 at git 36fae28 (before the flow fidelity answered
+#: batches pinned by their bounds in closed form). Before issue 34 (git bec498c, load
+#: ~5): 1.00, 1.05, 1.04, 16.85 and 12.6 s.
 PREVIOUS_S = {
-    "tpusim --version": 1.00,
-    "tpusim systems": 1.05,
-    "ironwood-256 --chips 64 all-reduce 1 GiB": 1.04,
-    "tpu8i-1024 all-reduce 1 KiB (auto)": 16.85,
-    "tpu8i-1024 all-reduce 1 KiB (direct)": 12.6,
+    "tpusim --version": 0.06,
+    "tpusim systems": 0.28,
+    "ironwood-256 --chips 64 all-reduce 1 GiB": 0.44,
+    "tpu8i-1024 all-reduce 1 KiB (auto)": 2.84,
+    "tpu8i-1024 all-reduce 1 KiB (direct)": 4.77,
 }
-#: Previous CPU seconds (user + system of the process; the machine's load inflates
-#: wall, not these), measured 2026-12-06 at git 37d96df (after the speed branch: dense
-#: link table, table-driven Boardfly routes, the all-pairs diameter bound), before the
-#: fly branch's fewer whole-array passes per flow drain event. Before the speed branch
-#: (git c633ad7): 6.62 s (auto) and 8.49 s (direct).
+#: CPU seconds (user + system of the process) of the same runs.
 PREVIOUS_CPU_S = {
-    "tpu8i-1024 all-reduce 1 KiB (auto)": 4.73,
-    "tpu8i-1024 all-reduce 1 KiB (direct)": 8.76,
+    "ironwood-256 --chips 64 all-reduce 1 GiB": 0.54,
+    "tpu8i-1024 all-reduce 1 KiB (auto)": 2.94,
+    "tpu8i-1024 all-reduce 1 KiB (direct)": 4.88,
 }
+#: Issue 34's targets (wall seconds, quiet 2-core machine).
+TARGET_S = {
+    "tpusim --version": 0.3,
+    "ironwood-256 --chips 64 all-reduce 1 GiB": 0.5,
+    "tpu8i-1024 all-reduce 1 KiB (auto)": 1.0,
+}
+#: Simulated times (s) at git 36fae28, one-shot's 1,047,552 flows simulated flow by
+#: flow: the figure must stay within the flow tolerance (1%).
+PREVIOUS_SIMULATED_S = {"tpu8i-1024 all-reduce 1 KiB (auto)": 1.5987353581189092e-05}
+FLOW_TOLERANCE = 0.01
 COMMANDS = {
     "tpusim --version": ["--version"],
     "tpusim systems": ["systems"],
@@ -78,19 +87,38 @@ COMMANDS = {
 }
 
 
-def fresh_s(argv: list[str], runs: int) -> tuple[float, float]:
+def fresh_s(argv: list[str], runs: int) -> tuple[float, float, str]:
     """Best wall time and best CPU time (user + system, s) of ``runs`` fresh
-    ``python -m tpusim ARGV`` processes."""
+    ``python -m tpusim ARGV`` processes, and the last one's standard output."""
     best_wall = best_cpu = float("inf")
+    out = ""
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tpusim", *argv], check=True, capture_output=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "tpusim", *argv], check=True, capture_output=True, text=True
+        )
         best_wall = min(best_wall, time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
         best_cpu = min(best_cpu, cpu)
-    return best_wall, best_cpu
+        out = done.stdout
+    return best_wall, best_cpu, out
+
+
+def figure_line(name: str, wall: float, cpu: float, runs: int) -> str:
+    """One command's line: its times, ratios to the previous ones and its target."""
+    before = PREVIOUS_S[name]
+    line = (
+        f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {runs}); "
+        f"previous {before:.2f} s wall, ratio {wall / before:.2f}"
+    )
+    if name in PREVIOUS_CPU_S:
+        was = PREVIOUS_CPU_S[name]
+        line += f"; previous {was:.2f} s CPU, ratio {cpu / was:.2f}"
+    if name in TARGET_S:
+        line += f"; target {TARGET_S[name]:.1f} s: {'met' if wall <= TARGET_S[name] else 'NOT met'}"
+    return line
 
 
 def session_s() -> tuple[float, float]:
@@ -111,16 +139,17 @@ def session_s() -> tuple[float, float]:
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     for name, argv in COMMANDS.items():
-        wall, cpu = fresh_s(argv, runs)
-        before = PREVIOUS_S[name]
-        line = (
-            f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {runs}); "
-            f"previous {before:.2f} s wall, ratio {wall / before:.2f}"
-        )
-        if name in PREVIOUS_CPU_S:
-            was = PREVIOUS_CPU_S[name]
-            line += f"; previous {was:.2f} s CPU, ratio {cpu / was:.2f}"
-        print(line)
+        simulated = name in PREVIOUS_SIMULATED_S
+        wall, cpu, out = fresh_s([*argv, "--json"] if simulated else argv, runs)
+        print(figure_line(name, wall, cpu, runs))
+        if simulated:
+            time_s, was_s = json.loads(out)["time_s"], PREVIOUS_SIMULATED_S[name]
+            within = abs(time_s / was_s - 1) <= FLOW_TOLERANCE
+            print(
+                f"  simulated {time_s * 1e6:.5f} us, previous {was_s * 1e6:.5f} us "
+                f"(ratio {time_s / was_s:.6f}; {'within' if within else 'OUTSIDE'} the "
+                f"{FLOW_TOLERANCE:.0%} flow tolerance)"
+            )
     second, fresh = session_s()
     print(
         f"Session second call, ironwood-pod 1 GiB all-reduce: {second:.2f} s; "

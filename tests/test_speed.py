@@ -165,3 +165,17 @@ def test_a_command_loads_only_its_module():
     assert modules_for(["calibrate"]) == ("validate",)
     assert modules_for(["--help"]) == COMMANDS
     assert modules_for(["no-such-command"]) == COMMANDS
+
+
+@pytest.mark.slow
+def test_1kib_all_reduce_on_tpu8i_1024_keeps_the_flows_time(monkeypatch):
+    """Issue 34's case at full size: the closed form (one event) against one-shot's
+    1,047,552 flows drained one event at a time, within the flow tolerance (they agree
+    to the last digits: the last arrival crosses the most crowded link, where the
+    bounds are exact)."""
+    closed = simulate_collective("tpu8i-1024", "all-reduce", 1024.0)
+    monkeypatch.setattr(FlowNetwork, "closed_form", False)
+    flows = simulate_collective("tpu8i-1024", "all-reduce", 1024.0)
+    assert closed[0].algorithm == flows[0].algorithm == "one-shot"
+    assert closed[1].num_events == 1 < flows[1].num_events
+    assert closed[0].time_s == pytest.approx(flows[0].time_s, rel=TOL)

@@ -59,22 +59,20 @@ class AnalyticNetwork(Network):
         if not has_route.any():
             return 0.0
         latency = self.path_latency_s(batch)
-        per_entry = self.bandwidth_Bps[batch.links]
         slowest = np.full(len(batch), np.inf)
-        slowest[has_route] = np.minimum.reduceat(per_entry, batch.ptr[:-1][has_route])
+        slowest[has_route] = self.slowest_link_Bps(batch, has_route)
         alone = float((np.where(has_route, batch.bytes / slowest, 0.0) + latency).max())
         return max(alone, self._busiest_link_s(batch, latency))
 
     def _busiest_link_s(self, batch: FlowBatch, latency: np.ndarray) -> float:
         """The busiest link's bytes / bandwidth plus the longest route crossing it."""
-        load = np.bincount(batch.links, weights=batch.bytes_per_entry)
+        load = batch.link_loads(int(batch.links.max()) + 1)
         drain = np.zeros(load.size)
         used = np.flatnonzero(load)
         drain[used] = load[used] / self.bandwidth_Bps[used]
         busiest = float(drain.max())
-        hot_entry = drain[batch.links] >= busiest * (1 - HOT_LINK_REL_TOL)
-        entry_latency = np.repeat(latency, batch.hops)
-        return busiest + float(entry_latency[hot_entry].max())
+        hot_entries = np.flatnonzero((drain >= busiest * (1 - HOT_LINK_REL_TOL))[batch.links])
+        return busiest + float(latency[batch.flow_of(hot_entries)].max())
 
     def _send(self, batch: FlowBatch) -> simpy.Event:
         self.num_events += 1

@@ -102,6 +102,18 @@ class FlowBatch:
     def bytes_per_entry(self) -> np.ndarray:
         return np.repeat(self.bytes, self.hops)
 
+    def flow_of(self, entries: np.ndarray) -> np.ndarray:
+        """The flow (index into the batch) that owns each of ``entries`` (indices into
+        ``links``): a search in ``ptr``, for a few entries out of millions."""
+        return np.searchsorted(self.ptr, entries, side="right") - 1
+
+    def link_loads(self, num_links: int) -> np.ndarray:
+        """Bytes offered to each of ``num_links`` links; a batch of equal flows (one
+        all-pairs step) counts entries instead of summing a weight per entry."""
+        if self.bytes.size and self.bytes.min() == self.bytes.max():
+            return np.bincount(self.links, minlength=num_links) * float(self.bytes[0])
+        return np.bincount(self.links, weights=self.bytes_per_entry, minlength=num_links)
+
     def with_routes(self, which: np.ndarray, ptr: np.ndarray, links: np.ndarray) -> FlowBatch:
         """This batch with the flows of mask ``which`` on new routes (CSR ``ptr``,
         ``links``, one row per flow of ``which`` in order); the others keep theirs."""
@@ -257,9 +269,7 @@ class Network(ABC):
         if batch.links.size < self.link_bytes.size // SCATTER_ADD_LINKS_PER_ENTRY:
             np.add.at(self.link_bytes, batch.links, batch.bytes_per_entry)
         else:
-            self.link_bytes += np.bincount(
-                batch.links, weights=batch.bytes_per_entry, minlength=self.link_bytes.size
-            )
+            self.link_bytes += batch.link_loads(self.link_bytes.size)
 
     def path_latency_s(self, batch: FlowBatch) -> np.ndarray:
         """Sum of link latencies along each flow's route (cached per batch)."""
@@ -269,12 +279,22 @@ class Network(ABC):
         return cached[1]
 
     def _path_latency_s(self, batch: FlowBatch) -> np.ndarray:
+        if self.latency_s.size and self.latency_s.min() == self.latency_s.max():
+            return batch.hops * float(self.latency_s[0])  # every link alike: hops x it
         out = np.zeros(len(batch))
         has_route = batch.hops > 0
         if batch.links.size:
             starts = batch.ptr[:-1][has_route]  # empty routes own no entries: skip them
             out[has_route] = np.add.reduceat(self.latency_s[batch.links], starts)
         return out
+
+    def slowest_link_Bps(self, batch: FlowBatch, routed: np.ndarray) -> np.ndarray:
+        """The smallest bandwidth on each route of the flows of mask ``routed`` (each
+        with a route)."""
+        bandwidth = self.bandwidth_Bps
+        if bandwidth.min() == bandwidth.max():  # every link alike
+            return np.full(int(routed.sum()), float(bandwidth[0]))
+        return np.minimum.reduceat(bandwidth[batch.links], batch.ptr[:-1][routed])
 
     def send(self, batch: FlowBatch) -> simpy.Event:
         """Start every flow of ``batch`` now; the event fires when all have arrived.

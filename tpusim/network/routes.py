@@ -20,6 +20,11 @@ from tpusim.topology import Topology
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
 
+NEIGHBOUR_PROBE = 64
+"""Pairs (count) looked up first to tell a batch of neighbour transfers from one that
+needs routes; only if all of them are neighbours is the whole batch looked up."""
+
+
 class RouteCache:
     """Builds :class:`FlowBatch` es on ``topology``; ``split_ports`` splits a transfer
     evenly over the topology's port routes where it has them
@@ -69,8 +74,13 @@ class RouteCache:
         if src.size and not np.any(src == dst):
             links = self._hops.get(key)
             if links is None:
-                links = self._hops[key] = topo.find_links(src, dst)
-            if np.all(links >= 0):  # every transfer goes to a neighbour: one hop each
+                # a few pairs first: a million-pair all-pairs step is not looked up whole
+                head = topo.find_links(src[:NEIGHBOUR_PROBE], dst[:NEIGHBOUR_PROBE])
+                whole = head if src.size <= NEIGHBOUR_PROBE else None
+                if whole is None and np.all(head >= 0):
+                    whole = topo.find_links(src, dst)
+                links = self._hops[key] = whole if whole is not None else head
+            if links.size == src.size and np.all(links >= 0):  # every transfer one hop
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
         if topo.vectorised_routes:
             routed = self._many.get(key)

@@ -214,26 +214,18 @@ class Boardfly(Topology):
         )
 
     @property
-    def _path_table(self) -> np.ndarray:
-        """``table[s, d]``: in-group indices of the route from s to d, padded with -1."""
-        if not hasattr(self, "_path_cache"):
-            n = self.chips_per_group
-            table = np.full((n, n, 4), -1, dtype=np.int64)
-            for s in range(n):
-                for d in range(n):
-                    path = self._group_path(0, s, d)
-                    table[s, d, : len(path)] = path
-            self._path_cache = table
-        return self._path_cache
-
-    @property
-    def _link_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(inner, outer)``: ``inner[g, s, d]`` the link ids, in order, of the route
-        from in-group index s to d inside group g (padded with -1 to 3);
-        ``outer[i, j, l]`` the id of group i's ``l``-th global link to group j."""
+    def _link_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(inner, outer, hops, ends)`` for :meth:`route_links_many`, int32:
+        ``inner[(g * n + s) * n + d]`` the link ids, in order, of the route from in-group
+        index s to d inside group g (padded with -1 to 3); ``outer[i * g + j, l]`` the id
+        of group i's ``l``-th global link to group j and ``ends[i * g + j, l]`` the
+        in-group index of its chip; ``hops`` the in-group hop counts."""
         if not hasattr(self, "_link_tables_cache"):
             n, g = self.chips_per_group, self.g
-            path = self._path_table[None]
+            path = np.full((1, n, n, 4), -1, dtype=np.int64)  # in-group chips of each route
+            for s, d in np.ndindex(n, n):
+                route = self._group_path(0, s, d)
+                path[0, s, d, : len(route)] = route
             nodes = np.where(path >= 0, path + (np.arange(g) * n)[:, None, None, None], -1)
             step = (nodes[..., :-1] >= 0) & (nodes[..., 1:] >= 0)
             inner = np.full(step.shape, -1, dtype=np.int64)
@@ -243,21 +235,23 @@ class Boardfly(Topology):
             outer = self.find_links(
                 first + ends, first.transpose(1, 0, 2) + ends.transpose(1, 0, 2)
             )
-            self._link_tables_cache = inner, outer
+            self._link_tables_cache = (
+                inner.reshape(g * n * n, 3).astype(np.int32),
+                outer.reshape(g * g, -1).astype(np.int32),
+                self._in_group[0].astype(np.int32),
+                ends.reshape(g * g, -1).astype(np.int32),
+            )
         return self._link_tables_cache
 
     def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The routes of many pairs at once as CSR ``(ptr, link ids)``; the same routes
-        as :meth:`route`, without a Python loop over pairs: each route is read from
-        per-group link tables (in-group part, global link, in-group part). A pair
-        inside one group reads its whole route as the first part, and empty second and
-        global parts (the route from a chip to itself, link -1); indices are int32
-        (a 1,024-chip all-pairs step is a million pairs)."""
+        """The routes of many pairs at once as CSR ``(ptr, link ids)``, the same as
+        :meth:`route`'s, read from :attr:`_link_tables` (in-group part, global link,
+        in-group part; a pair in one group has only the first part)."""
         n, g = self.chips_per_group, self.g
         src, dst = np.asarray(src, dtype=np.int32), np.asarray(dst, dtype=np.int32)
         gs, s = np.divmod(src, np.int32(n))
         gd, d = np.divmod(dst, np.int32(n))
-        inner, outer, hops, ends = self._flat_link_tables
+        inner, outer, hops, ends = self._link_tables
         cross = gs != gd
         pair, back = gs * np.int32(g) + gd, gd * np.int32(g) + gs
         if ends.shape[1] == 1:  # one global link between two groups: no choice
@@ -275,23 +269,6 @@ class Boardfly(Topology):
         ptr = np.zeros(src.size + 1, dtype=np.int64)
         np.cumsum(valid.sum(axis=1), out=ptr[1:])
         return ptr, slots[valid].astype(np.int64)
-
-    @property
-    def _flat_link_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:attr:`_link_tables` for :meth:`route_links_many`, int32: ``inner`` one row
-        per (group, source, destination), ``outer`` and the global ends one row per
-        (group, group), the in-group hop counts."""
-        if not hasattr(self, "_flat_link_tables_cache"):
-            inner, outer = self._link_tables
-            n, g = self.chips_per_group, self.g
-            ends = self._global_ends
-            self._flat_link_tables_cache = (
-                inner.reshape(g * n * n, 3).astype(np.int32),
-                outer.reshape(g * g, -1).astype(np.int32),
-                self._in_group[0].astype(np.int32),
-                ends.reshape(g * g, -1).astype(np.int32),
-            )
-        return self._flat_link_tables_cache
 
     @property
     def vectorised_routes(self) -> bool:
