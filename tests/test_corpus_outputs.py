@@ -23,6 +23,8 @@ import yaml
 from corpus_support import ROOT, TIMEOUT_S, cap_memory, check_outcome, expand, run_tpusim
 from helpers import stable_bytes
 
+from tpusim.report.drawing import RunFigure
+from tpusim.report.figures import FIGURES
 from tpusim.results.files import STAGING_PREFIX, atomic_write, atomic_write_text
 from tpusim.study.options import ScenarioRunOptions
 from tpusim.study.outputs import WRITERS, OutputWriter, write_outputs
@@ -231,6 +233,41 @@ def test_write_outputs_leaves_no_staging_folder(tiny_outputs, tmp_path):
     names = {p.name for p in (tmp_path / "out").iterdir()}
     assert not any(n.startswith(STAGING_PREFIX) for n in names)
     assert {p.name for paths in written.values() for p in paths} == names
+
+
+def test_figures_drawn_in_a_second_process_give_the_same_files(tiny_outputs, tmp_path):
+    """``processes`` > 1: the plots writer runs in a forked process, the others here;
+    every file has the same bytes as one process writing them all."""
+    alone = write_outputs(tmp_path / "alone", tiny_outputs, processes=1)
+    beside = write_outputs(tmp_path / "beside", tiny_outputs, processes=2)
+    assert any(p.suffix == ".png" for p in alone["plots"])  # something was drawn
+    names = {name: [p.name for p in paths] for name, paths in alone.items()}
+    assert {name: [p.name for p in paths] for name, paths in beside.items()} == names
+    for path in alone.values():
+        for p in path:
+            assert stable_bytes(tmp_path / "beside" / p.name) == stable_bytes(p), p.name
+
+
+def test_a_drawing_process_that_dies_is_drawn_again_here(tiny_outputs, tmp_path):
+    """A figure that kills the drawing process (out of memory, say): the figures are
+    drawn in this process instead and the run writes every file."""
+    here = os.getpid()
+    drawn_here: list[int] = []
+
+    def dies_elsewhere(folder: Path, run: object) -> list[Path]:
+        if os.getpid() != here:
+            os._exit(9)
+        drawn_here.append(os.getpid())
+        return []
+
+    FIGURES.register("dies", RunFigure(dies_elsewhere, "nothing"))
+    try:
+        written = write_outputs(tmp_path / "out", tiny_outputs, processes=2)
+    finally:
+        FIGURES.unregister("dies")
+    assert drawn_here == [here]
+    again = write_outputs(tmp_path / "again", tiny_outputs)["plots"]
+    assert [p.name for p in written["plots"]] == [p.name for p in again] != []
 
 
 def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path):

@@ -18,6 +18,7 @@ import simpy
 from tpusim.collectives import ALGORITHMS, Predictor, make_group
 from tpusim.collectives.offload import OnChipModel
 from tpusim.network import AnalyticNetwork
+from tpusim.network.base import SCATTER_ADD_LINKS_PER_ENTRY, FlowBatch
 from tpusim.network.maxmin import stable_order
 from tpusim.program.builders import prepare_training
 from tpusim.program.builders.memory import (
@@ -183,3 +184,28 @@ def test_torus_batch_routes_equal_pair_by_pair_routes(dims, wrap):
         path = topo.route(int(src[k]), int(dst[k]))
         want = [first[(u, v)] for u, v in pairwise(path)]
         assert links[ptr[k] : ptr[k + 1]].tolist() == want, (src[k], dst[k])
+
+
+def test_link_bytes_of_repeated_batches_equal_a_per_send_dense_sum():
+    """A large batch's loads are kept and added on the links it touches: the same
+    numbers, to the bit, as adding every send's per-link sums (a Python loop, entries
+    in order) to every link."""
+    topo = Torus((4, 4), (True, True), link_bandwidth_Bps=BW, hop_latency_s=LAT)
+    network = AnalyticNetwork(simpy.Environment(), topo)
+    rng = np.random.default_rng(3)
+    pairs = [(s, d) for s in range(16) for d in range(16) if s != d]
+    src, dst = (np.array(side) for side in zip(*pairs, strict=True))
+    ptr, links = topo.route_links_many(src, dst)
+    ring = FlowBatch(src, dst, rng.uniform(1, 1e9, src.size), ptr, links)
+    other = FlowBatch(src, dst, rng.uniform(1, 1e9, src.size), ptr, links)
+    expected = [0.0] * len(topo.links)
+    for batch in (ring, other, ring, ring, other):
+        network.send(batch)
+        per_link: dict[int, float] = {}
+        for flow in range(len(batch)):
+            for link in batch.links[batch.ptr[flow] : batch.ptr[flow + 1]].tolist():
+                per_link[link] = per_link.get(link, 0.0) + float(batch.bytes[flow])
+        for link, nbytes in per_link.items():
+            expected[link] += nbytes
+    assert links.size >= len(topo.links) // SCATTER_ADD_LINKS_PER_ENTRY  # the kept path
+    assert network.link_bytes.tolist() == expected

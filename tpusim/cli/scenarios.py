@@ -24,7 +24,7 @@ from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import check_folder_target, json_text, output_error
 from tpusim.results.run import PointFailure
 from tpusim.study.options import EXECUTORS, CheckOptions, ScenarioRunOptions
-from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog
+from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
 from tpusim.study.systems import locate_scenario, scenario_listing
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     if not options.quiet:
         print(f"writing {out}/", file=sys.stderr, flush=True)
     try:
-        written = write_outputs(out, outputs)
+        # as many processes as simulated: the figures are drawn beside the other files
+        written = write_outputs(out, outputs, options.jobs or default_jobs(len(scenario.systems)))
     except OSError as exc:
         raise output_error("--out", out, exc) from None
     pictures = [p for p in written.get("plots", []) if p.suffix == ".png"]

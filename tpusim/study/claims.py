@@ -27,7 +27,6 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from tpusim.collectives import default_algorithm, make_group
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
 from tpusim.engine import CollectiveOptions, run_collective
@@ -36,6 +35,7 @@ from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
 from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
 from tpusim.study import claims_training
+from tpusim.study.claim_runs import Built, latency, structural
 from tpusim.study.claim_specs import (
     ClaimsFile,
     ClaimSpec,
@@ -52,7 +52,7 @@ from tpusim.study.claim_specs import (
 )
 from tpusim.study.claims_training import figure
 from tpusim.topology import build_topology
-from tpusim.vocabulary import Dtype, Op
+from tpusim.vocabulary import Dtype
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,8 +63,6 @@ BYTES_PER_GB = 1e9
 """Bytes per decimal gigabyte (display)."""
 BYTES_PER_MIB = 2**20
 """Bytes per mebibyte (display)."""
-ANALYTIC = NetworkSettings.of("analytic")
-"""Claims on latency and structure compare patterns in closed form."""
 FLOPS_PER_EFLOPS = 1e18
 """FLOP/s per EFLOP/s (display)."""
 
@@ -127,23 +125,6 @@ def _row(rows: Rows, system: str, prefix: str = "", **match: object) -> dict[str
     return None
 
 
-def _latency(
-    system: System, op: Op, size_bytes: float, onchip: OnChipModel, algorithm: str | None = None
-) -> tuple[float, str]:
-    """Seconds and algorithm of ``op`` of ``size_bytes`` over all of ``system`` (auto,
-    or the algorithm named), at the analytic fidelity."""
-    topology = build_topology(system)
-    options = CollectiveOptions(algorithm=algorithm, network=ANALYTIC)
-    result, _ = run_collective(topology, op, size_bytes, options, onchip=onchip)
-    return result.time_s, result.algorithm
-
-
-def _structural(system: System, op: Op) -> str:
-    """The algorithm a runtime without a cost model runs (torus axes: torus;
-    Boardfly: hierarchical): :func:`tpusim.collectives.default_algorithm`."""
-    return default_algorithm(op, make_group(build_topology(system)))
-
-
 def diameter(spec: DiameterClaim, context: ClaimContext) -> list[ClaimRow]:
     """The two systems' network diameters (hops) against the claimed ones."""
     hops = tuple(
@@ -158,28 +139,28 @@ def latency_cut(spec: LatencyCutClaim, context: ClaimContext) -> list[ClaimRow]:
     """Network-only latency of each op over each whole system, each side with its
     fastest algorithm (auto), and how much the verdict depends on that: the same
     comparison with each side's structural default (what runs without a tuner)."""
-    baseline, subject = load_system(spec.baseline), load_system(spec.subject)
+    baseline, subject = (Built.of(load_system(s)) for s in (spec.baseline, spec.subject))
     none = OnChipModel.none()
     cuts, fixed = {}, {}
     for op in spec.ops:
-        t_base, a_base = _latency(baseline, op, spec.bytes, none)
-        t_subj, a_subj = _latency(subject, op, spec.bytes, none)
+        t_base, a_base = latency(baseline, op, spec.bytes, none)
+        t_subj, a_subj = latency(subject, op, spec.bytes, none)
         cuts[op] = (t_base, t_subj, 1 - t_subj / t_base, f"{a_base} / {a_subj}")
-        d_base = _latency(baseline, op, spec.bytes, none, _structural(baseline, op))[0]
-        d_subj = _latency(subject, op, spec.bytes, none, _structural(subject, op))[0]
+        d_base = latency(baseline, op, spec.bytes, none, structural(baseline, op))[0]
+        d_subj = latency(subject, op, spec.bytes, none, structural(subject, op))[0]
         fixed[op] = 1 - d_subj / d_base
     text = "; ".join(
         f"{op} {US_PER_S * a:.1f} -> {US_PER_S * b:.1f} us ({100 * c:.0f}% lower, {names})"
         for op, (a, b, c, names) in cuts.items()
     )
     verdict = "holds" if max(c[2] for c in cuts.values()) >= spec.claimed_cut else "does not hold"
-    structural = "holds" if max(fixed.values()) >= spec.claimed_cut else "does not hold"
-    depends = "the verdict depends on the algorithm" if structural != verdict else "same verdict"
+    fixed_verdict = "holds" if max(fixed.values()) >= spec.claimed_cut else "does not hold"
+    depends = "the verdict depends on the algorithm" if fixed_verdict != verdict else "same verdict"
     cut_text = ", ".join(f"{op} {100 * c:.0f}%" for op, c in fixed.items())
     values = {
         "cuts": text,
         "structural_cuts": cut_text,
-        "structural_verdict": structural,
+        "structural_verdict": fixed_verdict,
         "depends": depends,
     }
     return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
@@ -190,8 +171,9 @@ def onchip_speedup(spec: OnChipSpeedupClaim, context: ClaimContext) -> list[Clai
     each (each side with its own fastest algorithm)."""
     system = load_system(spec.system)
     base, subj = (OnChipModel.for_chip(system.chip, engine) for engine in spec.engines)
-    t_base = _latency(system, spec.op, spec.bytes, base)[0]
-    t_subj = _latency(system, spec.op, spec.bytes, subj)[0]
+    built = Built.of(system)
+    t_base = latency(built, spec.op, spec.bytes, base)[0]
+    t_subj = latency(built, spec.op, spec.bytes, subj)[0]
     values = {
         "onchip_ratio": base.step_sync_s / subj.step_sync_s,
         "baseline_us": US_PER_S * t_base,

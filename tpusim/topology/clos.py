@@ -107,38 +107,51 @@ class ClosFabric(Topology):
 
     @property
     def vectorised_routes(self) -> bool:
-        """Routes between pods are vectorised; inside a pod, as the pod's
-        :meth:`route_links_many` routes them."""
-        return True
+        """Vectorised when the pod's routes are (the fabric legs are a lookup)."""
+        return self.pod.vectorised_routes
 
     def route_links_many(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The same routes as :meth:`route` as CSR ``(ptr, link ids)``, without a Python
-        loop over pairs between pods (a pod-axis ring on Virgo has 134,400 of them):
-        pairs inside a pod take the pod's routes, shifted to the pod's copy of its
-        links; the others their four fabric links, looked up together."""
+        """The routes of many pairs at once as CSR ``(ptr, link ids)``, the same as
+        :meth:`route`'s: pairs inside a pod take the pod's batch routes (its links are
+        pod ``p``'s copy, ids shifted by ``p`` x the pod's links), the others the four
+        fabric links, looked up for all of them together. Pair by pair when the pod's
+        routes are not vectorised. Raises ValueError for a chip outside the fabric."""
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if not self.pod.vectorised_routes:
+            return self._routes_pair_by_pair(src, dst)
         for chips in (src, dst):
-            outside = (chips < 0) | (chips >= self.num_chips)
-            if np.any(outside):
-                self.check_chip(int(chips[outside][0]))  # raises, naming the chip
-        (ps, s), (pd, d) = np.divmod(src, self.pod_chips), np.divmod(dst, self.pod_chips)
-        inside = ps == pd
-        local_ptr, local_links = self.pod.route_links_many(s[inside], d[inside])
-        counts = np.full(src.size, 4, dtype=np.int64)
-        counts[inside] = np.diff(local_ptr)
+            if chips.size and (chips.min() < 0 or chips.max() >= self.num_chips):
+                self.check_chip(int(chips[(chips < 0) | (chips >= self.num_chips)][0]))
+        pod_of_src, local_src = np.divmod(src, self.pod_chips)
+        pod_of_dst, local_dst = np.divmod(dst, self.pod_chips)
+        inside = np.flatnonzero(pod_of_src == pod_of_dst)
+        pod_ptr, pod_links = self.pod.route_links_many(local_src[inside], local_dst[inside])
+        pod_hops = np.diff(pod_ptr)
+        hops = np.full(src.size, 4, dtype=np.int64)  # chip, leaf, spine, leaf, chip
+        hops[inside] = pod_hops
         ptr = np.zeros(src.size + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum(counts)
+        np.cumsum(hops, out=ptr[1:])
         links = np.empty(int(ptr[-1]), dtype=np.int64)
-        per_pair = np.diff(local_ptr)
-        at = np.repeat(ptr[:-1][inside] - local_ptr[:-1], per_pair) + np.arange(local_links.size)
-        links[at] = local_links + np.repeat(ps[inside] * len(self.pod.links), per_pair)
-        across = ~inside
-        spine = np.full(int(across.sum()), self.spine, dtype=np.int64)
-        a, b = src[across], dst[across]
-        nodes = np.stack([a, self.leaf_of(a), spine, self.leaf_of(b), b], axis=1)
-        ids = self.find_links(nodes[:, :-1].ravel(), nodes[:, 1:].ravel())
-        links[(ptr[:-1][across][:, None] + np.arange(4)).ravel()] = ids
+        owner = np.repeat(inside, pod_hops)  # the pair of each pod route entry
+        entry = np.arange(pod_links.size) - np.repeat(pod_ptr[:-1], pod_hops)
+        links[ptr[owner] + entry] = pod_links + pod_of_src[owner] * len(self.pod.links)
+        across = np.flatnonzero(pod_of_src != pod_of_dst)
+        self._fabric_legs(src[across], dst[across], links, ptr[across])
         return ptr, links
+
+    def _fabric_legs(
+        self, src: np.ndarray, dst: np.ndarray, links: np.ndarray, first: np.ndarray
+    ) -> None:
+        """Write the four fabric links of each pair (chips of different pods) into
+        ``links`` from position ``first``; ValueError if one does not exist."""
+        spine = np.full(src.size, self.spine, dtype=np.int64)
+        nodes = (src, self.leaf_of(src), spine, self.leaf_of(dst), dst)
+        for leg in range(4):
+            ids = self.find_links(nodes[leg], nodes[leg + 1])
+            if np.any(ids < 0):
+                k = int(np.flatnonzero(ids < 0)[0])
+                raise ValueError(f"route {int(src[k])} -> {int(dst[k])} uses a missing link")
+            links[first + leg] = ids
 
     def hops_from(self, src: int) -> np.ndarray:
         ps, s = divmod(self.check_chip(src), self.pod_chips)
