@@ -40,6 +40,7 @@ parallelism.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -205,9 +206,31 @@ def largest_tensor(s: LayerShape, step: TrainingStep) -> float:
 
 
 def peak_stage(step: TrainingStep) -> StageMemory:
-    """The stage with the most bytes per chip (the one that must fit)."""
-    stages = [stage_memory(step, stage) for stage in range(step.schedule.stages)]
+    """The stage with the most bytes per chip (the one that must fit; the first of
+    equals). Two stages of the same :func:`stage_content` differ only in their
+    activations, ``in_flight(stage)`` chunk-microbatches of the same bytes, and
+    :meth:`PipelineSchedule.in_flight` never grows with the stage, so only the first
+    stage of each content is counted (the same answer as counting every stage)."""
+    seen: set[tuple[tuple[tuple[int, int], ...], ...]] = set()
+    stages = []
+    for stage in range(step.schedule.stages):
+        content = stage_content(step, stage)
+        if content not in seen:
+            seen.add(content)
+            stages.append(stage_memory(step, stage))
     return max(stages, key=lambda m: m.total_bytes)
+
+
+def stage_content(step: TrainingStep, stage: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """What :func:`stage_memory` reads of stage ``stage`` besides its index: its chunks,
+    each as how many layers of each shape (by identity) it has, in no order (the
+    memory sums over a chunk's layers and takes maxima over chunks and shapes)."""
+    s = step.schedule
+    out = []
+    for chunk in s.stage_chunks(stage):
+        counts = Counter(id(step.shape(layer)) for layer in s.chunk_range(chunk))
+        out.append(tuple(sorted(counts.items())))
+    return tuple(sorted(out))
 
 
 def memory_timeline(step: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:
