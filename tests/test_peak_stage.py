@@ -79,3 +79,39 @@ def test_stage_content_tells_uneven_and_mixed_stages_apart():
         (((moe, 2),),),
         (((moe, 2),),),
     ]
+
+
+def test_layer_runs_split_dense_from_moe_layers():
+    step = prepare_training(
+        **SHAPE,
+        layers=10,
+        batch=4,
+        mesh={"pipeline": 4},
+        microbatches=4,
+        experts=4,
+        dense_layers=3,
+        top_k=2,
+    )
+    assert step.layer_runs(range(0, 3)) == [(0, 3)]
+    assert step.layer_runs(range(2, 6)) == [(2, 1), (3, 3)]
+    assert step.layer_runs(range(6, 8)) == [(6, 2)]
+    dense_only = prepare_training(**SHAPE, layers=5, batch=2, mesh={"pipeline": 2})
+    assert dense_only.layer_runs(range(0, 3)) == [(0, 3)]
+
+
+@pytest.mark.parametrize(("layers", "p", "v", "m", "kind", "extra"), CASES)
+def test_stage_params_is_the_sum_over_the_stage_layers(layers, p, v, m, kind, extra):
+    step = prepare_training(
+        **SHAPE,
+        layers=layers,
+        batch=m,
+        mesh={"pipeline": p},
+        microbatches=m,
+        pipeline=kind,
+        virtual_stages=v,
+        **extra,
+    )
+    for stage in range(p):
+        held = step.schedule.stage_layers(stage)
+        want = sum(step.params(layer).total for layer in held) + step.head_params
+        assert step.stage_params(stage) == want

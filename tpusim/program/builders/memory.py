@@ -40,7 +40,6 @@ parallelism.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,16 +111,17 @@ def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
     """The peak memory of pipeline stage ``stage`` (see the module docstring). Every
     per-layer count depends on a layer only through its shape (``step.shape``: one or
     two objects), so each is counted once per shape (``first``: a layer of each), and
-    a max over the layers is the max over those."""
+    a max over the layers is the max over those; a chunk is walked as runs of one
+    shape (:meth:`TrainingStep.layer_runs`), adding a layer's bytes once per layer."""
     a, b = step.args, step.bytes_per_element
     params = step.stage_params(stage) / step.shard
     s = step.schedule
-    chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
-    layers = [layer for chunk in chunks for layer in chunk]
-    shape_of = [id(step.shape(layer)) for layer in layers]
-    first = list(dict(zip(shape_of[::-1], layers[::-1], strict=True)).values())
+    chunks = [step.layer_runs(s.chunk_range(c)) for c in s.stage_chunks(stage)]
+    first = list({id(step.shape(f)): f for runs in chunks for f, _ in runs}.values())
     kept = {id(step.shape(layer)): kept_bytes(step, layer) for layer in first}
-    per_chunk = max(sum(kept[id(step.shape(layer))] for layer in c) for c in chunks)
+    per_chunk = max(
+        sum(kept[id(step.shape(f))] for f, n in runs for _ in range(n)) for runs in chunks
+    )
     optimizer = params * step.optimizer_state_bytes / step.zero_shard
     largest = max(step.params(layer).total for layer in first) / step.shard
     layer_phase = max(transient_bytes(step, layer) for layer in first)
@@ -228,8 +228,8 @@ def stage_content(step: TrainingStep, stage: int) -> tuple[tuple[tuple[int, int]
     s = step.schedule
     out = []
     for chunk in s.stage_chunks(stage):
-        counts = Counter(id(step.shape(layer)) for layer in s.chunk_range(chunk))
-        out.append(tuple(sorted(counts.items())))
+        runs = step.layer_runs(s.chunk_range(chunk))
+        out.append(tuple(sorted((id(step.shape(first)), n) for first, n in runs)))
     return tuple(sorted(out))
 
 
