@@ -14,3 +14,28 @@ def claims_table():
     from tpusim.study.claims import vendor_claims
 
     return vendor_claims()
+
+
+@pytest.fixture(scope="session")
+def demo_by_name(tmp_path_factory):
+    """``tpusim run demo --json --quiet --jobs 1`` (the shipped demo, by name) run once,
+    in-process, from an empty folder that is not the repository: (the JSON record, that
+    folder). Its outputs are in ``out/demo`` there. Read by tests/test_scenario.py and
+    tests/test_cli_ux.py; none may modify the folder."""
+    import contextlib
+    import io
+    import json
+    import os
+
+    from tpusim.cli import main
+
+    folder = tmp_path_factory.mktemp("elsewhere")
+    here, buf = os.getcwd(), io.StringIO()
+    os.chdir(folder)
+    try:
+        with contextlib.redirect_stdout(buf):
+            code = main(["run", "demo", "--json", "--quiet", "--jobs", "1"])
+    finally:
+        os.chdir(here)
+    assert code == 0
+    return json.loads(buf.getvalue()), folder

@@ -15,6 +15,7 @@ from tpusim.study.scenario import Scenario
 
 SWEPT = """\
 name: swept
+plots: false  # figures are tests/test_plots.py's; these tests read rows and CSVs
 systems:
   - system: v5e-pod
     name: fast

@@ -137,20 +137,33 @@ def test_compute_claim_from_the_published_peaks(table):
     assert row.verdict.startswith("partly")
 
 
-def test_claims_command_prints_the_same_table(capsys, table, monkeypatch):
-    """``claims --json`` computes the table afresh and prints the fixture's records;
-    the text form (the same ``vendor_claims`` then :func:`format_claims`) is checked
-    on the fixture's table, not computed a third time."""
+def test_claims_command_prints_the_table_in_both_forms(capsys, table, monkeypatch):
+    """``claims --json`` prints ``vendor_claims``' records and ``claims`` their text form
+    (:func:`format_claims`); ``vendor_claims`` gives the fixture's table here (a fresh
+    computation is test_claims_command_computes_the_same_table_afresh, marked slow)."""
     import json
 
     from helpers import run
 
     import tpusim.study.claims
 
+    monkeypatch.setattr(tpusim.study.claims, "vendor_claims", lambda: table)
     code, out, _ = run(capsys, "claims", "--json")
     assert code == 0
     assert json.loads(out)["claims"] == table.to_dict("records")
-    monkeypatch.setattr(tpusim.study.claims, "vendor_claims", lambda: table)
     code, out, _ = run(capsys, "claims")
     assert code == 0 and out == format_claims(table) + "\n"
     assert out.count("verdict:") == 8
+
+
+@pytest.mark.slow  # a second computation of the whole table (about 11 s in one session)
+def test_claims_command_computes_the_same_table_afresh(capsys, table):
+    """``claims --json`` computes the table afresh and prints the fixture's records: the
+    table does not depend on what ran before it in the process."""
+    import json
+
+    from helpers import run
+
+    code, out, _ = run(capsys, "claims", "--json")
+    assert code == 0
+    assert json.loads(out)["claims"] == table.to_dict("records")

@@ -124,13 +124,12 @@ def test_scenarios_lists_the_shipped_files(capsys):
         assert row["description"] == data["description"] and data["name"] == row["name"]
 
 
-def test_run_by_name_from_another_folder(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    code, out, _ = run(capsys, "run", "demo", "--quiet", "--json", "--jobs", "1")
-    assert code == 0
-    record = json.loads(out)
+def test_run_by_name_from_another_folder(demo_by_name):
+    """``tpusim run demo`` from a folder that is not the repository (tests/conftest.py,
+    shared with tests/test_scenario.py) writes into ``out/demo`` there."""
+    record, folder = demo_by_name
     assert record["scenario"] == "demo" and record["out"] == "out/demo"
-    assert (tmp_path / "out" / "demo" / "summary.csv").is_file()
+    assert (folder / "out" / "demo" / "summary.csv").is_file()
     assert len(record["results"]) == 12
 
 

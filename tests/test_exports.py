@@ -14,6 +14,7 @@ from tpusim.results.writers import summary_frame
 
 SCENARIO = """\
 name: tiny-exports
+plots: false  # figures are tests/test_plots.py's; these tests read rows and CSVs
 systems: [iw-64.yaml]
 workloads:
   - {name: topology, kind: topology}

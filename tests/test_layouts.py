@@ -217,6 +217,7 @@ def test_llama_8b_on_v6e_8_fits_where_it_ran():
 
 BASE = """name: t
 description: t
+plots: false  # figures are tests/test_plots.py's; these tests read rows and CSVs
 network: {fidelity: flow}
 systems: [ironwood-256]
 workloads:

@@ -129,7 +129,8 @@ def test_run_takes_the_network_flags_over_the_file(tmp_path, capsys):
 
     path = tmp_path / "s.yaml"
     path.write_text(
-        "name: s\nnetwork: {fidelity: flow, tolerance: 0.05}\nsystems: [v5e-pod, v6e-pod]\n"
+        "name: s\nplots: false\nnetwork: {fidelity: flow, tolerance: 0.05}\n"
+        "systems: [v5e-pod, v6e-pod]\n"
         "workloads:\n  - {name: ar, kind: collective, op: all-reduce, bytes: 1 MiB}\n"
     )
     out = tmp_path / "o"

@@ -232,6 +232,7 @@ def test_collective_matmul_keeps_the_flops_and_windows_every_tensor_all_reduce()
 
 STEP = """name: t
 description: t
+plots: false  # figures are tests/test_plots.py's; these tests read rows and CSVs
 network: {fidelity: flow}
 systems: [ironwood-256]
 workloads:

@@ -19,6 +19,7 @@ from tpusim.study.progress import Finished, Progress
 
 SMALL = """\
 name: small
+plots: false  # progress is what these tests read; figures are tests/test_plots.py's
 systems: [v5e-pod, v6e-pod]
 workloads:
   - {name: topo, kind: topology}

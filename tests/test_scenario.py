@@ -16,18 +16,11 @@ DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    import contextlib
-    import io
-
-    from tpusim.cli import main
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(["run", str(DEMO), "--out", str(out), "--json", "--quiet"]) == 0
-    record = json.loads(buf.getvalue())
-    return record, out
+def demo(demo_by_name):
+    """The shipped demo's JSON record and output folder (tests/conftest.py: run once per
+    session, by name, as tests/test_cli_ux.py also reads it)."""
+    record, folder = demo_by_name
+    return record, folder / record["out"]
 
 
 def rows(record, workload):
@@ -36,7 +29,7 @@ def rows(record, workload):
 
 def test_demo_json_contract(demo):
     record, out = demo
-    assert record["scenario"] == "demo" and record["out"] == str(out)
+    assert record["scenario"] == "demo" and out.is_dir()
     assert len(record["results"]) == 2 * 6  # 2 systems x (2 swept collectives + 4 programs)
     for row in record["results"]:
         assert {"system", "workload", "step_time_s"} <= set(row)
@@ -228,7 +221,7 @@ def test_program_sweeps_and_per_system_overrides_reach_the_program(tmp_path, cap
     over the achievable HBM bandwidth (+ 0.5 us)."""
     path = tmp_path / "s.yaml"
     path.write_text(
-        "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
+        "name: t\nplots: false\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
         "  - {name: mm, kind: program, ops: [{name: a, kind: matmul, m: 4096, n: 4096, k: 4096}],\n"
         "     sweep: {ops: [[{name: b, kind: matmul, m: 8192, n: 8192, k: 8192}]]},\n"
         "     per_system: {v6e-pod: {ops: [{name: c, kind: matmul, m: 2048, n: 2048, k: 2048}]}}}\n"
@@ -263,7 +256,7 @@ def test_workload_systems_runs_it_on_those_systems_only(tmp_path, capsys):
     named system only."""
     path = tmp_path / "s.yaml"
     path.write_text(
-        "name: t\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
+        "name: t\nplots: false\nsystems: [v5e-pod, v6e-pod]\nworkloads:\n"
         "  - {name: both, kind: program, ops: [{name: a, kind: matmul, m: 256, n: 256, k: 256}]}\n"
         "  - {name: one, kind: program, systems: [v6e-pod],\n"
         "     ops: [{name: b, kind: matmul, m: 4096, n: 4096, k: 4096}]}\n"

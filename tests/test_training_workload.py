@@ -12,6 +12,7 @@ from tests.helpers import assert_one_error_line, run
 
 BASE = """name: t
 description: t
+plots: false  # figures are tests/test_plots.py's; these tests read rows and CSVs
 network: {fidelity: flow}
 systems: [ironwood-256]
 workloads:
