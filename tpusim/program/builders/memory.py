@@ -111,16 +111,17 @@ def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
     """The peak memory of pipeline stage ``stage`` (see the module docstring). Every
     per-layer count depends on a layer only through its shape (``step.shape``: one or
     two objects), so each is counted once per shape (``first``: a layer of each), and
-    a max over the layers is the max over those."""
+    a max over the layers is the max over those; a chunk is walked as runs of one
+    shape (:meth:`TrainingStep.layer_runs`), adding a layer's bytes once per layer."""
     a, b = step.args, step.bytes_per_element
     params = step.stage_params(stage) / step.shard
     s = step.schedule
-    chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
-    layers = [layer for chunk in chunks for layer in chunk]
-    shape_of = [id(step.shape(layer)) for layer in layers]
-    first = list(dict(zip(shape_of[::-1], layers[::-1], strict=True)).values())
+    chunks = [step.layer_runs(s.chunk_range(c)) for c in s.stage_chunks(stage)]
+    first = list({id(step.shape(f)): f for runs in chunks for f, _ in runs}.values())
     kept = {id(step.shape(layer)): kept_bytes(step, layer) for layer in first}
-    per_chunk = max(sum(kept[id(step.shape(layer))] for layer in c) for c in chunks)
+    per_chunk = max(
+        sum(kept[id(step.shape(f))] for f, n in runs for _ in range(n)) for runs in chunks
+    )
     optimizer = params * step.optimizer_state_bytes / step.zero_shard
     largest = max(step.params(layer).total for layer in first) / step.shard
     layer_phase = max(transient_bytes(step, layer) for layer in first)
@@ -205,9 +206,31 @@ def largest_tensor(s: LayerShape, step: TrainingStep) -> float:
 
 
 def peak_stage(step: TrainingStep) -> StageMemory:
-    """The stage with the most bytes per chip (the one that must fit)."""
-    stages = [stage_memory(step, stage) for stage in range(step.schedule.stages)]
+    """The stage with the most bytes per chip (the one that must fit; the first of
+    equals). Two stages of the same :func:`stage_content` differ only in their
+    activations, ``in_flight(stage)`` chunk-microbatches of the same bytes, and
+    :meth:`PipelineSchedule.in_flight` never grows with the stage, so only the first
+    stage of each content is counted (the same answer as counting every stage)."""
+    seen: set[tuple[tuple[tuple[int, int], ...], ...]] = set()
+    stages = []
+    for stage in range(step.schedule.stages):
+        content = stage_content(step, stage)
+        if content not in seen:
+            seen.add(content)
+            stages.append(stage_memory(step, stage))
     return max(stages, key=lambda m: m.total_bytes)
+
+
+def stage_content(step: TrainingStep, stage: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """What :func:`stage_memory` reads of stage ``stage`` besides its index: its chunks,
+    each as how many layers of each shape (by identity) it has, in no order (the
+    memory sums over a chunk's layers and takes maxima over chunks and shapes)."""
+    s = step.schedule
+    out = []
+    for chunk in s.stage_chunks(stage):
+        runs = step.layer_runs(s.chunk_range(chunk))
+        out.append(tuple(sorted((id(step.shape(first)), n) for first, n in runs)))
+    return tuple(sorted(out))
 
 
 def memory_timeline(step: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:

@@ -24,7 +24,9 @@ divides it); 1F1B buys its memory saving for free.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 PipelineKind = Literal["gpipe", "1f1b", "interleaved"]
@@ -60,9 +62,14 @@ class PipelineSchedule:
         """Iterations in which a stage computes no microbatch: ``(p - 1) / (m v + p - 1)``."""
         return (self.stages - 1) / self.iterations
 
+    @cached_property
+    def chunk_starts(self) -> tuple[int, ...]:
+        """The first layer of each chunk."""
+        return (0, *itertools.accumulate(self.chunk_layers))[:-1]
+
     def chunk_range(self, chunk: int) -> range:
         """Layer indices of chunk ``chunk``."""
-        start = sum(self.chunk_layers[:chunk])
+        start = self.chunk_starts[chunk]
         return range(start, start + self.chunk_layers[chunk])
 
     def stage_chunks(self, stage: int) -> list[int]:

@@ -283,10 +283,20 @@ class TrainingStep:
         """Embedding and LM head parameters the chip holds (tensor-local, whole over fsdp)."""
         return 2 * self.vocab_local * self.args.d_model
 
+    def layer_runs(self, layers: range) -> list[tuple[int, int]]:
+        """The consecutive ``layers`` as runs of one shape (:meth:`shape`: dense layers,
+        then MoE ones): (first layer of the run, layers in it), empty runs left out."""
+        end = self.layers if self.moe is None else self.args.dense_layers
+        dense = max(0, min(layers.stop, end) - layers.start)
+        runs = [(layers.start, dense), (layers.start + dense, len(layers) - dense)]
+        return [(first, n) for first, n in runs if n > 0]
+
     def stage_params(self, stage: int) -> int:
-        """Parameters stage ``stage`` holds (whole over fsdp): its layers, embedding, head."""
-        layers = self.schedule.stage_layers(stage)
-        return sum(self.params(layer).total for layer in layers) + self.head_params
+        """Parameters stage ``stage`` holds (whole over fsdp): its layers, embedding, head
+        (per run of one shape: a layer's count depends only on its shape)."""
+        s = self.schedule
+        runs = [r for c in s.stage_chunks(stage) for r in self.layer_runs(s.chunk_range(c))]
+        return sum(n * self.params(first).total for first, n in runs) + self.head_params
 
     @property
     def local_params(self) -> float:
