@@ -5,7 +5,8 @@ simulation, confirm.
    takes, with each remat choice and a few microbatch counts;
 2. :mod:`.memory`: the builder's checks and the closed-form memory model (no
    simulation) keep the layouts that fit in HBM;
-3. :mod:`.estimate`: a closed-form step time orders them; the best ``shortlist``
+3. :mod:`.estimate`: a closed-form step time orders them (steps 2 and 3 split over
+   the workers by mesh, :mod:`.split`); the best ``shortlist``
    (plus the pure-FSDP reference) go on;
 4. :mod:`.rank`: those are simulated at the ``rank_fidelity`` (default analytic) as the
    training_step workload runs them (layer and loop reuse), and the best ``confirm``
@@ -42,7 +43,8 @@ DEFAULT_SHORTLIST = 4
 """Layouts simulated at the ranking fidelity (after the screen)."""
 
 DEFAULT_WORKERS = 2
-"""Worker processes that run the search's simulations (the machine's two cores)."""
+"""Worker processes that run the search's memory stage and screen (the parent being
+one of them, :mod:`.split`) and its simulations (the machine's two cores)."""
 
 DEFAULT_CONFIRM = 2
 """Layouts (the best by the ranking fidelity) simulated again at the confirming one."""
