@@ -32,7 +32,8 @@ flow (30.1% MFU); 21,572 considered, 4,293 fit. Issue 21's first figure was 43.8
 
 BEFORE_CPU_S = 20.5
 """CPU seconds (with the workers') at the same point (17.8 s user + 2.7 s sys). Side
-by side on the loaded machine (load 4, 2026-12-06): 21.4 s before, 15.4 s after."""
+by side (2026-12-06, `tpusim plan` as a process): at load 4, 21.4 s before and 15.4 s
+after; at load ~2, 12.7 -> 8.2 s wall and 18.6 -> 14.2 s CPU."""
 
 STAGES_BEFORE_S = {"memory": 3.9, "screen": 1.8}
 """CPU seconds of the closed-form stages in one process before (load 2.5, 2026-12-06;
