@@ -13,21 +13,31 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from tpusim.planner import PlanRequest, plan_layouts
+
+T = TypeVar("T")
 
 TARGET_S = 15.0
 """Issue 34's target for the final answer on 2 cores (issue 21's was 60 s)."""
 
-BEFORE_S = 43.8
-"""Wall time recorded before issue 34 (2026-12-05, 2 cores at load 1.4, `tpusim plan`
-as a process; 42.5 s of CPU): best fsdp 2304 x tensor 4, remat none,
-sequence_parallel, 7.510 s at flow (29.8% MFU); 21,572 considered, 4,293 fit. The
-memory stage was about 60% of it (22 s in-process), the screen 4.5 s."""
+BEFORE_S = 13.9
+"""Wall time before the closed-form stages were split over the workers (main at
+f1d9623, 2026-12-06, a quiet 2-core machine, `tpusim plan` as a process: 17.8 s user
++ 2.7 s sys): best fsdp 2304 x tensor 4, remat none, sequence_parallel, 7.443 s at
+flow (30.1% MFU); 21,572 considered, 4,293 fit. Issue 21's first figure was 43.8 s
+(2026-12-05, load 1.4)."""
 
-BEFORE_CPU_S = 39.8
-"""CPU seconds (with the workers') before auto's choice was kept across the search's
-simulations (2026-12-06, measured side by side: 27.2 s after it, load 7-8)."""
+BEFORE_CPU_S = 20.5
+"""CPU seconds (with the workers') at the same point (17.8 s user + 2.7 s sys). Side
+by side (2026-12-06, `tpusim plan` as a process): at load 4, 21.4 s before and 15.4 s
+after; at load ~2, 12.7 -> 8.2 s wall and 18.6 -> 14.2 s CPU."""
+
+STAGES_BEFORE_S = {"memory": 3.9, "screen": 1.8}
+"""CPU seconds of the closed-form stages in one process before (load 2.5, 2026-12-06;
+wall 5.9 s and 2.7 s there)."""
 
 
 def _cpu_s() -> float:
@@ -37,20 +47,40 @@ def _cpu_s() -> float:
 
 
 def stages() -> None:
-    """The closed-form stages alone (memory pruning, screen), wall seconds."""
+    """The closed-form stages (memory pruning, screen), in this process one after the
+    other and then over the request's workers as the search runs them: wall and CPU
+    seconds (the workers' CPU is not counted by ``process_time``)."""
     from tpusim.config import load_system
-    from tpusim.planner.search import candidates, screen_all
+    from tpusim.planner.search import candidates, closed_form, screen_all
     from tpusim.topology import build_topology
 
     request = PlanRequest("llama-3.1-405b", "ironwood-pod", 2304, 8192)
     system = load_system(request.system)
     topology = build_topology(system)
-    began = time.perf_counter()
-    report = candidates(request, system, topology)
-    memory_s = time.perf_counter() - began
-    screen_all(report, system, topology)
-    screen_s = time.perf_counter() - began - memory_s
-    print(f"stages: memory {memory_s:.1f} s (before 22.1), screen {screen_s:.1f} s (before 4.5)")
+    timer = _Timer()
+    report = timer.time("memory", lambda: candidates(request, system, topology))
+    timer.time("screen", lambda: screen_all(report, system, topology))
+    timer.time("both over the workers", lambda: closed_form(request, system, topology))
+    print(
+        "stages: "
+        + ", ".join(
+            f"{name} {wall:.1f} s wall ({cpu:.1f} s CPU here)" for name, wall, cpu in timer.rows
+        )
+        + f"; CPU before: memory {STAGES_BEFORE_S['memory']}, screen {STAGES_BEFORE_S['screen']}"
+    )
+
+
+class _Timer:
+    """Wall and CPU seconds (this process's) of named calls."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, float, float]] = []
+
+    def time(self, name: str, call: Callable[[], T]) -> T:
+        began, cpu = time.perf_counter(), time.process_time()
+        out = call()
+        self.rows.append((name, time.perf_counter() - began, time.process_time() - cpu))
+        return out
 
 
 def main() -> None:

@@ -235,11 +235,19 @@ def test_write_outputs_leaves_no_staging_folder(tiny_outputs, tmp_path):
     assert {p.name for paths in written.values() for p in paths} == names
 
 
-def test_figures_drawn_in_a_second_process_give_the_same_files(tiny_outputs, tmp_path):
+@pytest.fixture(scope="module")
+def tiny_drawn(tiny_outputs):
+    """``tiny_outputs`` with the figures on (tiny.yaml has them off for the path cases)."""
+    import dataclasses
+
+    return dataclasses.replace(tiny_outputs, with_plots=True)
+
+
+def test_figures_drawn_in_a_second_process_give_the_same_files(tiny_drawn, tmp_path):
     """``processes`` > 1: the plots writer runs in a forked process, the others here;
     every file has the same bytes as one process writing them all."""
-    alone = write_outputs(tmp_path / "alone", tiny_outputs, processes=1)
-    beside = write_outputs(tmp_path / "beside", tiny_outputs, processes=2)
+    alone = write_outputs(tmp_path / "alone", tiny_drawn, processes=1)
+    beside = write_outputs(tmp_path / "beside", tiny_drawn, processes=2)
     assert any(p.suffix == ".png" for p in alone["plots"])  # something was drawn
     names = {name: [p.name for p in paths] for name, paths in alone.items()}
     assert {name: [p.name for p in paths] for name, paths in beside.items()} == names
@@ -248,7 +256,7 @@ def test_figures_drawn_in_a_second_process_give_the_same_files(tiny_outputs, tmp
             assert stable_bytes(tmp_path / "beside" / p.name) == stable_bytes(p), p.name
 
 
-def test_a_drawing_process_that_dies_is_drawn_again_here(tiny_outputs, tmp_path):
+def test_a_drawing_process_that_dies_is_drawn_again_here(tiny_drawn, tmp_path):
     """A figure that kills the drawing process (out of memory, say): the figures are
     drawn in this process instead and the run writes every file."""
     here = os.getpid()
@@ -262,11 +270,11 @@ def test_a_drawing_process_that_dies_is_drawn_again_here(tiny_outputs, tmp_path)
 
     FIGURES.register("dies", RunFigure(dies_elsewhere, "nothing"))
     try:
-        written = write_outputs(tmp_path / "out", tiny_outputs, processes=2)
+        written = write_outputs(tmp_path / "out", tiny_drawn, processes=2)
     finally:
         FIGURES.unregister("dies")
     assert drawn_here == [here]
-    again = write_outputs(tmp_path / "again", tiny_outputs)["plots"]
+    again = write_outputs(tmp_path / "again", tiny_drawn)["plots"]
     assert [p.name for p in written["plots"]] == [p.name for p in again] != []
 
 

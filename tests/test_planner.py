@@ -253,19 +253,20 @@ def test_memoised_memory_equals_the_builders_model(small_plan):
 
 
 def test_screen_memo_shared_across_layouts_gives_each_ones_own_screen(small_plan):
-    """A memo shared by the layouts equals a fresh Screener per layout."""
+    """Memos (layers, embedding and head passes) shared by the layouts equal a fresh
+    Screener per layout."""
     from tpusim.hardware import ChipCostModel
     from tpusim.planner.estimate import Network, Screener
 
     system = load_system(SMALL.system)
     topology = build_topology(system)
-    costs, memo = ChipCostModel(system.chip), {}
+    costs, memo, passes = ChipCostModel(system.chip), {}, {}
     for fitted in small_plan.memory.fitting:
         net = Network(
             system.link_bandwidth_Bps, system.hop_latency_s, map_mesh(topology, fitted.step.mesh)
         )
         fresh = Screener(costs, net).screen(fitted.step)
-        assert Screener(costs, net, memo).screen(fitted.step) == fresh
+        assert Screener(costs, net, memo, passes).screen(fitted.step) == fresh
         assert small_plan.screens[id(fitted)] == fresh
 
 

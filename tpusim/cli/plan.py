@@ -61,7 +61,7 @@ def add_parsers(sub: Subparsers) -> None:
         "--workers",
         type=positive_flag,
         default=DEFAULT_WORKERS,
-        help=f"processes that run the simulations (default {DEFAULT_WORKERS})",
+        help=f"processes that prune, screen and simulate the layouts (default {DEFAULT_WORKERS})",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plan)

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from tpusim.hardware import ChipCostModel
 from tpusim.program.builders.emit import embed_steps, head_steps
-from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.layers import layer_steps
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.template import LayerStep, emit_step
@@ -85,13 +84,23 @@ class Network:
 LayerMemo = dict[tuple[object, ...], tuple[float, float, float]]
 """Screened (compute, sync, async) seconds of a layer by :meth:`Screener.layer_key`."""
 
+PassMemo = dict[tuple[object, ...], tuple[float, float]]
+"""Screened (compute, sync) seconds of a pass by :meth:`Screener.pass_memo`'s key."""
+
 
 class Screener:
     """Screens plans on one chip (``costs``) and network (``network``)."""
 
-    def __init__(self, costs: ChipCostModel, network: Network, memo: LayerMemo | None = None):
+    def __init__(
+        self,
+        costs: ChipCostModel,
+        network: Network,
+        memo: LayerMemo | None = None,
+        passes: PassMemo | None = None,
+    ):
         self.costs, self.network = costs, network
         self.memo = {} if memo is None else memo
+        self.passes = {} if passes is None else passes
 
     def layer_key(self, step: TrainingStep, layer: int) -> tuple[object, ...]:
         """What :meth:`layer_s` reads: the layer's shape, the mesh (the network's
@@ -116,6 +125,24 @@ class Screener:
         if key not in self.memo:
             self.memo[key] = self.layer_s(step, layer)
         return self.memo[key]
+
+    def layer_terms(self, step: TrainingStep, layer: int) -> tuple[float, float, float, float]:
+        """A layer's (compute, sync, async) seconds (:meth:`layer_memo`) and the
+        all-reduce of its gradients over the dense axes (s): what :meth:`screen` adds
+        per layer, the same for every layer of one shape."""
+        c, s, a = self.layer_memo(step, layer)
+        grads = step.params(layer).total * step.gradient_bytes / step.shard
+        return c, s, a, self.network.collective_s("all-reduce", grads, step.dense_axes, step.mesh)
+
+    def pass_memo(
+        self, step: TrainingStep, steps: list[LayerStep], phase: str
+    ) -> tuple[float, float]:
+        """:meth:`pass_s`, memoised by what it reads: the templates, the phase, the
+        dtype and the mesh (the network's pieces follow from it)."""
+        key = (tuple(steps), phase, step.dtype, tuple(step.mesh.items()))
+        if key not in self.passes:
+            self.passes[key] = self.pass_s(step, steps, phase)
+        return self.passes[key]
 
     def op_s(self, op: Op, mesh: dict[str, int]) -> float:
         """One op's time: compute ops by the cost model, collectives as rings."""
@@ -158,19 +185,18 @@ class Screener:
     def screen(self, step: TrainingStep) -> Screen:
         """The step's screened step (see the module docstring)."""
         n = step.schedule.iterations
-        kinds: dict[LayerShape, tuple[float, float, float]] = {}
+        kinds: dict[int, tuple[float, float, float, float]] = {}
         compute = sync = async_ = 0.0
         for layer in step.chunk():
-            shape = step.shape(layer)
+            shape = id(step.shape(layer))
             if shape not in kinds:
-                kinds[shape] = self.layer_memo(step, layer)
-            c, s, a = kinds[shape]
+                kinds[shape] = self.layer_terms(step, layer)
+            c, s, a, reduce_s = kinds[shape]
             compute, sync, async_ = compute + n * c, sync + n * s, async_ + n * a
-            grads = step.params(layer).total * step.gradient_bytes / step.shard
-            async_ += self.network.collective_s("all-reduce", grads, step.dense_axes, step.mesh)
+            async_ += reduce_s
         for steps in (embed_steps(step), head_steps(step)):
             for phase in ("fwd", "bwd"):
-                c, s = self.pass_s(step, steps, phase)
+                c, s = self.pass_memo(step, steps, phase)
                 compute, sync = compute + c, sync + s
         if step.pipeline_group:
             permute = self.network.collective_s(

@@ -12,8 +12,9 @@ bytes per chip, against the capacity the run's check uses
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tpusim.hardware import MemoryTracker
@@ -66,13 +67,19 @@ def memo_step(step: TrainingStep) -> TrainingStep:
 
 @dataclass(frozen=True)
 class Fitted:
-    """A layout the builder accepts: its step, peak HBM per chip of its peak stage and
-    the chip's HBM capacity (bytes)."""
+    """A layout the builder accepts: peak HBM per chip of its peak stage, the chip's
+    HBM capacity (bytes) and the builder fields it was planned on (``base``)."""
 
     layout: Layout
-    step: TrainingStep
     peak_hbm_bytes: float
     capacity_bytes: float
+    base: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def step(self) -> TrainingStep:
+        """The builder's step of the layout: kept from :func:`assess`, or built on first
+        use when the layout was assessed in a worker process (only figures come back)."""
+        return prepare_training(**(self.base | self.layout.fields()))
 
     @property
     def fits(self) -> bool:
@@ -82,6 +89,11 @@ class Fitted:
     def shortfall_bytes(self) -> float:
         """Bytes over capacity (<= 0 when it fits)."""
         return self.peak_hbm_bytes - self.capacity_bytes
+
+
+Outcome = Fitted | str | None
+"""What pruning made of one layout: planned (fitting or not), rejected by the
+builder's checks (the reason, naming the layout) or skipped (None, see :func:`prune`)."""
 
 
 @dataclass
@@ -100,6 +112,15 @@ class MemoryReport:
         """Layouts the builder accepted (fitting or not)."""
         return len(self.too_big) + len(self.fitting)
 
+    def add(self, outcome: Outcome) -> None:
+        """One more layout considered, with what pruning made of it."""
+        self.considered += 1
+        if isinstance(outcome, str):
+            self.rejected += 1
+            self.first_rejection = self.first_rejection or outcome
+        elif outcome is not None:
+            (self.fitting if outcome.fits else self.too_big).append(outcome)
+
     def smallest_shortfall(self) -> Fitted | None:
         """The accepted layout that misses HBM by the fewest bytes (None: none)."""
         return min(self.too_big, key=lambda f: f.shortfall_bytes, default=None)
@@ -110,27 +131,35 @@ def assess(layout: Layout, base: dict[str, Any], chip: ChipSpec) -> Fitted:
     when the builder rejects it."""
     step = prepare_training(**(base | layout.fields()))
     capacity = MemoryTracker(chip).capacity_bytes()
-    return Fitted(layout, step, peak_stage(memo_step(step)).total_bytes, capacity)
+    fitted = Fitted(layout, peak_stage(memo_step(step)).total_bytes, capacity, base)
+    object.__setattr__(fitted, "step", step)  # the cached_property's value, already built
+    return fitted
 
 
-def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: ChipSpec) -> MemoryReport:
-    """Every layout of ``layouts`` planned and sorted into the report's lists. A mesh
-    and remat whose smallest microbatch count fits keeps only that count among those
-    without a pipeline (more accumulation steps only add weight gathers there)."""
-    report = MemoryReport()
+def outcomes(layouts: Iterable[Layout], base: dict[str, Any], chip: ChipSpec) -> Iterator[Outcome]:
+    """Each layout of ``layouts`` planned, in order. A mesh and remat whose smallest
+    microbatch count fits keeps only that count among those without a pipeline (more
+    accumulation steps only add weight gathers there): the others are skipped."""
     settled: set[tuple[object, ...]] = set()
     for layout in layouts:
-        report.considered += 1
         key = (tuple(layout.mesh.items()), layout.remat.name, layout.flags)
         if "pipeline" not in layout.mesh and key in settled:
+            yield None
             continue
         try:
             fitted = assess(layout, base, chip)
         except ProgramError as exc:
-            report.rejected += 1
-            report.first_rejection = report.first_rejection or f"{layout.label()}: {exc}"
+            yield f"{layout.label()}: {exc}"
             continue
-        (report.fitting if fitted.fits else report.too_big).append(fitted)
         if fitted.fits:
             settled.add(key)
+        yield fitted
+
+
+def prune(layouts: Iterable[Layout], base: dict[str, Any], chip: ChipSpec) -> MemoryReport:
+    """Every layout of ``layouts`` planned and sorted into the report's lists
+    (:func:`outcomes`)."""
+    report = MemoryReport()
+    for outcome in outcomes(layouts, base, chip):
+        report.add(outcome)
     return report

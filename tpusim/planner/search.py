@@ -5,7 +5,8 @@ simulation, confirm.
    takes, with each remat choice and a few microbatch counts;
 2. :mod:`.memory`: the builder's checks and the closed-form memory model (no
    simulation) keep the layouts that fit in HBM;
-3. :mod:`.estimate`: a closed-form step time orders them; the best ``shortlist``
+3. :mod:`.estimate`: a closed-form step time orders them (steps 2 and 3 split over
+   the workers by mesh, :mod:`.split`); the best ``shortlist``
    (plus the pure-FSDP reference) go on;
 4. :mod:`.rank`: those are simulated at the ``rank_fidelity`` (default analytic) as the
    training_step workload runs them (layer and loop reuse), and the best ``confirm``
@@ -26,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
-from tpusim.planner.estimate import LayerMemo, Network, Screen, Screener
-from tpusim.planner.memory import Fitted, MemoryReport, memo_step, prune
+from tpusim.planner.estimate import Screen
+from tpusim.planner.memory import Fitted, MemoryReport, prune
 from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
+from tpusim.planner.split import assess_all, screens_of
 from tpusim.program.builders.roles import FSDP, ROLES, TENSOR
 from tpusim.units import format_bytes
 
@@ -41,7 +43,8 @@ DEFAULT_SHORTLIST = 4
 """Layouts simulated at the ranking fidelity (after the screen)."""
 
 DEFAULT_WORKERS = 2
-"""Worker processes that run the search's simulations (the machine's two cores)."""
+"""Worker processes that run the search's memory stage and screen (the parent being
+one of them, :mod:`.split`) and its simulations (the machine's two cores)."""
 
 DEFAULT_CONFIRM = 2
 """Layouts (the best by the ranking fidelity) simulated again at the confirming one."""
@@ -157,8 +160,27 @@ def builder_base(request: PlanRequest) -> tuple[dict[str, Any], set[str]]:
 
 
 def candidates(request: PlanRequest, system: System, topology: Topology) -> MemoryReport:
-    """Every layout generated and pruned by memory. Raises InputError when no mesh's
-    batch axes divide the batch, or the builder rejects every layout."""
+    """Every layout generated and pruned by memory, here (see :func:`closed_form`)."""
+    found, base = generated(request, system, topology)
+    return checked(prune(found, base, system.chip), request, system)
+
+
+def closed_form(
+    request: PlanRequest, system: System, topology: Topology
+) -> tuple[MemoryReport, dict[int, Screen]]:
+    """Every layout generated and pruned by memory, and the screened step of each
+    that fits by ``id`` of its Fitted, over ``request.workers`` processes
+    (:func:`.split.assess_all`). Raises InputError when no mesh's batch axes divide
+    the batch or the builder rejects every layout, SimulationError when none fits."""
+    found, base = generated(request, system, topology)
+    report, screens = assess_all(found, base, system, topology, request.workers)
+    return checked(report, request, system), screens
+
+
+def generated(
+    request: PlanRequest, system: System, topology: Topology
+) -> tuple[list[Layout], dict[str, Any]]:
+    """The candidate layouts of ``request`` and the builder fields they share."""
     from tpusim.engine.placement import map_mesh
 
     base, known = builder_base(request)
@@ -170,8 +192,11 @@ def candidates(request: PlanRequest, system: System, topology: Topology) -> Memo
             return False
         return True
 
-    found = layouts(system.num_chips, request.global_batch, base, known, fits)
-    report = prune(found, base, system.chip)
+    return list(layouts(system.num_chips, request.global_batch, base, known, fits)), base
+
+
+def checked(report: MemoryReport, request: PlanRequest, system: System) -> MemoryReport:
+    """``report``, or the error of a search with no layout (see :func:`closed_form`)."""
     if report.considered == 0:
         raise InputError(
             f"global batch {request.global_batch}: no layout of {system.num_chips} chips "
@@ -210,20 +235,8 @@ def reference_layout(fitting: list[Fitted], screens: dict[int, Screen]) -> Fitte
 
 def screen_all(report: MemoryReport, system: System, topology: Topology) -> dict[int, Screen]:
     """The screened step of every layout that fits, by ``id`` of its Fitted."""
-    from tpusim.engine.placement import map_mesh
-    from tpusim.hardware import ChipCostModel
-
-    costs = ChipCostModel(system.chip)
-    out: dict[int, Screen] = {}
-    memo: LayerMemo = {}
-    pieces: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = {}
-    for fitted in report.fitting:
-        mesh = tuple(fitted.step.mesh.items())
-        if mesh not in pieces:
-            pieces[mesh] = map_mesh(topology, fitted.step.mesh)
-        net = Network(system.link_bandwidth_Bps, system.hop_latency_s, pieces[mesh])
-        out[id(fitted)] = Screener(costs, net, memo).screen(memo_step(fitted.step))
-    return out
+    screens = screens_of(report.fitting, system, topology)
+    return dict(zip(map(id, report.fitting), screens, strict=True))
 
 
 def shortlist(
@@ -338,8 +351,7 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     system = load_system(request.system)
     check_request(request, system)
     topology = build_topology(system)
-    report = candidates(request, system, topology)
-    screens = screen_all(report, system, topology)
+    report, screens = closed_form(request, system, topology)
     reference = reference_layout(report.fitting, screens)
     picked = shortlist(report.fitting, screens, request.shortlist, reference, request.margin)
     sim = Simulator(system, topology, workload_fields(request))
