@@ -41,6 +41,11 @@ links ``np.add.at`` stays the cheaper one up to ~10,000 entries (links / 20); bo
 give the same sums, so the value only affects speed."""
 
 
+SEARCH_ENTRIES_PER_ENTRY = 16
+"""Route entries per looked-up entry above which :meth:`FlowBatch.flow_of` searches
+``ptr`` (a binary search each) rather than spelling out every entry's flow."""
+
+
 class LinkOrder:
     """The entries of a route array (directed link ids) sorted by link, stable: the
     flow solver's link index. Sorted when first asked, once for every batch that
@@ -104,8 +109,11 @@ class FlowBatch:
 
     def flow_of(self, entries: np.ndarray) -> np.ndarray:
         """The flow (index into the batch) that owns each of ``entries`` (indices into
-        ``links``): a search in ``ptr``, for a few entries out of millions."""
-        return np.searchsorted(self.ptr, entries, side="right") - 1
+        ``links``, ascending): a search in ``ptr`` for a few entries out of many, else
+        read from every entry's flow (a ring's busiest links are all of its links)."""
+        if entries.size * SEARCH_ENTRIES_PER_ENTRY < self.links.size:
+            return np.searchsorted(self.ptr, entries, side="right") - 1
+        return np.repeat(np.arange(len(self)), self.hops)[entries]
 
     def link_loads(self, num_links: int) -> np.ndarray:
         """Bytes offered to each of ``num_links`` links; a batch of equal flows (one

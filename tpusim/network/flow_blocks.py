@@ -187,7 +187,7 @@ def alone_bounds(batch: FlowBatch, bandwidth_Bps: np.ndarray, latency_s: np.ndar
     worst = np.maximum.reduceat(on_entry, starts)  # s per byte on each route's worst link
     drain = bytes_ * worst
     upper = float((lat + drain).max())
-    lower = _most_crowded_s(batch, on_entry, starts, bytes_, lat)
+    lower = _most_crowded_s(batch, on_entry, bytes_, lat)
     if lower < upper:  # the other two bounds (never above the upper one) may be higher
         hops = batch.hops[routed]
         slowest = np.minimum.reduceat(bandwidth_Bps[links], starts)
@@ -203,16 +203,17 @@ def alone_bounds(batch: FlowBatch, bandwidth_Bps: np.ndarray, latency_s: np.ndar
 
 
 def _most_crowded_s(
-    batch: FlowBatch, on_entry: np.ndarray, starts: np.ndarray, bytes_: np.ndarray, lat: np.ndarray
+    batch: FlowBatch, on_entry: np.ndarray, bytes_: np.ndarray, lat: np.ndarray
 ) -> float:
     """The latest arrival among the flows with the fewest bytes on the most crowded
     links, exact for them (see :func:`alone_bounds`), so a lower bound on the batch's
     last arrival. ``on_entry``: each route entry's link crowding (s per byte at its
-    fair share); ``starts``: each routed flow's first entry; ``bytes_``, ``lat``: per
-    routed flow."""
+    fair share); ``bytes_``, ``lat``: per routed flow."""
     worst = float(on_entry.max())
     entries = np.flatnonzero(on_entry == worst)
-    flows = np.searchsorted(starts, entries, side="right") - 1
+    flows = batch.flow_of(entries)
+    if not batch.routed.all():  # index among the routed flows
+        flows = (np.cumsum(batch.routed) - 1)[flows]
     links = batch.links[entries]
     fewest = np.full(int(links.max()) + 1, np.inf)
     np.minimum.at(fewest, links, bytes_[flows])
