@@ -45,9 +45,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("layers", "p", "v", "m", "kind", "extra"), CASES)
-def test_peak_stage_is_the_peak_of_every_stage(layers, p, v, m, kind, extra):
-    step = prepare_training(
+def pipelined_step(layers, p, v, m, kind, extra):
+    """A CASES row's step: ``layers`` over ``p`` stages of ``v`` chunks, ``m``
+    microbatches (one sequence each) on the ``kind`` schedule."""
+    return prepare_training(
         **SHAPE,
         layers=layers,
         batch=m,
@@ -57,11 +58,11 @@ def test_peak_stage_is_the_peak_of_every_stage(layers, p, v, m, kind, extra):
         virtual_stages=v,
         **extra,
     )
-    assert peak_stage(step) == every_stage(step)
 
 
-def test_stage_content_tells_uneven_and_mixed_stages_apart():
-    step = prepare_training(
+def mixed_step():
+    """10 layers (3 dense, then 7 MoE) over 4 stages: chunks of 3, 3, 2, 2 layers."""
+    return prepare_training(
         **SHAPE,
         layers=10,
         batch=4,
@@ -71,6 +72,16 @@ def test_stage_content_tells_uneven_and_mixed_stages_apart():
         dense_layers=3,
         top_k=2,
     )
+
+
+@pytest.mark.parametrize(("layers", "p", "v", "m", "kind", "extra"), CASES)
+def test_peak_stage_is_the_peak_of_every_stage(layers, p, v, m, kind, extra):
+    step = pipelined_step(layers, p, v, m, kind, extra)
+    assert peak_stage(step) == every_stage(step)
+
+
+def test_stage_content_tells_uneven_and_mixed_stages_apart():
+    step = mixed_step()
     # chunks of 3, 3, 2, 2 layers: 0-2 dense, 3-5 and 6-7 and 8-9 MoE
     dense, moe = id(step.dense), id(step.moe)
     assert [stage_content(step, s) for s in range(4)] == [
@@ -82,16 +93,7 @@ def test_stage_content_tells_uneven_and_mixed_stages_apart():
 
 
 def test_layer_runs_split_dense_from_moe_layers():
-    step = prepare_training(
-        **SHAPE,
-        layers=10,
-        batch=4,
-        mesh={"pipeline": 4},
-        microbatches=4,
-        experts=4,
-        dense_layers=3,
-        top_k=2,
-    )
+    step = mixed_step()
     assert step.layer_runs(range(0, 3)) == [(0, 3)]
     assert step.layer_runs(range(2, 6)) == [(2, 1), (3, 3)]
     assert step.layer_runs(range(6, 8)) == [(6, 2)]
@@ -101,16 +103,7 @@ def test_layer_runs_split_dense_from_moe_layers():
 
 @pytest.mark.parametrize(("layers", "p", "v", "m", "kind", "extra"), CASES)
 def test_stage_params_is_the_sum_over_the_stage_layers(layers, p, v, m, kind, extra):
-    step = prepare_training(
-        **SHAPE,
-        layers=layers,
-        batch=m,
-        mesh={"pipeline": p},
-        microbatches=m,
-        pipeline=kind,
-        virtual_stages=v,
-        **extra,
-    )
+    step = pipelined_step(layers, p, v, m, kind, extra)
     for stage in range(p):
         held = step.schedule.stage_layers(stage)
         want = sum(step.params(layer).total for layer in held) + step.head_params

@@ -136,44 +136,33 @@ def test_defaults_route_through_fabric_switches():
     assert len(route) == 5 and route[2] == clos.spine  # chip, leaf, spine, leaf, chip
 
 
+def _clos(pod, pods, chips_per_leaf=64):
+    """``pods`` copies of ``pod`` on one fabric (ClosFabric's default 64 chips per leaf),
+    each chip at the pod's link bandwidth."""
+    return ClosFabric(
+        pod, pods, bandwidth_per_chip_Bps=BW, hop_latency_s=LAT, chips_per_leaf=chips_per_leaf
+    )
+
+
 @pytest.mark.parametrize(
     "topo, vectorised",
     [
         (
-            ClosFabric(
-                Torus((2, 3), (False, True), link_bandwidth_Bps=BW, hop_latency_s=LAT),
-                2,
-                bandwidth_per_chip_Bps=BW,
-                hop_latency_s=LAT,
-                chips_per_leaf=4,
-            ),
+            _clos(Torus((2, 3), (False, True), link_bandwidth_Bps=BW, hop_latency_s=LAT), 2, 4),
             True,
         ),
         (
-            ClosFabric(
-                Torus((2, 2), (True, True), link_bandwidth_Bps=BW, hop_latency_s=LAT),
-                3,
-                bandwidth_per_chip_Bps=BW,
-                hop_latency_s=LAT,
-                chips_per_leaf=3,
-            ),
+            _clos(Torus((2, 2), (True, True), link_bandwidth_Bps=BW, hop_latency_s=LAT), 3, 3),
             True,
         ),
         (
-            ClosFabric(
-                Boardfly(2, 2, 3, link_bandwidth_Bps=BW, hop_latency_s=LAT),
-                2,
-                bandwidth_per_chip_Bps=BW,
-                hop_latency_s=LAT,
-            ),
+            _clos(Boardfly(2, 2, 3, link_bandwidth_Bps=BW, hop_latency_s=LAT), 2),
             True,
         ),
         (
-            ClosFabric(
+            _clos(
                 Torus((3, 6), (True, True), link_bandwidth_Bps=BW, hop_latency_s=LAT, twisted=True),
                 2,
-                bandwidth_per_chip_Bps=BW,
-                hop_latency_s=LAT,
             ),
             False,
         ),

@@ -287,7 +287,7 @@ class Network(ABC):
             loads = batch.link_loads(self.link_bytes.size)
             used = np.flatnonzero(loads)
             cached = self._loads[id(batch)] = (batch, used, loads[used])
-        np.add.at(self.link_bytes, cached[1], cached[2])  # each link once: a plain add
+        self.link_bytes[cached[1]] += cached[2]  # each link once
 
     def path_latency_s(self, batch: FlowBatch) -> np.ndarray:
         """Sum of link latencies along each flow's route (cached per batch)."""

@@ -75,11 +75,10 @@ class RouteCache:
             links = self._hops.get(key)
             if links is None:
                 # a few pairs first: a million-pair all-pairs step is not looked up whole
-                head = topo.find_links(src[:NEIGHBOUR_PROBE], dst[:NEIGHBOUR_PROBE])
-                whole = head if src.size <= NEIGHBOUR_PROBE else None
-                if whole is None and np.all(head >= 0):
-                    whole = topo.find_links(src, dst)
-                links = self._hops[key] = whole if whole is not None else head
+                links = topo.find_links(src[:NEIGHBOUR_PROBE], dst[:NEIGHBOUR_PROBE])
+                if src.size > NEIGHBOUR_PROBE and np.all(links >= 0):
+                    links = topo.find_links(src, dst)
+                self._hops[key] = links
             if links.size == src.size and np.all(links >= 0):  # every transfer one hop
                 return FlowBatch(src, dst, sizes, np.arange(src.size + 1), links)
         if topo.vectorised_routes:
