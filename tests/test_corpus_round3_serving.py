@@ -76,7 +76,8 @@ def test_calibrate_serving_writes_a_profile_fitted_on_the_fit_figure(outcomes):
     written = tmp / "servers" / "vllm-tpu-torchxla.yaml"
     assert record["wrote"] == [str(written)]
     profile = load_server(str(written))
-    terms = profile.terms("v6e")
+    terms = profile.terms
+    assert profile.measured_chips == ("v6e",)
     assert terms.host_time.fit_on == ("fig-8b",)
     assert terms.hbm_efficiency.grade == "calibrated"
     fitted = record["fitted"][0]

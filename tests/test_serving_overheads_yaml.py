@@ -34,24 +34,70 @@ def test_a_shipped_profile_written_back_loads_to_the_same_profile(name, tmp_path
 
 def test_a_written_fit_loads_back_graded_and_reaches_the_overheads(tmp_path):
     shipped = load_server("vllm-tpu-inference")
-    chip = next(iter(shipped.chips))
     fit = Fitted(
-        "vllm-tpu-inference", chip, IterationOverheads(0.012345, 0.81, 0.0), ("fig-a",), 3, 0.1
+        "vllm-tpu-inference",
+        IterationOverheads(0.012345, 0.81, 0.0),
+        ("fig-a", "fig-b"),
+        ("v6e", "ironwood"),
+        3,
+        0.1,
     )
     (path,) = write_profiles(tmp_path, [fit])
     assert path == tmp_path / "vllm-tpu-inference.yaml"
     assert path.read_text().startswith("# Server profile vllm-tpu-inference, written by")
     written = load_server(str(path))
-    terms = written.terms(chip)
+    terms = written.terms
     assert terms.host_time.value == pytest.approx(0.01235, rel=1e-12)  # 12.35 ms
     assert terms.hbm_efficiency.value == 0.81
     assert terms.host_time.grade == terms.hbm_efficiency.grade == "calibrated"
-    assert terms.host_time.fit_on == terms.hbm_efficiency.fit_on == ("fig-a",)
-    assert terms.sampling_passes == shipped.terms(chip).sampling_passes
-    others = {c: t for c, t in written.chips.items() if c != chip}
-    assert others == {c: t for c, t in shipped.chips.items() if c != chip}
-    assert written.overheads(chip) == IterationOverheads(
-        0.01235, 0.81, shipped.terms(chip).sampling_passes.value
+    assert terms.host_time.fit_on == terms.hbm_efficiency.fit_on == ("fig-a", "fig-b")
+    assert terms.sampling_passes == shipped.terms.sampling_passes
+    assert written.measured_chips == ("v6e", "ironwood")
+    expected = IterationOverheads(0.01235, 0.81, shipped.terms.sampling_passes.value)
+    for chip in ("v6e", "ironwood", "tpu8i"):  # shared by every chip, measured or not
+        assert written.overheads(chip) == expected
+    service = Service(Deployment(SYSTEM_OF["tpu8i"], "llama-3.1-8b", tp=1, server=str(path)))
+    assert service.costs.overheads == expected
+
+
+def test_a_fit_at_a_bound_or_refused_says_so_in_the_file(tmp_path):
+    at_bound = Fitted(
+        "vllm-tpu-inference",
+        IterationOverheads(0.008, 1.0, 2.0),
+        ("f",),
+        ("v6e",),
+        1,
+        0.1,
+        at_bound=("hbm_efficiency 1",),
     )
-    service = Service(Deployment(SYSTEM_OF[chip], "llama-3.1-8b", tp=1, server=str(path)))
-    assert service.costs.overheads == written.overheads(chip)
+    (path,) = write_profiles(tmp_path, [at_bound])
+    note = load_server(str(path)).terms.hbm_efficiency.note
+    assert "at the bound of its grid (hbm_efficiency 1)" in note
+    shipped = load_server("vllm-tpu-inference")
+    refused = Fitted(
+        "vllm-tpu-inference",
+        shipped.overheads("v6e"),
+        ("f",),
+        ("v6e",),
+        1,
+        0.1,
+        shipped_error=0.05,
+        fitted_error=0.09,
+        kept=False,
+    )
+    (path,) = write_profiles(tmp_path / "b", [refused])
+    assert "kept as shipped: the fit raised its figures' error" in path.read_text()
+    assert load_server(str(path)).terms == shipped.terms
+
+
+def test_a_chip_s_own_term_overrides_the_shared_one(tmp_path):
+    data = profile_data(load_server("vllm-tpu-inference"))
+    data["chips"] = {
+        "ironwood": {"hbm_efficiency": {"value": 0.55, "grade": "assumption", "note": "n"}}
+    }
+    path = tmp_path / "own.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    profile = load_server(str(path))
+    assert profile.overheads("ironwood").hbm_efficiency == 0.55
+    assert profile.overheads("ironwood").host_s == profile.terms.host_time.value
+    assert profile.overheads("v6e").hbm_efficiency == profile.terms.hbm_efficiency.value

@@ -24,9 +24,9 @@ def add_parsers(sub: Subparsers) -> None:
     _workloads(p)
     p.add_argument(
         "--cv",
-        choices=("chip", "family"),
-        help="with --workloads: refit the shared cost terms leaving out one chip generation "
-        "(or model family) at a time and report the held-out errors",
+        choices=("chip", "family", "server"),
+        help="with --workloads (chip, family) or --serving (chip, server): refit the shared "
+        "terms leaving out one group at a time and report the held-out errors",
     )
     p.add_argument("--serving", action="store_true", help="the public serving figures instead")
     p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
@@ -133,10 +133,15 @@ def cmd_validate(args: argparse.Namespace) -> None:
         raise InputError("tpusim validate: --fit refits the serving terms; give --serving")
     if args.serving and args.workloads:
         raise InputError("tpusim validate: give one of --serving and --workloads")
-    if args.cv and not args.workloads:
+    if args.cv and not (args.workloads or args.serving):
         raise InputError(
-            "tpusim validate: --cv cross-validates the workload terms; give --workloads"
+            "tpusim validate: --cv cross-validates the workload or serving terms; give "
+            "--workloads or --serving"
         )
+    if args.cv == "server" and not args.serving:
+        raise InputError("tpusim validate: --cv server groups serving figures; give --serving")
+    if args.cv == "family" and args.serving:
+        raise InputError("tpusim validate --serving: --cv takes chip or server, not family")
     if args.cv and args.calibration:
         raise InputError("tpusim validate: --cv refits the terms itself; leave out --calibration")
     if args.serving:

@@ -25,6 +25,8 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
     paths = [Path(p) for p in args.measurements] if args.measurements else None
     figures = load_figures(paths)
     simulator = Simulator()
+    if getattr(args, "cv", None):
+        return cmd_serving_cv(args, figures, simulator)
     fitted = fit_terms(figures, simulator) if fit else None
     rows = cases(figures, terms_of(fitted) if fitted else None, simulator)
     stats = summary(rows)
@@ -44,21 +46,86 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
     print(summary_lines(stats, record.get("fitted", []), record.get("wrote", [])))
 
 
+def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any) -> None:
+    """``validate --serving --cv chip|server``: per group, the terms fitted without it
+    and its figures' errors; then the held-out summary over every group."""
+    from tpusim.validation.serving import summary
+    from tpusim.validation.serving_cv import cross_validate, held_out_rows
+
+    folds = cross_validate(figures, args.cv, simulator)
+    held = held_out_rows(folds)
+    record: dict[str, Any] = {
+        "cv": args.cv,
+        "folds": [
+            {
+                "group": f.group,
+                "median_abs_error": f.median_abs_error,
+                "fitted": [_fitted_row(x) for x in f.fitted],
+                "cases": f.rows,
+            }
+            for f in folds
+        ],
+        "held_out": summary(held),
+    }
+    if args.json:
+        print(json_text(record))
+        return
+    print(table(held))
+    print()
+    for fold in folds:
+        shown = "-" if fold.median_abs_error is None else f"{fold.median_abs_error:.1%}"
+        terms = "; ".join(
+            f"{x.server}: host {x.overheads.host_s * 1e3:.3g} ms, HBM efficiency "
+            f"{x.overheads.hbm_efficiency:.2f} on {len(x.fit_on)} figures"
+            for x in fold.fitted
+        )
+        print(
+            f"{args.cv} {fold.group:<20} held-out median |error| {shown}; "
+            f"fitted without it: {terms}"
+        )
+    print()
+    print("held out (each figure predicted by terms fitted without its group):")
+    print(summary_lines(record["held_out"], [], []))
+
+
 def _fitted_row(f: Any) -> dict[str, Any]:
     return {
         "server": f.server,
-        "chip": f.chip,
+        "chips": list(f.chips),
         "host_s": f.overheads.host_s,
         "hbm_efficiency": f.overheads.hbm_efficiency,
         "fit_on": list(f.fit_on),
         "points": f.points,
+        "at_bound": list(f.at_bound),
+        "kept": f.kept,
+        "median_abs_error_shipped": f.shipped_error,
+        "median_abs_error_fitted": f.fitted_error,
     }
+
+
+def _fitted_line(f: dict[str, Any]) -> str:
+    """What a fit found, what it was fitted on, and what it says of itself."""
+    said = f"fitted {f['server']} on {', '.join(f['chips'])}: " + (
+        f"host {f['host_s'] * 1e3:.3g} ms per iteration, HBM efficiency "
+        f"{f['hbm_efficiency']:.2f} ({f['points']} points of {len(f['fit_on'])} figures)"
+    )
+    if not f["kept"]:
+        said += (
+            f"; NOT KEPT: it raised the fit figures' median |error| from "
+            f"{f['median_abs_error_shipped']:.1%} to {f['median_abs_error_fitted']:.1%}, "
+            "the shipped terms stand"
+        )
+    if f["at_bound"]:
+        said += f"; AT A GRID BOUND: {', '.join(f['at_bound'])}"
+    return said
 
 
 def check_serving_flags(args: argparse.Namespace, fit: bool) -> None:
     """``--out`` needs a fit; ``--calibration`` and non-flow fidelities do not apply."""
     if args.out is not None and not fit:
         raise InputError("tpusim validate --serving: --out writes the fitted profiles; give --fit")
+    if getattr(args, "cv", None) and fit:
+        raise InputError("tpusim validate --serving: --cv refits every fold itself; drop --fit")
     if getattr(args, "calibration", None):
         raise InputError("--calibration applies to collectives, not to --serving")
 
@@ -92,11 +159,6 @@ def summary_lines(stats: dict[str, Any], fitted: list[dict[str, Any]], wrote: li
         for label, p in parts
         if p["total"]
     ]
-    lines += [
-        f"fitted {f['server']} on {f['chip']}: host {f['host_s'] * 1e3:.3g} ms per "
-        f"iteration, HBM efficiency {f['hbm_efficiency']:.2f} "
-        f"({f['points']} points of {', '.join(f['fit_on'])})"
-        for f in fitted
-    ]
+    lines += [_fitted_line(f) for f in fitted]
     lines += [f"wrote {path}" for path in wrote]
     return "\n".join(lines)

@@ -1,9 +1,17 @@
 """Server profiles: what a serving engine version adds to each iteration, as data
 (``configs/servers/*.yaml``, one file per profile, or a user's YAML path).
 
-A profile names its engine and gives, per chip generation, the three per-iteration
-terms of :class:`~tpusim.serving.overheads.IterationOverheads` (the host time with a
-unit, ``host_time: 13.1 ms``; the HBM efficiency; the sampler's extra passes) and the
+A profile names its engine and gives the three per-iteration terms of
+:class:`~tpusim.serving.overheads.IterationOverheads` (the host time with a unit,
+``host_time: 13.1 ms``; the HBM efficiency, a fraction of the chip's published HBM
+bandwidth; the sampler's extra passes) once, ``terms:``, shared by every chip
+generation: the chip file gives the physical numbers (HBM bandwidth, FLOP/s, the
+interconnect), the profile the software's, as the training side's
+``configs/cost_terms.yaml`` does. ``chips:`` may give one generation its own value of a
+term (none shipped: a per-chip term would need figures of that chip to identify it,
+and cross-validation by chip says whether the shared ones carry over).
+``measured_chips`` lists the chips whose figures the terms were fitted on; a run on
+another chip says in its row that it borrowed them (:meth:`ServerProfile.basis`). The
 engine's scheduling mode:
 
 * ``sync``: the host schedules between iterations, so an iteration takes
@@ -13,8 +21,7 @@ engine's scheduling mode:
 
 Every value carries its grade: ``calibrated`` names the figures it was fitted on
 (``fit_on``, ids of ``configs/measurements/serving/``), ``assumption`` says why in its
-``note``; ``primary``/``secondary`` give the ``url`` that states it. Chips without an
-entry take the ``fallback`` chip's terms (itself graded). Loading refuses unknown
+``note``; ``primary``/``secondary`` give the ``url`` that states it. Loading refuses unknown
 keys, duplicate keys, a missing unit and out-of-range values as one
 :class:`~tpusim.errors.ConfigError` naming ``file:line path``.
 """
@@ -100,7 +107,7 @@ class SchedulingMode(Graded):
 
 
 class ChipTerms(Frozen):
-    """One chip generation's per-iteration terms."""
+    """The per-iteration terms a profile gives (shared by every chip, or one chip's own)."""
 
     host_time: HostTime
     hbm_efficiency: Efficiency
@@ -113,10 +120,13 @@ class ChipTerms(Frozen):
         )
 
 
-class Fallback(Graded):
-    """The chip whose terms chips without an entry take."""
+class ChipOverride(Frozen):
+    """One chip generation's own terms, where its figures identify them (each optional:
+    the shared term otherwise)."""
 
-    chip: str
+    host_time: HostTime | None = None
+    hbm_efficiency: Efficiency | None = None
+    sampling_passes: Passes | None = None
 
 
 class ServerProfile(Frozen):
@@ -126,27 +136,35 @@ class ServerProfile(Frozen):
     description: str = ""
     engine: str
     scheduling: SchedulingMode
-    chips: dict[str, ChipTerms] = Field(min_length=1)
-    fallback: Fallback
-
-    @model_validator(mode="after")
-    def _fallback_known(self) -> ServerProfile:
-        if self.fallback.chip not in self.chips:
-            raise ValueError(f"fallback.chip {self.fallback.chip!r} has no entry in chips")
-        return self
+    terms: ChipTerms
+    chips: dict[str, ChipOverride] = Field(default_factory=dict)
+    measured_chips: tuple[str, ...] = ()
 
     @property
     def async_scheduling(self) -> bool:
         """Whether the host overlaps the previous iteration's device time."""
         return self.scheduling.value == "async"
 
-    def terms(self, chip: str) -> ChipTerms:
-        """The terms of chip generation ``chip`` (else the fallback chip's)."""
-        return self.chips.get(chip, self.chips[self.fallback.chip])
+    def terms_of(self, chip: str) -> ChipTerms:
+        """The terms of chip generation ``chip``: its own where the profile gives them,
+        else the shared ones."""
+        own = self.chips.get(chip)
+        if own is None:
+            return self.terms
+        given = {k: v for k, v in own if v is not None}
+        return self.terms.model_copy(update=given)
 
     def overheads(self, chip: str) -> IterationOverheads:
-        """:meth:`terms` as :class:`IterationOverheads`."""
-        return self.terms(chip).overheads()
+        """:meth:`terms_of` as :class:`IterationOverheads`."""
+        return self.terms_of(chip).overheads()
+
+    def basis(self, chip: str) -> str:
+        """Where ``chip``'s terms come from, for an output row: fitted on figures of this
+        chip, or borrowed (no serving figure of this engine on it)."""
+        fitted = ", ".join(self.measured_chips) or "no chip"
+        if chip in self.measured_chips:
+            return f"{self.name} terms fitted on {fitted}"
+        return f"no serving figure on {chip}: borrowed {self.name} terms fitted on {fitted}"
 
 
 def servers_dir() -> Path:
@@ -190,10 +208,12 @@ def load_server(name_or_path: str) -> ServerProfile:
 def profile_data(profile: ServerProfile) -> dict[str, object]:
     """``profile`` as YAML data in the file's shape (units written out, empty source
     fields left out), so that :func:`load_server` reads it back to the same profile."""
-    data = _value_first(profile.model_dump(mode="json", exclude_defaults=True))
+    dumped = profile.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+    data = _value_first(dumped)
     assert isinstance(data, dict)
-    for terms in data["chips"].values():
-        terms["host_time"]["value"] = f"{terms['host_time']['value'] * 1e3:.4g} ms"
+    for terms in [data["terms"], *data.get("chips", {}).values()]:
+        if "host_time" in terms:
+            terms["host_time"]["value"] = f"{terms['host_time']['value'] * 1e3:.4g} ms"
     return data
 
 

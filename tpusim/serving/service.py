@@ -281,6 +281,7 @@ class Service:
             "acceptance": self.deployment.acceptance,
             "expert_imbalance": self.deployment.expert_imbalance,
             "server": self.server.name,
+            "server_terms": self.server.basis(self.system.chip.name),
             "async_scheduling": self.async_scheduling,
             "host_s_per_iteration": self.costs.overheads.host_s,
             "hbm_efficiency": self.costs.overheads.hbm_efficiency,

@@ -7,8 +7,9 @@ Error: ``simulated / measured - 1`` per figure and metric; the summary gives the
 median absolute error over every (figure, metric), over the ``fit`` and the
 ``holdout`` figures (the file's written rule), and per metric. ``--fit`` refits the
 calibrated per-iteration overheads (:mod:`tpusim.serving.overheads`: ``host_s`` and
-``hbm_efficiency``) on the ``fit`` figures only, by a grid search minimising the sum
-of squared log errors, and reports the errors at the fitted terms.
+``hbm_efficiency``, shared by every chip of a server profile) on the ``fit`` figures
+only (:mod:`tpusim.validation.serving_fit`), and ``--cv chip|server`` predicts each
+group with terms fitted without it (:mod:`tpusim.validation.serving_cv`).
 """
 
 from __future__ import annotations
@@ -28,16 +29,21 @@ if TYPE_CHECKING:
 
 __all__ = ["METRICS", "Figure", "Simulator", "cases", "load_figures", "summary"]
 
-#: The fit's ranges (design choices): host time 0 to 30 ms to 0.1 ms, HBM efficiency
-#: 0.5 to 1 in steps of 0.05.
-FIT_HOST_RANGE_S = (0.0, 30e-3)
-FIT_HOST_TOLERANCE_S = 0.1e-3
-FIT_HBM_EFFICIENCY = tuple(round(0.5 + 0.05 * i, 2) for i in range(11))
+#: The fit's grids (design choices): host time 0 to 30 ms, finer where small models
+#: live; HBM efficiency 0.4 to 1 in steps of 0.05. A fit is searched on the grid (each
+#: point a simulation of every figure, memoised), so a cross-validation's folds share
+#: their simulations.
+FIT_HOST_S = tuple(x * 1e-3 for x in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 17, 20, 25, 30))
+FIT_HBM_EFFICIENCY = tuple(round(0.4 + 0.05 * i, 2) for i in range(13))
 
 
 def shipped_overheads(figure: Figure) -> IterationOverheads:
     """The figure's server profile's terms for its chip."""
     return load_server(figure.server).overheads(figure.chip)
+
+
+#: Simulated metrics of a figure (None where not defined).
+Simulated = dict[str, float | None]
 
 
 class Simulator:
@@ -49,6 +55,7 @@ class Simulator:
 
     def __init__(self) -> None:
         self._services: dict[tuple[str, float], Service] = {}
+        self._memo: dict[tuple[str, IterationOverheads], Simulated] = {}
 
     def service(self, figure: Figure, overheads: IterationOverheads) -> Service:
         """The figure's service with ``overheads``."""
@@ -71,9 +78,15 @@ class Simulator:
         service.costs.overheads = overheads
         return service
 
-    def simulate(self, figure: Figure, overheads: IterationOverheads) -> dict[str, float | None]:
+    def simulate(self, figure: Figure, overheads: IterationOverheads) -> Simulated:
         """The figure's benchmark simulated with ``overheads``: the metrics of
-        :data:`METRICS` (None where not defined)."""
+        :data:`METRICS` (None where not defined), memoised (a run is deterministic)."""
+        key = (figure.model_dump_json(exclude={"measured", "split"}), overheads)
+        if key not in self._memo:
+            self._memo[key] = self._simulate(figure, overheads)
+        return self._memo[key]
+
+    def _simulate(self, figure: Figure, overheads: IterationOverheads) -> Simulated:
         from tpusim.serving.metrics import latencies, summary
         from tpusim.serving.requests import TokenCount, synthetic_requests
 
@@ -97,20 +110,21 @@ class Simulator:
         }
 
 
-#: Terms by (server profile, chip): what a fit found (others: the shipped profile's).
-Terms = dict[tuple[str, str], IterationOverheads]
+#: Terms by server profile, shared by its chips: what a fit found (others: the shipped
+#: profile's).
+Terms = dict[str, IterationOverheads]
 
 
 def cases(
     figures: list[Figure], terms: Terms | None = None, simulator: Simulator | None = None
 ) -> list[dict[str, Any]]:
     """One row per (figure, measured metric): id, split, server, chip, slice, model,
-    tp, metric, measured, simulated, error. ``terms``: overheads by (server, chip)
-    (others: the shipped profile's)."""
+    tp, metric, measured, simulated, error. ``terms``: overheads by server (others:
+    the shipped profile's)."""
     simulator = simulator or Simulator()
     rows = []
     for f in figures:
-        overheads = (terms or {}).get((f.server, f.chip)) or shipped_overheads(f)
+        overheads = (terms or {}).get(f.server) or shipped_overheads(f)
         sim = simulator.simulate(f, overheads)
         for metric, value in f.measured.items():
             got = sim[metric]

@@ -1,10 +1,19 @@
 """The fit of the serving overheads (``tpusim calibrate --serving``, ``tpusim validate
---serving --fit``): per (server profile, chip), the host time and the HBM efficiency
-minimising the sum of squared log errors on that profile's ``fit`` figures of that
-chip only (holdout figures are never fitted), the sampler passes as the profile gives
-them; and the profiles with the fitted terms written back as YAML
+--serving --fit``): per server profile, one host time and one HBM efficiency shared by
+every chip generation, minimising the sum of squared log errors on that profile's
+``fit`` figures (holdout figures are never fitted), the sampler passes as the profile
+gives them; and the profiles with the fitted terms written back as YAML
 (:mod:`tpusim.serving.servers`), each calibrated value naming the figures it was
-fitted on (``fit_on``).
+fitted on (``fit_on``) and the profile the chips they ran on (``measured_chips``).
+
+The search (:func:`fit_group`): the loss is the sum of absolute log errors; the HBM
+efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, and where
+a figure ran with synchronous scheduling (the only case where the host's time shows)
+the host time on :data:`~tpusim.validation.serving.FIT_HOST_S`, each by ternary search
+(every simulation memoised). Two checks before a fit is kept (:class:`Fitted`): a fit
+that would raise its own figures' median absolute error above the shipped terms' is refused (the shipped
+terms are kept and the output says so), and a term that lands on a grid bound is
+named (``at_bound``) in the output and in the written file's note.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from tpusim.errors import InputError
@@ -20,8 +30,7 @@ from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.servers import ChipTerms, ServerProfile, load_server, profile_data
 from tpusim.validation.serving import (
     FIT_HBM_EFFICIENCY,
-    FIT_HOST_RANGE_S,
-    FIT_HOST_TOLERANCE_S,
+    FIT_HOST_S,
     Figure,
     Simulator,
     Terms,
@@ -32,138 +41,213 @@ from tpusim.validation.serving import (
 
 @dataclass(frozen=True)
 class Fitted:
-    """The terms fitted for one (server, chip), the figures (ids) and points fitted
-    on, and the loss (sum of squared log errors)."""
+    """The terms fitted for one server profile (shared by its chips): the figures (ids)
+    and points fitted on, the chips they ran on, the loss (sum of squared log errors),
+    whether the host time is identified, the terms at a grid bound, the fit figures'
+    median absolute error with the shipped terms and with these, and whether the fit
+    was kept (``kept`` False: it raised that error, so the shipped terms stand)."""
 
     server: str
-    chip: str
     overheads: IterationOverheads
     fit_on: tuple[str, ...]
+    chips: tuple[str, ...]
     points: int
     loss: float
     host_identified: bool = True
+    at_bound: tuple[str, ...] = ()
+    shipped_error: float | None = None
+    fitted_error: float | None = None
+    kept: bool = True
 
 
 def _loss(rows: list[dict[str, Any]]) -> float:
+    """Sum of absolute log errors (an L1 loss: the median error is what is reported, and
+    one badly modelled metric must not drag every other point off)."""
     errors = [r["error"] for r in rows if r["error"] is not None]
-    return sum(math.log(max(1 + e, 1e-300)) ** 2 for e in errors)  # a 0 s simulation: -1
+    return sum(abs(math.log(max(1 + e, 1e-300))) for e in errors)  # a 0 s simulation: -1
 
 
-def _golden(loss: Callable[[float], float], lo: float, hi: float, tolerance: float) -> float:
-    """The minimiser of a unimodal ``loss`` on ``[lo, hi]`` (golden-section search)."""
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = loss(c), loss(d)
-    while b - a > tolerance:
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = loss(c)
+def median_error(rows: list[dict[str, Any]]) -> float | None:
+    """Median absolute error of ``rows`` (None when none is simulated)."""
+    errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+    return median(errors) if errors else None
+
+
+def grid_argmin(grid: tuple[float, ...], loss: Callable[[float], float]) -> float:
+    """The point of the sorted ``grid`` minimising a unimodal ``loss``, by ternary
+    search on the indices (each point evaluated at most once)."""
+    seen: dict[int, float] = {}
+
+    def at(i: int) -> float:
+        if i not in seen:
+            seen[i] = loss(grid[i])
+        return seen[i]
+
+    lo, hi = 0, len(grid) - 1
+    while hi - lo > 2:
+        m1, m2 = lo + (hi - lo) // 3, hi - (hi - lo) // 3
+        if at(m1) <= at(m2):
+            hi = m2
         else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = loss(d)
-    return (a + b) / 2
+            lo = m1
+    return grid[min(range(lo, hi + 1), key=at)]
+
+
+def host_visible(figures: list[Figure]) -> bool:
+    """Whether the host time can be identified from ``figures``: some run with
+    synchronous scheduling (under async scheduling the host hides behind the device)."""
+    from tpusim.serving.servers import load_server
+
+    def runs_async(f: Figure) -> bool:
+        given = f.async_scheduling
+        return load_server(f.server).async_scheduling if given is None else given
+
+    return not all(runs_async(f) for f in figures)
 
 
 def fit_group(
-    figures: list[Figure], simulator: Simulator
+    figures: list[Figure], simulator: Simulator, start: IterationOverheads
 ) -> tuple[IterationOverheads, float, bool]:
-    """The (host time, HBM efficiency) minimising the loss on ``figures`` (all of one
-    server and chip), by coordinate descent: the host time by a golden-section search
-    on :data:`FIT_HOST_RANGE_S` at full HBM efficiency, the efficiency on the grid
-    :data:`FIT_HBM_EFFICIENCY` at that host time, the host time again. The flag: the
-    host time is identified (False when no host time fits as well: under async
-    scheduling an iteration that takes longer on the chips than on the host hides it;
-    the profile's host time is then kept if it fits as well)."""
-    first = figures[0]
-    passes = shipped_overheads(first).sampling_passes
-    key = (first.server, first.chip)
+    """The (host time, HBM efficiency) on the grids minimising the loss on ``figures``
+    (every server among them takes the same terms) from ``start``: the efficiency at
+    ``start``'s host time; where some figure ran with synchronous scheduling, the host
+    time at that efficiency, then the efficiency again. The sampler passes are
+    ``start``'s. The flag: the host time is identified (False under async scheduling
+    alone, or when a host time of 0 fits as well; ``start``'s host time is then
+    kept)."""
+    servers = {f.server for f in figures}
+    passes = start.sampling_passes
 
     def loss(host_s: float, efficiency: float) -> float:
-        terms: Terms = {key: IterationOverheads(host_s, efficiency, passes)}
+        terms: Terms = dict.fromkeys(servers, IterationOverheads(host_s, efficiency, passes))
         return _loss(cases(figures, terms, simulator))
 
-    host = _golden(lambda h: loss(h, 1.0), *FIT_HOST_RANGE_S, FIT_HOST_TOLERANCE_S)
-    efficiency = min(FIT_HBM_EFFICIENCY, key=lambda e: loss(host, e))
-    host = _golden(lambda h: loss(h, efficiency), *FIT_HOST_RANGE_S, FIT_HOST_TOLERANCE_S)
-    best = loss(host, efficiency)
-    identified = abs(loss(0.0, efficiency) - best) > 1e-12
-    shipped_host = shipped_overheads(first).host_s
-    if not identified and abs(loss(shipped_host, efficiency) - best) <= 1e-12:
-        host = shipped_host
-    return IterationOverheads(host, efficiency, passes), best, identified
+    host = start.host_s
+    efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
+    identified = False
+    if host_visible(figures):
+        host = grid_argmin(FIT_HOST_S, lambda h: loss(h, efficiency))
+        efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
+        identified = abs(loss(0.0, efficiency) - loss(host, efficiency)) > 1e-12
+        host = host if identified else start.host_s
+    return IterationOverheads(host, efficiency, passes), loss(host, efficiency), identified
+
+
+def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
+    """The terms of ``overheads`` that sit on a bound of their grid."""
+    out = []
+    if overheads.hbm_efficiency in (FIT_HBM_EFFICIENCY[0], FIT_HBM_EFFICIENCY[-1]):
+        out.append(f"hbm_efficiency {overheads.hbm_efficiency:g}")
+    if identified and overheads.host_s in (FIT_HOST_S[0], FIT_HOST_S[-1]):
+        out.append(f"host_time {overheads.host_s * 1e3:g} ms")
+    return tuple(out)
+
+
+def fit_server(
+    server: str, figures: list[Figure], simulator: Simulator, start: IterationOverheads
+) -> Fitted:
+    """:func:`fit_group` on ``figures`` (named ``server``; they may be of several
+    servers), checked against ``start`` (see the module docstring)."""
+    overheads, loss, identified = fit_group(figures, simulator, start)
+    servers = {f.server for f in figures}
+    before = median_error(cases(figures, dict.fromkeys(servers, start), simulator))
+    after = median_error(cases(figures, dict.fromkeys(servers, overheads), simulator))
+    kept = before is None or after is None or after <= before + 1e-12
+    return Fitted(
+        server,
+        overheads if kept else start,
+        tuple(f.id for f in figures),
+        tuple(dict.fromkeys(f.chip for f in figures)),
+        sum(len(f.measured) for f in figures),
+        loss,
+        identified,
+        _bounds(overheads, identified) if kept else (),
+        before,
+        after,
+        kept,
+    )
 
 
 def fit(figures: list[Figure], simulator: Simulator | None = None) -> list[Fitted]:
-    """One :class:`Fitted` per (server, chip) with ``fit`` figures. Raises InputError
-    when no figure has ``split: fit``."""
+    """One :class:`Fitted` per server profile with ``fit`` figures (its chips pooled).
+    Raises InputError when no figure has ``split: fit``."""
     simulator = simulator or Simulator()
-    groups: dict[tuple[str, str], list[Figure]] = {}
+    groups: dict[str, list[Figure]] = {}
     for f in figures:
         if f.split == "fit":
-            groups.setdefault((f.server, f.chip), []).append(f)
+            groups.setdefault(f.server, []).append(f)
     if not groups:
         raise InputError("tpusim validate --serving --fit: no figure has split: fit")
-    out = []
-    for (server, chip), group in groups.items():
-        overheads, loss, identified = fit_group(group, simulator)
-        points = sum(len(f.measured) for f in group)
-        ids = tuple(f.id for f in group)
-        out.append(Fitted(server, chip, overheads, ids, points, loss, identified))
-    return out
+    return [
+        fit_server(server, group, simulator, shipped_overheads(group[0]))
+        for server, group in groups.items()
+    ]
 
 
 def terms_of(fitted: list[Fitted]) -> Terms:
-    """The fitted overheads by (server, chip)."""
-    return {(f.server, f.chip): f.overheads for f in fitted}
+    """The fitted overheads by server."""
+    return {f.server: f.overheads for f in fitted}
 
 
-def fitted_profile(profile: ServerProfile, fits: list[Fitted]) -> ServerProfile:
-    """``profile`` with each fit's chip terms replaced: the host time (when the fit
-    identifies it; else kept) and the HBM efficiency ``calibrated`` with their
-    ``fit_on``, the sampler passes kept."""
-    chips = dict(profile.chips)
-    for f in fits:
-        base = profile.terms(f.chip)
-        note = (
-            f"fitted with the other calibrated term on {len(f.fit_on)} figure(s), "
-            f"{f.points} point(s) (tpusim calibrate --serving)"
-        )
-        graded = {"grade": "calibrated", "fit_on": f.fit_on, "url": "", "note": note}
-        host_time = base.host_time
-        if f.host_identified:
-            host_time = host_time.model_copy(update={"value": f.overheads.host_s, **graded})
-        chips[f.chip] = ChipTerms(
-            host_time=host_time,
-            hbm_efficiency=base.hbm_efficiency.model_copy(
-                update={"value": f.overheads.hbm_efficiency, **graded}
-            ),
-            sampling_passes=base.sampling_passes,
-        )
-    return profile.model_copy(update={"chips": chips})
+def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
+    """``profile`` with its shared terms replaced by ``fit``'s: the host time (when the
+    fit identifies it; else kept) and the HBM efficiency ``calibrated`` with their
+    ``fit_on`` (a term at a grid bound says so in its note), the sampler passes kept,
+    ``measured_chips`` the chips fitted on. A fit that was not kept leaves the profile
+    as it is."""
+    if not fit.kept:
+        return profile
+    base = profile.terms
+    note = (
+        f"fitted with the other calibrated term on {len(fit.fit_on)} figure(s), "
+        f"{fit.points} point(s) of {', '.join(fit.chips)} (tpusim calibrate --serving)"
+    )
+
+    def graded(term: str) -> dict[str, Any]:
+        bound = [b for b in fit.at_bound if b.startswith(term)]
+        said = f"; at the bound of its grid ({bound[0]}): the figures ask for more" if bound else ""
+        return {"grade": "calibrated", "fit_on": fit.fit_on, "url": "", "note": note + said}
+
+    host_time = base.host_time
+    if fit.host_identified:
+        host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
+    terms = ChipTerms(
+        host_time=host_time,
+        hbm_efficiency=base.hbm_efficiency.model_copy(
+            update={"value": fit.overheads.hbm_efficiency, **graded("hbm")}
+        ),
+        sampling_passes=base.sampling_passes,
+    )
+    return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 
 
 def write_profiles(folder: str | Path, fits: list[Fitted]) -> list[Path]:
-    """Each fitted server's profile (:func:`fitted_profile`) as ``FOLDER/<name>.yaml``
-    (written atomically); the paths. Raises OSError."""
+    """Each fitted server's profile (:func:`fitted_profile`) as ``FOLDER/<file>.yaml``,
+    the file named after the profile's own file (never after a name read from a
+    measurement file, so no name reaches outside ``folder``); written atomically; the
+    paths. Raises OSError."""
     import yaml
 
     from tpusim.results.files import atomic_write_text
+    from tpusim.serving.servers import locate_server
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for server in dict.fromkeys(f.server for f in fits):
-        profile = load_server(server)
-        mine = [f for f in fits if f.server == server]
-        data = profile_data(fitted_profile(profile, mine))
+    paths: list[Path] = []
+    for fit in fits:
+        profile = load_server(fit.server)
+        path = out / Path(locate_server(fit.server).name).with_suffix(".yaml").name
+        if path in paths:
+            raise InputError(
+                f"tpusim calibrate --serving: two server profiles would be written to {path} "
+                f"({fit.server} and another of that file name); give them distinct file names"
+            )
+        data = profile_data(fitted_profile(profile, fit))
+        said = "kept as shipped: the fit raised its figures' error" if not fit.kept else ""
         header = (
             f"# Server profile {profile.name}, written by tpusim calibrate --serving "
-            f"(fitted on: {', '.join(i for f in mine for i in f.fit_on)}).\n"
+            f"(fitted on: {', '.join(fit.fit_on)}){'; ' + said if said else ''}.\n"
         )
-        path = out / f"{profile.name}.yaml"
         atomic_write_text(path, header + yaml.safe_dump(data, sort_keys=False, width=88))
         paths.append(path)
     return paths
