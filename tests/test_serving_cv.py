@@ -62,7 +62,7 @@ def test_grid_argmin_finds_the_brute_force_minimum_evaluating_each_point_once():
     for target in (0, 3, 7.4, 19, 25):
         calls: list[float] = []
 
-        def loss(x, target=target):
+        def loss(x, target=target, calls=calls):
             calls.append(x)
             return abs(x - target)
 

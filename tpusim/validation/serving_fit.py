@@ -11,9 +11,9 @@ efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, an
 a figure ran with synchronous scheduling (the only case where the host's time shows)
 the host time on :data:`~tpusim.validation.serving.FIT_HOST_S`, each by ternary search
 (every simulation memoised). Two checks before a fit is kept (:class:`Fitted`): a fit
-that would raise its own figures' median absolute error above the shipped terms' is refused (the shipped
-terms are kept and the output says so), and a term that lands on a grid bound is
-named (``at_bound``) in the output and in the written file's note.
+that would raise its own figures' median absolute error above the shipped terms' is
+refused (the shipped terms are kept and the output says so), and a term that lands on a
+grid bound is named (``at_bound``) in the output and in the written file's note.
 """
 
 from __future__ import annotations
