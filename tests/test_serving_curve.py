@@ -50,9 +50,10 @@ def test_find_capacity_returns_every_trial_sorted_by_rate():
     curve = found["curve"]
     assert found["capacity_rate_per_s"] > 0
     assert len(curve) == found["trials"] and curve == sorted(curve)
-    met = [rate for rate, ttft, tpot in curve if meets(ttft, tpot, slo)]
+    met = [rate for rate, ttft, tpot, _, _ in curve if meets(ttft, tpot, slo)]
     assert found["capacity_rate_per_s"] == max(met)
-    assert all(not meets(t, p, slo) for rate, t, p in curve if rate > max(met))
+    assert all(not meets(t, p, slo) for rate, t, p, _, _ in curve if rate > max(met))
+    assert all(t50 <= t99 and p50 <= p99 for _, t99, p99, t50, p50 in curve)
 
 
 def test_a_stream_too_short_for_a_steady_state_is_one_line(capsys):

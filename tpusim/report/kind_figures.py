@@ -163,28 +163,20 @@ def memory_plot(out: Path, run: ScenarioRun) -> list[Path]:
 
 # -- serving ---------------------------------------------------------------------------
 def serving_plots(out: Path, run: ScenarioRun) -> list[Path]:
-    """``serving-<workload>.png``: p99 TTFT and TPOT against request rate, a line per
-    system, from each serving workload's capacity search."""
-    import pandas as pd
+    """``serving-<workload>.png``: TTFT and TPOT (p50, p99) against offered load per
+    system with the SLO and each capacity marked, and tokens/s per chip at the SLO
+    (:func:`tpusim.report.serving_plots.serving_at_slo`), for each serving workload
+    whose capacity was searched."""
+    from tpusim.report.serving_plots import serving_at_slo
 
-    from tpusim.report import compare_plots as plots_compare
-
-    points: dict[str, list[dict[str, object]]] = {}
+    by_workload: dict[str, list[ServingRecord]] = {}
     for record in run.records:
-        if not isinstance(record, ServingRecord):
-            continue
-        for rate, ttft, tpot in record.curve:
-            point = {"system": record.system, "rate_per_s": rate}
-            points.setdefault(record.workload, []).append(
-                point | {"ttft_p99_s": ttft, "tpot_p99_s": tpot}
-            )
-    written = []
-    for workload, rows in points.items():
-        fig = plots_compare.serving_latency_vs_rate(pd.DataFrame(rows))
-        for ax in fig.axes[:2]:  # the workload in words on each panel
-            ax.set_title(f"{workload}: {ax.get_title().lower()}", fontsize="medium")
-        written.append(saved(fig, named(out, f"serving-{workload}")))
-    return written
+        if isinstance(record, ServingRecord) and record.curve:
+            by_workload.setdefault(record.workload, []).append(record)
+    return [
+        saved(serving_at_slo(records, f"Serving {workload}"), named(out, f"serving-{workload}"))
+        for workload, records in by_workload.items()
+    ]
 
 
 #: The kinds' figures, in the order a run writes them.

@@ -28,7 +28,7 @@ from tpusim.serving.service import Runner
 from tpusim.serving.steady import steady_state
 
 #: One trial: (rate per s, p99 TTFT s, p99 TPOT s).
-CurvePoint = tuple[float, float | None, float | None]
+CurvePoint = tuple[float, float | None, float | None, float | None, float | None]
 #: Relative width of the final bracket (a design choice: 1% of the rate).
 DEFAULT_TOLERANCE = 0.01
 #: Highest utilisation (offered rate over the saturated throughput) the search accepts
@@ -106,8 +106,15 @@ def _below(tried: Callable[[float], Row], cap: float) -> tuple[float, float, Row
 
 
 def curve_point(row: Row) -> CurvePoint:
-    """(rate per s, p99 TTFT s, p99 TPOT s) of one trial's summary."""
-    return (required(row, "rate_per_s"), number(row, "ttft_p99_s"), number(row, "tpot_p99_s"))
+    """(rate per s, p99 TTFT s, p99 TPOT s, p50 TTFT s, p50 TPOT s) of one trial's
+    summary (the medians after the tails, so a reader of the first three is unchanged)."""
+    return (
+        required(row, "rate_per_s"),
+        number(row, "ttft_p99_s"),
+        number(row, "tpot_p99_s"),
+        number(row, "ttft_p50_s"),
+        number(row, "tpot_p50_s"),
+    )
 
 
 def _window_rate(requests: list[Request]) -> float:

@@ -58,11 +58,14 @@ class ServingRecord(Record):
     preemptions: int = 0
     capacity_rate_per_s: float | None = None
     capacity_rate_per_s_per_chip: float | None = None
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
     energy_per_million_tokens_J: float | None = None
     cost_per_million_tokens_usd: float | None = None
-    #: The capacity search's trials, (rate per s, p99 TTFT s, p99 TPOT s) by rate:
-    #: drawn as the serving curve (``serving-<workload>.png``), not a table column.
-    curve: tuple[tuple[float, float | None, float | None], ...] = ()
+    #: The capacity search's trials, (rate per s, p99 TTFT s, p99 TPOT s, p50 TTFT s,
+    #: p50 TPOT s) by rate: drawn as the serving figure (``serving-<workload>.png``),
+    #: not a table column.
+    curve: tuple[tuple[float | None, ...], ...] = ()
     #: Each replica's iterations (:class:`~tpusim.serving.service.IterationRecord`, a
     #: tuple per replica): drawn as ``serving_trace.json``, not a table column; empty
     #: for the capacity search.
