@@ -215,7 +215,6 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
         data, lines = load_yaml(path)
         _check_keys(data, str(path), lines)
         figures = validate(FigureFile, data, str(path), lines).figures
-        check_splits(figures, str(path), lines)
         for i, figure in enumerate(figures):
             where = ("figures", i)
             figure = _server_beside(figure, Path(path))
@@ -226,6 +225,7 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
                 raise ConfigError(problem, str(path), f"figures[{i}].id", line)
             first[figure.id] = f"{path}:{line}"
             out.append(figure)
+        check_splits(figures, str(path), lines)
     return out
 
 
