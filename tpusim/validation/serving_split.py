@@ -13,13 +13,28 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tpusim.config.yamlio import PathKey, format_path
 from tpusim.errors import ConfigError
 
-if TYPE_CHECKING:
-    from tpusim.validation.serving_figures import Figure
+
+class Figure(Protocol):
+    """What the rule reads of a figure (a
+    :class:`~tpusim.validation.serving_figures.Figure`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def split(self) -> str: ...
+    @property
+    def chip(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def published(self) -> datetime.date | None: ...
+    @property
+    def concurrency(self) -> int | None: ...
 
 
 def _order(figure: Figure) -> tuple[datetime.date, float, str]:
