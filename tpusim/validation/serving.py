@@ -133,7 +133,8 @@ def unsimulated(figure: Figure) -> list[str]:
     docstring), each as ``field value: why``; empty when the run models it all."""
     out = []
     if figure.stored_kv_dtype != figure.weight_dtype:
-        out.append(f"kv_dtype {figure.kv_dtype}: the KV cache is simulated in {figure.weight_dtype}")
+        kv, weights = figure.kv_dtype, figure.weight_dtype
+        out.append(f"kv_dtype {kv}: the KV cache is simulated in {weights}")
     if figure.ep is not None:
         out.append(f"ep {figure.ep}: experts over the tp chips (simulated tensor-parallel)")
     if figure.random_range_ratio:

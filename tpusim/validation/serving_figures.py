@@ -165,7 +165,8 @@ class Figure(Frozen):
             raise ValueError(f"ep {self.ep} needs more chips than the slice's {self.slice.chips}")
         given = [k for k in ("repo", "path", "commit", "line") if getattr(self, k) is not None]
         if given and len(given) < 4:
-            raise ValueError(f"source {', '.join(given)} given without the rest of repo, path, commit, line")
+            named = ", ".join(given)
+            raise ValueError(f"source {named} given without the rest of repo, path, commit, line")
         if math.isnan(self.rate):
             raise ValueError("rate must be > 0 or .inf")
         span = stream_span_problem(self.rate, self.simulated_requests)  # as serve's rate
