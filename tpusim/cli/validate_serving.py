@@ -6,6 +6,7 @@ written as profile YAML (:mod:`tpusim.validation.serving_fit`)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ DEFAULT_SERVING_OUT = "servers"
 
 def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
     """Validate (and with ``fit`` refit, writing the profiles to ``out`` when given)."""
-    from tpusim.validation.serving import Simulator, cases, load_figures, summary
+    from tpusim.validation.serving import Simulator, cases, load_figures, summary, warnings
     from tpusim.validation.serving_fit import fit as fit_terms
     from tpusim.validation.serving_fit import terms_of, write_profiles
 
@@ -30,7 +31,7 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
     fitted = fit_terms(figures, simulator) if fit else None
     rows = cases(figures, terms_of(fitted) if fitted else None, simulator)
     stats = summary(rows)
-    record: dict[str, Any] = {"cases": rows, **stats}
+    record: dict[str, Any] = {"cases": rows, **stats, "warnings": warnings(figures)}
     if fitted is not None:
         record["fitted"] = [_fitted_row(f) for f in fitted]
     if fitted is not None and out is not None:
@@ -41,6 +42,8 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
     if args.json:
         print(json_text(record))
         return
+    for line in record["warnings"]:
+        print(line, file=sys.stderr)
     print(table(rows))
     print()
     print(summary_lines(stats, record.get("fitted", []), record.get("wrote", [])))

@@ -10,6 +10,15 @@ calibrated per-iteration overheads (:mod:`tpusim.serving.overheads`: ``host_s`` 
 ``hbm_efficiency``, shared by every chip of a server profile) on the ``fit`` figures
 only (:mod:`tpusim.validation.serving_fit`), and ``--cv chip|server`` predicts each
 group with terms fitted without it (:mod:`tpusim.validation.serving_cv`).
+
+What a figure records but the run cannot simulate yet is named by :func:`unsimulated`
+(one warning line per figure, never dropped silently): the KV cache dtype when it
+differs from the weights' (the engine stores KV in the weights' dtype), vLLM's
+expert parallelism over the tensor-parallel chips (``tpusim serve``'s ``ep`` is a
+separate axis of ``tp x ep`` chips), the random dataset's range ratio (the stream
+has fixed lengths), speculative decoding without a published acceptance, and
+prefill/decode disaggregation. The weights' dtype and speculative decoding with a
+published acceptance are simulated.
 """
 
 from __future__ import annotations
@@ -27,7 +36,16 @@ from tpusim.validation.serving_figures import METRICS, Figure, figure_system, lo
 if TYPE_CHECKING:
     from tpusim.serving.service import Service
 
-__all__ = ["METRICS", "Figure", "Simulator", "cases", "load_figures", "summary"]
+__all__ = [
+    "METRICS",
+    "Figure",
+    "Simulator",
+    "cases",
+    "load_figures",
+    "summary",
+    "unsimulated",
+    "warnings",
+]
 
 #: The fit's grids (design choices): host time 0 to 30 ms, finer where small models
 #: live; HBM efficiency 0.4 to 1 in steps of 0.05. A fit is searched on the grid (each
@@ -72,6 +90,8 @@ class Simulator:
                 server=figure.server,
                 overheads=overheads,
                 async_scheduling=figure.async_scheduling,
+                dtype=figure.weight_dtype,
+                **_speculative(figure),
             )
             self._services[key] = Service(deployment)
         service = self._services[key]
@@ -101,13 +121,53 @@ class Simulator:
         service.run(requests, figure.concurrency)
         row = summary(requests, service.chips)
         lat = latencies(requests)
-        tpot = lat["tpot"][~np.isnan(lat["tpot"])]
-        return {
-            "output_tokens_per_s": number(row, "output_tokens_per_s"),
-            "request_throughput_per_s": number(row, "request_throughput_per_s"),
-            "tpot_median_s": float(np.median(tpot)) if tpot.size else None,
-            "ttft_median_s": float(np.median(lat["ttft"])) if lat["ttft"].size else None,
+        out: dict[str, float | None] = {
+            key: number(row, key)
+            for key in ("output_tokens_per_s", "request_throughput_per_s", "total_tokens_per_s")
         }
+        for name in ("tpot", "ttft"):
+            values = lat[name][~np.isnan(lat[name])]
+            for label, q in (("median", 50), ("p99", 99)):
+                out[f"{name}_{label}_s"] = float(np.percentile(values, q)) if values.size else None
+        return out
+
+
+def _speculative(figure: Figure) -> dict[str, Any]:
+    """The Deployment's speculative-decoding arguments: the figure's when its
+    acceptance is published (else none: :func:`unsimulated` names it)."""
+    spec = figure.speculative
+    if spec is None or spec.acceptance is None:
+        return {}
+    return {"draft_tokens": spec.draft_tokens, "acceptance": spec.acceptance}
+
+
+def unsimulated(figure: Figure) -> list[str]:
+    """What ``figure`` records that its simulated run does not model (see the module
+    docstring), each as ``field value: why``; empty when the run models it all."""
+    out = []
+    if figure.stored_kv_dtype != figure.weight_dtype:
+        kv, weights = figure.kv_dtype, figure.weight_dtype
+        out.append(f"kv_dtype {kv}: the KV cache is simulated in {weights}")
+    if figure.ep is not None:
+        out.append(f"ep {figure.ep}: experts over the tp chips (simulated tensor-parallel)")
+    if figure.random_range_ratio:
+        out.append(f"random_range_ratio {figure.random_range_ratio:g}: fixed lengths simulated")
+    spec = figure.speculative
+    if spec is not None and spec.acceptance is None:
+        out.append(f"speculative {spec.method}: no published acceptance, simulated without")
+    if figure.disaggregate is not None:
+        p, d = figure.disaggregate
+        out.append(f"disaggregate {p}:{d}: simulated colocated on the figure's slice")
+    return out
+
+
+def warnings(figures: list[Figure]) -> list[str]:
+    """One line per figure with something :func:`unsimulated`."""
+    return [
+        f"warning: {f.id}: not simulated: {'; '.join(missing)}"
+        for f in figures
+        if (missing := unsimulated(f))
+    ]
 
 
 #: Terms by server profile, shared by its chips: what a fit found (others: the shipped

@@ -3,11 +3,39 @@
 slice it ran on, the server profile, the model and its tensor parallelism, the
 stream and the server's limits) and what it measured.
 
+Each figure may also carry, all optional:
+
+* its exact source: ``repo`` (``owner/name``), ``path`` (the file in it), ``commit``
+  (40 hex digits) and ``line`` (where the printed result starts), all four or none;
+* the commands verbatim: ``server_command`` (the ``vllm serve ...`` flags or the
+  JetStream server line) and ``bench_command`` (``vllm bench serve ...``);
+* ``weight_dtype`` (bf16, fp8, int8, int4, fp4: the checkpoint's stored weights,
+  default bf16) and ``kv_dtype`` (the KV cache's, default: the weights');
+* ``ep``: the chips the experts are spread over (vLLM's ``--enable-expert-parallel``
+  spreads them over the tensor-parallel chips: ``ep`` = ``tp``);
+* ``random_range_ratio``: vLLM's random dataset's ``--random-range-ratio`` (0 to < 1);
+* ``speculative``: ``{method: mtp|eagle|ngram|draft_model, draft_tokens: N}`` and,
+  where published, ``acceptance`` (each draft's acceptance probability), the names of
+  ``tpusim serve``'s speculative-decoding options;
+* ``disaggregate``: ``P:D`` prefill and decode replicas, the shape of ``tpusim serve
+  --disaggregate``.
+
+Measured metrics (:data:`METRICS`): output, total and request throughput and the
+median and p99 TTFT and TPOT.
+
+Each file states its ``split_rule`` (:data:`SPLIT_RULES`, checked on load, see
+:func:`rule_splits`): ``first-published-per-chip-model``: within the file, for each
+(chip, model), the figure published first is ``fit`` and every later one ``holdout``;
+figures published the same day are ordered by concurrency (lowest first, none last)
+and then by id.
+
 Loading refuses, as one :class:`~tpusim.errors.ConfigError` naming ``file:line path``:
 an unknown or misspelled key, a key given twice, a count that is not a whole number
 (``tp: 1.9``) or below 1, a rate that is not > 0, a flag that is not a YAML boolean
 (``async_scheduling: "no"``), a measured value that is not > 0, a replica larger than
-its slice, an unknown server profile and two figures sharing an ``id``.
+its slice, an unknown server profile, two figures sharing an ``id``, a dtype outside
+the list above, an ``ep`` below 1 or above the slice, a source given in part, a
+figure without ``published`` and a split its file's rule does not give.
 """
 
 from __future__ import annotations
@@ -28,15 +56,36 @@ from tpusim.config.limits import (
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey
 from tpusim.errors import ConfigError
+from tpusim.serving.option_types import Split
+from tpusim.validation.serving_split import check_splits
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
 
 #: The metrics compared, each with its simulated counterpart's key.
-METRICS = ("output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "ttft_median_s")
+METRICS = (
+    "output_tokens_per_s",
+    "request_throughput_per_s",
+    "total_tokens_per_s",
+    "tpot_median_s",
+    "tpot_p99_s",
+    "ttft_median_s",
+    "ttft_p99_s",
+)
 Metric = Literal[
-    "output_tokens_per_s", "request_throughput_per_s", "tpot_median_s", "ttft_median_s"
+    "output_tokens_per_s",
+    "request_throughput_per_s",
+    "total_tokens_per_s",
+    "tpot_median_s",
+    "tpot_p99_s",
+    "ttft_median_s",
+    "ttft_p99_s",
 ]
+#: The stored dtypes a figure's weights and KV cache may have.
+StoredDtype = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+#: The split rules a figure file may state (see the module docstring).
+SPLIT_RULES = ("first-published-per-chip-model",)
+SplitRule = Literal["first-published-per-chip-model"]
 #: Most chips of a figure's slice (a local bound: a serving replica's slice).
 MAX_SLICE_CHIPS = 4096
 
@@ -61,8 +110,19 @@ class FigureSlice(Frozen):
         return self
 
 
+class Speculative(Frozen):
+    """Speculative decoding as the server ran it: the drafting ``method``, the
+    ``draft_tokens`` proposed per step and, where published, the ``acceptance``
+    probability of each draft (``tpusim serve``'s names)."""
+
+    method: Literal["mtp", "eagle", "ngram", "draft_model"]
+    draft_tokens: Count
+    acceptance: Annotated[float, Field(gt=0, le=1)] | None = None
+
+
 class Figure(Frozen):
-    """One published serving benchmark (see the measurement file's header)."""
+    """One published serving benchmark (see the measurement file's header and the
+    module docstring)."""
 
     id: str = Field(min_length=1)
     split: Literal["fit", "holdout"]
@@ -84,11 +144,29 @@ class Figure(Frozen):
     max_tokens: Count
     max_sequences: Count
     measured: dict[Metric, PositiveFloat] = Field(min_length=1)
+    repo: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
+    path: str | None = Field(None, min_length=1)
+    commit: str | None = Field(None, pattern=r"^[0-9a-f]{40}$")
+    line: Count | None = None
+    server_command: str = ""
+    bench_command: str = ""
+    weight_dtype: StoredDtype = "bf16"
+    kv_dtype: StoredDtype | None = None
+    ep: Count | None = None
+    random_range_ratio: Annotated[float, Field(ge=0, lt=1)] | None = None
+    speculative: Speculative | None = None
+    disaggregate: Split | None = None
 
     @model_validator(mode="after")
     def _replica_fits(self) -> Figure:
         if self.tp > self.slice.chips:
             raise ValueError(f"tp {self.tp} needs more chips than the slice's {self.slice.chips}")
+        if self.ep is not None and self.ep > self.slice.chips:
+            raise ValueError(f"ep {self.ep} needs more chips than the slice's {self.slice.chips}")
+        given = [k for k in ("repo", "path", "commit", "line") if getattr(self, k) is not None]
+        if given and len(given) < 4:
+            named = ", ".join(given)
+            raise ValueError(f"source {named} given without the rest of repo, path, commit, line")
         if math.isnan(self.rate):
             raise ValueError("rate must be > 0 or .inf")
         span = stream_span_problem(self.rate, self.simulated_requests)  # as serve's rate
@@ -101,15 +179,21 @@ class Figure(Frozen):
         return self
 
     @property
+    def stored_kv_dtype(self) -> str:
+        """The KV cache's dtype (the weights' unless given)."""
+        return self.kv_dtype or self.weight_dtype
+
+    @property
     def system_name(self) -> str:
         """The slice's system name (``v6e-2x4``)."""
         return f"{self.chip}-{'x'.join(str(d) for d in self.slice.dims)}"
 
 
 class FigureFile(Frozen):
-    """A measurement file: its source and its figures."""
+    """A measurement file: its source, its split rule and its figures."""
 
     source: dict[str, str]
+    split_rule: SplitRule
     figures: list[Figure] = Field(min_length=1)
 
 
@@ -142,6 +226,7 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
                 raise ConfigError(problem, str(path), f"figures[{i}].id", line)
             first[figure.id] = f"{path}:{line}"
             out.append(figure)
+        check_splits(figures, str(path), lines)
     return out
 
 

@@ -1,0 +1,144 @@
+"""The serving figures' schema (issue 41): source, commands, dtypes, expert
+parallelism, speculative decoding, disaggregation, the p99 metrics, the split rule
+the loader checks and the warning naming what a run does not simulate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import run
+from tpusim.errors import ConfigError
+from tpusim.validation.serving import unsimulated, warnings
+from tpusim.validation.serving_figures import load_figures
+
+VALID = Path(__file__).parent / "corpus" / "round3" / "serving" / "valid.yaml"
+
+
+def _write(tmp_path: Path, **changes: object) -> Path:
+    """The valid corpus file with ``changes`` set on its one figure."""
+    data = yaml.safe_load(VALID.read_text())
+    data["figures"][0].update(changes)
+    path = tmp_path / "figures.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _line_of(path: Path, key: str) -> int:
+    """The 1-based line of ``key:`` in ``path`` (the oracle for the error's line)."""
+    lines = path.read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.strip().startswith(f"{key}:"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("weight_dtype", "fp16", "weight_dtype"),
+        ("kv_dtype", "fp6", "kv_dtype"),
+        ("ep", -1, "ep"),
+        ("ep", 2, "ep 2 needs more chips"),
+        ("random_range_ratio", 1.0, "random_range_ratio"),
+        ("commit", "abc", "commit"),
+        ("speculative", {"method": "mtp", "draft_tokens": 0}, "speculative.draft_tokens"),
+    ],
+)
+def test_bad_new_fields_name_file_line_and_path(tmp_path, key, value, says):
+    path = _write(tmp_path, **{key: value})
+    with pytest.raises(ConfigError, match=says) as info:
+        load_figures([path])
+    assert info.value.file == str(path)
+    assert info.value.path.startswith("figures[0]")
+    assert info.value.line is not None
+
+
+def test_a_source_given_in_part_is_refused(tmp_path):
+    path = _write(tmp_path, repo="AI-Hypercomputer/tpu-recipes", line=3)
+    with pytest.raises(ConfigError, match="repo, line given without the rest"):
+        load_figures([path])
+
+
+def test_the_loader_refuses_a_split_the_rule_does_not_give(tmp_path):
+    """One figure per (chip, model): the rule makes it fit; holdout is refused at its
+    split line."""
+    path = _write(tmp_path, split="holdout")
+    with pytest.raises(ConfigError, match="breaks the file's split_rule") as info:
+        load_figures([path])
+    assert info.value.path == "figures[0].split"
+    assert info.value.line == _line_of(path, "split")
+
+
+def test_the_later_of_two_figures_is_the_holdout(tmp_path):
+    """Two figures of one (chip, model): the earlier published is fit, whatever the file
+    order; swapping their splits is refused."""
+    data = yaml.safe_load(VALID.read_text())
+    late = dict(data["figures"][0], id="late", published="2025-05-01", split="holdout")
+    data["figures"].insert(0, late)
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert [f.split for f in load_figures([path])] == ["holdout", "fit"]
+    data["figures"][0]["split"], data["figures"][1]["split"] = "fit", "holdout"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError, match="gives holdout"):
+        load_figures([path])
+
+
+def test_a_file_without_split_rule_is_refused(tmp_path):
+    data = yaml.safe_load(VALID.read_text())
+    del data["split_rule"]
+    path = tmp_path / "norule.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError, match="split_rule"):
+        load_figures([path])
+
+
+def test_every_shipped_repository_figure_has_its_exact_source():
+    """A figure read from a repository file names repo, path, commit and line; the only
+    others are pull-request descriptions (no file to point into)."""
+    for figure in load_figures():
+        if "/pull/" in figure.url:
+            continue
+        assert figure.repo and figure.path and figure.commit and figure.line, figure.id
+        assert figure.commit in figure.url or "/main/" in figure.url, figure.id
+
+
+def test_unsimulated_fields_are_named_never_dropped(tmp_path):
+    """kv dtype apart from the weights', vLLM's ep, the range ratio, speculative decoding
+    without an acceptance and disaggregation each appear in the figure's warning; the
+    plain figure has none."""
+    plain = load_figures([VALID])[0]
+    assert unsimulated(plain) == [] and warnings([plain]) == []
+    path = _write(
+        tmp_path,
+        weight_dtype="fp8",
+        kv_dtype="bf16",
+        random_range_ratio=0.8,
+        speculative={"method": "mtp", "draft_tokens": 2},
+        disaggregate="1:1",
+    )
+    figure = load_figures([path])[0]
+    (line,) = warnings([figure])
+    for field in ("kv_dtype bf16", "random_range_ratio 0.8", "speculative mtp", "disaggregate 1:1"):
+        assert field in line
+    assert line.startswith(f"warning: {figure.id}: not simulated:")
+
+
+def test_speculative_with_acceptance_is_simulated(tmp_path):
+    path = _write(tmp_path, speculative={"method": "mtp", "draft_tokens": 2, "acceptance": 0.7})
+    assert unsimulated(load_figures([path])[0]) == []
+
+
+@pytest.mark.slow
+def test_validate_serving_json_covers_every_shipped_figure_on_three_chips(capsys):
+    """``validate --serving --json`` over the shipped files (about 18 s): a case row for
+    every figure, at least the three chips v5e, v6e and Ironwood, and one warning line per
+    figure with an unsimulated field."""
+    figures = load_figures()
+    code, out, err = run(capsys, "validate", "--serving", "--json")
+    assert code == 0, err
+    record = json.loads(out)
+    assert {c["id"] for c in record["cases"]} == {f.id for f in figures}
+    assert {"v5e", "v6e", "ironwood"} <= {c["chip"] for c in record["cases"]}
+    assert len(record["warnings"]) == sum(bool(unsimulated(f)) for f in figures)
