@@ -22,7 +22,7 @@ from tpusim.config.model import ModelShape
 from tpusim.program.builders.checks import check_decode, checked_mesh, divides
 from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
-from tpusim.program.builders.replica import replica_shape, weight_parameters
+from tpusim.program.builders.replica import replica_shape, weight_bytes
 from tpusim.program.builders.serving import IterationBatch, serving_iteration
 from tpusim.program.ir import Program, ProgramError
 from tpusim.vocabulary import MemoryTier
@@ -238,7 +238,7 @@ def model_decode_step(
     step = IterationBatch(tokens=share, sequences=share, kv_tokens=share * context)
     program = serving_iteration(s, step)
     cache = float(s.layers * step.kv_tokens * s.kv_bytes_per_token_layer())
-    memory = {"hbm": float(weight_parameters(s) * s.bytes_per_element)}
+    memory = {"hbm": float(weight_bytes(s))}
     memory[kv_cache] = memory.get(kv_cache, 0.0) + cache
     name = f"decode_step[L{s.layers},d{s.d_model},B{batch},ctx{context},kv:{kv_cache}]"
     return Program(name=name, ops=program.ops, memory_bytes=memory)
