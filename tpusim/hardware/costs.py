@@ -221,14 +221,9 @@ class ChipCostModel:
         """
         _positive(m=m, n=n, k=k, batch=batch)
         inputs, weights, outputs = batch * m * k, k * n, batch * m * n
-        if weights_stored and dtype in QUANTIZED:
-            served = served_matmul(self.chip, dtype, self.terms.quantize_ops_per_element)
-            mxu_dtype, act_bytes = served.mxu_dtype, ACTIVATION_BYTES
-            vector = inputs * served.ops_per_activation + weights * served.ops_per_weight
-            overlapped = served.overlapped
-        else:
-            mxu_dtype, act_bytes, overlapped = dtype, DTYPE_BYTES[dtype], False
-            vector = (inputs + weights) * self.quantize_ops(dtype)
+        mxu_dtype, act_bytes, vector, overlapped = self._operands(
+            dtype, weights_stored, inputs, weights
+        )
         rate = self.achievable_flops(mxu_dtype) * self.terms.rows(pad_to(m, SUBLANES))
         if grouped:
             rate *= self.terms.grouped_matmul
@@ -240,6 +235,19 @@ class ChipCostModel:
         compute_s = max(mxu_s, vector_s) if overlapped else mxu_s + vector_s
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
         return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
+
+    def _operands(
+        self, dtype: Dtype, weights_stored: bool, inputs: int, weights: int
+    ) -> tuple[Dtype, float, float, bool]:
+        """How :meth:`matmul` runs: (the MXU dtype, bytes per activation element, vector
+        operations, whether they overlap the MXU) for ``inputs`` activation and
+        ``weights`` weight elements: on the fly (both quantized for an 8-bit dtype) or
+        on stored weights (:mod:`tpusim.hardware.quantized`)."""
+        if weights_stored and dtype in QUANTIZED:
+            served = served_matmul(self.chip, dtype, self.terms.quantize_ops_per_element)
+            vector = inputs * served.ops_per_activation + weights * served.ops_per_weight
+            return served.mxu_dtype, ACTIVATION_BYTES, vector, served.overlapped
+        return dtype, DTYPE_BYTES[dtype], (inputs + weights) * self.quantize_ops(dtype), False
 
     def grouped_matmul(
         self,
