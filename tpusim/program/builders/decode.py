@@ -221,8 +221,10 @@ def model_decode_step(
     model replica (:func:`~tpusim.program.builders.serving.serving_iteration`).
 
     A model replica is ``tensor_axis`` x ``expert_axis`` chips; the other mesh axes are
-    independent replicas (chips in mesh order). ``memory_bytes``: the weights in HBM,
-    the KV cache in ``kv_cache``. Raises :class:`ProgramError` naming the bad field.
+    independent replicas (chips in mesh order). The weights are stored in ``dtype``
+    (as a server stores a quantized checkpoint, bf16 activations), and so is the KV
+    cache. ``memory_bytes``: the weights in HBM, the KV cache in ``kv_cache``. Raises
+    :class:`ProgramError` naming the bad field.
     """
     mesh = checked_mesh(mesh)
     tp = axis_size(mesh, "tensor_axis", tensor_axis)
@@ -231,8 +233,9 @@ def model_decode_step(
         raise ProgramError(f"expert_axis '{expert_axis}' is also tensor_axis")
     chips = math.prod(mesh.values())
     divides("the mesh's chips", chips, tp * ep, "tensor x expert axis sizes")
+    replicas = chips // (tp * ep)  # the cache in ``dtype`` too (serving's follows vLLM)
     s = replica_shape(
-        shape, tp=tp, ep=ep, replicas=chips // (tp * ep), dtype=dtype, kv_cache=kv_cache
+        shape, tp=tp, ep=ep, replicas=replicas, dtype=dtype, kv_cache=kv_cache, kv_dtype=dtype
     )
     share = -(-batch // ep)
     step = IterationBatch(tokens=share, sequences=share, kv_tokens=share * context)

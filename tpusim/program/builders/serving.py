@@ -22,6 +22,12 @@ all-reduce. Around the layers: the embedding lookup, the final norm, the LM head
 ``vocab / tp`` for the sequences of the batch and a gather of each shard's best
 candidate (a sharded greedy sampler: ``8`` bytes per sequence per shard).
 
+Dtypes. The layers' matmuls read weights stored in the shape's ``dtype`` (a quantized
+checkpoint is read at its size and never quantized per step; the chip's kernel path is
+:mod:`tpusim.hardware.quantized`'s); the activations, collectives, embedding, router
+and LM head are in its ``activation_dtype`` (bf16 for quantized weights), the KV cache
+in its ``kv_dtype``.
+
 Attention. Decode: one elementwise op ``attn.kv_read`` reads the cached tokens
 (``kv_tokens``: every decode context plus the prior context of each prefill chunk)
 from the KV tier, as :mod:`.decode` does (memory-bound). ``tiered`` splits it in two
