@@ -59,7 +59,7 @@ def _is_bool(info: FieldInfo) -> bool:
 def _choices(info: FieldInfo) -> tuple[object, ...] | None:
     """The values of a ``Literal`` field (also ``Literal[...] | None``), else None."""
     annotation = info.annotation
-    if isinstance(annotation, types.UnionType):
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         literal = [a for a in typing.get_args(annotation) if typing.get_origin(a) is typing.Literal]
         annotation = literal[0] if len(literal) == 1 else annotation
     if typing.get_origin(annotation) is typing.Literal:

@@ -36,6 +36,7 @@ from tpusim.hardware.efficiency import (
     EfficiencyTerms,
     chip_terms,
 )
+from tpusim.hardware.quantized import ACTIVATION_BYTES, QUANTIZED, served_matmul
 from tpusim.vocabulary import MEMORY_TIERS, Dtype, MemoryTier
 
 Memory = MemoryTier
@@ -197,6 +198,7 @@ class ChipCostModel:
         operands: Memory = "hbm",
         batch: int = 1,
         grouped: bool = False,
+        weights_stored: bool = False,
     ) -> OpCost:
         """``batch`` products of an (m x k) by a shared (k x n) matrix on the TensorCore.
 
@@ -210,20 +212,42 @@ class ChipCostModel:
         shape term of the ``m`` rows padded to the sublanes
         (:meth:`~tpusim.hardware.efficiency.EfficiencyTerms.rows`), times the
         ``grouped_matmul`` term for a grouped (megablox) matmul; an 8-bit matmul adds
-        the vector work of quantizing both operands (:meth:`quantize_s`). Times in
-        seconds; ValueError for an unknown dtype or non-positive sizes.
+        the vector work of quantizing both operands (:meth:`quantize_s`: MaxText's
+        on-the-fly quantization). ``weights_stored`` with a quantized ``dtype``: the
+        weights are stored in ``dtype`` (a served checkpoint) and the activations are
+        bf16; :mod:`tpusim.hardware.quantized` says how the chip runs it (w8a8 or
+        weight-only). Times in seconds; ValueError for an unknown dtype or
+        non-positive sizes.
         """
         _positive(m=m, n=n, k=k, batch=batch)
-        rate = self.achievable_flops(dtype) * self.terms.rows(pad_to(m, SUBLANES))
+        inputs, weights, outputs = batch * m * k, k * n, batch * m * n
+        mxu_dtype, act_bytes, vector, overlapped = self._operands(
+            dtype, weights_stored, inputs, weights
+        )
+        rate = self.achievable_flops(mxu_dtype) * self.terms.rows(pad_to(m, SUBLANES))
         if grouped:
             rate *= self.terms.grouped_matmul
         s = self.mxu_size
         flops = FLOPS_PER_MAC * batch * m * n * k
         padded = FLOPS_PER_MAC * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
-        nbytes = DTYPE_BYTES[dtype] * (batch * m * k + k * n + batch * m * n)
-        compute_s = padded / rate + self.quantize_s(dtype, batch * m * k + k * n)
+        nbytes = act_bytes * (inputs + outputs) + DTYPE_BYTES[dtype] * weights
+        mxu_s, vector_s = padded / rate, self.vector_s(vector)
+        compute_s = max(mxu_s, vector_s) if overlapped else mxu_s + vector_s
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
         return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
+
+    def _operands(
+        self, dtype: Dtype, weights_stored: bool, inputs: int, weights: int
+    ) -> tuple[Dtype, float, float, bool]:
+        """How :meth:`matmul` runs: (the MXU dtype, bytes per activation element, vector
+        operations, whether they overlap the MXU) for ``inputs`` activation and
+        ``weights`` weight elements: on the fly (both quantized for an 8-bit dtype) or
+        on stored weights (:mod:`tpusim.hardware.quantized`)."""
+        if weights_stored and dtype in QUANTIZED:
+            served = served_matmul(self.chip, dtype, self.terms.quantize_ops_per_element)
+            vector = inputs * served.ops_per_activation + weights * served.ops_per_weight
+            return served.mxu_dtype, ACTIVATION_BYTES, vector, served.overlapped
+        return dtype, DTYPE_BYTES[dtype], (inputs + weights) * self.quantize_ops(dtype), False
 
     def grouped_matmul(
         self,
@@ -272,9 +296,12 @@ class ChipCostModel:
     def quantize_s(self, dtype: Dtype, elements: float) -> float:
         """Seconds the vector unit spends quantizing ``elements`` operand elements of an
         8-bit matmul (``quantize_ops_per_element`` each; 0 for other dtypes)."""
-        if dtype not in EIGHT_BIT:
-            return 0.0
-        return self.vector_s(elements * self.terms.quantize_ops_per_element)
+        return self.vector_s(elements * self.quantize_ops(dtype))
+
+    def quantize_ops(self, dtype: Dtype) -> float:
+        """Vector operations per operand element an on-the-fly ``dtype`` matmul spends
+        quantizing (``quantize_ops_per_element`` for 8-bit dtypes, else 0)."""
+        return self.terms.quantize_ops_per_element if dtype in EIGHT_BIT else 0.0
 
     def elementwise(
         self, bytes: float, memory: Memory = "hbm", gather: bool = False, vector: bool = False

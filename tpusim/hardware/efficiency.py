@@ -41,7 +41,9 @@ from tpusim.config.chip import ChipSpec
 from tpusim.config.cost_terms import shared_terms
 
 EIGHT_BIT = frozenset({"fp8", "int8"})
-"""Dtypes MaxText quantizes on the fly (activations and weights stay bf16 in HBM)."""
+"""Dtypes MaxText quantizes on the fly (activations and weights stay bf16 in HBM). A
+served checkpoint stores its weights quantized instead (:mod:`tpusim.hardware.quantized`,
+a matmul with ``weights_stored``)."""
 
 ELEMENT_BYTES = 2.0
 """Bytes of one element of an elementwise op (bf16 activations: the vector work of an

@@ -9,6 +9,10 @@ An :class:`Op` is one of
   ``grouped`` marks a grouped (megablox) matmul whose ``m`` rows pad per group,
   ``grouped_k`` one whose contraction ``k`` rows do (its weight gradient);
   ``dropless_rows`` its rows before a MoE capacity dropped some (0: none dropped);
+  ``weights_stored`` one whose (``k`` x ``n``) weights are stored in ``dtype`` (a
+  quantized checkpoint served: read at that size, never quantized per step, bf16
+  activations; :mod:`tpusim.hardware.quantized`), where the default quantizes 8-bit
+  operands on the fly (MaxText's training);
 - ``elementwise``: ``bytes`` streamed through the vector unit from ``memory``;
 - ``embedding``: ``rows`` lookups of ``row_bytes`` each (SparseCores where present);
 - ``collective``: ``collective`` (all-reduce, ...) of ``size_bytes`` (nccl-tests
@@ -78,6 +82,7 @@ class Op:
     grouped: bool = False
     grouped_k: bool = False
     dropless_rows: int = 0
+    weights_stored: bool = False
     gather: bool = False
     vector: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS

@@ -114,7 +114,7 @@ class ReplicaBatch:
 def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     """What the engine charges for a compute op (matmul, kernel or elementwise), in seconds."""
     if op.kind == "matmul":
-        shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped)
+        shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped, op.weights_stored)
         return costs.matmul(*shape).time_s  # type: ignore[arg-type]
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)

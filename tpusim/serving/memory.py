@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tpusim.config.chip import ChipSpec
 from tpusim.errors import InputError
-from tpusim.program.builders.replica import ReplicaShape, weight_parameters
+from tpusim.program.builders.replica import ReplicaShape, weight_bytes
 from tpusim.program.builders.serving import LOGIT_BYTES
 from tpusim.units import format_bytes
 
@@ -38,8 +38,10 @@ DEFAULT_BLOCK_SIZE = 16
 
 
 def weights_bytes(s: ReplicaShape, tied_embeddings: bool = False) -> float:
-    """Weight bytes one chip holds (:func:`weight_parameters` in the shape's dtype)."""
-    return weight_parameters(s, tied_embeddings) * s.bytes_per_element
+    """Weight bytes one chip holds: the layers' matrices in the weights' dtype, the
+    norms, routers, embeddings and LM head in the activations'
+    (:func:`~tpusim.program.builders.replica.weight_bytes`)."""
+    return weight_bytes(s, tied_embeddings)
 
 
 def activation_bytes(s: ReplicaShape, max_tokens: int, max_sequences: int) -> float:
@@ -54,7 +56,7 @@ def activation_bytes(s: ReplicaShape, max_tokens: int, max_sequences: int) -> fl
         (s.mlp_matrices - 1) * max(s.d_ff_local, routed),
     )
     logits = math.ceil(max_sequences / s.ep) * math.ceil(s.vocab / s.tp) * LOGIT_BYTES
-    return t * (2 * s.d_model + widest) * s.bytes_per_element + logits
+    return t * (2 * s.d_model + widest) * s.activation_bytes + logits
 
 
 @dataclass(frozen=True)

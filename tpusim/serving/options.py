@@ -101,7 +101,8 @@ class ServeSpec(Frozen):
     ep: PositiveInt | None = Field(None, description="expert-parallel degree (MoE)")
     chips: PositiveInt | None = Field(None, description="chips per replica (default: fewest)")
     replicas: PositiveInt = Field(1, description="model replicas")
-    dtype: Dtype = Field("bf16", description="weights, activations and KV")
+    dtype: Dtype = Field("bf16", description="weights as stored (fp8/int8/int4/fp4: quantized)")
+    kv_dtype: Dtype | None = Field(None, description="KV cache dtype (default: the activations')")
     kv_cache: Literal["hbm", "sram", "tiered"] = Field(
         "hbm", description="KV cache tier (tiered: SRAM first, then HBM)"
     )

@@ -50,7 +50,10 @@ DEFAULT_MAX_SEQUENCES = 256
 class Deployment:
     """What to serve where: ``system`` and ``model`` (shipped names or YAML paths),
     ``tp`` x ``ep`` chips per replica (None: from ``chips``, else the fewest that fit),
-    ``replicas``, the weights' ``dtype``, the KV tier and the scheduler limits;
+    ``replicas``, the weights' ``dtype`` (as stored: a quantized checkpoint's is read
+    at its size, :mod:`tpusim.hardware.quantized`), the KV cache's ``kv_dtype`` (None:
+    the activations', vLLM's ``--kv-cache-dtype auto``), the KV tier and the
+    scheduler limits;
     ``system`` may also be a loaded system. ``server``: the server profile (a
     shipped name or a YAML path, :mod:`tpusim.serving.servers`) whose per-iteration
     overheads for the chip are added (``overheads`` False: the engine's iteration
@@ -72,6 +75,7 @@ class Deployment:
     chips: int | None = None
     replicas: int = 1
     dtype: str = "bf16"
+    kv_dtype: str | None = None
     kv_cache: str = "hbm"
     block_size: int = DEFAULT_BLOCK_SIZE
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -169,6 +173,7 @@ class Service:
                 replicas=d.replicas,
                 dtype=d.dtype,
                 kv_cache=d.kv_cache,
+                kv_dtype=d.kv_dtype,
             )
         except ProgramError as exc:
             raise InputError(f"{self.model.name} on tp={tp}, ep={ep}: {exc}") from None
@@ -269,6 +274,7 @@ class Service:
             "tp": s.tp,
             "ep": s.ep,
             "dtype": s.dtype,
+            "kv_dtype": s.kv_dtype,
             "kv_cache": s.kv_cache,
             "kv_cache_capacity_tokens": cap.tokens * self.deployment.replicas,
             "kv_cache_capacity_tokens_per_replica": cap.tokens,

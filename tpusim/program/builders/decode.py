@@ -22,7 +22,7 @@ from tpusim.config.model import ModelShape
 from tpusim.program.builders.checks import check_decode, checked_mesh, divides
 from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
-from tpusim.program.builders.replica import replica_shape, weight_parameters
+from tpusim.program.builders.replica import replica_shape, weight_bytes
 from tpusim.program.builders.serving import IterationBatch, serving_iteration
 from tpusim.program.ir import Program, ProgramError
 from tpusim.vocabulary import MemoryTier
@@ -221,8 +221,10 @@ def model_decode_step(
     model replica (:func:`~tpusim.program.builders.serving.serving_iteration`).
 
     A model replica is ``tensor_axis`` x ``expert_axis`` chips; the other mesh axes are
-    independent replicas (chips in mesh order). ``memory_bytes``: the weights in HBM,
-    the KV cache in ``kv_cache``. Raises :class:`ProgramError` naming the bad field.
+    independent replicas (chips in mesh order). The weights are stored in ``dtype``
+    (as a server stores a quantized checkpoint, bf16 activations), and so is the KV
+    cache. ``memory_bytes``: the weights in HBM, the KV cache in ``kv_cache``. Raises
+    :class:`ProgramError` naming the bad field.
     """
     mesh = checked_mesh(mesh)
     tp = axis_size(mesh, "tensor_axis", tensor_axis)
@@ -231,14 +233,15 @@ def model_decode_step(
         raise ProgramError(f"expert_axis '{expert_axis}' is also tensor_axis")
     chips = math.prod(mesh.values())
     divides("the mesh's chips", chips, tp * ep, "tensor x expert axis sizes")
+    replicas = chips // (tp * ep)  # the cache in ``dtype`` too (serving's follows vLLM)
     s = replica_shape(
-        shape, tp=tp, ep=ep, replicas=chips // (tp * ep), dtype=dtype, kv_cache=kv_cache
+        shape, tp=tp, ep=ep, replicas=replicas, dtype=dtype, kv_cache=kv_cache, kv_dtype=dtype
     )
     share = -(-batch // ep)
     step = IterationBatch(tokens=share, sequences=share, kv_tokens=share * context)
     program = serving_iteration(s, step)
     cache = float(s.layers * step.kv_tokens * s.kv_bytes_per_token_layer())
-    memory = {"hbm": float(weight_parameters(s) * s.bytes_per_element)}
+    memory = {"hbm": float(weight_bytes(s))}
     memory[kv_cache] = memory.get(kv_cache, 0.0) + cache
     name = f"decode_step[L{s.layers},d{s.d_model},B{batch},ctx{context},kv:{kv_cache}]"
     return Program(name=name, ops=program.ops, memory_bytes=memory)

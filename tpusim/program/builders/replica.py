@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tpusim.hardware.costs import DTYPE_BYTES
+from tpusim.hardware.quantized import ACTIVATION_DTYPE, QUANTIZED, default_kv_dtype
 from tpusim.program.builders.checks import bytes_per_element, divides, positive_ints
 from tpusim.program.ir import ProgramError
 
@@ -45,9 +47,14 @@ class ReplicaShape:
     tp: int
     ep: int
     replicas: int
+    #: The weights' dtype as stored in HBM (a quantized checkpoint: fp8, int8, int4,
+    #: fp4) and its bytes per element; the activations are :attr:`activation_dtype`.
     dtype: str
-    bytes_per_element: float
+    weight_bytes_per_element: float
     kv_cache: KvTier
+    #: The KV cache's dtype and bytes per element.
+    kv_dtype: str
+    kv_bytes_per_element: float
     #: The system chip of each replica chip (empty: chip i is system chip i).
     chip_order: tuple[int, ...] = ()
 
@@ -83,25 +90,50 @@ class ReplicaShape:
             ]
         return tuple(out)
 
+    @property
+    def activation_dtype(self) -> str:
+        """The activations' dtype: bf16 for quantized weights (the kernels quantize
+        them per step where they do, :mod:`tpusim.hardware.quantized`), else the
+        weights'."""
+        return ACTIVATION_DTYPE if self.dtype in QUANTIZED else self.dtype
+
+    @property
+    def activation_bytes(self) -> float:
+        """Bytes of one activation element (:attr:`activation_dtype`)."""
+        return DTYPE_BYTES[self.activation_dtype]  # type: ignore[index]
+
     def kv_bytes_per_token_layer(self) -> float:
-        """KV-cache bytes one token keeps in one layer on one chip: K and V of the local
-        KV heads (GQA) or the whole latent and RoPE key (MLA: every head needs it)."""
+        """KV-cache bytes one token keeps in one layer on one chip, in ``kv_dtype``: K
+        and V of the local KV heads (GQA) or the whole latent and RoPE key (MLA: every
+        head needs it)."""
         if self.attention == "mla":
-            return (self.kv_lora_rank + self.rope_head_dim) * self.bytes_per_element
-        return 2 * self.kv_heads_local * self.head_dim * self.bytes_per_element
+            return (self.kv_lora_rank + self.rope_head_dim) * self.kv_bytes_per_element
+        return 2 * self.kv_heads_local * self.head_dim * self.kv_bytes_per_element
 
 
 def replica_shape(
-    fields: dict[str, Any], *, tp: int, ep: int, replicas: int, dtype: str, kv_cache: str
+    fields: dict[str, Any],
+    *,
+    tp: int,
+    ep: int,
+    replicas: int,
+    dtype: str,
+    kv_cache: str,
+    kv_dtype: str | None = None,
 ) -> ReplicaShape:
     """The per-chip shape of a model (``fields``: a preset's
-    :meth:`~tpusim.config.model.ModelSpec.builder_fields`) on ``tp * ep`` chips.
+    :meth:`~tpusim.config.model.ModelSpec.builder_fields`) on ``tp * ep`` chips, its
+    weights stored in ``dtype``, its KV cache in ``kv_dtype`` (None: the activations'
+    dtype, :func:`~tpusim.hardware.quantized.default_kv_dtype`).
 
     Raises :class:`ProgramError` naming the field when ``tp`` does not divide the
-    (KV) heads or widths, ``ep`` the experts, or ``ep > 1`` on a dense model.
+    (KV) heads or widths, ``ep`` the experts, or ``ep > 1`` on a dense model, or for
+    an unknown dtype.
     """
     positive_ints(tp=tp, ep=ep, replicas=replicas)
     b = bytes_per_element(dtype)
+    kv_dtype = default_kv_dtype(dtype) if kv_dtype is None else kv_dtype
+    kv_b = bytes_per_element(kv_dtype, "kv_dtype")
     if kv_cache not in KV_TIERS:
         raise ProgramError(f"kv_cache must be one of {', '.join(KV_TIERS)}, got {kv_cache!r}")
     f = dict(fields)
@@ -115,8 +147,10 @@ def replica_shape(
         ep=ep,
         replicas=replicas,
         dtype=dtype,
-        bytes_per_element=b,
+        weight_bytes_per_element=b,
         kv_cache=kv_cache,  # type: ignore[arg-type]
+        kv_dtype=kv_dtype,
+        kv_bytes_per_element=kv_b,
     )
 
 
@@ -173,20 +207,45 @@ def _mlp_shape(f: dict[str, Any], tp: int, ep: int) -> dict[str, Any]:
     }
 
 
-def weight_parameters(s: ReplicaShape, tied_embeddings: bool = False) -> int:
-    """Parameters one chip holds: its shards of the attention, MLPs, experts, embeddings
-    and LM head, and whole copies of the norms, MLA's down-projections and the router."""
+def matrix_parameters(s: ReplicaShape) -> int:
+    """Parameters of the layers' projection matrices one chip holds (attention, MLA's
+    low-rank projections, dense MLPs, routed and shared experts): what a quantized
+    checkpoint stores in its dtype."""
     d = s.d_model
     if s.attention == "gqa":
         attn = d * (s.heads_local + 2 * s.kv_heads_local) * s.head_dim
     else:
         h, r = s.heads_local, s.rope_head_dim
-        attn = d * s.q_lora_rank + s.q_lora_rank + d * (s.kv_lora_rank + r) + s.kv_lora_rank
+        attn = d * s.q_lora_rank + d * (s.kv_lora_rank + r)
         attn += s.q_lora_rank * h * (s.head_dim + r) + 2 * s.kv_lora_rank * h * s.head_dim
     attn += s.heads_local * s.head_dim * d
     dense_mlp = s.mlp_matrices * d * s.d_ff_local
     expert = s.mlp_matrices * d * s.expert_d_ff_local
-    moe_mlp = (s.experts_local + s.shared_experts) * expert + d * s.experts
-    layers = s.layers * (attn + 2 * d) + s.dense_layers * dense_mlp + s.moe_layers * moe_mlp
+    moe_mlp = (s.experts_local + s.shared_experts) * expert
+    return s.layers * attn + s.dense_layers * dense_mlp + s.moe_layers * moe_mlp
+
+
+def other_parameters(s: ReplicaShape, tied_embeddings: bool = False) -> int:
+    """The rest one chip holds, kept in the activations' dtype by a quantized
+    checkpoint: the norms (MLA's low-rank norms too), the routers, the embeddings and
+    LM head (its shard). vLLM's ``Fp8Config`` quantizes linear and MoE layers only
+    (tpu-inference ``layers/jax/quantization/fp8.py``, ``get_quant_method``:
+    published, code); that a checkpoint's router and LM head stay bf16 is an
+    assumption (fp8 checkpoints list them unconverted)."""
+    d = s.d_model
+    norms = 2 * d + (s.q_lora_rank + s.kv_lora_rank if s.attention == "mla" else 0)
     embeddings = (1 if tied_embeddings else 2) * math.ceil(s.vocab / s.tp) * d
-    return layers + embeddings + d
+    return s.layers * norms + s.moe_layers * d * s.experts + embeddings + d
+
+
+def weight_parameters(s: ReplicaShape, tied_embeddings: bool = False) -> int:
+    """Parameters one chip holds: its shards of the attention, MLPs, experts, embeddings
+    and LM head, and whole copies of the norms, MLA's down-projections and the router."""
+    return matrix_parameters(s) + other_parameters(s, tied_embeddings)
+
+
+def weight_bytes(s: ReplicaShape, tied_embeddings: bool = False) -> float:
+    """Weight bytes one chip holds: the matrices in the weights' dtype, the rest in
+    the activations' (:func:`matrix_parameters`, :func:`other_parameters`)."""
+    matrices = matrix_parameters(s) * s.weight_bytes_per_element
+    return matrices + other_parameters(s, tied_embeddings) * s.activation_bytes

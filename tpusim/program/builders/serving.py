@@ -22,6 +22,12 @@ all-reduce. Around the layers: the embedding lookup, the final norm, the LM head
 ``vocab / tp`` for the sequences of the batch and a gather of each shard's best
 candidate (a sharded greedy sampler: ``8`` bytes per sequence per shard).
 
+Dtypes. The layers' matmuls read weights stored in the shape's ``dtype`` (a quantized
+checkpoint is read at its size and never quantized per step; the chip's kernel path is
+:mod:`tpusim.hardware.quantized`'s); the activations, collectives, embedding, router
+and LM head are in its ``activation_dtype`` (bf16 for quantized weights), the KV cache
+in its ``kv_dtype``.
+
 Attention. Decode: one elementwise op ``attn.kv_read`` reads the cached tokens
 (``kv_tokens``: every decode context plus the prior context of each prefill chunk)
 from the KV tier, as :mod:`.decode` does (memory-bound). ``tiered`` splits it in two
@@ -67,6 +73,13 @@ class IterationBatch:
     prefill_keys: float = 0.0
 
 
+def weights(s: ReplicaShape) -> dict[str, object]:
+    """The fields of a matmul by a layer's weights: stored in the weights' dtype (a
+    quantized checkpoint is read at its size and never quantized per step;
+    :mod:`tpusim.hardware.quantized` says what the chip does with it)."""
+    return {"dtype": s.dtype, "weights_stored": True}
+
+
 def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: str) -> None:
     """The attention proper: the KV read (split by tier) and the prefill matmuls."""
     per_token = s.kv_bytes_per_token_layer()
@@ -87,7 +100,8 @@ def attention_ops(chain: Chain, s: ReplicaShape, batch: IterationBatch, prefix: 
         chain.add(f"{prefix}.attn.kv_read", "elementwise", **read)
     if batch.prefill_tokens:
         work = flash.forward(prefill_call(s, batch))
-        chain.add(f"{prefix}.attn.prefill_flash", "kernel", dtype=s.dtype, **work.op_fields())
+        fields = work.op_fields()
+        chain.add(f"{prefix}.attn.prefill_flash", "kernel", dtype=s.activation_dtype, **fields)
 
 
 def prefill_call(s: ReplicaShape, batch: IterationBatch) -> flash.AttentionShape:
@@ -103,13 +117,13 @@ def prefill_call(s: ReplicaShape, batch: IterationBatch) -> flash.AttentionShape
         kv_len=max(chunk, round(keys + (chunk - 1) / 2)),
         qk_dim=s.head_dim + (s.rope_head_dim if s.attention == "mla" else 0),
         v_dim=s.head_dim,
-        bytes_per_element=s.bytes_per_element,
+        bytes_per_element=s.activation_bytes,
     )
 
 
 def projection_in(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     """Norm, Q/K/V projections and the cache write, before the attention."""
-    b, d, mm = s.bytes_per_element, s.d_model, {"dtype": s.dtype, "m": t}
+    b, d, mm = s.activation_bytes, s.d_model, {**weights(s), "m": t}
     kv_tier = "hbm" if s.kv_cache == "hbm" else "sram"
     chain.add(f"{prefix}.attn.norm", "elementwise", bytes=2 * t * d * b)
     if s.attention == "gqa":
@@ -133,7 +147,7 @@ def projection_in(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
 
 def projection_out(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     """(MLA: the absorbed value up-projection,) the output projection and all-reduce."""
-    mm = {"dtype": s.dtype, "m": t}
+    mm = {**weights(s), "m": t}
     if s.attention == "mla":
         h = s.heads_local
         chain.add(f"{prefix}.attn.v_up", "matmul", batch=h, k=s.kv_lora_rank, n=s.head_dim, **mm)
@@ -143,8 +157,8 @@ def projection_out(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
 
 def dense_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     """Norm, (gate and) up, activation, down, tensor all-reduce."""
-    b, d, ff, up = s.bytes_per_element, s.d_model, s.d_ff_local, s.mlp_matrices - 1
-    mm = {"dtype": s.dtype, "m": t}
+    b, d, ff, up = s.activation_bytes, s.d_model, s.d_ff_local, s.mlp_matrices - 1
+    mm = {**weights(s), "m": t}
     chain.add(f"{prefix}.mlp.norm", "elementwise", bytes=2 * t * d * b)
     chain.add(f"{prefix}.mlp.up", "matmul", k=d, n=up * ff, **mm)
     chain.add(f"{prefix}.mlp.act", "elementwise", bytes=(up + 1) * t * ff * b)
@@ -162,10 +176,11 @@ def active_experts(s: ReplicaShape, replica_tokens: int) -> int:
 
 def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     """Norm, router, dispatch, the active local experts, shared experts, combine."""
-    b, d, ff, up = s.bytes_per_element, s.d_model, s.expert_d_ff_local, s.mlp_matrices - 1
-    mm = {"dtype": s.dtype}
+    b, d, ff, up = s.activation_bytes, s.d_model, s.expert_d_ff_local, s.mlp_matrices - 1
+    mm = weights(s)
     chain.add(f"{prefix}.mlp.norm", "elementwise", bytes=2 * t * d * b)
-    chain.add(f"{prefix}.moe.router", "matmul", m=t, k=d, n=s.experts, **mm)
+    router = {"dtype": s.activation_dtype}  # the router stays unquantized
+    chain.add(f"{prefix}.moe.router", "matmul", m=t, k=d, n=s.experts, **router)
     expert_alltoall(chain, s, t, f"{prefix}.moe.dispatch")
     active = active_experts(s, t * s.ep)
     rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
@@ -183,7 +198,7 @@ def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
 def tensor_allreduce(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
     """All-reduce of ``t * d_model`` activations over the tensor groups (if ``tp > 1``)."""
     if s.tp > 1:
-        size = t * s.d_model * s.bytes_per_element
+        size = t * s.d_model * s.activation_bytes
         chain.add(
             name, "collective", collective="all-reduce", size_bytes=size, groups=s.tensor_groups()
         )
@@ -192,7 +207,7 @@ def tensor_allreduce(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
 def expert_alltoall(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
     """All-to-all of ``t * top_k * d_model`` (bytes per chip) over the expert groups."""
     if s.ep > 1:
-        size = t * s.top_k * s.d_model * s.bytes_per_element
+        size = t * s.top_k * s.d_model * s.activation_bytes
         chain.add(
             name, "collective", collective="all-to-all", size_bytes=size, groups=s.expert_groups()
         )
@@ -200,17 +215,17 @@ def expert_alltoall(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
 
 def embed_op(chain: Chain, s: ReplicaShape, tokens: int) -> None:
     """The embedding lookup of the batch's tokens (SparseCores where the chip has any)."""
-    chain.add("embed", "embedding", rows=tokens, row_bytes=s.d_model * s.bytes_per_element)
+    chain.add("embed", "embedding", rows=tokens, row_bytes=s.d_model * s.activation_bytes)
 
 
 def output_ops(chain: Chain, s: ReplicaShape, sequences: int) -> None:
     """Final norm, LM head over the local vocabulary for each sequence, the sampler's
     read of the logits and its gather over the tensor groups."""
-    b, d = s.bytes_per_element, s.d_model
+    b, d = s.activation_bytes, s.d_model
     chain.add("final.norm", "elementwise", bytes=2 * sequences * d * b)
     if s.vocab:
-        n = math.ceil(s.vocab / s.tp)
-        chain.add("lm_head", "matmul", m=sequences, k=d, n=n, dtype=s.dtype)
+        n = math.ceil(s.vocab / s.tp)  # the LM head stays unquantized
+        chain.add("lm_head", "matmul", m=sequences, k=d, n=n, dtype=s.activation_dtype)
         chain.add("sample", "elementwise", bytes=sequences * n * LOGIT_BYTES)
     if s.tp > 1:
         size = sequences * s.tp * SAMPLER_BYTES_PER_SEQUENCE
