@@ -118,7 +118,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.rates and (args.find_capacity or args.trace):
         raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
     if args.concurrency and args.rates:
-        raise InputError("tpusim serve: --concurrency runs a closed loop; it takes no --rates")
+        raise InputError("tpusim serve: --concurrency caps one stream; it takes no --rates")
     if args.rate is not None and args.rates:
         raise InputError("tpusim serve: --rates gives the rates of the curve; drop --rate")
 
