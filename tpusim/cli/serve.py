@@ -78,7 +78,9 @@ def add_parsers(sub: Subparsers) -> None:
     p.add_argument(
         "system", help="shipped system name or YAML path (with --rates: several, comma-separated)"
     )
-    add_model_flags(p, ServeOptions, skip=("network",))
+    add_model_flags(p, ServeOptions, skip=("network", "model"))
+    info = ServeOptions.model_fields["model"]
+    p.add_argument("--model", default=None, help=f"{info.description} (or --vllm's model)")
     add_network_flags(p)
     p.add_argument(
         "--rates", type=path_flag, help="a latency curve: requests/s R1,R2,... (or 'auto')"

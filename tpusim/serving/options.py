@@ -42,7 +42,7 @@ from tpusim.config.limits import (
     MAX_TOKEN_COUNT,
     stream_span_problem,
 )
-from tpusim.config.types import Frozen, Time
+from tpusim.config.types import Time
 from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.network.tree import read_flat
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
@@ -63,6 +63,7 @@ from tpusim.serving.requests import (
 from tpusim.serving.servers import DEFAULT_SERVER, load_server
 from tpusim.serving.service import DEFAULT_MAX_SEQUENCES, DEFAULT_MAX_TOKENS, Deployment
 from tpusim.serving.steady import MIN_REQUESTS
+from tpusim.serving.vllm_args import RecipeWords
 from tpusim.vocabulary import Dtype
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def _located(field: str, problem: Problem) -> ValidationError:
     return ValidationError.from_exception_data("ServeOptions", [detail])
 
 
-class ServeSpec(Frozen):
+class ServeSpec(RecipeWords):
     """The user's choices of a serving run (see the module docstring): each field is
     a ``kind: serving`` key and is set by a ``tpusim serve`` flag generated from it
     (:mod:`tpusim.cli.model_flags`: the description is the flag's help). Raises
