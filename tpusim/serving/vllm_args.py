@@ -217,26 +217,29 @@ def preset_of(name: str) -> str:
     return PRESETS[key]
 
 
-def serve_line(line: str) -> tuple[dict[str, object], list[str]]:
-    """The fields a ``vllm serve MODEL ...`` line sets and its unmodelled flags."""
+def _model(names: list[str], given: bool) -> dict[str, object]:
+    """The ``model`` field of a line naming ``names`` (the first counts): its preset;
+    nothing when none is named, or when it matches none and ``model`` is ``given``."""
+    if not names or (given and names[0].rstrip("/").rsplit("/", 1)[-1].lower() not in PRESETS):
+        return {}
+    return {"model": preset_of(names[0])}
+
+
+def serve_line(line: str, model_given: bool = False) -> tuple[dict[str, object], list[str]]:
+    """The fields a ``vllm serve MODEL ...`` line sets and its unmodelled flags
+    (``model_given``: a model is given beside the line)."""
     positional, pairs = _flags(_tokens(line, ("vllm", "serve")))
     named = [text for flag, text in pairs if flag == "--model" and text]
     values, unmodelled = _read([p for p in pairs if p[0] != "--model"], SERVE_FLAGS)
-    models = positional[:1] or named
-    if models:
-        values["model"] = preset_of(models[0])
-    return values, unmodelled + positional[1:]
+    return values | _model(positional[:1] or named, model_given), unmodelled + positional[1:]
 
 
-def bench_line(line: str) -> tuple[dict[str, object], list[str]]:
+def bench_line(line: str, model_given: bool = False) -> tuple[dict[str, object], list[str]]:
     """The fields a ``vllm bench serve ...`` line sets and its unmodelled flags."""
     positional, pairs = _flags(_tokens(line, ("vllm", "bench", "serve")))
     named = [text for flag, text in pairs if flag == "--model" and text]
     values, unmodelled = _read([p for p in pairs if p[0] != "--model"], BENCH_FLAGS)
-    values = _lengths(values)
-    if named:
-        values["model"] = preset_of(named[0])
-    return values, unmodelled + positional
+    return _lengths(values) | _model(named, model_given), unmodelled + positional
 
 
 def _lengths(read: dict[str, object]) -> dict[str, object]:
@@ -303,16 +306,17 @@ def read_words(data: Any) -> Any:
             if not isinstance(data[key], str):
                 raise WordsError(f"{key}: expected the command line as one string", (key,))
             try:
-                values, unmodelled = reader(data[key])
+                values, unmodelled = reader(data[key], "model" in data)
             except ValueError as exc:
                 # the key is named as its option unless the message quotes the line,
                 # whose own words must not be rewritten as options
                 mentions = () if key in str(exc) else (key, "model")
                 raise WordsError(f"{key}: {exc}", mentions) from None
             _merge(out, values, key)
-            ignored += unmodelled
+            if unmodelled:
+                ignored.append(f"{key}: {' '.join(dict.fromkeys(unmodelled))}")
     if ignored:
-        warnings.warn(f"not modelled, ignored: {' '.join(dict.fromkeys(ignored))}", stacklevel=2)
+        warnings.warn(f"not modelled, ignored: {'; '.join(ignored)}", stacklevel=2)
     return out
 
 
