@@ -83,6 +83,12 @@ CASES = [
      "steady state and needs at least",
      ("--find-capacity", "--slo-ttft", "2 s", "--slo-tpot", "1 s", "--requests", "125"),
      lambda r: r["trials"] > 0 and r["capacity_limited_by"] in ("slo", "utilisation")),
+    ("bench-dataset", "tpu8i-pod",
+     ("--bench", "vllm bench serve --dataset-name sharegpt --random-input-len 300"),
+     "need --dataset-name random",
+     ("--bench", "vllm bench serve --dataset-name random --random-input-len 300 "
+      "--num-prompts 5"),
+     lambda r: r["total_tokens_per_s"] * r["duration_s"] == pytest.approx(5 * (300 + 128))),
     ("vllm-model", "tpu8i-pod", ("--vllm", "vllm serve acme/Unknown-8B -tp 2"), "give --model",
      ("--vllm", "vllm serve acme/Unknown-8B -tp 2", "--model", "llama-3.1-8b", "--requests", "5"),
      lambda r: r["model"] == "llama-3.1-8b" and r["tp"] == 2),
@@ -100,7 +106,10 @@ def test_applying_the_fix_runs_what_the_refusal_says(
     fill = {"{trace}": trace, "{plot}": _plot(tmp_path)}
     refused = [fill.get(a, a) for a in refused]
     fixed = [fill.get(a, a) for a in fixed]
-    base = BASE[2:] if "--vllm" in refused else BASE  # the line names the model
+    # a line names the model; the bench line gives the token counts
+    base = BASE[2:] if "--vllm" in refused else BASE
+    if "--bench" in refused:
+        base = (*BASE[:4], "--json")
     line = assert_one_error_line(*run(capsys, "serve", system, *base, *refused))
     assert says in line
     code, out, err = run(capsys, "serve", system, *base, *fixed)
@@ -119,7 +128,7 @@ def test_gamma_burstiness_fix_draws_gamma_arrivals():
     assert 1 / gaps.mean() == pytest.approx(5.0, rel=0.1)
 
 
-FIX_WORDS = re.compile(r"; drop |; give |; use |\(give |needs ")
+FIX_WORDS = re.compile(r"; drop |; give |; use |\(give |needs? ")
 SOURCES = ("tpusim/serving/options.py", "tpusim/cli/serve.py", "tpusim/serving/memory.py",
            "tpusim/serving/vllm_args.py")  # fmt: skip
 

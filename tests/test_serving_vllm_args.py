@@ -91,7 +91,8 @@ def test_recipe_words_run_as_the_flags_they_stand_for(capsys):
                 "--bench", "vllm bench serve --num-prompts 24 --max-concurrency 6 "
                 "--random-input-len 300 --random-output-len 20")  # fmt: skip
     flags = run(capsys, *system, "--model", "llama-3.1-8b", "--tp", "2", "--requests", "24",
-                "--concurrency", "6", "--prompt-tokens", "300", "--output-tokens", "20")  # fmt: skip
+                "--concurrency", "6", "--prompt-tokens", "300",
+                "--output-tokens", "20")  # fmt: skip
     assert lines[0] == flags[0] == 0
     assert json.loads(lines[1]) == json.loads(flags[1])
 
