@@ -18,7 +18,6 @@ import math
 import shlex
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -278,7 +277,7 @@ class RecipeWords(Frozen):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_words(cls, data: Any) -> Any:
+    def _read_words(cls, data: object) -> object:
         try:
             return read_words(data)
         except WordsError as exc:
@@ -293,7 +292,7 @@ class WordsError(ValueError):
         self.mentions = mentions
 
 
-def read_words(data: Any) -> Any:
+def read_words(data: object) -> object:
     """``data`` (the options as given) with its ``vllm`` and ``bench`` lines read into
     fields: a field given beside them must agree. Warns once naming every flag not
     modelled. Raises ValueError (the flag, or both options, named)."""
