@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,9 @@ def test_concurrency_without_a_rate_is_rate_inf_as_vllms_default(capsys):
     assert _peak_in_flight(served.requests) == 4
     cli = _row(capsys, *SMALL, "--concurrency", "4", "--requests", "12", "--rate", "inf")
     assert cli["rate_per_s"] is None and cli["concurrency"] == 4
+    code, table, _ = run(capsys, *SMALL[:-1], "--concurrency", "4", "--requests", "12")
+    assert code == 0
+    assert re.search(r"rate_per_s +inf req/s", table) and re.search(r"concurrency +4\n", table)
 
 
 def test_a_finite_rate_under_a_cap_waits_for_a_slot():

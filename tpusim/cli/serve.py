@@ -33,6 +33,7 @@ TABLE_FIELDS = (
     ("completed", None),
     ("rejected", None),
     ("rate_per_s", "req/s"),
+    ("concurrency", None),
     ("ttft_p50_s", "s"),
     ("ttft_p99_s", "s"),
     ("tpot_p50_s", "s"),
@@ -160,9 +161,11 @@ def format_row(row: dict[str, Any]) -> str:
     ]
     row = row | {"replicas x chips": f"{row['replicas']} x {row['chips_per_replica']}"}
     for name, unit in TABLE_FIELDS:
-        if name not in row:
+        if name not in row or (name == "concurrency" and row[name] is None):
             continue
         value = row[name]
+        if name == "rate_per_s" and value is None:
+            value = "inf"  # every request at 0 (JSON: null)
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"  {name:<30} {text}{' ' + unit if unit and value is not None else ''}")
     return "\n".join(lines)
