@@ -68,6 +68,12 @@ def test_vllm_burstiness_is_the_gamma_shape():
     assert (spec.arrival, spec.burstiness, spec.rate) == ("gamma", 0.5, 4.0)
 
 
+def test_vllm_burstiness_at_rate_inf_is_ignored_as_vllm_does():
+    """vLLM's get_request: burstiness "only takes effect when request_rate is not inf"."""
+    spec, _ = _spec(model="llama-3.1-8b", bench="vllm bench serve --burstiness 4")
+    assert spec.arrival == "poisson" and spec.offered_rate_per_s == math.inf
+
+
 def test_sharegpt_dataset_reads_as_sharegpt_lengths():
     spec, _ = _spec(model="llama-3.1-8b", bench="vllm bench serve --dataset-name sharegpt")
     assert spec.prompt().mean == pytest.approx(161.31)

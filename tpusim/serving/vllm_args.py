@@ -238,6 +238,9 @@ def bench_line(line: str, model_given: bool = False) -> tuple[dict[str, object],
     positional, pairs = _flags(_tokens(line, ("vllm", "bench", "serve")))
     named = [text for flag, text in pairs if flag == "--model" and text]
     values, unmodelled = _read([p for p in pairs if p[0] != "--model"], BENCH_FLAGS)
+    values.setdefault("rate", math.inf)  # vLLM's --request-rate default
+    if values["rate"] == math.inf:  # vLLM: burstiness only at a finite rate
+        values = {k: v for k, v in values.items() if k not in ("arrival", "burstiness")}
     return _lengths(values) | _model(named, model_given), unmodelled + positional
 
 
