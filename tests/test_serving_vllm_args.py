@@ -74,6 +74,23 @@ def test_vllm_burstiness_at_rate_inf_is_ignored_as_vllm_does():
     assert spec.arrival == "poisson" and spec.offered_rate_per_s == math.inf
 
 
+@pytest.mark.parametrize(
+    ("caching", "prefix_tokens", "hit_rate"),
+    [("", 200, 1.0), ("--enable-prefix-caching", 200, 1.0), ("--no-enable-prefix-caching", 0, 0)],
+)
+def test_a_random_prefix_is_one_shared_prefix(caching, prefix_tokens, hit_rate):
+    """--random-prefix-len 200: every prompt is 200 longer ([900, 1100] + 200) and
+    starts with the same prefix, a cache hit unless the server turns caching off."""
+    spec, _ = _spec(
+        model="llama-3.1-8b",
+        vllm=f"vllm serve meta-llama/Llama-3.1-8B {caching}",
+        bench="vllm bench serve --random-input-len 1000 --random-range-ratio 0.1 "
+        "--random-prefix-len 200",
+    )
+    assert (spec.prompt().a, spec.prompt().b) == (1100, 1300)
+    assert (spec.prefix_tokens, spec.prefix_hit_rate) == (prefix_tokens, hit_rate)
+
+
 def test_sharegpt_dataset_reads_as_sharegpt_lengths():
     spec, _ = _spec(model="llama-3.1-8b", bench="vllm bench serve --dataset-name sharegpt")
     assert spec.prompt().mean == pytest.approx(161.31)

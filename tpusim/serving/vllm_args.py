@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from tpusim.config.types import Frozen
+from tpusim.serving.requests import parse_token_count
 
 #: A flag's reader: its value text (None for a switch) to the fields it sets.
 Reader = Callable[[str | None], dict[str, object]]
@@ -99,11 +100,13 @@ SERVE_FLAGS: dict[str, Reader] = {
     "--dtype": _dtype,
     "--async-scheduling": lambda _: {"async_scheduling": True},
     "--no-async-scheduling": lambda _: {"async_scheduling": False},
-    # tpusim's prefix cache holds only a shared prefix the workload declares; the
-    # random dataset shares none, so vLLM's prefix caching finds no hit either way.
-    "--enable-prefix-caching": lambda _: {},
-    "--no-enable-prefix-caching": lambda _: {},
+    # tpusim's prefix cache holds only the shared prefix a workload declares (the
+    # bench line's --random-prefix-len); off, that prefix is never a hit.
+    "--enable-prefix-caching": lambda _: {PREFIX_CACHING: True},
+    "--no-enable-prefix-caching": lambda _: {PREFIX_CACHING: False},
 }
+#: The serve line's prefix caching (on by default in vLLM V1), read with the bench line.
+PREFIX_CACHING = "prefix_caching"
 #: Switches (flags that take no value) among the flags read.
 SWITCHES = {
     "--async-scheduling",
@@ -141,6 +144,12 @@ def _dataset(text: str | None) -> dict[str, object]:
     return {"dataset": text}
 
 
+def _prefix_len(text: str | None) -> dict[str, object]:
+    if text is None or not text.strip().isdigit():
+        raise ValueError(f"--random-prefix-len: expected a whole number >= 0, got {text!r}")
+    return {"prefix_len": int(text)}
+
+
 #: ``vllm bench serve`` flags tpusim models (``dataset`` and ``*_len`` are read
 #: together by :func:`_lengths`).
 BENCH_FLAGS: dict[str, Reader] = {
@@ -156,6 +165,8 @@ BENCH_FLAGS: dict[str, Reader] = {
     "--output-len": lambda t: {"output_len": _whole("--output-len", t)},
     "--sharegpt-output-len": lambda t: {"output_len": _whole("--sharegpt-output-len", t)},
     "--random-range-ratio": lambda t: {"range_ratio": _real("--random-range-ratio", t)},
+    "--random-prefix-len": _prefix_len,
+    "--prefix-len": _prefix_len,
     # tpusim's requests generate exactly their output tokens, as --ignore-eos makes
     # vLLM's do.
     "--ignore-eos": lambda _: {},
@@ -249,7 +260,7 @@ def _lengths(read: dict[str, object]) -> dict[str, object]:
     values = {k: v for k, v in read.items() if k not in _LENGTH_KEYS}
     ratio = read.get("range_ratio", BENCH_DEFAULT_RANGE_RATIO)
     if read.get("dataset", "random") == "sharegpt":
-        if "input_len" in read or "range_ratio" in read:
+        if "input_len" in read or "range_ratio" in read or "prefix_len" in read:
             raise ValueError("--random-* lengths need --dataset-name random")
         output = read.get("output_len")
         values["prompt_tokens"] = {"sharegpt": "prompt"}
@@ -261,10 +272,23 @@ def _lengths(read: dict[str, object]) -> dict[str, object]:
     ):
         length = read.get(key, default)
         values[field] = {"random": {"length": length, "range_ratio": ratio}}
+    prefix = read.get("prefix_len", 0)
+    if isinstance(prefix, int) and prefix > 0:
+        values |= _prefixed(values["prompt_tokens"], prefix)
     return values
 
 
-_LENGTH_KEYS = ("dataset", "input_len", "output_len", "range_ratio")
+def _prefixed(prompt: object, prefix: int) -> dict[str, object]:
+    """vLLM's ``--random-prefix-len P``: one random prefix of P tokens before every
+    sampled prompt (RandomDataset.sample), so prompts are P longer and all share it
+    (tpusim's prefix cache holds it; every request hits it)."""
+    count = parse_token_count(prompt)  # type: ignore[arg-type]
+    low, high = int(count.a) + prefix, int(count.b if count.kind == "uniform" else count.a) + prefix
+    shifted: object = low if low == high else {"uniform": [low, high]}
+    return {"prompt_tokens": shifted, "prefix_tokens": prefix, "prefix_hit_rate": 1.0}
+
+
+_LENGTH_KEYS = ("dataset", "input_len", "output_len", "range_ratio", "prefix_len")
 
 
 class RecipeWords(Frozen):
@@ -317,6 +341,14 @@ def read_words(data: object) -> object:
             _merge(out, values, key)
             if unmodelled:
                 ignored.append(f"{key}: {' '.join(dict.fromkeys(unmodelled))}")
+    if not out.pop(PREFIX_CACHING, True):
+        if data.get("prefix_tokens"):
+            raise WordsError(
+                "vllm: --no-enable-prefix-caching contradicts prefix_tokens (a cached prefix)",
+                ("vllm", "prefix_tokens"),
+            )
+        out.pop("prefix_hit_rate", None)  # the prefix is sent, never found in the cache
+        out.pop("prefix_tokens", None)
     if ignored:
         warnings.warn(f"not modelled, ignored: {'; '.join(ignored)}", stacklevel=2)
     return out
