@@ -48,6 +48,13 @@ def test_a_tiny_mla_config_counts_by_hand():
     assert model.parameters() == dense + 2 * moe + 2 * 50 * 64 + 64
 
 
+def test_zero_shared_experts_and_dense_layers_read_as_none(tmp_path):
+    path = _config(tmp_path, n_shared_experts=0, first_k_dense_replace=0)
+    model = load_model(path)
+    assert (model.moe.shared, model.moe.dense_layers) == (0, 0)
+    assert model.parameters() == 137024  # as without the keys
+
+
 def _config(tmp_path: Path, **changes) -> str:
     data = json.loads((HF / "tiny-moe" / "config.json").read_text())
     data.update(changes)

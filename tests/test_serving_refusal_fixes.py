@@ -20,6 +20,7 @@ from tpusim.serving.run import stream_of
 BASE = ("--model", "llama-3.1-8b", "--tp", "2", "--prompt-tokens", "256",
         "--output-tokens", "16", "--json")  # fmt: skip
 ROOT = Path(__file__).resolve().parent.parent
+HF = ROOT / "tests" / "fixtures" / "hf"
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,10 @@ CASES = [
      ("--bench", "vllm bench serve --dataset-name random --random-input-len 300 "
       "--num-prompts 5"),
      lambda r: r["total_tokens_per_s"] * r["duration_s"] == pytest.approx(5 * (300 + 128))),
+    ("quantized-config", "tpu8i-pod", ("--model", str(HF / "bad-quantized" / "config.json")),
+     "drop the key and give --dtype",
+     ("--model", str(HF / "tiny-dense" / "config.json"), "--dtype", "fp8", "--requests", "5"),
+     lambda r: r["dtype"] == "fp8" and r["model"] == "tiny-dense"),
     ("vllm-model", "tpu8i-pod", ("--vllm", "vllm serve acme/Unknown-8B -tp 2"), "give --model",
      ("--vllm", "vllm serve acme/Unknown-8B -tp 2", "--model", "llama-3.1-8b", "--requests", "5"),
      lambda r: r["model"] == "llama-3.1-8b" and r["tp"] == 2),
@@ -128,9 +133,9 @@ def test_gamma_burstiness_fix_draws_gamma_arrivals():
     assert 1 / gaps.mean() == pytest.approx(5.0, rel=0.1)
 
 
-FIX_WORDS = re.compile(r"; drop |; give |; use |\(give |needs? ")
+FIX_WORDS = re.compile(r"; drop |; give |; use |\(give |needs? |give --")
 SOURCES = ("tpusim/serving/options.py", "tpusim/cli/serve.py", "tpusim/serving/memory.py",
-           "tpusim/serving/vllm_args.py")  # fmt: skip
+           "tpusim/serving/vllm_args.py", "tpusim/config/hf_config.py")  # fmt: skip
 
 
 def _fix_messages() -> list[str]:

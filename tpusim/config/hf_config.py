@@ -44,6 +44,13 @@ UNEXPRESSED: dict[str, object] = {
     "interleave_moe_layer_step": 1,
 }
 
+#: What to do instead, by refused key.
+HINTS = {
+    "quantization_config": " (the weights' dtype is the run's --dtype: drop the key and "
+    "give --dtype)",
+    "text_config": " (a multimodal wrapper: give its text model's config)",
+}
+
 
 class _Reader:
     """The config's keys, each read once, a problem raised naming its key."""
@@ -56,7 +63,7 @@ class _Reader:
 
     def whole(self, key: str, default: int | None = None, *, optional: bool = False) -> int:
         value = self.data.get(key, default)
-        if value is None and optional:
+        if optional and (value is None or (value == 0 and type(value) is int)):
             return 0
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             what = "required key is missing" if key not in self.data else f"got {value!r}"
@@ -75,7 +82,9 @@ def _check_unexpressed(r: _Reader) -> None:
     for key, neutral in UNEXPRESSED.items():
         value = r.data.get(key)
         if value not in (None, [], {}, neutral, 0):
-            raise r.fail(key, f"{value!r} cannot be expressed by a tpusim model preset")
+            raise r.fail(
+                key, f"{value!r} cannot be expressed by a tpusim model preset{HINTS.get(key, '')}"
+            )
     dtype = r.data.get("torch_dtype", r.data.get("dtype", "bfloat16"))
     if dtype not in FLOAT_DTYPES:
         raise r.fail("torch_dtype", f"expected one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
