@@ -33,6 +33,7 @@ TABLE_FIELDS = (
     ("completed", None),
     ("rejected", None),
     ("rate_per_s", "req/s"),
+    ("concurrency", None),
     ("ttft_p50_s", "s"),
     ("ttft_p99_s", "s"),
     ("tpot_p50_s", "s"),
@@ -78,7 +79,9 @@ def add_parsers(sub: Subparsers) -> None:
     p.add_argument(
         "system", help="shipped system name or YAML path (with --rates: several, comma-separated)"
     )
-    add_model_flags(p, ServeOptions, skip=("network",))
+    add_model_flags(p, ServeOptions, skip=("network", "model"))
+    info = ServeOptions.model_fields["model"]
+    p.add_argument("--model", default=None, help=f"{info.description} (or --vllm's model)")
     add_network_flags(p)
     p.add_argument(
         "--rates", type=path_flag, help="a latency curve: requests/s R1,R2,... (or 'auto')"
@@ -118,7 +121,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.rates and (args.find_capacity or args.trace):
         raise InputError("tpusim serve: --rates takes no --find-capacity or --trace")
     if args.concurrency and args.rates:
-        raise InputError("tpusim serve: --concurrency runs a closed loop; it takes no --rates")
+        raise InputError("tpusim serve: --concurrency caps one stream; it takes no --rates")
     if args.rate is not None and args.rates:
         raise InputError("tpusim serve: --rates gives the rates of the curve; drop --rate")
 
@@ -158,9 +161,11 @@ def format_row(row: dict[str, Any]) -> str:
     ]
     row = row | {"replicas x chips": f"{row['replicas']} x {row['chips_per_replica']}"}
     for name, unit in TABLE_FIELDS:
-        if name not in row:
+        if name not in row or (name == "concurrency" and row[name] is None):
             continue
         value = row[name]
+        if name == "rate_per_s" and value is None:
+            value = "inf"  # every request at 0 (JSON: null)
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"  {name:<30} {text}{' ' + unit if unit and value is not None else ''}")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from tpusim.config.chip import ChipSpec
+from tpusim.config.hf_config import model_data, read_config
 from tpusim.config.limits import MAX_SYSTEM_CHIPS
 from tpusim.config.model import ModelSpec
 from tpusim.config.system import (
@@ -164,8 +165,19 @@ def _load_model_file(path: Path) -> ModelSpec:
     return model
 
 
+@cache
+def _load_hf_config(path: Path) -> ModelSpec:
+    data = model_data(read_config(path), str(path), path.parent.name or path.stem)
+    return validate(ModelSpec, data, str(path), {})
+
+
 def load_model(name_or_path: str, base: Path | None = None) -> ModelSpec:
-    """A model preset by shipped name (``llama-3.1-70b``) or YAML path."""
+    """A model preset by shipped name (``llama-3.1-70b``), YAML path, or a Hugging Face
+    ``config.json`` (a path ending in ``.json``: :mod:`tpusim.config.hf_config`)."""
+    if name_or_path.endswith(".json"):
+        path = Path(name_or_path)
+        path = base / path if base is not None and not path.is_absolute() else path
+        return _load_hf_config(_resolve(path))
     return _load_model_file(_resolve(_locate(name_or_path, "models", base)))
 
 

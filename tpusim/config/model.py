@@ -167,7 +167,8 @@ class ModelSpec(Frozen):
     mlp: MlpKind = "gated"
     d_ff: PositiveInt
     moe: MoeSpec | None = None
-    published: PublishedCounts
+    #: None: no count is published with the shape (a Hugging Face ``config.json``).
+    published: PublishedCounts | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -273,8 +274,8 @@ class ModelSpec(Frozen):
             "full_name": self.full_name,
             "parameters": self.parameters(),
             "active_parameters": self.parameters(active=True),
-            "published_parameters": self.published.parameters,
-            "published_active_parameters": self.published.active_parameters,
+            "published_parameters": self.published and self.published.parameters,
+            "published_active_parameters": self.published and self.published.active_parameters,
             "context_length": self.context_length,
             "tied_embeddings": self.tied_embeddings,
             "kv_cache_bytes_per_token_bf16": self.kv_cache_bytes_per_token(2),

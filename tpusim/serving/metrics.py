@@ -74,7 +74,8 @@ def summary(
     rate_per_s: float | None = None,
 ) -> Row:
     """The run's figures (see the module docstring); ``chips`` of every replica;
-    ``rate_per_s`` the offered rate (default: measured from the arrivals)."""
+    ``rate_per_s`` the offered rate (default: measured from the arrivals; inf: the row's
+    ``rate_per_s`` is None)."""
     lat = latencies(requests)
     done = [r for r in requests if r.finished_at is not None]
     arrivals = [r.arrival_at for r in requests]
@@ -89,7 +90,7 @@ def summary(
         "requests": len(requests),
         "completed": len(done),
         "rejected": sum(r.rejected for r in requests),
-        "rate_per_s": (measured if rate_per_s is None or math.isinf(rate_per_s) else rate_per_s),
+        "rate_per_s": _offered(rate_per_s, measured),
         "measured_rate_per_s": measured,
         "duration_s": duration,
         **_percentiles("ttft", lat["ttft"]),
@@ -111,6 +112,14 @@ def summary(
         row |= goodput(lat, duration, len(done), slo)
     row |= economics(out_rate, chips, power_per_chip_W, price_per_chip_hour_usd)
     return row
+
+
+def _offered(rate_per_s: float | None, measured: float | None) -> float | None:
+    """The offered rate of the row: as given, None for inf (every request at 0; JSON
+    has no infinity), else (not given) the measured one."""
+    if rate_per_s is None:
+        return measured
+    return None if math.isinf(rate_per_s) else rate_per_s
 
 
 def goodput(lat: dict[str, np.ndarray], duration_s: float, completed: int, slo: Slo) -> Row:

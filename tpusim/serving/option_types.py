@@ -22,7 +22,10 @@ __all__ = [
 #: Largest prefill or decode replica count of a split (a limit, far above any pod).
 MAX_SPLIT_REPLICAS = 2**20
 #: What a token count may be (the help of prompt_tokens and output_tokens).
-TOKENS_HELP = "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}'"
+TOKENS_HELP = (
+    "a whole number or YAML: '{uniform: [LO, HI]}', '{lognormal: {median: M, sigma: S}}', "
+    "'{random: {length: L, range_ratio: R}}' (vLLM's random dataset), '{sharegpt: prompt}'"
+)
 
 
 def parse_split(value: object) -> object:

@@ -4,7 +4,7 @@ fill it) and the ``serving`` workload kind (its YAML keys are these fields).
 :class:`ServeSpec` is what a user chooses: the model and its deployment (parallelism,
 replicas or a prefill/decode split, the KV tier and the scheduler's limits,
 speculative decoding, a shared prefix), the request stream (an open loop at a
-``rate``, a closed loop of ``concurrency`` clients, or a ``trace``; token counts,
+``rate``, capped at ``concurrency`` requests in flight, or a ``trace``; token counts,
 seed) and the capacity search at an SLO (times with units: ``2 s``, ``50 ms``).
 :class:`ServeOptions` adds where it runs: the network (a
 :class:`~tpusim.network.NetworkSettings`, read as the tree of :mod:`tpusim.network.tree`)
@@ -20,6 +20,7 @@ name) in its ``mentions``: the error context's ``mentions`` of a validation erro
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import (
@@ -41,7 +42,7 @@ from tpusim.config.limits import (
     MAX_TOKEN_COUNT,
     stream_span_problem,
 )
-from tpusim.config.types import Frozen, Time
+from tpusim.config.types import Time
 from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.network.tree import read_flat
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
@@ -62,6 +63,7 @@ from tpusim.serving.requests import (
 from tpusim.serving.servers import DEFAULT_SERVER, load_server
 from tpusim.serving.service import DEFAULT_MAX_SEQUENCES, DEFAULT_MAX_TOKENS, Deployment
 from tpusim.serving.steady import MIN_REQUESTS
+from tpusim.serving.vllm_args import RecipeWords
 from tpusim.vocabulary import Dtype
 
 if TYPE_CHECKING:
@@ -90,7 +92,7 @@ def _located(field: str, problem: Problem) -> ValidationError:
     return ValidationError.from_exception_data("ServeOptions", [detail])
 
 
-class ServeSpec(Frozen):
+class ServeSpec(RecipeWords):
     """The user's choices of a serving run (see the module docstring): each field is
     a ``kind: serving`` key and is set by a ``tpusim serve`` flag generated from it
     (:mod:`tpusim.cli.model_flags`: the description is the flag's help). Raises
@@ -107,10 +109,10 @@ class ServeSpec(Frozen):
         "hbm", description="KV cache tier (tiered: SRAM first, then HBM)"
     )
     rate: Rate | None = Field(
-        None, description="requests/s (default 1; inf: every request at once)"
+        None, description="requests/s (inf: all at once; default 1, or inf with concurrency)"
     )
     concurrency: PositiveInt | None = Field(
-        None, description="a closed loop of N clients (vLLM's benchmark --max-concurrency)"
+        None, description="at most N requests in flight (vLLM's bench --max-concurrency)"
     )
     arrival: Literal["poisson", "gamma"] = Field("poisson", description="arrival process")
     burstiness: PositiveFloat = Field(1.0, description="gamma arrivals' CV")
@@ -256,18 +258,15 @@ class ServeSpec(Frozen):
                 "disaggregate",
                 "replicas",
             )
-        if self.concurrency and self.rate is not None:
-            return "concurrency runs a closed loop (each client sends when served); drop rate", (
-                "concurrency",
-                "rate",
-            )
         if "burstiness" in self.model_fields_set and self.arrival != "gamma":
             return "burstiness shapes gamma arrivals; give arrival gamma", ("burstiness", "arrival")
+        if self.arrival == "gamma" and self.offered_rate_per_s == math.inf:
+            return "gamma arrivals space a finite rate; give rate", ("arrival", "rate")
         if self.concurrency and (self.find_capacity or self.disaggregate):
-            return "concurrency runs a closed loop; it takes no find_capacity or disaggregate", (
-                "concurrency",
-                "find_capacity",
+            return (
+                "concurrency caps the requests in flight; it takes no find_capacity or "
                 "disaggregate",
+                ("concurrency", "find_capacity", "disaggregate"),
             )
         return None
 
@@ -289,12 +288,6 @@ class ServeSpec(Frozen):
                 f"{longest:,} tokens of prompt_tokens); the prefix is part of a prompt",
                 ("prompt_tokens",),
             )
-        if self.concurrency and self.concurrency > self.requests and not self.trace:
-            return "concurrency", (
-                f"{self.concurrency:,} clients for {self.requests:,} requests: each client "
-                "sends one request at a time, so at most requests clients are ever busy",
-                ("requests",),
-            )
         if self.acceptance > 0 and self.draft_tokens == 0:
             return "acceptance", ("needs draft_tokens (the drafts it accepts)", ("draft_tokens",))
         if self.find_capacity and self.requests < MIN_REQUESTS:
@@ -315,10 +308,13 @@ class ServeSpec(Frozen):
 
     @property
     def offered_rate_per_s(self) -> float | None:
-        """The open loop's rate (requests/s): ``rate``, else 1; None with a trace."""
+        """The arrivals' rate (requests/s): ``rate``; else inf under a ``concurrency`` cap
+        (vLLM's benchmark: ``--request-rate`` defaults to inf), else 1; None with a trace."""
         if self.trace:
             return None
-        return DEFAULT_RATE_PER_S if self.rate is None else self.rate
+        if self.rate is None:
+            return math.inf if self.concurrency else DEFAULT_RATE_PER_S
+        return self.rate
 
     def prompt(self) -> TokenCount:
         """The prompt tokens' count or distribution."""

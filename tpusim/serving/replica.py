@@ -21,6 +21,8 @@ other.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -89,12 +91,12 @@ Collect = Callable[[], ServingRun]
 class Replica:
     """One replica's process on ``env`` (see the module docstring): its ``scheduler``,
     the iteration ``costs``, the model's ``context_length`` (tokens), the ``requests``
-    it is given (sorted by arrival; :meth:`deliver` appends more), ``clients`` of a
-    closed loop (None: open; a request is then sent when a client is free and its
-    ``arrival_at`` is that time) and ``completed``, told the requests each iteration
-    completes. A replica is given all its requests, or has them all delivered (in
-    time order, as the environment runs), not both. The process starts at
-    construction; :attr:`stats` is what it measured."""
+    it is given (sorted by arrival; :meth:`deliver` appends more), ``clients``: at most
+    that many requests in flight (None: no cap; a request is sent at its arrival or,
+    when every slot is taken, when one frees, and its ``arrival_at`` is that time) and
+    ``completed``, told the requests each iteration completes. A replica is given all
+    its requests, or has them all delivered (in time order, as the environment runs),
+    not both. The process starts at construction; :attr:`stats` is what it measured."""
 
     def __init__(
         self,
@@ -111,6 +113,8 @@ class Replica:
         self.requests, self.completed = list(requests), completed
         self.stats = ReplicaRun(free_blocks=scheduler.free_blocks)
         self.now, self._next, self._in_system = float(env.now), 0, 0
+        # when each free client slot freed (vLLM's benchmark semaphore): a heap
+        self._slots = [-math.inf] * clients if clients is not None else None
         self._wake: simpy.Event | None = None
         self.process = env.process(self._loop())
 
@@ -140,6 +144,9 @@ class Replica:
             yield from self._iterate(plan.batch)
             done = self.sched.finish(plan, self.now)
             self._in_system -= len(done)
+            if self._slots is not None:
+                for _ in done:
+                    heapq.heappush(self._slots, self.now)
             self.stats.preemptions = self.sched.preemptions
             self.stats.free_blocks = self.sched.free_blocks
             if self.completed is not None and done:
@@ -164,16 +171,21 @@ class Replica:
         yield from self._hold()
 
     def _admit(self) -> None:
-        """Admit every request arrived by :attr:`now` (within the closed loop's clients)."""
-        requests, now = self.requests, self.now
+        """Admit every request arrived by :attr:`now`; under ``clients`` each takes the
+        slot freed first and is sent at its arrival or at that slot's freeing, whichever
+        is later (vLLM's benchmark: a request waits on a semaphore, then is sent)."""
+        requests, now, slots = self.requests, self.now, self._slots
         while self._next < len(requests) and requests[self._next].arrival_at <= now:
-            if self.clients is not None and self._in_system >= self.clients:
+            if slots is not None and not slots:
                 break
             req = requests[self._next]
             self._next += 1
-            if self.clients is not None:
-                req.arrival_at = now  # sent when a client is free
-            self._in_system += self._arrive(req)
+            if slots is not None:
+                req.arrival_at = max(req.arrival_at, heapq.heappop(slots))
+            queued = self._arrive(req)
+            self._in_system += queued
+            if slots is not None and not queued:
+                heapq.heappush(slots, req.arrival_at)  # a rejected request frees its slot
 
     def _arrive(self, req: Request) -> bool:
         """Queue ``req``, or reject it (it cannot fit the cache alone or the context);

@@ -2,8 +2,10 @@
 counts (fixed or drawn from a distribution), all from one seeded generator.
 
 Token counts are a whole number or a YAML mapping of one distribution:
-``{uniform: [LOW, HIGH]}`` (inclusive) or ``{lognormal: {median: M, sigma: S}}``
-(rounded, at least 1). A trace is a CSV file with the header
+``{uniform: [LOW, HIGH]}`` (inclusive), ``{lognormal: {median: M, sigma: S}}``
+(rounded, at least 1), vLLM's random dataset ``{random: {length: L, range_ratio: R}}``
+(see :func:`random_dataset`) or ShareGPT-like lengths ``{sharegpt: prompt}`` /
+``{sharegpt: output}`` (see :data:`SHAREGPT`). A trace is a CSV file with the header
 ``arrival_s,prompt_tokens,output_tokens`` and one request per row.
 """
 
@@ -84,14 +86,17 @@ def parse_token_count(value: int | str | Mapping[str, object]) -> TokenCount:
     if isinstance(loaded, dict) and len(loaded) == 1:
         return _distribution(loaded)
     raise ValueError(
-        f"expected a whole number >= 1, {{uniform: [LOW, HIGH]}} or "
-        f"{{lognormal: {{median: M, sigma: S}}}}, got {text!r}"
+        f"expected a whole number >= 1, {{uniform: [LOW, HIGH]}}, "
+        f"{{lognormal: {{median: M, sigma: S}}}}, {{random: {{length: L, range_ratio: R}}}} "
+        f"or {{sharegpt: prompt|output}}, got {text!r}"
     )
 
 
 def _distribution(value: Mapping[object, object]) -> TokenCount:
     ((kind, args),) = value.items()
     top = MAX_TOKEN_COUNT
+    if kind in NAMED:
+        return NAMED[str(kind)](args)
     if kind == "uniform" and isinstance(args, list) and len(args) == 2:
         lo, hi = args
         whole = all(isinstance(v, int) and not isinstance(v, bool) for v in args)
@@ -102,9 +107,61 @@ def _distribution(value: Mapping[object, object]) -> TokenCount:
         if _number(median) and _number(sigma) and 1 <= median <= top and 0 <= sigma <= 3:
             return TokenCount("lognormal", float(median), float(sigma))
     raise ValueError(
-        f"{kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH <= {top:,}) or "
-        f"lognormal: {{median: 1 <= M <= {top:,}, sigma: 0 <= S <= 3}}"
+        f"{kind} needs uniform: [LOW, HIGH] (whole, 1 <= LOW <= HIGH <= {top:,}), "
+        f"lognormal: {{median: 1 <= M <= {top:,}, sigma: 0 <= S <= 3}}, "
+        "random: {length: L, range_ratio: R} or sharegpt: prompt|output"
     )
+
+
+def random_dataset(length: int, range_ratio: float) -> TokenCount:
+    """vLLM's random dataset's lengths (``vllm bench serve --dataset-name random
+    --random-input-len L --random-range-ratio R``): whole numbers uniform on
+    ``[floor(L (1 - R)), ceil(L (1 + R))]``, the low end at least 1, ``0 <= R < 1``, as
+    ``RandomDataset.get_sampling_params`` in ``vllm/benchmarks/datasets.py`` defines them
+    since mid-2025 (vLLM commit 0056b87: ``input_low = math.floor(real_input_len * (1 -
+    range_ratio))``, ``input_high = math.ceil(real_input_len * (1 + range_ratio))``;
+    before, the range was ``[L R, L]``). ``L`` is the length the server sees (vLLM's
+    ``real_input_len`` is ``L`` less the tokenizer's special tokens, which the server
+    adds back). Raises ValueError."""
+    if not 0.0 <= range_ratio < 1.0:
+        raise ValueError(f"range_ratio must be in [0, 1), got {range_ratio:g}")
+    low = max(1, math.floor(length * (1 - range_ratio)))
+    high = math.ceil(length * (1 + range_ratio))
+    if not 1 <= length <= high <= MAX_TOKEN_COUNT:
+        raise ValueError(f"length must be 1 to {MAX_TOKEN_COUNT:,} at its range's top")
+    return TokenCount("fixed", low) if low == high else TokenCount("uniform", low, high)
+
+
+def _random(args: object) -> TokenCount:
+    if isinstance(args, dict) and set(args) <= {"length", "range_ratio"} and "length" in args:
+        length, ratio = args["length"], args.get("range_ratio", 0.0)
+        if isinstance(length, int) and not isinstance(length, bool) and _number(ratio):
+            return random_dataset(length, float(ratio))
+    raise ValueError(f"random needs {{length: L, range_ratio: R}} (L whole), got {args!r}")
+
+
+#: ShareGPT-like lengths (tokens) as lognormals, by side. Means: the ShareGPT dataset
+#: as the vLLM paper serves it (Kwon et al., SOSP 2023, arXiv 2309.06180, section 6.1
+#: and figure 11a: mean input 161.31, mean output 337.99 tokens; grade: published).
+#: Sigma 1.0 on both sides is an assumption (the paper gives histograms, not a fit; a
+#: sigma of 1 gives their long right tail); the median is the published mean over
+#: ``exp(sigma^2 / 2)`` so each side keeps its published mean (derived).
+SHAREGPT_SIGMA = 1.0
+SHAREGPT_MEAN_TOKENS = {"prompt": 161.31, "output": 337.99}
+SHAREGPT = {
+    side: TokenCount("lognormal", mean / math.exp(SHAREGPT_SIGMA**2 / 2), SHAREGPT_SIGMA)
+    for side, mean in SHAREGPT_MEAN_TOKENS.items()
+}
+
+
+def _sharegpt(args: object) -> TokenCount:
+    if isinstance(args, str) and args in SHAREGPT:
+        return SHAREGPT[args]
+    raise ValueError(f"sharegpt needs prompt or output, got {args!r}")
+
+
+#: Named distributions: a mapping's key and its reader.
+NAMED = {"random": _random, "sharegpt": _sharegpt}
 
 
 def _number(x: object) -> bool:

@@ -52,8 +52,9 @@ def serve_run(options: ServeOptions, system: str | System) -> tuple[Row, Serving
 
 
 def _served(service: Runner, options: ServeOptions, slo: Slo | None) -> tuple[Row, ServingRun]:
-    """The summary of serving the trace, or the stream at the offered rate (in a closed
-    loop of ``concurrency`` clients when given)."""
+    """The summary of serving the trace, or the stream at the offered rate (at most
+    ``concurrency`` requests in flight when given, vLLM's benchmark semaphore: each
+    arrival waits for a free slot; with no rate every request arrives at 0)."""
     rate = options.offered_rate_per_s
     if options.trace:
         requests = read_trace(options.trace)
@@ -61,7 +62,7 @@ def _served(service: Runner, options: ServeOptions, slo: Slo | None) -> tuple[Ro
         assert rate is not None  # an open loop without a trace has a rate
         requests = stream_of(options)(rate)
     if options.concurrency is not None:
-        assert isinstance(service, Service)  # a closed loop is never disaggregated
+        assert isinstance(service, Service)  # a capped stream is never disaggregated
         run = service.run(requests, options.concurrency)
     else:
         run = service.run(requests)
