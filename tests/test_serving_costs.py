@@ -118,3 +118,27 @@ def test_shape_errors_name_the_field():
         replica_shape(fields, tp=16, ep=1, replicas=1, dtype="bf16", kv_cache="hbm")
     with pytest.raises(ProgramError, match=r"ep \(2\) needs a mixture-of-experts"):
         replica_shape(fields, tp=1, ep=2, replicas=1, dtype="bf16", kv_cache="hbm")
+
+
+def test_a_moe_decode_reads_every_active_expert_s_weights():
+    """Mixtral 8x7B on one chip, 64 decode tokens: under uniform routing all 8 experts
+    are active (1 - (1 - 2/8)^64 ~ 1), so one MoE layer's expert matmuls read 8 x
+    3 x 4096 x 14336 weights (bf16: 2 bytes), not one expert's: the hand count."""
+    from tpusim.hardware import ChipCostModel
+    from tpusim.program.builders.serving import layer_program
+
+    costs = _costs("mixtral-8x7b", tp=1, ep=1)
+    ops = {op.name: op for op in layer_program(costs.shape, 64).ops}
+    model = ChipCostModel(costs.system.chip)
+    up, down = ops["moe.moe.up"], ops["moe.moe.down"]
+    assert up.batch == down.batch == 8 and up.own_weights and down.own_weights
+    rows = math.ceil(64 * 2 / 8)
+    bytes_up = 2 * (8 * rows * 4096 + 8 * 4096 * 2 * 14336 + 8 * rows * 2 * 14336)
+    bytes_down = 2 * (8 * rows * 14336 + 8 * 14336 * 4096 + 8 * rows * 4096)
+    shape_up = (up.m, up.n, up.k, up.dtype, up.memory, up.batch, False, True, True)
+    shape_down = (down.m, down.n, down.k, down.dtype, down.memory, down.batch, False, True, True)
+    assert model.matmul(*shape_up).bytes == bytes_up
+    assert model.matmul(*shape_down).bytes == bytes_down
+    # a memory-bound layer: the experts' weights over HBM bound its time from below
+    weights_s = 2 * 8 * 3 * 4096 * 14336 / costs.system.chip.hbm.bandwidth_Bps
+    assert costs.layer_times_s(64)[2] >= weights_s

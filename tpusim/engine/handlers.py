@@ -132,8 +132,8 @@ def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
     if op.grouped or op.grouped_k:
         shape = (op.m, op.n, op.k, op.efficiency, op.dtype, op.memory, op.batch)
         return costs.grouped_matmul(*shape, op.grouped_k, op.dropless_rows)  # type: ignore[arg-type]
-    stored = op.weights_stored
-    return costs.matmul(op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped, stored)  # type: ignore[arg-type]
+    shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped, op.weights_stored)
+    return costs.matmul(*shape, op.own_weights)  # type: ignore[arg-type]
 
 
 def _elementwise(costs: ChipCostModel, op: Op) -> OpCost:

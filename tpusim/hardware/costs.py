@@ -199,8 +199,11 @@ class ChipCostModel:
         batch: int = 1,
         grouped: bool = False,
         weights_stored: bool = False,
+        own_weights: bool = False,
     ) -> OpCost:
-        """``batch`` products of an (m x k) by a shared (k x n) matrix on the TensorCore.
+        """``batch`` products of an (m x k) by a shared (k x n) matrix on the TensorCore
+        (``own_weights``: each product by its own (k x n) matrix, as a MoE layer's active
+        experts are: the weights' traffic and any per-weight work count ``batch`` times).
 
         The MXU holds an S x S weight tile (S = ``mxu_size``), so the contraction ``k``
         and the output width ``n`` pad up to multiples of S; the rows ``m`` stream
@@ -220,7 +223,8 @@ class ChipCostModel:
         non-positive sizes.
         """
         _positive(m=m, n=n, k=k, batch=batch)
-        inputs, weights, outputs = batch * m * k, k * n, batch * m * n
+        inputs, outputs = batch * m * k, batch * m * n
+        weights = (batch if own_weights else 1) * k * n
         mxu_dtype, act_bytes, vector, overlapped = self._operands(
             dtype, weights_stored, inputs, weights
         )

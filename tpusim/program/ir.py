@@ -12,7 +12,9 @@ An :class:`Op` is one of
   ``weights_stored`` one whose (``k`` x ``n``) weights are stored in ``dtype`` (a
   quantized checkpoint served: read at that size, never quantized per step, bf16
   activations; :mod:`tpusim.hardware.quantized`), where the default quantizes 8-bit
-  operands on the fly (MaxText's training);
+  operands on the fly (MaxText's training); ``own_weights`` one whose ``batch``
+  products each have their own (``k`` x ``n``) weights (a MoE layer's active experts:
+  every expert's matrix is read), where the default shares one matrix;
 - ``elementwise``: ``bytes`` streamed through the vector unit from ``memory``;
 - ``embedding``: ``rows`` lookups of ``row_bytes`` each (SparseCores where present);
 - ``collective``: ``collective`` (all-reduce, ...) of ``size_bytes`` (nccl-tests
@@ -83,6 +85,7 @@ class Op:
     grouped_k: bool = False
     dropless_rows: int = 0
     weights_stored: bool = False
+    own_weights: bool = False
     gather: bool = False
     vector: bool = False
     bandwidth_Bps: float = DEFAULT_HOST_BANDWIDTH_BPS

@@ -115,7 +115,7 @@ def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     """What the engine charges for a compute op (matmul, kernel or elementwise), in seconds."""
     if op.kind == "matmul":
         shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped, op.weights_stored)
-        return costs.matmul(*shape).time_s  # type: ignore[arg-type]
+        return costs.matmul(*shape, op.own_weights).time_s  # type: ignore[arg-type]
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
         return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s  # type: ignore[arg-type]

@@ -184,9 +184,10 @@ def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     expert_alltoall(chain, s, t, f"{prefix}.moe.dispatch")
     active = active_experts(s, t * s.ep)
     rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
-    chain.add(f"{prefix}.moe.up", "matmul", batch=active, m=rows, k=d, n=up * ff, **mm)
+    experts = {"batch": active, "m": rows, "own_weights": True, **mm}  # each its own matrix
+    chain.add(f"{prefix}.moe.up", "matmul", k=d, n=up * ff, **experts)
     chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
-    chain.add(f"{prefix}.moe.down", "matmul", batch=active, m=rows, k=ff, n=d, **mm)
+    chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=d, **experts)
     if s.shared_experts:
         shared = s.shared_experts * ff
         chain.add(f"{prefix}.moe.shared_up", "matmul", m=t, k=d, n=up * shared, **mm)
