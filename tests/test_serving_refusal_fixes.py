@@ -153,10 +153,7 @@ def _fix_messages() -> list[str]:
 def test_every_refusal_naming_a_fix_is_a_case():
     """Each message (by its option names as the sources write them) contains the
     fragment of one case, its flags written as field names."""
-    fragments = [
-        case[3].replace("--", "").replace("-", "_")
-        for case in CASES
-    ]
+    fragments = [case[3].replace("--", "").replace("-", "_") for case in CASES]
     messages = _fix_messages()
     assert len(messages) >= 10
     for message in messages:
