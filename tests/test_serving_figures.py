@@ -105,9 +105,9 @@ def test_every_shipped_repository_figure_has_its_exact_source():
 
 
 def test_unsimulated_fields_are_named_never_dropped(tmp_path):
-    """kv dtype apart from the weights', vLLM's ep, the range ratio, speculative decoding
-    without an acceptance and disaggregation each appear in the figure's warning; the
-    plain figure has none."""
+    """vLLM's ep, speculative decoding without an acceptance and disaggregation each
+    appear in the figure's warning; the plain figure has none; the KV dtype and the
+    range ratio, which the run simulates, do not."""
     plain = load_figures([VALID])[0]
     assert unsimulated(plain) == [] and warnings([plain]) == []
     path = _write(
@@ -117,11 +117,13 @@ def test_unsimulated_fields_are_named_never_dropped(tmp_path):
         random_range_ratio=0.8,
         speculative={"method": "mtp", "draft_tokens": 2},
         disaggregate="1:1",
+        ep=1,
     )
     figure = load_figures([path])[0]
     (line,) = warnings([figure])
-    for field in ("kv_dtype bf16", "random_range_ratio 0.8", "speculative mtp", "disaggregate 1:1"):
+    for field in ("ep 1", "speculative mtp", "disaggregate 1:1"):
         assert field in line
+    assert "kv_dtype" not in line and "random_range_ratio" not in line
     assert line.startswith(f"warning: {figure.id}: not simulated:")
 
 
@@ -142,3 +144,21 @@ def test_validate_serving_json_covers_every_shipped_figure_on_three_chips(capsys
     assert {c["id"] for c in record["cases"]} == {f.id for f in figures}
     assert {"v5e", "v6e", "ironwood"} <= {c["chip"] for c in record["cases"]}
     assert len(record["warnings"]) == sum(bool(unsimulated(f)) for f in figures)
+
+
+def test_the_kv_dtype_and_the_range_ratio_reach_the_run(tmp_path):
+    """A figure's kv_dtype is its service's, and vLLM's --random-range-ratio 0.8 on
+    1,000 tokens draws whole lengths on [199, 1800] (vLLM's RandomDataset: floor(L(1-r))
+    to ceil(L(1+r)) in floats, where 1000 * (1 - 0.8) is 199.99999999999997)."""
+    import numpy as np
+
+    from tpusim.validation.serving import Simulator, lengths, shipped_overheads
+
+    path = _write(tmp_path, weight_dtype="fp8", kv_dtype="fp8", random_range_ratio=0.8)
+    figure = load_figures([path])[0]
+    service = Simulator().service(figure, shipped_overheads(figure))
+    assert service.deployment.kv_dtype == "fp8" and service.deployment.dtype == "fp8"
+    drawn = lengths(1000, 0.8).draw(np.random.default_rng(0), 20000)
+    assert drawn.min() == 199 and drawn.max() == 1800
+    assert abs(drawn.mean() - 1000) < 10
+    assert lengths(999, None).kind == "fixed"

@@ -12,13 +12,14 @@ only (:mod:`tpusim.validation.serving_fit`), and ``--cv chip|server`` predicts e
 group with terms fitted without it (:mod:`tpusim.validation.serving_cv`).
 
 What a figure records but the run cannot simulate yet is named by :func:`unsimulated`
-(one warning line per figure, never dropped silently): the KV cache dtype when it
-differs from the weights' (the engine stores KV in the weights' dtype), vLLM's
-expert parallelism over the tensor-parallel chips (``tpusim serve``'s ``ep`` is a
-separate axis of ``tp x ep`` chips), the random dataset's range ratio (the stream
-has fixed lengths), speculative decoding without a published acceptance, and
-prefill/decode disaggregation. The weights' dtype and speculative decoding with a
-published acceptance are simulated.
+(one warning line per figure, never dropped silently): vLLM's expert parallelism over
+the tensor-parallel chips (``tpusim serve``'s ``ep`` is a separate axis of ``tp x ep``
+chips; the experts are simulated tensor-parallel over the same chips, the same bytes
+per chip), speculative decoding without a published acceptance, and prefill/decode
+disaggregation. The weights' dtype (stored, :mod:`tpusim.hardware.quantized`), the KV
+cache's dtype (vLLM's ``auto``, bf16, unless given), the random dataset's range ratio
+(:func:`lengths`) and speculative decoding with a published acceptance are
+simulated.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from __future__ import annotations
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
+import math
+
 import numpy as np
 
 from tpusim.serving.overheads import IterationOverheads
+from tpusim.serving.requests import TokenCount
 from tpusim.serving.rows import number
 from tpusim.serving.servers import load_server
 from tpusim.validation.serving_figures import METRICS, Figure, figure_system, load_figures
@@ -91,6 +95,7 @@ class Simulator:
                 overheads=overheads,
                 async_scheduling=figure.async_scheduling,
                 dtype=figure.weight_dtype,
+                kv_dtype=figure.kv_dtype,
                 **_speculative(figure),
             )
             self._services[key] = Service(deployment)
@@ -108,14 +113,14 @@ class Simulator:
 
     def _simulate(self, figure: Figure, overheads: IterationOverheads) -> Simulated:
         from tpusim.serving.metrics import latencies, summary
-        from tpusim.serving.requests import TokenCount, synthetic_requests
+        from tpusim.serving.requests import synthetic_requests
 
         service = self.service(figure, overheads)
         requests = synthetic_requests(
             figure.simulated_requests,
             figure.rate,
-            TokenCount("fixed", figure.prompt_tokens),
-            TokenCount("fixed", figure.output_tokens),
+            lengths(figure.prompt_tokens, figure.random_range_ratio),
+            lengths(figure.output_tokens, figure.random_range_ratio),
             seed=0,
         )
         service.run(requests, figure.concurrency)
@@ -132,6 +137,16 @@ class Simulator:
         return out
 
 
+def lengths(tokens: int, range_ratio: float | None) -> TokenCount:
+    """The benchmark's lengths of ``tokens``: fixed, or vLLM's random dataset with
+    ``--random-range-ratio r``, uniform whole counts on ``[floor(L(1-r)), ceil(L(1+r))]``
+    (vLLM's ``RandomDataset`` since 2025; :mod:`tpusim.serving.requests`)."""
+    if not range_ratio:
+        return TokenCount("fixed", tokens)
+    low = max(1, math.floor(tokens * (1 - range_ratio)))
+    return TokenCount("uniform", low, math.ceil(tokens * (1 + range_ratio)))
+
+
 def _speculative(figure: Figure) -> dict[str, Any]:
     """The Deployment's speculative-decoding arguments: the figure's when its
     acceptance is published (else none: :func:`unsimulated` names it)."""
@@ -145,13 +160,8 @@ def unsimulated(figure: Figure) -> list[str]:
     """What ``figure`` records that its simulated run does not model (see the module
     docstring), each as ``field value: why``; empty when the run models it all."""
     out = []
-    if figure.stored_kv_dtype != figure.weight_dtype:
-        kv, weights = figure.kv_dtype, figure.weight_dtype
-        out.append(f"kv_dtype {kv}: the KV cache is simulated in {weights}")
     if figure.ep is not None:
         out.append(f"ep {figure.ep}: experts over the tp chips (simulated tensor-parallel)")
-    if figure.random_range_ratio:
-        out.append(f"random_range_ratio {figure.random_range_ratio:g}: fixed lengths simulated")
     spec = figure.speculative
     if spec is not None and spec.acceptance is None:
         out.append(f"speculative {spec.method}: no published acceptance, simulated without")

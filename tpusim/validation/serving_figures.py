@@ -179,11 +179,6 @@ class Figure(Frozen):
         return self
 
     @property
-    def stored_kv_dtype(self) -> str:
-        """The KV cache's dtype (the weights' unless given)."""
-        return self.kv_dtype or self.weight_dtype
-
-    @property
     def system_name(self) -> str:
         """The slice's system name (``v6e-2x4``)."""
         return f"{self.chip}-{'x'.join(str(d) for d in self.slice.dims)}"
