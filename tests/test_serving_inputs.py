@@ -142,8 +142,9 @@ def test_validate_serving_median_error_within_10pct_with_throughput_and_tpot(cap
 
 def test_each_figure_runs_on_the_slice_it_ran_on():
     """The TP-8 70B recipe ran on a v6e-8 (2x4, no wraparound), the 8B on a v6e-1,
-    Qwen3-Coder on an Ironwood 2x2x1 (4 chips, TP 8 devices), JetStream's Llama 2 7B on
-    a v5e-8: the simulated system is that slice, with the replica on all of its chips."""
+    Qwen3-Coder on an Ironwood 2x2x1 (4 chips, TP 8 devices) and on a 2x2x2 (two hosts, 8
+    chips, TP 16 devices), JetStream's Llama 2 7B on a v5e-8: the simulated system is that
+    slice, with the replica on all of its chips."""
     from tpusim.validation.serving import Simulator, shipped_overheads
     from tpusim.validation.serving_figures import figure_system, load_figures
 
@@ -151,7 +152,8 @@ def test_each_figure_runs_on_the_slice_it_ran_on():
     for figure in load_figures():
         system = figure_system(figure)
         assert system.num_chips == figure.slice.chips == figure.tp
-        published = {"v6e-1": 1, "v6e-4": 4, "v6e-8": 8, "v5e-8": 8, "tpu7x-2x2x1": 4}
+        published = {"v6e-1": 1, "v6e-4": 4, "v6e-8": 8, "v5e-8": 8}
+        published |= {"tpu7x-2x2x1": 4, "tpu7x-2x2x2": 8}
         assert system.num_chips == published[figure.slice.name]
         if figure.chip == "v6e":
             assert system.wraparound == (False,) * len(figure.slice.dims)
