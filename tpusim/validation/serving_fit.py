@@ -7,9 +7,10 @@ gives them; and the profiles with the fitted terms written back as YAML
 fitted on (``fit_on``) and the profile the chips they ran on (``measured_chips``).
 
 The search (:func:`fit_group`): the loss is the sum of absolute log errors; the HBM
-efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, and where
-a figure ran with synchronous scheduling (the only case where the host's time shows)
-the host time on :data:`~tpusim.validation.serving.FIT_HOST_S`, each by ternary search
+efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, then the
+host time on :data:`~tpusim.validation.serving.FIT_HOST_S` (it shows under synchronous
+scheduling, and under async scheduling where the host is slower than the chips: small
+batches), then the efficiency again, each by ternary search
 (every simulation memoised). Two checks before a fit is kept (:class:`Fitted`): a fit
 that would raise its own figures' median absolute error above the shipped terms' is
 refused (the shipped terms are kept and the output says so), and a term that lands on a
@@ -93,28 +94,15 @@ def grid_argmin(grid: tuple[float, ...], loss: Callable[[float], float]) -> floa
     return grid[min(range(lo, hi + 1), key=at)]
 
 
-def host_visible(figures: list[Figure]) -> bool:
-    """Whether the host time can be identified from ``figures``: some run with
-    synchronous scheduling (under async scheduling the host hides behind the device)."""
-    from tpusim.serving.servers import load_server
-
-    def runs_async(f: Figure) -> bool:
-        given = f.async_scheduling
-        return load_server(f.server).async_scheduling if given is None else given
-
-    return not all(runs_async(f) for f in figures)
-
-
 def fit_group(
     figures: list[Figure], simulator: Simulator, start: IterationOverheads
 ) -> tuple[IterationOverheads, float, bool]:
     """The (host time, HBM efficiency) on the grids minimising the loss on ``figures``
     (every server among them takes the same terms) from ``start``: the efficiency at
-    ``start``'s host time; where some figure ran with synchronous scheduling, the host
-    time at that efficiency, then the efficiency again. The sampler passes are
-    ``start``'s. The flag: the host time is identified (False under async scheduling
-    alone, or when a host time of 0 fits as well; ``start``'s host time is then
-    kept)."""
+    ``start``'s host time, the host time at that efficiency, then the efficiency again.
+    The sampler passes are ``start``'s. The flag: the host time is identified (False
+    when a host time of 0 fits as well: under async scheduling an iteration longer on
+    the chips than on the host hides it; ``start``'s host time is then kept)."""
     servers = {f.server for f in figures}
     passes = start.sampling_passes
 
@@ -124,12 +112,10 @@ def fit_group(
 
     host = start.host_s
     efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
-    identified = False
-    if host_visible(figures):
-        host = grid_argmin(FIT_HOST_S, lambda h: loss(h, efficiency))
-        efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
-        identified = abs(loss(0.0, efficiency) - loss(host, efficiency)) > 1e-12
-        host = host if identified else start.host_s
+    host = grid_argmin(FIT_HOST_S, lambda h: loss(h, efficiency))
+    efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
+    identified = abs(loss(0.0, efficiency) - loss(host, efficiency)) > 1e-12
+    host = host if identified else start.host_s
     return IterationOverheads(host, efficiency, passes), loss(host, efficiency), identified
 
 
