@@ -128,10 +128,13 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
     return run
 
 
-def _matmul(costs: ChipCostModel, op: Op) -> OpCost:
+def matmul_cost(costs: ChipCostModel, op: Op) -> OpCost:
+    """What ``costs`` charges for matmul ``op`` (grouped or not): the one reading of a
+    matmul op's fields, shared with serving's iteration costs."""
     if op.grouped or op.grouped_k:
-        shape = (op.m, op.n, op.k, op.efficiency, op.dtype, op.memory, op.batch)
-        return costs.grouped_matmul(*shape, op.grouped_k, op.dropless_rows)  # type: ignore[arg-type]
+        grouped = (op.m, op.n, op.k, op.efficiency, op.dtype, op.memory, op.batch)
+        rows = (op.grouped_k, op.dropless_rows, op.weights_stored, op.own_weights)
+        return costs.grouped_matmul(*grouped, *rows)  # type: ignore[arg-type]
     shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped, op.weights_stored)
     return costs.matmul(*shape, op.own_weights)  # type: ignore[arg-type]
 
@@ -218,7 +221,7 @@ __all__ = [
 
 OP_HANDLERS.register_all(
     (
-        ("matmul", OpHandler(compute_handler(_matmul))),
+        ("matmul", OpHandler(compute_handler(matmul_cost))),
         ("elementwise", OpHandler(compute_handler(_elementwise))),
         ("embedding", OpHandler(compute_handler(_embedding))),
         ("kernel", OpHandler(compute_handler(_kernel))),

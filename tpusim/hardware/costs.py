@@ -264,6 +264,8 @@ class ChipCostModel:
         batch: int = 1,
         rows_in_k: bool = False,
         dropless_rows: int = 0,
+        weights_stored: bool = False,
+        own_weights: bool = False,
     ) -> OpCost:
         """A grouped (megablox) matmul whose groups of rows pad to tiles: ``efficiency``
         the useful share of the rows it streams; the rows are ``m`` (the forward and
@@ -279,12 +281,13 @@ class ChipCostModel:
         before a capacity dropped some, more than the op's) the compute is instead
         :meth:`matmul`'s of the streamed rows (useful plus padding, growing with the
         useful ones), and never more than that of the dropless rows: a kernel given
-        fewer rows is never slower than given more."""
+        fewer rows is never slower than given more. ``weights_stored`` and
+        ``own_weights`` as :meth:`matmul`'s (a served MoE layer's experts)."""
         rows = k if rows_in_k else m
 
         def at_rows(r: int) -> OpCost:
             shape = (m, n, r) if rows_in_k else (r, n, k)
-            return self.matmul(*shape, dtype, operands, batch, grouped=True)
+            return self.matmul(*shape, dtype, operands, batch, True, weights_stored, own_weights)
 
         dense = at_rows(rows)
         compute_s = dense.compute_s / efficiency

@@ -114,8 +114,9 @@ class ReplicaBatch:
 def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     """What the engine charges for a compute op (matmul, kernel or elementwise), in seconds."""
     if op.kind == "matmul":
-        shape = (op.m, op.n, op.k, op.dtype, op.memory, op.batch, op.grouped, op.weights_stored)
-        return costs.matmul(*shape, op.own_weights).time_s  # type: ignore[arg-type]
+        from tpusim.engine.handlers import matmul_cost
+
+        return matmul_cost(costs, op).time_s
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
         return costs.kernel(*work, op.dtype, op.memory, op.pad_dims).time_s  # type: ignore[arg-type]
@@ -180,11 +181,23 @@ class IterationCosts:
         at ``tokens`` per chip (bucketed)."""
         key = bucket(tokens)
         if key not in self._layers:
-            program = layer_program(self.shape, key)
+            program = self.with_expert_efficiency(layer_program(self.shape, key))
             times = self.simulate(program)
             embed, dense, moe = (_sum(times, p) for p in (("embed",), ("dense.",), ("moe.",)))
             self._layers[key] = (embed, dense, moe + self.imbalance_s(program))
         return self._layers[key]
+
+    def with_expert_efficiency(self, program: Program) -> Program:
+        """``program`` with its routed experts' matmuls at the server's
+        ``expert_efficiency`` (:mod:`tpusim.serving.overheads`)."""
+        e = self.overheads.expert_efficiency
+        if e == 1.0:
+            return program
+        ops = tuple(
+            dataclasses.replace(op, efficiency=e) if _routed_matmul(op) else op
+            for op in program.ops
+        )
+        return dataclasses.replace(program, ops=ops)
 
     def imbalance_s(self, program: Program) -> float:
         """Seconds uneven routing adds to one MoE layer of ``program``: its routed-expert
@@ -235,6 +248,13 @@ class IterationCosts:
             return 0.0
         logits = sequences * math.ceil(self.shape.vocab / self.shape.tp) * SAMPLER_LOGIT_BYTES
         return passes * self.costs.elementwise(logits).time_s
+
+
+def _routed_matmul(op: Op) -> bool:
+    """Whether ``op`` is a routed expert's matmul of a MoE layer."""
+    return (
+        op.kind == "matmul" and op.name.startswith("moe.") and op.name.endswith(ROUTED_EXPERT_OPS)
+    )
 
 
 def _sum(times: dict[str, float], prefixes: Iterable[str]) -> float:

@@ -8,6 +8,7 @@ Model: an iteration of ``S`` sequences per chip takes
     ``efficiency.hbm``)
     + ``host_s``
     + ``sampling_passes`` x (``S x vocab / tp x 4`` bytes of fp32 logits at that bandwidth)
+    (the routed experts' compute divided by ``expert_efficiency``)
 
 ``host_s`` is vLLM's CPU side of one step (scheduling, input preparation, the
 launch of the compiled graph, detokenisation); it is paid once per iteration,
@@ -15,7 +16,10 @@ whatever the batch. ``hbm_efficiency`` applies to every HBM-bound op of the
 iteration (weight and KV reads of decode above all; prefill is compute-bound and
 barely moves). ``sampling_passes`` counts the sampler's passes over the logits
 besides the one read the output program already charges (softmax, the top-k/top-p
-sort).
+sort). ``expert_efficiency`` divides the compute of a MoE layer's routed experts (a
+grouped megablox matmul, already charged the chip's ``grouped_matmul`` term): the
+fraction of that rate the serving engine's MoE kernels reach (dispatch, token
+permutation and the kernels' tiling, which training's steps do not exercise).
 
 The terms are data: each server profile (:mod:`tpusim.serving.servers`,
 ``configs/servers/*.yaml``) gives them per chip generation with their sources and
@@ -38,15 +42,19 @@ SAMPLER_LOGIT_BYTES = 4
 @dataclass(frozen=True)
 class IterationOverheads:
     """Per-iteration terms (see the module docstring): ``host_s`` seconds,
-    ``hbm_efficiency`` a fraction in (0, 1], ``sampling_passes`` extra passes."""
+    ``hbm_efficiency`` a fraction in (0, 1], ``sampling_passes`` extra passes,
+    ``expert_efficiency`` a fraction in (0, 1]."""
 
     host_s: float = 0.0
     hbm_efficiency: float = 1.0
     sampling_passes: float = 0.0
+    expert_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.host_s >= 0 or not 0 < self.hbm_efficiency <= 1:
             raise ValueError("host_s must be >= 0 and hbm_efficiency in (0, 1]")
+        if not 0 < self.expert_efficiency <= 1:
+            raise ValueError("expert_efficiency must be in (0, 1]")
         if not self.sampling_passes >= 0:
             raise ValueError("sampling_passes must be >= 0")
 

@@ -4,7 +4,8 @@
 A profile names its engine and gives the three per-iteration terms of
 :class:`~tpusim.serving.overheads.IterationOverheads` (the host time with a unit,
 ``host_time: 13.1 ms``; the HBM efficiency, a fraction of the chip's published HBM
-bandwidth; the sampler's extra passes) once, ``terms:``, shared by every chip
+bandwidth; the sampler's extra passes; optionally the MoE experts' kernel efficiency,
+``expert_efficiency``, 1 when absent) once, ``terms:``, shared by every chip
 generation: the chip file gives the physical numbers (HBM bandwidth, FLOP/s, the
 interconnect), the profile the software's, as the training side's
 ``configs/cost_terms.yaml`` does. ``chips:`` may give one generation its own value of a
@@ -112,11 +113,13 @@ class ChipTerms(Frozen):
     host_time: HostTime
     hbm_efficiency: Efficiency
     sampling_passes: Passes
+    expert_efficiency: Efficiency | None = None
 
     def overheads(self) -> IterationOverheads:
-        """The terms as the iteration costs take them."""
+        """The terms as the iteration costs take them (no ``expert_efficiency``: 1)."""
+        expert = 1.0 if self.expert_efficiency is None else self.expert_efficiency.value
         return IterationOverheads(
-            self.host_time.value, self.hbm_efficiency.value, self.sampling_passes.value
+            self.host_time.value, self.hbm_efficiency.value, self.sampling_passes.value, expert
         )
 
 
@@ -127,6 +130,7 @@ class ChipOverride(Frozen):
     host_time: HostTime | None = None
     hbm_efficiency: Efficiency | None = None
     sampling_passes: Passes | None = None
+    expert_efficiency: Efficiency | None = None
 
 
 class ServerProfile(Frozen):

@@ -24,13 +24,14 @@ simulated.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-import math
-
 import numpy as np
 
+from tpusim.config.loader import load_model
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.requests import TokenCount
 from tpusim.serving.rows import number
@@ -57,6 +58,9 @@ __all__ = [
 #: their simulations.
 FIT_HOST_S = tuple(x * 1e-3 for x in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 17, 20, 25, 30))
 FIT_HBM_EFFICIENCY = tuple(round(0.4 + 0.05 * i, 2) for i in range(13))
+#: The MoE experts' kernel efficiency: 0.05 to 1 (a design choice: the measured MoE
+#: prefills run far below training's grouped-matmul rate).
+FIT_EXPERT_EFFICIENCY = (0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0)
 
 
 def shipped_overheads(figure: Figure) -> IterationOverheads:
@@ -70,20 +74,21 @@ Simulated = dict[str, float | None]
 
 class Simulator:
     """Simulates figures, keeping each one's service (the slice, the replica, the
-    cached iteration costs) per (figure, HBM efficiency): the host time and the sampler
-    do not change the engine's runs, so a fit reuses them. A figure is known by all
-    its fields but the measured values, so two figures share a service only when they
+    cached iteration costs) per (figure, HBM efficiency, expert efficiency): the host
+    time and the sampler do not change the engine's runs, so a fit reuses them. A
+    figure is known by all its fields but the measured values, so two figures share a service only when they
     ran the same benchmark."""
 
     def __init__(self) -> None:
-        self._services: dict[tuple[str, float], Service] = {}
+        self._services: dict[tuple[str, float, float], Service] = {}
         self._memo: dict[tuple[str, IterationOverheads], Simulated] = {}
 
     def service(self, figure: Figure, overheads: IterationOverheads) -> Service:
         """The figure's service with ``overheads``."""
         from tpusim.serving.service import Deployment, Service
 
-        key = (figure.model_dump_json(exclude={"measured"}), overheads.hbm_efficiency)
+        engine_terms = (overheads.hbm_efficiency, overheads.expert_efficiency)
+        key = (figure.model_dump_json(exclude={"measured"}), *engine_terms)
         if key not in self._services:
             deployment = Deployment(
                 figure_system(figure),
@@ -105,7 +110,10 @@ class Simulator:
 
     def simulate(self, figure: Figure, overheads: IterationOverheads) -> Simulated:
         """The figure's benchmark simulated with ``overheads``: the metrics of
-        :data:`METRICS` (None where not defined), memoised (a run is deterministic)."""
+        :data:`METRICS` (None where not defined), memoised (a run is deterministic; a
+        dense model's run does not depend on the experts' efficiency)."""
+        if load_model(figure.model).moe is None:
+            overheads = dataclasses.replace(overheads, expert_efficiency=1.0)
         key = (figure.model_dump_json(exclude={"measured", "split"}), overheads)
         if key not in self._memo:
             self._memo[key] = self._simulate(figure, overheads)

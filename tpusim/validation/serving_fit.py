@@ -21,15 +21,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+from tpusim.config.loader import load_model
 from tpusim.errors import InputError
 from tpusim.serving.overheads import IterationOverheads
-from tpusim.serving.servers import ChipTerms, ServerProfile, load_server, profile_data
+from tpusim.serving.servers import (
+    ChipTerms,
+    Efficiency,
+    ServerProfile,
+    load_server,
+    profile_data,
+)
 from tpusim.validation.serving import (
+    FIT_EXPERT_EFFICIENCY,
     FIT_HBM_EFFICIENCY,
     FIT_HOST_S,
     Figure,
@@ -43,10 +51,11 @@ from tpusim.validation.serving import (
 @dataclass(frozen=True)
 class Fitted:
     """The terms fitted for one server profile (shared by its chips): the figures (ids)
-    and points fitted on, the chips they ran on, the loss (sum of squared log errors),
-    whether the host time is identified, the terms at a grid bound, the fit figures'
-    median absolute error with the shipped terms and with these, and whether the fit
-    was kept (``kept`` False: it raised that error, so the shipped terms stand)."""
+    and points fitted on, the chips they ran on, the loss (sum of absolute log
+    errors), whether the host time is identified, the terms at a grid bound, the fit
+    figures' median absolute error with the shipped terms and with these, whether the
+    fit was kept (``kept`` False: it raised that error, so the shipped terms stand),
+    and whether the experts' efficiency is identified."""
 
     server: str
     overheads: IterationOverheads
@@ -59,6 +68,7 @@ class Fitted:
     shipped_error: float | None = None
     fitted_error: float | None = None
     kept: bool = True
+    expert_identified: bool = False
 
 
 def _loss(rows: list[dict[str, Any]]) -> float:
@@ -96,27 +106,38 @@ def grid_argmin(grid: tuple[float, ...], loss: Callable[[float], float]) -> floa
 
 def fit_group(
     figures: list[Figure], simulator: Simulator, start: IterationOverheads
-) -> tuple[IterationOverheads, float, bool]:
-    """The (host time, HBM efficiency) on the grids minimising the loss on ``figures``
-    (every server among them takes the same terms) from ``start``: the efficiency at
-    ``start``'s host time, the host time at that efficiency, then the efficiency again.
-    The sampler passes are ``start``'s. The flag: the host time is identified (False
-    when a host time of 0 fits as well: under async scheduling an iteration longer on
-    the chips than on the host hides it; ``start``'s host time is then kept)."""
+) -> tuple[IterationOverheads, float, bool, bool]:
+    """The terms on the grids minimising the loss on ``figures`` (every server among
+    them takes the same terms) from ``start``: the HBM efficiency, the MoE experts'
+    efficiency (where some figure serves a MoE model), the host time, then the HBM
+    efficiency again, each at the others' current values. The sampler passes are
+    ``start``'s. The flags: the host time, the expert efficiency are identified (False
+    when the term's neutral value, 0 s or 1, fits as well: under async scheduling an
+    iteration longer on the chips than on the host hides the host; a dense model has no
+    experts; ``start``'s value is then kept)."""
     servers = {f.server for f in figures}
-    passes = start.sampling_passes
 
-    def loss(host_s: float, efficiency: float) -> float:
-        terms: Terms = dict.fromkeys(servers, IterationOverheads(host_s, efficiency, passes))
-        return _loss(cases(figures, terms, simulator))
+    def loss(o: IterationOverheads) -> float:
+        return _loss(cases(figures, dict.fromkeys(servers, o), simulator))
 
-    host = start.host_s
-    efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
-    host = grid_argmin(FIT_HOST_S, lambda h: loss(h, efficiency))
-    efficiency = grid_argmin(FIT_HBM_EFFICIENCY, lambda e: loss(host, e))
-    identified = abs(loss(0.0, efficiency) - loss(host, efficiency)) > 1e-12
-    host = host if identified else start.host_s
-    return IterationOverheads(host, efficiency, passes), loss(host, efficiency), identified
+    def best(o: IterationOverheads, field: str, grid: tuple[float, ...]) -> IterationOverheads:
+        value = grid_argmin(grid, lambda x: loss(replace(o, **{field: x})))
+        return replace(o, **{field: value})
+
+    o = best(start, "hbm_efficiency", FIT_HBM_EFFICIENCY)
+    moe = any(load_model(f.model).moe is not None for f in figures)
+    if moe:
+        o = best(o, "expert_efficiency", FIT_EXPERT_EFFICIENCY)
+    o = best(o, "host_s", FIT_HOST_S)
+    o = best(o, "hbm_efficiency", FIT_HBM_EFFICIENCY)
+    host = abs(loss(replace(o, host_s=0.0)) - loss(o)) > 1e-12
+    expert = moe and abs(loss(replace(o, expert_efficiency=1.0)) - loss(o)) > 1e-12
+    o = replace(
+        o,
+        host_s=o.host_s if host else start.host_s,
+        expert_efficiency=o.expert_efficiency if expert else start.expert_efficiency,
+    )
+    return o, loss(o), host, expert
 
 
 def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
@@ -124,6 +145,8 @@ def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
     out = []
     if overheads.hbm_efficiency in (FIT_HBM_EFFICIENCY[0], FIT_HBM_EFFICIENCY[-1]):
         out.append(f"hbm_efficiency {overheads.hbm_efficiency:g}")
+    if overheads.expert_efficiency in (FIT_EXPERT_EFFICIENCY[0],):
+        out.append(f"expert_efficiency {overheads.expert_efficiency:g}")
     if identified and overheads.host_s in (FIT_HOST_S[0], FIT_HOST_S[-1]):
         out.append(f"host_time {overheads.host_s * 1e3:g} ms")
     return tuple(out)
@@ -134,7 +157,7 @@ def fit_server(
 ) -> Fitted:
     """:func:`fit_group` on ``figures`` (named ``server``; they may be of several
     servers), checked against ``start`` (see the module docstring)."""
-    overheads, loss, identified = fit_group(figures, simulator, start)
+    overheads, loss, identified, expert = fit_group(figures, simulator, start)
     servers = {f.server for f in figures}
     before = median_error(cases(figures, dict.fromkeys(servers, start), simulator))
     after = median_error(cases(figures, dict.fromkeys(servers, overheads), simulator))
@@ -151,6 +174,7 @@ def fit_server(
         before,
         after,
         kept,
+        expert,
     )
 
 
@@ -176,8 +200,9 @@ def terms_of(fitted: list[Fitted]) -> Terms:
 
 
 def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
-    """``profile`` with its shared terms replaced by ``fit``'s: the host time (when the
-    fit identifies it; else kept) and the HBM efficiency ``calibrated`` with their
+    """``profile`` with its shared terms replaced by ``fit``'s: the host time and the
+    experts' efficiency (when the fit identifies them; else kept) and the HBM
+    efficiency ``calibrated`` with their
     ``fit_on`` (a term at a grid bound says so in its note), the sampler passes kept,
     ``measured_chips`` the chips fitted on. A fit that was not kept leaves the profile
     as it is."""
@@ -197,12 +222,17 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     host_time = base.host_time
     if fit.host_identified:
         host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
+    expert = base.expert_efficiency
+    if fit.expert_identified:
+        value = {"value": fit.overheads.expert_efficiency, **graded("expert")}
+        expert = Efficiency.model_validate(value)
     terms = ChipTerms(
         host_time=host_time,
         hbm_efficiency=base.hbm_efficiency.model_copy(
             update={"value": fit.overheads.hbm_efficiency, **graded("hbm")}
         ),
         sampling_passes=base.sampling_passes,
+        expert_efficiency=expert,
     )
     return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 

@@ -184,7 +184,9 @@ def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     expert_alltoall(chain, s, t, f"{prefix}.moe.dispatch")
     active = active_experts(s, t * s.ep)
     rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
-    experts = {"batch": active, "m": rows, "own_weights": True, **mm}  # each its own matrix
+    # each expert its own matrix; a grouped (megablox) matmul, as tpu-inference runs the
+    # routed experts (tpu_inference/layers/common/fused_moe_gmm.py imports megablox gmm)
+    experts = {"batch": active, "m": rows, "own_weights": True, "grouped": True, **mm}
     chain.add(f"{prefix}.moe.up", "matmul", k=d, n=up * ff, **experts)
     chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
     chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=d, **experts)
