@@ -61,7 +61,7 @@ def test_a_source_given_in_part_is_refused(tmp_path):
 
 
 def test_the_loader_refuses_a_split_the_rule_does_not_give(tmp_path):
-    """One figure per (chip, model): the rule makes it fit; holdout is refused at its
+    """One figure per (chip, dtype): the rule makes it fit; holdout is refused at its
     split line."""
     path = _write(tmp_path, split="holdout")
     with pytest.raises(ConfigError, match="breaks the file's split_rule") as info:
@@ -70,9 +70,9 @@ def test_the_loader_refuses_a_split_the_rule_does_not_give(tmp_path):
     assert info.value.line == _line_of(path, "split")
 
 
-def test_the_later_of_two_figures_is_the_holdout(tmp_path):
-    """Two figures of one (chip, model): the earlier published is fit, whatever the file
-    order; swapping their splits is refused."""
+def test_the_second_of_two_figures_by_id_is_the_holdout(tmp_path):
+    """Two figures of one (chip, dtype): the first by id is fit, whatever the file
+    order ("fig..." before "late"); swapping their splits is refused."""
     data = yaml.safe_load(VALID.read_text())
     late = dict(data["figures"][0], id="late", published="2025-05-01", split="holdout")
     data["figures"].insert(0, late)

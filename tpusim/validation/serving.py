@@ -76,8 +76,8 @@ class Simulator:
     """Simulates figures, keeping each one's service (the slice, the replica, the
     cached iteration costs) per (figure, HBM efficiency, expert efficiency): the host
     time and the sampler do not change the engine's runs, so a fit reuses them. A
-    figure is known by all its fields but the measured values, so two figures share a service only when they
-    ran the same benchmark."""
+    figure is known by all its fields but the measured values, so two figures share a
+    service only when they ran the same benchmark."""
 
     def __init__(self) -> None:
         self._services: dict[tuple[str, float, float], Service] = {}

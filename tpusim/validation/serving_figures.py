@@ -24,10 +24,9 @@ Measured metrics (:data:`METRICS`): output, total and request throughput and the
 median and p99 TTFT and TPOT.
 
 Each file states its ``split_rule`` (:data:`SPLIT_RULES`, checked on load, see
-:func:`rule_splits`): ``first-published-per-chip-model``: within the file, for each
-(chip, model), the figure published first is ``fit`` and every later one ``holdout``;
-figures published the same day are ordered by concurrency (lowest first, none last)
-and then by id.
+:func:`rule_splits`): ``alternate-by-id-within-chip-dtype``, the training set's rule:
+within the file, each (chip, weights' dtype) group's figures sorted by id alternate
+``fit``, ``holdout``, ... starting with ``fit``.
 
 Loading refuses, as one :class:`~tpusim.errors.ConfigError` naming ``file:line path``:
 an unknown or misspelled key, a key given twice, a count that is not a whole number
@@ -84,8 +83,8 @@ Metric = Literal[
 #: The stored dtypes a figure's weights and KV cache may have.
 StoredDtype = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 #: The split rules a figure file may state (see the module docstring).
-SPLIT_RULES = ("first-published-per-chip-model",)
-SplitRule = Literal["first-published-per-chip-model"]
+SPLIT_RULES = ("alternate-by-id-within-chip-dtype",)
+SplitRule = Literal["alternate-by-id-within-chip-dtype"]
 #: Most chips of a figure's slice (a local bound: a serving replica's slice).
 MAX_SLICE_CHIPS = 4096
 
