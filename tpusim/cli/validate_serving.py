@@ -78,8 +78,10 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
     for fold in folds:
         shown = "-" if fold.median_abs_error is None else f"{fold.median_abs_error:.1%}"
         terms = "; ".join(
-            f"{x.server}: host {x.overheads.host_s * 1e3:.3g} ms, HBM efficiency "
-            f"{x.overheads.hbm_efficiency:.2f} on {len(x.fit_on)} figures"
+            f"{x.server}: host {x.overheads.host_s * 1e3:.3g} ms, device "
+            f"{x.overheads.step_s * 1e3:.3g} ms, HBM efficiency "
+            f"{x.overheads.hbm_efficiency:.2f}, experts {x.overheads.expert_efficiency:.3g} "
+            f"on {len(x.fit_on)} figures"
             for x in fold.fitted
         )
         print(
@@ -97,6 +99,8 @@ def _fitted_row(f: Any) -> dict[str, Any]:
         "chips": list(f.chips),
         "host_s": f.overheads.host_s,
         "hbm_efficiency": f.overheads.hbm_efficiency,
+        "step_s": f.overheads.step_s,
+        "expert_efficiency": f.overheads.expert_efficiency,
         "fit_on": list(f.fit_on),
         "points": f.points,
         "at_bound": list(f.at_bound),
@@ -109,8 +113,9 @@ def _fitted_row(f: Any) -> dict[str, Any]:
 def _fitted_line(f: dict[str, Any]) -> str:
     """What a fit found, what it was fitted on, and what it says of itself."""
     said = f"fitted {f['server']} on {', '.join(f['chips'])}: " + (
-        f"host {f['host_s'] * 1e3:.3g} ms per iteration, HBM efficiency "
-        f"{f['hbm_efficiency']:.2f} ({f['points']} points of {len(f['fit_on'])} figures)"
+        f"host {f['host_s'] * 1e3:.3g} ms and device {f['step_s'] * 1e3:.3g} ms per "
+        f"iteration, HBM efficiency {f['hbm_efficiency']:.2f}, experts' efficiency "
+        f"{f['expert_efficiency']:.3g} ({f['points']} points of {len(f['fit_on'])} figures)"
     )
     if not f["kept"]:
         said += (

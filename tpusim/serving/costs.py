@@ -236,7 +236,7 @@ class IterationCosts:
         layers = embed + s.dense_layers * dense + s.moe_layers * moe
         attention = s.layers * self.attention_time_s(chip)
         device = layers + attention + self.output_time_s(chip.sequences)
-        device += self.sampling_s(chip.sequences)
+        device += self.sampling_s(chip.sequences) + self.overheads.step_s
         host = self.overheads.host_s
         return max(device, host) if self.async_scheduling else device + host
 

@@ -7,10 +7,12 @@ gives them; and the profiles with the fitted terms written back as YAML
 fitted on (``fit_on``) and the profile the chips they ran on (``measured_chips``).
 
 The search (:func:`fit_group`): the loss is the sum of absolute log errors; the HBM
-efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, then the
-host time on :data:`~tpusim.validation.serving.FIT_HOST_S` (it shows under synchronous
-scheduling, and under async scheduling where the host is slower than the chips: small
-batches), then the efficiency again, each by ternary search
+efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, the fixed
+device time per iteration and the host time on
+:data:`~tpusim.validation.serving.FIT_HOST_S` (the host shows under synchronous
+scheduling, and under async scheduling where the host is slower than the chips), the
+MoE experts' efficiency on :data:`~tpusim.validation.serving.FIT_EXPERT_EFFICIENCY`
+where a figure serves a MoE model, each in turn by ternary search
 (every simulation memoised). Two checks before a fit is kept (:class:`Fitted`): a fit
 that would raise its own figures' median absolute error above the shipped terms' is
 refused (the shipped terms are kept and the output says so), and a term that lands on a
@@ -32,6 +34,7 @@ from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.servers import (
     ChipTerms,
     Efficiency,
+    HostTime,
     ServerProfile,
     load_server,
     profile_data,
@@ -125,11 +128,13 @@ def fit_group(
         return replace(o, **{field: value})
 
     o = best(start, "hbm_efficiency", FIT_HBM_EFFICIENCY)
+    o = best(o, "step_s", FIT_HOST_S)
     moe = any(load_model(f.model).moe is not None for f in figures)
     if moe:
         o = best(o, "expert_efficiency", FIT_EXPERT_EFFICIENCY)
     o = best(o, "host_s", FIT_HOST_S)
     o = best(o, "hbm_efficiency", FIT_HBM_EFFICIENCY)
+    o = best(o, "step_s", FIT_HOST_S)
     host = abs(loss(replace(o, host_s=0.0)) - loss(o)) > 1e-12
     expert = moe and abs(loss(replace(o, expert_efficiency=1.0)) - loss(o)) > 1e-12
     o = replace(
@@ -147,6 +152,8 @@ def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
         out.append(f"hbm_efficiency {overheads.hbm_efficiency:g}")
     if overheads.expert_efficiency in (FIT_EXPERT_EFFICIENCY[0],):
         out.append(f"expert_efficiency {overheads.expert_efficiency:g}")
+    if overheads.step_s == FIT_HOST_S[-1]:
+        out.append(f"step_time {overheads.step_s * 1e3:g} ms")
     if identified and overheads.host_s in (FIT_HOST_S[0], FIT_HOST_S[-1]):
         out.append(f"host_time {overheads.host_s * 1e3:g} ms")
     return tuple(out)
@@ -222,6 +229,7 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     host_time = base.host_time
     if fit.host_identified:
         host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
+    step = {"value": fit.overheads.step_s, **graded("step")}
     expert = base.expert_efficiency
     if fit.expert_identified:
         value = {"value": fit.overheads.expert_efficiency, **graded("expert")}
@@ -233,6 +241,7 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
         ),
         sampling_passes=base.sampling_passes,
         expert_efficiency=expert,
+        step_time=HostTime.model_validate(step),
     )
     return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 
