@@ -35,8 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tpusim.config.uncertainty import Kind
 from tpusim.results.economics import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Economics
 from tpusim.results.fault_columns import FaultColumns, columns_from_row, fault_columns
+from tpusim.results.intervals import interval_columns
 from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
 from tpusim.results.simulation import CollectiveResult
 from tpusim.units import format_bytes
@@ -65,9 +67,20 @@ class Record:
     workload: str
     kind: str
 
+    #: The columns a cost model produced: column -> (kind of figure, whether a rate,
+    #: 1 / time); each gets an 80% interval (:mod:`tpusim.results.intervals`). Exact
+    #: figures (hops, bytes, chips) are not listed.
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {}
+
     def row(self) -> dict[str, Any]:
         """The record's columns, in field order."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def interval_row(self) -> dict[str, Any]:
+        """:meth:`row` with ``x_lo``, ``x_hi`` per :attr:`interval_columns` entry and
+        ``interval_basis`` (the ``summary.csv`` row)."""
+        row = self.row()
+        return row | interval_columns(row, self.interval_columns)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
@@ -131,6 +144,13 @@ class CollectiveRecord(Record):
     result: CollectiveResult
     #: With faults or a routing policy only: :mod:`tpusim.results.fault_columns`.
     faults: FaultColumns = field(default_factory=lambda: FaultColumns())
+
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
+        "time_s": ("collective_time", False),
+        "algbw_Bps": ("collective_time", True),
+        "busbw_Bps": ("collective_time", True),
+        "step_time_s": ("collective_time", False),
+    }
 
     #: The result's fields under their column names where these differ.
     _COLUMN_OF: ClassVar[dict[str, str]] = {"mean_hops": "mean_flow_hops"}
@@ -207,6 +227,17 @@ class ProgramRecord(Record):
     #: figures are the fragment's, so they say so); None for a whole model or program.
     fragment: str | None = None
 
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
+        "step_time_s": ("training_step_time", False),
+        "mfu": ("training_step_time", True),
+        "tokens_per_s": ("training_step_time", True),
+        "tokens_per_s_per_chip": ("training_step_time", True),
+        "energy_per_step_J": ("training_step_time", False),
+        "energy_per_token_J": ("training_step_time", False),
+        "cost_per_step_usd": ("training_step_time", False),
+        "cost_per_million_tokens_usd": ("training_step_time", False),
+    }
+
     #: Fields that are not a summary column of the simulation.
     _NOT_SUMMARY: ClassVar[tuple[str, ...]] = (
         "workload",
@@ -275,6 +306,12 @@ class DecodeRecord(ProgramRecord):
     is also the latency per token (s)."""
 
     per_token_latency_s: float
+
+    #: A decode step's time is a time per output token: the serving TPOT residuals.
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
+        **{c: ("serving_tpot", rate) for c, (_, rate) in ProgramRecord.interval_columns.items()},
+        "per_token_latency_s": ("serving_tpot", False),
+    }
 
     def time_figures(self) -> list[Figure]:
         return [(f"{self.workload}: per-token latency (us)", self.step_time_s * 1e6)]

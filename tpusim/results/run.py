@@ -75,8 +75,9 @@ class ScenarioRun:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """One summary dict per record (the columns of ``summary.csv``)."""
-        return [record.row() for record in self.records]
+        """One summary dict per record (the columns of ``summary.csv``, with the
+        intervals of :meth:`Record.interval_row`)."""
+        return [record.interval_row() for record in self.records]
 
     def extend(self, part: ScenarioRun) -> None:
         """Append another run's records, details, collectives, topologies and failures."""
