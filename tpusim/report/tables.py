@@ -63,16 +63,49 @@ def _whole(value: object) -> object:
 TABLE_WIDTH = 120
 
 
+def _cell(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def _short(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.3g}"
+
+
 def format_table(frame: pd.DataFrame) -> str:
     """A comparison table as text: 4 significant digits (whole numbers with thousands
-    separators from 10,000), blanks for missing values, wrapped into blocks of
-    columns at :data:`TABLE_WIDTH` characters."""
+    separators from 10,000), a cost-model figure's 80% interval after it as
+    ``[lo-hi]`` (``attrs["intervals"]``), blanks for missing values, wrapped into
+    blocks of columns at :data:`TABLE_WIDTH` characters; then the ratios to the first
+    system with their intervals (``attrs["ratios"]``), if any."""
+    intervals = frame.attrs.get("intervals", {})
+    shown = frame.astype(object)
+    for figure in frame.index:
+        for system in frame.columns:
+            value = frame.at[figure, system]
+            if value != value:  # NaN: the system lacks the figure
+                shown.at[figure, system] = ""
+                continue
+            text = _cell(value)
+            if system in intervals.get(figure, {}):
+                lo, hi = intervals[figure][system]
+                text += f" [{_short(lo)}-{_short(hi)}]"
+            shown.at[figure, system] = text
+    text = shown.to_string(justify="right", line_width=TABLE_WIDTH)
+    lines = [line.rstrip(" \\") for line in text.splitlines()]
+    return "\n".join(lines + _ratio_lines(frame))
 
-    def cell(value: float) -> str:
-        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
-    text = frame.to_string(float_format=cell, na_rep="", justify="right", line_width=TABLE_WIDTH)
-    return "\n".join(line.rstrip(" \\") for line in text.splitlines())
+def _ratio_lines(frame: pd.DataFrame) -> list[str]:
+    """``figure: system / baseline R [lo-hi]`` per ratio of ``attrs["ratios"]``."""
+    ratios = frame.attrs.get("ratios", {})
+    if not ratios:
+        return []
+    base = frame.columns[0]
+    lines = ["", f"ratios to {base} (80% interval from paired held-out residuals):"]
+    for figure, by_system in ratios.items():
+        parts = [f"{s} {r:.3g} [{lo:.3g}-{hi:.3g}]" for s, (r, lo, hi) in by_system.items()]
+        lines.append(f"  {figure}: " + ", ".join(parts))
+    return lines
 
 
 def topology_lines(rec: dict[str, Any]) -> list[str]:

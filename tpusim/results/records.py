@@ -71,6 +71,9 @@ class Record:
     #: 1 / time); each gets an 80% interval (:mod:`tpusim.results.intervals`). Exact
     #: figures (hops, bytes, chips) are not listed.
     interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {}
+    #: Comparison-table figures from a cost model: a phrase of the figure's name ->
+    #: the :attr:`interval_columns` entry whose interval it takes (scaled).
+    figure_columns: ClassVar[Mapping[str, str]] = {}
 
     def row(self) -> dict[str, Any]:
         """The record's columns, in field order."""
@@ -96,6 +99,15 @@ class Record:
         """(figure, system, value) summarising several records of this type (none by
         default); the comparison table lists them after every per-record figure."""
         return []
+
+    @classmethod
+    def figure_kind(cls, figure: str) -> tuple[Kind, bool] | None:
+        """The kind and rate-ness of a comparison figure of this type (None for an
+        exact figure or one no measurement validates)."""
+        for phrase, column in cls.figure_columns.items():
+            if phrase in figure:
+                return cls.interval_columns[column]
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +162,10 @@ class CollectiveRecord(Record):
         "algbw_Bps": ("collective_time", True),
         "busbw_Bps": ("collective_time", True),
         "step_time_s": ("collective_time", False),
+    }
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        ": time (us)": "time_s",
+        ": busbw (GB/s)": "busbw_Bps",
     }
 
     #: The result's fields under their column names where these differ.
@@ -237,6 +253,13 @@ class ProgramRecord(Record):
         "cost_per_step_usd": ("training_step_time", False),
         "cost_per_million_tokens_usd": ("training_step_time", False),
     }
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        ": step time (ms)": "step_time_s",
+        ": MFU (%)": "mfu",
+        ": tokens/s per chip": "tokens_per_s_per_chip",
+        ": energy per token": "energy_per_token_J",
+        ": cost per 1M tokens": "cost_per_million_tokens_usd",
+    }
 
     #: Fields that are not a summary column of the simulation.
     _NOT_SUMMARY: ClassVar[tuple[str, ...]] = (
@@ -311,6 +334,10 @@ class DecodeRecord(ProgramRecord):
     interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
         **{c: ("serving_tpot", rate) for c, (_, rate) in ProgramRecord.interval_columns.items()},
         "per_token_latency_s": ("serving_tpot", False),
+    }
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        **ProgramRecord.figure_columns,
+        ": per-token latency (us)": "per_token_latency_s",
     }
 
     def time_figures(self) -> list[Figure]:

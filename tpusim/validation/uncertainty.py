@@ -47,10 +47,7 @@ from tpusim.config.uncertainty import (
 )
 from tpusim.results.files import atomic_write_text
 
-PENDING_SERVING = (
-    "to be written by `tpusim validate --serving --cv chip --write-uncertainty` "
-    "(the serving cross-validation); until then serving figures carry no interval"
-)
+PENDING_SERVING = "pending: the serving cross-validation (validate --serving --cv chip) writes it"
 """The note a serving kind carries in the file until its cross-validation writes it."""
 
 
