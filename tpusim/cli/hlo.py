@@ -10,6 +10,8 @@ from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
 from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.errors import InputError
+from tpusim.results.intervals import chip_of, json_intervals, range_text
+from tpusim.results.records import ProgramRecord
 from tpusim.workloads.hlo import hlo_summary
 
 
@@ -23,6 +25,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     network = network_of(args)
     system, file = _hlo_target(args)
     record = hlo_summary(file, system, network, order, args.calibration)
+    record |= json_intervals(record, ProgramRecord.interval_columns, chip_of(system))
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
         print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
@@ -39,10 +42,13 @@ def cmd_hlo(args: argparse.Namespace) -> None:
                 f"FLOPs per chip  {record['flops_per_chip']:.4g}",
                 f"collectives     {collectives} "
                 f"({units.format_bytes(record['collective_bytes_per_chip'])} per chip)",
-                f"step            {units.format_time(record['step_time_s'])} (compute "
+                f"step            {units.format_time(record['step_time_s'])}"
+                + range_text(record, "step_time_s", units.format_time)
+                + " (compute "
                 f"{units.format_time(record['compute_time_s'])}, communication "
                 f"{units.format_time(record['communication_time_s'])}, exposed "
                 f"{units.format_time(record['exposed_communication_time_s'])})",
+                f"interval basis  {record['interval_basis']}",
             ]
         )
     )

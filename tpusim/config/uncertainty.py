@@ -102,7 +102,8 @@ class Provenance(Frozen):
 
 
 class KindModel(Frozen):
-    """One kind: how it was made (``method``), its residuals, the interval's log
+    """One kind: how it was made (``method``; ``held_out`` names its residuals in a
+    few words, such as ``leave-one-chip-out``), its residuals, the interval's log
     bounds (``quantiles``, from ``spread``: None when the residuals have one group,
     then the empirical percentiles), the ratio bounds (``pairs``: empirical
     percentiles of paired differences; None without a pair), the descriptive
@@ -111,6 +112,7 @@ class KindModel(Frozen):
     ``pair_coverage_80``, without their own pair of groups)."""
 
     method: str
+    held_out: str
     computed_on: Provenance
     quantiles: Quantiles
     spread: Spread | None = None
@@ -186,10 +188,10 @@ def missing_reason(kind: Kind, model: UncertaintyFile | None = None) -> str:
 def basis(kind: Kind, chip: str | None, model: KindModel) -> str:
     """The interval's basis: a measured chip's pooled held-out residuals, or for a chip
     never measured the leave-one-chip-out residuals of every measured one."""
-    n = model.quantiles.count
+    n, held = model.quantiles.count, model.held_out
     if chip is not None and chip not in model.groups:
-        return f"{kind}: {chip} unmeasured, leave-one-chip-out residuals ({n} cases)"
-    return f"{kind}: held-out residuals ({n} cases)"
+        return f"{kind}: {chip} unmeasured, {held} residuals of the measured chips ({n} cases)"
+    return f"{kind}: {held} residuals ({n} cases)"
 
 
 def figure_interval(

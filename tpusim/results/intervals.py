@@ -12,7 +12,7 @@ a figure has none (no residual model for its kind yet). In JSON the pair is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -24,7 +24,15 @@ from tpusim.config.uncertainty import (
     ratio_interval,
 )
 
-__all__ = ["BASIS", "chip_of", "interval_columns", "json_row", "row_intervals"]
+__all__ = [
+    "BASIS",
+    "chip_of",
+    "interval_columns",
+    "json_intervals",
+    "json_row",
+    "range_text",
+    "row_intervals",
+]
 
 BASIS = "interval_basis"
 """The column naming each row's interval basis."""
@@ -58,13 +66,14 @@ def row_intervals(
 
 
 def interval_columns(
-    row: Mapping[str, Any], columns: Mapping[str, tuple[Kind, bool]]
+    row: Mapping[str, Any], columns: Mapping[str, tuple[Kind, bool]], chip: str | None = None
 ) -> dict[str, Any]:
     """``x_lo``, ``x_hi`` per declared column with a value (None without a residual
-    model) and ``interval_basis``; nothing when no column is declared."""
+    model) and ``interval_basis``; nothing when no column is declared. ``chip``
+    defaults to the chip of the row's ``system``."""
     if not columns:
         return {}
-    chip = chip_of(str(row.get("system", "")))
+    chip = chip or chip_of(str(row.get("system", "")))
     found = row_intervals(row, columns, chip)
     out: dict[str, Any] = {}
     for column, interval in found.items():
@@ -93,6 +102,22 @@ def json_row(row: Mapping[str, Any]) -> dict[str, Any]:
             continue
         out[key] = value
     return out
+
+
+def json_intervals(
+    row: Mapping[str, Any], columns: Mapping[str, tuple[Kind, bool]], chip: str | None = None
+) -> dict[str, Any]:
+    """``x_interval: [lo, hi]`` (None without a residual model) per declared column of
+    ``row`` with a value, and ``interval_basis`` (the JSON of ``tpusim collective``,
+    ``hlo`` and ``plan``)."""
+    return json_row(interval_columns(row, columns, chip))
+
+
+def range_text(row: Mapping[str, Any], column: str, shown: Callable[[float], str]) -> str:
+    """`` (80%: lo-hi)`` from ``row``'s ``x_interval`` (:func:`json_intervals`), each
+    end formatted by ``shown``; empty without one."""
+    pair = row.get(f"{column}_interval")
+    return "" if not pair else f" (80%: {shown(pair[0])}-{shown(pair[1])})"
 
 
 def ratio(

@@ -56,7 +56,8 @@ def training_model(
         "validate --workloads --cv chip: each case's step time predicted by the shared "
         "cost terms fitted without its chip generation"
     )
-    return kind_model(workload_residuals(rows), method, provenance(command, files))
+    held = "leave-one-chip-out"
+    return kind_model(workload_residuals(rows), method, held, provenance(command, files))
 
 
 def collective_residuals(cases: Iterable[Case]) -> list[Residual]:
@@ -80,4 +81,5 @@ def collective_model(cases: Sequence[Case], command: str) -> KindModel:
         "fit split only)"
     )
     files = dict.fromkeys(c.measurement.file for c in cases)
-    return kind_model(collective_residuals(cases), method, provenance(command, files))
+    held = "holdout-split"
+    return kind_model(collective_residuals(cases), method, held, provenance(command, files))

@@ -148,12 +148,17 @@ def by_tag(residuals: Sequence[Residual]) -> dict[str, Quantiles]:
     return {key: quantiles(values) for key, values in sorted(keyed.items())}
 
 
-def kind_model(residuals: Sequence[Residual], method: str, computed_on: Provenance) -> KindModel:
-    """The residual model of one kind (module docstring); ValueError without residuals."""
+def kind_model(
+    residuals: Sequence[Residual], method: str, held_out: str, computed_on: Provenance
+) -> KindModel:
+    """The residual model of one kind (module docstring): ``method`` says how the
+    residuals were made, ``held_out`` in a few words (``leave-one-chip-out``);
+    ValueError without residuals."""
     diffs = pair_differences(residuals)
     two_level = len({r.group for r in residuals}) >= 2
     return KindModel(
         method=method,
+        held_out=held_out,
         computed_on=computed_on,
         quantiles=interval_quantiles(residuals),
         spread=spread(residuals) if two_level else None,
