@@ -46,6 +46,9 @@ KINDS: tuple[Kind, ...] = (
 LOW_PERCENTILE = 10.0
 HIGH_PERCENTILE = 90.0
 """The percentiles bounding an 80% interval."""
+MIN_CHIP_PAIRS = 2
+"""Fewest distinct pairs of chips whose paired residuals make a ratio interval (one
+pair of chips would make every ratio's spread that one pair's difference)."""
 
 
 class Residual(Frozen):
@@ -183,6 +186,17 @@ def missing_reason(kind: Kind, model: UncertaintyFile | None = None) -> str:
     model = model or load_uncertainty()
     note = model.pending.get(kind)
     return f"no residual model for {kind}" + (f" ({note})" if note else "")
+
+
+def ratio_missing_reason(kind: Kind, model: UncertaintyFile | None = None) -> str:
+    """Why a ratio of ``kind`` has no interval: no model, or too few paired residuals."""
+    model = model or load_uncertainty()
+    if kind not in model.kinds:
+        return missing_reason(kind, model)
+    return (
+        f"no paired residuals for {kind}: fewer than {MIN_CHIP_PAIRS} pairs of chips ran "
+        "the same work"
+    )
 
 
 def basis(kind: Kind, chip: str | None, model: KindModel) -> str:

@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TABLE_WIDTH",
+    "comparison_cells",
     "comparison_table",
     "format_table",
     "integer_bytes",
+    "ratio_rows",
     "text_table",
     "topology_lines",
 ]
@@ -71,12 +73,10 @@ def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.3g}"
 
 
-def format_table(frame: pd.DataFrame) -> str:
-    """A comparison table as text: 4 significant digits (whole numbers with thousands
-    separators from 10,000), a cost-model figure's 80% interval after it as
-    ``[lo-hi]`` (``attrs["intervals"]``), blanks for missing values, wrapped into
-    blocks of columns at :data:`TABLE_WIDTH` characters; then the ratios to the first
-    system with their intervals (``attrs["ratios"]``), if any."""
+def comparison_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """A comparison table's cells as text: 4 significant digits (whole numbers with
+    thousands separators from 10,000), a cost-model figure's 80% interval after it as
+    ``[lo-hi]`` (``attrs["intervals"]``), blanks for missing values."""
     intervals = frame.attrs.get("intervals", {})
     shown = frame.astype(object)
     for figure in frame.index:
@@ -90,7 +90,24 @@ def format_table(frame: pd.DataFrame) -> str:
                 lo, hi = intervals[figure][system]
                 text += f" [{_short(lo)}-{_short(hi)}]"
             shown.at[figure, system] = text
-    text = shown.to_string(justify="right", line_width=TABLE_WIDTH)
+    return shown
+
+
+def ratio_rows(frame: pd.DataFrame) -> list[list[str]]:
+    """``[figure, system, "R [lo-hi]"]`` per ratio to the first system with its 80%
+    interval (``attrs["ratios"]``)."""
+    return [
+        [str(figure), system, f"{r:.3g} [{lo:.3g}-{hi:.3g}]"]
+        for figure, by_system in frame.attrs.get("ratios", {}).items()
+        for system, (r, lo, hi) in by_system.items()
+    ]
+
+
+def format_table(frame: pd.DataFrame) -> str:
+    """A comparison table as text (:func:`comparison_cells`), wrapped into blocks of
+    columns at :data:`TABLE_WIDTH` characters; then the ratios to the first system
+    with their intervals (``attrs["ratios"]``), if any."""
+    text = comparison_cells(frame).to_string(justify="right", line_width=TABLE_WIDTH)
     lines = [line.rstrip(" \\") for line in text.splitlines()]
     return "\n".join(lines + _ratio_lines(frame))
 
@@ -101,7 +118,12 @@ def _ratio_lines(frame: pd.DataFrame) -> list[str]:
     if not ratios:
         return []
     base = frame.columns[0]
-    lines = ["", f"ratios to {base} (80% interval from paired held-out residuals):"]
+    lines = [
+        "",
+        "[lo-hi]: 80% prediction interval (docs/validation.md); none on exact figures and "
+        "on kinds without a residual model yet (summary.csv's interval_basis says which)",
+        f"ratios to {base} (80% interval from paired held-out residuals):",
+    ]
     for figure, by_system in ratios.items():
         parts = [f"{s} {r:.3g} [{lo:.3g}-{hi:.3g}]" for s, (r, lo, hi) in by_system.items()]
         lines.append(f"  {figure}: " + ", ".join(parts))

@@ -18,7 +18,7 @@ judged as it stands (``holds`` or ``does not hold``) and says so in ``interval``
 
 from __future__ import annotations
 
-from tpusim.config.uncertainty import Interval, Kind, missing_reason, ratio_interval
+from tpusim.config.uncertainty import Interval, Kind, ratio_interval, ratio_missing_reason
 
 VERDICTS = (
     "holds",
@@ -57,9 +57,9 @@ def claim_ratio(ratio: float, kind: Kind, rate: bool) -> Interval | None:
 
 
 def interval_text(name: str, value: float, interval: Interval | None, kind: Kind) -> str:
-    """``NAME 1.55 [1.21-1.98] (basis)``, or why the figure has no interval."""
+    """``NAME 1.55 [1.21-1.98] (basis)`` of a ratio, or why it has no interval."""
     if interval is None:
-        return f"{name} {value:.3g}: no interval ({missing_reason(kind)})"
+        return f"{name} {value:.3g}: no interval ({ratio_missing_reason(kind)})"
     return f"{name} {value:.3g} [{interval.lo:.3g}-{interval.hi:.3g}] ({interval.basis})"
 
 

@@ -36,6 +36,7 @@ from tpusim.config.uncertainty import (
     HIGH_PERCENTILE,
     KINDS,
     LOW_PERCENTILE,
+    MIN_CHIP_PAIRS,
     Kind,
     KindModel,
     Provenance,
@@ -154,7 +155,9 @@ def kind_model(
     """The residual model of one kind (module docstring): ``method`` says how the
     residuals were made, ``held_out`` in a few words (``leave-one-chip-out``);
     ValueError without residuals."""
-    diffs = pair_differences(residuals)
+    pairs = _pairs(residuals)
+    enough = len({chips for chips, _ in pairs}) >= MIN_CHIP_PAIRS
+    diffs = [d for _, d in pairs] if enough else []
     two_level = len({r.group for r in residuals}) >= 2
     return KindModel(
         method=method,
