@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.validate_workloads import coverage_text
+from tpusim.cli.validate_workloads import coverage_text, uncertainty_target
 from tpusim.errors import InputError
 from tpusim.network import NETWORKS
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
@@ -207,13 +206,6 @@ def _check_write_uncertainty(args: argparse.Namespace) -> None:
         )
     if args.write_uncertainty:
         check_file_target(args.write_uncertainty, "--write-uncertainty")
-
-
-def uncertainty_target(args: argparse.Namespace) -> Path:
-    """The file ``--write-uncertainty`` names (default: the shipped one)."""
-    from tpusim.config.uncertainty import uncertainty_path
-
-    return Path(args.write_uncertainty) if args.write_uncertainty else uncertainty_path()
 
 
 def write_collective_uncertainty(args: argparse.Namespace, cases: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from tpusim.errors import InputError
@@ -96,7 +97,6 @@ def _write_training(args: argparse.Namespace, rows: list[Any], files: list[str])
     file; a line on stderr naming it."""
     import sys
 
-    from tpusim.cli.validate import uncertainty_target
     from tpusim.validation.residuals import training_model
     from tpusim.validation.uncertainty import write_kind
 
@@ -107,6 +107,13 @@ def _write_training(args: argparse.Namespace, rows: list[Any], files: list[str])
     except OSError as exc:
         raise output_error("--write-uncertainty", str(target), exc) from None
     print(f"wrote training_step_time to {target}", file=sys.stderr)
+
+
+def uncertainty_target(args: argparse.Namespace) -> Path:
+    """The file ``--write-uncertainty`` names (default: the shipped one)."""
+    from tpusim.config.uncertainty import uncertainty_path
+
+    return Path(args.write_uncertainty) if args.write_uncertainty else uncertainty_path()
 
 
 def _jobs(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ then each record type's :meth:`~tpusim.results.records.Record.sweep_figures`. Ro
 whose values are all integers (chips, diameter in hops) are listed in the frame's
 ``attrs["integer_rows"]`` and written as integers (:func:`comparison_for_csv`).
 
-Figures from a cost model (:meth:`~tpusim.results.records.Record.figure_kind`) carry
+Figures from a cost model (:func:`~tpusim.results.intervals.figure_kind`) carry
 an 80% interval per system (``attrs["intervals"]``: figure -> system -> (lo, hi)) and,
 against the first system (the baseline), a ratio with its interval from paired
 residuals (``attrs["ratios"]``: figure -> system -> (ratio, lo, hi)); the CSV gets
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tpusim.config.uncertainty import Kind, figure_interval, ratio_interval
-from tpusim.results.intervals import chip_of
+from tpusim.results.intervals import chip_of, figure_kind
 from tpusim.results.records import Record
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def comparison_frame(records: Sequence[Record]) -> pd.DataFrame:
             table.setdefault(figure, {})[system] = float(value)
             counted = isinstance(value, int | np.integer) and not isinstance(value, bool)
             whole[figure] = whole.get(figure, True) and counted
-            found = kind.figure_kind(figure)
+            found = figure_kind(figure, kind.figure_columns, kind.interval_columns)
             if found is not None:
                 kinds[figure] = found
 

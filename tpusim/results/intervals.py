@@ -27,6 +27,7 @@ from tpusim.config.uncertainty import (
 __all__ = [
     "BASIS",
     "chip_of",
+    "figure_kind",
     "interval_columns",
     "json_intervals",
     "json_row",
@@ -87,6 +88,18 @@ def _basis(found: Mapping[str, Interval | None], columns: Mapping[str, tuple[Kin
     """Every distinct basis of the row, and why a kind has none."""
     parts = [i.basis if i is not None else missing_reason(columns[c][0]) for c, i in found.items()]
     return "; ".join(dict.fromkeys(parts))
+
+
+def figure_kind(
+    figure: str, figure_columns: Mapping[str, str], columns: Mapping[str, tuple[Kind, bool]]
+) -> tuple[Kind, bool] | None:
+    """The kind and rate-ness of a comparison figure named ``figure`` of a record type
+    with these ``figure_columns`` and interval ``columns`` (None for an exact figure or
+    one no measurement validates)."""
+    for phrase, column in figure_columns.items():
+        if phrase in figure:
+            return columns[column]
+    return None
 
 
 def json_row(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from tpusim.results.fault_columns import FaultColumns, columns_from_row, fault_c
 from tpusim.results.intervals import interval_columns
 from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
 from tpusim.results.simulation import CollectiveResult
+from tpusim.results.topology_summary import pod_totals, topology_summary
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ class Record:
     #: figures (hops, bytes, chips) are not listed.
     interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {}
     #: Comparison-table figures from a cost model: a phrase of the figure's name ->
-    #: the :attr:`interval_columns` entry whose interval it takes (scaled).
+    #: the :attr:`interval_columns` entry whose interval it takes (scaled;
+    #: :func:`tpusim.results.intervals.figure_kind`).
     figure_columns: ClassVar[Mapping[str, str]] = {}
 
     def row(self) -> dict[str, Any]:
@@ -99,15 +101,6 @@ class Record:
         """(figure, system, value) summarising several records of this type (none by
         default); the comparison table lists them after every per-record figure."""
         return []
-
-    @classmethod
-    def figure_kind(cls, figure: str) -> tuple[Kind, bool] | None:
-        """The kind and rate-ness of a comparison figure of this type (None for an
-        exact figure or one no measurement validates)."""
-        for phrase, column in cls.figure_columns.items():
-            if phrase in figure:
-                return cls.interval_columns[column]
-        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +211,13 @@ class CollectiveRecord(Record):
         return out
 
 
+def _program_columns(kind: Kind) -> dict[str, tuple[Kind, bool]]:
+    """A program's cost-model columns: times (and energy, cost) and rates of ``kind``."""
+    times = ("step_time_s", "energy_per_step_J", "energy_per_token_J", "cost_per_step_usd")
+    rates = ("mfu", "tokens_per_s", "tokens_per_s_per_chip")
+    return {c: (kind, c in rates) for c in (*times, "cost_per_million_tokens_usd", *rates)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProgramRecord(Record):
     """One simulated program (a training step, an inline program, an HLO replay): the
@@ -243,16 +243,9 @@ class ProgramRecord(Record):
     #: figures are the fragment's, so they say so); None for a whole model or program.
     fragment: str | None = None
 
-    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
-        "step_time_s": ("training_step_time", False),
-        "mfu": ("training_step_time", True),
-        "tokens_per_s": ("training_step_time", True),
-        "tokens_per_s_per_chip": ("training_step_time", True),
-        "energy_per_step_J": ("training_step_time", False),
-        "energy_per_token_J": ("training_step_time", False),
-        "cost_per_step_usd": ("training_step_time", False),
-        "cost_per_million_tokens_usd": ("training_step_time", False),
-    }
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = _program_columns(
+        "training_step_time"
+    )
     figure_columns: ClassVar[Mapping[str, str]] = {
         ": step time (ms)": "step_time_s",
         ": MFU (%)": "mfu",
@@ -332,7 +325,7 @@ class DecodeRecord(ProgramRecord):
 
     #: A decode step's time is a time per output token: the serving TPOT residuals.
     interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
-        **{c: ("serving_tpot", rate) for c, (_, rate) in ProgramRecord.interval_columns.items()},
+        **_program_columns("serving_tpot"),
         "per_token_latency_s": ("serving_tpot", False),
     }
     figure_columns: ClassVar[Mapping[str, str]] = {
@@ -386,42 +379,6 @@ def _number_or_none(value: str | float | None) -> float | None:
 
 def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else factor * value
-
-
-def pod_totals(system: System) -> dict[str, Any]:
-    """Peak FLOP/s per dtype and HBM and SRAM bytes summed over every chip of the system."""
-    chips = system.num_chips
-    return {
-        "peak_flops": {dtype: rate * chips for dtype, rate in system.chip.peak_flops.items()},
-        "hbm_capacity_bytes": system.chip.hbm.capacity_bytes * chips,
-        "sram_capacity_bytes": system.chip.sram.capacity_bytes * chips,
-    }
-
-
-def topology_summary(system: System, topology: Topology | None = None) -> dict[str, Any]:
-    """The ``tpusim topo`` record (DESIGN.md contract fields first): counts, hops,
-    bandwidths in bytes/s (one direction), latency in s, capacities in bytes."""
-    from tpusim.topology import build_topology
-
-    topo = topology or build_topology(system)
-    hist = topo.hop_histogram()
-    return {
-        "system": system.name,
-        "topology": topo.kind,
-        "chip": system.chip.name,
-        "chips": topo.num_chips,
-        "links": topo.num_links,
-        "diameter_hops": topo.diameter_hops,
-        "mean_hops": topo.mean_hops,
-        "bisection_bandwidth_Bps": topo.bisection_bandwidth_Bps,
-        "link_bandwidth_Bps": system.link_bandwidth_Bps,
-        "hop_latency_s": system.hop_latency_s,
-        "links_by_kind": topo.link_counts(),
-        "degree": topo.degree_stats(),
-        "hop_histogram": {str(h): int(n) for h, n in enumerate(hist) if n},
-        "shape": topo.describe(),
-        **pod_totals(system),
-    }
 
 
 __all__ = [
