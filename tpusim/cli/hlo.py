@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from tpusim import units
 from tpusim.cli.console import print_json
@@ -24,8 +25,9 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         ) from None
     network = network_of(args)
     system, file = _hlo_target(args)
-    record = hlo_summary(file, system, network, order, args.calibration)
-    record |= json_intervals(record, ProgramRecord.interval_columns, chip_of(system))
+    summary = hlo_summary(file, system, network, order, args.calibration)
+    intervals = json_intervals(summary, ProgramRecord.interval_columns, chip_of(system))
+    record: dict[str, Any] = {**summary, **intervals}
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
         print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)

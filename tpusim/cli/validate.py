@@ -173,7 +173,9 @@ def cmd_validate(args: argparse.Namespace) -> None:
     calibration = load_calibration(args.calibration) if args.calibration else None
     cases = validate(measurements, calibration, args.fidelity)
     stats = summary(cases)
-    stats["holdout"]["coverage_80"] = collective_coverage(cases)
+    holdout = stats["holdout"]
+    assert isinstance(holdout, dict)
+    holdout["coverage_80"] = collective_coverage(cases)
     if args.write_uncertainty is not None:
         write_collective_uncertainty(args, cases)
     if args.json:

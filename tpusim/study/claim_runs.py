@@ -86,7 +86,7 @@ def latency_cut_values(spec: LatencyCutClaim) -> tuple[dict[str, object], str, s
     central = "holds" if max(c[2] for c in cuts.values()) >= spec.claimed_cut else "does not hold"
     depends = "the verdict depends on the algorithm" if fixed_verdict != central else "same verdict"
     cut_text = ", ".join(f"{op} {100 * c:.0f}%" for op, c in fixed.items())
-    values = {
+    values: dict[str, object] = {
         "cuts": text,
         "structural_cuts": cut_text,
         "structural_verdict": fixed_verdict,

@@ -18,7 +18,10 @@ judged as it stands (``holds`` or ``does not hold``) and says so in ``interval``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tpusim.config.uncertainty import Interval, Kind, ratio_interval, ratio_missing_reason
+from tpusim.vocabulary import Op
 
 VERDICTS = (
     "holds",
@@ -64,7 +67,7 @@ def interval_text(name: str, value: float, interval: Interval | None, kind: Kind
 
 
 def cut_verdict(
-    cuts: dict[str, tuple[float, float, float, str]], claimed_cut: float
+    cuts: Mapping[Op, tuple[float, float, float, str]], claimed_cut: float
 ) -> tuple[str, str]:
     """The verdict of the op with the largest cut, from the 80% interval of its
     latency ratio (subject / baseline, paired collective residuals): a cut of

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
+from tpusim.config.uncertainty import Kind
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
@@ -308,7 +309,7 @@ def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[Cla
             "baseline_price_high": price_base[1],
         }
         interval = claim_ratio(p.perf_ratio, "serving_throughput", rate=True)
-        kind = "serving_throughput"
+        kind: Kind = "serving_throughput"
         text = interval_text("capacity per chip ratio", p.perf_ratio, interval, kind)
         names = {"subject": spec.subject, "baseline": baseline}
         out.append(_filled(spec, p.verdict, text, **names, **values))
