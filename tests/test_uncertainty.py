@@ -275,3 +275,23 @@ def test_comparison_has_figure_and_ratio_intervals_from_paired_residuals():
     csv = comparison_for_csv(frame)
     assert csv.loc["w: step time (ms)", "tpu8t-superpod/ironwood-pod_hi"] == pytest.approx(rhi)
     assert pd.isna(csv.loc["chips", "ironwood-pod_lo"])
+
+
+def test_write_residuals_is_one_call_for_a_serving_kind(tmp_path):
+    """What the serving cross-validation calls: (case, chip, work, log ratio) tuples in,
+    the serving kind in the file with the two-level bounds of those residuals."""
+    from tpusim.validation.uncertainty import write_residuals
+
+    measurements = tmp_path / "m.yaml"
+    measurements.write_text("cases: []\n")
+    rows = [("c1", "a", "m", 0.1), ("c2", "a", "n", 0.3), ("c3", "b", "m", -0.1)]
+    rows += [("c4", "b", "n", 0.1), ("c5", "c", "m", 0.4)]
+    target = tmp_path / "u.yaml"
+    model = write_residuals(target, "serving_ttft", rows, "by hand", "t", [str(measurements)])
+    back = load_uncertainty(target)
+    assert back.kinds["serving_ttft"] == model and "serving_ttft" not in back.pending
+    half = T_90_DF2 * math.sqrt(0.04 * (1 + 1 / 3) + 0.02)  # as in the two-level test
+    assert (model.quantiles.q10, model.quantiles.q90) == (
+        pytest.approx(0.2 - half),
+        pytest.approx(0.2 + half),
+    )

@@ -227,6 +227,23 @@ def write_kind(path: Path, kind: Kind, model: KindModel) -> None:
     load_uncertainty.cache_clear()
 
 
+def write_residuals(
+    path: Path,
+    kind: Kind,
+    residuals: Iterable[tuple[str, str, str, float]],
+    method: str,
+    command: str,
+    files: Iterable[str],
+) -> KindModel:
+    """One call for a cross-validation's writer (the serving kinds'): ``residuals`` as
+    (case id, chip held out, work, log(simulated / measured)), each predicted without
+    its chip, made into ``kind``'s model and written into ``path``; returns the model."""
+    made = [Residual(case=c, group=g, work=w, log_ratio=r) for c, g, w, r in residuals]
+    model = kind_model(made, method, "leave-one-chip-out", provenance(command, files))
+    write_kind(path, kind, model)
+    return model
+
+
 def _pending_note(kind: Kind) -> str:
     if kind.startswith("serving"):
         return PENDING_SERVING
