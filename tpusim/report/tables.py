@@ -70,7 +70,8 @@ def _cell(value: float) -> str:
 
 
 def _short(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.3g}"
+    """An interval's end: 3 significant digits, whole numbers from 1,000 (no exponent)."""
+    return f"{value:,.0f}" if abs(value) >= 1e3 else f"{value:.3g}"
 
 
 def comparison_cells(frame: pd.DataFrame) -> pd.DataFrame:

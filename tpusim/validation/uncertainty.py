@@ -220,7 +220,7 @@ def write_kind(path: Path, kind: Kind, model: KindModel) -> None:
 
     old = load_uncertainty(path) if path.exists() else UncertaintyFile()
     kinds = {**old.kinds, kind: model}
-    pending = {k: old.pending.get(k, _pending_note(k)) for k in KINDS if k not in kinds}
+    pending = {k: _pending_note(k) for k in KINDS if k not in kinds}
     new = UncertaintyFile(kinds=dict(sorted(kinds.items())), pending=pending)
     body: dict[str, Any] = new.model_dump(mode="json")
     atomic_write_text(str(path), HEADER + yaml.safe_dump(body, sort_keys=False, width=100))
