@@ -196,10 +196,11 @@ def _check_write_uncertainty(args: argparse.Namespace) -> None:
         return
     if args.serving:
         raise InputError("tpusim validate: --write-uncertainty is not offered with --serving yet")
-    if args.workloads and args.cv != "chip":
+    if args.workloads and args.cv is None:
         raise InputError(
             "tpusim validate: --write-uncertainty with --workloads needs --cv chip (the "
-            "intervals are made from chip-held-out residuals)"
+            "intervals are made from chip-held-out residuals; --cv family adds the family "
+            "grouping for reading)"
         )
     if args.calibration:
         raise InputError(

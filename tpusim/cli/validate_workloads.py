@@ -97,16 +97,23 @@ def _write_training(args: argparse.Namespace, rows: list[Any], files: list[str])
     file; a line on stderr naming it."""
     import sys
 
-    from tpusim.validation.residuals import training_model
-    from tpusim.validation.uncertainty import write_kind
+    from tpusim.validation.residuals import family_grouping, training_model
+    from tpusim.validation.uncertainty import write_grouping, write_kind
 
     target = uncertainty_target(args)
-    model = training_model(rows, dict.fromkeys(files), " ".join(["tpusim", *sys.argv[1:]]))
+    command = " ".join(["tpusim", *sys.argv[1:]])
     try:
-        write_kind(target, "training_step_time", model)
+        if args.cv == "chip":
+            write_kind(target, "training_step_time", training_model(rows, files, command))
+        else:
+            write_grouping(
+                target, "training_step_time", args.cv, family_grouping(rows, files, command)
+            )
     except OSError as exc:
         raise output_error("--write-uncertainty", str(target), exc) from None
-    print(f"wrote training_step_time to {target}", file=sys.stderr)
+    except ValueError as exc:
+        raise InputError(f"--write-uncertainty: {exc} (run --cv chip first)") from None
+    print(f"wrote training_step_time ({args.cv}) to {target}", file=sys.stderr)
 
 
 def uncertainty_target(args: argparse.Namespace) -> Path:

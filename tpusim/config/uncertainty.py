@@ -104,6 +104,19 @@ class Provenance(Frozen):
     measurements: dict[str, str]
 
 
+class OtherGrouping(Frozen):
+    """The same kind cross-validated by another grouping (``validate --workloads --cv
+    family``: each case predicted without its model family), for reading: its
+    two-level bounds, nested coverage and per-group percentiles. Intervals use the
+    chip grouping only (the chip is what tpusim's headline figures extrapolate)."""
+
+    method: str
+    computed_on: Provenance
+    quantiles: Quantiles
+    coverage_80: float | None = None
+    by: dict[str, Quantiles] = Field(default_factory=dict)
+
+
 class KindModel(Frozen):
     """One kind: how it was made (``method``; ``held_out`` names its residuals in a
     few words, such as ``leave-one-chip-out``), its residuals, the interval's log
@@ -123,6 +136,8 @@ class KindModel(Frozen):
     coverage_80: float | None = None
     pair_coverage_80: float | None = None
     by: dict[str, Quantiles] = Field(default_factory=dict)
+    #: Cross-validations by other groupings (``family``), read only.
+    other_groupings: dict[str, OtherGrouping] = Field(default_factory=dict)
     residuals: tuple[Residual, ...]
 
     @property

@@ -11,15 +11,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tpusim.config.loader import load_model
-from tpusim.config.uncertainty import KindModel, Residual
-from tpusim.validation.uncertainty import kind_model, log_ratio, provenance
+from tpusim.config.uncertainty import KindModel, OtherGrouping, Residual
+from tpusim.validation.uncertainty import (
+    by_tag,
+    interval_quantiles,
+    kind_model,
+    log_ratio,
+    nested_coverage,
+    provenance,
+)
 from tpusim.validation.validate import Case
 
 
-def workload_residuals(rows: Iterable[Mapping[str, Any]]) -> list[Residual]:
+def workload_residuals(rows: Iterable[Mapping[str, Any]], by: str = "chip") -> list[Residual]:
     """The simulated cases' residuals from their rows (:meth:`WorkloadResult.row`):
-    grouped by chip generation, paired by model and dtype (the same published work),
-    tagged by model family and dense or MoE."""
+    grouped by chip generation (``by="family"``: by model family), paired by model and
+    dtype (the same published work), tagged by model family and dense or MoE."""
     out = []
     for row in rows:
         if row["simulated_s"] is None:
@@ -29,7 +36,7 @@ def workload_residuals(rows: Iterable[Mapping[str, Any]]) -> list[Residual]:
         out.append(
             Residual(
                 case=row["id"],
-                group=row["chip"],
+                group=row["chip"] if by == "chip" else kind,
                 work=f"{row['model']} {row['dtype']}",
                 tags=tags,
                 log_ratio=log_ratio(row["simulated_s"], row["measured_s"]),
@@ -58,6 +65,23 @@ def training_model(
     )
     held = "leave-one-chip-out"
     return kind_model(workload_residuals(rows), method, held, provenance(command, files))
+
+
+def family_grouping(
+    rows: Sequence[Mapping[str, Any]], files: Iterable[str], command: str
+) -> OtherGrouping:
+    """The held-out rows of ``--cv family`` as the training kind's ``family`` grouping."""
+    residuals = workload_residuals(rows, "family")
+    return OtherGrouping(
+        method=(
+            "validate --workloads --cv family: each case's step time predicted by the "
+            "shared cost terms fitted without its model family"
+        ),
+        computed_on=provenance(command, files),
+        quantiles=interval_quantiles(residuals),
+        coverage_80=nested_coverage(residuals),
+        by=by_tag(residuals),
+    )
 
 
 def collective_residuals(cases: Iterable[Case]) -> list[Residual]:

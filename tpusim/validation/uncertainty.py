@@ -39,6 +39,7 @@ from tpusim.config.uncertainty import (
     MIN_CHIP_PAIRS,
     Kind,
     KindModel,
+    OtherGrouping,
     Provenance,
     Quantiles,
     Residual,
@@ -225,6 +226,17 @@ def write_kind(path: Path, kind: Kind, model: KindModel) -> None:
     body: dict[str, Any] = new.model_dump(mode="json")
     atomic_write_text(str(path), HEADER + yaml.safe_dump(body, sort_keys=False, width=100))
     load_uncertainty.cache_clear()
+
+
+def write_grouping(path: Path, kind: Kind, name: str, grouping: OtherGrouping) -> None:
+    """Put ``grouping`` under ``kind``'s ``other_groupings[name]`` in the file at
+    ``path``; ValueError when the file has no model of ``kind`` yet."""
+    old = load_uncertainty(path) if path.exists() else UncertaintyFile()
+    if kind not in old.kinds:
+        raise ValueError(f"{path} has no {kind} model yet to add the {name} grouping to")
+    model = old.kinds[kind]
+    groupings = {**model.other_groupings, name: grouping}
+    write_kind(path, kind, model.model_copy(update={"other_groupings": groupings}))
 
 
 def write_residuals(
