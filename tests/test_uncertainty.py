@@ -295,3 +295,22 @@ def test_write_residuals_is_one_call_for_a_serving_kind(tmp_path):
         pytest.approx(0.2 - half),
         pytest.approx(0.2 + half),
     )
+
+
+def test_the_family_grouping_joins_an_existing_kind_only(tmp_path):
+    from tpusim.config.uncertainty import OtherGrouping
+    from tpusim.validation.uncertainty import write_grouping
+
+    measurements = tmp_path / "m.yaml"
+    measurements.write_text("cases: []\n")
+    on = provenance("t", [str(measurements)])
+    grouping = OtherGrouping(method="m", computed_on=on, quantiles=quantiles([0.0, 0.1]))
+    target = tmp_path / "u.yaml"
+    with pytest.raises(ValueError, match="no training_step_time model yet"):
+        write_grouping(target, "training_step_time", "family", grouping)
+    made = kind_model([residual("a", 0.1), residual("b", 0.2)], "m", "x", on)
+    write_kind(target, "training_step_time", made)
+    write_grouping(target, "training_step_time", "family", grouping)
+    back = load_uncertainty(target).kinds["training_step_time"]
+    assert back.other_groupings == {"family": grouping}
+    assert back.quantiles == made.quantiles  # the chip grouping still makes the interval
