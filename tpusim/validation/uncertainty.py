@@ -3,10 +3,14 @@
 
 One writer for every kind: :func:`kind_model` takes held-out residuals
 (:class:`~tpusim.config.uncertainty.Residual`: group, work, log(simulated /
-measured)) and makes the interval's quantiles (10th and 90th percentiles), the ratio
-quantiles from pairs of the same work on two groups (both orders, so symmetric), the
-descriptive quantiles per tag and the nested leave-one-group-out coverage;
-:func:`write_kind` puts it into the file beside the kinds already there.
+measured)) and makes the interval's log bounds (:func:`interval_quantiles`: a
+two-level fit, a group effect plus a case's own error, with Student's t over the
+groups; the residuals of one chip err together, so pooled percentiles would be too
+narrow for a chip held out), the ratio bounds (empirical 10th and 90th percentiles of
+the differences of pairs of the same work on two groups, both orders, so symmetric),
+the descriptive percentiles per tag and the nested leave-one-group-out coverage;
+:func:`write_kind` puts it into the file beside the kinds already there
+(:func:`write_residuals`: the same from plain tuples, in one call).
 
 - ``training_step_time``: ``validate --workloads --cv chip``: each case predicted by
   the shared cost terms fitted without its chip generation.
