@@ -71,7 +71,7 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
         "held_out": workload_summary(held),
     }
     rows = [r.row() for r in held]
-    record["held_out"]["coverage_80"] = nested_coverage(workload_residuals(rows))
+    record["held_out"]["coverage_80"] = nested_coverage(workload_residuals(rows, args.cv))
     if args.write_uncertainty is not None:
         _write_training(args, rows, [c.file for c in cases])
     if args.json:
@@ -192,7 +192,7 @@ def coverage_text(part: dict[str, Any]) -> str:
     coverage = part.get("coverage_80")
     if coverage is None:
         return ""
-    return f", 80% intervals cover {coverage:.0%} (nested leave-one-chip-out)"
+    return f", 80% intervals cover {coverage:.0%} (nested leave-one-group-out)"
 
 
 def _share(count: int, total: int) -> str:

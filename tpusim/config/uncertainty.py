@@ -3,8 +3,9 @@
 For each kind of figure (:data:`KINDS`) the file holds the held-out residuals
 ``r = log(simulated / measured)`` of a cross-validation (each case predicted by cost
 terms fitted without its group), what they were computed on, and the 80% interval's
-log bounds ``q10``, ``q90`` (a two-level fit: :class:`Spread`). Since ``measured = simulated / exp(r)``, a figure ``x`` that scales with
-time gets the 80% interval ``[x / exp(q90), x / exp(q10)]``; a rate (``1 / time``)
+log bounds ``q10``, ``q90`` (a two-level fit: :class:`Spread`). Since ``measured =
+simulated / exp(r)``, a figure ``x`` that scales with time gets the 80% interval
+``[x / exp(q90), x / exp(q10)]``; a rate (``1 / time``)
 gets ``[x exp(q10), x exp(q90)]``. A ratio of two systems' figures uses the spread
 of ``r_a - r_b`` over pairs of held-out cases of the same published work on two
 chips (``pairs``), which already contains the error they share.
