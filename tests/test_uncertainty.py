@@ -24,6 +24,7 @@ from tpusim.config.uncertainty import (
     scaled,
     uncertainty_path,
 )
+from tpusim.results.records import Record
 from tpusim.study.claim_verdicts import interval_verdict
 from tpusim.validation.uncertainty import (
     covered,
@@ -41,6 +42,18 @@ T_90_DF2 = 1.8856180831641267
 """Student's t 0.90 quantile at 2 degrees of freedom (tables: 1.886)."""
 T_90_DF1 = 3.077683537175253
 """Student's t 0.90 quantile at 1 degree of freedom (tables: 3.078)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toy(Record):
+    """A record with one cost-model column, its step time."""
+
+    step_time_s: float
+    interval_columns: ClassVar = {"step_time_s": ("training_step_time", False)}
+    figure_columns: ClassVar = {": step time (ms)": "step_time_s"}
+
+    def figures(self):
+        return [(f"{self.workload}: step time (ms)", self.step_time_s * 1e3), ("chips", 4)]
 
 
 def residual(group: str, value: float, work: str = "w", case: str = "") -> Residual:
@@ -245,16 +258,6 @@ def test_comparison_has_figure_and_ratio_intervals_from_paired_residuals():
     the paired residuals' interval 0.5 / exp(q90), 0.5 / exp(q10) (not two intervals
     added); the chip count (exact) with none."""
     from tpusim.results.comparison import comparison_for_csv, comparison_frame
-    from tpusim.results.records import Record
-
-    @dataclass(frozen=True, kw_only=True)
-    class Toy(Record):
-        step_time_s: float
-        interval_columns: ClassVar = {"step_time_s": ("training_step_time", False)}
-        figure_columns: ClassVar = {": step time (ms)": "step_time_s"}
-
-        def figures(self):
-            return [(f"{self.workload}: step time (ms)", self.step_time_s * 1e3), ("chips", 4)]
 
     records = [
         Toy(system="ironwood-pod", workload="w", kind="toy", step_time_s=4e-3),
@@ -314,3 +317,14 @@ def test_the_family_grouping_joins_an_existing_kind_only(tmp_path):
     back = load_uncertainty(target).kinds["training_step_time"]
     assert back.other_groupings == {"family": grouping}
     assert back.quantiles == made.quantiles  # the chip grouping still makes the interval
+
+
+def test_a_renamed_system_names_its_chip_in_the_basis():
+    """A scenario's own system (not shipped by that name) of an unmeasured chip: the
+    run knows its chip, so the basis says it is unmeasured."""
+    from tpusim.results.run import ScenarioRun
+
+    run = ScenarioRun(records=[Toy(system="fast-8t", workload="w", kind="toy", step_time_s=1.0)])
+    assert "unmeasured" not in run.rows[0]["interval_basis"]
+    run.chips = {"fast-8t": "tpu8t"}
+    assert "tpu8t unmeasured" in run.rows[0]["interval_basis"]

@@ -15,7 +15,7 @@ them as columns ``SYSTEM_lo``, ``SYSTEM_hi``, ``SYSTEM/BASELINE``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,9 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["comparison_for_csv", "comparison_frame"]
 
 
-def comparison_frame(records: Sequence[Record]) -> pd.DataFrame:
+def comparison_frame(
+    records: Sequence[Record], chips: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """The comparison table of a scenario run's records (see above); a figure a
-    system lacks is NaN."""
+    system lacks is NaN; ``chips``: system name -> chip (default: the shipped
+    system's, :func:`~tpusim.results.intervals.chip_of`)."""
     import pandas as pd
 
     table: dict[str, dict[str, float]] = {}
@@ -57,19 +60,22 @@ def comparison_frame(records: Sequence[Record]) -> pd.DataFrame:
     systems = list(dict.fromkeys(r.system for r in records))
     frame = pd.DataFrame.from_dict(table, orient="index").reindex(columns=systems)
     frame.attrs["integer_rows"] = [figure for figure, counted in whole.items() if counted]
-    frame.attrs["intervals"] = _intervals(table, kinds)
+    frame.attrs["intervals"] = _intervals(table, kinds, chips or {})
     frame.attrs["ratios"] = _ratios(table, kinds, systems[0] if systems else "")
     return frame
 
 
 def _intervals(
-    table: dict[str, dict[str, float]], kinds: dict[str, tuple[Kind, bool]]
+    table: dict[str, dict[str, float]],
+    kinds: dict[str, tuple[Kind, bool]],
+    chips: Mapping[str, str],
 ) -> dict[str, dict[str, tuple[float, float]]]:
     """figure -> system -> (lo, hi) of every cost-model figure with a residual model."""
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for figure, (kind, rate) in kinds.items():
         for system, value in table[figure].items():
-            interval = figure_interval(value, kind, chip_of(system), rate)
+            chip = chips.get(system) or chip_of(system)
+            interval = figure_interval(value, kind, chip, rate)
             if interval is not None:
                 out.setdefault(figure, {})[system] = (interval.lo, interval.hi)
     return out

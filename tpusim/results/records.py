@@ -81,11 +81,11 @@ class Record:
         """The record's columns, in field order."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def interval_row(self) -> dict[str, Any]:
+    def interval_row(self, chip: str | None = None) -> dict[str, Any]:
         """:meth:`row` with ``x_lo``, ``x_hi`` per :attr:`interval_columns` entry and
-        ``interval_basis`` (the ``summary.csv`` row)."""
+        ``interval_basis`` (the ``summary.csv`` row), ``chip`` the system's chip."""
         row = self.row()
-        return row | interval_columns(row, self.interval_columns)
+        return row | interval_columns(row, self.interval_columns, chip)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
