@@ -46,6 +46,7 @@ def test_a_claims_file_of_ones_own_is_evaluated_by_the_same_checks(tmp_path):
         "tpusim": "v5e-pod 16, v6e-pod 16",
         "assumptions": "wraparound on both axes",
         "verdict": "holds",
+        "interval": "exact: hop counts of the topologies",
     }
     wrong = TOY.replace("claimed_hops: [16, 16]", "claimed_hops: [16, 8]")
     (row,) = claim_rows(files=(load_claims_file(write(tmp_path, wrong)),))

@@ -6,9 +6,12 @@ fragment keep the simulations to seconds."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tpusim.config import load_system
+from tpusim.config.uncertainty import load_uncertainty
 from tpusim.study.claim_specs import ClaimsFile
 from tpusim.study.claims import claim_rows
 from tpusim.study.claims_training import step_figure
@@ -84,13 +87,34 @@ def training_row(system: str, chips: int, step_s: float, tokens: float) -> dict:
     }
 
 
-VERDICTS = [(16e6, "holds"), (8e6, "partly"), (1e6, "does not hold")]
+SUBJECT_TOKENS = (20e6, 14e6, 12e6, 2e6)
+"""Subject tokens/s giving per-chip ratios 10, 7, 6 and 1 over a baseline's 1e6."""
 
 
-@pytest.mark.parametrize(("subject_tokens", "verdict"), VERDICTS)
-def test_perf_per_dollar_from_rows_is_ratio_arithmetic(subject_tokens, verdict):
+def expected_verdict(perf: float) -> str:
+    """The verdict by hand: the advantage at the midpoint prices (4 / 1.5), its 80%
+    interval the per-chip ratio times exp(q10), exp(q90) of the shipped paired training
+    residuals, against 0.9 x 2.7."""
+    q = load_uncertainty().kinds["training_step_time"].pairs
+    advantage, threshold = perf / (4.0 / 1.5), 0.9 * 2.7
+    lo, hi = advantage * math.exp(q.q10), advantage * math.exp(q.q90)
+    if lo >= threshold:
+        return "holds"
+    if advantage >= threshold:
+        return "holds within the interval"
+    return "cannot tell" if hi >= threshold else "does not hold"
+
+
+def test_the_perf_cases_span_every_interval_verdict():
+    verdicts = {expected_verdict(t / 2e6) for t in SUBJECT_TOKENS}
+    assert verdicts == {"holds", "holds within the interval", "cannot tell", "does not hold"}
+
+
+@pytest.mark.parametrize("subject_tokens", SUBJECT_TOKENS)
+def test_perf_per_dollar_from_rows_is_ratio_arithmetic(subject_tokens):
     """Rows of 256 chips each: per-chip tokens/s ratio, over the midpoint price ratio
-    (4 / 1.5); the break-even price ratio is perf / 2.7, times the baseline's prices."""
+    (4 / 1.5); the break-even price ratio is perf / 2.7, times the baseline's prices;
+    the verdict from the ratio's 80% interval."""
     rows = [
         training_row("ironwood-256", 256, 2.0, subject_tokens),
         training_row("v5e-pod", 256, 1.0, 1e6),
@@ -103,11 +127,9 @@ def test_perf_per_dollar_from_rows_is_ratio_arithmetic(subject_tokens, verdict):
     assert (low, high) == pytest.approx((expected / 2.7 * 1.0, expected / 2.7 * 2.0))
     assert tokens_s == pytest.approx(subject_tokens / 2.0)
     assert chip_hour == pytest.approx(1e6 / 256 * 3600)
-    assert row["verdict"] == verdict and row["assumptions"] == "the run's rows"
-    # holds when perf over the midpoint price ratio (4 / 1.5) reaches 0.9 x 2.7, partly
-    # when only over the best one (3 / 2)
-    assert (expected / (4.0 / 1.5) >= 0.9 * 2.7) == (verdict == "holds")
-    assert (expected / (3.0 / 2.0) >= 0.9 * 2.7) == (verdict != "does not hold")
+    assert row["verdict"] == expected_verdict(expected)
+    assert row["assumptions"] == "the run's rows"
+    assert row["interval"].startswith(f"tokens/s per chip ratio {expected:.3g} [")
 
 
 def test_simulated_step_counts_its_tokens_by_hand():

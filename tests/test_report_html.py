@@ -133,7 +133,14 @@ def test_comparison_and_claims_tables_mirror_their_csvs(report):
     page, out, _ = report
     comparison = pd.read_csv(out / "comparison.csv", index_col="figure")
     header, *rows = page.tables["comparison"]
-    assert header == ["figure", *comparison.columns]
+    systems = [c for c in comparison.columns if not c.endswith(("_lo", "_hi")) and "/" not in c]
+    assert header == ["figure", *systems]
+    # a figure with an interval in the CSV shows it in its cell: "value [lo-hi]"
+    ranged = [f for f in comparison.index if pd.notna(comparison.loc[f, f"{systems[0]}_lo"])]
+    assert ranged
+    for row in rows:
+        if row[0] in ranged:
+            assert re.search(r"\[[0-9.,]+-[0-9.,]+\]$", row[1]), row
     basis = " [power basis: fp8 peak]"  # beside every energy and power figure
     assert [r[0].removesuffix(basis) for r in rows] == list(comparison.index)
     marked = [r[0] for r in rows if r[0].endswith(basis)]

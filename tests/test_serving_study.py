@@ -9,6 +9,8 @@ import json
 import pytest
 
 from tests.helpers import run
+from tpusim.config.uncertainty import load_uncertainty
+from tpusim.results.intervals import json_row
 from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
 from tpusim.study.claims import claim_rows
 from tpusim.workloads import record_from_row
@@ -38,7 +40,9 @@ def test_serving_workload_in_a_scenario(tmp_path, capsys):
     assert row["energy_per_million_tokens_J"] == pytest.approx(1000 * 2 * seconds)
     assert row["cost_per_million_tokens_usd"] == pytest.approx(3.6 * 2 * seconds / 3600)
     record = record_from_row(row)
-    assert isinstance(record, ServingRecord) and record.row() == row
+    assert isinstance(record, ServingRecord) and json_row(record.interval_row()) == row
+    assert row["ttft_p99_s_interval"] is None or "serving_ttft" in load_uncertainty().kinds
+    assert "serving_ttft" in row["interval_basis"]
 
 
 def test_perf_per_dollar_closed_form():

@@ -98,7 +98,7 @@ def cmd_collective(args: argparse.Namespace) -> None:
     result, network = _run_one(system, topology, args, sizes[0], options)
     if args.links_csv:
         _write_links(topology, network, result.time_s, args.links_csv)
-    rec = result.record() | network.fault_report
+    rec = with_intervals(result.record(), system) | network.fault_report
     if args.json:
         print_json(rec)
     else:
@@ -141,7 +141,8 @@ def _collective_sweep(
     with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=not args.json) as bar:
         for size in sizes:
             began = time.perf_counter()
-            rows.append(_run_one(system, topology, args, size, options)[0].record())
+            record = _run_one(system, topology, args, size, options)[0].record()
+            rows.append(with_intervals(record, system))
             if not args.json:
                 print(_sweep_row(rows[-1], binary), flush=True)
             wall_s = time.perf_counter() - began
@@ -150,14 +151,28 @@ def _collective_sweep(
         print_json({"system": system.name, "op": args.op, "sweep": rows})
 
 
+def with_intervals(record: dict[str, Any], system: System) -> dict[str, Any]:
+    """A collective's record with ``time_s_interval``, ``algbw_Bps_interval``,
+    ``busbw_Bps_interval`` and ``interval_basis`` (80%, :mod:`tpusim.results.intervals`)."""
+    from tpusim.results.intervals import json_intervals
+    from tpusim.results.records import CollectiveRecord
+
+    columns = {k: v for k, v in CollectiveRecord.interval_columns.items() if k != "step_time_s"}
+    return record | json_intervals(record, columns, system.chip.name)
+
+
 def _collective_lines(rec: dict[str, Any], binary: bool = True) -> list[str]:
+    from tpusim.results.intervals import range_text
+
     return [
         f"system          {rec['system']}",
         f"collective      {rec['op']} of {units.format_bytes(rec['bytes'], binary)} "
         f"({rec['algorithm']}, {rec['fidelity']} fidelity, reductions on {rec['engine']})",
         f"chips           {rec['chips']:,} in {rec['num_groups']:,} group(s) of "
         f"{rec['group_size']:,}",
-        f"time            {units.format_time(rec['time_s'])}",
+        f"time            {units.format_time(rec['time_s'])}"
+        + range_text(rec, "time_s", units.format_time),
+        f"interval basis  {rec['interval_basis']}",
         f"algbw / busbw   {_bandwidth_text(rec['algbw_Bps'])} / "
         f"{_bandwidth_text(rec['busbw_Bps'])}",
         f"hops            max {rec['max_hops']}, mean {rec['mean_hops']:.2f}",

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
 from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.errors import InputError
+from tpusim.results.intervals import chip_of, json_intervals, range_text
+from tpusim.results.records import ProgramRecord
 from tpusim.workloads.hlo import hlo_summary
 
 
@@ -22,7 +25,9 @@ def cmd_hlo(args: argparse.Namespace) -> None:
         ) from None
     network = network_of(args)
     system, file = _hlo_target(args)
-    record = hlo_summary(file, system, network, order, args.calibration)
+    summary = hlo_summary(file, system, network, order, args.calibration)
+    intervals = json_intervals(summary, ProgramRecord.interval_columns, chip_of(system))
+    record: dict[str, Any] = {**summary, **intervals}
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
         print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
@@ -39,10 +44,13 @@ def cmd_hlo(args: argparse.Namespace) -> None:
                 f"FLOPs per chip  {record['flops_per_chip']:.4g}",
                 f"collectives     {collectives} "
                 f"({units.format_bytes(record['collective_bytes_per_chip'])} per chip)",
-                f"step            {units.format_time(record['step_time_s'])} (compute "
+                f"step            {units.format_time(record['step_time_s'])}"
+                + range_text(record, "step_time_s", units.format_time)
+                + " (compute "
                 f"{units.format_time(record['compute_time_s'])}, communication "
                 f"{units.format_time(record['communication_time_s'])}, exposed "
                 f"{units.format_time(record['exposed_communication_time_s'])})",
+                f"interval basis  {record['interval_basis']}",
             ]
         )
     )

@@ -19,6 +19,7 @@ COLUMNS = (
     "flags",
     "fidelity",
     "step time",
+    "80% interval",
     "MFU",
     "peak HBM/chip",
     "exposed comm",
@@ -114,7 +115,17 @@ def layout_row(result: Any, simulated: Any) -> dict[str, Any]:
         "screen_step_time_s": result.screens[id(fitted)].step_s,
         "ranked_step_time_s": ranked.step_time_s if ranked else None,
         "simulated_as": simulated.how,
-    }
+    } | _intervals(simulated, result.system.chip.name)
+
+
+def _intervals(simulated: Any, chip: str) -> dict[str, Any]:
+    """``step_time_s_interval``, ``mfu_interval`` (80%) and ``interval_basis``."""
+    from tpusim.results.intervals import json_intervals
+    from tpusim.results.records import ProgramRecord
+
+    row = {"step_time_s": simulated.step_time_s, "mfu": simulated.mfu}
+    columns = {k: ProgramRecord.interval_columns[k] for k in row}
+    return json_intervals(row, columns, chip)
 
 
 def plan_record(result: Any, top: int) -> dict[str, Any]:
@@ -158,6 +169,8 @@ def plan_lines(record: dict[str, Any]) -> list[str]:
         "",
         text_table(rows, COLUMNS),
     ]
+    if record["layouts"]:
+        lines.append(f"interval basis  {record['layouts'][0]['interval_basis']}")
     ref = record["reference"]
     if ref is not None:
         lines += [
@@ -167,6 +180,11 @@ def plan_lines(record: dict[str, Any]) -> list[str]:
             f"({ref['fidelity']})",
         ]
     return lines
+
+
+def _range(pair: list[float] | None) -> str:
+    """``lo-hi`` of a step time interval, or - without one."""
+    return "-" if not pair else f"{units.format_time(pair[0])}-{units.format_time(pair[1])}"
 
 
 def _flags_text(flags: dict[str, bool]) -> str:
@@ -187,6 +205,7 @@ def _text_row(rank: int, row: dict[str, Any]) -> dict[str, str]:
         "flags": _flags_text(row["flags"]),
         "fidelity": row["fidelity"],
         "step time": units.format_time(row["step_time_s"]),
+        "80% interval": _range(row.get("step_time_s_interval")),
         "MFU": f"{row['mfu']:.1%}",
         "peak HBM/chip": units.format_bytes(row["peak_hbm_bytes_per_chip"]),
         "exposed comm": units.format_time(row["exposed_communication_time_s"]),

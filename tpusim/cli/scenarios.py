@@ -125,13 +125,27 @@ def _run_record(name: str, outputs: Outputs, out: Path, pictures: list[Path]) ->
     """The ``tpusim run --json`` object."""
     import pandas as pd
 
+    from tpusim.results.intervals import json_row
+
+    comparison = outputs.comparison
     record: dict[str, object] = {
         "scenario": name,
-        "results": outputs.run.rows,
+        "results": [json_row(row) for row in outputs.run.rows],
         "out": str(out),
         "comparison": {
             system: {k: v for k, v in column.items() if pd.notna(v)}
-            for system, column in outputs.comparison.to_dict().items()
+            for system, column in comparison.to_dict().items()
+        },
+        "comparison_intervals": {
+            figure: {system: list(pair) for system, pair in by_system.items()}
+            for figure, by_system in comparison.attrs.get("intervals", {}).items()
+        },
+        "comparison_ratios": {
+            figure: {
+                system: {"ratio": r, "ratio_interval": [lo, hi], "baseline": comparison.columns[0]}
+                for system, (r, lo, hi) in by_system.items()
+            }
+            for figure, by_system in comparison.attrs.get("ratios", {}).items()
         },
         "plots": [str(p) for p in pictures],
         "wall_s": outputs.run.wall_s,

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.validate_workloads import coverage_text, uncertainty_target
 from tpusim.errors import InputError
 from tpusim.network import NETWORKS
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
@@ -27,6 +28,15 @@ def add_parsers(sub: Subparsers) -> None:
         choices=("chip", "family", "server"),
         help="with --workloads (chip, family) or --serving (chip, server): refit the shared "
         "terms leaving out one group at a time and report the held-out errors",
+    )
+    p.add_argument(
+        "--write-uncertainty",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="write the held-out residuals as the interval model of their kind into FILE "
+        "(default: the shipped configs/uncertainty.yaml): training step time with "
+        "--workloads --cv chip, collective time from the holdout measurements without",
     )
     p.add_argument("--serving", action="store_true", help="the public serving figures instead")
     p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
@@ -144,6 +154,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
         raise InputError("tpusim validate --serving: --cv takes chip or server, not family")
     if args.cv and args.calibration:
         raise InputError("tpusim validate: --cv refits the terms itself; leave out --calibration")
+    _check_write_uncertainty(args)
     if args.serving:
         from tpusim.cli.validate_serving import check_serving_flags, cmd_serving
 
@@ -167,6 +178,11 @@ def cmd_validate(args: argparse.Namespace) -> None:
     calibration = load_calibration(args.calibration) if args.calibration else None
     cases = validate(measurements, calibration, args.fidelity)
     stats = summary(cases)
+    holdout = stats["holdout"]
+    assert isinstance(holdout, dict)
+    holdout["coverage_80"] = collective_coverage(cases)
+    if args.write_uncertainty is not None:
+        write_collective_uncertainty(args, cases)
     if args.json:
         from tpusim.report import integer_bytes
 
@@ -175,6 +191,54 @@ def cmd_validate(args: argparse.Namespace) -> None:
     print(_cases_table([c.row() for c in cases]))
     print()
     print(_summary_lines(stats))
+
+
+def _check_write_uncertainty(args: argparse.Namespace) -> None:
+    """``--write-uncertainty`` writes held-out residuals: from --workloads only with
+    --cv chip, never from --serving (its cross-validation writes its own), never with
+    a calibration overlay (its residuals are not the shipped model's)."""
+    if args.write_uncertainty is None:
+        return
+    if args.serving:
+        raise InputError("tpusim validate: --write-uncertainty is not offered with --serving yet")
+    if args.workloads and args.cv is None:
+        raise InputError(
+            "tpusim validate: --write-uncertainty with --workloads needs --cv chip (the "
+            "intervals are made from chip-held-out residuals; --cv family adds the family "
+            "grouping for reading)"
+        )
+    if args.calibration:
+        raise InputError(
+            "tpusim validate: --write-uncertainty writes the shipped model's residuals; "
+            "leave out --calibration"
+        )
+    if args.write_uncertainty:
+        check_file_target(args.write_uncertainty, "--write-uncertainty")
+
+
+def write_collective_uncertainty(args: argparse.Namespace, cases: Any) -> None:
+    """The holdout cases' residuals as the ``collective_time`` model; a line on stderr
+    naming the file."""
+    import sys
+
+    from tpusim.validation.residuals import collective_model
+    from tpusim.validation.uncertainty import write_kind
+
+    target = uncertainty_target(args)
+    model = collective_model(cases, " ".join(["tpusim", *sys.argv[1:]]))
+    try:
+        write_kind(target, "collective_time", model)
+    except OSError as exc:
+        raise output_error("--write-uncertainty", str(target), exc) from None
+    print(f"wrote collective_time to {target}", file=sys.stderr)
+
+
+def collective_coverage(cases: Any) -> float | None:
+    """Nested leave-one-chip-out coverage of the holdout cases' 80% intervals."""
+    from tpusim.validation.residuals import collective_residuals
+    from tpusim.validation.uncertainty import nested_coverage
+
+    return nested_coverage(collective_residuals(cases))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
@@ -262,7 +326,7 @@ def _summary_lines(stats: dict[str, Any]) -> str:
         share = part["within_10pct"] / total if total else 0.0
         lines.append(
             f"{label:<8} {total:>3} points, {part['within_10pct']:>3} within 10% ({share:.0%}), "
-            f"median |error| {part['median_abs_error']:.1%}"
+            f"median |error| {part['median_abs_error']:.1%}" + coverage_text(part)
         )
     return "\n".join(lines)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from tpusim.errors import InputError
@@ -47,6 +48,8 @@ def _calibrated_chips(path: str, cases: list[Any]) -> dict[str, Any]:
 def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
     """``validate --workloads --cv chip|family``: per group, the terms fitted without it
     and its cases' errors; then the held-out summary over every group."""
+    from tpusim.validation.residuals import workload_residuals
+    from tpusim.validation.uncertainty import nested_coverage
     from tpusim.validation.workloads_fit import cross_validate
     from tpusim.validation.workloads_run import workload_summary
 
@@ -67,6 +70,10 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
         ],
         "held_out": workload_summary(held),
     }
+    rows = [r.row() for r in held]
+    record["held_out"]["coverage_80"] = nested_coverage(workload_residuals(rows, args.cv))
+    if args.write_uncertainty is not None:
+        _write_training(args, rows, [c.file for c in cases])
     if args.json:
         print(json_text(record))
         return
@@ -83,6 +90,37 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
     print()
     print("held out (each case predicted by terms fitted without its group):")
     print(summary_lines(record["held_out"]))
+
+
+def _write_training(args: argparse.Namespace, rows: list[Any], files: list[str]) -> None:
+    """The held-out rows as the ``training_step_time`` model in ``--write-uncertainty``'s
+    file; a line on stderr naming it."""
+    import sys
+
+    from tpusim.validation.residuals import family_grouping, training_model
+    from tpusim.validation.uncertainty import write_grouping, write_kind
+
+    target = uncertainty_target(args)
+    command = " ".join(["tpusim", *sys.argv[1:]])
+    try:
+        if args.cv == "chip":
+            write_kind(target, "training_step_time", training_model(rows, files, command))
+        else:
+            write_grouping(
+                target, "training_step_time", args.cv, family_grouping(rows, files, command)
+            )
+    except OSError as exc:
+        raise output_error("--write-uncertainty", str(target), exc) from None
+    except ValueError as exc:
+        raise InputError(f"--write-uncertainty: {exc} (run --cv chip first)") from None
+    print(f"wrote training_step_time ({args.cv}) to {target}", file=sys.stderr)
+
+
+def uncertainty_target(args: argparse.Namespace) -> Path:
+    """The file ``--write-uncertainty`` names (default: the shipped one)."""
+    from tpusim.config.uncertainty import uncertainty_path
+
+    return Path(args.write_uncertainty) if args.write_uncertainty else uncertainty_path()
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -143,10 +181,18 @@ def summary_lines(stats: dict[str, Any]) -> str:
             f"{label:<8} {part['total']:>3} cases, {n:>3} simulated, "
             f"{part['within_10pct']:>3} within 10% ({_share(part['within_10pct'], n)}), "
             f"{part['within_15pct']:>3} within 15% ({_share(part['within_15pct'], n)}), "
-            f"median |error| {shown}"
+            f"median |error| {shown}" + coverage_text(part)
         )
     lines.append("status   " + ", ".join(f"{k}: {v}" for k, v in stats["status"].items()))
     return "\n".join(lines)
+
+
+def coverage_text(part: dict[str, Any]) -> str:
+    """``, 80% intervals cover N%`` when the summary part has a coverage."""
+    coverage = part.get("coverage_80")
+    if coverage is None:
+        return ""
+    return f", 80% intervals cover {coverage:.0%} (nested leave-one-group-out)"
 
 
 def _share(count: int, total: int) -> str:

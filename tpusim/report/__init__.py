@@ -19,7 +19,7 @@ from tpusim.report.tables import (
     text_table,
     topology_lines,
 )
-from tpusim.results.records import pod_totals, topology_summary
+from tpusim.results.topology_summary import pod_totals, topology_summary
 
 __all__ = [
     "TABLE_WIDTH",

@@ -127,7 +127,8 @@ def systems_side_by_side(comparison: pd.DataFrame, path: str | Path | None = Non
     colours = [plt.get_cmap("tab10")(i % 10) for i in range(len(systems))]
     for ax, name in zip(axes.flat, names, strict=False):
         values = comparison.loc[name].to_numpy(dtype=float)
-        bars = ax.bar(range(len(systems)), values, color=colours)
+        errors = _error_bars(comparison, name, values)
+        bars = ax.bar(range(len(systems)), values, color=colours, yerr=errors, capsize=3)
         ax.bar_label(bars, labels=[_short(v) for v in values], fontsize=7, padding=1)
         ax.set_title(name, fontsize="small")
         ax.set_xticks(range(len(systems)))
@@ -136,8 +137,20 @@ def systems_side_by_side(comparison: pd.DataFrame, path: str | Path | None = Non
         ax.margins(y=0.15)
     for ax in axes.flat[len(names) :]:
         ax.set_visible(False)
-    fig.suptitle("Systems side by side: key figures of the run")
+    fig.suptitle("Systems side by side: key figures of the run (error bars: 80% intervals)")
     return finish(fig, path)
+
+
+def _error_bars(comparison: pd.DataFrame, name: str, values: np.ndarray) -> np.ndarray | None:
+    """(2, systems) distances below and above each bar to its 80% interval
+    (``attrs["intervals"]``; zero where a system's figure has none), or None."""
+    intervals = comparison.attrs.get("intervals", {}).get(name)
+    if not intervals:
+        return None
+    pairs = [intervals.get(str(s)) for s in comparison.columns]
+    low = [v - p[0] if p else 0.0 for v, p in zip(values, pairs, strict=True)]
+    high = [p[1] - v if p else 0.0 for v, p in zip(values, pairs, strict=True)]
+    return np.nan_to_num(np.array([low, high]))
 
 
 def _short(value: float) -> str:

@@ -23,7 +23,7 @@ def summary_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """``summary.png``: the systems side by side on the comparison table's key figures."""
     from tpusim.report import compare_plots as plots_compare
 
-    table = comparison_frame(run.records)
+    table = comparison_frame(run.records, run.chips)
     if not plots_compare.summary_rows(table):
         return []
     return [saved(plots_compare.systems_side_by_side(table), out / "summary")]

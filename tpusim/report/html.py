@@ -9,7 +9,7 @@ than ``primary``, with its grade, source and note) and the sources cited. It loa
 nothing from files or the network: it can be mailed or archived alone.
 
 Every table is an HTML ``<table>`` with an ``id`` (``provenance``, ``comparison``,
-``claims``, ``energy``, ``assumptions``, ``sources``) and every figure a ``<figure>``
+``ratios``, ``claims``, ``energy``, ``assumptions``, ``sources``) and every figure a ``<figure>``
 whose ``<img>`` has ``alt`` text naming its file, so a parser can check the page.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpusim.report.sources import load_references, sources_frame
+from tpusim.report.tables import comparison_cells, ratio_rows
 from tpusim.results.energy import IDLE_POWER_FRACTION
 from tpusim.results.files import atomic_write_text
 from tpusim.results.writers import Outputs
@@ -96,7 +97,7 @@ def _frame_table(table_id: str, frame: pd.DataFrame, index_name: str) -> str:
 def _comparison(outputs: Outputs) -> str:
     """The comparison table, each energy and power figure marked with the dtype its
     power was derived at (the scenario's ``assumptions.power_basis``)."""
-    frame = outputs.comparison.copy()
+    frame = comparison_cells(outputs.comparison)
     basis = (outputs.resolved.get("assumptions") or {}).get("power_basis")
     if basis:
         marked = [
@@ -106,7 +107,18 @@ def _comparison(outputs: Outputs) -> str:
             for name in frame.index
         ]
         frame.index = marked
-    return _frame_table("comparison", frame, "figure")
+    table = _frame_table("comparison", frame, "figure")
+    ratios = ratio_rows(outputs.comparison)
+    if not ratios:
+        return table
+    base = outputs.comparison.columns[0]
+    note = (
+        '<p class="note">[lo-hi]: 80% prediction interval from held-out residuals '
+        "(docs/validation.md); ratios to the first system take theirs from pairs of "
+        "held-out chips running the same work.</p>"
+    )
+    header = ["figure", "system", f"ratio to {base} [80% interval]"]
+    return table + note + table_html("ratios", header, ratios)
 
 
 def _figures(folder: Path) -> str:

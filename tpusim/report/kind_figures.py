@@ -22,13 +22,13 @@ __all__ = ["KIND_FIGURES"]
 
 # -- collective ------------------------------------------------------------------------
 def busbw_plots(out: Path, run: ScenarioRun) -> list[Path]:
-    """``busbw-<op>.png``: bus bandwidth against message size per system (log-log), for
-    each collective op swept over ``bytes``."""
+    """``busbw-<op>.png``: bus bandwidth against message size per system (log-log) with
+    its 80% interval as a band, for each collective op swept over ``bytes``."""
     import pandas as pd
 
     from tpusim.report import plots
 
-    rows = [r.row() for r in run.records if isinstance(r, CollectiveRecord)]
+    rows = [r.interval_row() for r in run.records if isinstance(r, CollectiveRecord)]
     curves = pd.DataFrame(rows)
     written = []
     if not curves.empty:

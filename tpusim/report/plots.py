@@ -60,7 +60,9 @@ def finish(fig: Figure, path: str | Path | None) -> Figure:
 # -- 1. bus bandwidth vs message size ---------------------------------------------------
 def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure:
     """Bus bandwidth (GB/s) against message size on log-log axes, one line per
-    (system, op) with a marker at every size measured; sizes ticked at powers of two."""
+    (system, op) with a marker at every size measured and, where the frame has
+    ``busbw_Bps_lo``/``_hi``, its 80% interval as a band; sizes ticked at powers of
+    two."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     series, ops = 0, frame["op"].nunique()
@@ -68,7 +70,7 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
         part = part[part["busbw_Bps"].notna() & (part["busbw_Bps"] > 0)].sort_values("bytes")
         label = f"{system} {op}" if ops > 1 else str(system)
         marker = MARKERS[series % len(MARKERS)]
-        ax.plot(
+        (line,) = ax.plot(
             part["bytes"],
             part["busbw_Bps"] / 1e9,
             marker=marker,
@@ -76,6 +78,9 @@ def busbw_vs_size(frame: pd.DataFrame, path: str | Path | None = None) -> Figure
             markerfacecolor="none",
             label=label,
         )
+        if {"busbw_Bps_lo", "busbw_Bps_hi"} <= set(part.columns):
+            low, high = part["busbw_Bps_lo"] / 1e9, part["busbw_Bps_hi"] / 1e9
+            ax.fill_between(part["bytes"], low, high, color=line.get_color(), alpha=0.12)
         series += 1
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TABLE_WIDTH",
+    "comparison_cells",
     "comparison_table",
     "format_table",
     "integer_bytes",
+    "ratio_rows",
     "text_table",
     "topology_lines",
 ]
@@ -63,16 +65,70 @@ def _whole(value: object) -> object:
 TABLE_WIDTH = 120
 
 
+def _cell(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def _short(value: float) -> str:
+    """An interval's end: 3 significant digits, whole numbers from 1,000 (no exponent)."""
+    return f"{value:,.0f}" if abs(value) >= 1e3 else f"{value:.3g}"
+
+
+def comparison_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """A comparison table's cells as text: 4 significant digits (whole numbers with
+    thousands separators from 10,000), a cost-model figure's 80% interval after it as
+    ``[lo-hi]`` (``attrs["intervals"]``), blanks for missing values."""
+    intervals = frame.attrs.get("intervals", {})
+    shown = frame.astype(object)
+    for figure in frame.index:
+        for system in frame.columns:
+            value = frame.at[figure, system]
+            if value != value:  # NaN: the system lacks the figure
+                shown.at[figure, system] = ""
+                continue
+            text = _cell(value)
+            if system in intervals.get(figure, {}):
+                lo, hi = intervals[figure][system]
+                text += f" [{_short(lo)}-{_short(hi)}]"
+            shown.at[figure, system] = text
+    return shown
+
+
+def ratio_rows(frame: pd.DataFrame) -> list[list[str]]:
+    """``[figure, system, "R [lo-hi]"]`` per ratio to the first system with its 80%
+    interval (``attrs["ratios"]``)."""
+    return [
+        [str(figure), system, f"{r:.3g} [{lo:.3g}-{hi:.3g}]"]
+        for figure, by_system in frame.attrs.get("ratios", {}).items()
+        for system, (r, lo, hi) in by_system.items()
+    ]
+
+
 def format_table(frame: pd.DataFrame) -> str:
-    """A comparison table as text: 4 significant digits (whole numbers with thousands
-    separators from 10,000), blanks for missing values, wrapped into blocks of
-    columns at :data:`TABLE_WIDTH` characters."""
+    """A comparison table as text (:func:`comparison_cells`), wrapped into blocks of
+    columns at :data:`TABLE_WIDTH` characters; then the ratios to the first system
+    with their intervals (``attrs["ratios"]``), if any."""
+    text = comparison_cells(frame).to_string(justify="right", line_width=TABLE_WIDTH)
+    lines = [line.rstrip(" \\") for line in text.splitlines()]
+    return "\n".join(lines + _ratio_lines(frame))
 
-    def cell(value: float) -> str:
-        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
-    text = frame.to_string(float_format=cell, na_rep="", justify="right", line_width=TABLE_WIDTH)
-    return "\n".join(line.rstrip(" \\") for line in text.splitlines())
+def _ratio_lines(frame: pd.DataFrame) -> list[str]:
+    """``figure: system / baseline R [lo-hi]`` per ratio of ``attrs["ratios"]``."""
+    ratios = frame.attrs.get("ratios", {})
+    if not ratios:
+        return []
+    base = frame.columns[0]
+    lines = [
+        "",
+        "[lo-hi]: 80% prediction interval (docs/validation.md); none on exact figures and "
+        "on kinds without a residual model yet (summary.csv's interval_basis says which)",
+        f"ratios to {base} (80% interval from paired held-out residuals):",
+    ]
+    for figure, by_system in ratios.items():
+        parts = [f"{s} {r:.3g} [{lo:.3g}-{hi:.3g}]" for s, (r, lo, hi) in by_system.items()]
+        lines.append(f"  {figure}: " + ", ".join(parts))
+    return lines
 
 
 def topology_lines(rec: dict[str, Any]) -> list[str]:

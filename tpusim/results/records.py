@@ -35,10 +35,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tpusim.config.uncertainty import Kind
 from tpusim.results.economics import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Economics
 from tpusim.results.fault_columns import FaultColumns, columns_from_row, fault_columns
+from tpusim.results.intervals import interval_columns
 from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
 from tpusim.results.simulation import CollectiveResult
+from tpusim.results.topology_summary import pod_totals, topology_summary
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -65,9 +68,24 @@ class Record:
     workload: str
     kind: str
 
+    #: The columns a cost model produced: column -> (kind of figure, whether a rate,
+    #: 1 / time); each gets an 80% interval (:mod:`tpusim.results.intervals`). Exact
+    #: figures (hops, bytes, chips) are not listed.
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {}
+    #: Comparison-table figures from a cost model: a phrase of the figure's name ->
+    #: the :attr:`interval_columns` entry whose interval it takes (scaled;
+    #: :func:`tpusim.results.intervals.figure_kind`).
+    figure_columns: ClassVar[Mapping[str, str]] = {}
+
     def row(self) -> dict[str, Any]:
         """The record's columns, in field order."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def interval_row(self, chip: str | None = None) -> dict[str, Any]:
+        """:meth:`row` with ``x_lo``, ``x_hi`` per :attr:`interval_columns` entry and
+        ``interval_basis`` (the ``summary.csv`` row), ``chip`` the system's chip."""
+        row = self.row()
+        return row | interval_columns(row, self.interval_columns, chip)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
@@ -132,6 +150,17 @@ class CollectiveRecord(Record):
     #: With faults or a routing policy only: :mod:`tpusim.results.fault_columns`.
     faults: FaultColumns = field(default_factory=lambda: FaultColumns())
 
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
+        "time_s": ("collective_time", False),
+        "algbw_Bps": ("collective_time", True),
+        "busbw_Bps": ("collective_time", True),
+        "step_time_s": ("collective_time", False),
+    }
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        ": time (us)": "time_s",
+        ": busbw (GB/s)": "busbw_Bps",
+    }
+
     #: The result's fields under their column names where these differ.
     _COLUMN_OF: ClassVar[dict[str, str]] = {"mean_hops": "mean_flow_hops"}
 
@@ -182,6 +211,13 @@ class CollectiveRecord(Record):
         return out
 
 
+def _program_columns(kind: Kind) -> dict[str, tuple[Kind, bool]]:
+    """A program's cost-model columns: times (and energy, cost) and rates of ``kind``."""
+    times = ("step_time_s", "energy_per_step_J", "energy_per_token_J", "cost_per_step_usd")
+    rates = ("mfu", "tokens_per_s", "tokens_per_s_per_chip")
+    return {c: (kind, c in rates) for c in (*times, "cost_per_million_tokens_usd", *rates)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProgramRecord(Record):
     """One simulated program (a training step, an inline program, an HLO replay): the
@@ -206,6 +242,17 @@ class ProgramRecord(Record):
     #: Set when the program is part of a model: "fragment: 2 of 80 layers" (its token
     #: figures are the fragment's, so they say so); None for a whole model or program.
     fragment: str | None = None
+
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = _program_columns(
+        "training_step_time"
+    )
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        ": step time (ms)": "step_time_s",
+        ": MFU (%)": "mfu",
+        ": tokens/s per chip": "tokens_per_s_per_chip",
+        ": energy per token": "energy_per_token_J",
+        ": cost per 1M tokens": "cost_per_million_tokens_usd",
+    }
 
     #: Fields that are not a summary column of the simulation.
     _NOT_SUMMARY: ClassVar[tuple[str, ...]] = (
@@ -276,6 +323,16 @@ class DecodeRecord(ProgramRecord):
 
     per_token_latency_s: float
 
+    #: A decode step's time is a time per output token: the serving TPOT residuals.
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
+        **_program_columns("serving_tpot"),
+        "per_token_latency_s": ("serving_tpot", False),
+    }
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        **ProgramRecord.figure_columns,
+        ": per-token latency (us)": "per_token_latency_s",
+    }
+
     def time_figures(self) -> list[Figure]:
         return [(f"{self.workload}: per-token latency (us)", self.step_time_s * 1e6)]
 
@@ -322,42 +379,6 @@ def _number_or_none(value: str | float | None) -> float | None:
 
 def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else factor * value
-
-
-def pod_totals(system: System) -> dict[str, Any]:
-    """Peak FLOP/s per dtype and HBM and SRAM bytes summed over every chip of the system."""
-    chips = system.num_chips
-    return {
-        "peak_flops": {dtype: rate * chips for dtype, rate in system.chip.peak_flops.items()},
-        "hbm_capacity_bytes": system.chip.hbm.capacity_bytes * chips,
-        "sram_capacity_bytes": system.chip.sram.capacity_bytes * chips,
-    }
-
-
-def topology_summary(system: System, topology: Topology | None = None) -> dict[str, Any]:
-    """The ``tpusim topo`` record (DESIGN.md contract fields first): counts, hops,
-    bandwidths in bytes/s (one direction), latency in s, capacities in bytes."""
-    from tpusim.topology import build_topology
-
-    topo = topology or build_topology(system)
-    hist = topo.hop_histogram()
-    return {
-        "system": system.name,
-        "topology": topo.kind,
-        "chip": system.chip.name,
-        "chips": topo.num_chips,
-        "links": topo.num_links,
-        "diameter_hops": topo.diameter_hops,
-        "mean_hops": topo.mean_hops,
-        "bisection_bandwidth_Bps": topo.bisection_bandwidth_Bps,
-        "link_bandwidth_Bps": system.link_bandwidth_Bps,
-        "hop_latency_s": system.hop_latency_s,
-        "links_by_kind": topo.link_counts(),
-        "degree": topo.degree_stats(),
-        "hop_histogram": {str(h): int(n) for h, n in enumerate(hist) if n},
-        "shape": topo.describe(),
-        **pod_totals(system),
-    }
 
 
 __all__ = [

@@ -72,11 +72,14 @@ class ScenarioRun:
     topologies: dict[str, Topology] = field(default_factory=dict)
     failures: list[PointFailure] = field(default_factory=list)
     wall_s: float = 0.0
+    #: System name -> its chip generation (the intervals' basis names an unmeasured chip).
+    chips: dict[str, str] = field(default_factory=dict)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """One summary dict per record (the columns of ``summary.csv``)."""
-        return [record.row() for record in self.records]
+        """One summary dict per record (the columns of ``summary.csv``, with the
+        intervals of :meth:`Record.interval_row`)."""
+        return [record.interval_row(self.chips.get(record.system)) for record in self.records]
 
     def extend(self, part: ScenarioRun) -> None:
         """Append another run's records, details, collectives, topologies and failures."""
@@ -85,3 +88,4 @@ class ScenarioRun:
         self.collectives += part.collectives
         self.topologies |= part.topologies
         self.failures += part.failures
+        self.chips |= part.chips

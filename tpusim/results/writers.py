@@ -49,7 +49,7 @@ class Outputs:
     @cached_property
     def comparison(self) -> pd.DataFrame:
         """The comparison table (DataFrame: figures x systems)."""
-        return comparison_frame(self.run.records)
+        return comparison_frame(self.run.records, self.run.chips)
 
     @cached_property
     def claims(self) -> pd.DataFrame | None:

@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING
 
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
+from tpusim.config.uncertainty import Kind
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
 from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
 from tpusim.study import claims_training
-from tpusim.study.claim_runs import Built, latency, structural
+from tpusim.study.claim_runs import US_PER_S, Built, latency, latency_cut_values
 from tpusim.study.claim_specs import (
     ClaimsFile,
     ClaimSpec,
@@ -50,6 +51,14 @@ from tpusim.study.claim_specs import (
     VirgoScalingClaim,
     shipped_claims,
 )
+from tpusim.study.claim_verdicts import (
+    BY_CONSTRUCTION,
+    EXACT_CAPACITY,
+    EXACT_HOPS,
+    EXACT_PEAKS,
+    claim_ratio,
+    interval_text,
+)
 from tpusim.study.claims_training import figure
 from tpusim.topology import build_topology
 from tpusim.vocabulary import Dtype
@@ -57,8 +66,6 @@ from tpusim.vocabulary import Dtype
 if TYPE_CHECKING:
     import pandas as pd
 
-US_PER_S = 1e6
-"""Microseconds per second (display)."""
 BYTES_PER_GB = 1e9
 """Bytes per decimal gigabyte (display)."""
 BYTES_PER_MIB = 2**20
@@ -67,6 +74,11 @@ FLOPS_PER_EFLOPS = 1e18
 """FLOP/s per EFLOP/s (display)."""
 
 Rows = list[dict[str, object]]
+
+VIRGO_INTERVAL = (
+    "exact: chips, bisection and peak; the scaling efficiency is a lower bound with no "
+    "interval (no multi-pod step was measured)"
+)
 
 
 @dataclass
@@ -78,6 +90,8 @@ class ClaimRow:
     tpusim: str
     assumptions: str
     verdict: str
+    #: The 80% interval that decided the verdict, or why the figure has none.
+    interval: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,14 +115,16 @@ class ClaimCheck:
     evaluate: Callable[..., list[ClaimRow]]
 
 
-def _filled(spec: ClaimSpec, verdict: str, **values: object) -> ClaimRow:
-    """The claim's row: its figure and assumptions templates filled with ``values``."""
+def _filled(spec: ClaimSpec, verdict: str, decided_by: str, **values: object) -> ClaimRow:
+    """The claim's row: its figure and assumptions templates filled with ``values``,
+    the verdict and the interval that decided it (``decided_by``)."""
     return ClaimRow(
         spec.claim,
         spec.source,
         spec.figure.format(**values),
         spec.assumptions.format(**values),
         verdict,
+        decided_by,
     )
 
 
@@ -132,38 +148,17 @@ def diameter(spec: DiameterClaim, context: ClaimContext) -> list[ClaimRow]:
     )
     verdict = "holds" if hops == spec.claimed_hops else "does not hold"
     values = {"baseline_hops": hops[0], "subject_hops": hops[1]}
-    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+    return [
+        _filled(spec, verdict, EXACT_HOPS, baseline=spec.baseline, subject=spec.subject, **values)
+    ]
 
 
 def latency_cut(spec: LatencyCutClaim, context: ClaimContext) -> list[ClaimRow]:
-    """Network-only latency of each op over each whole system, each side with its
-    fastest algorithm (auto), and how much the verdict depends on that: the same
-    comparison with each side's structural default (what runs without a tuner)."""
-    baseline, subject = (Built.of(load_system(s)) for s in (spec.baseline, spec.subject))
-    none = OnChipModel.none()
-    cuts, fixed = {}, {}
-    for op in spec.ops:
-        t_base, a_base = latency(baseline, op, spec.bytes, none)
-        t_subj, a_subj = latency(subject, op, spec.bytes, none)
-        cuts[op] = (t_base, t_subj, 1 - t_subj / t_base, f"{a_base} / {a_subj}")
-        d_base = latency(baseline, op, spec.bytes, none, structural(baseline, op))[0]
-        d_subj = latency(subject, op, spec.bytes, none, structural(subject, op))[0]
-        fixed[op] = 1 - d_subj / d_base
-    text = "; ".join(
-        f"{op} {US_PER_S * a:.1f} -> {US_PER_S * b:.1f} us ({100 * c:.0f}% lower, {names})"
-        for op, (a, b, c, names) in cuts.items()
-    )
-    verdict = "holds" if max(c[2] for c in cuts.values()) >= spec.claimed_cut else "does not hold"
-    fixed_verdict = "holds" if max(fixed.values()) >= spec.claimed_cut else "does not hold"
-    depends = "the verdict depends on the algorithm" if fixed_verdict != verdict else "same verdict"
-    cut_text = ", ".join(f"{op} {100 * c:.0f}%" for op, c in fixed.items())
-    values = {
-        "cuts": text,
-        "structural_cuts": cut_text,
-        "structural_verdict": fixed_verdict,
-        "depends": depends,
-    }
-    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+    """Network-only latency of each op over each whole system
+    (:func:`~tpusim.study.claim_runs.latency_cut_values`)."""
+    values, verdict, decided_by = latency_cut_values(spec)
+    names = {"baseline": spec.baseline, "subject": spec.subject}
+    return [_filled(spec, verdict, decided_by, **names, **values)]
 
 
 def onchip_speedup(spec: OnChipSpeedupClaim, context: ClaimContext) -> list[ClaimRow]:
@@ -180,7 +175,7 @@ def onchip_speedup(spec: OnChipSpeedupClaim, context: ClaimContext) -> list[Clai
         "subject_us": US_PER_S * t_subj,
         "ratio": t_base / t_subj,
     }
-    return [_filled(spec, spec.verdict, system=spec.system, **values)]
+    return [_filled(spec, spec.verdict, BY_CONSTRUCTION, system=spec.system, **values)]
 
 
 def sram_capacity(spec: SramCapacityClaim, context: ClaimContext) -> list[ClaimRow]:
@@ -203,7 +198,8 @@ def sram_capacity(spec: SramCapacityClaim, context: ClaimContext) -> list[ClaimR
         "decode": decode,
     }
     verdict = context.verdict_ratio(ratio, spec.claimed_ratio)
-    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+    names = {"baseline": spec.baseline, "subject": spec.subject}
+    return [_filled(spec, verdict, EXACT_CAPACITY, **names, **values)]
 
 
 def _allreduce_busbw(rows: Rows, system: System, size_bytes: float, tolerance: float) -> float:
@@ -239,7 +235,8 @@ def ici_bandwidth(spec: IciBandwidthClaim, context: ClaimContext) -> list[ClaimR
         "ratio": busbw[spec.subject] / busbw[spec.baseline],
         "claimed_ratio": spec.claimed_ratio,
     }
-    return [_filled(spec, spec.verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+    names = {"baseline": spec.baseline, "subject": spec.subject}
+    return [_filled(spec, spec.verdict, BY_CONSTRUCTION, **names, **values)]
 
 
 def _pod_flops(system: System, dtype: Dtype) -> float:
@@ -278,7 +275,8 @@ def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
         "same": same,
         "training": training,
     }
-    return [_filled(spec, verdict, baseline=spec.baseline, subject=spec.subject, **values)]
+    names = {"baseline": spec.baseline, "subject": spec.subject}
+    return [_filled(spec, verdict, EXACT_PEAKS, **names, **values)]
 
 
 def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[ClaimRow]:
@@ -310,7 +308,11 @@ def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[Cla
             "baseline_price_low": price_base[0],
             "baseline_price_high": price_base[1],
         }
-        out.append(_filled(spec, p.verdict, subject=spec.subject, baseline=baseline, **values))
+        interval = claim_ratio(p.perf_ratio, "serving_throughput", rate=True)
+        kind: Kind = "serving_throughput"
+        text = interval_text("capacity per chip ratio", p.perf_ratio, interval, kind)
+        names = {"subject": spec.subject, "baseline": baseline}
+        out.append(_filled(spec, p.verdict, text, **names, **values))
     return out
 
 
@@ -319,15 +321,17 @@ def training_perf_per_dollar(
 ) -> list[ClaimRow]:
     """Tokens/s per chip of one training step on both pods over their prices
     (:func:`tpusim.study.claims_training.training_perf_per_dollar`)."""
-    values, verdict = claims_training.training_perf_per_dollar(spec, context.rows, context.file)
-    return [_filled(spec, verdict, **values)]
+    values, verdict, text = claims_training.training_perf_per_dollar(
+        spec, context.rows, context.file
+    )
+    return [_filled(spec, verdict, text, **values)]
 
 
 def virgo_scaling(spec: VirgoScalingClaim, context: ClaimContext) -> list[ClaimRow]:
     """Virgo's structural figures and one-pod-to-all scaling efficiency
     (:func:`tpusim.study.claims_training.virgo_scaling`)."""
     values, verdict = claims_training.virgo_scaling(spec, context.rows, context.file)
-    return [_filled(spec, verdict, **values)]
+    return [_filled(spec, verdict, VIRGO_INTERVAL, **values)]
 
 
 #: The checks by the ``check`` key of a claim (:mod:`tpusim.study.claim_specs`).
@@ -373,9 +377,10 @@ def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
 
 
 def format_claims(frame: pd.DataFrame) -> str:
-    """The claims table as text: claim, tpusim's figure and verdict, one block each."""
+    """The claims table as text: claim, tpusim's figure, verdict and the interval that
+    decided it, one block each."""
     return "\n".join(
         f"{i}. {row.claim}\n   tpusim: {row.tpusim}\n   verdict: {row.verdict}"
-        f"\n   assuming: {row.assumptions}"
+        f"\n   interval: {row.interval}\n   assuming: {row.assumptions}"
         for i, row in enumerate(frame.itertuples(index=False), start=1)
     )

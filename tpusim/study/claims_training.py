@@ -14,7 +14,9 @@ Definitions:
 * performance per dollar: :func:`tpusim.serving.perf_per_dollar.inference_perf_per_dollar`
   on tokens/s per chip (the same arithmetic as the inference claim); the break-even
   price is the subject's price per chip-hour at which the claimed ratio holds exactly:
-  ``baseline price x perf_ratio / claimed_ratio``;
+  ``baseline price x perf_ratio / claimed_ratio``; the verdict reads the advantage at
+  the midpoint prices with the 80% interval of the tokens/s ratio
+  (:mod:`tpusim.study.claim_verdicts`);
 * scaling efficiency from one pod to ``P`` at the same per-chip batch:
   ``tokens/s on P pods / (P x tokens/s on one)``. The ``P``-pod step is the one-pod
   step plus the data-parallel all-reduce of each chip's gradient shard over the pods
@@ -37,6 +39,7 @@ from tpusim.errors import ConfigError
 from tpusim.results.economics import SECONDS_PER_HOUR
 from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
 from tpusim.study.claim_specs import ClaimsFile, TrainingPerfPerDollarClaim, VirgoScalingClaim
+from tpusim.study.claim_verdicts import claim_ratio, interval_text, interval_verdict
 
 BITS_PER_BYTE = 8
 PETA = 1e15
@@ -152,8 +155,8 @@ def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFi
 
 def training_perf_per_dollar(
     spec: TrainingPerfPerDollarClaim, rows: Rows, file: ClaimsFile
-) -> tuple[dict[str, object], str]:
-    """The row's values and verdict (module docstring)."""
+) -> tuple[dict[str, object], str, str]:
+    """The row's values, verdict and the interval that decided it (module docstring)."""
     subject, baseline = load_system(spec.subject), load_system(spec.baseline)
     figures = {
         s.name: step_figure(rows, s.name, spec.workload, spec.flow_tolerance)
@@ -183,7 +186,22 @@ def training_perf_per_dollar(
         "baseline_price_high": price_base[1],
         "source": _source(subj, base),
     }
-    return values | {"subject": subject.name, "baseline": baseline.name}, p.verdict
+    verdict, decided_by = _advantage_verdict(p.perf_ratio, p.price_ratio_mid, spec, file)
+    return values | {"subject": subject.name, "baseline": baseline.name}, verdict, decided_by
+
+
+def _advantage_verdict(
+    perf_ratio: float, price_ratio: float, spec: TrainingPerfPerDollarClaim, file: ClaimsFile
+) -> tuple[str, str]:
+    """The verdict on performance per dollar at the midpoint prices, from the 80%
+    interval of the tokens/s-per-chip ratio (paired held-out training residuals)
+    against the file's margin of the claimed ratio."""
+    interval = claim_ratio(perf_ratio, "training_step_time", rate=True)
+    pair = None if interval is None else (interval.lo / price_ratio, interval.hi / price_ratio)
+    threshold = file.ratio_margin * spec.claimed_ratio
+    verdict = interval_verdict(perf_ratio / price_ratio, pair, threshold)
+    name = "tokens/s per chip ratio"
+    return verdict, interval_text(name, perf_ratio, interval, "training_step_time")
 
 
 def _source(*figures: StepFigure) -> str:

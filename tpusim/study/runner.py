@@ -88,5 +88,6 @@ def run_point_set(
 
         results = executor.run(point_set, bar, report)
     out = assemble(results)
+    out.chips = {system.name: system.chip.name for system in point_set.systems}
     out.wall_s = time.perf_counter() - began
     return out

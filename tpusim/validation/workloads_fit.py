@@ -39,8 +39,9 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from tpusim.config.cost_terms import FITTED, CostTerms, shared_terms, with_terms
-from tpusim.config.loader import load_chip, load_model
+from tpusim.config.loader import load_chip
 from tpusim.hardware.efficiency import EIGHT_BIT
+from tpusim.validation.residuals import model_family
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_run import WorkloadResult, expressible, simulate_workload
 
@@ -92,10 +93,7 @@ Simulator = Callable[[Sequence[Job]], list[float]]
 def family(case: WorkloadCase) -> str:
     """The case's model family: ``moe`` (routed experts), ``dense-llama`` (a gated
     MLP: Llama, Mistral) or ``dense-gpt`` (a plain MLP: GPT-3)."""
-    model = load_model(case.spec.model)
-    if model.moe is not None:
-        return "moe"
-    return "dense-llama" if model.mlp == "gated" else "dense-gpt"
+    return model_family(case.spec.model)
 
 
 def group_of(case: WorkloadCase, by: Grouping) -> str:

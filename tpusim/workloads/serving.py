@@ -3,9 +3,11 @@ at a request rate or, with ``find_capacity``, its capacity at an SLO."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
+from tpusim.config.uncertainty import Kind
 from tpusim.config.yamlio import format_path, line_of
 from tpusim.errors import ConfigError, InputError
 from tpusim.results.records import Figure, Record, Row
@@ -70,6 +72,25 @@ class ServingRecord(Record):
     #: tuple per replica): drawn as ``serving_trace.json``, not a table column; empty
     #: for the capacity search.
     iterations: tuple[tuple[IterationRecord, ...], ...] = ()
+
+    #: The serving kinds of :mod:`tpusim.config.uncertainty` (no interval, and the
+    #: reason in ``interval_basis``, until the serving cross-validation writes them).
+    interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
+        "ttft_p50_s": ("serving_ttft", False),
+        "ttft_p99_s": ("serving_ttft", False),
+        "tpot_p50_s": ("serving_tpot", False),
+        "tpot_p99_s": ("serving_tpot", False),
+        "output_tokens_per_s": ("serving_throughput", True),
+        "tokens_per_s_per_chip": ("serving_throughput", True),
+        "capacity_rate_per_s": ("serving_throughput", True),
+        "capacity_rate_per_s_per_chip": ("serving_throughput", True),
+    }
+    figure_columns: ClassVar[Mapping[str, str]] = {
+        ": TTFT p99 (s)": "ttft_p99_s",
+        ": TPOT p99 (ms)": "tpot_p99_s",
+        ": output tokens/s per chip": "tokens_per_s_per_chip",
+        ": capacity (req/s per chip)": "capacity_rate_per_s_per_chip",
+    }
 
     @classmethod
     def of(
