@@ -1,0 +1,164 @@
+"""Batch policies: how a replica's scheduler forms one iteration's batch
+(:mod:`tpusim.serving.scheduler`), a family that grows by registration.
+
+A policy's ``form`` fills an :class:`~tpusim.serving.scheduler.Iteration` from the
+scheduler's state with two steps the scheduler gives: :meth:`Scheduler.run_running`
+(the running requests in admission order, each its pending tokens within the budget,
+preempting the youngest when the cache is full) and :meth:`Scheduler.admit` (waiting
+requests in the admission policy's order, :mod:`tpusim.serving.policies`, while the
+budget, sequence slots and blocks allow; ``whole``: a prompt that does not fit the
+budget left is never chunked, it stops admission). ``pad`` gives the tokens a prefill
+chunk is computed at (an engine compiled for fixed shapes pads a prompt to a bucket);
+``whole_prompts`` says whether a prompt longer than the token budget can never run
+(such a request is rejected at arrival, as vLLM V0 ignores it).
+
+The shipped policies, and the sources they follow:
+
+* ``vllm-v1`` (the default): vLLM V1's scheduler (``vllm/v1/core/sched/scheduler.py``
+  ``Scheduler.schedule``): the running requests first, then waiting ones, decodes and
+  chunked prefills mixed in one iteration under ``max_num_batched_tokens``.
+* ``prefill-first``: vLLM V0's default scheduler without chunked prefill (v0.7.2,
+  ``vllm/core/scheduler.py``: ``_schedule_default``, lines 1051-1091, calls
+  ``_schedule_prefills`` with ``enable_chunking=False``, lines 895-1049, and "Don't
+  schedule decodes if prefills are scheduled", line 1087); Orca-style
+  iteration-level scheduling without chunks. An iteration prefills the whole prompts
+  of the waiting requests that fit the budget, the free sequence slots (the running
+  requests count against ``max_num_seqs``, lines 1065-1067) and the blocks, stopping
+  at the first that does not (lines 969-1017); when none can be admitted it decodes
+  every running request (``_schedule_running``, preemption by recomputation of the
+  most recently admitted). A recomputation longer than the budget runs alone (V0
+  ignores it: not simulated).
+* ``jetstream-interleaved``: JetStream's orchestrator in interleaved mode (one slice
+  prefills and generates; AI-Hypercomputer/JetStream at 93de590, the version of the
+  JetStream-MaxText recipes of October 2024, ``jetstream/core/orchestrator.py``): the
+  prefill thread prefills one request per call (lines 495-521), its prompt padded to
+  the nearest prefill bucket (``jetstream/engine/token_utils.py``
+  ``DEFAULT_PREFILL_BUCKETS`` 16, 32, ... and ``take_nearest_length``, lines 36-58 and
+  127-148: powers of two from 16, capped at ``max_prefill_length``); the generate
+  thread inserts prefilled requests into free decode slots and, in interleaved mode,
+  "only generate[s] if all slots are full or corresponding prefill queue is empty"
+  (lines 217-219 and 666-675), then steps every occupied slot (lines 734-737). So an
+  iteration prefills one prompt while a request waits and a slot
+  (``max_concurrent_decodes``, here ``max_sequences``) is free, and generates
+  otherwise; there is no fixed number of prefills between generate steps. The
+  generate step is costed over the occupied slots and their own contexts (MaxText's
+  fixed-shape step over every slot and the whole cache length is not simulated).
+
+A new policy is a :class:`BatchPolicy` and one ``BATCH_POLICIES.register`` call; the
+``batching`` option of ``tpusim serve`` and ``kind: serving`` and the ``batching:``
+term of a server profile name it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import AfterValidator
+
+from tpusim.registry import Registry
+
+if TYPE_CHECKING:
+    from tpusim.serving.scheduler import Iteration, Scheduler
+
+__all__ = [
+    "BATCH_POLICIES",
+    "DEFAULT_BATCHING",
+    "BatchPolicy",
+    "BatchingName",
+    "bucket_tokens",
+]
+
+#: The batching of vLLM V1, the engine of the newest shipped serving figures.
+DEFAULT_BATCHING = "vllm-v1"
+#: JetStream's smallest prefill bucket (``DEFAULT_PREFILL_BUCKETS[0]``, tokens).
+MIN_PREFILL_BUCKET = 16
+
+#: Fills an iteration: ``form(scheduler, iteration, now)``.
+Form = Callable[["Scheduler", "Iteration", float], None]
+
+
+def _unpadded(tokens: int, max_tokens: int) -> int:
+    return tokens
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """A batch policy (see the module docstring): ``form`` fills an iteration, ``pad``
+    gives the tokens a prefill chunk of ``tokens`` is computed at under a budget of
+    ``max_tokens``, ``whole_prompts`` whether a prompt longer than the budget can never
+    run, and a one-line ``description``."""
+
+    description: str
+    form: Form
+    pad: Callable[[int, int], int] = _unpadded
+    whole_prompts: bool = False
+
+
+def vllm_v1(sched: Scheduler, step: Iteration, now: float) -> None:
+    """Running requests first, then waiting ones (unless one was preempted), chunks
+    within the budget (vLLM V1)."""
+    budget, preempted = sched.run_running(step, sched.max_tokens, now)
+    if not preempted:
+        sched.admit(step, budget, now)
+
+
+def prefill_first(sched: Scheduler, step: Iteration, now: float) -> None:
+    """Whole prompts of the waiting requests that fit; else decode (vLLM V0)."""
+    sched.admit(step, sched.max_tokens, now, whole=True)
+    if not step.chunks:
+        sched.run_running(step, sched.max_tokens, now)
+
+
+def jetstream_interleaved(sched: Scheduler, step: Iteration, now: float) -> None:
+    """One whole prompt while a slot is free; else generate (JetStream interleaved)."""
+    if len(sched.running) < sched.max_sequences:
+        sched.admit(step, sched.max_tokens, now, whole=True, seats=1)
+    if not step.chunks:
+        sched.run_running(step, sched.max_tokens, now)
+
+
+def bucket_tokens(tokens: int, max_tokens: int) -> int:
+    """JetStream's prefill length of a ``tokens`` prompt: the next power of two from
+    :data:`MIN_PREFILL_BUCKET`, capped at ``max_tokens`` (``max_prefill_length``)."""
+    bucket = MIN_PREFILL_BUCKET
+    while bucket < tokens:
+        bucket *= 2
+    return min(bucket, max(max_tokens, tokens))
+
+
+BATCH_POLICIES: Registry[BatchPolicy] = Registry("batch policy")
+BATCH_POLICIES.register(
+    DEFAULT_BATCHING,
+    BatchPolicy("vLLM V1: decodes and chunked prefills mixed under the token budget", vllm_v1),
+)
+BATCH_POLICIES.register(
+    "prefill-first",
+    BatchPolicy(
+        "vLLM V0 default / Orca: prefill-only iterations of whole prompts, else decode-only",
+        prefill_first,
+        whole_prompts=True,
+    ),
+)
+BATCH_POLICIES.register(
+    "jetstream-interleaved",
+    BatchPolicy(
+        "JetStream interleaved: one prompt per prefill, padded to a power-of-two bucket, "
+        "while a slot is free; else a generate step",
+        jetstream_interleaved,
+        pad=bucket_tokens,
+        whole_prompts=True,
+    ),
+)
+
+
+def _known(name: str) -> str:
+    """``name`` when it is a registered policy; raises UnknownEntryError (a ValueError)
+    naming the known ones."""
+    BATCH_POLICIES.get(name)
+    return name
+
+
+#: A registered batch policy's name, checked when an options model is validated.
+BatchingName = Annotated[str, AfterValidator(_known)]
