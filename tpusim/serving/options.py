@@ -70,6 +70,8 @@ DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_OUTPUT_TOKENS = 256
 #: The offered rate when none is given (requests/s; a design choice).
 DEFAULT_RATE_PER_S = 1.0
+
+
 class ServeSpec(RecipeWords):
     """The user's choices of a serving run (see the module docstring): each field is
     a ``kind: serving`` key and is set by a ``tpusim serve`` flag generated from it
