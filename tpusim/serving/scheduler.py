@@ -99,7 +99,9 @@ class Iteration:
 class Scheduler:
     """The scheduler state of one replica: ``total_blocks`` KV blocks of ``block_size``
     tokens (the first ``sram_blocks`` of them in SRAM), the token budget and sequence
-    limit per iteration."""
+    limit per iteration, the admission ``policy`` (:mod:`tpusim.serving.policies`;
+    None: first come, first served) and the ``batching`` policy forming each iteration
+    (:mod:`tpusim.serving.batching`; None: vLLM V1's)."""
 
     def __init__(
         self,
