@@ -25,7 +25,7 @@ import simpy
 from pydantic import ValidationError
 
 from tpusim.cli import main
-from tpusim.serving.batching import BATCH_POLICIES, BatchPolicy
+from tpusim.serving.batching import BATCH_POLICIES, BatchPolicy, Forming
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.options import ServeOptions
 from tpusim.serving.replica import Replica
@@ -35,12 +35,12 @@ from tpusim.serving.service import Deployment, Service
 STATIC = "static"
 
 
-def static_batching(sched: Scheduler, step: Iteration, now: float) -> None:
+def static_batching(sched: Forming, now: float) -> None:
     """Admit a batch when nothing runs; otherwise run the batch."""
     if not sched.running:
-        sched.admit(step, sched.max_tokens, now, whole=True)
+        sched.admit(sched.max_tokens, now, whole=True)
     else:
-        sched.run_running(step, sched.max_tokens, now)
+        sched.run_running(sched.max_tokens, now)
 
 
 BATCH_POLICIES.register(

@@ -1,10 +1,11 @@
 """Batch policies: how a replica's scheduler forms one iteration's batch
 (:mod:`tpusim.serving.scheduler`), a family that grows by registration.
 
-A policy's ``form`` fills an :class:`~tpusim.serving.scheduler.Iteration` from the
-scheduler's state with two steps the scheduler gives: :meth:`Scheduler.run_running`
+A policy's ``form`` fills the scheduler's next iteration
+(:class:`~tpusim.serving.scheduler.Iteration`) with two steps the scheduler gives
+(:class:`Forming`, the narrow view a policy has): ``run_running``
 (the running requests in admission order, each its pending tokens within the budget,
-preempting the youngest when the cache is full) and :meth:`Scheduler.admit` (waiting
+preempting the youngest when the cache is full) and ``admit`` (waiting
 requests in the admission policy's order, :mod:`tpusim.serving.policies`, while the
 budget, sequence slots and blocks allow; ``whole``: a prompt that does not fit the
 budget left is never chunked, it stops admission). ``pad`` gives the tokens a prefill
@@ -51,22 +52,20 @@ term of a server profile name it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Protocol
 
 from pydantic import AfterValidator
 
 from tpusim.registry import Registry
-
-if TYPE_CHECKING:
-    from tpusim.serving.scheduler import Iteration, Scheduler
 
 __all__ = [
     "BATCH_POLICIES",
     "DEFAULT_BATCHING",
     "BatchPolicy",
     "BatchingName",
+    "Forming",
     "bucket_tokens",
 ]
 
@@ -75,8 +74,30 @@ DEFAULT_BATCHING = "vllm-v1"
 #: JetStream's smallest prefill bucket (``DEFAULT_PREFILL_BUCKETS[0]``, tokens).
 MIN_PREFILL_BUCKET = 16
 
-#: Fills an iteration: ``form(scheduler, iteration, now)``.
-Form = Callable[["Scheduler", "Iteration", float], None]
+
+class Forming(Protocol):
+    """What a policy sees of the scheduler (:class:`~tpusim.serving.scheduler.Scheduler`)
+    while it forms an iteration: its limits, the running requests, how many requests the
+    iteration has ``scheduled`` so far and its two steps (see the module docstring)."""
+
+    max_tokens: int
+    max_sequences: int
+
+    @property
+    def running(self) -> Sized: ...
+
+    @property
+    def scheduled(self) -> int: ...
+
+    def run_running(self, budget: int, now: float) -> tuple[int, bool]: ...
+
+    def admit(
+        self, budget: int, now: float, whole: bool = False, seats: int | None = None
+    ) -> int: ...
+
+
+#: Forms the scheduler's next iteration at ``now``: ``form(scheduler, now)``.
+Form = Callable[[Forming, float], None]
 
 
 def _unpadded(tokens: int, max_tokens: int) -> int:
@@ -96,27 +117,27 @@ class BatchPolicy:
     whole_prompts: bool = False
 
 
-def vllm_v1(sched: Scheduler, step: Iteration, now: float) -> None:
+def vllm_v1(sched: Forming, now: float) -> None:
     """Running requests first, then waiting ones (unless one was preempted), chunks
     within the budget (vLLM V1)."""
-    budget, preempted = sched.run_running(step, sched.max_tokens, now)
+    budget, preempted = sched.run_running(sched.max_tokens, now)
     if not preempted:
-        sched.admit(step, budget, now)
+        sched.admit(budget, now)
 
 
-def prefill_first(sched: Scheduler, step: Iteration, now: float) -> None:
+def prefill_first(sched: Forming, now: float) -> None:
     """Whole prompts of the waiting requests that fit; else decode (vLLM V0)."""
-    sched.admit(step, sched.max_tokens, now, whole=True)
-    if not step.chunks:
-        sched.run_running(step, sched.max_tokens, now)
+    sched.admit(sched.max_tokens, now, whole=True)
+    if not sched.scheduled:
+        sched.run_running(sched.max_tokens, now)
 
 
-def jetstream_interleaved(sched: Scheduler, step: Iteration, now: float) -> None:
+def jetstream_interleaved(sched: Forming, now: float) -> None:
     """One whole prompt while a slot is free; else generate (JetStream interleaved)."""
     if len(sched.running) < sched.max_sequences:
-        sched.admit(step, sched.max_tokens, now, whole=True, seats=1)
-    if not step.chunks:
-        sched.run_running(step, sched.max_tokens, now)
+        sched.admit(sched.max_tokens, now, whole=True, seats=1)
+    if not sched.scheduled:
+        sched.run_running(sched.max_tokens, now)
 
 
 def bucket_tokens(tokens: int, max_tokens: int) -> int:

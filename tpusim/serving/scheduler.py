@@ -127,6 +127,7 @@ class Scheduler:
         self.policy = policy or SCHEDULERS.get(DEFAULT_SCHEDULER)
         self.batching = batching or BATCH_POLICIES.get(DEFAULT_BATCHING)
         self.waiting: deque[Request] = deque()
+        self._step = Iteration()  # the iteration being formed
         self.running: list[Request] = []
         self.preemptions = 0
 
@@ -161,16 +162,21 @@ class Scheduler:
 
     def schedule(self, now: float) -> Iteration:
         """The next iteration, as the batch policy forms it (see the module docstring)."""
-        step = Iteration()
-        self.batching.form(self, step, now)
+        step = self._step = Iteration()
+        self.batching.form(self, now)
         step.batch = self._batch(step)
         return step
 
-    def run_running(self, step: Iteration, budget: int, now: float) -> tuple[int, bool]:
-        """Add the running requests in admission order to ``step``, each
+    @property
+    def scheduled(self) -> int:
+        """Requests in the iteration being formed."""
+        return len(self._step.chunks)
+
+    def run_running(self, budget: int, now: float) -> tuple[int, bool]:
+        """Add the running requests in admission order to the iteration being formed, each
         ``min(pending, budget left)`` tokens, preempting the youngest when the blocks
         do not suffice; returns the budget left and whether any was preempted."""
-        bs, chunks, preempted = self.block_size, step.chunks, False
+        bs, chunks, preempted = self.block_size, self._step.chunks, False
         for req in list(self.running):  # a copy: preemption edits the list
             if budget == 0 or len(chunks) == self.max_sequences:
                 break
@@ -221,20 +227,15 @@ class Scheduler:
         req.queued_at = now
         self.waiting.appendleft(req)
 
-    def admit(
-        self,
-        step: Iteration,
-        budget: int,
-        now: float,
-        whole: bool = False,
-        seats: int | None = None,
-    ) -> int:
-        """Admit waiting requests in the admission policy's order into ``step`` while
+    def admit(self, budget: int, now: float, whole: bool = False, seats: int | None = None) -> int:
+        """Admit waiting requests in the admission policy's order into the iteration
+        being formed while
         budget, sequence slots (``max_sequences`` in the iteration; ``whole``: running
         requests count too, as vLLM V0) and blocks allow, at most ``seats`` (None: no
         cap); a prompt longer than the budget left is chunked, or, ``whole``, stops
         admission (unless it runs alone: a recomputation longer than the budget).
         Returns the budget left."""
+        step = self._step
         taken = len(self.running) if whole else len(step.chunks)
         admitted = 0
         while self.waiting and budget > 0 and taken < self.max_sequences:
