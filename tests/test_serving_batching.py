@@ -80,15 +80,30 @@ def test_prefill_first_counts_running_requests_against_the_sequence_slots():
 
 def test_jetstream_prefills_one_bucketed_prompt_per_iteration_while_a_slot_is_free():
     """Two decode slots, prompts of 20 tokens (bucket 32): R0 and R1 are prefilled one
-    per iteration, two generate steps finish them, then R2 alone. Times: a prefill of
-    32 tokens takes 9 s, a generate step of two 1.5 s, of one 1.25 s."""
+    per iteration, two generate steps finish them, then R2 alone. A generate step
+    computes both slots even when one is empty (MaxText's fixed shape). Times: a
+    prefill of 32 tokens takes 9 s, a generate step 1 + 2/4 = 1.5 s."""
     requests, batches = run("jetstream-interleaved", [20, 20, 20], 3, 1024, max_seqs=2)
     assert shape(batches) == [
-        (0, 1, 32), (0, 1, 32), (2, 0, 0), (2, 0, 0), (0, 1, 32), (1, 0, 0), (1, 0, 0),
+        (0, 1, 32), (0, 1, 32), (2, 0, 0), (2, 0, 0), (0, 1, 32), (2, 0, 0), (2, 0, 0),
     ]  # fmt: skip
-    assert [b.start_at for b in batches] == pytest.approx([0, 9, 18, 19.5, 21, 30, 31.25])
+    assert [b.start_at for b in batches] == pytest.approx([0, 9, 18, 19.5, 21, 30, 31.5])
     assert [r.first_token_at for r in requests] == pytest.approx([9, 18, 30])
-    assert [r.finished_at for r in requests] == pytest.approx([21, 21, 32.5])
+    assert [r.finished_at for r in requests] == pytest.approx([21, 21, 33])
+
+
+def test_jetstream_batches_are_a_bucketed_prefill_and_a_fixed_shape_generate_step():
+    """One request of 20 prompt tokens on 4 slots: its prefill computes the 32-token
+    bucket (32 x 33 / 2 causal pairs, nothing cached); the generate step computes all
+    4 slots, each over MaxText's 2,048 cache positions."""
+    policy = BATCH_POLICIES.get("jetstream-interleaved")
+    sched = Scheduler(1000, 4, 1024, 4, batching=policy)
+    sched.enqueue(Request(0, 0.0, 20, 3), 0.0)
+    prefill = sched.schedule(0.0)
+    assert prefill.batch == ReplicaBatch(0, 32, 1, 0, 32 * 33 / 2, 0)
+    sched.finish(prefill, 1.0)
+    generate = sched.schedule(1.0)
+    assert generate.batch == ReplicaBatch(4, 0, 0, 4 * 2048, 0.0, 0)
 
 
 @pytest.mark.parametrize(

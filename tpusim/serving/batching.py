@@ -42,8 +42,12 @@ The shipped policies, and the sources they follow:
   iteration prefills one prompt while a request waits and a slot
   (``max_concurrent_decodes``, here ``max_sequences``) is free, and generates
   otherwise; there is no fixed number of prefills between generate steps. The
-  generate step is costed over the occupied slots and their own contexts (MaxText's
-  fixed-shape step over every slot and the whole cache length is not simulated).
+  generate step is MaxText's compiled fixed shape (AI-Hypercomputer/maxtext at 5172e9e,
+  October 2024): every slot of the decode state, each attending over its whole cache
+  of ``max_target_length`` positions (:data:`MAXTEXT_TARGET_LENGTH`), since
+  ``use_ragged_attention`` is off by default (``MaxText/configs/base.yml`` line 445)
+  and decode then takes the dot-product attention over the prefill and autoregressive
+  caches (``MaxText/layers/attentions.py`` lines 200-221 and 618).
 
 A new policy is a :class:`BatchPolicy` and one ``BATCH_POLICIES.register`` call; the
 ``batching`` option of ``tpusim serve`` and ``kind: serving`` and the ``batching:``
@@ -73,6 +77,10 @@ __all__ = [
 DEFAULT_BATCHING = "vllm-v1"
 #: JetStream's smallest prefill bucket (``DEFAULT_PREFILL_BUCKETS[0]``, tokens).
 MIN_PREFILL_BUCKET = 16
+#: MaxText's cache length per decode slot, ``max_target_length`` (tokens): its default
+#: (``MaxText/configs/base.yml`` line 317 at 5172e9e, October 2024; published), as the
+#: JetStream-MaxText recipes' server commands also set it.
+MAXTEXT_TARGET_LENGTH = 2048
 
 
 class Forming(Protocol):
@@ -109,12 +117,15 @@ class BatchPolicy:
     """A batch policy (see the module docstring): ``form`` fills an iteration, ``pad``
     gives the tokens a prefill chunk of ``tokens`` is computed at under a budget of
     ``max_tokens``, ``whole_prompts`` whether a prompt longer than the budget can never
-    run, and a one-line ``description``."""
+    run, ``slot_tokens`` the cache length of a fixed-shape decode step (every sequence
+    slot attends over that many cached tokens, whatever its own context; None: the
+    running sequences over their own contexts), and a one-line ``description``."""
 
     description: str
     form: Form
     pad: Callable[[int, int], int] = _unpadded
     whole_prompts: bool = False
+    slot_tokens: int | None = None
 
 
 def vllm_v1(sched: Forming, now: float) -> None:
@@ -170,6 +181,7 @@ BATCH_POLICIES.register(
         jetstream_interleaved,
         pad=bucket_tokens,
         whole_prompts=True,
+        slot_tokens=MAXTEXT_TARGET_LENGTH,
     ),
 )
 

@@ -278,20 +278,27 @@ class Scheduler:
 
     def _batch(self, step: Iteration) -> ReplicaBatch:
         """The iteration's shape: decode sequences (one pending token after a sample),
-        prefill chunks, cached tokens read and causal pairs."""
+        prefill chunks (at the batch policy's padded length), cached tokens read and
+        causal pairs; under a policy with ``slot_tokens`` the decode is every sequence
+        slot over ``slot_tokens`` cached tokens each."""
         decode = chunk_tokens = chunks = kv = 0
         pairs = 0.0
+        decode_kv = 0
         for req, chunk in step.chunks:
             prior = req.computed
             if chunk == 1 and req.generated:
                 decode += 1
-                kv += prior + 1
+                decode_kv += prior + 1
             else:
                 computed = self.batching.pad(chunk, self.max_tokens)
                 chunks += 1
                 chunk_tokens += computed
                 kv += prior
                 pairs += computed * (prior + (computed + 1) / 2)
+        slot = self.batching.slot_tokens
+        if slot is not None and decode:  # a fixed-shape step: every slot, whole cache
+            decode, decode_kv = self.max_sequences, self.max_sequences * slot
+        kv += decode_kv
         sram = min(kv, self.sram_tokens)
         return ReplicaBatch(decode, chunk_tokens, chunks, kv, pairs, sram)
 
