@@ -23,7 +23,7 @@ import pytest
 import simpy
 
 from tpusim.errors import ConfigError
-from tpusim.serving.batching import BATCH_POLICIES, bucket_tokens
+from tpusim.serving.batching import BATCH_POLICIES, bucket_tokens, power_of_two_tokens
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.replica import Replica
 from tpusim.serving.scheduler import Request, Scheduler
@@ -62,6 +62,17 @@ def test_prefill_first_runs_whole_prompts_alone_then_decodes_as_hand_counted():
     assert [r.finished_at for r in requests] == pytest.approx([8.5, 8.5, 8.5])
     tpot = [(r.finished_at - r.first_token_at) / (r.output_tokens - 1) for r in requests]
     assert tpot == pytest.approx([2.75, 2.75, 1.75])
+
+
+def test_prefill_first_serial_runs_each_prompt_as_its_own_padded_pass():
+    """vLLM V0 on TPU: it1's two prompts run as two passes of 16 padded tokens (5 s
+    each: the first tokens of R0 and R1 at 10), it2 R2's (5 s, to 15), then the same
+    two decodes as prefill-first (1.75 s each, to 16.75 and 18.5)."""
+    requests, batches = run("prefill-first-serial", [4, 4, 4], 3, max_tokens=8, max_seqs=256)
+    assert shape(batches) == [(0, 2, 32), (0, 1, 16), (3, 0, 0), (3, 0, 0)]
+    assert [b.duration_s for b in batches] == pytest.approx([10, 5, 1.75, 1.75])
+    assert [r.first_token_at for r in requests] == pytest.approx([10, 10, 15])
+    assert [r.finished_at for r in requests] == pytest.approx([18.5, 18.5, 18.5])
 
 
 def test_vllm_v1_mixes_the_third_prefill_with_decodes_as_hand_counted():
@@ -106,6 +117,11 @@ def test_jetstream_batches_are_a_bucketed_prefill_and_a_fixed_shape_generate_ste
     assert generate.batch == ReplicaBatch(4, 0, 0, 4 * 2048, 0.0, 0)
 
 
+@pytest.mark.parametrize(("tokens", "padded"), [(1, 16), (16, 16), (17, 32), (224, 256)])
+def test_vllm_v0_tpu_pads_a_prompt_to_a_power_of_two_from_16(tokens, padded):
+    assert power_of_two_tokens(tokens, 8) == padded
+
+
 @pytest.mark.parametrize(
     ("tokens", "max_tokens", "bucket"),
     [(1, 1024, 16), (16, 1024, 16), (17, 1024, 32), (218, 1024, 256), (600, 1000, 1000)],
@@ -127,10 +143,10 @@ def test_a_prompt_longer_than_the_budget_is_rejected_under_whole_prompts_only():
 
 def test_profiles_name_their_batching_and_a_run_may_override_it():
     assert load_server("jetstream-maxtext").batching.value == "jetstream-interleaved"
-    assert load_server("vllm-v0-tpu").batching.value == "prefill-first"
+    assert load_server("vllm-v0-tpu").batching.value == "prefill-first-serial"
     assert load_server("vllm-tpu-inference").batching.value == "vllm-v1"  # absent: V1
     d = Deployment("ironwood-256", "llama-3.1-8b", tp=1, server="vllm-v0-tpu")
-    assert Service(d).batching == "prefill-first"
+    assert Service(d).batching == "prefill-first-serial"
     assert Service(Deployment("ironwood-256", "llama-3.1-8b", tp=1)).batching == "vllm-v1"
     d = Deployment("ironwood-256", "llama-3.1-8b", tp=1, server="vllm-v0-tpu", batching="vllm-v1")
     assert Service(d).scheduler().batching is BATCH_POLICIES.get("vllm-v1")

@@ -29,6 +29,16 @@ The shipped policies, and the sources they follow:
   every running request (``_schedule_running``, preemption by recomputation of the
   most recently admitted). A recomputation longer than the budget runs alone (V0
   ignores it: not simulated).
+* ``prefill-first-serial``: ``prefill-first`` as vLLM V0's TPU model runner executes
+  it (v0.7.2, ``vllm/worker/tpu_model_runner.py``): the prompts of a prefill iteration
+  run one at a time, batch size 1, "because the FlashAttention kernel does not support
+  ragged inputs" (``_prepare_prompt``, lines 395-404, and ``execute_model``, lines
+  634-694), each padded to the next power of two, at least 16
+  (``_get_padded_prefill_len``, lines 868-874); their first tokens are returned
+  together after the loop. Each pass is timed as an iteration, host time included (an
+  assumption: torch_xla traces and launches each call from the host). The decode
+  batch's padding to 8 or a multiple of 16 (``_get_padded_batch_size``, lines 877-884)
+  is not simulated.
 * ``jetstream-interleaved``: JetStream's orchestrator in interleaved mode (one slice
   prefills and generates; AI-Hypercomputer/JetStream at 93de590, the version of the
   JetStream-MaxText recipes of October 2024, ``jetstream/core/orchestrator.py``): the
@@ -71,6 +81,7 @@ __all__ = [
     "BatchingName",
     "Forming",
     "bucket_tokens",
+    "power_of_two_tokens",
 ]
 
 #: The batching of vLLM V1, the engine of the newest shipped serving figures.
@@ -119,13 +130,17 @@ class BatchPolicy:
     ``max_tokens``, ``whole_prompts`` whether a prompt longer than the budget can never
     run, ``slot_tokens`` the cache length of a fixed-shape decode step (every sequence
     slot attends over that many cached tokens, whatever its own context; None: the
-    running sequences over their own contexts), and a one-line ``description``."""
+    running sequences over their own contexts), ``serial_prefills`` whether the prompts
+    of a prefill-only iteration run as separate forward passes one after the other
+    (each timed as an iteration of its own; their first tokens all come at the end),
+    and a one-line ``description``."""
 
     description: str
     form: Form
     pad: Callable[[int, int], int] = _unpadded
     whole_prompts: bool = False
     slot_tokens: int | None = None
+    serial_prefills: bool = False
 
 
 def vllm_v1(sched: Forming, now: float) -> None:
@@ -151,6 +166,12 @@ def jetstream_interleaved(sched: Forming, now: float) -> None:
         sched.run_running(sched.max_tokens, now)
 
 
+def power_of_two_tokens(tokens: int, max_tokens: int) -> int:
+    """vLLM V0's TPU prefill length of a ``tokens`` prompt: the next power of two, at
+    least :data:`MIN_PREFILL_BUCKET` (``_get_padded_prefill_len``; no cap)."""
+    return max(MIN_PREFILL_BUCKET, 1 << (tokens - 1).bit_length())
+
+
 def bucket_tokens(tokens: int, max_tokens: int) -> int:
     """JetStream's prefill length of a ``tokens`` prompt: the next power of two from
     :data:`MIN_PREFILL_BUCKET`, capped at ``max_tokens`` (``max_prefill_length``)."""
@@ -171,6 +192,16 @@ BATCH_POLICIES.register(
         "vLLM V0 default / Orca: prefill-only iterations of whole prompts, else decode-only",
         prefill_first,
         whole_prompts=True,
+    ),
+)
+BATCH_POLICIES.register(
+    "prefill-first-serial",
+    BatchPolicy(
+        "vLLM V0 on TPU: prefill-first, each prompt its own forward pass padded to a power of two",
+        prefill_first,
+        pad=power_of_two_tokens,
+        whole_prompts=True,
+        serial_prefills=True,
     ),
 )
 BATCH_POLICIES.register(

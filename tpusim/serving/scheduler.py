@@ -90,10 +90,13 @@ class Request:
 
 @dataclass
 class Iteration:
-    """One iteration: the requests scheduled with their chunk sizes, and the batch."""
+    """One iteration: the requests scheduled with their chunk sizes, the batch, and the
+    forward passes it runs one after the other (one per prompt under a batch policy of
+    ``serial_prefills``; empty: the batch in one pass)."""
 
     chunks: list[tuple[Request, int]] = field(default_factory=list)
     batch: ReplicaBatch | None = None
+    passes: list[ReplicaBatch] = field(default_factory=list)
 
 
 class Scheduler:
@@ -164,7 +167,9 @@ class Scheduler:
         """The next iteration, as the batch policy forms it (see the module docstring)."""
         step = self._step = Iteration()
         self.batching.form(self, now)
-        step.batch = self._batch(step)
+        step.batch = self._batch(step.chunks)
+        if self.batching.serial_prefills and not step.batch.decode and step.batch.chunks > 1:
+            step.passes = [self._batch([chunk]) for chunk in step.chunks]
         return step
 
     @property
@@ -276,7 +281,7 @@ class Scheduler:
         else:
             self.waiting.remove(req)
 
-    def _batch(self, step: Iteration) -> ReplicaBatch:
+    def _batch(self, scheduled: list[tuple[Request, int]]) -> ReplicaBatch:
         """The iteration's shape: decode sequences (one pending token after a sample),
         prefill chunks (at the batch policy's padded length), cached tokens read and
         causal pairs; under a policy with ``slot_tokens`` the decode is every sequence
@@ -284,7 +289,7 @@ class Scheduler:
         decode = chunk_tokens = chunks = kv = 0
         pairs = 0.0
         decode_kv = 0
-        for req, chunk in step.chunks:
+        for req, chunk in scheduled:
             prior = req.computed
             if chunk == 1 and req.generated:
                 decode += 1
