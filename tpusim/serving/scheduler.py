@@ -234,12 +234,11 @@ class Scheduler:
 
     def admit(self, budget: int, now: float, whole: bool = False, seats: int | None = None) -> int:
         """Admit waiting requests in the admission policy's order into the iteration
-        being formed while
-        budget, sequence slots (``max_sequences`` in the iteration; ``whole``: running
-        requests count too, as vLLM V0) and blocks allow, at most ``seats`` (None: no
-        cap); a prompt longer than the budget left is chunked, or, ``whole``, stops
-        admission (unless it runs alone: a recomputation longer than the budget).
-        Returns the budget left."""
+        being formed while budget, sequence slots (``max_sequences`` in the iteration;
+        ``whole``: the running requests count too, as vLLM V0) and blocks allow, at
+        most ``seats`` (None: no cap); a prompt longer than the budget left is chunked,
+        or, ``whole``, stops admission (unless it runs alone: a recomputation longer
+        than the budget). Returns the budget left."""
         step = self._step
         taken = len(self.running) if whole else len(step.chunks)
         admitted = 0
