@@ -23,15 +23,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import (
-    Field,
-    PositiveFloat,
-    PositiveInt,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from tpusim.config.limits import (
     MAX_BLOCK_SIZE,
@@ -45,8 +37,10 @@ from tpusim.config.limits import (
 from tpusim.config.types import Time
 from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.network.tree import read_flat
+from tpusim.serving.batching import BatchingName
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
 from tpusim.serving.metrics import Slo
+from tpusim.serving.option_error import Problem, located_error, problem_error
 from tpusim.serving.option_types import (
     TOKENS_HELP,
     Rate,
@@ -76,20 +70,6 @@ DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_OUTPUT_TOKENS = 256
 #: The offered rate when none is given (requests/s; a design choice).
 DEFAULT_RATE_PER_S = 1.0
-#: A problem: its message and the options it mentions (field names).
-Problem = tuple[str, tuple[str, ...]]
-
-
-def _error(problem: Problem) -> PydanticCustomError:
-    """A validation error of ``problem``, its mentions in the error's context."""
-    message, mentions = problem
-    return PydanticCustomError("value_error", message, {"mentions": mentions})
-
-
-def _located(field: str, problem: Problem) -> ValidationError:
-    """A validation error on ``field`` (so a scenario names that key's line)."""
-    detail = InitErrorDetails(type=_error(problem), loc=(field,), input=None)
-    return ValidationError.from_exception_data("ServeOptions", [detail])
 
 
 class ServeSpec(RecipeWords):
@@ -131,6 +111,9 @@ class ServeSpec(RecipeWords):
     )
     scheduler: SchedulerName = Field(
         DEFAULT_SCHEDULER, description="scheduler policy admitting waiting requests"
+    )
+    batching: BatchingName | None = Field(
+        None, description="batch policy forming each iteration (default: the server profile's)"
     )
     disaggregate: Split | None = Field(
         None,
@@ -233,10 +216,10 @@ class ServeSpec(RecipeWords):
     def _consistent(self) -> ServeSpec:
         problem = self._combination_problem()
         if problem is not None:
-            raise _error(problem)
+            raise problem_error(problem)
         located = self._located_problem()
         if located is not None:
-            raise _located(*located)
+            raise located_error(*located)
         return self
 
     def _combination_problem(self) -> Problem | None:

@@ -141,7 +141,7 @@ class Replica:
                     continue  # every arrival so far was rejected: wait for the next
                 raise SimulationError("serving: the scheduler made no progress")
             assert plan.batch is not None
-            yield from self._iterate(plan.batch)
+            yield from self._iterate(plan.batch, plan.passes)
             done = self.sched.finish(plan, self.now)
             self._in_system -= len(done)
             if self._slots is not None:
@@ -157,9 +157,13 @@ class Replica:
         if self.now > self.env.now:
             yield self.env.timeout(self.now - self.env.now)
 
-    def _iterate(self, batch: ReplicaBatch) -> Generator[simpy.Event, object, None]:
-        """Run one iteration of ``batch`` from :attr:`now`, integrating the queues."""
-        dt, stats = self.costs.time_s(batch), self.stats
+    def _iterate(
+        self, batch: ReplicaBatch, passes: list[ReplicaBatch]
+    ) -> Generator[simpy.Event, object, None]:
+        """Run one iteration of ``batch`` from :attr:`now` (in one pass, or as ``passes``
+        one after the other, each timed as an iteration), integrating the queues."""
+        stats = self.stats
+        dt = sum(map(self.costs.time_s, passes)) if passes else self.costs.time_s(batch)
         stats.batches.append(
             IterationRecord(self.now, dt, batch.decode, batch.chunks, batch.chunk_tokens)
         )

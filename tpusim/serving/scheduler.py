@@ -4,7 +4,9 @@ chunked prefill, a paged KV cache and preemption by recomputation.
 Every request has ``computed`` tokens in the cache and ``generated`` output tokens;
 its *pending* tokens are ``prompt + generated - computed`` (the prompt, or the last
 sampled token in decode, or everything again after a preemption). Each iteration
-(:meth:`Scheduler.schedule`), as vLLM's V1 scheduler:
+(:meth:`Scheduler.schedule`) is formed by the replica's batch policy
+(:mod:`tpusim.serving.batching`) from two steps, :meth:`Scheduler.run_running` (1
+below) and :meth:`Scheduler.admit` (2); the default, vLLM's V1 scheduler, takes both:
 
 1. running requests in admission order get ``min(pending, budget left)`` tokens
    (``max_tokens`` per iteration, ``max_sequences`` sequences); each needs blocks of
@@ -15,7 +17,7 @@ sampled token in decode, or everything again after a preemption). Each iteration
 2. if nothing was preempted, waiting requests are admitted in the order of the
    scheduler policy (:mod:`tpusim.serving.policies`; default first come, first
    served) while budget, sequence slots and blocks allow (a prompt longer than the
-   budget left is chunked).
+   budget left is chunked; a policy of whole prompts stops admission there instead).
 
 After the iteration (:meth:`Scheduler.finish`) each scheduled request has its chunk
 in the cache; one whose pending tokens are all computed samples a token (its first:
@@ -48,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tpusim.serving.batching import BATCH_POLICIES, DEFAULT_BATCHING, BatchPolicy
 from tpusim.serving.costs import ReplicaBatch
 from tpusim.serving.policies import DEFAULT_SCHEDULER, SCHEDULERS, SchedulerPolicy
 
@@ -87,16 +90,21 @@ class Request:
 
 @dataclass
 class Iteration:
-    """One iteration: the requests scheduled with their chunk sizes, and the batch."""
+    """One iteration: the requests scheduled with their chunk sizes, the batch, and the
+    forward passes it runs one after the other (one per prompt under a batch policy of
+    ``serial_prefills``; empty: the batch in one pass)."""
 
     chunks: list[tuple[Request, int]] = field(default_factory=list)
     batch: ReplicaBatch | None = None
+    passes: list[ReplicaBatch] = field(default_factory=list)
 
 
 class Scheduler:
     """The scheduler state of one replica: ``total_blocks`` KV blocks of ``block_size``
     tokens (the first ``sram_blocks`` of them in SRAM), the token budget and sequence
-    limit per iteration."""
+    limit per iteration, the admission ``policy`` (:mod:`tpusim.serving.policies`;
+    None: first come, first served) and the ``batching`` policy forming each iteration
+    (:mod:`tpusim.serving.batching`; None: vLLM V1's)."""
 
     def __init__(
         self,
@@ -110,6 +118,7 @@ class Scheduler:
         acceptance: float = 0.0,
         seed: int = 0,
         policy: SchedulerPolicy | None = None,
+        batching: BatchPolicy | None = None,
     ):
         self.total_blocks, self.block_size = total_blocks, block_size
         self.max_tokens, self.max_sequences = max_tokens, max_sequences
@@ -119,7 +128,9 @@ class Scheduler:
         self.draft_tokens, self.acceptance = draft_tokens, acceptance
         self.rng = np.random.default_rng(seed)
         self.policy = policy or SCHEDULERS.get(DEFAULT_SCHEDULER)
+        self.batching = batching or BATCH_POLICIES.get(DEFAULT_BATCHING)
         self.waiting: deque[Request] = deque()
+        self._step = Iteration()  # the iteration being formed
         self.running: list[Request] = []
         self.preemptions = 0
 
@@ -135,7 +146,10 @@ class Scheduler:
         return min(self.prefix_blocks, (request.prompt_tokens - 1) // self.block_size)
 
     def fits_alone(self, request: Request) -> bool:
-        """Whether the request's whole cache fits when nothing else runs."""
+        """Whether the request's whole cache fits when nothing else runs (and, under a
+        batch policy of whole prompts, its prompt fits the token budget)."""
+        if self.batching.whole_prompts and request.prompt_tokens > self.max_tokens:
+            return False
         own = self.blocks_for(request.total_tokens) - self.cached_blocks(request)
         return own <= self.total_blocks - self.prefix_blocks
 
@@ -150,9 +164,24 @@ class Scheduler:
         return not self.waiting and not self.running
 
     def schedule(self, now: float) -> Iteration:
-        """The next iteration (see the module docstring)."""
-        step, budget, bs = Iteration(), self.max_tokens, self.block_size
-        chunks, preempted = step.chunks, False
+        """The next iteration, as the batch policy forms it (see the module docstring)."""
+        step = self._step = Iteration()
+        self.batching.form(self, now)
+        step.batch = self._batch(step.chunks)
+        if self.batching.serial_prefills and not step.batch.decode and step.batch.chunks > 1:
+            step.passes = [self._batch([chunk]) for chunk in step.chunks]
+        return step
+
+    @property
+    def scheduled(self) -> int:
+        """Requests in the iteration being formed."""
+        return len(self._step.chunks)
+
+    def run_running(self, budget: int, now: float) -> tuple[int, bool]:
+        """Add the running requests in admission order to the iteration being formed, each
+        ``min(pending, budget left)`` tokens, preempting the youngest when the blocks
+        do not suffice; returns the budget left and whether any was preempted."""
+        bs, chunks, preempted = self.block_size, self._step.chunks, False
         for req in list(self.running):  # a copy: preemption edits the list
             if budget == 0 or len(chunks) == self.max_sequences:
                 break
@@ -167,10 +196,7 @@ class Scheduler:
             req.blocks += need
             chunks.append((req, chunk))
             budget -= chunk
-        if not preempted:
-            self._admit(step, budget, now)
-        step.batch = self._batch(step)
-        return step
+        return budget, preempted
 
     def _pending_with_drafts(self, req: Request) -> int:
         """Tokens to run: the pending ones, plus the drafts of a request in decode."""
@@ -206,13 +232,27 @@ class Scheduler:
         req.queued_at = now
         self.waiting.appendleft(req)
 
-    def _admit(self, step: Iteration, budget: int, now: float) -> int:
-        """Admit waiting requests in the policy's order; returns the budget left."""
-        while self.waiting and budget > 0 and len(step.chunks) < self.max_sequences:
+    def admit(self, budget: int, now: float, whole: bool = False, seats: int | None = None) -> int:
+        """Admit waiting requests in the admission policy's order into the iteration
+        being formed while budget, sequence slots (``max_sequences`` in the iteration;
+        ``whole``: the running requests count too, as vLLM V0) and blocks allow, at
+        most ``seats`` (None: no cap); a prompt longer than the budget left is chunked,
+        or, ``whole``, stops admission (unless it runs alone: a recomputation longer
+        than the budget). Returns the budget left."""
+        step = self._step
+        taken = len(self.running) if whole else len(step.chunks)
+        admitted = 0
+        while self.waiting and budget > 0 and taken < self.max_sequences:
+            if seats is not None and admitted == seats:
+                break
             req = self._next_waiting()
             shared = self.cached_blocks(req) if req.computed == 0 else 0
             start = req.computed + shared * self.block_size
             chunk = min(req.pending - shared * self.block_size, budget)
+            if whole and chunk < req.pending - shared * self.block_size and step.chunks:
+                break
+            if whole:
+                chunk = req.pending - shared * self.block_size
             need = self.blocks_for(start + chunk) - req.blocks - shared
             if need > self.free_blocks:
                 break
@@ -224,7 +264,8 @@ class Scheduler:
             self.running.append(req)
             req.running = True
             step.chunks.append((req, chunk))
-            budget -= chunk
+            budget -= min(chunk, budget)
+            taken, admitted = taken + 1, admitted + 1
         return budget
 
     def _next_waiting(self) -> Request:
@@ -239,21 +280,29 @@ class Scheduler:
         else:
             self.waiting.remove(req)
 
-    def _batch(self, step: Iteration) -> ReplicaBatch:
+    def _batch(self, scheduled: list[tuple[Request, int]]) -> ReplicaBatch:
         """The iteration's shape: decode sequences (one pending token after a sample),
-        prefill chunks, cached tokens read and causal pairs."""
+        prefill chunks (at the batch policy's padded length), cached tokens read and
+        causal pairs; under a policy with ``slot_tokens`` the decode is every sequence
+        slot over ``slot_tokens`` cached tokens each."""
         decode = chunk_tokens = chunks = kv = 0
         pairs = 0.0
-        for req, chunk in step.chunks:
+        decode_kv = 0
+        for req, chunk in scheduled:
             prior = req.computed
             if chunk == 1 and req.generated:
                 decode += 1
-                kv += prior + 1
+                decode_kv += prior + 1
             else:
+                computed = self.batching.pad(chunk, self.max_tokens)
                 chunks += 1
-                chunk_tokens += chunk
+                chunk_tokens += computed
                 kv += prior
-                pairs += chunk * (prior + (chunk + 1) / 2)
+                pairs += computed * (prior + (computed + 1) / 2)
+        slot = self.batching.slot_tokens
+        if slot is not None and decode:  # a fixed-shape step: every slot, whole cache
+            decode, decode_kv = self.max_sequences, self.max_sequences * slot
+        kv += decode_kv
         sram = min(kv, self.sram_tokens)
         return ReplicaBatch(decode, chunk_tokens, chunks, kv, pairs, sram)
 

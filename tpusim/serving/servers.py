@@ -21,6 +21,10 @@ engine's scheduling mode:
 * ``async`` (vLLM's ``--async-scheduling``): the host prepares iteration ``i`` while
   the chips run iteration ``i - 1``, so an iteration takes ``max(device, host)``.
 
+``batching:`` names how the engine forms an iteration's batch, a policy of
+:mod:`tpusim.serving.batching` (absent: ``vllm-v1``, vLLM V1's chunked prefill mixed
+with decodes); a run's ``batching`` option overrides it.
+
 Every value carries its grade: ``calibrated`` names the figures it was fitted on
 (``fit_on``, ids of ``configs/measurements/serving/``), ``assumption`` says why in its
 ``note``; ``primary``/``secondary`` give the ``url`` that states it. Loading refuses unknown
@@ -38,6 +42,7 @@ from pydantic import Field, field_validator, model_validator
 
 from tpusim.config.types import Frozen, Time
 from tpusim.errors import ConfigError
+from tpusim.serving.batching import DEFAULT_BATCHING, BatchingName
 from tpusim.serving.overheads import IterationOverheads
 
 #: The profile the shipped serving figures' newest engine is described by, and the
@@ -108,6 +113,21 @@ class SchedulingMode(Graded):
     value: Scheduling
 
 
+class Batching(Graded):
+    """How the engine forms an iteration's batch: a name of
+    :data:`~tpusim.serving.batching.BATCH_POLICIES`."""
+
+    value: BatchingName
+
+
+#: A profile that names no batching batches as vLLM V1.
+V1_BATCHING = Batching(
+    value=DEFAULT_BATCHING,
+    grade="assumption",
+    note="the profile names no batching: vLLM V1's (the default)",
+)
+
+
 class ChipTerms(Frozen):
     """The per-iteration terms a profile gives (shared by every chip, or one chip's own)."""
 
@@ -144,6 +164,7 @@ class ServerProfile(Frozen):
     description: str = ""
     engine: str
     scheduling: SchedulingMode
+    batching: Batching = V1_BATCHING
     terms: ChipTerms
     chips: dict[str, ChipOverride] = Field(default_factory=dict)
     measured_chips: tuple[str, ...] = ()

@@ -20,6 +20,7 @@ from tpusim.errors import InputError
 from tpusim.network import NetworkSettings
 from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
+from tpusim.serving.batching import BATCH_POLICIES
 from tpusim.serving.costs import IterationCosts
 from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
 from tpusim.serving.option_error import OptionError
@@ -66,7 +67,9 @@ class Deployment:
     speculative decoding (0 drafts: none; the same module); ``expert_imbalance``: the
     busiest expert-parallel rank's routed tokens over the mean (1: uniform routing;
     :class:`~tpusim.serving.costs.IterationCosts`); ``scheduler``: the policy admitting
-    waiting requests (a name of :data:`~tpusim.serving.policies.SCHEDULERS`)."""
+    waiting requests (a name of :data:`~tpusim.serving.policies.SCHEDULERS`);
+    ``batching``: how an iteration's batch is formed (a name of
+    :data:`~tpusim.serving.batching.BATCH_POLICIES`; None: the server profile's)."""
 
     system: str | System
     model: str
@@ -89,6 +92,7 @@ class Deployment:
     acceptance: float = 0.0
     expert_imbalance: float = 1.0
     scheduler: str = DEFAULT_SCHEDULER
+    batching: str | None = None
 
 
 class Runner(Protocol):
@@ -159,6 +163,11 @@ class Service:
         return self.server.async_scheduling if given is None else given
 
     @property
+    def batching(self) -> str:
+        """The batch policy's name: as the deployment gives it, else the profile's."""
+        return self.deployment.batching or self.server.batching.value
+
+    @property
     def chips(self) -> int:
         """Chips of every replica."""
         return self.shape.chips * self.deployment.replicas
@@ -222,6 +231,7 @@ class Service:
             d.draft_tokens,
             d.acceptance,
             policy=SCHEDULERS.get(d.scheduler),
+            batching=BATCH_POLICIES.get(self.batching),
         )
 
     def run(self, requests: list[Request], concurrency: int | None = None) -> ServingRun:
