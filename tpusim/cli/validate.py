@@ -138,7 +138,8 @@ def _check_workloads(args: argparse.Namespace) -> None:
         )
 
 
-def cmd_validate(args: argparse.Namespace) -> None:
+def _check_kinds(args: argparse.Namespace) -> None:
+    """The flags that pick what is validated (--serving, --workloads, --fit, --cv)."""
     if args.fit and not args.serving:
         raise InputError("tpusim validate: --fit refits the serving terms; give --serving")
     if args.serving and args.workloads:
@@ -154,6 +155,10 @@ def cmd_validate(args: argparse.Namespace) -> None:
         raise InputError("tpusim validate --serving: --cv takes chip or server, not family")
     if args.cv and args.calibration:
         raise InputError("tpusim validate: --cv refits the terms itself; leave out --calibration")
+
+
+def cmd_validate(args: argparse.Namespace) -> None:
+    _check_kinds(args)
     _check_write_uncertainty(args)
     if args.serving:
         from tpusim.cli.validate_serving import check_serving_flags, cmd_serving

@@ -19,14 +19,14 @@ matmul on Ironwood is ``2 * 8192**3 / 2307e12 = 477 us`` of compute against
 ``3 * 2 * 8192**2 / 7380e9 = 55 us`` of HBM traffic, so it is compute-bound; with
 the shipped terms (``mxu`` 0.8235, shape 8192 / 8448) the compute is 597 us.
 
-Everything here is a pure function of the chip spec: no simulation state.
+Everything here is a pure function of the chip spec: no simulation state. The record
+an op's cost is, :class:`~tpusim.hardware.opcost.OpCost`, lives in
+:mod:`tpusim.hardware.opcost`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
 from tpusim.config.chip import ChipSpec
 from tpusim.hardware.efficiency import (
@@ -36,13 +36,13 @@ from tpusim.hardware.efficiency import (
     EfficiencyTerms,
     chip_terms,
 )
+from tpusim.hardware.opcost import OpCost, check_non_negative, check_positive, pad_to
 from tpusim.hardware.quantized import ACTIVATION_BYTES, QUANTIZED, served_matmul
 from tpusim.vocabulary import MEMORY_TIERS, Dtype, MemoryTier
 
 Memory = MemoryTier
 """A memory tier an op's operands live in (the vocabulary's ``MemoryTier``)."""
 MEMORIES: tuple[Memory, ...] = MEMORY_TIERS
-Bound = Literal["compute", "memory"]
 
 DTYPE_BYTES: dict[Dtype, float] = {
     "fp32": 4.0,
@@ -82,49 +82,6 @@ Override it per model with ``ChipCostModel(chip, op_overhead_s=...)``.
 """
 
 
-@dataclass(frozen=True)
-class OpCost:
-    """The cost of one op: times in seconds, work in FLOPs, traffic in bytes.
-
-    ``flops`` is the useful work, ``padded_flops`` what the MXUs actually do (0 for
-    ops that do not use them); ``bytes`` is the traffic to the memory tier; ``bound``
-    says which roofline term dominates; ``unit`` is where the op runs
-    (``"tensorcore"``, ``"sparsecore"`` or ``"cae"``).
-    """
-
-    time_s: float
-    compute_s: float
-    memory_s: float
-    overhead_s: float
-    flops: float
-    padded_flops: float
-    bytes: float
-    bound: Bound
-    unit: str
-
-    @property
-    def mxu_utilization(self) -> float:
-        """Useful over padded FLOPs, in [0, 1]; 0.0 for an op that does not use the MXUs."""
-        return self.flops / self.padded_flops if self.padded_flops else 0.0
-
-
-def pad_to(x: int, multiple: int) -> int:
-    """``x`` rounded up to a multiple of ``multiple``."""
-    return -(-x // multiple) * multiple
-
-
-def _positive(**values: float) -> None:
-    for name, value in values.items():
-        if value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
-
-
-def _non_negative(**values: float) -> None:
-    for name, value in values.items():
-        if value < 0:
-            raise ValueError(f"{name} must be non-negative, got {value}")
-
-
 class ChipCostModel:
     """Roofline costs of ops on one chip of ``chip``'s generation.
 
@@ -145,7 +102,7 @@ class ChipCostModel:
     ):
         if not 0.0 < efficiency <= 1.0:
             raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
-        _non_negative(op_overhead_s=op_overhead_s)
+        check_non_negative(op_overhead_s=op_overhead_s)
         self.chip = chip
         self.efficiency = efficiency
         self.op_overhead_s = op_overhead_s
@@ -222,7 +179,7 @@ class ChipCostModel:
         weight-only). Times in seconds; ValueError for an unknown dtype or
         non-positive sizes.
         """
-        _positive(m=m, n=n, k=k, batch=batch)
+        check_positive(m=m, n=n, k=k, batch=batch)
         inputs, outputs = batch * m * k, batch * m * n
         weights = (batch if own_weights else 1) * k * n
         mxu_dtype, act_bytes, vector, overlapped = self._operands(
@@ -320,7 +277,7 @@ class ChipCostModel:
         vector work with ``vector`` (a training layer's fusions: norms, activations,
         residuals), ``vector_ops_per_element`` per 2-byte element moved; none for a
         gather, which only moves rows, or a plain read or copy (the default)."""
-        _non_negative(bytes=bytes)
+        check_non_negative(bytes=bytes)
         bandwidth_Bps = self.memory_bandwidth_Bps(memory)
         if gather and memory == "hbm":
             bandwidth_Bps *= self.terms.gather_hbm / self.terms.hbm
@@ -345,7 +302,9 @@ class ChipCostModel:
         overhead. ``flops`` is the useful part. ``pad_dims`` are the head dimensions of
         the kernel's matmuls, each taking an equal share of FLOPs per unit of dimension:
         the MXU pads each to its tile, so the work grows by ``sum(pad(d)) / sum(d)``."""
-        _non_negative(flops=flops, padded_flops=padded_flops, vector_ops=vector_ops, bytes=bytes)
+        check_non_negative(
+            flops=flops, padded_flops=padded_flops, vector_ops=vector_ops, bytes=bytes
+        )
         if pad_dims:
             padded_flops *= sum(pad_to(d, self.mxu_size) for d in pad_dims) / sum(pad_dims)
         mxu_s = padded_flops / self.achievable_flops(dtype) if padded_flops else 0.0
@@ -360,7 +319,7 @@ class ChipCostModel:
         else on the TensorCore; either way the cost is the gathered bytes over the
         bandwidth, plus the overhead.
         """
-        _non_negative(rows=rows, row_bytes=row_bytes)
+        check_non_negative(rows=rows, row_bytes=row_bytes)
         sparse = self.chip.sparsecores is not None and self.chip.sparsecores.count > 0
         nbytes = rows * row_bytes
         memory_s = nbytes / self.memory_bandwidth_Bps(memory)
@@ -375,7 +334,7 @@ class ChipCostModel:
         collective terms (launch, step sync, link efficiency) were calibrated with it, as
         :mod:`tpusim.collectives.offload` prices the reduce steps.
         """
-        _non_negative(bytes=bytes)
+        check_non_negative(bytes=bytes)
         cae = self.chip.cae is not None
         nbytes = bytes if cae else TENSORCORE_REDUCTION_PASSES * bytes
         memory_s = nbytes / self.memory_bandwidth_Bps("hbm", nominal=True)
