@@ -107,13 +107,19 @@ def grid_argmin(grid: tuple[float, ...], loss: Callable[[float], float]) -> floa
     return grid[min(range(lo, hi + 1), key=at)]
 
 
+#: Most rounds of the coordinate descent (a design choice: the fits seen converge in
+#: two or three).
+MAX_ROUNDS = 4
+
+
 def fit_group(
     figures: list[Figure], simulator: Simulator, start: IterationOverheads
 ) -> tuple[IterationOverheads, float, bool, bool]:
     """The terms on the grids minimising the loss on ``figures`` (every server among
-    them takes the same terms) from ``start``: the HBM efficiency, the MoE experts'
-    efficiency (where some figure serves a MoE model), the host time, then the HBM
-    efficiency again, each at the others' current values. The sampler passes are
+    them takes the same terms) from ``start``, by coordinate descent: the fixed device
+    time per iteration, the HBM efficiency, the MoE experts' efficiency (where some
+    figure serves a MoE model) and the host time in turn, each at the others' current
+    values, until a round moves none (at most :data:`MAX_ROUNDS`). The sampler passes are
     ``start``'s. The flags: the host time, the expert efficiency are identified (False
     when the term's neutral value, 0 s or 1, fits as well: under async scheduling an
     iteration longer on the chips than on the host hides the host; a dense model has no
@@ -127,14 +133,17 @@ def fit_group(
         value = grid_argmin(grid, lambda x: loss(replace(o, **{field: x})))
         return replace(o, **{field: value})
 
-    o = best(start, "hbm_efficiency", FIT_HBM_EFFICIENCY)
-    o = best(o, "step_s", FIT_HOST_S)
     moe = any(load_model(f.model).moe is not None for f in figures)
-    if moe:
-        o = best(o, "expert_efficiency", FIT_EXPERT_EFFICIENCY)
-    o = best(o, "host_s", FIT_HOST_S)
-    o = best(o, "hbm_efficiency", FIT_HBM_EFFICIENCY)
-    o = best(o, "step_s", FIT_HOST_S)
+    searched = [("step_s", FIT_HOST_S), ("hbm_efficiency", FIT_HBM_EFFICIENCY)]
+    searched += [("expert_efficiency", FIT_EXPERT_EFFICIENCY)] if moe else []
+    searched += [("host_s", FIT_HOST_S)]
+    o = start
+    for _ in range(MAX_ROUNDS):
+        before = o
+        for field, grid in searched:
+            o = best(o, field, grid)
+        if o == before:
+            break
     host = abs(loss(replace(o, host_s=0.0)) - loss(o)) > 1e-12
     expert = moe and abs(loss(replace(o, expert_efficiency=1.0)) - loss(o)) > 1e-12
     o = replace(
