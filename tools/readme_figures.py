@@ -55,6 +55,8 @@ COMMANDS: dict[str, list[str]] = {
     "workloads": ["validate", "--workloads", "--json"],
     "workloads-cv-chip": ["validate", "--workloads", "--cv", "chip", "--json"],
     "workloads-cv-family": ["validate", "--workloads", "--cv", "family", "--json"],
+    "serving-cv-chip": ["validate", "--serving", "--cv", "chip", "--json"],
+    "serving-cv-server": ["validate", "--serving", "--cv", "server", "--json"],
 }
 
 
@@ -214,6 +216,33 @@ def serving_validation_block(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def serving_cv_block(record: dict[str, Any]) -> str:
+    """``validate --serving --cv``: each group's held-out median with the terms fitted
+    without it, then the held-out summary overall and per metric."""
+    lines = [
+        f"| {record['cv']} left out | points | held-out median abs. error | terms fitted "
+        "without it (host, device per iteration; HBM, experts' efficiency; figures) |",
+        "|---|---|---|---|",
+    ]
+    for fold in record["folds"]:
+        terms = "; ".join(
+            f"{f['server']}: {f['host_s'] * 1e3:.3g} ms, {f['step_s'] * 1e3:.3g} ms; "
+            f"{f['hbm_efficiency']:.2f}, {f['expert_efficiency']:.3g}; {len(f['fit_on'])}"
+            for f in fold["fitted"]
+        )
+        points = sum(c["error"] is not None for c in fold["cases"])
+        error = _error(fold["median_abs_error"]).lstrip("+")
+        lines.append(f"| {fold['group']} | {points} | {error} | {terms} |")
+    held = record["held_out"]
+    parts = [("**all held out**", held)]
+    parts += [(m, p) for m, p in held["metrics"].items() if p["total"]]
+    lines += ["", "| held out | points | within 10% | median abs. error |", "|---|---|---|---|"]
+    for label, part in parts:
+        error = part["median_abs_error"]
+        lines.append(f"| {label} | {part['total']} | {part['within_10pct']} | {error:.1%} |")
+    return "\n".join(lines)
+
+
 RENDER: dict[str, Callable[[Any], str]] = {
     "validation": validation_block,
     "claims": claims_block,
@@ -222,6 +251,8 @@ RENDER: dict[str, Callable[[Any], str]] = {
     "workloads": workloads_block,
     "workloads-cv-chip": cv_block,
     "workloads-cv-family": cv_block,
+    "serving-cv-chip": serving_cv_block,
+    "serving-cv-server": serving_cv_block,
 }
 
 

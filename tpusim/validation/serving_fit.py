@@ -6,7 +6,8 @@ gives them; and the profiles with the fitted terms written back as YAML
 (:mod:`tpusim.serving.servers`), each calibrated value naming the figures it was
 fitted on (``fit_on``) and the profile the chips they ran on (``measured_chips``).
 
-The search (:func:`fit_group`): the loss is the sum of absolute log errors; the HBM
+The search (:func:`fit_group`): the loss is the sum of absolute log errors, each public
+source (a repository, or a pull request's URL) weighing the same; the HBM
 efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, the fixed
 device time per iteration and the host time on
 :data:`~tpusim.validation.serving.FIT_HOST_S` (the host shows under synchronous
@@ -74,11 +75,25 @@ class Fitted:
     expert_identified: bool = False
 
 
-def _loss(rows: list[dict[str, Any]]) -> float:
+def source_of(figure: Figure) -> str:
+    """The public source a figure comes from: its repository, else its URL."""
+    return figure.repo or figure.url
+
+
+def _loss(rows: list[dict[str, Any]], source: dict[str, str]) -> float:
     """Sum of absolute log errors (an L1 loss: the median error is what is reported, and
-    one badly modelled metric must not drag every other point off)."""
-    errors = [r["error"] for r in rows if r["error"] is not None]
-    return sum(abs(math.log(max(1 + e, 1e-300))) for e in errors)  # a 0 s simulation: -1
+    one badly modelled metric must not drag every other point off), each public source
+    weighing the same whatever its count of points (``source``: figure id -> source), so
+    that one guide's sweep does not outvote every other publication."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r["error"] is not None:
+            counts[source[r["id"]]] = counts.get(source[r["id"]], 0) + 1
+    return sum(
+        abs(math.log(max(1 + r["error"], 1e-300))) / counts[source[r["id"]]]  # 0 s: -1
+        for r in rows
+        if r["error"] is not None
+    )
 
 
 def median_error(rows: list[dict[str, Any]]) -> float | None:
@@ -125,9 +140,10 @@ def fit_group(
     iteration longer on the chips than on the host hides the host; a dense model has no
     experts; ``start``'s value is then kept)."""
     servers = {f.server for f in figures}
+    source = {f.id: source_of(f) for f in figures}
 
     def loss(o: IterationOverheads) -> float:
-        return _loss(cases(figures, dict.fromkeys(servers, o), simulator))
+        return _loss(cases(figures, dict.fromkeys(servers, o), simulator), source)
 
     def best(o: IterationOverheads, field: str, grid: tuple[float, ...]) -> IterationOverheads:
         value = grid_argmin(grid, lambda x: loss(replace(o, **{field: x})))
