@@ -185,6 +185,23 @@ def with_fault_defaults(
     return out | {k: given[k] for k in wanted if k in given}
 
 
+def unapplied_fault(
+    fields: Collection[str], top: Mapping[str, object], flags: FaultFlags = NO_FAULT_FLAGS
+) -> tuple[str, bool] | None:
+    """The fault key a workload kind with ``fields`` would drop: a fault, random link
+    failures or non-minimal routing given by the scenario's top level (``top``) or the
+    command line (``flags``) to a kind that has no such field, as (key, from the
+    command line); None when nothing would be dropped."""
+    if "faults" in fields:
+        return None
+    given = flags.workload_keys()
+    for key in ("faults", "fail_links", "routing"):
+        for value, from_flags in ((given.get(key), True), (top.get(key), False)):
+            if value not in (None, [], 0, "minimal"):
+                return key, from_flags
+    return None
+
+
 def load_faults(file: str | Path) -> FaultSet:
     """The fault set in YAML ``file`` (a mapping with ``faults:`` etc., or a bare list
     of faults). Raises ConfigError naming the file, the entry and the line."""

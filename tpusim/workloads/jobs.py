@@ -56,7 +56,7 @@ from tpusim.workloads.jobs_serving import (
     run_together,
 )
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.spec import FaultKeys, WorkloadSpec
 
 
 class JobCollective(Frozen):
@@ -97,7 +97,7 @@ class JobEntry(Frozen):
         return self
 
 
-class JobsWorkload(WorkloadSpec):
+class JobsWorkload(WorkloadSpec, FaultKeys):
     """Jobs run at once on one network of each system (names unique)."""
 
     kind: Literal["jobs"]
@@ -254,7 +254,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     placed = list(training.values())
 
     def simulate(jobs: list[Job]) -> JobsRun:
-        return run_jobs(context.system, context.topology, context.routes, jobs, context.network)
+        return run_jobs(context.system, context.topology, context.routes, jobs, context.settings)
 
     served: list[JobRow] = []
     if services:

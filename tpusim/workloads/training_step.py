@@ -41,7 +41,7 @@ from tpusim.results.simulation import Results
 from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program
-from tpusim.workloads.spec import ModelWorkload
+from tpusim.workloads.spec import FaultKeys, ModelWorkload
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep
@@ -58,7 +58,7 @@ REUSE_PERIODIC_TOLERANCE = 1e-9
 durations that still counts as periodic (floating-point noise; an assumption)."""
 
 
-class TrainingWorkload(ModelWorkload):
+class TrainingWorkload(ModelWorkload, FaultKeys):
     """``batch`` (or ``global_batch``) is the global batch in sequences; or
     ``batch_per_shard`` sequences per shard of the batch axes (data, fsdp, expert),
     which keeps the work per chip the same on systems of different sizes. The other
