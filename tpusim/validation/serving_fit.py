@@ -17,7 +17,13 @@ from typing import Any
 
 from tpusim.errors import InputError
 from tpusim.serving.overheads import IterationOverheads
-from tpusim.serving.servers import ChipTerms, ServerProfile, load_server, profile_data
+from tpusim.serving.servers import (
+    ChipTerms,
+    ServerProfile,
+    load_server,
+    locate_server,
+    profile_data,
+)
 from tpusim.validation.serving import (
     FIT_HBM_EFFICIENCY,
     FIT_HOST_RANGE_S,
@@ -147,23 +153,42 @@ def fitted_profile(profile: ServerProfile, fits: list[Fitted]) -> ServerProfile:
 
 def write_profiles(folder: str | Path, fits: list[Fitted]) -> list[Path]:
     """Each fitted server's profile (:func:`fitted_profile`) as ``FOLDER/<name>.yaml``
-    (written atomically); the paths. Raises OSError."""
+    (written atomically), one file per profile whatever name or path its figures give
+    it; the paths. Raises OSError, and InputError for a profile name that is not a
+    plain file name or is a symbolic link in FOLDER (:func:`~tpusim.results.files.file_in`)
+    or for two profiles of one name."""
     import yaml
 
-    from tpusim.results.files import atomic_write_text
+    from tpusim.results.files import atomic_write_text, file_in
 
     out = Path(folder)
+    by_name: dict[str, tuple[Path, list[Fitted]]] = {}
+    for f in fits:
+        profile = load_server(f.server)
+        source, mine = by_name.setdefault(profile.name, (locate_server(f.server).resolve(), []))
+        if source != locate_server(f.server).resolve():
+            raise InputError(
+                f"server profiles {source} and {f.server} are both named '{profile.name}': "
+                "their fitted profiles would overwrite each other; rename one"
+            )
+        twin = next((g for g in mine if g.chip == f.chip), None)
+        if twin is not None:
+            raise InputError(
+                f"figures name one server profile ('{profile.name}') as '{twin.server}' and "
+                f"'{f.server}': their {f.chip} fits would overwrite each other; give one name"
+            )
+        mine.append(f)
+    targets = {name: file_in(out, f"{name}.yaml", "server profile name") for name in by_name}
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for server in dict.fromkeys(f.server for f in fits):
-        profile = load_server(server)
-        mine = [f for f in fits if f.server == server]
+    for name, (_, mine) in by_name.items():
+        profile = load_server(mine[0].server)
         data = profile_data(fitted_profile(profile, mine))
         header = (
             f"# Server profile {profile.name}, written by tpusim calibrate --serving "
             f"(fitted on: {', '.join(i for f in mine for i in f.fit_on)}).\n"
         )
-        path = out / f"{profile.name}.yaml"
+        path = targets[name]
         atomic_write_text(path, header + yaml.safe_dump(data, sort_keys=False, width=88))
         paths.append(path)
     return paths
