@@ -192,6 +192,11 @@ MAX_TOKEN_COUNT = 2**31 - 1
 #: Most requests in one stream (about 200 bytes of state each, so 1,000,000 requests
 #: hold about 200 MB; a capacity search runs the stream a dozen times).
 MAX_REQUESTS = 1_000_000
+
+#: Most bytes read of a request trace (``--trace``, ``trace:``): MAX_REQUESTS rows of
+#: ``arrival_s,prompt_tokens,output_tokens`` take about 40 bytes each; 64 MiB is room
+#: for that and stops an endless file (``/dev/zero``, a FIFO) before memory runs out.
+MAX_TRACE_BYTES = 64 * 2**20
 #: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
 #: still resolves 0.25 us, far below one iteration (slower rates lose the iteration
 #: times to rounding and report zero latencies). ``rate``, ``--rates`` and every
