@@ -142,3 +142,29 @@ def test_a_closed_port_is_one_line(tmp_path, capsys):
              f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "o"))
     )
     assert "cannot reach the Dask scheduler" in line
+
+
+def test_check_never_simulates(tmp_path, capsys, monkeypatch):
+    """``tpusim check`` of the shipped scenarios and of a jobs workload with a service
+    starts no simulation (the engine's start and run raise if called)."""
+    from tpusim.engine.simulation import Simulation
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("check simulated")
+
+    monkeypatch.setattr(Simulation, "start", refuse)
+    monkeypatch.setattr(Simulation, "run", refuse)
+    (tmp_path / "mesh.yaml").write_text(
+        "name: m\nchip: ironwood\ntopology: {kind: torus, dims: [4, 4, 4], wraparound: false}\n"
+    )
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "name: j\nsystems: [mesh.yaml]\nworkloads:\n  - name: shared\n    kind: jobs\n"
+        "    jobs:\n      - {name: t, chips: [0, 1], collective: {op: all-reduce, bytes: 1 GiB}}\n"
+        "      - {name: chat, serve: {model: llama-3.1-8b, tp: 1, disaggregate: '1:1',"
+        " requests: 100000}}\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    for scenario in [str(jobs), *sorted(str(p) for p in (repo / "scenarios").glob("*.yaml"))]:
+        code, _, err = run(capsys, "check", scenario)
+        assert code == 0 and "Traceback" not in err, (scenario, err)
