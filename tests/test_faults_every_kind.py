@@ -54,7 +54,9 @@ def _training(tmp_path: Path, top: str = "") -> str:
 
 
 def _step_s(capsys, scenario: str, *flags: str) -> float:
-    code, out, err = run(capsys, "run", scenario, "--json", "--out", str(Path(scenario).parent / "out"), *flags)
+    code, out, err = run(
+        capsys, "run", scenario, "--json", "--out", str(Path(scenario).parent / "out"), *flags
+    )
     assert code == 0, err
     (record,) = json.loads(out)["results"]
     return record["step_time_s"]
@@ -77,7 +79,6 @@ def test_fail_links_and_a_faults_file_reach_a_training_step(tmp_path, capsys):
     # the one link down: the pipeline's first permute cannot run (exit 1, named)
     code, _, err = run(capsys, "run", scenario, "--out", str(tmp_path / "o"), "--fail-links", "1")
     assert code == 1 and "cut chips 1 off" in err and "i0.permute.fwd" in err, err
-
 
 
 def _jobs(capsys, tmp_path: Path, link: str | None) -> dict[str, dict]:

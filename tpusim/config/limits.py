@@ -88,6 +88,11 @@ MAX_BYTES = 1e15
 #: past which results are meaningless (1e300 gives 10^294 s), so use ``chip_down``.
 MAX_SLOWDOWN = 1_000.0
 
+#: Smallest ``bandwidth_fraction`` of a degraded link: a millionth of a 100 GB/s link
+#: is 100 kB/s, a link that has all but failed, past which times are meaningless
+#: (1e-300 gave 10^295 s), so use ``link_down``.
+MIN_BANDWIDTH_FRACTION = 1e-6
+
 
 #: Widest MXU side accepted in a chip file. Real MXUs are 128 x 128 (v4, v5e) or
 #: 256 x 256 (v6e on); a side of 1e9 would pad every matmul to 10^18 MACs.

@@ -106,15 +106,7 @@ def place_service(
     except InputError as exc:
         serve_path = (*context.path, "jobs", index, "serve")
         raise at_workload(exc, replace(context, path=serve_path)) from None
-    per_replica = int(runner.describe()["chips_per_replica"])  # type: ignore[call-overload]
-    if context.faulty and per_replica > 1:
-        raise entry_error(
-            context,
-            index,
-            f"serving job '{name}': faults act on the shared network (KV transfers), not "
-            f"inside a replica of {per_replica} chips, whose collectives are in its "
-            "iteration costs: serve with tp 1 or drop the faults",
-        )
+    _check_faults_apply(runner, name, index, context)
     n, total = runner.chips, context.topology.num_chips
     first = after if chips is None else chips[0]
     wanted = list(range(first, first + n))
@@ -135,6 +127,21 @@ def place_service(
         runner = DisaggregatedService(runner.service, runner.prefill, runner.decode, first)
     group = chips_group(context.topology, wanted, None)
     return PlacedService(index, Job(name, group, Program(name, ())), runner, options)
+
+
+def _check_faults_apply(runner: Runner, name: str, index: int, context: WorkloadContext) -> None:
+    """Under faults, a ConfigError at the entry for a service whose replicas span
+    several chips: the faults act on the shared network (its KV transfers), not on the
+    collectives inside a replica, which are in its iteration costs."""
+    per_replica = int(runner.describe()["chips_per_replica"])  # type: ignore[arg-type]
+    if context.faulty and per_replica > 1:
+        raise entry_error(
+            context,
+            index,
+            f"serving job '{name}': faults act on the shared network (KV transfers), not "
+            f"inside a replica of {per_replica} chips, whose collectives are in its "
+            "iteration costs: serve with tp 1 or drop the faults",
+        )
 
 
 def requests_of(options: ServeOptions) -> list[Request]:
