@@ -105,11 +105,12 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
     fit = calibrate_workloads(cases, args.fidelity, args.approximate, _jobs(args))
     if not fit.fit_on:
         raise InputError("calibrate --workloads: no expressible 'fit' case to fit the terms on")
+    results = fit_results(fit, cases, args.fidelity, args.approximate)
+    _refuse_a_worse_fit(args, cases, fit.fit_on, results)
     try:
         atomic_write_text(args.out, cost_terms_text(fit))
     except OSError as exc:
         raise output_error("--out", args.out, exc) from None
-    results = fit_results(fit, cases, args.fidelity, args.approximate)
     record = {
         "calibration": args.out,
         "terms": fit.terms.model_dump(),
@@ -130,6 +131,35 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
     print()
     print(summary_lines(record))
     print(f"\nwrote {args.out} (apply with validate --workloads --calibration {args.out})")
+
+
+#: How much a fit may raise its fit cases' median |error| over the shipped terms' before
+#: it is refused (a fraction: 0.1 percentage point, the rounding of the written terms).
+WORSE_TOLERANCE = 1e-3
+
+
+def _refuse_a_worse_fit(
+    args: argparse.Namespace, cases: list[Any], fit_on: list[str], results: list[Any]
+) -> None:
+    """InputError (nothing written) when the fitted terms give the cases they were fitted
+    on a larger median |error| than the shipped terms (``validate --workloads`` without
+    ``--calibration``) by over WORSE_TOLERANCE."""
+    from statistics import median
+
+    from tpusim.validation.workloads_run import validate_workloads
+
+    ids = set(fit_on)
+    shipped = validate_workloads(
+        [c for c in cases if c.id in ids], {}, args.fidelity, args.approximate
+    )
+    before = [abs(r.error) for r in shipped if r.error is not None]
+    after = [abs(r.error) for r in results if r.case.id in ids and r.error is not None]
+    if before and after and median(after) > median(before) + WORSE_TOLERANCE:
+        raise InputError(
+            f"calibrate --workloads: the fit raises its {len(ids)} fit cases' median |error| "
+            f"from {median(before):.1%} (the shipped terms) to {median(after):.1%}; not "
+            f"written (keep the shipped terms, or add cases)"
+        )
 
 
 def summary_lines(stats: dict[str, Any]) -> str:
