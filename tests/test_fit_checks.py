@@ -53,7 +53,8 @@ def test_calibrate_says_which_terms_sit_at_a_bound_in_output_and_file(tmp_path, 
 
 def test_calibrate_writes_no_fit_worse_than_the_shipped_terms(tmp_path, capsys):
     measurements = _measurements(tmp_path, "1 s")
-    code, text, err = run(capsys, "validate", "--workloads", "--measurements", measurements, "--json")
+    argv = ["validate", "--workloads", "--measurements", measurements, "--json"]
+    code, text, err = run(capsys, *argv)
     assert code == 0, err
     shipped_s = json.loads(text)["cases"][0]["simulated_s"]
     exact = _measurements(tmp_path, f"{shipped_s * 1e3:.4f} ms")
