@@ -77,6 +77,11 @@ def run_options(args: argparse.Namespace) -> ScenarioRunOptions:
     )
     if args.scheduler is not None and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask")
+    if args.jobs is not None and args.executor != "local":
+        raise InputError(
+            f"--jobs sets the local executor's processes; --executor {args.executor} "
+            "spreads the points over its cluster's workers instead: leave out --jobs"
+        )
     return options.model_copy(update={"fault_flags": fault_flags(args)})
 
 

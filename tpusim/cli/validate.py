@@ -174,10 +174,15 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     if args.serving:
-        from tpusim.cli.validate_serving import DEFAULT_SERVING_OUT, cmd_serving
+        from tpusim.cli.validate_serving import (
+            DEFAULT_SERVING_OUT,
+            check_serving_flags,
+            cmd_serving,
+        )
 
         if args.workloads:
             raise InputError("tpusim calibrate: give one of --serving and --workloads")
+        check_serving_flags(args, True)
         return cmd_serving(args, True, args.out or DEFAULT_SERVING_OUT)
     args.out = args.out or "calibration.yaml"
     _check_workloads(args)

@@ -131,6 +131,14 @@ class ServerProfile(Frozen):
 
     @model_validator(mode="after")
     def _fallback_known(self) -> ServerProfile:
+        from tpusim.config.loader import shipped
+
+        known = shipped("chips")
+        for chip in self.chips:
+            if chip not in known:  # a typo would never be used: the fallback runs instead
+                raise ValueError(
+                    f"chips.{chip}: no chip of that name (shipped: {', '.join(known)})"
+                )
         if self.fallback.chip not in self.chips:
             raise ValueError(f"fallback.chip {self.fallback.chip!r} has no entry in chips")
         return self

@@ -85,7 +85,8 @@ class Assumptions(Frozen):
 def models_beside(data: object, folder: Path) -> object:
     """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name),
     serving ``server:`` profile path and ``trace:`` CSV taken relative to ``folder``,
-    the scenario's, as its ``calibration:`` and HLO files are; shipped names and
+    the scenario's, as its ``calibration:`` and HLO files are (a jobs workload's
+    ``serve:`` entries' too); shipped names and
     absolute paths are kept.
     Anything else is left for validation to report."""
     workloads = data.get("workloads") if isinstance(data, dict) else None
@@ -104,6 +105,15 @@ def _model_beside(workload: object, folder: Path) -> object:
         value = workload.get(key)
         if _is_relative_file(value):
             workload = {**workload, key: os.path.join(folder, str(value))}
+    jobs = workload.get("jobs")
+    if isinstance(jobs, list):  # a jobs workload's serving entries
+        entries = [
+            {**job, "serve": _model_beside(job["serve"], folder)}
+            if isinstance(job, dict) and isinstance(job.get("serve"), dict)
+            else job
+            for job in jobs
+        ]
+        workload = {**workload, "jobs": entries}
     return workload
 
 

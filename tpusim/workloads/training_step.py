@@ -100,6 +100,24 @@ class TrainingWorkload(ModelWorkload, FaultKeys):
     reuse: StrictBool = True
 
     @model_validator(mode="after")
+    def _recompute_agrees(self) -> TrainingWorkload:
+        policy = self.remat_policy
+        if (
+            "recompute" in self.model_fields_set
+            and not self.recompute
+            and policy
+            not in (
+                None,
+                "none",
+            )
+        ):
+            raise ValueError(
+                f"recompute: false contradicts remat_policy: {policy}, which recomputes "
+                "activations in the backward pass: drop recompute (remat_policy says it)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_batch(self) -> TrainingWorkload:
         given = [self.batch, self.global_batch, self.batch_per_shard]
         if sum(v is not None for v in given) != 1:

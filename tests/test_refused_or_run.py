@@ -1,0 +1,89 @@
+"""Valid inputs run and nonsense is refused (issue 45, item 6): relative paths in a jobs
+workload's ``serve:`` entries resolve against the scenario file; a server profile for a
+chip that does not exist, ``--jobs``/``--approximate``/``--fidelity packet`` where they
+do nothing, ``remat_policy`` against ``recompute: false`` are one line (exit 2); and
+``plots: false`` writes no figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import assert_one_error_line, run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _jobs_with_relative_serve(folder: Path, plots: bool = False) -> Path:
+    sub = folder / "sub"
+    sub.mkdir()
+    (sub / "m.yaml").write_text((REPO / "configs" / "models" / "llama-3.1-8b.yaml").read_text())
+    server = (REPO / "configs" / "servers" / "vllm-tpu-torchxla.yaml").read_text()
+    (sub / "srv.yaml").write_text(server)
+    (sub / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,128,4\n0.01,128,4\n")
+    scenario = sub / "s.yaml"
+    scenario.write_text(
+        f"name: rel\nsystems: [ironwood-256]\nplots: {str(plots).lower()}\nworkloads:\n"
+        "  - name: shared\n    kind: jobs\n    jobs:\n"
+        "      - {name: t, chips: [0, 1], collective: {op: all-reduce, bytes: 1 MiB}}\n"
+        "      - {name: chat, serve: {model: m.yaml, server: ./srv.yaml, trace: t.csv, tp: 1}}\n"
+    )
+    return scenario
+
+
+def test_relative_serve_paths_resolve_against_the_scenario(tmp_path, capsys, monkeypatch):
+    scenario = _jobs_with_relative_serve(tmp_path)
+    monkeypatch.chdir(tmp_path)  # not the scenario's folder
+    code, out, err = run(capsys, "run", "sub/s.yaml", "--json", "--out", "o")
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    chat = result["jobs"][1]
+    assert chat["requests"] == 2 and chat["completed"] == 2  # the trace's two rows
+    assert not list((tmp_path / "o").glob("*.png"))  # plots: false: no jobs heatmap
+    assert scenario.exists()
+
+
+def test_a_server_profile_for_a_chip_that_does_not_exist_is_refused(tmp_path, capsys):
+    text = (REPO / "configs" / "servers" / "vllm-tpu-torchxla.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("\n  v6e:", "\n  v99:").replace("  chip: v6e", "  chip: v99"))
+    argv = ["serve", "ironwood-256", "--model", "llama-3.1-8b", "--server", str(bad)]
+    line = assert_one_error_line(*run(capsys, *argv))
+    assert "chips.v99: no chip of that name" in line and "v6e" in line, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["validate", "--serving", "--jobs", "2"], "--jobs applies to --workloads"),
+        (["validate", "--serving", "--approximate"], "--approximate applies to --workloads"),
+        (["validate", "--serving", "--fidelity", "packet"], "--fidelity packet applies to"),
+        (["calibrate", "--serving", "--jobs", "2"], "--jobs applies to --workloads"),
+        (["calibrate", "--serving", "--fidelity", "analytic"], "--fidelity analytic applies"),
+    ],
+)
+def test_flags_that_a_serving_validation_ignores_are_refused(capsys, argv, words):
+    line = assert_one_error_line(*run(capsys, *argv))
+    assert words in line, line
+
+
+def test_jobs_with_the_dask_executor_is_refused(capsys):
+    argv = ["run", "demo", "--executor", "dask", "--jobs", "2"]
+    line = assert_one_error_line(*run(capsys, *argv))
+    assert "--jobs sets the local executor's processes" in line, line
+
+
+def test_remat_policy_against_recompute_false_is_refused(tmp_path, capsys):
+    (tmp_path / "line2.yaml").write_text(
+        "name: line2\nchip: v5e\ntopology: {kind: torus, dims: [2], wraparound: [false]}\n"
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nsystems: [line2.yaml]\nworkloads:\n"
+        "  - {name: step, kind: training_step, layers: 2, d_model: 512, d_ff: 1024, heads: 8,"
+        " head_dim: 64, seq: 256, vocab: 1000, batch_per_shard: 1, mesh: {data: 2},"
+        " remat_policy: full, recompute: false}\n"
+    )
+    line = assert_one_error_line(*run(capsys, "check", str(path)))
+    assert "recompute: false contradicts remat_policy: full" in line, line
