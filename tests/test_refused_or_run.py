@@ -87,3 +87,16 @@ def test_remat_policy_against_recompute_false_is_refused(tmp_path, capsys):
     )
     line = assert_one_error_line(*run(capsys, "check", str(path)))
     assert "recompute: false contradicts remat_policy: full" in line, line
+
+
+def test_no_help_text_shows_a_pydantic_marker():
+    """``tpusim serve --help`` printed "(default PydanticUndefined)" for ``--model``."""
+    import argparse
+
+    from tpusim.cli.app import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        text = command.format_help()
+        assert "Pydantic" not in text and "Undefined" not in text, name
