@@ -100,3 +100,36 @@ def test_no_help_text_shows_a_pydantic_marker():
     for name, command in sub.choices.items():
         text = command.format_help()
         assert "Pydantic" not in text and "Undefined" not in text, name
+
+
+@pytest.mark.parametrize(
+    ("keys", "advice"),
+    [
+        ("flow_tolerance: null\n", "flow_tolerance: deprecated; drop it (null is the default)"),
+        (
+            "fidelity: flow\nflow_tolerance: 0.05\n",
+            "deprecated; write network: {fidelity: flow, tolerance: 0.05}",
+        ),
+        ("fidelity: packet\nflow_tolerance: 0.01\n", None),  # invalid: the error says why
+    ],
+)
+def test_a_deprecation_warning_advises_only_valid_yaml(tmp_path, capsys, keys, advice):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        f"name: d\nsystems: [v5e-pod]\n{keys}"
+        "workloads: [{name: c, kind: collective, op: all-reduce, bytes: 1 KiB}]\n"
+    )
+    code, _, err = run(capsys, "check", str(path))
+    warnings = [line for line in err.splitlines() if "deprecated" in line]
+    if advice is None:
+        assert code == 2 and warnings == [], err
+        assert "tolerance belongs to flow" in err
+    else:
+        assert code == 0 and len(warnings) == 1 and advice in warnings[0], err
+        written = warnings[0].split("write ")[-1] if "write" in advice else None
+        if written:  # the advice itself validates
+            import yaml
+
+            from tpusim.network.tree import network_tree
+
+            network_tree(yaml.safe_load(written.removeprefix("network: ")))

@@ -45,14 +45,33 @@ def flat_network_read(
         if line is not None:
             lines.setdefault(("network", FLAT_NETWORK_KEYS[key]), line)
             lines.setdefault(("network",), line)
-    if warn:
-        tree = ", ".join(f"{FLAT_NETWORK_KEYS[key]}: {data[key]}" for key in old)
-        message = f"{file}:{first} {' and '.join(old)}: deprecated; write network: {{{tree}}}"
-        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
     try:
-        return tree_from_flat(data)
+        converted = tree_from_flat(data)
     except ValueError as exc:
         raise ConfigError(str(exc), file=file, path=old[0], line=first) from None
+    advice = _replacement(converted, len(old))
+    if warn and advice is not None:
+        message = f"{file}:{first} {' and '.join(old)}: deprecated; {advice}"
+        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
+    return converted
+
+
+def _replacement(converted: object, keys: int) -> str | None:
+    """What to write instead of the ``keys`` old keys, as valid YAML (their ``network:`` tree,
+    or dropping them when every value was null); None when the tree itself does not
+    validate (the error that follows says why: no advice to write something invalid)."""
+    import yaml
+
+    from tpusim.network.tree import network_tree
+
+    tree = converted.get("network") if isinstance(converted, dict) else None
+    if not tree:
+        return f"drop {'it' if keys == 1 else 'them'} (null is the default)"
+    try:
+        network_tree(tree)
+    except (ValueError, TypeError):
+        return None
+    return "write network: " + yaml.safe_dump(tree, default_flow_style=True, width=200).strip()
 
 
 class Assumptions(Frozen):
