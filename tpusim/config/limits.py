@@ -146,6 +146,13 @@ MAX_STEP_TOKENS = 10_000_000_000
 #: typo whose weights no system holds.
 MAX_EXPERTS = 65_536
 
+#: Most layers of a model (a preset, a workload's ``layers``). The deepest published
+#: models have about 100-200 (Llama 3.1 405B: 126; GPT-3: 96); the planner and the
+#: memory model walk the layers of every candidate layout, so 2^31 layers ran for ever
+#: (``plan`` of a 1,000-layer model takes about 20 s of CPU). Grade: assumption (8
+#: times the deepest published model).
+MAX_LAYERS = 1_000
+
 #: Most worker processes one command starts (``plan --workers``, ``validate --jobs``).
 #: Each is a Python process of a few hundred MB; 256 is more cores than any host has.
 MAX_WORKERS = 256
