@@ -168,3 +168,12 @@ def test_a_service_of_replicas_over_several_chips_refuses_faults(tmp_path, capsy
     code, out, err = run(capsys, "check", str(path))
     line = assert_one_error_line(code, out, err)
     assert "jobs[1]" in line and "serving job 'chat'" in line and "tp 1" in line, line
+
+
+def test_run_faults_naming_a_link_the_system_lacks_is_one_line(tmp_path, capsys):
+    faults = tmp_path / "faults.yaml"
+    faults.write_text("faults: [{kind: link_down, link: [0, 999]}]\n")
+    scenario = _training(tmp_path)
+    argv = ["run", scenario, "--faults", str(faults), "--out", str(tmp_path / "o")]
+    line = assert_one_error_line(*run(capsys, *argv))
+    assert "faults[0] (link_down): link [0, 999]: chips are 0..1" in line, line

@@ -133,3 +133,36 @@ def test_a_deprecation_warning_advises_only_valid_yaml(tmp_path, capsys, keys, a
             from tpusim.network.tree import network_tree
 
             network_tree(yaml.safe_load(written.removeprefix("network: ")))
+
+
+def test_an_slo_of_zero_is_refused_not_dropped(capsys):
+    argv = ["serve", "v5e-pod", "--model", "llama-3.1-8b", "--slo-tpot", "10ms"]
+    line = assert_one_error_line(*run(capsys, *argv, "--slo-ttft", "0s"))
+    assert "--slo-ttft" in line and "greater than 0" in line, line
+
+
+def test_a_collective_on_one_chip_is_refused_everywhere(tmp_path, capsys):
+    """A group of one chip moves nothing: ``collective --chips 1``, a jobs entry on one
+    chip and a measured case on a 1x1x1 slice reported 0 s (-100% error)."""
+    line = assert_one_error_line(
+        *run(capsys, "collective", "v5e-pod", "--op", "all-reduce", "--bytes", "1MiB",
+             "--chips", "1")
+    )  # fmt: skip
+    assert "group of 1 chip moves nothing" in line, line
+    jobs = tmp_path / "j.yaml"
+    jobs.write_text(
+        "name: j\nsystems: [v5e-pod]\nworkloads:\n  - name: shared\n    kind: jobs\n"
+        "    jobs:\n      - {name: a, chips: [0], collective: {op: all-reduce, bytes: 1 MiB}}\n"
+        "      - {name: b, chips: [2, 3], collective: {op: all-reduce, bytes: 1 MiB}}\n"
+    )
+    line = assert_one_error_line(*run(capsys, "check", str(jobs)))
+    assert "jobs[0]" in line and "job 'a'" in line and "moves nothing" in line, line
+    source = (REPO / "configs" / "measurements" / "amb-ironwood-guide.yaml").read_text()
+    measured = tmp_path / "one.yaml"
+    measured.write_text(
+        source[: source.index("cases:")]
+        + "cases:\n  - {id: one, chip: ironwood, slice: [1, 1, 1], op: all-gather,"
+        " bytes: 2 MiB, measured_time: 30 us, split: fit, where: made up}\n"
+    )
+    line = assert_one_error_line(*run(capsys, "validate", "--measurements", str(measured)))
+    assert "cases[0]" in line and "group of one chip moves nothing" in line, line

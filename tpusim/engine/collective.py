@@ -114,13 +114,20 @@ def _note_replanning(sim: Simulation, op: ProgramOp, schedule: Schedule) -> None
 
 def _schedule(sim: Simulation, op: ProgramOp) -> Schedule:
     """The collective's schedule; a bad group, op or algorithm raises the ValueError (or
-    AlgorithmError) it was, not the program-level InputError."""
+    AlgorithmError) it was, not the program-level InputError, and so does a group of
+    one chip (a collective of nothing, 0 s)."""
     try:
-        return sim.schedule(op)
+        schedule = sim.schedule(op)
     except InputError as exc:
         if isinstance(exc.__cause__, ValueError):
             raise exc.__cause__ from None
         raise
+    if schedule.group.size < 2 and not op.pairs:
+        raise ValueError(
+            f"{op.collective} on a group of {schedule.group.size} chip moves nothing (it "
+            "would take 0 s): give a group of two or more chips"
+        )
+    return schedule
 
 
 def _result(

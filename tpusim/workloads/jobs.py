@@ -188,6 +188,11 @@ def _place(entry: JobEntry, index: int, context: WorkloadContext) -> Job:
             group = placing.slice_group(topology, shape, entry.offset)
         else:
             group = placing.chips_group(topology, entry.chips or [], program.mesh)
+        if entry.collective is not None and group.size < 2:
+            raise ValueError(
+                f"its {entry.collective.op} runs on {group.size} chip and moves nothing "
+                "(a step of 0 s): give it two or more chips"
+            )
         if program.mesh:
             placing.mesh_axes(program.mesh, group.axes)
         program = placing.local_overrides(program, group.flat[0])
