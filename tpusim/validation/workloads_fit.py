@@ -334,10 +334,11 @@ def cross_validate(
     return folds
 
 
-def cost_terms_text(fit: TermsFit) -> str:
+def cost_terms_text(fit: TermsFit, worse: str | None = None) -> str:
     """``fit`` as a cost terms file (``configs/cost_terms.yaml``'s format, loadable by
     :func:`~tpusim.config.cost_terms.load_cost_terms_file`), each fitted term's source
-    naming the cases."""
+    naming the cases; ``worse`` (a sentence: the fit is worse than the shipped terms on
+    its own cases) is said in the header."""
     import yaml
 
     terms = {name: round(float(v), 4) for name, v in fit.terms.model_dump().items()}
@@ -362,6 +363,8 @@ def cost_terms_text(fit: TermsFit) -> str:
         "# Shared compute cost terms fitted by `tpusim calibrate --workloads` (fit_on);\n"
         "# apply with `tpusim validate --workloads --calibration FILE`.\n"
     )
+    if worse:
+        header += f"# WORSE THAN THE SHIPPED TERMS: {worse}.\n"
     if fit.at_bound:
         header += (
             f"# At a bound of the fit (not determined by the cases): {', '.join(fit.at_bound)}.\n"
