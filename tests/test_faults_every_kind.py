@@ -25,6 +25,7 @@ Hand counts (configs/chips/*.yaml: ICI link bandwidth x link efficiency per dire
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ SEQ, D_MODEL, VOCAB = 1024, 1024, 1000
 STEP_BYTES = (4 * SEQ * D_MODEL + 2 * VOCAB * D_MODEL) * 2
 KV_BYTES = 512 * 32 * (2 * 8 * 128 * 2)
 JOB_BYTES = 256 * 2**20
+REPO = Path(__file__).resolve().parents[1]
 HALF = "{kind: link_degraded, link: [%s], bandwidth_fraction: 0.5}"
 
 
@@ -177,3 +179,36 @@ def test_run_faults_naming_a_link_the_system_lacks_is_one_line(tmp_path, capsys)
     argv = ["run", scenario, "--faults", str(faults), "--out", str(tmp_path / "o")]
     line = assert_one_error_line(*run(capsys, *argv))
     assert "faults[0] (link_down): link [0, 999]: chips are 0..1" in line, line
+
+
+def _one_kind(tmp_path: Path, workload: str, link: str | None, dims: int) -> str:
+    (tmp_path / "line.yaml").write_text(
+        f"name: line\nchip: v5e\ntopology: {{kind: torus, dims: [{dims}], wraparound: [false]}}\n"
+    )
+    faults = f"faults: [{HALF % link}]\n" if link else ""
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\nsystems: [line.yaml]\nplots: false\n{faults}workloads:\n{workload}")
+    return str(path)
+
+
+def test_a_program_slows_by_the_hand_counted_time(tmp_path, capsys):
+    """An all-reduce of S bytes over a line of 2 v5e chips puts S through each direction
+    of its one link (reduce-scatter and all-gather of S/2): at half bandwidth, S / R
+    more."""
+    program = (
+        "  - {name: p, kind: program, ops: [{name: ar, kind: collective,"
+        " collective: all-reduce, bytes: 64 MiB}]}\n"
+    )
+    healthy = _step_s(capsys, _one_kind(tmp_path, program, None, 2))
+    faulty = _step_s(capsys, _one_kind(tmp_path, program, "0, 1", 2))
+    assert faulty - healthy == pytest.approx(64 * 2**20 / V5E_R, rel=0.01)
+
+
+def test_hlo_replay_slows_on_a_link_it_uses_and_not_on_one_it_does_not(tmp_path, capsys):
+    """The 8-device module replays on chips 0..7 of a line of 16: a half link 0-1 slows
+    its collectives, one between chips 12 and 13 (no device there) changes nothing."""
+    shutil.copy(REPO / "scenarios" / "hlo" / "transformer_8.hlo.txt", tmp_path)
+    hlo = "  - {name: m, kind: hlo, path: transformer_8.hlo.txt}\n"
+    healthy = _step_s(capsys, _one_kind(tmp_path, hlo, None, 16))
+    assert _step_s(capsys, _one_kind(tmp_path, hlo, "0, 1", 16)) > healthy * 1.01
+    assert _step_s(capsys, _one_kind(tmp_path, hlo, "12, 13", 16)) == healthy
