@@ -99,7 +99,11 @@ def place_service(
         price_per_chip_hour_usd=context.price_per_chip_hour_usd,
     )
     if options.find_capacity or options.concurrency is not None:
-        problem = "serves an open stream or a trace: drop 'concurrency' and 'find_capacity'"
+        problem = (  # advice that keeps the workload: never 'drop it' (rate would default)
+            "serves an open stream or a trace beside the training jobs, not a closed loop "
+            "(concurrency) or a capacity search (find_capacity): give it the rate (requests/s) "
+            "or the trace it should serve instead"
+        )
         raise entry_error(context, index, f"serving job '{name}' {problem}")
     try:
         runner = check_options(options, context.system)
