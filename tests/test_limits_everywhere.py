@@ -184,3 +184,36 @@ def test_check_never_simulates(tmp_path, capsys, monkeypatch):
     for scenario in [str(jobs), *sorted(str(p) for p in (repo / "scenarios").glob("*.yaml"))]:
         code, _, err = run(capsys, "check", scenario)
         assert code == 0 and "Traceback" not in err, (scenario, err)
+
+
+def test_packet_hops_count_packets_times_route_hops(tmp_path):
+    """Hand count on a line of 4 chips: 0 -> 3 of 3 packets crosses 3 links (9), 1 -> 2
+    of 1 packet (a partial one) crosses 1 (1): 10 packet-hops."""
+    import numpy as np
+
+    from tpusim.collectives.base import Group, Schedule, Step
+    from tpusim.config.loader import load_system
+    from tpusim.engine.work import packet_hops
+    from tpusim.topology import build_topology
+
+    path = tmp_path / "line4.yaml"
+    path.write_text(
+        "name: l4\nchip: v5e\ntopology: {kind: torus, dims: [4], wraparound: [false]}\n"
+    )
+    topology = build_topology(load_system(str(path)))
+    step = Step(np.array([0, 1]), np.array([3, 2]), np.array([3 * 1024.0, 100.0]))
+    group = Group.__new__(Group)
+    schedule = Schedule("collective-permute", "direct", 3072.0, group, [[step]])
+    assert packet_hops(schedule, topology, 1024.0) == 10
+
+
+def test_a_one_shot_all_reduce_at_packet_fidelity_is_refused_by_its_hops(capsys):
+    """64 KiB one-shot on 1,024 chips: 1,023 one-packet transfers per chip fit the
+    transfer estimate (about 1 M), but each travels several hops: over the limit."""
+    began = time.perf_counter()
+    line = assert_one_error_line(
+        *run(capsys, "collective", "tpu8i-1024", "--op", "all-reduce", "--bytes", "64KiB",
+             "--algorithm", "one-shot", "--fidelity", "packet")
+    )  # fmt: skip
+    assert time.perf_counter() - began < 10
+    assert "packet-hops (one-shot" in line, line

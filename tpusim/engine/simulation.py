@@ -29,9 +29,10 @@ from tpusim.engine.handlers import ChipClass, members, op_handler
 from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
 from tpusim.engine.settings import RunSettings
+from tpusim.engine.work import check_program_work, check_schedule_work
 from tpusim.errors import InputError
 from tpusim.hardware import ChipCostModel, MemoryTracker
-from tpusim.network import AnalyticNetwork, Network, NetworkSettings, make_network
+from tpusim.network import AnalyticNetwork, Network, make_network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
 from tpusim.results.observers import CommunicationTime, HopStats, LinkBytes, Observer, OpsTable
@@ -115,7 +116,7 @@ class Simulation:
         self.settings, self.fidelity = settings, settings.network.fidelity
         self.rng = np.random.default_rng(settings.seed)
         self.topology = topology or self._built_topology()
-        _check_work(program, settings.network, self.topology.num_chips)
+        check_program_work(program, settings.network, self.topology.num_chips)
         faults, routing = settings.faults, settings.routing
         self.faults = FaultState(self.topology, faults, routing, settings.network, self.rng)
         self.program = self.faults.slowed(program)
@@ -172,6 +173,7 @@ class Simulation:
                     self.predictor(op.split_ports),
                 )
                 keep_choice(self.topology, chosen, schedule.algorithm)
+                check_schedule_work(schedule, self.settings.network, self.topology, op.name)
                 self._schedules[key] = schedule
             except ValueError as exc:  # kept as the cause: run_collective re-raises it
                 raise InputError(f"op '{op.name}': {exc}") from exc
@@ -386,13 +388,3 @@ class _Ran:
     def __call__(self, _event: simpy.Event) -> None:
         for observer in self.sim.observers:
             observer.collective_ran(self.name, self.start, self.sim.env.now)
-
-
-def _check_work(program: Program, network: NetworkSettings, num_chips: int) -> None:
-    """Refuse (InputError) a program whose collectives are over the fidelity's work
-    limit (:meth:`~tpusim.network.NetworkSettings.program_work_problem`): every command
-    and the Python API simulate through here."""
-    sizes = [op.size_bytes for op in program.ops if op.kind == "collective"]
-    problem = network.program_work_problem(num_chips, sizes)
-    if problem is not None:
-        raise InputError(f"program '{program.name}': {problem}")
