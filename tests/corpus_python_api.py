@@ -61,6 +61,15 @@ def _faults(*faults, **kw):
     return call
 
 
+def _simulate(system, op, size):
+    def call(s):
+        from tpusim.engine import simulate_collective
+
+        return simulate_collective(system, op, size)
+
+    return call
+
+
 def _size(size, op="all-reduce"):
     return lambda s: s.collective(op, size)
 
@@ -72,13 +81,13 @@ def cases():
     bad = lambda pattern: (InputError, pattern)  # noqa: E731
     return [
         # -- Session(system) ------------------------------------------------------------
-        ("session-none", _session(None), bad(r"Session\(system\): expected")),
-        ("session-int", _session(123), bad(r"Session\(system\): expected")),
-        ("session-float", _session(3.5), bad(r"Session\(system\): expected")),
-        ("session-list", _session(["v5e-pod"]), bad(r"Session\(system\): expected")),
-        ("session-dict", _session({"name": "x"}), bad(r"Session\(system\): expected")),
-        ("session-bytes", _session(b"v5e-pod"), bad(r"Session\(system\): expected")),
-        ("session-bool", _session(True), bad(r"Session\(system\): expected")),
+        ("session-none", _session(None), bad(r"^system: expected a System")),
+        ("session-int", _session(123), bad(r"^system: expected a System")),
+        ("session-float", _session(3.5), bad(r"^system: expected a System")),
+        ("session-list", _session(["v5e-pod"]), bad(r"^system: expected a System")),
+        ("session-dict", _session({"name": "x"}), bad(r"^system: expected a System")),
+        ("session-bytes", _session(b"v5e-pod"), bad(r"^system: expected a System")),
+        ("session-bool", _session(True), bad(r"^system: expected a System")),
         ("session-empty", _session(""), (ConfigError, r"unknown system|empty|system")),
         ("session-unknown", _session("no-such-system"), (ConfigError, r"no-such-system")),
         ("session-dev-zero", _session("/dev/zero"), (ConfigError, r"not a regular file")),
@@ -180,6 +189,15 @@ def cases():
             (ValueError, r"bandwidth_fraction"),
         ),
         ("faults-slow-chip", _faults({"kind": "slow_chip", "chip": 2, "slowdown": 2}), "ok"),
+        # -- tpusim.engine.simulate_collective (the same door) ---------------------------
+        (
+            "simulate-system-none",
+            _simulate(None, "all-reduce", 2**20),
+            bad(r"^system: expected a System"),
+        ),
+        ("simulate-size-nan", _simulate(str(T44), "all-reduce", math.nan), bad(r"size: nan")),
+        ("simulate-op-typo", _simulate(str(T44), "allreduce", 2**20), bad(r"op: expected one of")),
+        ("simulate-valid", _simulate(str(T44), "all-gather", 2**20), "ok"),
         # -- on-chip model ------------------------------------------------------------------
         (
             "onchip-str",

@@ -4,10 +4,10 @@ takes ends as its row says, a plausible result or one tpusim error (InputError, 
 ConfigError for a bad system file) with its message, never another exception, a hang
 (bounded at 20 s) or a silent acceptance.
 
-Counts of the 80 rows at 5117d08 (before issue 45): 41 tracebacks (AttributeError,
+Counts of the 84 rows at 5117d08 (before issue 45): 44 tracebacks (AttributeError,
 TypeError, ValueError, AlgorithmError, UnitError), 2 hangs over 10 s, 6 silent
-acceptances, 3 implausible results (up to 1.04e289 s), 2 valid calls refused, 26 clean.
-After: 80 clean."""
+acceptances, 3 implausible results (up to 1.04e289 s), 2 valid calls refused, 27 clean.
+After: 84 clean (``python tests/corpus_python_api.py`` prints them)."""
 
 from __future__ import annotations
 

@@ -14,15 +14,11 @@ from the second call on only the schedule and the simulation are paid::
 
 from __future__ import annotations
 
-import numbers
 import os
-from decimal import Decimal
 
-from tpusim import units
-from tpusim.collectives import fewest_sends_per_chip
 from tpusim.collectives.offload import OnChipModel
-from tpusim.config.limits import whole_bytes_problem
-from tpusim.config.loader import System, load_system
+from tpusim.config.loader import System
+from tpusim.engine.arguments import collective_arguments, system_of
 from tpusim.engine.collective import DEFAULT_OPTIONS, run_collective
 from tpusim.engine.settings import CollectiveOptions
 from tpusim.errors import InputError
@@ -30,7 +26,7 @@ from tpusim.network import Network
 from tpusim.network.routes import RouteCache
 from tpusim.results.simulation import CollectiveResult
 from tpusim.topology import Topology, build_topology
-from tpusim.vocabulary import OPS, Op
+from tpusim.vocabulary import Op
 
 __all__ = ["Session"]
 
@@ -42,7 +38,7 @@ class Session:
     InputError) for a bad name or file."""
 
     def __init__(self, system: System | str | os.PathLike[str]):
-        self.system: System = _system_of(system)
+        self.system: System = system_of(system)
         self.topology: Topology = build_topology(self.system)
         self.routes = RouteCache(self.topology)
 
@@ -60,17 +56,9 @@ class Session:
         of bytes in (0, MAX_BYTES]), options, on-chip model, group or algorithm, or a
         collective over the fidelity's work limit; SimulationError for one a failed
         chip stops."""
-        op, size_bytes = _op_of(op), _size_of(size)
-        options = DEFAULT_OPTIONS if options is None else options
-        if not isinstance(options, CollectiveOptions):
-            raise InputError(f"options: expected a CollectiveOptions, got {options!r}")
-        if onchip is not None and not isinstance(onchip, OnChipModel):
-            raise InputError(f"onchip: expected an OnChipModel or None, got {onchip!r}")
-        chips = min(options.chips or self.topology.num_chips, self.topology.num_chips)
-        sends = fewest_sends_per_chip(op, chips, options.algorithm)
-        problem = options.network.work_problem(chips, size_bytes, sends)
-        if problem is not None:
-            raise InputError(f"{self.system.name}: {problem}")
+        op, size_bytes, options = collective_arguments(
+            op, size, options, onchip, self.system.name, self.topology.num_chips
+        )
         try:
             return run_collective(
                 self.topology,
@@ -87,44 +75,3 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session({self.system.name!r}, {self.topology.num_chips} chips)"
-
-
-def _system_of(system: object) -> System:
-    """The system ``system`` names or is; InputError for another type."""
-    if isinstance(system, System):
-        return system
-    if isinstance(system, os.PathLike):
-        system = os.fspath(system)
-    if not isinstance(system, str):
-        raise InputError(
-            "Session(system): expected a System, a shipped system name or a YAML path, "
-            f"got {system!r}"
-        )
-    return load_system(system)
-
-
-def _op_of(op: object) -> Op:
-    """``op`` if it names a collective; InputError naming the choices."""
-    if not isinstance(op, str) or op not in OPS:
-        raise InputError(f"op: expected one of {', '.join(OPS)}, got {op!r}")
-    return op  # type: ignore[return-value]
-
-
-def _size_of(size: object) -> float:
-    """``size`` in bytes (a number, or a string with a unit); InputError unless a whole
-    number of bytes in (0, MAX_BYTES]."""
-    if isinstance(size, str):
-        try:
-            value = units.parse_bytes(size)
-        except ValueError as exc:
-            raise InputError(f"size {exc}") from None
-    elif isinstance(size, (numbers.Real, Decimal)) and not isinstance(size, bool):
-        value = float(size)
-    else:
-        raise InputError(
-            f"size: expected a number of bytes or a size such as '1 GiB', got {size!r}"
-        )
-    problem = whole_bytes_problem(value)
-    if problem is not None:
-        raise InputError(f"size: {problem}")
-    return value

@@ -15,7 +15,7 @@ from tpusim.collectives import AUTO, Predictor, build_schedule, bus_factor
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
-from tpusim.config.loader import System, load_system
+from tpusim.config.loader import System
 from tpusim.engine.settings import CollectiveOptions
 from tpusim.engine.simulation import Simulation
 from tpusim.errors import InputError
@@ -170,10 +170,14 @@ def simulate_collective(
     onchip: OnChipModel | None = None,
 ) -> tuple[CollectiveResult, Network]:
     """:func:`run_collective` on a loaded system or a shipped name / YAML path, with
-    the system's chip for the on-chip model unless ``onchip`` is given."""
+    the system's chip for the on-chip model unless ``onchip`` is given. Arguments of
+    the wrong type or out of range raise InputError naming them
+    (:func:`~tpusim.engine.arguments.collective_arguments`)."""
+    from tpusim.engine.arguments import collective_arguments, system_of
     from tpusim.topology import build_topology
 
-    loaded = load_system(system) if isinstance(system, str) else system
+    loaded = system_of(system)
     topology = build_topology(loaded)
     chip, name = loaded.chip, loaded.name
+    op, size, options = collective_arguments(op, size, options, onchip, name, topology.num_chips)
     return run_collective(topology, op, size, options, chip=chip, onchip=onchip, system_name=name)
