@@ -15,7 +15,6 @@ from tpusim.collectives import fewest_sends_per_chip
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.limits import whole_bytes_problem
 from tpusim.config.loader import System, load_system
-from tpusim.engine.collective import DEFAULT_OPTIONS
 from tpusim.engine.settings import CollectiveOptions
 from tpusim.errors import InputError
 from tpusim.vocabulary import OPS, Op
@@ -35,7 +34,7 @@ def collective_arguments(
     collective within its fidelity's work limit on a system of ``num_chips``; raises
     InputError naming the argument."""
     op, size_bytes = op_of(op), size_of(size)
-    options = DEFAULT_OPTIONS if options is None else options
+    options = CollectiveOptions() if options is None else options  # the defaults
     if not isinstance(options, CollectiveOptions):
         raise InputError(f"options: expected a CollectiveOptions, got {options!r}")
     if onchip is not None and not isinstance(onchip, OnChipModel):
