@@ -55,8 +55,7 @@ def system_of(system: object) -> System:
         system = os.fspath(system)
     if not isinstance(system, str):
         raise InputError(
-            "system: expected a System, a shipped system name or a YAML path, "
-            f"got {system!r}"
+            f"system: expected a System, a shipped system name or a YAML path, got {system!r}"
         )
     return load_system(system)
 
