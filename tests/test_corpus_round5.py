@@ -12,11 +12,11 @@ case may write outside that folder (``name-*``: nothing at ``/tmp/tpusim-r5-esca
 The Python API has its own corpus (``tests/test_corpus_python_api.py``).
 
 Counts at 5117d08 (before issue 45; each case run as a subprocess under the 30 s and
-8 GiB bounds): 16 silent acceptances (two of them writing outside the folder), 3 hangs
+8 GiB bounds): 17 silent acceptances (two of them writing outside the folder), 3 hangs
 (a 1-byte-packet training step, a one-shot all-reduce at packet fidelity, ``plan`` of
 2^31 layers), 1 traceback (2^31 experts), 1 wrong exit code (``--trace /dev/zero``: out
 of memory, exit 1), and the faults around a training step accepted but ignored (exit 0,
-the healthy step time). After: 24 clean."""
+the healthy step time). After: 25 clean."""
 
 from __future__ import annotations
 

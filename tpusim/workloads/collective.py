@@ -63,13 +63,19 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
 
 
 def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
-    """The group exists on the system (axes, chip count; ValueError) and the faults
-    and routing apply to it (every link and chip named exists, the fidelity models
+    """The group exists on the system (axes, chip count; ValueError), a named
+    algorithm's schedule is within the packet fidelity's work (InputError), and the
+    faults and routing apply to it (every link and chip named exists, the fidelity models
     them; InputError), as the run would find before its first event."""
-    from tpusim.collectives import make_group
+    from tpusim.collectives import build_schedule, make_group
     from tpusim.engine.faults import FaultState
+    from tpusim.engine.work import check_schedule_work
 
-    make_group(context.topology, spec.axes or None, spec.chips)
+    group = make_group(context.topology, spec.axes or None, spec.chips)
+    named = spec.algorithm not in (None, "auto")
+    if named and context.network.fidelity == "packet":  # packets x hops, as the run counts
+        schedule = build_schedule(spec.op, spec.bytes, group, spec.algorithm)
+        check_schedule_work(schedule, context.network, context.topology, spec.name)
     rng = np.random.default_rng(spec.seed or 0)
     FaultState(context.topology, spec.fault_set(), spec.routing, context.network, rng)
 
