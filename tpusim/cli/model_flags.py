@@ -69,6 +69,8 @@ def _choices(info: FieldInfo) -> tuple[object, ...] | None:
 
 def _help(info: FieldInfo) -> str:
     text = info.description or ""
+    if info.is_required():  # no default to show (pydantic's marker is not one)
+        return text
     default = info.get_default(call_default_factory=True)
     if default is None or isinstance(default, bool) or "default" in text:
         return text

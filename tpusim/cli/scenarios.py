@@ -77,10 +77,16 @@ def run_options(args: argparse.Namespace) -> ScenarioRunOptions:
     )
     if args.scheduler is not None and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask")
+    if args.jobs is not None and args.executor != "local":
+        raise InputError(
+            f"--jobs sets the local executor's processes; --executor {args.executor} "
+            "spreads the points over its cluster's workers instead: leave out --jobs"
+        )
     return options.model_copy(update={"fault_flags": fault_flags(args)})
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    from tpusim.results.files import file_in
     from tpusim.study.check import check_scenario
     from tpusim.study.outputs import write_outputs
     from tpusim.study.runner import run_scenario
@@ -90,7 +96,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     checked.raise_problems(before_run=True)
     scenario = checked.scenario
     assert scenario is not None
-    out = Path(options.out or Path("out") / scenario.spec.name)
+    if options.out:
+        out = Path(options.out)
+    else:  # out/NAME: the scenario's name must stay one folder inside out/
+        out = file_in("out", scenario.spec.name, f"{scenario.file}: name")
     check_folder_target(out, "--out")  # before minutes of simulation, not after
     with PointLog(out) as log:
         run = run_scenario(scenario, options, log.write)

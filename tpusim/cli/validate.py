@@ -248,10 +248,15 @@ def collective_coverage(cases: Any) -> float | None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     if args.serving:
-        from tpusim.cli.validate_serving import DEFAULT_SERVING_OUT, cmd_serving
+        from tpusim.cli.validate_serving import (
+            DEFAULT_SERVING_OUT,
+            check_serving_flags,
+            cmd_serving,
+        )
 
         if args.workloads:
             raise InputError("tpusim calibrate: give one of --serving and --workloads")
+        check_serving_flags(args, True)
         return cmd_serving(args, True, args.out or DEFAULT_SERVING_OUT)
     args.out = args.out or "calibration.yaml"
     _check_workloads(args)
@@ -259,7 +264,17 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         from tpusim.cli.validate_workloads import cmd_calibrate_workloads
 
         return cmd_calibrate_workloads(args)
-    from tpusim.config.calibration import load_calibration
+    _calibrate_collectives(args)
+
+
+def _calibrate_collectives(args: argparse.Namespace) -> None:
+    """``tpusim calibrate``: the collective terms per chip fitted on the ``fit`` points,
+    validated, written last (a Ctrl-C before leaves no file), at-bound terms and a fit
+    worse than the shipped terms on its own points said in the output and the file."""
+    import yaml
+
+    from tpusim.cli.validate_workloads import worse_sentence
+    from tpusim.config.calibration import Calibration
     from tpusim.validation.fit import calibrate, overlay_yaml
     from tpusim.validation.measurements import load_measurements
     from tpusim.validation.validate import validate
@@ -273,15 +288,26 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     check_packet_limits(measurements, args.fidelity)
     check_file_target(args.out, "--out")  # before minutes of fitting, not after
     fits = calibrate(measurements, args.fidelity)
-    try:
-        atomic_write_text(args.out, overlay_yaml(fits))
+    text = overlay_yaml(fits)
+    chips = {f.chip for f in fits}
+    calibration = Calibration.model_validate(yaml.safe_load(text))  # the file, before it is
+    cases = validate([m for m in measurements if m.chip in chips], calibration, args.fidelity)
+    fitted = [m for m in measurements if m.chip in chips and m.split == "fit"]
+    before = [abs(c.error) for c in validate(fitted, None, args.fidelity)]
+    after = [abs(c.error) for c in cases if c.measurement.split == "fit"]
+    worse = worse_sentence(before, after, len(fitted), "points")
+    if worse:
+        text = f"# WORSE THAN THE SHIPPED TERMS: {worse}.\n" + text
+    try:  # the last step: a Ctrl-C while fitting or validating leaves no file behind
+        atomic_write_text(args.out, text)
     except OSError as exc:
         raise output_error("--out", args.out, exc) from None
-    chips = {f.chip for f in fits}
-    cases = validate(
-        [m for m in measurements if m.chip in chips], load_calibration(args.out), args.fidelity
-    )
-    record = _calibration_record(args.out, fits, cases)
+    record = _calibration_record(args.out, fits, cases) | {"worse_than_shipped": worse}
+    _print_calibration(args, record)
+
+
+def _print_calibration(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    """The collective calibration's record as JSON or as text."""
     if args.json:
         print(json_text(record))
         return
@@ -294,6 +320,8 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         )
     print()
     print(_summary_lines(record))
+    if record["worse_than_shipped"]:
+        print(f"\nWORSE THAN THE SHIPPED TERMS: {record['worse_than_shipped']}")
     print(f"\nwrote {args.out} (apply with --calibration {args.out})")
 
 

@@ -129,13 +129,23 @@ def _fitted_line(f: dict[str, Any]) -> str:
 
 
 def check_serving_flags(args: argparse.Namespace, fit: bool) -> None:
-    """``--out`` needs a fit; ``--calibration`` and non-flow fidelities do not apply."""
+    """``--out`` needs a fit; ``--calibration``, ``--approximate``, ``--jobs`` and
+    non-flow fidelities do not apply (InputError naming the flag: never ignored)."""
     if args.out is not None and not fit:
         raise InputError("tpusim validate --serving: --out writes the fitted profiles; give --fit")
     if getattr(args, "cv", None) and fit:
         raise InputError("tpusim validate --serving: --cv refits every fold itself; drop --fit")
     if getattr(args, "calibration", None):
         raise InputError("--calibration applies to collectives, not to --serving")
+    if getattr(args, "approximate", False):
+        raise InputError("--approximate applies to --workloads, not to --serving")
+    if getattr(args, "jobs", None) is not None:
+        raise InputError("--jobs applies to --workloads, not to --serving")
+    if getattr(args, "fidelity", "flow") != "flow":
+        raise InputError(
+            f"--fidelity {args.fidelity} applies to collectives and --workloads, not to "
+            "--serving (its figures run on the flow fidelity)"
+        )
 
 
 def table(rows: list[dict[str, Any]]) -> str:

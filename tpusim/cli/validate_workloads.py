@@ -143,17 +143,19 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
     fit = calibrate_workloads(cases, args.fidelity, args.approximate, _jobs(args))
     if not fit.fit_on:
         raise InputError("calibrate --workloads: no expressible 'fit' case to fit the terms on")
-    try:
-        atomic_write_text(args.out, cost_terms_text(fit))
+    results = fit_results(fit, cases, args.fidelity, args.approximate)
+    worse = _worse_than_shipped(args, cases, fit.fit_on, results)
+    try:  # the last step: a Ctrl-C while fitting leaves no file behind
+        atomic_write_text(args.out, cost_terms_text(fit, worse))
     except OSError as exc:
         raise output_error("--out", args.out, exc) from None
-    results = fit_results(fit, cases, args.fidelity, args.approximate)
     record = {
         "calibration": args.out,
         "terms": fit.terms.model_dump(),
         "fit_on": fit.fit_on,
         "not_fitted": fit.skipped,
         "at_bound": fit.at_bound,
+        "worse_than_shipped": worse,
         "cases": [r.row() for r in results],
         **workload_summary(results),
     }
@@ -167,7 +169,45 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
     print(results_table(record["cases"]))
     print()
     print(summary_lines(record))
+    if worse:
+        print(f"\nWORSE THAN THE SHIPPED TERMS: {worse}")
     print(f"\nwrote {args.out} (apply with validate --workloads --calibration {args.out})")
+
+
+#: How much a fit may raise its fit cases' median |error| over the shipped terms' before
+#: the output and the file say so (a fraction: 0.1 percentage point, about the rounding
+#: of the written terms).
+WORSE_TOLERANCE = 1e-3
+
+
+def _worse_than_shipped(
+    args: argparse.Namespace, cases: list[Any], fit_on: list[str], results: list[Any]
+) -> str | None:
+    """A sentence when the fitted terms give the cases they were fitted on a larger
+    median |error| than the shipped terms (``validate --workloads`` without
+    ``--calibration``) by over WORSE_TOLERANCE; else None."""
+    from tpusim.validation.workloads_run import validate_workloads
+
+    ids = set(fit_on)
+    shipped = validate_workloads(
+        [c for c in cases if c.id in ids], {}, args.fidelity, args.approximate
+    )
+    before = [abs(r.error) for r in shipped if r.error is not None]
+    after = [abs(r.error) for r in results if r.case.id in ids and r.error is not None]
+    return worse_sentence(before, after, len(ids), "cases")
+
+
+def worse_sentence(before: list[float], after: list[float], count: int, what: str) -> str | None:
+    """``the fit raises its N fit <what>' median |error| from B (the shipped terms) to
+    A`` when A > B + WORSE_TOLERANCE, else None (``before``, ``after``: |errors|)."""
+    from statistics import median
+
+    if not before or not after or median(after) <= median(before) + WORSE_TOLERANCE:
+        return None
+    return (
+        f"the fit raises its {count} fit {what}' median |error| from {median(before):.1%} "
+        f"(the shipped terms) to {median(after):.1%}"
+    )
 
 
 def summary_lines(stats: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from tpusim.config.limits import MAX_SLOWDOWN
+from tpusim.config.limits import MAX_SLOWDOWN, MIN_BANDWIDTH_FRACTION
 from tpusim.config.loader import validate
 from tpusim.config.types import Frozen, Time
 from tpusim.config.yamlio import load_yaml
@@ -53,7 +53,8 @@ ChipIndex = Annotated[int, Field(ge=0, strict=True)]
 class FaultSpec(Frozen):
     """One fault. ``link``: the two chips a link joins (both directions fail);
     ``chip``: a chip index; ``at``: when it happens (s, from the start by default);
-    ``bandwidth_fraction``: what a degraded link keeps, in (0, 1]; ``slowdown``: how
+    ``bandwidth_fraction``: what a degraded link keeps, MIN_BANDWIDTH_FRACTION to 1
+    (below it, the link is down: ``link_down``); ``slowdown``: how
     many times slower a slow chip computes (1 .. MAX_SLOWDOWN: a chip below 1 would be
     faster, not slow)."""
 
@@ -61,7 +62,7 @@ class FaultSpec(Frozen):
     link: tuple[ChipIndex, ChipIndex] | None = None
     chip: ChipIndex | None = None
     at: Time = 0.0
-    bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    bandwidth_fraction: Annotated[float, Field(ge=MIN_BANDWIDTH_FRACTION, le=1)] | None = None
     slowdown: Annotated[float, Field(ge=1, le=MAX_SLOWDOWN)] | None = None
 
     @model_validator(mode="after")
@@ -183,6 +184,23 @@ def with_fault_defaults(
     given = flags.workload_keys()
     out = {k: top[k] for k in wanted if top.get(k) is not None} | data
     return out | {k: given[k] for k in wanted if k in given}
+
+
+def unapplied_fault(
+    fields: Collection[str], top: Mapping[str, object], flags: FaultFlags = NO_FAULT_FLAGS
+) -> tuple[str, bool] | None:
+    """The fault key a workload kind with ``fields`` would drop: a fault, random link
+    failures or non-minimal routing given by the scenario's top level (``top``) or the
+    command line (``flags``) to a kind that has no such field, as (key, from the
+    command line); None when nothing would be dropped."""
+    if "faults" in fields:
+        return None
+    given = flags.workload_keys()
+    for key in ("faults", "fail_links", "routing"):
+        for value, from_flags in ((given.get(key), True), (top.get(key), False)):
+            if value not in (None, [], 0, "minimal"):
+                return key, from_flags
+    return None
 
 
 def load_faults(file: str | Path) -> FaultSet:

@@ -88,6 +88,11 @@ MAX_BYTES = 1e15
 #: past which results are meaningless (1e300 gives 10^294 s), so use ``chip_down``.
 MAX_SLOWDOWN = 1_000.0
 
+#: Smallest ``bandwidth_fraction`` of a degraded link: a millionth of a 100 GB/s link
+#: is 100 kB/s, a link that has all but failed, past which times are meaningless
+#: (1e-300 gave 10^295 s), so use ``link_down``.
+MIN_BANDWIDTH_FRACTION = 1e-6
+
 
 #: Widest MXU side accepted in a chip file. Real MXUs are 128 x 128 (v4, v5e) or
 #: 256 x 256 (v6e on); a side of 1e9 would pad every matmul to 10^18 MACs.
@@ -141,6 +146,13 @@ MAX_STEP_TOKENS = 10_000_000_000
 #: typo whose weights no system holds.
 MAX_EXPERTS = 65_536
 
+#: Most layers of a model (a preset, a workload's ``layers``). The deepest published
+#: models have about 100-200 (Llama 3.1 405B: 126; GPT-3: 96); the planner and the
+#: memory model walk the layers of every candidate layout, so 2^31 layers ran for ever
+#: (``plan`` of a 1,000-layer model takes about 20 s of CPU). Grade: assumption (8
+#: times the deepest published model).
+MAX_LAYERS = 1_000
+
 #: Most worker processes one command starts (``plan --workers``, ``validate --jobs``).
 #: Each is a Python process of a few hundred MB; 256 is more cores than any host has.
 MAX_WORKERS = 256
@@ -192,6 +204,11 @@ MAX_TOKEN_COUNT = 2**31 - 1
 #: Most requests in one stream (about 200 bytes of state each, so 1,000,000 requests
 #: hold about 200 MB; a capacity search runs the stream a dozen times).
 MAX_REQUESTS = 1_000_000
+
+#: Most bytes read of a request trace (``--trace``, ``trace:``): MAX_REQUESTS rows of
+#: ``arrival_s,prompt_tokens,output_tokens`` take about 40 bytes each; 64 MiB is room
+#: for that and stops an endless file (``/dev/zero``, a FIFO) before memory runs out.
+MAX_TRACE_BYTES = 64 * 2**20
 #: Longest expected stream, ``requests / rate`` in seconds: at 1e9 s the float64 clock
 #: still resolves 0.25 us, far below one iteration (slower rates lose the iteration
 #: times to rounding and report zero latencies). ``rate``, ``--rates`` and every

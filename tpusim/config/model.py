@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from tpusim.config.limits import MAX_EXPERTS
+from tpusim.config.limits import MAX_EXPERTS, MAX_LAYERS
 from tpusim.config.types import Frozen, Source
 
 #: Largest value of any model dimension (layers, widths, heads, vocab, context,
@@ -48,6 +48,8 @@ PositiveInt = Annotated[int, Field(ge=1, le=MAX_MODEL_DIM)]
 Rank = Annotated[int, Field(ge=0, le=MAX_MODEL_DIM)]
 """A dimension that may be 0 (absent): 0 to :data:`MAX_MODEL_DIM`."""
 
+Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]
+"""A count of layers: 1 to :data:`~tpusim.config.limits.MAX_LAYERS`."""
 Experts = Annotated[int, Field(ge=0, le=MAX_EXPERTS)]
 """A count of routed or shared experts: 0 (a dense MLP) to :data:`~tpusim.config.
 limits.MAX_EXPERTS`."""
@@ -64,7 +66,7 @@ class ModelShape(Frozen):
     one of these; the training and decode workloads take its fields, and the training
     step's arguments (:class:`~tpusim.program.builders.args.TrainingArgs`) are one."""
 
-    layers: PositiveInt
+    layers: Layers
     d_model: PositiveInt
     d_ff: PositiveInt
     heads: PositiveInt
@@ -130,12 +132,13 @@ class AttentionSpec(Frozen):
 class MoeSpec(Frozen):
     """Mixture of experts: routed ``experts`` (``top_k`` per token), ``shared``
     always-on experts, each of width ``d_ff``; the first ``dense_layers`` layers keep
-    a dense MLP."""
+    a dense MLP. ``experts`` and ``shared`` are bounded as the shape the builders take
+    bounds them (:data:`Experts`), so a file over it is refused where it is read."""
 
-    experts: PositiveInt
+    experts: Annotated[int, Field(ge=1, le=MAX_EXPERTS)]
     top_k: PositiveInt
     d_ff: PositiveInt
-    shared: Rank = 0
+    shared: Experts = 0
     dense_layers: Rank = 0
 
     @model_validator(mode="after")
@@ -158,7 +161,7 @@ class ModelSpec(Frozen):
     name: str
     full_name: str
     description: str = ""
-    layers: PositiveInt
+    layers: Layers
     d_model: PositiveInt
     vocab: PositiveInt
     tied_embeddings: bool = False

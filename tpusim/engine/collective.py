@@ -15,7 +15,7 @@ from tpusim.collectives import AUTO, Predictor, build_schedule, bus_factor
 from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
-from tpusim.config.loader import System, load_system
+from tpusim.config.loader import System
 from tpusim.engine.settings import CollectiveOptions
 from tpusim.engine.simulation import Simulation
 from tpusim.errors import InputError
@@ -114,13 +114,20 @@ def _note_replanning(sim: Simulation, op: ProgramOp, schedule: Schedule) -> None
 
 def _schedule(sim: Simulation, op: ProgramOp) -> Schedule:
     """The collective's schedule; a bad group, op or algorithm raises the ValueError (or
-    AlgorithmError) it was, not the program-level InputError."""
+    AlgorithmError) it was, not the program-level InputError, and so does a group of
+    one chip (a collective of nothing, 0 s)."""
     try:
-        return sim.schedule(op)
+        schedule = sim.schedule(op)
     except InputError as exc:
         if isinstance(exc.__cause__, ValueError):
             raise exc.__cause__ from None
         raise
+    if schedule.group.size < 2 and not op.pairs:
+        raise ValueError(
+            f"{op.collective} on a group of {schedule.group.size} chip moves nothing (it "
+            "would take 0 s): give a group of two or more chips"
+        )
+    return schedule
 
 
 def _result(
@@ -163,10 +170,14 @@ def simulate_collective(
     onchip: OnChipModel | None = None,
 ) -> tuple[CollectiveResult, Network]:
     """:func:`run_collective` on a loaded system or a shipped name / YAML path, with
-    the system's chip for the on-chip model unless ``onchip`` is given."""
+    the system's chip for the on-chip model unless ``onchip`` is given. Arguments of
+    the wrong type or out of range raise InputError naming them
+    (:func:`~tpusim.engine.arguments.collective_arguments`)."""
+    from tpusim.engine.arguments import collective_arguments, system_of
     from tpusim.topology import build_topology
 
-    loaded = load_system(system) if isinstance(system, str) else system
+    loaded = system_of(system)
     topology = build_topology(loaded)
     chip, name = loaded.chip, loaded.name
+    op, size, options = collective_arguments(op, size, options, onchip, name, topology.num_chips)
     return run_collective(topology, op, size, options, chip=chip, onchip=onchip, system_name=name)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -222,16 +222,18 @@ def run_jobs(
     topology: Topology,
     routes: RouteCache,
     jobs: Sequence[Job],
-    network: NetworkSettings = DEFAULT_NETWORK,
+    network: NetworkSettings | RunSettings = DEFAULT_NETWORK,
     join: Callable[[Simulation], object] | None = None,
 ) -> JobsRun:
-    """``jobs`` at once on one ``network``; ``join``, when given, is called with the
+    """``jobs`` at once on one ``network`` (settings, or whole run settings: with
+    their faults, routing and seed); ``join``, when given, is called with the
     first job's simulation once every job has started, to start more work on the same
     clock and network (serving jobs). Raises SimulationError naming a job's deadlocked
     op, OutOfMemoryError for a job that does not fit."""
     observers = [JobLinkBytes(len(topology.links)) for _ in jobs]
     placements = [JobPlacement(topology, job) for job in jobs]
-    settings = RunSettings(network, port_rows=False)
+    given = network if isinstance(network, RunSettings) else RunSettings(network)
+    settings = replace(given, port_rows=False)
     host = Simulation(
         system,
         jobs[0].program,

@@ -11,13 +11,15 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tpusim.collectives.base import Algorithm
-from tpusim.config.faults import FaultSet, Routing
+from tpusim.config.faults import ROUTINGS, FaultSet, Routing
+from tpusim.errors import InputError
 from tpusim.network import NetworkSettings
-from tpusim.vocabulary import EngineChoice
+from tpusim.vocabulary import ENGINE_CHOICES, EngineChoice
 
 __all__ = ["CollectiveOptions", "RunSettings"]
 
@@ -46,6 +48,7 @@ class CollectiveOptions:
     chip's default). ``network``, ``faults``, ``routing``, ``seed``: as in
     :class:`RunSettings`. ``name_replanning``: with faults and ``auto``, name the
     algorithm the healthy topology would have had (``replanned`` in the fault report).
+    Raises InputError for a field of the wrong type or out of range.
     """
 
     axes: Sequence[str] = ()
@@ -60,9 +63,44 @@ class CollectiveOptions:
     name_replanning: bool = True
 
     def __post_init__(self) -> None:
+        _check_options(self)
         object.__setattr__(self, "axes", tuple(self.axes))
         object.__setattr__(self, "pairs", tuple((int(a), int(b)) for a, b in self.pairs))
 
     def run_settings(self) -> RunSettings:
         """The simulation's settings (a one-op program needs no per-port rows)."""
         return RunSettings(self.network, self.seed, self.faults, self.routing, port_rows=False)
+
+
+def _whole(value: object) -> bool:
+    """A whole number that is not a boolean (numpy integers included)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_options(o: CollectiveOptions) -> None:
+    """Raise InputError naming the first field of ``o`` of the wrong type or out of
+    range (a library caller gets what the command line's flags would refuse)."""
+    problem = None
+    if isinstance(o.axes, str) or not all(isinstance(a, str) for a in o.axes):
+        problem = f"axes: expected a list of axis names, got {o.axes!r}"
+    elif o.chips is not None and not (_whole(o.chips) and o.chips >= 1):
+        problem = f"chips: expected a whole number of chips >= 1 or None, got {o.chips!r}"
+    elif not all(
+        isinstance(p, (tuple, list)) and len(p) == 2 and all(_whole(c) and c >= 0 for c in p)
+        for p in o.pairs
+    ):
+        problem = f"pairs: expected (src, dst) pairs of chip indices, got {o.pairs!r}"
+    elif o.algorithm is not None and not isinstance(o.algorithm, str):
+        problem = f"algorithm: expected an algorithm name or None, got {o.algorithm!r}"
+    elif o.engine not in ENGINE_CHOICES:
+        problem = f"engine: expected one of {', '.join(ENGINE_CHOICES)}, got {o.engine!r}"
+    elif not isinstance(o.network, NetworkSettings):
+        problem = f"network: expected a NetworkSettings, got {o.network!r}"
+    elif o.faults is not None and not isinstance(o.faults, FaultSet):
+        problem = f"faults: expected a FaultSet or None, got {o.faults!r}"
+    elif o.routing not in ROUTINGS:
+        problem = f"routing: expected one of {', '.join(ROUTINGS)}, got {o.routing!r}"
+    elif not (_whole(o.seed) and o.seed >= 0):
+        problem = f"seed: expected a whole number >= 0, got {o.seed!r}"
+    if problem is not None:
+        raise InputError(f"CollectiveOptions {problem}")

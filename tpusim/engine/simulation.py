@@ -29,6 +29,7 @@ from tpusim.engine.handlers import ChipClass, members, op_handler
 from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
 from tpusim.engine.settings import RunSettings
+from tpusim.engine.work import check_program_work, check_schedule_work
 from tpusim.errors import InputError
 from tpusim.hardware import ChipCostModel, MemoryTracker
 from tpusim.network import AnalyticNetwork, Network, make_network
@@ -115,6 +116,7 @@ class Simulation:
         self.settings, self.fidelity = settings, settings.network.fidelity
         self.rng = np.random.default_rng(settings.seed)
         self.topology = topology or self._built_topology()
+        check_program_work(program, settings.network, self.topology.num_chips)
         faults, routing = settings.faults, settings.routing
         self.faults = FaultState(self.topology, faults, routing, settings.network, self.rng)
         self.program = self.faults.slowed(program)
@@ -171,6 +173,7 @@ class Simulation:
                     self.predictor(op.split_ports),
                 )
                 keep_choice(self.topology, chosen, schedule.algorithm)
+                check_schedule_work(schedule, self.settings.network, self.topology, op.name)
                 self._schedules[key] = schedule
             except ValueError as exc:  # kept as the cause: run_collective re-raises it
                 raise InputError(f"op '{op.name}': {exc}") from exc

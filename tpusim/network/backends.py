@@ -15,7 +15,7 @@ A new fidelity is a :class:`~tpusim.network.base.Network` subclass and one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -147,6 +147,15 @@ class NetworkSettings:
         these settings, or None."""
         assert self.options is not None  # set by __post_init__
         return self.backend.work_problem(num_chips, size_bytes, self.options, sends_per_chip)
+
+    def program_work_problem(self, num_chips: int, sizes_bytes: Sequence[float]) -> str | None:
+        """Why a program whose collectives move ``sizes_bytes`` each over ``num_chips``
+        chips (every chip in some group, as SPMD programs run) is too large to simulate
+        with these settings, or None: its collectives counted as one of their total size
+        (their packet-hops add up)."""
+        if not sizes_bytes:
+            return None
+        return self.work_problem(num_chips, float(sum(sizes_bytes)))
 
     def option(self, name: str) -> object:
         """The value of the backend option ``name`` (for records and reports)."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpusim.results.files import save_figure
+from tpusim.results.files import file_stem, save_figure
 from tpusim.results.run import ScenarioRun
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def named(out: Path, name: str) -> Path:
     """``out / name`` with a system variant's name (``v6e[link_bandwidth=20 GB/s]``)
     made file-name safe as trace names are (a ``/`` would make a folder, a ``.`` a
     suffix)."""
-    return out / name.replace("/", "_").replace(",", "_").replace("=", "-").replace(".", "_")
+    return out / file_stem(name).replace(".", "_")
 
 
 def saved(fig: Figure, path: Path) -> Path:

@@ -113,8 +113,11 @@ def _wrapped_layout(layout: PlotLayout) -> tuple[np.ndarray, np.ndarray, tuple[i
 
 def write_jobs_heatmaps(out: Path, outputs: Outputs) -> list[Path]:
     """The ``jobs`` output writer: per jobs workload and system,
-    ``jobs-<system>-<workload>.png`` and ``.svg`` (:func:`shared_links_heatmap`)."""
+    ``jobs-<system>-<workload>.png`` and ``.svg`` (:func:`shared_links_heatmap`), if
+    the scenario asks for plots (``plots: false`` writes no figure)."""
     written: list[Path] = []
+    if not outputs.with_plots:
+        return written
     for detail in outputs.run.details:
         system, label, results = detail.system, detail.label, detail.results
         if not isinstance(results, JobsResults) or results.job_link_bytes is None:

@@ -45,14 +45,65 @@ __all__ = [
     "atomic_write_text",
     "check_file_target",
     "check_folder_target",
+    "file_in",
+    "file_stem",
     "json_text",
     "output_error",
+    "safe_name",
     "staged_folder",
 ]
 
 #: Name prefix of the hidden folder a run's files are written into before they are
 #: moved into the output folder (assumption: no user file starts with it).
 STAGING_PREFIX = ".tpusim-partial-"
+
+
+#: Longest file name (bytes, UTF-8) a name from the input may give: most file systems'
+#: NAME_MAX is 255, less room for a suffix such as ``.yaml``.
+MAX_NAME_BYTES = 200
+
+
+def safe_name(name: str, what: str) -> str:
+    """``name`` (from the input: a scenario's, a server profile's) as one plain file
+    name, never a path: refused (InputError naming ``what``) when empty, ``.`` or
+    ``..``, with a ``/``, a ``\\`` or a control character, starting with ``.`` or
+    longer than MAX_NAME_BYTES, so no file built from it is written outside its folder."""
+    problem = None
+    if any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name):
+        problem = "has a '/', a '\\' or a control character"
+    elif name in ("", ".", "..") or name.startswith("."):
+        problem = "is empty or starts with '.'"
+    elif len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        problem = f"is longer than {MAX_NAME_BYTES} bytes"
+    if problem is not None:
+        raise InputError(f"{what} {name!r} {problem}: it names a file, give a plain name")
+    return name
+
+
+def file_stem(text: str) -> str:
+    """``text`` (names from the input: a system's, a workload's) as part of one file
+    name: ``/``, ``\\`` and control characters become ``_``, ``,`` too and ``=`` a
+    ``-`` (sweep labels), and a text over MAX_NAME_BYTES is cut, a digest of the whole
+    appended so that two long names stay two files."""
+    import hashlib
+
+    out = "".join("_" if c in "/\\," or ord(c) < 32 or ord(c) == 127 else c for c in text)
+    out = out.replace("=", "-")
+    raw = out.encode("utf-8", "surrogatepass")
+    if len(raw) <= MAX_NAME_BYTES:
+        return out
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    return raw[: MAX_NAME_BYTES - 13].decode("utf-8", "ignore") + "-" + digest
+
+
+def file_in(folder: str | Path, name: str, what: str) -> Path:
+    """``folder / name`` for a ``name`` from the input (:func:`safe_name`), refused
+    (InputError) when that path is a symbolic link (writing would follow it out of
+    ``folder``)."""
+    path = Path(folder) / safe_name(name, what)
+    if path.is_symlink():
+        raise InputError(f"{what} {name!r}: {path} is a symbolic link; not written through it")
+    return path
 
 
 def output_error(flag: str, path: str | Path, exc: OSError) -> InputError:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpusim.results.comparison import comparison_for_csv, comparison_frame
-from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text
+from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text, file_stem
 from tpusim.results.run import ScenarioRun
 from tpusim.results.trace import write_trace
 
@@ -103,9 +103,8 @@ def write_summary(out: Path, outputs: Outputs) -> list[Path]:
 
 
 def trace_name(system: str, label: str) -> str:
-    """The trace file of one program: ``/``, ``,`` and ``=`` made file-name safe."""
-    safe = f"{system}-{label}".replace("/", "_").replace(",", "_").replace("=", "-")
-    return f"trace-{safe}.json"
+    """The trace file of one program: its names made one file name (:func:`file_stem`)."""
+    return f"trace-{file_stem(f'{system}-{label}')}.json"
 
 
 def write_traces(out: Path, outputs: Outputs) -> list[Path]:

@@ -146,8 +146,9 @@ class ServeSpec(RecipeWords):
         1.0, description="MoE: busiest expert-parallel rank's routed tokens over the mean"
     )
     find_capacity: bool = Field(False, description="bisect the rate to the SLO")
-    slo_ttft: Time | None = Field(None, description="p99 time-to-first-token SLO (s)")
-    slo_tpot: Time | None = Field(None, description="p99 time-per-output-token SLO (s)")
+    # an SLO of 0 s would be met by nothing and was dropped as "no SLO": above zero
+    slo_ttft: Time | None = Field(None, gt=0, description="p99 time-to-first-token SLO (s)")
+    slo_tpot: Time | None = Field(None, gt=0, description="p99 time-per-output-token SLO (s)")
     trace: str | None = Field(None, description="CSV of arrival_s,prompt_tokens,output_tokens")
 
     @field_validator("seed")

@@ -21,7 +21,12 @@ from typing import Literal
 import numpy as np
 import yaml
 
-from tpusim.config.limits import MAX_REQUESTS, MAX_STREAM_SPAN_S, MAX_TOKEN_COUNT
+from tpusim.config.limits import (
+    MAX_REQUESTS,
+    MAX_STREAM_SPAN_S,
+    MAX_TOKEN_COUNT,
+    MAX_TRACE_BYTES,
+)
 from tpusim.errors import InputError
 from tpusim.serving.scheduler import Request
 
@@ -214,7 +219,11 @@ def read_trace(path: str | Path) -> list[Request]:
     Raises :class:`InputError` naming ``file:line`` for a bad header or row."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:  # bounded: an endless file stops at the limit
+            raw = handle.read(MAX_TRACE_BYTES + 1)
+        if len(raw) > MAX_TRACE_BYTES:
+            raise InputError(f"{path}: the trace is over the limit of {MAX_TRACE_BYTES:,} bytes")
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
     except UnicodeDecodeError:

@@ -169,6 +169,19 @@ class ServerProfile(Frozen):
     chips: dict[str, ChipOverride] = Field(default_factory=dict)
     measured_chips: tuple[str, ...] = ()
 
+    @model_validator(mode="after")
+    def _chips_known(self) -> ServerProfile:
+        from tpusim.config.loader import shipped
+
+        known = shipped("chips")
+        for where, names in (("chips", tuple(self.chips)), ("measured_chips", self.measured_chips)):
+            for chip in names:
+                if chip not in known:  # a typo would never be used: the shared terms run instead
+                    raise ValueError(
+                        f"{where}.{chip}: no chip of that name (shipped: {', '.join(known)})"
+                    )
+        return self
+
     @property
     def async_scheduling(self) -> bool:
         """Whether the host overlaps the previous iteration's device time."""

@@ -86,7 +86,7 @@ def run_jobs_serving(
     topology: Topology,
     routes: RouteCache,
     jobs: Sequence[Job],
-    network: NetworkSettings,
+    network: NetworkSettings | RunSettings,
     services: Sequence[tuple[Startable, list[Request]]],
 ) -> tuple[JobsRun, list[ServingRun]]:
     """``jobs`` (each on its own chips, as :func:`~tpusim.engine.multijob.run_jobs` runs

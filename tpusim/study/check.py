@@ -104,6 +104,8 @@ def _check_system(point_set: PointSet, system_index: int) -> list[ConfigError]:
         try:
             with workload_errors(context):
                 resolved = point_set.resolved(point)
+                context = context.with_faults_of(resolved)
+                context.check_faults()
                 check = WORKLOADS.get(resolved.kind).check
                 if check is not None:
                     check(resolved, context)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import socket
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,8 +189,6 @@ def check_scheduler(address: str) -> None:
     ``tcp://HOST:PORT`` (or ``HOST:PORT``) that resolves and accepts a TCP connection
     (Dask's own client retries for CONNECT_TIMEOUT_S and then fails with a traceback).
     Other Dask protocols (``inproc``, ``ucx``...) are left to Dask."""
-    import socket
-
     scheme, sep, rest = address.partition("://")
     if not sep:
         scheme, rest = "tcp", address
@@ -199,13 +199,43 @@ def check_scheduler(address: str) -> None:
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InputError(f"scheduler {address}: expected an address like tcp://HOST:8786")
     try:
-        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
-            return
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S) as probe:
+            problem = _handshake_problem(probe) if scheme == "tcp" else None
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise InputError(
             f"scheduler {address}: cannot reach the Dask scheduler ({reason})"
         ) from None
+    if problem is not None:
+        raise InputError(f"scheduler {address}: {problem}")
+
+
+#: Largest first message of a Dask scheduler's handshake (bytes, its 8-byte length
+#: prefix): a dict of a few settings is a few hundred bytes (assumption, with room).
+MAX_HANDSHAKE_BYTES = 1 << 20
+
+
+def _handshake_problem(probe: socket.socket) -> str | None:
+    """Why the peer on ``probe`` is not a Dask scheduler, or None: a Dask server sends
+    its handshake first, a message whose 8-byte length prefix is small; a server of
+    another protocol (HTTP waits for a request) sends nothing within PROBE_TIMEOUT_S,
+    closes, or sends text. Raises OSError of the socket."""
+    head = b""
+    try:
+        while len(head) < 8:
+            chunk = probe.recv(8 - len(head))
+            if not chunk:
+                return "closed the connection without a Dask handshake (not a Dask scheduler?)"
+            head += chunk
+    except TimeoutError:
+        return (
+            f"no Dask handshake within {PROBE_TIMEOUT_S:g} s (another service on that "
+            "port? a Dask scheduler listens on 8786 by default)"
+        )
+    (size,) = struct.unpack("<Q", head)
+    if not 0 < size <= MAX_HANDSHAKE_BYTES:
+        return "answers in another protocol than Dask's (not a Dask scheduler?)"
+    return None
 
 
 def _run_tasks(

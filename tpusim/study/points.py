@@ -142,7 +142,7 @@ def run_workload(point_set: PointSet, point: Point, context: WorkloadContext) ->
     :meth:`PointSet.resolved`), through its kind's ``run``; errors as :func:`workload_errors`."""
     with workload_errors(context):
         workload = point_set.resolved(point)
-        return WORKLOADS.get(workload.kind).run(workload, context)
+        return WORKLOADS.get(workload.kind).run(workload, context.with_faults_of(workload))
 
 
 @contextmanager

@@ -109,7 +109,12 @@ class PointSet:
         workload, system = point.workload, point.system
         override = workload.per_system.get(system.name)
         if override:
-            data = workload.model_dump(by_alias=True, exclude=set(VARIANT_KEYS)) | override
+            # the keys as given (not every default): a check that a key was given
+            # explicitly (recompute against remat_policy) sees the file's keys again
+            given = workload.model_dump(
+                by_alias=True, exclude=set(VARIANT_KEYS), exclude_unset=True
+            )
+            data = given | override
             prefix = (*point.path, "per_system", system.name)
             workload = validate(type(workload), data, self.file, self.lines, prefix)
         mesh = getattr(workload, "mesh", None)

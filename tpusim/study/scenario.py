@@ -55,12 +55,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tpusim.config.calibration import Calibration, calibrated_system, load_calibration
-from tpusim.config.faults import NO_FAULT_FLAGS, FaultFlags, with_fault_defaults
+from tpusim.config.faults import (
+    NO_FAULT_FLAGS,
+    FaultFlags,
+    unapplied_fault,
+    with_fault_defaults,
+)
 from tpusim.config.limits import points_problem
 from tpusim.config.loader import System, load_system, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
@@ -239,6 +244,21 @@ class Scenario:
                 self.expandable = False
                 return self._problem(self._error(problem, where))
 
+    def _refuse_faults(self, index: int, workload: WorkloadSpec, fields: Collection[str]) -> None:
+        """A fault key the workload's kind would drop (it simulates no network) is an
+        error naming the kind, at the top-level key or the workload."""
+        dropped = unapplied_fault(fields, self.data, self.fault_flags)
+        if dropped is None:
+            return
+        key, from_flags = dropped
+        where = "--" + key.replace("_", "-") if from_flags else f"'{key}'"
+        problem = (
+            f"{where} cannot apply to workload '{workload.name}': a {workload.kind} "
+            "workload simulates no network under faults (give faults to the workloads "
+            "that take them)"
+        )
+        raise self._error(problem, self.at(index) if from_flags else (key,))
+
     def _error(self, problem: str, path: PathKey) -> ConfigError:
         return ConfigError(
             problem, file=self.file, path=format_path(path), line=line_of(self.lines, path)
@@ -355,6 +375,7 @@ class Scenario:
             values = tuple((f, value) for f, (value, _) in zip(fields, point, strict=True))
             data = {k: v for k, v in raw.items() if k != "sweep"} | dict(values)
             kind_fields = type(workload).model_fields
+            self._refuse_faults(index, workload, kind_fields)
             data = with_fault_defaults(data, kind_fields, self.data, self.fault_flags)
             label = ",".join(f"{f}={text}" for f, (_, text) in zip(fields, point, strict=True))
             expanded = validate(type(workload), data, self.file, self.lines, self.at(index))

@@ -45,14 +45,33 @@ def flat_network_read(
         if line is not None:
             lines.setdefault(("network", FLAT_NETWORK_KEYS[key]), line)
             lines.setdefault(("network",), line)
-    if warn:
-        tree = ", ".join(f"{FLAT_NETWORK_KEYS[key]}: {data[key]}" for key in old)
-        message = f"{file}:{first} {' and '.join(old)}: deprecated; write network: {{{tree}}}"
-        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
     try:
-        return tree_from_flat(data)
+        converted = tree_from_flat(data)
     except ValueError as exc:
         raise ConfigError(str(exc), file=file, path=old[0], line=first) from None
+    advice = _replacement(converted, len(old))
+    if warn and advice is not None:
+        message = f"{file}:{first} {' and '.join(old)}: deprecated; {advice}"
+        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
+    return converted
+
+
+def _replacement(converted: object, keys: int) -> str | None:
+    """What to write instead of the ``keys`` old keys, as valid YAML (their ``network:`` tree,
+    or dropping them when every value was null); None when the tree itself does not
+    validate (the error that follows says why: no advice to write something invalid)."""
+    import yaml
+
+    from tpusim.network.tree import network_tree
+
+    tree = converted.get("network") if isinstance(converted, dict) else None
+    if not tree:
+        return f"drop {'it' if keys == 1 else 'them'} (null is the default)"
+    try:
+        network_tree(tree)
+    except (ValueError, TypeError):
+        return None
+    return "write network: " + yaml.safe_dump(tree, default_flow_style=True, width=200).strip()
 
 
 class Assumptions(Frozen):
@@ -85,7 +104,8 @@ class Assumptions(Frozen):
 def models_beside(data: object, folder: Path) -> object:
     """``data`` with each workload's ``model:`` path (a YAML file, not a shipped name),
     serving ``server:`` profile path and ``trace:`` CSV taken relative to ``folder``,
-    the scenario's, as its ``calibration:`` and HLO files are; shipped names and
+    the scenario's, as its ``calibration:`` and HLO files are (a jobs workload's
+    ``serve:`` entries' too); shipped names and
     absolute paths are kept.
     Anything else is left for validation to report."""
     workloads = data.get("workloads") if isinstance(data, dict) else None
@@ -104,6 +124,15 @@ def _model_beside(workload: object, folder: Path) -> object:
         value = workload.get(key)
         if _is_relative_file(value):
             workload = {**workload, key: os.path.join(folder, str(value))}
+    jobs = workload.get("jobs")
+    if isinstance(jobs, list):  # a jobs workload's serving entries
+        entries = [
+            {**job, "serve": _model_beside(job["serve"], folder)}
+            if isinstance(job, dict) and isinstance(job.get("serve"), dict)
+            else job
+            for job in jobs
+        ]
+        workload = {**workload, "jobs": entries}
     return workload
 
 

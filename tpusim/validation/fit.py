@@ -168,6 +168,8 @@ def overlay_yaml(fits: Sequence[ChipFit]) -> str:
     ]
     for fit in fits:
         hop, launch, step, link = fit.terms.collective_terms()
+        if fit.at_bound:  # said in the file as in the output: not determined by the points
+            lines.append(f"  # {fit.chip}: at a bound of the fit: {', '.join(fit.at_bound)}")
         lines += [
             f"  {fit.chip}:",
             f"    hop_latency: {hop * 1e6:.4g} us",

@@ -132,6 +132,15 @@ class CaseSpec(Frozen):
                     f"axes {list(self.axes)} must be distinct names of the"
                     f" slice's axes {list(names)}"
                 )
+        axes = self.axes or names
+        group = math.prod(
+            size for size, name in zip(self.slice, names, strict=True) if name in axes
+        )
+        if group < 2 and self.measured_busbw is None:  # busbw: its own error, at its key
+            raise ValueError(
+                "a collective on a group of one chip moves nothing (it would simulate 0 s): "
+                "give a slice and axes of two or more chips"
+            )
         return self
 
 

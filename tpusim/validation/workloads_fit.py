@@ -40,6 +40,7 @@ from scipy.optimize import least_squares
 
 from tpusim.config.cost_terms import FITTED, CostTerms, shared_terms, with_terms
 from tpusim.config.loader import load_chip
+from tpusim.errors import InputError
 from tpusim.hardware.efficiency import EIGHT_BIT
 from tpusim.validation.residuals import model_family
 from tpusim.validation.workloads import WorkloadCase
@@ -304,13 +305,24 @@ def cross_validate(
 ) -> list[Fold]:
     """Leave-one-group-out: for each chip generation (or model family) with an
     expressible case, the terms fitted on every other case, and the group's cases
-    simulated with them (``jobs`` worker processes)."""
-    simulate = simulator(fidelity, approx, jobs)
+    simulated with them (``jobs`` worker processes). Raises InputError when no case is
+    expressible, or naming a fold that leaves no expressible case to fit on (the
+    fold would report the data-free prior as a fit)."""
     usable = [c for c in cases if expressible(c, approx)]
+    if not usable:
+        raise InputError(f"--cv {by}: no expressible case to cross-validate")
+    groups = sorted({group_of(c, by) for c in usable})
+    for group in groups:
+        if all(group_of(c, by) == group for c in usable):
+            raise InputError(
+                f"--cv {by}: fold '{group}' has no case to fit on without it (every "
+                f"expressible case is {by} {group}): cross-validation needs cases of two "
+                f"{by} groups"
+            )
+    simulate = simulator(fidelity, approx, jobs)
     start = prior_terms()
     x0 = np.log([getattr(start, n) for n in FITTED])
     slopes = measure_slopes(usable, start, x0, simulate)
-    groups = sorted({group_of(c, by) for c in usable})
     folds = []
     for group in groups:
         train = [c for c in cases if group_of(c, by) != group]
@@ -320,10 +332,11 @@ def cross_validate(
     return folds
 
 
-def cost_terms_text(fit: TermsFit) -> str:
+def cost_terms_text(fit: TermsFit, worse: str | None = None) -> str:
     """``fit`` as a cost terms file (``configs/cost_terms.yaml``'s format, loadable by
     :func:`~tpusim.config.cost_terms.load_cost_terms_file`), each fitted term's source
-    naming the cases."""
+    naming the cases; ``worse`` (a sentence: the fit is worse than the shipped terms on
+    its own cases) is said in the header."""
     import yaml
 
     terms = {name: round(float(v), 4) for name, v in fit.terms.model_dump().items()}
@@ -334,6 +347,11 @@ def cost_terms_text(fit: TermsFit) -> str:
         f"terms.{name}": {"source": "tpusim-calibrate", "grade": "calibrated", "note": note}
         for name in FITTED
     }
+    for name in fit.at_bound:
+        low, high = BOUNDS[name]
+        sources[f"terms.{name}"]["note"] = (
+            f"AT A BOUND of the fit ({low:g} .. {high:g}): the cases do not determine it; " + note
+        )
     sources["terms.rows_half_tiles"] = {
         "source": "AMB-7x",
         "grade": "derived",
@@ -343,5 +361,11 @@ def cost_terms_text(fit: TermsFit) -> str:
         "# Shared compute cost terms fitted by `tpusim calibrate --workloads` (fit_on);\n"
         "# apply with `tpusim validate --workloads --calibration FILE`.\n"
     )
+    if worse:
+        header += f"# WORSE THAN THE SHIPPED TERMS: {worse}.\n"
+    if fit.at_bound:
+        header += (
+            f"# At a bound of the fit (not determined by the cases): {', '.join(fit.at_bound)}.\n"
+        )
     body = {"terms": terms, "fit_on": list(fit.fit_on), "sources": sources}
     return header + yaml.safe_dump(body, sort_keys=False, width=100)

@@ -5,19 +5,18 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, PositiveInt
 
 from tpusim.collectives.registry import AlgorithmName
-from tpusim.config.faults import ChipFailurePolicy, FaultList, FaultSet, Routing
 from tpusim.config.types import Bytes
 from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
 from tpusim.vocabulary import Op
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.spec import FaultKeys, WorkloadSpec
 
 
-class CollectiveWorkload(WorkloadSpec):
+class CollectiveWorkload(WorkloadSpec, FaultKeys):
     """``op`` of ``bytes`` over the torus ``axes`` (one group per rest), the first
     ``chips`` chips, or every chip; ``algorithm`` defaults to the fastest known.
     ``faults``, ``fail_links``, ``seed`` and ``on_chip_failure`` (see
@@ -31,18 +30,6 @@ class CollectiveWorkload(WorkloadSpec):
     axes: list[str] = Field(default_factory=list)
     chips: PositiveInt | None = None
     algorithm: AlgorithmName | None = None
-    faults: FaultList = Field(default_factory=list)
-    fail_links: NonNegativeInt = 0
-    seed: NonNegativeInt = 0
-    on_chip_failure: ChipFailurePolicy = "fail"
-    routing: Routing = "minimal"
-
-    def fault_set(self) -> FaultSet | None:
-        """The faults of this collective (None: healthy)."""
-        fault_set = FaultSet(
-            faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
-        )
-        return None if fault_set.empty else fault_set
 
 
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
@@ -76,13 +63,19 @@ def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
 
 
 def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
-    """The group exists on the system (axes, chip count; ValueError) and the faults
-    and routing apply to it (every link and chip named exists, the fidelity models
+    """The group exists on the system (axes, chip count; ValueError), a named
+    algorithm's schedule is within the packet fidelity's work (InputError), and the
+    faults and routing apply to it (every link and chip named exists, the fidelity models
     them; InputError), as the run would find before its first event."""
-    from tpusim.collectives import make_group
+    from tpusim.collectives import build_schedule, make_group
     from tpusim.engine.faults import FaultState
+    from tpusim.engine.work import check_schedule_work
 
-    make_group(context.topology, spec.axes or None, spec.chips)
+    group = make_group(context.topology, spec.axes or None, spec.chips)
+    named = spec.algorithm not in (None, "auto")
+    if named and context.network.fidelity == "packet":  # packets x hops, as the run counts
+        schedule = build_schedule(spec.op, spec.bytes, group, spec.algorithm)
+        check_schedule_work(schedule, context.network, context.topology, spec.name)
     rng = np.random.default_rng(spec.seed or 0)
     FaultState(context.topology, spec.fault_set(), spec.routing, context.network, rng)
 

@@ -17,10 +17,10 @@ from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, program_outcome, simulate
-from tpusim.workloads.spec import ModelWorkload
+from tpusim.workloads.spec import FaultKeys, ModelWorkload
 
 
-class DecodeWorkload(ModelWorkload):
+class DecodeWorkload(ModelWorkload, FaultKeys):
     """``batch`` sequences per model replica (tensor x expert group)."""
 
     kind: Literal["decode_step"]

@@ -63,7 +63,8 @@ def resolve_inputs(spec: GoodputSource, context: WorkloadContext) -> GoodputInpu
     else:
         from tpusim.workloads.training_step import run as run_training
 
-        record = run_training(spec.training, context).record
+        training = spec.training  # its own faults, if it gives any, apply to its step
+        record = run_training(training, context.with_faults_of(training)).record
         step_s, source = float(record.step_time_s), "simulated"  # type: ignore[attr-defined]
     if spec.checkpoint_cost_s is not None:
         return GoodputInputs(step_s, spec.checkpoint_cost_s, None, None, source)

@@ -13,7 +13,7 @@ from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
-from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.spec import FaultKeys, WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.program.hlo.module import HloModule
@@ -38,7 +38,7 @@ class HloSummary(TypedDict):
     unknown_ops: dict[str, int]
 
 
-class HloWorkload(WorkloadSpec):
+class HloWorkload(WorkloadSpec, FaultKeys):
     """An XLA-compiled HLO module (a path, relative to the scenario file) replayed."""
 
     kind: Literal["hlo"]

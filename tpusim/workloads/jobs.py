@@ -56,7 +56,7 @@ from tpusim.workloads.jobs_serving import (
     run_together,
 )
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.spec import FaultKeys, WorkloadSpec
 
 
 class JobCollective(Frozen):
@@ -97,7 +97,7 @@ class JobEntry(Frozen):
         return self
 
 
-class JobsWorkload(WorkloadSpec):
+class JobsWorkload(WorkloadSpec, FaultKeys):
     """Jobs run at once on one network of each system (names unique)."""
 
     kind: Literal["jobs"]
@@ -188,6 +188,11 @@ def _place(entry: JobEntry, index: int, context: WorkloadContext) -> Job:
             group = placing.slice_group(topology, shape, entry.offset)
         else:
             group = placing.chips_group(topology, entry.chips or [], program.mesh)
+        if entry.collective is not None and group.size < 2:
+            raise ValueError(
+                f"its {entry.collective.op} runs on {group.size} chip and moves nothing "
+                "(a step of 0 s): give it two or more chips"
+            )
         if program.mesh:
             placing.mesh_axes(program.mesh, group.axes)
         program = placing.local_overrides(program, group.flat[0])
@@ -254,7 +259,7 @@ def run(spec: JobsWorkload, context: WorkloadContext) -> Outcome:
     placed = list(training.values())
 
     def simulate(jobs: list[Job]) -> JobsRun:
-        return run_jobs(context.system, context.topology, context.routes, jobs, context.network)
+        return run_jobs(context.system, context.topology, context.routes, jobs, context.settings)
 
     served: list[JobRow] = []
     if services:

@@ -14,7 +14,10 @@ A service takes consecutive chips (replica after replica; prefill replicas first
 disaggregated): from its ``chips``' first, which must list exactly them, or from the
 chip after the highest one the entries before it hold. Its KV transfers are flows on
 the shared network; a colocated service sends nothing on it (its replicas' own
-collectives are in their iteration costs). It serves an open stream or a trace
+collectives are in their iteration costs). The jobs workload's faults and routing act
+on the shared network, so on the KV transfers (together and alone); a replica's own
+collectives are in its iteration costs, computed on the healthy network, so under faults a service's
+replicas take one chip each (else an error names the entry). It serves an open stream or a trace
 (not ``concurrency`` or ``find_capacity``). Its row in the record's ``jobs`` gives
 ``time_s`` (its last request's end) together and alone, the slowdown, the
 TTFT/TPOT/end-to-end percentiles and, disaggregated, the KV transfer times together
@@ -96,13 +99,18 @@ def place_service(
         price_per_chip_hour_usd=context.price_per_chip_hour_usd,
     )
     if options.find_capacity or options.concurrency is not None:
-        problem = "serves an open stream or a trace: drop 'concurrency' and 'find_capacity'"
+        problem = (  # advice that keeps the workload: never 'drop it' (rate would default)
+            "serves an open stream or a trace beside the training jobs, not a closed loop "
+            "(concurrency) or a capacity search (find_capacity): give it the rate (requests/s) "
+            "or the trace it should serve instead"
+        )
         raise entry_error(context, index, f"serving job '{name}' {problem}")
     try:
         runner = check_options(options, context.system)
     except InputError as exc:
         serve_path = (*context.path, "jobs", index, "serve")
         raise at_workload(exc, replace(context, path=serve_path)) from None
+    _check_faults_apply(runner, name, index, context)
     n, total = runner.chips, context.topology.num_chips
     first = after if chips is None else chips[0]
     wanted = list(range(first, first + n))
@@ -123,6 +131,21 @@ def place_service(
         runner = DisaggregatedService(runner.service, runner.prefill, runner.decode, first)
     group = chips_group(context.topology, wanted, None)
     return PlacedService(index, Job(name, group, Program(name, ())), runner, options)
+
+
+def _check_faults_apply(runner: Runner, name: str, index: int, context: WorkloadContext) -> None:
+    """Under faults, a ConfigError at the entry for a service whose replicas span
+    several chips: the faults act on the shared network (its KV transfers), not on the
+    collectives inside a replica, which are in its iteration costs."""
+    per_replica = int(runner.describe()["chips_per_replica"])  # type: ignore[arg-type]
+    if context.faulty and per_replica > 1:
+        raise entry_error(
+            context,
+            index,
+            f"serving job '{name}': faults act on the shared network (KV transfers), not "
+            f"inside a replica of {per_replica} chips, whose collectives are in its "
+            "iteration costs: serve with tp 1 or drop the faults",
+        )
 
 
 def requests_of(options: ServeOptions) -> list[Request]:
@@ -152,7 +175,7 @@ def run_together(
     service alone: the jobs' run and each service's row (see the module docstring)."""
     streams = [requests_of(s.options) for s in services]
     started = [(s.runner, requests) for s, requests in zip(services, streams, strict=True)]
-    network = context.network
+    network = context.settings
     together, _ = run_jobs_serving(
         context.system, context.topology, context.routes, jobs, network, started
     )
@@ -160,13 +183,35 @@ def run_together(
     for placed, requests in zip(services, streams, strict=True):
         kv = _kv(placed.runner, "")
         alone = requests_of(placed.options)
-        placed.runner.run(alone)
+        _serve_alone(placed.runner, alone, context)
         served = summary(requests, placed.runner.chips, placed.options.slo())
         row = job_row(placed.job, _end_s(requests), _end_s(alone))
         row["serve"] = placed.runner.describe()["model"]
         row |= {k: served.get(k) for k in SUMMARY_FIELDS}
         rows.append(row | kv | _kv(placed.runner, "alone_"))
     return together, rows
+
+
+def _serve_alone(runner: Runner, requests: list[Request], context: WorkloadContext) -> None:
+    """``runner`` serving ``requests`` alone on a network of its own with the point's
+    faults and routing (as the training jobs alone run; without faults, the network a
+    service has alone: :meth:`~tpusim.serving.service.Service.run`)."""
+    if not context.faulty:
+        runner.run(requests)
+        return
+    from tpusim.engine import Simulation
+
+    settings = replace(context.settings, port_rows=False)
+    host = Simulation(
+        context.system,
+        Program(name="serving", ops=()),
+        settings,
+        topology=context.topology,
+        routes=context.routes,
+    )
+    collect = runner.start(requests, host)
+    host.env.run()
+    collect()
 
 
 def job_row(job: Job, time_s: float, alone_time_s: float) -> Row:

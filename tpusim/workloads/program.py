@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Literal
 
+from tpusim.config.faults import FAULT_FIELDS
 from tpusim.program.ir import Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
-from tpusim.workloads.spec import VARIANT_KEYS, WorkloadSpec
+from tpusim.workloads.spec import VARIANT_KEYS, FaultKeys, WorkloadSpec
 
 
-class ProgramWorkload(ProgramSpec, WorkloadSpec):
+class ProgramWorkload(ProgramSpec, WorkloadSpec, FaultKeys):
     """The ops (with dependencies), mesh, memory and per-chip overrides of a program."""
 
     kind: Literal["program"]
@@ -21,7 +22,7 @@ class ProgramWorkload(ProgramSpec, WorkloadSpec):
 def build(spec: ProgramWorkload, context: WorkloadContext) -> Program:
     """The program as written (sweep point and per-system override applied); its
     errors name the workload's ops in the scenario file."""
-    data = spec.model_dump(by_alias=True, exclude={"kind", *VARIANT_KEYS})
+    data = spec.model_dump(by_alias=True, exclude={"kind", *VARIANT_KEYS, *FAULT_FIELDS})
     return program_from_data(data, context.file, context.lines, context.path)
 
 

@@ -17,12 +17,13 @@ registry, so a kind registered at runtime is accepted by the next scenario loade
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from tpusim.config.faults import FaultSet, Routing
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.engine.settings import RunSettings
 from tpusim.errors import ConfigError
@@ -30,7 +31,7 @@ from tpusim.registry import Registry
 from tpusim.results.records import ProgramRecord, Record, Row
 from tpusim.results.run import CollectiveLinks
 from tpusim.results.simulation import Results
-from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.spec import FaultKeys, WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -45,7 +46,9 @@ class WorkloadContext:
     scenario's network settings (fidelity and its options), the system's all-in power
     per chip (W) and price per chip-hour (USD) when known, and where the workload is
     written (scenario file, YAML lines, path) for error messages; ``label`` names the
-    sweep point."""
+    sweep point; ``faults``, ``routing`` and ``seed`` are the point's (a workload with
+    :class:`~tpusim.workloads.spec.FaultKeys`, :meth:`with_faults_of`): every
+    simulation of the point runs with them."""
 
     system: System
     topology: Topology
@@ -57,6 +60,34 @@ class WorkloadContext:
     lines: dict[PathKey, int]
     path: PathKey
     label: str
+    faults: FaultSet | None = None
+    routing: Routing = "minimal"
+    seed: int = 0
+
+    def with_faults_of(self, spec: WorkloadSpec) -> WorkloadContext:
+        """This context with ``spec``'s faults, routing and seed (unchanged for a kind
+        without fault keys: it refuses faults when its scenario is loaded)."""
+        if not isinstance(spec, FaultKeys):
+            return self
+        return replace(self, faults=spec.fault_set(), routing=spec.routing, seed=spec.seed)
+
+    @property
+    def faulty(self) -> bool:
+        """Whether the point runs with faults or non-minimal routing."""
+        return self.faults is not None or self.routing != "minimal"
+
+    def check_faults(self) -> None:
+        """Raise what the point's first simulation would about its faults and routing
+        (a link or chip the topology lacks, a fidelity that cannot take them:
+        InputError), without simulating."""
+        if not self.faulty:
+            return
+        import numpy as np
+
+        from tpusim.engine.faults import FaultState
+
+        rng = np.random.default_rng(self.seed)
+        FaultState(self.topology, self.faults, self.routing, self.network, rng)
 
     @property
     def fidelity(self) -> str:
@@ -66,7 +97,7 @@ class WorkloadContext:
     @property
     def settings(self) -> RunSettings:
         """The settings a simulation of this point runs with."""
-        return RunSettings(self.network)
+        return RunSettings(self.network, self.seed, self.faults, self.routing)
 
     def error(self, problem: str) -> ConfigError:
         """A ConfigError naming the scenario file, the workload's YAML path and line."""

@@ -77,6 +77,10 @@ def check_program(program: Program, context: WorkloadContext) -> None:
     from tpusim.engine.placement import Placement
     from tpusim.hardware import MemoryTracker
 
+    sizes = [op.size_bytes for op in program.ops if op.kind == "collective"]
+    problem = context.network.program_work_problem(context.topology.num_chips, sizes)
+    if problem is not None:
+        raise InputError(f"program '{program.name}': {problem}")
     placement = Placement(context.topology, program.mesh)
     seen: set[tuple[object, ...]] = set()
     for op in program.ops:

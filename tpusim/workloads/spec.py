@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, NonNegativeInt, ValidationError, model_validator
 
+from tpusim.config.faults import FAULT_FIELDS, ChipFailurePolicy, FaultList, FaultSet, Routing
 from tpusim.config.model import NEUTRAL_SHAPE, ModelShape, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
@@ -98,6 +99,27 @@ class WorkloadSpec(Frozen):
         return {}
 
 
+class FaultKeys(Frozen):
+    """The fault keys of a workload kind that simulates a network (see
+    :mod:`tpusim.config.faults`): ``faults``, ``fail_links`` random links down,
+    ``seed`` (of the simulation's one random generator), ``on_chip_failure`` and
+    ``routing``; a scenario's top-level keys and ``tpusim run --faults ...`` set them.
+    A kind without them refuses faults by name (:func:`tpusim.study.scenario`)."""
+
+    faults: FaultList = Field(default_factory=list)
+    fail_links: NonNegativeInt = 0
+    seed: NonNegativeInt = 0
+    on_chip_failure: ChipFailurePolicy = "fail"
+    routing: Routing = "minimal"
+
+    def fault_set(self) -> FaultSet | None:
+        """The faults of this workload (None: healthy)."""
+        fault_set = FaultSet(
+            faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
+        )
+        return None if fault_set.empty else fault_set
+
+
 class ModelWorkload(ModelShape, WorkloadSpec):
     """A transformer's shape (the fields of :class:`~tpusim.config.model.ModelShape`)
     and its device mesh; a mesh axis of size ``auto`` takes the chips the other axes
@@ -140,7 +162,7 @@ class ModelWorkload(ModelShape, WorkloadSpec):
 
     def builder_fields(self) -> dict[str, object]:
         """The fields the program builder takes (everything but kind, name, variants)."""
-        return self.model_dump(exclude={"kind", "name", "model", *VARIANT_KEYS})
+        return self.model_dump(exclude={"kind", "name", "model", *VARIANT_KEYS, *FAULT_FIELDS})
 
 
 def expand_preset(cls: type[ModelWorkload], data: dict[str, object]) -> dict[str, object]:

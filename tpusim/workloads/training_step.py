@@ -41,7 +41,7 @@ from tpusim.results.simulation import Results
 from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program
-from tpusim.workloads.spec import ModelWorkload
+from tpusim.workloads.spec import FaultKeys, ModelWorkload
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep
@@ -58,7 +58,7 @@ REUSE_PERIODIC_TOLERANCE = 1e-9
 durations that still counts as periodic (floating-point noise; an assumption)."""
 
 
-class TrainingWorkload(ModelWorkload):
+class TrainingWorkload(ModelWorkload, FaultKeys):
     """``batch`` (or ``global_batch``) is the global batch in sequences; or
     ``batch_per_shard`` sequences per shard of the batch axes (data, fsdp, expert),
     which keeps the work per chip the same on systems of different sizes. The other
@@ -98,6 +98,24 @@ class TrainingWorkload(ModelWorkload):
     expert_weight_dtype: Dtype | None = None
     gradient_dtype: Dtype = "bf16"
     reuse: StrictBool = True
+
+    @model_validator(mode="after")
+    def _recompute_agrees(self) -> TrainingWorkload:
+        policy = self.remat_policy
+        if (
+            "recompute" in self.model_fields_set
+            and not self.recompute
+            and policy
+            not in (
+                None,
+                "none",
+            )
+        ):
+            raise ValueError(
+                f"recompute: false contradicts remat_policy: {policy}, which recomputes "
+                "activations in the backward pass: drop recompute (remat_policy says it)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_batch(self) -> TrainingWorkload:

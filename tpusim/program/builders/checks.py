@@ -70,10 +70,10 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
     b = activation_bytes(args.dtype)
     grad = bytes_per_element(args.gradient_dtype, "gradient_dtype")
     _check_kinds(args)
-    check_moe(args)
     mesh = checked_mesh(args.mesh)
     axes = role_axes(mesh, args.axes)
     sizes = {role.field: axis_size(mesh, role.field, axes[role.field]) for _, role in ROLES.items()}
+    check_moe(args, sizes[EXPERT.field])
     if args.experts == 0 and axes[EXPERT.field] is not None and sizes[EXPERT.field] > 1:
         raise ProgramError(f"{EXPERT.field} is set but experts is 0")
     _check_distinct(axes)
