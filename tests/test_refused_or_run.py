@@ -47,10 +47,16 @@ def test_relative_serve_paths_resolve_against_the_scenario(tmp_path, capsys, mon
 def test_a_server_profile_for_a_chip_that_does_not_exist_is_refused(tmp_path, capsys):
     text = (REPO / "configs" / "servers" / "vllm-tpu-torchxla.yaml").read_text()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace("\n  v6e:", "\n  v99:").replace("  chip: v6e", "  chip: v99"))
+    own = "chips:\n  v99:\n    hbm_efficiency: {value: 0.6, grade: assumption, note: typo}\n"
+    bad.write_text(text + own)
     argv = ["serve", "ironwood-256", "--model", "llama-3.1-8b", "--server", str(bad)]
     line = assert_one_error_line(*run(capsys, *argv))
     assert "chips.v99: no chip of that name" in line and "v6e" in line, line
+    measured = tmp_path / "measured.yaml"
+    measured.write_text(text.replace("measured_chips: [v6e]", "measured_chips: [v6e, v7]"))
+    argv = ["serve", "ironwood-256", "--model", "llama-3.1-8b", "--server", str(measured)]
+    line = assert_one_error_line(*run(capsys, *argv))
+    assert "measured_chips.v7: no chip of that name" in line, line
 
 
 @pytest.mark.parametrize(
