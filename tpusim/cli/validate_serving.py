@@ -100,6 +100,7 @@ def _fitted_row(f: Any) -> dict[str, Any]:
         "host_s": f.overheads.host_s,
         "hbm_efficiency": f.overheads.hbm_efficiency,
         "step_s": f.overheads.step_s,
+        "moe_layer_s": f.overheads.moe_layer_s,
         "expert_efficiency": f.overheads.expert_efficiency,
         "fit_on": list(f.fit_on),
         "points": f.points,
@@ -115,7 +116,8 @@ def _fitted_line(f: dict[str, Any]) -> str:
     said = f"fitted {f['server']} on {', '.join(f['chips'])}: " + (
         f"host {f['host_s'] * 1e3:.3g} ms and device {f['step_s'] * 1e3:.3g} ms per "
         f"iteration, HBM efficiency {f['hbm_efficiency']:.2f}, experts' efficiency "
-        f"{f['expert_efficiency']:.3g} ({f['points']} points of {len(f['fit_on'])} figures)"
+        f"{f['expert_efficiency']:.3g}, {f['moe_layer_s'] * 1e6:.3g} us per MoE layer "
+        f"({f['points']} points of {len(f['fit_on'])} figures)"
     )
     if not f["kept"]:
         said += (

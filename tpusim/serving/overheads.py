@@ -22,7 +22,9 @@ fraction of that rate the serving engine's MoE kernels reach (dispatch, token
 permutation and the kernels' tiling, which training's steps do not exercise).
 ``step_s`` is a fixed time per iteration on the chips (the step's launch, its
 host-device synchronisation and input transfer): unlike ``host_s`` it is part of the
-device time, so async scheduling does not hide it.
+device time, so async scheduling does not hide it. ``moe_layer_s`` is a fixed time
+per MoE layer per iteration on the chips (the router's top-k, the token permutation
+and the expert all-to-alls' latency, whatever the batch): a dense model pays none.
 
 The terms are data: each server profile (:mod:`tpusim.serving.servers`,
 ``configs/servers/*.yaml``) gives them per chip generation with their sources and
@@ -46,17 +48,19 @@ SAMPLER_LOGIT_BYTES = 4
 class IterationOverheads:
     """Per-iteration terms (see the module docstring): ``host_s`` seconds,
     ``hbm_efficiency`` a fraction in (0, 1], ``sampling_passes`` extra passes,
-    ``expert_efficiency`` a fraction in (0, 1], ``step_s`` seconds."""
+    ``expert_efficiency`` a fraction in (0, 1], ``step_s`` and ``moe_layer_s``
+    seconds."""
 
     host_s: float = 0.0
     hbm_efficiency: float = 1.0
     sampling_passes: float = 0.0
     expert_efficiency: float = 1.0
     step_s: float = 0.0
+    moe_layer_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.step_s >= 0:
-            raise ValueError("step_s must be >= 0")
+        if not self.step_s >= 0 or not self.moe_layer_s >= 0:
+            raise ValueError("step_s and moe_layer_s must be >= 0")
         if not self.host_s >= 0 or not 0 < self.hbm_efficiency <= 1:
             raise ValueError("host_s must be >= 0 and hbm_efficiency in (0, 1]")
         if not 0 < self.expert_efficiency <= 1:

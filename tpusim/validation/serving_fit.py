@@ -44,6 +44,7 @@ from tpusim.validation.serving import (
     FIT_EXPERT_EFFICIENCY,
     FIT_HBM_EFFICIENCY,
     FIT_HOST_S,
+    FIT_MOE_LAYER_S,
     Figure,
     Simulator,
     Terms,
@@ -132,8 +133,8 @@ def fit_group(
 ) -> tuple[IterationOverheads, float, bool, bool]:
     """The terms on the grids minimising the loss on ``figures`` (every server among
     them takes the same terms) from ``start``, by coordinate descent: the fixed device
-    time per iteration, the HBM efficiency, the MoE experts' efficiency (where some
-    figure serves a MoE model) and the host time in turn, each at the others' current
+    time per iteration, the HBM efficiency, the fixed time per MoE layer and the MoE
+    experts' efficiency (where some figure serves a MoE model) and the host time in turn, each at the others' current
     values, until a round moves none (at most :data:`MAX_ROUNDS`). The sampler passes are
     ``start``'s. The flags: the host time, the expert efficiency are identified (False
     when the term's neutral value, 0 s or 1, fits as well: under async scheduling an
@@ -151,7 +152,11 @@ def fit_group(
 
     moe = any(load_model(f.model).moe is not None for f in figures)
     searched = [("step_s", FIT_HOST_S), ("hbm_efficiency", FIT_HBM_EFFICIENCY)]
-    searched += [("expert_efficiency", FIT_EXPERT_EFFICIENCY)] if moe else []
+    searched += (
+        [("moe_layer_s", FIT_MOE_LAYER_S), ("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
+        if moe
+        else []
+    )
     searched += [("host_s", FIT_HOST_S)]
     o = start
     for _ in range(MAX_ROUNDS):
@@ -255,6 +260,7 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     if fit.host_identified:
         host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
     step = {"value": fit.overheads.step_s, **graded("step")}
+    moe_layer = {"value": fit.overheads.moe_layer_s, **graded("moe_layer")}
     expert = base.expert_efficiency
     if fit.expert_identified:
         value = {"value": fit.overheads.expert_efficiency, **graded("expert")}
@@ -267,6 +273,9 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
         sampling_passes=base.sampling_passes,
         expert_efficiency=expert,
         step_time=HostTime.model_validate(step),
+        moe_layer_time=HostTime.model_validate(moe_layer)
+        if fit.expert_identified or fit.overheads.moe_layer_s
+        else base.moe_layer_time,
     )
     return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 
