@@ -134,9 +134,9 @@ def fit_group(
     """The terms on the grids minimising the loss on ``figures`` (every server among
     them takes the same terms) from ``start``, by coordinate descent: the fixed device
     time per iteration, the HBM efficiency, the fixed time per MoE layer and the MoE
-    experts' efficiency (where some figure serves a MoE model) and the host time in turn, each at the others' current
-    values, until a round moves none (at most :data:`MAX_ROUNDS`). The sampler passes are
-    ``start``'s. The flags: the host time, the expert efficiency are identified (False
+    experts' efficiency (where some figure serves a MoE model) and the host time in
+    turn, each at the others' current values, until a round moves none (at most
+    :data:`MAX_ROUNDS`). The sampler passes are ``start``'s. The flags: the host time, the expert efficiency are identified (False
     when the term's neutral value, 0 s or 1, fits as well: under async scheduling an
     iteration longer on the chips than on the host hides the host; a dense model has no
     experts; ``start``'s value is then kept)."""
