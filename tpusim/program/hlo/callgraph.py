@@ -72,14 +72,21 @@ class Call:
     num_runs: int = 1
 
 
+def has_trip_count(ins: Instruction) -> bool:
+    """Whether a ``while``'s trip count is known (said, or found by :mod:`.loops`)."""
+    said = _TRIP_COUNT_RE.search(ins.attrs.get("backend_config", "")) is not None
+    return said or ins.inferred_trips is not None
+
+
 def trip_count(ins: Instruction) -> int:
-    """A ``while``'s ``backend_config`` ``"known_trip_count":{"n":"10"}``; 1 when absent.
+    """A ``while``'s ``backend_config`` ``"known_trip_count":{"n":"10"}``, else the count
+    found from its induction variable (:mod:`.loops`), else 1.
 
     Raises :class:`CallGraphError` past :data:`MAX_EXECUTIONS`.
     """
     m = _TRIP_COUNT_RE.search(ins.attrs.get("backend_config", ""))
     if not m:
-        return 1
+        return 1 if ins.inferred_trips is None else ins.inferred_trips
     if len(m.group(1)) > 19 or int(m.group(1)) > MAX_EXECUTIONS:
         raise CallGraphError(ins, f"has trip count {m.group(1)[:24]} over 2**63-1 (int64)")
     return int(m.group(1))

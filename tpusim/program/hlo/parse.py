@@ -35,6 +35,11 @@ class Instruction:
     attrs: dict[str, str]
     line: int
     is_root: bool = False
+    #: A ``constant``'s literal text (``4``, ``{0, 128}``); '' for other ops.
+    literal: str = ""
+    #: A ``while``'s trip count found from its induction variable when its
+    #: ``backend_config`` has none (:mod:`.loops`); None when not found.
+    inferred_trips: int | None = None
 
 
 @dataclass
@@ -173,7 +178,8 @@ def parse_instruction(text: str) -> Instruction:
     operand_text = re.sub(r"/\*.*?\*/", "", rest[open_at + 1 : close])
     operands = [] if opcode in ("constant", "parameter") else _operands(operand_text)
     attrs = _attributes(rest[close + 1 :].strip())
-    return Instruction(name, shape, opcode, operands, attrs, 0, is_root)
+    literal = operand_text.strip() if opcode == "constant" else ""
+    return Instruction(name, shape, opcode, operands, attrs, 0, is_root, literal)
 
 
 def _split_shape(rest: str) -> tuple[Shape, str]:
