@@ -23,8 +23,11 @@ from tpusim.compile.request import MESH_AXES, CompileRequest
 
 #: Env vars that keep libtpu from probing for TPU hardware the CPU machine lacks
 #: (its warnings name them; values as for a single-host slice, assumption).
-QUIET_ENV = {"TPU_ACCELERATOR_TYPE": "v5litepod-1", "TPU_WORKER_HOSTNAMES": "localhost",
-             "TPU_SKIP_MDS_QUERY": "1"}
+QUIET_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v5litepod-1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "TPU_SKIP_MDS_QUERY": "1",
+}
 
 
 def _versions() -> dict[str, str]:
@@ -54,7 +57,9 @@ def make_mesh(request: CompileRequest) -> Mesh:
 def _abstract(mesh: Mesh, request: CompileRequest, dtype: Any) -> dict[str, Any]:
     shapes = model.param_shapes(request)
     return {
-        name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding.weight_sharding(mesh, name, shape))
+        name: jax.ShapeDtypeStruct(
+            shape, dtype, sharding=sharding.weight_sharding(mesh, name, shape)
+        )
         for name, shape in shapes.items()
     }
 
@@ -68,24 +73,32 @@ def _train(mesh: Mesh, request: CompileRequest) -> Any:
     constrain = _constrain(mesh)
     p_sh = {k: v.sharding for k, v in params.items()}
     out = (p_sh, p_sh, p_sh, sharding.replicated(mesh))
-    step = jax.jit(model.train_step(request, constrain), out_shardings=out,
-                   donate_argnums=(0, 1, 2))
+    step = jax.jit(
+        model.train_step(request, constrain), out_shardings=out, donate_argnums=(0, 1, 2)
+    )
     return step.lower(params, moments, moments, tokens)
 
 
 def _decode(mesh: Mesh, request: CompileRequest) -> Any:
     params = _abstract(mesh, request, model.dtype_of(request))
     m = request.model
-    cache_shape = (m.layers, request.batch, request.seq, m.attention.kv_heads or m.attention.heads,
-                   m.attention.head_dim)
+    cache_shape = (
+        m.layers,
+        request.batch,
+        request.seq,
+        m.attention.kv_heads or m.attention.heads,
+        m.attention.head_dim,
+    )
     cache_sh = sharding.cache_sharding(mesh, request)
     cache = jax.ShapeDtypeStruct(cache_shape, model.dtype_of(request), sharding=cache_sh)
-    tokens = jax.ShapeDtypeStruct((request.batch, 1), jnp.int32,
-                                  sharding=sharding.batch_sharding(mesh, 2))
+    tokens = jax.ShapeDtypeStruct(
+        (request.batch, 1), jnp.int32, sharding=sharding.batch_sharding(mesh, 2)
+    )
     pos = jax.ShapeDtypeStruct((), jnp.int32, sharding=sharding.replicated(mesh))
     out = (sharding.batch_sharding(mesh, 2), cache_sh, cache_sh)
-    step = jax.jit(model.decode_step(request, _constrain(mesh)), out_shardings=out,
-                   donate_argnums=(1, 2))
+    step = jax.jit(
+        model.decode_step(request, _constrain(mesh)), out_shardings=out, donate_argnums=(1, 2)
+    )
     return step.lower(params, cache, cache, tokens, pos)
 
 
@@ -126,8 +139,11 @@ def compile_artifact(request: CompileRequest) -> dict[str, Any]:
     return {
         "request": request.summary(),
         "topology": request.topology,
-        "mesh": {"axes": list(MESH_AXES), "shape": [request.mesh[a] for a in MESH_AXES],
-                 "devices": _devices(mesh)},
+        "mesh": {
+            "axes": list(MESH_AXES),
+            "shape": [request.mesh[a] for a in MESH_AXES],
+            "devices": _devices(mesh),
+        },
         "hlo": compiled.as_text(),
         "cost_analysis": _cost(compiled),
         "memory_analysis": _memory(compiled),

@@ -71,8 +71,9 @@ def _act(x: jax.Array, gated: bool) -> jax.Array:
     return jax.nn.silu(x) if gated else jax.nn.gelu(x)
 
 
-def _attention(lp: Params, x: jax.Array, k_all: jax.Array, v_all: jax.Array,
-               q_pos: jax.Array) -> jax.Array:
+def _attention(
+    lp: Params, x: jax.Array, k_all: jax.Array, v_all: jax.Array, q_pos: jax.Array
+) -> jax.Array:
     """GQA attention of queries from ``x`` over keys/values ``k_all``/``v_all``
     ([batch, len, kv_heads, head_dim]), causal by position."""
     q = jnp.einsum("bsd,dhk->bshk", x, lp["wq"])
@@ -195,8 +196,9 @@ def decode_step(request: CompileRequest, constrain: Callable[[jax.Array], jax.Ar
         x = x + _attention(lp, h, kc, vc, pos[None])
         return constrain(x + _ffn(request, lp, _norm(x, lp["norm2"]))), (kc, vc)
 
-    def step(params: Params, k_cache: jax.Array, v_cache: jax.Array, tokens: jax.Array,
-             pos: jax.Array):
+    def step(
+        params: Params, k_cache: jax.Array, v_cache: jax.Array, tokens: jax.Array, pos: jax.Array
+    ):
         x = constrain(params["embed"][tokens])
         layers = _layers(params)
         positions = jnp.broadcast_to(pos, (request.model.layers,))

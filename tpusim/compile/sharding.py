@@ -65,6 +65,11 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 def cache_sharding(mesh: Mesh, request: CompileRequest) -> NamedSharding:
     m = request.model
-    shape = (m.layers, request.batch, request.seq, m.attention.kv_heads or m.attention.heads,
-             m.attention.head_dim)
+    shape = (
+        m.layers,
+        request.batch,
+        request.seq,
+        m.attention.kv_heads or m.attention.heads,
+        m.attention.head_dim,
+    )
     return sharding(mesh, shape, CACHE_AXES)

@@ -91,14 +91,19 @@ def read_artifact(path: str | Path) -> CompiledArtifact:
     if not isinstance(fields, dict) or fields.get("format") != FORMAT:
         raise ProgramError(f"{path}: not a tpusim compiled artifact (format {FORMAT})")
     try:
-        devices = tuple((int(d[1]), int(d[2]), int(d[3]), int(d[4]))
-                        for d in fields["mesh"]["devices"])
+        devices = tuple(
+            (int(d[1]), int(d[2]), int(d[3]), int(d[4])) for d in fields["mesh"]["devices"]
+        )
         return CompiledArtifact(
-            str(path), str(fields["hlo"]), str(fields["topology"]), devices,
+            str(path),
+            str(fields["hlo"]),
+            str(fields["topology"]),
+            devices,
             {k: float(v) for k, v in fields["cost_analysis"].items()},
             {k: float(v) for k, v in fields["memory_analysis"].items()},
             fields,
         )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise ProgramError(f"{path}: compiled artifact lacks a field or has a bad one: {exc}") \
-            from None
+        raise ProgramError(
+            f"{path}: compiled artifact lacks a field or has a bad one: {exc}"
+        ) from None

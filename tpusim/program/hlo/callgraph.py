@@ -41,6 +41,7 @@ _ROLE_OF_CALL_OP: dict[str, CallRole] = {
     "fusion": "fused",
     "call": "call",
     "async-start": "async",
+    "call-start": "async",
     "custom-call": "custom",
 }
 _TRIP_COUNT_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')

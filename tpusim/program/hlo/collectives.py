@@ -19,10 +19,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tpusim.program.hlo.callgraph import Policy, Site, walk
+from tpusim.program.hlo.callgraph import Frame, Policy, Site, walk
 from tpusim.program.hlo.cost import operand_bytes
 from tpusim.program.hlo.custom_calls import unknown_custom_call
 from tpusim.program.hlo.devices import check_groups, check_ids, check_pairs, declared_devices
+from tpusim.program.hlo.fusions import computation_role
 from tpusim.program.hlo.opcodes import KNOWN_OPS, collective_kind
 from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.hlo.replica_groups import parse_replica_groups
@@ -50,10 +51,29 @@ class HloCollective:
 
 
 def collective_sites(computations: Mapping[str, Computation], entry: str) -> list[Site]:
-    """The collective instructions that run from ``entry``, in program order."""
-    return [
-        site for site in walk(computations, entry, RUNS) if collective_kind(site.instruction.opcode)
-    ]
+    """The collective instructions that run from ``entry``, in program order; of the
+    copies of one collective an async collective fusion holds (one ``channel_id`` in
+    one run of the computation that holds the fusions, :mod:`.fusions`), the first."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for site in walk(computations, entry, RUNS):
+        if not collective_kind(site.instruction.opcode):
+            continue
+        channel = site.instruction.attrs.get("channel_id")
+        if channel is not None:
+            key = (_owner(site.frame).prefix, channel)
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(site)
+    return out
+
+
+def _owner(frame: Frame) -> Frame:
+    """The frame whose instructions hold ``frame``'s fusion or async op (itself if none)."""
+    while frame.role in ("fused", "async") and frame.caller is not None:
+        frame = frame.caller.frame
+    return frame
 
 
 def explicit_groups(site: Site, file: str, declared: int | None = None) -> list[list[int]]:
@@ -100,7 +120,11 @@ def collective_record(site: Site, devices: int, file: str) -> HloCollective:
     if found is None:
         raise ValueError(f"'{ins.name}' ({ins.opcode}) is not a collective")
     kind, is_start = found
-    is_async = is_start or frame.role == "async"
+    is_async = (
+        is_start
+        or frame.role == "async"
+        or (frame.role == "fused" and computation_role(frame.computation) == "collective-start")
+    )
     groups = explicit_groups(site, file)
     if kind == "collective-permute":
         group_size = len({d for g in groups for d in g}) if groups else 1

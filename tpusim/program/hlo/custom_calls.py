@@ -31,9 +31,25 @@ from tpusim.program.builders.attention import KernelWork
 from tpusim.program.hlo.parse import Computation, Instruction
 
 ANNOTATION_TARGETS = frozenset(
-    {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer"}
+    {
+        "Sharding",
+        "SPMDFullToShardShape",
+        "SPMDShardToFullShape",
+        "AllocateBuffer",
+        # XLA's TPU backend: markers of an async collective fusion (:mod:`.fusions`),
+        # a concatenation of adjacent buffers by bitcast, gather index annotations.
+        "AsyncCollectiveStart",
+        "AsyncCollectiveDone",
+        "ConcatBitcast",
+        "AssumeGatherIndicesInBound",
+        "GatherScatterIndicesBitpacked",
+        # tokens that order a SparseCore async call (``call-start``) with its done
+        "PrepareAsyncCallStart",
+        "PrepareAsyncCallDone",
+    }
 )
-"""Custom-call targets XLA uses as annotations (no kernel runs)."""
+"""Custom-call targets XLA uses as annotations or data movement (no kernel runs):
+costed by their bytes."""
 
 _ATTENTION = re.compile(r"flash|splash|mha", re.IGNORECASE)
 _BACKWARD = re.compile(r"bwd|backward|dkv|(?<![a-z])dq(?![a-z])", re.IGNORECASE)

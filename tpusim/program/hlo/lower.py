@@ -15,6 +15,7 @@ batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
@@ -22,6 +23,7 @@ from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls,
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
+from tpusim.program.hlo.fusions import fusion_bytes, fusion_role
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import (
     CONTROL_FLOW_OPS,
@@ -29,6 +31,7 @@ from tpusim.program.hlo.opcodes import (
     PASS_THROUGH_OPS,
     collective_kind,
 )
+from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype
 
@@ -58,6 +61,22 @@ def chip_dtype(dtype: str) -> Dtype:
     if dtype.startswith("f4"):
         return "fp4"
     return _CHIP_DTYPE.get(dtype, "fp32")
+
+
+def movement_bytes(
+    computations: Mapping[str, Computation], comp: Computation, ins: Instruction
+) -> float:
+    """Bytes an op without matmul work reads and writes: a fusion's as
+    :func:`~tpusim.program.hlo.fusions.fusion_bytes` counts them, an async slice's
+    (``slice-start``) its slice read and written, a known op its operands and result,
+    an unknown one its result."""
+    if (fusion := fusion_bytes(computations, ins)) is not None:
+        return fusion
+    if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
+        return 2.0 * ins.shape.elements[1].bytes
+    if ins.opcode in KNOWN_OPS:
+        return ins.shape.bytes + operand_bytes(comp, ins)
+    return ins.shape.bytes
 
 
 def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
@@ -103,7 +122,12 @@ class _Lowering:
         opc = ins.opcode
         if opc == "parameter":
             self.deps[site.op_name] = self._frame_input(site.frame)
-        elif opc in PASS_THROUGH_OPS or opc.endswith("-done") or opc == "async-update":
+        elif (
+            opc in PASS_THROUGH_OPS
+            or opc.endswith("-done")
+            or opc == "async-update"
+            or fusion_role(self.module.computations, ins) == "collective-done"
+        ):
             self.deps[site.op_name] = self._before(site)
         elif opc in CONTROL_FLOW_OPS:
             last = site.runs[-1] if site.runs else None
@@ -137,10 +161,10 @@ class _Lowering:
         ins = site.instruction
         if collective_kind(ins.opcode):
             return self.records.get((site.frame.computation.name, ins.name))
-        if ins.opcode != "async-start":
+        if ins.opcode not in ("async-start", "call-start", "fusion"):
             return None
         record = None
-        for callee in (c.callee for c in calls(ins) if c.role == "async"):
+        for callee in (c.callee for c in calls(ins) if c.role in ("async", "fused")):
             for inner in self.module.computations[callee].instructions:
                 record = self.records.get((callee, inner), record)
         return record
@@ -193,9 +217,7 @@ class _Lowering:
 
     def _emit_elementwise(self, site: Site) -> None:
         ins, comp = site.instruction, site.frame.computation
-        nbytes = ins.shape.bytes
-        if ins.opcode in KNOWN_OPS:
-            nbytes += operand_bytes(comp, ins)
+        nbytes = movement_bytes(self.module.computations, comp, ins)
         before = self._before(site)
         scaled = float(nbytes) * site.num_executions
         if scaled <= 0:

@@ -50,6 +50,8 @@ class Computation:
     instructions: dict[str, Instruction]
     is_entry: bool
     line: int
+    #: ``execution_thread`` after its closing brace (``sparsecore``); '' for the main one.
+    execution_thread: str = ""
 
     @property
     def root(self) -> Instruction:
@@ -80,8 +82,8 @@ def parse_text(text: str, file: str) -> ParsedText:
             continue
         if current is None:
             current = _outside(parsed, line, file, lineno)
-        elif line == "}":
-            _close(parsed, current, file, lineno)
+        elif line == "}" or line.startswith("},"):
+            _close(parsed, current, file, lineno, line)
             current = None
         else:
             _add_instruction(current, line, file, lineno)
@@ -124,9 +126,16 @@ def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computati
     return None  # FileNames / StackFrames sections and the like
 
 
-def _close(parsed: ParsedText, current: Computation, file: str, lineno: int) -> None:
+def _close(parsed: ParsedText, current: Computation, file: str, lineno: int, line: str) -> None:
+    """End ``current`` at ``}`` or ``}, execution_thread="sparsecore"``."""
     if not current.instructions:
         raise ProgramError(f"{file}:{lineno}: computation '{current.name}' is empty")
+    if line != "}":
+        try:
+            attrs = _attributes(line[1:].strip())
+        except ValueError as exc:
+            raise ProgramError(f"{file}:{lineno}: {exc}: {line[:80]}") from None
+        current.execution_thread = attrs.get("execution_thread", "").strip('"')
     parsed.computations[current.name] = current
 
 
