@@ -10,7 +10,7 @@ from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
 from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.errors import InputError
-from tpusim.workloads.hlo import hlo_summary
+from tpusim.workloads.hlo import HloSummary, hlo_summary
 
 
 def cmd_hlo(args: argparse.Namespace) -> None:
@@ -33,7 +33,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     print(
         "\n".join(
             [
-                f"module          {record['file']} ({record['chips']} devices, "
+                f"module          {record['file']} ({record['chips']} chips{_per_chip(record)}, "
                 f"{record['num_ops']} ops)",
                 f"system          {record['system']}",
                 f"FLOPs per chip  {record['flops_per_chip']:.4g}",
@@ -48,6 +48,12 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     )
 
 
+def _per_chip(record: HloSummary) -> str:
+    """`` x 2 devices`` for a compiled artifact of several devices per chip, else ''."""
+    per_chip = int(record["compiled"].get("devices_per_chip", 1))
+    return f" x {per_chip} devices" if per_chip > 1 else ""
+
+
 def _add_hlo_parser(sub: Subparsers) -> None:
     """The ``hlo`` command's flags."""
     p = sub.add_parser(
@@ -60,7 +66,7 @@ def _add_hlo_parser(sub: Subparsers) -> None:
         nargs="+",
         metavar="SYSTEM FILE",
         help="shipped system name or path, then the HLO text (as "
-        "jax.jit(f).lower(...).compile().as_text()); the system first, as every command "
+        "jax.jit(f).lower(...).compile().as_text()) or a tpusim compile artifact (*.json.gz); the system first, as every command "
         "takes it",
     )
     p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")

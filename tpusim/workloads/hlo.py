@@ -7,7 +7,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from tpusim.config.loader import load_system
+from tpusim.config.loader import System, load_system
 from tpusim.network import NetworkSettings
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
@@ -36,6 +36,7 @@ class HloSummary(TypedDict):
     exposed_communication_time_s: float
     mfu: float
     unknown_ops: dict[str, int]
+    compiled: dict[str, float]
 
 
 class HloWorkload(WorkloadSpec):
@@ -88,22 +89,23 @@ def hlo_summary(
     file applied if given, on ``network`` (settings, or a fidelity at its defaults)."""
     from tpusim.config.calibration import calibrated_system, load_calibration
     from tpusim.engine import RunSettings, Simulation
-    from tpusim.program.hlo import load_hlo, replay_program
+    from tpusim.program.hlo import replay_program
 
-    module, program = load_hlo(file)
     system = load_system(system_name)
+    module, program, device_chips, compiled = _module(file, system, device_chips)
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
     program = replay_program(module, program, system.num_chips, device_chips)
+    per_chip = int(compiled.get("devices_per_chip", 1))
     if isinstance(network, str):
         network = NetworkSettings.of(network)
     summary = Simulation(system, program, RunSettings(network)).run().summary()
     return {
         "system": system.name,
         "file": file,
-        "chips": module.num_devices,
+        "chips": module.num_devices // per_chip,
         "num_ops": len(program.ops),
-        "flops_per_chip": module.flops_per_chip,
+        "flops_per_chip": module.flops_per_chip * per_chip,
         "collectives": {k: int(v) for k, v in sorted(module.collectives.items())},
         "collective_bytes_per_chip": module.collective_bytes_per_chip,
         "step_time_s": summary["step_time_s"],
@@ -112,7 +114,31 @@ def hlo_summary(
         "exposed_communication_time_s": summary["exposed_communication_time_s"],
         "mfu": summary["mfu"],
         "unknown_ops": dict(module.unknown_ops),
+        "compiled": compiled,
     }
+
+
+def _module(
+    file: str, system: System, device_chips: list[int] | None
+) -> tuple[HloModule, Program, list[int] | None, dict[str, float]]:
+    """The module and program of HLO text or of a ``tpusim compile`` artifact; for an
+    artifact, its devices' chips on the system (by their coordinates, on a torus) and
+    XLA's figures (``xla_flops``: its cost analysis, loop bodies once;
+    ``xla_peak_memory_bytes``; ``devices_per_chip``)."""
+    from tpusim.program.hlo import load_hlo
+    from tpusim.program.hlo.artifact import is_artifact, load_compiled
+
+    if not is_artifact(file):
+        return (*load_hlo(file), device_chips, {})
+    module, program, artifact = load_compiled(file)
+    topology = system.spec.topology
+    dims = tuple(topology.dims) if topology is not None and topology.kind == "torus" else None
+    figures = {
+        "xla_flops": artifact.cost_analysis.get("flops", 0.0),
+        "xla_peak_memory_bytes": artifact.memory_analysis.get("peak_memory_in_bytes", 0.0),
+        "devices_per_chip": float(artifact.devices_per_chip),
+    }
+    return module, program, device_chips or artifact.device_chips(dims), figures
 
 
 KIND = WorkloadKind(HloWorkload, run, record=HloRecord, check=check)

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpusim.program.ir import ProgramError
+from tpusim.program.hlo.lower import hlo_to_program
+from tpusim.program.hlo.module import HloModule, parse_hlo
+from tpusim.program.ir import Program, ProgramError
 
 FORMAT = "tpusim-compiled-module/1"
 SUFFIX = ".json.gz"
@@ -60,6 +62,14 @@ class CompiledArtifact:
                 )
             chips.append(x + full[0] * (y + full[1] * z))
         return chips
+
+
+def load_compiled(path: str | Path) -> tuple[HloModule, Program, CompiledArtifact]:
+    """An artifact's module, its program (:func:`~tpusim.program.hlo.lower.hlo_to_program`)
+    and the artifact; ProgramError naming the file on bad input."""
+    artifact = read_artifact(path)
+    module = parse_hlo(artifact.hlo, str(path))
+    return module, hlo_to_program(module, Path(path).name.split(".")[0]), artifact
 
 
 def is_artifact(path: str | Path) -> bool:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tpusim.program.hlo.callgraph import Frame, Policy, Site, walk
+from tpusim.program.hlo.callgraph import Frame, Policy, Site, has_trip_count, walk
 from tpusim.program.hlo.cost import operand_bytes
 from tpusim.program.hlo.custom_calls import unknown_custom_call
 from tpusim.program.hlo.devices import check_groups, check_ids, check_pairs, declared_devices
@@ -52,15 +52,17 @@ class HloCollective:
 
 def collective_sites(computations: Mapping[str, Computation], entry: str) -> list[Site]:
     """The collective instructions that run from ``entry``, in program order; of the
-    copies of one collective an async collective fusion holds (one ``channel_id`` in
-    one run of the computation that holds the fusions, :mod:`.fusions`), the first."""
+    copies of one collective that async collective fusions hold (fused collectives of
+    one ``channel_id`` in one run of the computation that holds the fusions,
+    :mod:`.fusions`), the first. (Unfused collectives may share a channel id, as CPU
+    modules' do: each counts.)"""
     seen: set[tuple[str, str]] = set()
     out = []
     for site in walk(computations, entry, RUNS):
         if not collective_kind(site.instruction.opcode):
             continue
         channel = site.instruction.attrs.get("channel_id")
-        if channel is not None:
+        if channel is not None and site.frame.role == "fused":
             key = (_owner(site.frame).prefix, channel)
             if key in seen:
                 continue
@@ -157,15 +159,18 @@ def _size_bytes(
 
 
 def unknown_ops(computations: Mapping[str, Computation], entry: str) -> Counter[str]:
-    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, and
-    custom calls whose work the module does not say (as ``custom-call:<target>``, see
-    :mod:`.custom_calls`), counted once per instruction however often it runs."""
+    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, custom
+    calls whose work the module does not say (as ``custom-call:<target>``, see
+    :mod:`.custom_calls`) and ``while`` loops of unknown trip count, counted once per
+    instruction however often it runs."""
     seen: set[tuple[str, str]] = set()
     out: Counter[str] = Counter()
     for site in walk(computations, entry, RUNS):
         ins, comp = site.instruction, site.frame.computation
         key = (comp.name, ins.name)
         label = ins.opcode if ins.opcode not in KNOWN_OPS else unknown_custom_call(comp, ins)
+        if ins.opcode == "while" and not has_trip_count(ins):
+            label = "while (trip count unknown, run once)"
         if label is not None and key not in seen:
             seen.add(key)
             out[label] += 1
