@@ -26,7 +26,7 @@ from tpusim.program.hlo.devices import check_groups, check_ids, check_pairs, dec
 from tpusim.program.hlo.fusions import computation_role
 from tpusim.program.hlo.opcodes import KNOWN_OPS, collective_kind
 from tpusim.program.hlo.parse import Computation, Instruction
-from tpusim.program.hlo.replica_groups import parse_replica_groups
+from tpusim.program.hlo.replica_groups import parse_replica_groups, with_device_ids
 from tpusim.program.ir import ProgramError
 
 #: The calls whose computations run when the module runs (what collectives count).
@@ -90,7 +90,10 @@ def explicit_groups(site: Site, file: str, declared: int | None = None) -> list[
             groups = parse_replica_groups(ins.attrs.get("source_target_pairs", "{}"))
             check_pairs(groups)
         else:
-            groups = parse_replica_groups(ins.attrs.get("replica_groups", "{}"))
+            text = ins.attrs.get("replica_groups", "{}")
+            if "device_ids" in ins.attrs:
+                text = with_device_ids(text, ins.attrs["device_ids"])
+            groups = parse_replica_groups(text)
             check_groups(groups)
         check_ids(groups, declared)
     except ValueError as exc:
