@@ -66,8 +66,8 @@ def _add_hlo_parser(sub: Subparsers) -> None:
         nargs="+",
         metavar="SYSTEM FILE",
         help="shipped system name or path, then the HLO text (as "
-        "jax.jit(f).lower(...).compile().as_text()) or a tpusim compile artifact (*.json.gz); the system first, as every command "
-        "takes it",
+        "jax.jit(f).lower(...).compile().as_text()) or a tpusim compile artifact "
+        "(*.json.gz); the system first, as every command takes it",
     )
     p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
     add_network_flags(p)

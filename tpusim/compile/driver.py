@@ -30,7 +30,7 @@ QUIET_ENV = {
 }
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     out = {"tpusim": package_version()}
     for name in ("jax", "jaxlib", "libtpu"):
         try:
@@ -109,20 +109,20 @@ def _constrain(mesh: Mesh):
     return constrain
 
 
-def _memory(compiled: Any) -> dict[str, float]:
+def memory_of(compiled: Any) -> dict[str, float]:
     stats = compiled.memory_analysis()
     names = [n for n in dir(stats) if n.endswith("_in_bytes")]
     return {n: float(getattr(stats, n)) for n in sorted(names)}
 
 
-def _cost(compiled: Any) -> dict[str, float]:
+def cost_of(compiled: Any) -> dict[str, float]:
     cost = compiled.cost_analysis()
     if isinstance(cost, list):  # older JAX: one dict per computation
         cost = cost[0] if cost else {}
     return {k: float(v) for k, v in sorted(cost.items()) if "{" not in k}
 
 
-def _devices(mesh: Mesh) -> list[list[int]]:
+def devices_of(mesh: Mesh) -> list[list[int]]:
     """[id, x, y, z, core on chip] of each device, in the module's device-id order (the
     mesh's devices flattened: a jitted program's device assignment)."""
     return [[d.id, *list(d.coords), d.core_on_chip] for d in mesh.devices.flat]
@@ -142,11 +142,11 @@ def compile_artifact(request: CompileRequest) -> dict[str, Any]:
         "mesh": {
             "axes": list(MESH_AXES),
             "shape": [request.mesh[a] for a in MESH_AXES],
-            "devices": _devices(mesh),
+            "devices": devices_of(mesh),
         },
         "hlo": compiled.as_text(),
-        "cost_analysis": _cost(compiled),
-        "memory_analysis": _memory(compiled),
-        "versions": _versions(),
+        "cost_analysis": cost_of(compiled),
+        "memory_analysis": memory_of(compiled),
+        "versions": versions(),
         "compile_time_s": seconds,
     }

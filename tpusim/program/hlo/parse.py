@@ -9,10 +9,11 @@ as ``FileNames`` that are skipped. Errors are :class:`ProgramError` ``file:line:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tpusim.program.hlo.shapes import Shape, parse_shape
-from tpusim.program.hlo.syntax import match_close, split_top
+from tpusim.program.hlo.syntax import match_close, open_brackets, split_top
 from tpusim.program.ir import ProgramError
 
 #: ``[ENTRY] %name (params) -> shape {``; one ``.*`` only, so a long line is one scan
@@ -76,8 +77,7 @@ def parse_text(text: str, file: str) -> ParsedText:
     lines = text.splitlines()
     parsed = ParsedText("", {}, {}, "")
     current: Computation | None = None
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
+    for lineno, line in _logical_lines(lines):
         if not line or line.startswith("//"):
             continue
         if current is None:
@@ -89,6 +89,30 @@ def parse_text(text: str, file: str) -> ParsedText:
             _add_instruction(current, line, file, lineno)
     _check_complete(parsed, current, file, len(lines))
     return parsed
+
+
+#: Most physical lines one instruction may span (assumption: XLA breaks a line only
+#: inside a quoted attribute that holds newlines, a kernel's metadata, a few lines).
+MAX_CONTINUATION_LINES = 64
+
+
+def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(first line number, stripped text) of each instruction or header: a line whose
+    brackets do not close (an attribute value holding newlines, as a Pallas kernel's
+    ``frontend_attributes`` may) is joined with the lines that close them."""
+    i = 0
+    while i < len(lines):
+        start, text = i + 1, lines[i].strip()
+        i += 1
+        if not _INSTR_RE.match(text):  # a computation header or brace: one line
+            yield start, text
+            continue
+        depth = open_brackets(text)
+        while depth > 0 and i < len(lines) and i - start < MAX_CONTINUATION_LINES:
+            text += " " + lines[i].strip()
+            depth = open_brackets(text)
+            i += 1
+        yield start, text
 
 
 def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computation | None:
