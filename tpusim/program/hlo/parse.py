@@ -22,6 +22,8 @@ _HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 _ARROW_RE = re.compile(r"\)\s*->")
 _INSTR_RE = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _STRAY_RE = re.compile(r"^(ROOT\s+%?|%)[\w.\-]+\s*=|^\}$")
+#: A line that starts an instruction or ends a computation: never a continuation.
+_NEXT_RE = re.compile(r"^(ROOT\s+)?%?[\w.\-]+\s*=\s*\S|^\}(,|$)")
 _SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|[a-z][a-z0-9]*(?=\s)")
 
 
@@ -109,6 +111,8 @@ def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
             continue
         depth = open_brackets(text)
         while depth > 0 and i < len(lines) and i - start < MAX_CONTINUATION_LINES:
+            if _NEXT_RE.match(lines[i].strip()):  # unbalanced after all: its own error
+                break
             text += " " + lines[i].strip()
             depth = open_brackets(text)
             i += 1
