@@ -1,0 +1,107 @@
+"""``tpusim compile``: its inputs checked without JAX, the one line it prints without
+the xla extra, and (marked ``xla``, skipped without JAX) a real compile for a TPU
+topology replayed with no unknown op."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import assert_one_error_line, run
+
+from tpusim.compile import NEEDS_EXTRA, make_request
+from tpusim.compile.request import parse_mesh, resolve_topology
+from tpusim.errors import InputError
+
+TINY = str(Path(__file__).parent / "fixtures" / "compiled" / "tiny-dense.yaml")
+
+
+def test_without_the_extra_one_line_and_exit_2(capsys, monkeypatch):
+    monkeypatch.setattr("tpusim.cli.compile.has_xla", lambda: False)
+    line = assert_one_error_line(*run(capsys, "compile", TINY, "--topology", "v5e:2x2"))
+    assert line == f"tpusim: error: {NEEDS_EXTRA}"
+
+
+@pytest.mark.parametrize(
+    ("name", "resolved"),
+    [
+        ("v5e:4x4", "v5e:4x4"),
+        ("v5p:2x2x2", "v5p:2x2x2"),
+        ("tpu7x:2x2x1", "tpu7x:2x2x1"),
+        ("v5e-pod", "v5e:4x4"),  # a shipped system: its chip's family, a small slice
+        ("ironwood-256", "tpu7x:2x2x1"),
+        ("v6e-pod:2x2", "v6e:2x2"),
+    ],
+)
+def test_topologies_by_libtpu_name_or_system(name, resolved):
+    assert resolve_topology(name) == resolved
+
+
+def test_tpu7x_has_two_devices_per_chip():
+    """libtpu lists tpu7x:2x2x1 as 8 devices on 4 chips (Ironwood's 2 TensorCores)."""
+    request = make_request(TINY, "tpu7x:2x2x1")
+    assert request.num_devices == 8
+    assert request.mesh == {"data": 1, "fsdp": 8, "expert": 1, "tensor": 1}
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: resolve_topology("v9:4x4"), "expected FAMILY:SHAPE"),
+        (lambda: resolve_topology("v5e:4by4"), "is not like 4x4"),
+        (lambda: resolve_topology("tpu8i-pod"), "libtpu does not compile for"),
+        (lambda: parse_mesh("fsdp=3", 16), "multiply to 3, the slice has 16"),
+        (lambda: parse_mesh("model=4", 16), "'model=4' is not ROLE=N"),
+        (lambda: make_request(TINY, "v5e:2x2", "fsdp=2,tensor=2", batch=3), "multiple of"),
+        (lambda: make_request(TINY, "v5e:2x2", layers=0), "--layers 0"),
+        (lambda: make_request("deepseek-v3", "v5e:2x2"), "GQA only"),
+    ],
+)
+def test_bad_requests_are_named(call, message):
+    with pytest.raises(InputError, match=message):
+        call()
+
+
+def test_the_mesh_fills_fsdp_with_what_is_left():
+    assert parse_mesh("tensor=4", 16) == {"data": 1, "fsdp": 4, "expert": 1, "tensor": 4}
+
+
+@pytest.mark.xla
+def test_a_compile_replays_with_no_unknown_op(tmp_path):
+    """Compile the tiny dense model for v5e:2x2 with libtpu and replay the artifact:
+    every op known, tpusim's FLOPs (loop bodies once) within 5% of XLA's."""
+    from tpusim.compile import compile_to
+    from tpusim.program.hlo.artifact import load_compiled
+    from tpusim.workloads.hlo import hlo_summary
+
+    out = tmp_path / "tiny.json.gz"
+    request = make_request(TINY, "v5e:2x2", "fsdp=2,tensor=2", seq=128)
+    fields = compile_to(request, out)
+    assert fields["mesh"]["shape"] == [1, 2, 1, 2]
+    module, _, artifact = load_compiled(out)
+    assert module.flops(loop_trip_counts=False) == pytest.approx(
+        artifact.cost_analysis["flops"], rel=0.05
+    )
+    assert artifact.memory_analysis["peak_memory_in_bytes"] > 0
+    assert hlo_summary(str(out), "v5e-pod", "analytic")["unknown_ops"] == {}
+
+
+@pytest.mark.xla
+def test_the_cli_compiles_a_decode_step(capsys, tmp_path):
+    out = tmp_path / "decode.json.gz"
+    code, stdout, _ = run(
+        capsys,
+        "compile",
+        TINY,
+        "--topology",
+        "v6e:2x2",
+        "--step",
+        "decode",
+        "--batch",
+        "4",
+        "--out",
+        str(out),
+        "--json",
+    )
+    assert code == 0 and out.exists()
+    assert '"step": "decode"' in stdout
