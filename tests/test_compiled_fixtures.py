@@ -200,19 +200,3 @@ def test_pallas_kernels_are_costed_by_what_they_compute():
     causal = 2 * 2 * 4 * 128 * 512 * 513 // 2
     assert kernels["splash_mha_fwd_no_residuals"].mxu_flops == causal
     assert "tpu_custom_call" in artifact.hlo
-
-
-def test_an_instruction_over_several_lines_is_one_instruction():
-    """A Pallas call's frontend_attributes may hold newlines (kernel metadata): the
-    instruction continues until its brackets close."""
-    from tpusim.program.hlo import parse_hlo
-
-    text = (
-        "HloModule m\n\nENTRY %e (p: f32[4]) -> f32[4] {\n"
-        "  %p = f32[4]{0} parameter(0)\n"
-        '  ROOT %n = f32[4]{0} negate(%p), frontend_attributes={k={\n"x":"1\n'
-        '"}}, metadata={op_name="n"}\n}\n'
-    )
-    module = parse_hlo(text)
-    root = module.computations["e"].root
-    assert root.opcode == "negate" and root.line == 5 and root.attrs["metadata"]

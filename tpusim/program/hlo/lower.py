@@ -7,6 +7,8 @@ ops of their operand + result bytes (an unknown opcode: its result bytes), a cus
 call whose work the module says a ``kernel`` op (:mod:`.custom_calls`); an op with
 no work (a zero-size array, a loop run zero times) becomes no op. Parameters,
 constants, tuples, get-tuple-element, bitcast, copy and ``-done`` halves become no op;
+a ``copy-start`` to or from host memory (layout ``S(5)``) an asynchronous
+``host_transfer`` (host offload);
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
 are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
 ones become one copy whose ops stand for every iteration (``<while>/<op>``, sizes and
@@ -122,6 +124,8 @@ class _Lowering:
         opc = ins.opcode
         if opc == "parameter":
             self.deps[site.op_name] = self._frame_input(site.frame)
+        elif opc == "copy-start" and ins.host_memory:
+            self._emit_host_copy(site)
         elif (
             opc in PASS_THROUGH_OPS
             or opc.endswith("-done")
@@ -213,6 +217,20 @@ class _Lowering:
         dtype = chip_dtype(first.shape.dtype if first is not None else ins.shape.dtype)
         after = tuple(sorted(before))
         self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
+        self.deps[site.op_name] = frozenset({site.op_name})
+
+    def _emit_host_copy(self, site: Site) -> None:
+        """A host-offload copy (to or from host memory): an asynchronous host transfer
+        of the copied array, on the host DMA engines beside compute."""
+        ins = site.instruction
+        leaves = ins.shape.elements[0].leaves() if ins.shape.elements else ins.shape.leaves()
+        nbytes = sum(leaf.bytes for leaf in leaves) * site.num_executions
+        before = self._before(site)
+        if nbytes <= 0:
+            self.deps[site.op_name] = before
+            return
+        after = tuple(sorted(before))
+        self.ops.append(Op(site.op_name, "host_transfer", after, bytes=nbytes, overlap=True))
         self.deps[site.op_name] = frozenset({site.op_name})
 
     def _emit_elementwise(self, site: Site) -> None:

@@ -22,6 +22,10 @@ _HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 _ARROW_RE = re.compile(r"\)\s*->")
 _INSTR_RE = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _STRAY_RE = re.compile(r"^(ROOT\s+%?|%)[\w.\-]+\s*=|^\}$")
+#: XLA's memory space of host memory in a layout (``{1,0:T(8,128)S(5)}``; published,
+#: XLA ``Layout::kHostMemorySpace = 5``): a ``copy-start`` to or from it is a
+#: host-offload copy.
+HOST_MEMORY_SPACE = "S(5)"
 #: A line that starts an instruction or ends a computation: never a continuation.
 _NEXT_RE = re.compile(r"^(ROOT\s+)?%?[\w.\-]+\s*=\s*\S|^\}(,|$)")
 _SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|[a-z][a-z0-9]*(?=\s)")
@@ -43,6 +47,8 @@ class Instruction:
     #: A ``while``'s trip count found from its induction variable when its
     #: ``backend_config`` has none (:mod:`.loops`); None when not found.
     inferred_trips: int | None = None
+    #: Whether its result shape puts an array in host memory (layout ``S(5)``).
+    host_memory: bool = False
 
 
 @dataclass
@@ -203,7 +209,9 @@ def parse_instruction(text: str) -> Instruction:
     if not m:
         raise ValueError("not an instruction ('name = shape opcode(operands), attributes')")
     is_root, name, rest = bool(m.group(1)), m.group(2), m.group(3).strip()
+    before = rest
     shape, rest = _split_shape(rest)
+    host = HOST_MEMORY_SPACE in before[: len(before) - len(rest)]
     om = re.match(r"([a-z][\w\-]*)\(", rest)
     if not om:
         raise ValueError(f"expected 'opcode(' after the shape, got '{rest[:40]}'")
@@ -216,7 +224,7 @@ def parse_instruction(text: str) -> Instruction:
     operands = [] if opcode in ("constant", "parameter") else _operands(operand_text)
     attrs = _attributes(rest[close + 1 :].strip())
     literal = operand_text.strip() if opcode == "constant" else ""
-    return Instruction(name, shape, opcode, operands, attrs, 0, is_root, literal)
+    return Instruction(name, shape, opcode, operands, attrs, 0, is_root, literal, None, host)
 
 
 def _split_shape(rest: str) -> tuple[Shape, str]:
