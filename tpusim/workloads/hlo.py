@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from tpusim.config.loader import System, load_system
+from tpusim.config.system import TorusTopologySpec
 from tpusim.network import NetworkSettings
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
@@ -132,7 +133,7 @@ def _module(
         return (*load_hlo(file), device_chips, {})
     module, program, artifact = load_compiled(file)
     topology = system.spec.topology
-    dims = tuple(topology.dims) if topology is not None and topology.kind == "torus" else None
+    dims = tuple(topology.dims) if isinstance(topology, TorusTopologySpec) else None
     figures = {
         "xla_flops": artifact.cost_analysis.get("flops", 0.0),
         "xla_peak_memory_bytes": artifact.memory_analysis.get("peak_memory_in_bytes", 0.0),

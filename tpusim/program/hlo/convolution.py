@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from tpusim.program.hlo.parse import Instruction
 from tpusim.program.hlo.shapes import Shape
@@ -28,22 +29,29 @@ _LABELS_RE = re.compile(r"([^_]+)_([^-]+)->(.+)")
 MAX_PAIRS = 1_000_000
 
 
-def _window(ins: Instruction, axes: int) -> dict[str, list[list[int]] | list[int]]:
-    """``size``, ``stride``, ``pad`` (lo, hi), ``lhs_dilate``, ``rhs_dilate`` per axis."""
+@dataclass(frozen=True)
+class Window:
+    """A convolution's window per spatial axis: ``pad_lo`` positions of padding before
+    the input, ``stride``, input (``lhs``) and kernel (``rhs``) dilation."""
+
+    pad_lo: tuple[int, ...]
+    stride: tuple[int, ...]
+    lhs: tuple[int, ...]
+    rhs: tuple[int, ...]
+
+
+def window(ins: Instruction, axes: int) -> Window:
+    """The ``window={size=.. stride=.. pad=lo_hi lhs_dilate=.. rhs_dilate=..}`` of
+    ``ins`` (each value ``x``-separated per axis; defaults: no padding, 1)."""
     text = ins.attrs.get("window", "").strip("{}")
     fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
 
-    def per_axis(key: str, default: int) -> list[int]:
-        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * axes
+    def per_axis(key: str) -> tuple[int, ...]:
+        return tuple(int(v) for v in fields[key].split("x")) if key in fields else (1,) * axes
 
-    pads = [int_list(p) for p in fields["pad"].split("x")] if "pad" in fields else [[0, 0]] * axes
-    return {
-        "size": per_axis("size", 1),
-        "stride": per_axis("stride", 1),
-        "pad": pads,
-        "lhs": per_axis("lhs_dilate", 1),
-        "rhs": per_axis("rhs_dilate", 1),
-    }
+    pads = [int_list(p) for p in fields["pad"].split("x")] if "pad" in fields else []
+    pad_lo = tuple(p[0] if p else 0 for p in pads) if pads else (0,) * axes
+    return Window(pad_lo, per_axis("stride"), per_axis("lhs_dilate"), per_axis("rhs_dilate"))
 
 
 def _valid_pairs(
@@ -72,20 +80,14 @@ def convolution_flops(ins: Instruction, lhs: Shape | None, rhs: Shape | None) ->
     spatial = sorted(c for c in lhs_l if c.isdigit())
     if "i" not in rhs_l or any(d not in rhs_l or d not in out_l for d in spatial):
         return None
-    window = _window(ins, len(spatial))
+    win = window(ins, len(spatial))
+    if min(len(win.pad_lo), len(win.stride), len(win.lhs), len(win.rhs)) < len(spatial):
+        return None
     pairs, positions = 1, 1
     for a, d in enumerate(spatial):
+        n_in, k = lhs.dims[lhs_l.index(d)], rhs.dims[rhs_l.index(d)]
         n_out = out.dims[out_l.index(d)]
-        pad_lo = window["pad"][a][0] if window["pad"][a] else 0  # type: ignore[index]
-        pairs *= _valid_pairs(
-            lhs.dims[lhs_l.index(d)],
-            n_out,
-            rhs.dims[rhs_l.index(d)],
-            window["stride"][a],
-            pad_lo,
-            window["lhs"][a],  # type: ignore[arg-type]
-            window["rhs"][a],
-        )  # type: ignore[arg-type]
+        pairs *= _valid_pairs(n_in, n_out, k, win.stride[a], win.pad_lo[a], win.lhs[a], win.rhs[a])
         positions *= n_out
     if positions == 0:
         return 0.0
