@@ -4,6 +4,8 @@ order, an instruction over several lines."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tpusim.program.hlo import hlo_to_program, parse_hlo
@@ -143,3 +145,32 @@ def test_an_instruction_over_several_lines_is_one_instruction():
     )
     root = parse_hlo(text).computations["e"].root
     assert root.opcode == "negate" and root.line == 5 and root.attrs["metadata"]
+
+
+def test_sparsecore_collectives_run_on_the_sparsecore_engine():
+    """The fixture compiled with the SparseCore offload flags: its collectives on the
+    ``sparsecore`` thread carry engine ``sparsecore``; a simulation on a chip with
+    SparseCores (v5p: 4) runs them with that engine's model, one without (v5e: none)
+    with the run's, and a run given its own model (``--engine``) keeps it."""
+    from pathlib import Path
+
+    from tpusim.collectives.offload import OnChipModel
+    from tpusim.config import load_system
+    from tpusim.engine import RunSettings, Simulation
+    from tpusim.program.hlo.artifact import load_compiled
+
+    path = Path(__file__).parent / "fixtures" / "compiled" / "dense-tpu7x-sparsecore.json.gz"
+    _, program, artifact = load_compiled(path)
+    offloaded = [op for op in program.ops if op.engine == "sparsecore"]
+    calls = re.findall(
+        r'%([\w.\-]+) = .* call-start\(.*async_execution_thread="sparsecore"', artifact.hlo
+    )
+    assert {op.name.split("/")[-1] for op in offloaded} == set(calls)  # loops unrolled
+    assert all(op.kind == "collective" and op.overlap for op in offloaded)
+    v5p = Simulation(load_system("v5p-pod"), program, RunSettings())
+    assert v5p.onchip.engine == "tensorcore"
+    assert v5p.onchip_of(offloaded[0]).engine == "sparsecore"
+    v5e = Simulation(load_system("v5e-pod"), program, RunSettings())
+    assert v5e.onchip_of(offloaded[0]) is v5e.onchip
+    given = Simulation(load_system("v5p-pod"), program, RunSettings(), onchip=OnChipModel.none())
+    assert given.onchip_of(offloaded[0]).engine == "none"

@@ -20,7 +20,7 @@ import simpy
 
 from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
-from tpusim.collectives.offload import OnChipModel
+from tpusim.collectives.offload import OnChipModel, engine_model
 from tpusim.config.loader import System, load_system
 from tpusim.engine.choices import choice_key, keep_choice, known_choice
 from tpusim.engine.deadlock import raise_if_deadlocked
@@ -121,6 +121,8 @@ class Simulation:
         chip = self.system.chip if self.system else None
         self.costs = costs or (ChipCostModel(chip) if chip else None)
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
+        self._op_engines = onchip is None and chip is not None  # else the caller's model
+        self._onchip_of: dict[str, OnChipModel] = {}
 
     def _observe(self, routes: RouteCache, observers: Sequence[Observer]) -> None:
         """The built-in recorders, then ``observers``; per-collective caches."""
@@ -242,9 +244,20 @@ class Simulation:
     def run_schedule(self, op: Op, schedule: Schedule) -> simpy.Event:
         """One attempt of ``op``'s schedule on the network, starting now."""
         slowdown = self.faults.slowdown_of(schedule.group.chips)
+        onchip = self.onchip_of(op)
         return execute_schedule(
-            self.env, self.network, schedule, self.onchip, self.batches, op.split_ports, slowdown
+            self.env, self.network, schedule, onchip, self.batches, op.split_ports, slowdown
         )
+
+    def onchip_of(self, op: Op) -> OnChipModel:
+        """The on-chip model ``op`` runs with: its ``engine``'s on the system's chip
+        when it names one the chip has and the run was not given a model, else the
+        run's (the algorithm is chosen with the run's model either way)."""
+        if op.engine is None or not self._op_engines or self.system is None:
+            return self.onchip
+        if op.engine not in self._onchip_of:
+            self._onchip_of[op.engine] = engine_model(self.system.chip, op.engine, self.onchip)
+        return self._onchip_of[op.engine]
 
     def ports(self, op: Op, schedule: Schedule, chip: int) -> list[str]:
         """Names of the ICI ports of ``chip`` that the collective's transfers leave by

@@ -35,7 +35,7 @@ from tpusim.program.hlo.opcodes import (
 )
 from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.ir import Op, Program, ProgramError
-from tpusim.vocabulary import Dtype
+from tpusim.vocabulary import Dtype, Engine
 
 #: Largest HLO text file read, bytes (256 MiB; assumption: compiled modules of the
 #: largest models, metadata included, are tens of MB; the parsed module takes ~10x its
@@ -79,6 +79,11 @@ def movement_bytes(
     if ins.opcode in KNOWN_OPS:
         return ins.shape.bytes + operand_bytes(comp, ins)
     return ins.shape.bytes
+
+
+def _engine(comp: Computation) -> Engine | None:
+    """``sparsecore`` for a computation on XLA's SparseCore thread, else None."""
+    return "sparsecore" if comp.execution_thread == "sparsecore" else None
 
 
 def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
@@ -186,6 +191,7 @@ class _Lowering:
             axes=(),
             groups=record.groups,
             overlap=record.is_async,
+            engine=_engine(self.module.computations[record.computation]),
         )
         self.ops.append(op)
         self.deps[site.op_name] = frozenset({site.op_name})
