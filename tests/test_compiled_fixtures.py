@@ -200,3 +200,25 @@ def test_pallas_kernels_are_costed_by_what_they_compute():
     causal = 2 * 2 * 4 * 128 * 512 * 513 // 2
     assert kernels["splash_mha_fwd_no_residuals"].mxu_flops == causal
     assert "tpu_custom_call" in artifact.hlo
+
+
+def test_a_scenario_replays_an_artifact_as_tpusim_hlo_does(tmp_path, capsys):
+    """``kind: hlo`` with a compile artifact: Ironwood's 8 devices on 4 chips, the same
+    step time as ``tpusim hlo``."""
+    import json
+
+    from helpers import run
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\nplots: false\nnetwork: {fidelity: analytic}\nsystems: [ironwood-256]\n"
+        f"workloads:\n  - {{name: c, kind: hlo, path: {_path('dense-tpu7x-sparsecore')}}}\n"
+    )
+    code, out, _ = run(
+        capsys, "run", str(path), "--json", "--quiet", "--jobs", "1", "--out", str(tmp_path / "o")
+    )
+    assert code == 0
+    row = json.loads(out)["results"][0]
+    direct = hlo_summary(_path("dense-tpu7x-sparsecore"), "ironwood-256", "analytic")
+    assert row["chips"] == direct["chips"] == 4
+    assert row["step_time_s"] == pytest.approx(direct["step_time_s"], rel=1e-12)

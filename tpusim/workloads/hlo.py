@@ -41,32 +41,36 @@ class HloSummary(TypedDict):
 
 
 class HloWorkload(WorkloadSpec):
-    """An XLA-compiled HLO module (a path, relative to the scenario file) replayed."""
+    """An XLA-compiled HLO module or ``tpusim compile`` artifact (a path, relative to
+    the scenario file) replayed."""
 
     kind: Literal["hlo"]
     name: str
     path: str
 
 
-def load(spec: HloWorkload, context: WorkloadContext) -> tuple[HloModule, Program]:
-    """The module and its program replayed with device d on chip d."""
-    from tpusim.program.hlo import load_hlo, replay_program
+def load(spec: HloWorkload, context: WorkloadContext) -> tuple[HloModule, Program, int]:
+    """The module, its program replayed (device d on chip d, or a ``tpusim compile``
+    artifact's devices on their chips) and the devices per chip."""
+    from tpusim.program.hlo import replay_program
 
     path = Path(spec.path)
-    module, program = load_hlo(path if path.is_absolute() else Path(context.file).parent / path)
-    return module, replay_program(module, program, context.system.num_chips)
+    path = path if path.is_absolute() else Path(context.file).parent / path
+    module, program, chips, compiled = _module(str(path), context.system, None)
+    replayed = replay_program(module, program, context.system.num_chips, chips)
+    return module, replayed, int(compiled.get("devices_per_chip", 1))
 
 
 def build(spec: HloWorkload, context: WorkloadContext) -> Program:
-    """The module's program replayed with device d on chip d."""
+    """The module's program replayed (see :func:`load`)."""
     return load(spec, context)[1]
 
 
 def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
     """The module replayed, simulated; its record counts the chips the module runs on
-    (its devices, as ``tpusim hlo`` does), not the system's."""
-    module, program = load(spec, context)
-    outcome = run_program(program, context, spec.kind, chips=module.num_devices)
+    (its devices over the devices per chip, as ``tpusim hlo`` does), not the system's."""
+    module, program, per_chip = load(spec, context)
+    outcome = run_program(program, context, spec.kind, chips=module.num_devices // per_chip)
     unknown = sum(module.unknown_ops.values())
     known = {f.name: getattr(outcome.record, f.name) for f in fields(ProgramRecord)}
     return replace(outcome, record=HloRecord(**known, unknown_ops=unknown))
