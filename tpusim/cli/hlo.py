@@ -43,9 +43,22 @@ def cmd_hlo(args: argparse.Namespace) -> None:
                 f"{units.format_time(record['compute_time_s'])}, communication "
                 f"{units.format_time(record['communication_time_s'])}, exposed "
                 f"{units.format_time(record['exposed_communication_time_s'])})",
+                *_xla_line(record),
             ]
         )
     )
+
+
+def _xla_line(record: HloSummary) -> list[str]:
+    """XLA's own figures of a ``tpusim compile`` artifact (none for plain HLO text)."""
+    compiled = record["compiled"]
+    if not compiled:
+        return []
+    return [
+        f"XLA             {compiled['xla_flops']:.4g} FLOPs per device with loop bodies once "
+        f"(tpusim: {compiled['flops_loop_bodies_once']:.4g}), peak memory "
+        f"{units.format_bytes(compiled['xla_peak_memory_bytes'])} per device"
+    ]
 
 
 def _per_chip(record: HloSummary) -> str:

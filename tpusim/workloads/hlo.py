@@ -128,7 +128,8 @@ def _module(
 ) -> tuple[HloModule, Program, list[int] | None, dict[str, float]]:
     """The module and program of HLO text or of a ``tpusim compile`` artifact; for an
     artifact, its devices' chips on the system (by their coordinates, on a torus) and
-    XLA's figures (``xla_flops``: its cost analysis, loop bodies once;
+    XLA's figures (``xla_flops``: its cost analysis, loop bodies once, beside
+    tpusim's ``flops_loop_bodies_once`` per device;
     ``xla_peak_memory_bytes``; ``devices_per_chip``)."""
     from tpusim.program.hlo import load_hlo
     from tpusim.program.hlo.artifact import is_artifact, load_compiled
@@ -140,6 +141,7 @@ def _module(
     dims = tuple(topology.dims) if isinstance(topology, TorusTopologySpec) else None
     figures = {
         "xla_flops": artifact.cost_analysis.get("flops", 0.0),
+        "flops_loop_bodies_once": module.flops(loop_trip_counts=False),
         "xla_peak_memory_bytes": artifact.memory_analysis.get("peak_memory_in_bytes", 0.0),
         "devices_per_chip": float(artifact.devices_per_chip),
     }
