@@ -105,3 +105,25 @@ def test_the_cli_compiles_a_decode_step(capsys, tmp_path):
     )
     assert code == 0 and out.exists()
     assert '"step": "decode"' in stdout
+
+
+def test_what_libtpu_raises_is_one_line():
+    """libtpu refusing the request (INVALID_ARGUMENT) is bad input, exit 2; anything
+    else it raises is a failed compile, exit 1; only the first line of its message."""
+    from tpusim.compile.request import libtpu_error
+
+    request = make_request(TINY, "v5e:2x2")
+    refused = libtpu_error(request, RuntimeError("INVALID_ARGUMENT: bad layout\nmore"))
+    assert isinstance(refused, InputError) and refused.exit_code == 2
+    assert str(refused) == "compile tiny-dense for v5e:2x2: libtpu: INVALID_ARGUMENT: bad layout"
+    failed = libtpu_error(request, RuntimeError("ABORTED: lock"))
+    assert not isinstance(failed, InputError) and failed.exit_code == 1
+
+
+@pytest.mark.xla
+def test_a_topology_libtpu_refuses_is_one_line(capsys, tmp_path):
+    out = tmp_path / "x.json.gz"
+    line = assert_one_error_line(
+        *run(capsys, "compile", TINY, "--topology", "v5e:3x5", "--out", str(out))
+    )
+    assert "libtpu: INVALID_ARGUMENT" in line

@@ -19,14 +19,17 @@ from jax.sharding import Mesh
 
 from tpusim import package_version
 from tpusim.compile import model, sharding
-from tpusim.compile.request import MESH_AXES, CompileRequest
+from tpusim.compile.request import MESH_AXES, CompileRequest, libtpu_error
 
 #: Env vars that keep libtpu from probing for TPU hardware the CPU machine lacks
-#: (its warnings name them; values as for a single-host slice, assumption).
+#: (its warnings name them; values as for a single-host slice, assumption), and from
+#: taking its one-process lock file (/tmp/libtpu_lockfile): compiling drives no TPU,
+#: so two compiles on one machine need not exclude each other.
 QUIET_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-1",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "TPU_SKIP_MDS_QUERY": "1",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
 }
 
 
@@ -132,9 +135,12 @@ def compile_artifact(request: CompileRequest) -> dict[str, Any]:
     """Compile ``request`` and return the artifact (see
     :mod:`tpusim.program.hlo.artifact` for its fields)."""
     start = time.perf_counter()
-    mesh = make_mesh(request)
-    lowered = _train(mesh, request) if request.step == "train" else _decode(mesh, request)
-    compiled = lowered.compile()
+    try:
+        mesh = make_mesh(request)
+        lowered = _train(mesh, request) if request.step == "train" else _decode(mesh, request)
+        compiled = lowered.compile()
+    except (RuntimeError, ValueError) as exc:  # JaxRuntimeError is a RuntimeError
+        raise libtpu_error(request, exc) from None
     seconds = time.perf_counter() - start
     return {
         "request": request.summary(),

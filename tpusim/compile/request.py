@@ -19,7 +19,7 @@ from typing import Literal, get_args
 from tpusim.config import load_system, shipped
 from tpusim.config.loader import load_model
 from tpusim.config.model import ModelSpec
-from tpusim.errors import InputError
+from tpusim.errors import InputError, TpusimError
 
 #: The mesh roles, in the order of the mesh's axes (as ``training_step`` names them).
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "expert", "tensor")
@@ -181,3 +181,13 @@ def make_request(
             f"expert = {shards} and the sequence >= 1"
         )
     return CompileRequest(spec, resolved, sizes, batch, seq, **options)  # type: ignore[arg-type]
+
+
+def libtpu_error(request: CompileRequest, exc: Exception) -> TpusimError:
+    """What JAX or libtpu raised, as one line: an InputError (exit 2) for a request
+    libtpu refuses (``INVALID_ARGUMENT``: a topology it does not know, a shape it
+    cannot tile), else a TpusimError (exit 1)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    line = f"compile {request.model.name} for {request.topology}: libtpu: {text[:300]}"
+    refused = isinstance(exc, ValueError) or text.startswith("INVALID_ARGUMENT")
+    return InputError(line) if refused else TpusimError(line)
