@@ -23,9 +23,12 @@ import jax.numpy as jnp
 from tpusim.compile.request import CompileRequest
 
 Params = dict[str, Any]
-#: Tokens an expert takes, as a multiple of its fair share (MaxText's
-#: ``capacity_factor`` default 1.25; assumption for the compact model).
+#: Tokens an expert takes, as a multiple of its fair share (Switch Transformer's 1.25;
+#: assumption for the compact model: MaxText defaults to dropless experts, which the
+#: compact model does not have).
 CAPACITY_FACTOR = 1.25
+#: Adam's moments and step (MaxText's adam_b1, adam_b2, adam_eps defaults; assumption
+#: for the rate): none changes the compiled program's cost, only its arithmetic.
 ADAM_B1, ADAM_B2, ADAM_EPS, LEARNING_RATE = 0.9, 0.95, 1e-8, 1e-4
 
 
