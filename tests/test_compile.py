@@ -127,3 +127,16 @@ def test_a_topology_libtpu_refuses_is_one_line(capsys, tmp_path):
         *run(capsys, "compile", TINY, "--topology", "v5e:3x5", "--out", str(out))
     )
     assert "libtpu: INVALID_ARGUMENT" in line
+
+
+def test_shared_experts_are_one_dense_mlp_beside_the_routed_ones():
+    """Llama 4 Scout: 16 routed experts of width 8192 and 1 shared one: the shared
+    expert's gated MLP is d_model x 8192 (twice) and 8192 x d_model per layer."""
+    from tpusim.compile.shapes import param_shapes
+
+    request = make_request("llama4-scout", "v5e:2x2", layers=2)
+    shapes = param_shapes(request)
+    d = request.model.d_model
+    assert shapes["swi0"] == shapes["swi1"] == (2, d, 8192)
+    assert shapes["swout"] == (2, 8192, d)
+    assert shapes["ewi0"] == (2, 16, d, 8192)

@@ -20,6 +20,7 @@ from jax.sharding import Mesh
 from tpusim import package_version
 from tpusim.compile import model, sharding
 from tpusim.compile.request import MESH_AXES, CompileRequest, libtpu_error
+from tpusim.compile.shapes import param_shapes
 
 #: Env vars that keep libtpu from probing for TPU hardware the CPU machine lacks
 #: (its warnings name them; values as for a single-host slice, assumption), and from
@@ -58,7 +59,7 @@ def make_mesh(request: CompileRequest) -> Mesh:
 
 
 def _abstract(mesh: Mesh, request: CompileRequest, dtype: Any) -> dict[str, Any]:
-    shapes = model.param_shapes(request)
+    shapes = param_shapes(request)
     return {
         name: jax.ShapeDtypeStruct(
             shape, dtype, sharding=sharding.weight_sharding(mesh, name, shape)

@@ -5,7 +5,8 @@ One decoder stack, as MaxText writes it: token embedding; per layer RMSNorm, GQA
 attention (RoPE left out: elementwise work of a few percent; causal mask; plain
 ``einsum`` softmax attention, no Pallas kernel), RMSNorm, a gated (SwiGLU) or plain MLP,
 or a mixture of experts (router, top-k, capacity-factor dispatch and combine as GShard
-and MaxText's non-dropless path write it, expert weights on the ``expert`` role); the
+and MaxText's non-dropless path write it, expert weights on the ``expert`` role; shared
+experts as one dense MLP beside them); the
 layers under one ``jax.lax.scan`` (XLA's layer-scan ``while`` loop), each rematerialised
 when ``remat`` is ``full``; a final norm and the unembedding. The training step is
 cross-entropy loss, ``jax.grad`` and an Adam update (first and second moments in f32);
@@ -36,34 +37,6 @@ def dtype_of(request: CompileRequest) -> Any:
     return jnp.bfloat16 if request.dtype == "bf16" else jnp.float32
 
 
-def param_shapes(request: CompileRequest) -> dict[str, tuple[int, ...]]:
-    """Every weight's shape; per-layer weights stacked on a leading ``layers`` axis."""
-    m = request.model
-    a = m.attention
-    L, d, hd = m.layers, m.d_model, a.head_dim
-    kv = a.kv_heads or a.heads
-    shapes: dict[str, tuple[int, ...]] = {
-        "embed": (m.vocab, d),
-        "final_norm": (d,),
-        "norm1": (L, d),
-        "norm2": (L, d),
-        "wq": (L, d, a.heads, hd),
-        "wk": (L, d, kv, hd),
-        "wv": (L, d, kv, hd),
-        "wo": (L, a.heads, hd, d),
-    }
-    if not m.tied_embeddings:
-        shapes["unembed"] = (d, m.vocab)
-    gates = 2 if m.mlp == "gated" else 1
-    if m.moe is None:
-        shapes |= {f"wi{g}": (L, d, m.d_ff) for g in range(gates)} | {"wout": (L, m.d_ff, d)}
-    else:
-        e, f = m.moe.experts, m.moe.d_ff
-        shapes |= {"router": (L, d, e), "ewout": (L, e, f, d)}
-        shapes |= {f"ewi{g}": (L, e, d, f) for g in range(gates)}
-    return shapes
-
-
 def _norm(x: jax.Array, scale: jax.Array) -> jax.Array:
     x32 = x.astype(jnp.float32)
     y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + 1e-6)
@@ -91,11 +64,12 @@ def _attention(
     return jnp.einsum("bshk,hkd->bsd", out, lp["wo"])
 
 
-def _mlp(lp: Params, x: jax.Array, gated: bool) -> jax.Array:
-    h = _act(jnp.einsum("bsd,df->bsf", x, lp["wi0"]), gated)
+def _mlp(lp: Params, x: jax.Array, gated: bool, prefix: str = "w") -> jax.Array:
+    """The MLP of weights ``{prefix}i0``, ``{prefix}i1`` (gated) and ``{prefix}out``."""
+    h = _act(jnp.einsum("bsd,df->bsf", x, lp[f"{prefix}i0"]), gated)
     if gated:
-        h = h * jnp.einsum("bsd,df->bsf", x, lp["wi1"])
-    return jnp.einsum("bsf,fd->bsd", h, lp["wout"])
+        h = h * jnp.einsum("bsd,df->bsf", x, lp[f"{prefix}i1"])
+    return jnp.einsum("bsf,fd->bsd", h, lp[f"{prefix}out"])
 
 
 def _moe(lp: Params, x: jax.Array, top_k: int, gated: bool) -> jax.Array:
@@ -123,7 +97,10 @@ def _moe(lp: Params, x: jax.Array, top_k: int, gated: bool) -> jax.Array:
 def _ffn(request: CompileRequest, lp: Params, x: jax.Array) -> jax.Array:
     gated = request.model.mlp == "gated"
     moe = request.model.moe
-    return _mlp(lp, x, gated) if moe is None else _moe(lp, x, moe.top_k, gated)
+    if moe is None:
+        return _mlp(lp, x, gated)
+    routed = _moe(lp, x, moe.top_k, gated)
+    return routed + _mlp(lp, x, gated, "sw") if moe.shared else routed
 
 
 def layer_fn(request: CompileRequest, constrain: Callable[[jax.Array], jax.Array]):

@@ -166,6 +166,11 @@ def make_request(
             f"--model {model}: attention '{spec.attention.kind}' is not in the compact JAX "
             "model (GQA only)"
         )
+    if spec.moe is not None and spec.moe.dense_layers:
+        raise InputError(
+            f"--model {model}: {spec.moe.dense_layers} leading dense layers before the MoE "
+            "layers are not in the compact JAX model (one layer scan)"
+        )
     if layers is not None:
         if layers < 1:
             raise InputError(f"--layers {layers}: expected a whole number >= 1")

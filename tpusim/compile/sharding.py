@@ -34,6 +34,9 @@ WEIGHT_AXES: dict[str, tuple[Axis, ...]] = {
     "ewi0": (None, "expert", "fsdp", "tensor"),
     "ewi1": (None, "expert", "fsdp", "tensor"),
     "ewout": (None, "expert", "tensor", "fsdp"),
+    "swi0": (None, "fsdp", "tensor"),
+    "swi1": (None, "fsdp", "tensor"),
+    "swout": (None, "tensor", "fsdp"),
 }
 #: The KV cache [layers, batch, seq, kv_heads, head_dim].
 CACHE_AXES: tuple[Axis, ...] = (None, BATCH, None, "tensor", None)
