@@ -45,8 +45,10 @@ def versions() -> dict[str, str]:
 
 
 def make_mesh(request: CompileRequest) -> Mesh:
-    """The request's mesh over the topology's devices (JAX's ``create_device_mesh``
-    order, which keeps each role on neighbouring chips)."""
+    """The request's mesh over the topology's devices: JAX's ``create_device_mesh``
+    order, which keeps each role on neighbouring chips, splitting a physical axis
+    where a role's size is no product of whole axes (an expert role of 8 on a 4x4
+    slice)."""
     flags = " ".join(request.libtpu_flags)
     if flags:
         os.environ["LIBTPU_INIT_ARGS"] = flags
@@ -54,7 +56,12 @@ def make_mesh(request: CompileRequest) -> Mesh:
         os.environ.setdefault(key, value)
     topology = topologies.get_topology_desc(platform="tpu", topology_name=request.topology)
     shape = tuple(request.mesh[a] for a in MESH_AXES)
-    devices = mesh_utils.create_device_mesh(shape, devices=topology.devices)
+    try:
+        devices = mesh_utils.create_device_mesh(shape, devices=topology.devices)
+    except (ValueError, AssertionError, NotImplementedError):
+        devices = mesh_utils.create_device_mesh(
+            shape, devices=topology.devices, allow_split_physical_axes=True
+        )
     return Mesh(devices, MESH_AXES)
 
 
