@@ -140,3 +140,39 @@ def test_shared_experts_are_one_dense_mlp_beside_the_routed_ones():
     assert shapes["swi0"] == shapes["swi1"] == (2, d, 8192)
     assert shapes["swout"] == (2, 8192, d)
     assert shapes["ewi0"] == (2, 16, d, 8192)
+
+
+@pytest.mark.parametrize(
+    ("topology", "name"),
+    [
+        ("v5e:4x4", "v5e-16"),
+        ("v6e:16x16", "v6e-256"),
+        ("v5p:2x2x2", "v5p-16"),
+        ("tpu7x:4x4x4", "tpu7x-128"),
+        ("v4:2x2x1", "v4-8"),
+    ],
+)
+def test_maxtext_names_slices_by_chips_or_tensorcores(topology, name):
+    """MaxText's accelerator_to_spec_map: v5p-16 is v5:2x2x2, tpu7x-128 is 4x4x4 (the
+    tpu-recipes Ironwood 70B recipe's slice), v5e-16 is 4x4."""
+    from tpusim.compile.maxtext import maxtext_topology
+
+    assert maxtext_topology(topology) == name
+
+
+def test_maxtext_path_errors_are_one_line(capsys, tmp_path):
+    both = run(capsys, "compile", TINY, "--maxtext", "model_name=x", "--topology", "v5e:2x2")
+    assert "one of them" in assert_one_error_line(*both)
+    missing = run(
+        capsys,
+        "compile",
+        "--maxtext",
+        "model_name=llama2-7b",
+        "--topology",
+        "v5e:2x2",
+        "--maxtext-python",
+        str(tmp_path / "no-python"),
+        "--out",
+        str(tmp_path / "m.json.gz"),
+    )
+    assert "--maxtext-python" in assert_one_error_line(*missing)

@@ -19,19 +19,8 @@ from jax.sharding import Mesh
 
 from tpusim import package_version
 from tpusim.compile import model, sharding
-from tpusim.compile.request import MESH_AXES, CompileRequest, libtpu_error
+from tpusim.compile.request import MESH_AXES, QUIET_ENV, CompileRequest, libtpu_error
 from tpusim.compile.shapes import param_shapes
-
-#: Env vars that keep libtpu from probing for TPU hardware the CPU machine lacks
-#: (its warnings name them; values as for a single-host slice, assumption), and from
-#: taking its one-process lock file (/tmp/libtpu_lockfile): compiling drives no TPU,
-#: so two compiles on one machine need not exclude each other.
-QUIET_ENV = {
-    "TPU_ACCELERATOR_TYPE": "v5litepod-1",
-    "TPU_WORKER_HOSTNAMES": "localhost",
-    "TPU_SKIP_MDS_QUERY": "1",
-    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
-}
 
 
 def versions() -> dict[str, str]:

@@ -44,6 +44,17 @@ DEFAULT_SHAPES: dict[str, str] = {
 #: JAX ``get_topology_desc("tpu7x:2x2x1")`` lists 8 devices on 4 chips).
 DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
 
+#: Env vars that keep libtpu from probing for TPU hardware the CPU machine lacks
+#: (its warnings name them; values as for a single-host slice, assumption), and from
+#: taking its one-process lock file (/tmp/libtpu_lockfile): compiling drives no TPU,
+#: so two compiles on one machine need not exclude each other.
+QUIET_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v5litepod-1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "TPU_SKIP_MDS_QUERY": "1",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+}
+
 Step = Literal["train", "decode"]
 STEPS: tuple[Step, ...] = get_args(Step)
 CompileDtype = Literal["bf16", "f32"]
