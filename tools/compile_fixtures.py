@@ -21,7 +21,22 @@ SPARSECORE_FLAGS = [
     f"--libtpu-flag=--xla_tpu_enable_sparse_core_collective_offload_{op}=true"
     for op in ("all_gather", "reduce_scatter", "all_reduce")
 ]
-#: name -> the ``tpusim compile`` arguments after the model.
+#: MaxText flags of a tiny model of its default decoder (MaxText ``configs/base.yml``).
+MAXTEXT_TINY = [
+    "model_name=default",
+    "base_num_decoder_layers=2",
+    "base_emb_dim=256",
+    "base_mlp_dim=512",
+    "base_num_query_heads=4",
+    "base_num_kv_heads=4",
+    "head_dim=64",
+    "vocab_size=1024",
+    "per_device_batch_size=1",
+    "max_target_length=256",
+    "dataset_type=synthetic",
+]
+#: name -> the ``tpusim compile`` arguments after ``compile`` (a model file first, or
+#: ``--maxtext``).
 FIXTURES: dict[str, list[str]] = {
     "dense-v5e-2x2": [
         "tiny-dense.yaml",
@@ -50,6 +65,9 @@ FIXTURES: dict[str, list[str]] = {
         "128",
         *SPARSECORE_FLAGS,
     ],
+    # MaxText's own step (needs MaxText: TPUSIM_MAXTEXT_PYTHON=<its python>): a
+    # 2-layer, 256-wide model of its default decoder, splash attention and all
+    "maxtext-v5e-2x2": ["--maxtext", " ".join(MAXTEXT_TINY), "--topology", "v5e:2x2"],
     "decode-v6e-2x2": [
         "tiny-dense.yaml",
         "--topology",
@@ -120,18 +138,10 @@ def main() -> None:
         if name == "pallas-v5e":
             pallas_fixture(HERE / f"{name}.json.gz")
             continue
-        model, *flags = FIXTURES[name]
+        first, *flags = FIXTURES[name]
         out = HERE / f"{name}.json.gz"
-        command = [
-            sys.executable,
-            "-m",
-            "tpusim",
-            "compile",
-            str(HERE / model),
-            *flags,
-            "--out",
-            str(out),
-        ]
+        model = [first] if first.startswith("--") else [str(HERE / first)]
+        command = [sys.executable, "-m", "tpusim", "compile", *model, *flags, "--out", str(out)]
         print(" ".join(command[2:]), flush=True)
         subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
 

@@ -80,7 +80,10 @@ def compile_maxtext(
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "fields.json.gz"
         args = [f"compile_topology={name}", "compile_topology_num_slices=1"]
-        command = [python, str(RUNNER), str(raw), str(base), *args, *shlex.split(overrides)]
+        # -P: the runner's folder (this package, whose maxtext.py would shadow MaxText's
+        # package) is not put on sys.path
+        command = [python, "-P", str(RUNNER), str(raw), str(base), *args]
+        command += shlex.split(overrides)
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, env=env, timeout=MAX_COMPILE_S, check=False

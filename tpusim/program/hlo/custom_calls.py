@@ -58,6 +58,8 @@ _ATTENTION = re.compile(r"flash|splash|mha", re.IGNORECASE)
 _GROUPED = re.compile(r"(?<![a-z])t?gmm(?![a-z])|megablox", re.IGNORECASE)
 #: Element-type prefixes of floating-point data (bf16, f16, f32, f8e4m3fn, ...).
 _FLOATS = frozenset({"bf", "f1", "f3", "f6", "f8", "f4"})
+_DKV = re.compile(r"(?<![a-z])dkv(?![a-z])", re.IGNORECASE)
+_DQ = re.compile(r"(?<![a-z])dq(?![a-z])", re.IGNORECASE)
 _BACKWARD = re.compile(r"bwd|backward|dkv|(?<![a-z])dq(?![a-z])", re.IGNORECASE)
 _ESTIMATE = re.compile(r'cost_estimate\\?"\s*:\s*\{([^}]*)\}')
 
@@ -141,7 +143,26 @@ def custom_call_work(comp: Computation, ins: Instruction) -> KernelWork | None:
     shape = _attention_shape(comp, ins)
     if shape is None:
         return None
-    return flash.backward(shape) if _BACKWARD.search(label) else flash.forward(shape)
+    if not _BACKWARD.search(label):
+        return flash.forward(shape)
+    return _split_backward(flash.backward(shape), label)
+
+
+def _split_backward(work: KernelWork, label: str) -> KernelWork:
+    """A backward split into a dQ and a dK/dV kernel (splash attention's ``dq`` and
+    ``dkv``): each recomputes the scores and dP, the dQ kernel then does dQ (3 of the
+    fused backward's 5 matmuls), the dK/dV kernel dK and dV (4 of 5): that share of
+    the fused backward's work (derived from FlashAttention-2's Algorithm 2)."""
+    share = 4 / 5 if _DKV.search(label) else 3 / 5 if _DQ.search(label) else 1.0
+    if share == 1.0:
+        return work
+    return KernelWork(
+        work.flops * share,
+        work.padded_flops * share,
+        work.pad_dims,
+        work.vector_ops * share,
+        work.bytes * share,
+    )
 
 
 def unknown_custom_call(comp: Computation, ins: Instruction) -> str | None:
