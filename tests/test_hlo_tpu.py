@@ -174,3 +174,36 @@ def test_sparsecore_collectives_run_on_the_sparsecore_engine():
     assert v5e.onchip_of(offloaded[0]) is v5e.onchip
     given = Simulation(load_system("v5p-pod"), program, RunSettings(), onchip=OnChipModel.none())
     assert given.onchip_of(offloaded[0]).engine == "none"
+
+
+ASYNC_CUSTOM_CALL = """HloModule sc, num_partitions=4
+
+%gather (p: bf16[64,128]) -> bf16[256,128] {
+  %p = bf16[64,128]{1,0} parameter(0)
+  ROOT %ag = bf16[256,128]{1,0} all-gather(%p), channel_id=7, replica_groups=[1,4]<=[4], \
+dimensions={0}, use_global_device_ids=true
+}, execution_thread="sparsecore"
+
+ENTRY %main (x: bf16[64,128]) -> bf16[256,128] {
+  %x = bf16[64,128]{1,0} parameter(0)
+  %n = bf16[64,128]{1,0} negate(%x)
+  %s = ((), (), (s32[16]{0})) custom-call-start(), async_execution_thread="sparsecore", \
+custom_call_target="TODO", called_computations={%gather}
+  %u = ((bf16[64,128]{1,0}), bf16[256,128]{1,0}, (s32[16]{0})) custom-call-update(%s, %n)
+  ROOT %d = bf16[256,128]{1,0} custom-call-done(%u)
+}
+"""
+
+
+def test_an_async_custom_call_runs_its_collective_on_the_sparsecore():
+    """libtpu 0.0.5x's SparseCore all-gather: custom-call-start (no operand) calls the
+    collective's computation, custom-call-update hands it the data, custom-call-done
+    waits. One asynchronous all-gather of 256 x 128 bf16 over 4 devices, after the
+    negate that makes its input, on the SparseCore."""
+    module = parse_hlo(ASYNC_CUSTOM_CALL)
+    assert dict(module.collectives) == {"all-gather": 1}
+    assert module.collective_bytes_per_chip == 256 * 128 * 2
+    assert not module.unknown_ops
+    program = hlo_to_program(module)
+    (op,) = [op for op in program.ops if op.kind == "collective"]
+    assert (op.name, op.after, op.overlap, op.engine) == ("u", ("n",), True, "sparsecore")

@@ -24,7 +24,8 @@ from tpusim.program.hlo.syntax import strip_name
 #: ``loop_body``/``loop_condition`` of a ``while`` (run trip-count times);
 #: ``branch``: the first branch of a ``conditional`` (the one taken to run),
 #: ``other_branch``: the others; ``call``: a ``call``; ``fused``: a ``fusion``'s body;
-#: ``async``: the computation an ``async-start`` runs; ``custom``: a ``custom-call``'s;
+#: ``async``: the computation an ``async-start``, ``call-start`` or
+#: ``custom-call-start`` runs; ``custom``: a ``custom-call``'s;
 #: ``applied``: the per-element function of ``reduce``, ``all-reduce``, ``sort``, ...
 CallRole = Literal[
     "loop_body",
@@ -115,6 +116,8 @@ def calls(ins: Instruction) -> tuple[Call, ...]:
         keys = ("branch_computations", "true_computation", "false_computation")
         names = called_names(ins, keys)
         return tuple(Call(c, "branch" if i == 0 else "other_branch") for i, c in enumerate(names))
+    if ins.opcode == "custom-call-start":  # an async custom call (a SparseCore collective)
+        return tuple(Call(c, "async") for c in called_names(ins, ("called_computations",)))
     if "calls" not in ins.attrs and "to_apply" not in ins.attrs:  # most ops: a fast exit
         return ()
     role = _ROLE_OF_CALL_OP.get(ins.opcode, "applied") if ins.opcode in CALL_OPS else "applied"

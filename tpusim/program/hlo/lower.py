@@ -131,6 +131,8 @@ class _Lowering:
             self.deps[site.op_name] = self._frame_input(site.frame)
         elif opc == "copy-start" and ins.host_memory:
             self._emit_host_copy(site)
+        elif opc == "custom-call-update" and (record := self._started(site)) is not None:
+            self._emit_collective(site, record)  # the data arrives at the update
         elif (
             opc in PASS_THROUGH_OPS
             or opc.endswith("-done")
@@ -174,6 +176,20 @@ class _Lowering:
             return None
         record = None
         for callee in (c.callee for c in calls(ins) if c.role in ("async", "fused")):
+            for inner in self.module.computations[callee].instructions:
+                record = self.records.get((callee, inner), record)
+        return record
+
+    def _started(self, site: Site) -> HloCollective | None:
+        """The collective an async custom call runs (``custom-call-start`` calls its
+        computation with no operand; the ``custom-call-update`` that follows hands it
+        the data), or None."""
+        ins = site.instruction
+        start = site.frame.computation.instructions.get(ins.operands[0]) if ins.operands else None
+        if start is None or start.opcode != "custom-call-start":
+            return None
+        record = None
+        for callee in (c.callee for c in calls(start)):
             for inner in self.module.computations[callee].instructions:
                 record = self.records.get((callee, inner), record)
         return record
