@@ -39,3 +39,16 @@ def demo_by_name(tmp_path_factory):
         os.chdir(here)
     assert code == 0
     return json.loads(buf.getvalue()), folder
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``xla`` (``tpusim compile``, which needs JAX and libtpu) are skipped
+    when the xla extra is not installed; ``-m xla`` selects them where it is."""
+    from tpusim.compile import has_xla
+
+    if has_xla():
+        return
+    skip = pytest.mark.skip(reason="needs the xla extra: pip install -e '.[xla]'")
+    for item in items:
+        if "xla" in item.keywords:
+            item.add_marker(skip)

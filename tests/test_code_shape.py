@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("network",),
     ("collectives",),
     ("program",),
+    ("compile",),
     ("results",),
     ("engine",),
     ("session",),

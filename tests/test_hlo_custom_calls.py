@@ -44,10 +44,21 @@ def test_an_undescribed_kernel_is_its_bytes_and_counted_unknown():
     assert dict(module.unknown_ops) == {"custom-call:tpu_custom_call": 1}
 
 
-def test_a_backward_kernel_is_costed_as_the_flash_backward():
-    text = FIXTURE.read_text().replace("splash_mha_fwd_residuals", "splash_mha_bwd_dkv")
+@pytest.mark.parametrize(
+    ("name", "times_forward"),
+    [
+        ("splash_mha_bwd", 2.0),  # the fused flash backward: twice the forward's FLOPs
+        # splash's split backward: the dK/dV kernel does 4 of the fused backward's 5
+        # matmuls, the dQ kernel 3 (each recomputes the scores and dP)
+        ("splash_mha_bwd_dkv", 2.0 * 4 / 5),
+        ("splash_mha_bwd_dq", 2.0 * 3 / 5),
+    ],
+)
+def test_a_backward_kernel_is_costed_as_the_flash_backward(name, times_forward):
+    text = FIXTURE.read_text().replace("splash_mha_fwd_residuals", name)
     module = parse_hlo(text, "bwd.hlo")
-    assert module.flops_per_chip == 2 * ATTENTION_FLOPS + ESTIMATE_FLOPS + 1024 * 1024
+    expected = times_forward * ATTENTION_FLOPS + ESTIMATE_FLOPS + 1024 * 1024
+    assert module.flops_per_chip == pytest.approx(expected, rel=1e-12)
 
 
 def test_tpusim_hlo_warns_once_and_reports_unknown_ops(capsys):

@@ -10,16 +10,17 @@ Layers, lowest first; a unit imports only units of lower layers (``LAYERS`` in
 4. :mod:`.network`;
 5. :mod:`.collectives`;
 6. :mod:`.program`;
-7. :mod:`.results`;
-8. :mod:`.engine`;
-9. :mod:`.session` (a system kept loaded between calls);
-10. :mod:`.serving`;
-11. :mod:`.workloads`;
-12. :mod:`.planner`, :mod:`.validation`;
-13. :mod:`.report` (what a run shows, from every kind's records);
-14. :mod:`.study`;
-15. :mod:`.cli` (a thin parser over the layers below);
-16. ``__main__`` (``python -m tpusim``).
+7. :mod:`.compile` (XLA's TPU compiler on the CPU; imports JAX only when asked);
+8. :mod:`.results`;
+9. :mod:`.engine`;
+10. :mod:`.session` (a system kept loaded between calls);
+11. :mod:`.serving`;
+12. :mod:`.workloads`;
+13. :mod:`.planner`, :mod:`.validation`;
+14. :mod:`.report` (what a run shows, from every kind's records);
+15. :mod:`.study`;
+16. :mod:`.cli` (a thin parser over the layers below);
+17. ``__main__`` (``python -m tpusim``).
 
 ``tpusim.Session`` is :class:`tpusim.session.Session`, imported when first used (PEP
 562): importing ``tpusim`` alone loads no layer, so ``tpusim --version`` starts at once.

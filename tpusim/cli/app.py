@@ -39,6 +39,7 @@ COMMANDS = (
     "serve",
     "plan",
     "hlo",
+    "compile",
 )
 
 #: The module of ``COMMANDS`` that adds each subcommand (a module may add several).

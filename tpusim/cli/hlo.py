@@ -13,7 +13,7 @@ from tpusim.cli.model_flags import add_network_flags, network_of
 from tpusim.errors import InputError
 from tpusim.results.intervals import chip_of, json_intervals, range_text
 from tpusim.results.records import ProgramRecord
-from tpusim.workloads.hlo import hlo_summary
+from tpusim.workloads.hlo import HloSummary, hlo_summary
 
 
 def cmd_hlo(args: argparse.Namespace) -> None:
@@ -38,7 +38,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     print(
         "\n".join(
             [
-                f"module          {record['file']} ({record['chips']} devices, "
+                f"module          {record['file']} ({record['chips']} chips{_per_chip(summary)}, "
                 f"{record['num_ops']} ops)",
                 f"system          {record['system']}",
                 f"FLOPs per chip  {record['flops_per_chip']:.4g}",
@@ -51,9 +51,28 @@ def cmd_hlo(args: argparse.Namespace) -> None:
                 f"{units.format_time(record['communication_time_s'])}, exposed "
                 f"{units.format_time(record['exposed_communication_time_s'])})",
                 f"interval basis  {record['interval_basis']}",
+                *_xla_line(summary),
             ]
         )
     )
+
+
+def _xla_line(record: HloSummary) -> list[str]:
+    """XLA's own figures of a ``tpusim compile`` artifact (none for plain HLO text)."""
+    compiled = record["compiled"]
+    if not compiled:
+        return []
+    return [
+        f"XLA             {compiled['xla_flops']:.4g} FLOPs per device with loop bodies once "
+        f"(tpusim: {compiled['flops_loop_bodies_once']:.4g}), peak memory "
+        f"{units.format_bytes(compiled['xla_peak_memory_bytes'])} per device"
+    ]
+
+
+def _per_chip(record: HloSummary) -> str:
+    """`` x 2 devices`` for a compiled artifact of several devices per chip, else ''."""
+    per_chip = int(record["compiled"].get("devices_per_chip", 1))
+    return f" x {per_chip} devices" if per_chip > 1 else ""
 
 
 def _add_hlo_parser(sub: Subparsers) -> None:
@@ -68,8 +87,8 @@ def _add_hlo_parser(sub: Subparsers) -> None:
         nargs="+",
         metavar="SYSTEM FILE",
         help="shipped system name or path, then the HLO text (as "
-        "jax.jit(f).lower(...).compile().as_text()); the system first, as every command "
-        "takes it",
+        "jax.jit(f).lower(...).compile().as_text()) or a tpusim compile artifact "
+        "(*.json.gz); the system first, as every command takes it",
     )
     p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
     add_network_flags(p)

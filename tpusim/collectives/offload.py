@@ -47,7 +47,7 @@ import numpy as np
 
 from tpusim.collectives.base import Step
 from tpusim.config.chip import ChipSpec
-from tpusim.vocabulary import CostEngine, EngineChoice
+from tpusim.vocabulary import CostEngine, Engine, EngineChoice
 
 CAE_LATENCY_GAIN = 5.0
 """On-chip latency gain of TPU 8i's CAE (dimensionless; published "up to 5x", TPU8)."""
@@ -124,3 +124,12 @@ class OnChipModel:
             chip.ici.ports,
             MESSAGE_S,
         )
+
+
+def engine_model(chip: ChipSpec, engine: Engine, default: OnChipModel) -> OnChipModel:
+    """``engine``'s model on ``chip`` (an op that names its engine, as a collective XLA
+    put on the SparseCores does); ``default`` when the chip lacks that engine."""
+    try:
+        return OnChipModel.for_chip(chip, engine)
+    except ValueError:
+        return default

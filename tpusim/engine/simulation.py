@@ -12,7 +12,7 @@ as a deadlock naming the chips and the op.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +20,7 @@ import simpy
 
 from tpusim.collectives import Predictor, build_schedule
 from tpusim.collectives.base import Schedule
-from tpusim.collectives.offload import OnChipModel
+from tpusim.collectives.offload import OnChipModel, engine_model
 from tpusim.config.loader import System, load_system
 from tpusim.engine.choices import choice_key, keep_choice, known_choice
 from tpusim.engine.deadlock import raise_if_deadlocked
@@ -36,9 +36,8 @@ from tpusim.network import AnalyticNetwork, Network, make_network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op, Program
 from tpusim.results.observers import CommunicationTime, HopStats, LinkBytes, Observer, OpsTable
-from tpusim.results.simulation import OpRecord, Results
+from tpusim.results.simulation import OpRecord, Results, mfu_peak_flops
 from tpusim.topology import Topology, build_topology
-from tpusim.vocabulary import Dtype
 
 #: The class of every chip without an MPMD override.
 SPMD_CLASS = "spmd"
@@ -123,6 +122,8 @@ class Simulation:
         chip = self.system.chip if self.system else None
         self.costs = costs or (ChipCostModel(chip) if chip else None)
         self.onchip = onchip or (OnChipModel.for_chip(chip) if chip else OnChipModel.none())
+        self._op_engines = onchip is None and chip is not None  # else the caller's model
+        self._onchip_of: dict[str, OnChipModel] = {}
 
     def _observe(self, routes: RouteCache, observers: Sequence[Observer]) -> None:
         """The built-in recorders, then ``observers``; per-collective caches."""
@@ -245,9 +246,20 @@ class Simulation:
     def run_schedule(self, op: Op, schedule: Schedule) -> simpy.Event:
         """One attempt of ``op``'s schedule on the network, starting now."""
         slowdown = self.faults.slowdown_of(schedule.group.chips)
+        onchip = self.onchip_of(op)
         return execute_schedule(
-            self.env, self.network, schedule, self.onchip, self.batches, op.split_ports, slowdown
+            self.env, self.network, schedule, onchip, self.batches, op.split_ports, slowdown
         )
+
+    def onchip_of(self, op: Op) -> OnChipModel:
+        """The on-chip model ``op`` runs with: its ``engine``'s on the system's chip
+        when it names one the chip has and the run was not given a model, else the
+        run's (the algorithm is chosen with the run's model either way)."""
+        if op.engine is None or not self._op_engines or self.system is None:
+            return self.onchip
+        if op.engine not in self._onchip_of:
+            self._onchip_of[op.engine] = engine_model(self.system.chip, op.engine, self.onchip)
+        return self._onchip_of[op.engine]
 
     def ports(self, op: Op, schedule: Schedule, chip: int) -> list[str]:
         """Names of the ICI ports of ``chip`` that the collective's transfers leave by
@@ -370,13 +382,6 @@ class Simulation:
             max_hops=self.hops.max_hops,
             mean_hops=self.hops.mean_hops,
         )
-
-
-def mfu_peak_flops(peak_flops: Mapping[Dtype, float], program: Program) -> float:
-    """The peak MFU divides by: that of the program's first matmul dtype, bf16 where the
-    chip lists none for it (fp32) or the program has no matmul."""
-    dtype = next((op.dtype for op in program.ops if op.kind == "matmul"), "bf16")
-    return peak_flops.get(dtype) or peak_flops["bf16"]  # type: ignore[call-overload]
 
 
 class _Ran:

@@ -25,7 +25,9 @@ An :class:`Op` is one of
   permute; programs do not); ``overlap=True`` makes it
   asynchronous (XLA's ``-start``/``-done``): it runs on the ICI/DMA engines while
   the TensorCore goes on with ops that do not depend on it; its DMAs share the
-  chip's HBM bandwidth with the memory-bound ops that run beside it;
+  chip's HBM bandwidth with the memory-bound ops that run beside it; ``engine``
+  names the on-chip engine that runs it (a collective XLA put on the SparseCores:
+  ``sparsecore``) where the run has not fixed one, None the run's;
 - ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``); synchronous it holds
   the TensorCore, with ``overlap=True`` it runs on the host DMA engines beside compute
   (XLA's async host offload copies).
@@ -46,7 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tpusim.errors import InputError
-from tpusim.vocabulary import OP_KINDS, MemoryTier, OpKind
+from tpusim.vocabulary import OP_KINDS, Engine, MemoryTier, OpKind
 
 DEFAULT_HOST_BANDWIDTH_BPS = 16e9  # PCIe per chip, one way: v4's published 16 GB/s
 
@@ -80,6 +82,7 @@ class Op:
     pairs: tuple[tuple[int, int], ...] = ()
     split_ports: bool = False
     overlap: bool = False
+    engine: Engine | None = None
     efficiency: float = 1.0
     grouped: bool = False
     grouped_k: bool = False

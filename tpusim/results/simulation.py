@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,9 @@ from tpusim.results.tables import link_utilization, links_frame
 if TYPE_CHECKING:
     import pandas as pd
 
+    from tpusim.program.ir import Program
     from tpusim.topology.base import LinkTable
+    from tpusim.vocabulary import Dtype
 
 __all__ = ["CollectiveResult", "OpRecord", "Results"]
 
@@ -147,3 +150,10 @@ class CollectiveResult:
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def mfu_peak_flops(peak_flops: Mapping[Dtype, float], program: Program) -> float:
+    """The peak MFU divides by: that of the program's first matmul dtype, bf16 where the
+    chip lists none for it (fp32) or the program has no matmul."""
+    dtype = next((op.dtype for op in program.ops if op.kind == "matmul"), "bf16")
+    return peak_flops.get(dtype) or peak_flops["bf16"]  # type: ignore[call-overload]

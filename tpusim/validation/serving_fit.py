@@ -136,10 +136,11 @@ def fit_group(
     time per iteration, the HBM efficiency, the fixed time per MoE layer and the MoE
     experts' efficiency (where some figure serves a MoE model) and the host time in
     turn, each at the others' current values, until a round moves none (at most
-    :data:`MAX_ROUNDS`). The sampler passes are ``start``'s. The flags: the host time, the expert efficiency are identified (False
-    when the term's neutral value, 0 s or 1, fits as well: under async scheduling an
-    iteration longer on the chips than on the host hides the host; a dense model has no
-    experts; ``start``'s value is then kept)."""
+    :data:`MAX_ROUNDS`). The sampler passes are ``start``'s. The flags: the host time,
+    the expert efficiency are identified (False when the term's neutral value, 0 s or
+    1, fits as well: under async scheduling an iteration longer on the chips than on the
+    host hides the host; a dense model has no experts; ``start``'s value is then
+    kept)."""
     servers = {f.server for f in figures}
     source = {f.id: source_of(f) for f in figures}
 

@@ -7,7 +7,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from tpusim.config.loader import load_system
+from tpusim.config.loader import System, load_system
+from tpusim.config.system import TorusTopologySpec
 from tpusim.network import NetworkSettings
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
@@ -36,35 +37,40 @@ class HloSummary(TypedDict):
     exposed_communication_time_s: float
     mfu: float
     unknown_ops: dict[str, int]
+    compiled: dict[str, float]
 
 
 class HloWorkload(WorkloadSpec, FaultKeys):
-    """An XLA-compiled HLO module (a path, relative to the scenario file) replayed."""
+    """An XLA-compiled HLO module or ``tpusim compile`` artifact (a path, relative to
+    the scenario file) replayed."""
 
     kind: Literal["hlo"]
     name: str
     path: str
 
 
-def load(spec: HloWorkload, context: WorkloadContext) -> tuple[HloModule, Program]:
-    """The module and its program replayed with device d on chip d."""
-    from tpusim.program.hlo import load_hlo, replay_program
+def load(spec: HloWorkload, context: WorkloadContext) -> tuple[HloModule, Program, int]:
+    """The module, its program replayed (device d on chip d, or a ``tpusim compile``
+    artifact's devices on their chips) and the devices per chip."""
+    from tpusim.program.hlo import replay_program
 
     path = Path(spec.path)
-    module, program = load_hlo(path if path.is_absolute() else Path(context.file).parent / path)
-    return module, replay_program(module, program, context.system.num_chips)
+    path = path if path.is_absolute() else Path(context.file).parent / path
+    module, program, chips, compiled = _module(str(path), context.system, None)
+    replayed = replay_program(module, program, context.system.num_chips, chips)
+    return module, replayed, int(compiled.get("devices_per_chip", 1))
 
 
 def build(spec: HloWorkload, context: WorkloadContext) -> Program:
-    """The module's program replayed with device d on chip d."""
+    """The module's program replayed (see :func:`load`)."""
     return load(spec, context)[1]
 
 
 def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
     """The module replayed, simulated; its record counts the chips the module runs on
-    (its devices, as ``tpusim hlo`` does), not the system's."""
-    module, program = load(spec, context)
-    outcome = run_program(program, context, spec.kind, chips=module.num_devices)
+    (its devices over the devices per chip, as ``tpusim hlo`` does), not the system's."""
+    module, program, per_chip = load(spec, context)
+    outcome = run_program(program, context, spec.kind, chips=module.num_devices // per_chip)
     unknown = sum(module.unknown_ops.values())
     known = {f.name: getattr(outcome.record, f.name) for f in fields(ProgramRecord)}
     return replace(outcome, record=HloRecord(**known, unknown_ops=unknown))
@@ -88,22 +94,23 @@ def hlo_summary(
     file applied if given, on ``network`` (settings, or a fidelity at its defaults)."""
     from tpusim.config.calibration import calibrated_system, load_calibration
     from tpusim.engine import RunSettings, Simulation
-    from tpusim.program.hlo import load_hlo, replay_program
+    from tpusim.program.hlo import replay_program
 
-    module, program = load_hlo(file)
     system = load_system(system_name)
+    module, program, device_chips, compiled = _module(file, system, device_chips)
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
     program = replay_program(module, program, system.num_chips, device_chips)
+    per_chip = int(compiled.get("devices_per_chip", 1))
     if isinstance(network, str):
         network = NetworkSettings.of(network)
     summary = Simulation(system, program, RunSettings(network)).run().summary()
     return {
         "system": system.name,
         "file": file,
-        "chips": module.num_devices,
+        "chips": module.num_devices // per_chip,
         "num_ops": len(program.ops),
-        "flops_per_chip": module.flops_per_chip,
+        "flops_per_chip": module.flops_per_chip * per_chip,
         "collectives": {k: int(v) for k, v in sorted(module.collectives.items())},
         "collective_bytes_per_chip": module.collective_bytes_per_chip,
         "step_time_s": summary["step_time_s"],
@@ -112,7 +119,33 @@ def hlo_summary(
         "exposed_communication_time_s": summary["exposed_communication_time_s"],
         "mfu": summary["mfu"],
         "unknown_ops": dict(module.unknown_ops),
+        "compiled": compiled,
     }
+
+
+def _module(
+    file: str, system: System, device_chips: list[int] | None
+) -> tuple[HloModule, Program, list[int] | None, dict[str, float]]:
+    """The module and program of HLO text or of a ``tpusim compile`` artifact; for an
+    artifact, its devices' chips on the system (by their coordinates, on a torus) and
+    XLA's figures (``xla_flops``: its cost analysis, loop bodies once, beside
+    tpusim's ``flops_loop_bodies_once`` per device;
+    ``xla_peak_memory_bytes``; ``devices_per_chip``)."""
+    from tpusim.program.hlo import load_hlo
+    from tpusim.program.hlo.artifact import is_artifact, load_compiled
+
+    if not is_artifact(file):
+        return (*load_hlo(file), device_chips, {})
+    module, program, artifact = load_compiled(file)
+    topology = system.spec.topology
+    dims = tuple(topology.dims) if isinstance(topology, TorusTopologySpec) else None
+    figures = {
+        "xla_flops": artifact.cost_analysis.get("flops", 0.0),
+        "flops_loop_bodies_once": module.flops(loop_trip_counts=False),
+        "xla_peak_memory_bytes": artifact.memory_analysis.get("peak_memory_in_bytes", 0.0),
+        "devices_per_chip": float(artifact.devices_per_chip),
+    }
+    return module, program, device_chips or artifact.device_chips(dims), figures
 
 
 KIND = WorkloadKind(HloWorkload, run, record=HloRecord, check=check)

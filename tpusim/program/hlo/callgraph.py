@@ -24,7 +24,8 @@ from tpusim.program.hlo.syntax import strip_name
 #: ``loop_body``/``loop_condition`` of a ``while`` (run trip-count times);
 #: ``branch``: the first branch of a ``conditional`` (the one taken to run),
 #: ``other_branch``: the others; ``call``: a ``call``; ``fused``: a ``fusion``'s body;
-#: ``async``: the computation an ``async-start`` runs; ``custom``: a ``custom-call``'s;
+#: ``async``: the computation an ``async-start``, ``call-start`` or
+#: ``custom-call-start`` runs; ``custom``: a ``custom-call``'s;
 #: ``applied``: the per-element function of ``reduce``, ``all-reduce``, ``sort``, ...
 CallRole = Literal[
     "loop_body",
@@ -41,6 +42,7 @@ _ROLE_OF_CALL_OP: dict[str, CallRole] = {
     "fusion": "fused",
     "call": "call",
     "async-start": "async",
+    "call-start": "async",
     "custom-call": "custom",
 }
 _TRIP_COUNT_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
@@ -72,14 +74,21 @@ class Call:
     num_runs: int = 1
 
 
+def has_trip_count(ins: Instruction) -> bool:
+    """Whether a ``while``'s trip count is known (said, or found by :mod:`.loops`)."""
+    said = _TRIP_COUNT_RE.search(ins.attrs.get("backend_config", "")) is not None
+    return said or ins.inferred_trips is not None
+
+
 def trip_count(ins: Instruction) -> int:
-    """A ``while``'s ``backend_config`` ``"known_trip_count":{"n":"10"}``; 1 when absent.
+    """A ``while``'s ``backend_config`` ``"known_trip_count":{"n":"10"}``, else the count
+    found from its induction variable (:mod:`.loops`), else 1.
 
     Raises :class:`CallGraphError` past :data:`MAX_EXECUTIONS`.
     """
     m = _TRIP_COUNT_RE.search(ins.attrs.get("backend_config", ""))
     if not m:
-        return 1
+        return 1 if ins.inferred_trips is None else ins.inferred_trips
     if len(m.group(1)) > 19 or int(m.group(1)) > MAX_EXECUTIONS:
         raise CallGraphError(ins, f"has trip count {m.group(1)[:24]} over 2**63-1 (int64)")
     return int(m.group(1))
@@ -107,6 +116,8 @@ def calls(ins: Instruction) -> tuple[Call, ...]:
         keys = ("branch_computations", "true_computation", "false_computation")
         names = called_names(ins, keys)
         return tuple(Call(c, "branch" if i == 0 else "other_branch") for i, c in enumerate(names))
+    if ins.opcode == "custom-call-start":  # an async custom call (a SparseCore collective)
+        return tuple(Call(c, "async") for c in called_names(ins, ("called_computations",)))
     if "calls" not in ins.attrs and "to_apply" not in ins.attrs:  # most ops: a fast exit
         return ()
     role = _ROLE_OF_CALL_OP.get(ins.opcode, "applied") if ins.opcode in CALL_OPS else "applied"

@@ -19,13 +19,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tpusim.program.hlo.callgraph import Policy, Site, walk
+from tpusim.program.hlo.callgraph import Frame, Policy, Site, has_trip_count, walk
 from tpusim.program.hlo.cost import operand_bytes
 from tpusim.program.hlo.custom_calls import unknown_custom_call
 from tpusim.program.hlo.devices import check_groups, check_ids, check_pairs, declared_devices
+from tpusim.program.hlo.fusions import computation_role
 from tpusim.program.hlo.opcodes import KNOWN_OPS, collective_kind
 from tpusim.program.hlo.parse import Computation, Instruction
-from tpusim.program.hlo.replica_groups import parse_replica_groups
+from tpusim.program.hlo.replica_groups import parse_replica_groups, with_device_ids
 from tpusim.program.ir import ProgramError
 
 #: The calls whose computations run when the module runs (what collectives count).
@@ -50,10 +51,31 @@ class HloCollective:
 
 
 def collective_sites(computations: Mapping[str, Computation], entry: str) -> list[Site]:
-    """The collective instructions that run from ``entry``, in program order."""
-    return [
-        site for site in walk(computations, entry, RUNS) if collective_kind(site.instruction.opcode)
-    ]
+    """The collective instructions that run from ``entry``, in program order; of the
+    copies of one collective that async collective fusions hold (fused collectives of
+    one ``channel_id`` in one run of the computation that holds the fusions,
+    :mod:`.fusions`), the first. (Unfused collectives may share a channel id, as CPU
+    modules' do: each counts.)"""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for site in walk(computations, entry, RUNS):
+        if not collective_kind(site.instruction.opcode):
+            continue
+        channel = site.instruction.attrs.get("channel_id")
+        if channel is not None and site.frame.role == "fused":
+            key = (_owner(site.frame).prefix, channel)
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(site)
+    return out
+
+
+def _owner(frame: Frame) -> Frame:
+    """The frame whose instructions hold ``frame``'s fusion or async op (itself if none)."""
+    while frame.role in ("fused", "async") and frame.caller is not None:
+        frame = frame.caller.frame
+    return frame
 
 
 def explicit_groups(site: Site, file: str, declared: int | None = None) -> list[list[int]]:
@@ -68,7 +90,10 @@ def explicit_groups(site: Site, file: str, declared: int | None = None) -> list[
             groups = parse_replica_groups(ins.attrs.get("source_target_pairs", "{}"))
             check_pairs(groups)
         else:
-            groups = parse_replica_groups(ins.attrs.get("replica_groups", "{}"))
+            text = ins.attrs.get("replica_groups", "{}")
+            if "device_ids" in ins.attrs:
+                text = with_device_ids(text, ins.attrs["device_ids"])
+            groups = parse_replica_groups(text)
             check_groups(groups)
         check_ids(groups, declared)
     except ValueError as exc:
@@ -100,7 +125,11 @@ def collective_record(site: Site, devices: int, file: str) -> HloCollective:
     if found is None:
         raise ValueError(f"'{ins.name}' ({ins.opcode}) is not a collective")
     kind, is_start = found
-    is_async = is_start or frame.role == "async"
+    is_async = (
+        is_start
+        or frame.role == "async"
+        or (frame.role == "fused" and computation_role(frame.computation) == "collective-start")
+    )
     groups = explicit_groups(site, file)
     if kind == "collective-permute":
         group_size = len({d for g in groups for d in g}) if groups else 1
@@ -133,15 +162,18 @@ def _size_bytes(
 
 
 def unknown_ops(computations: Mapping[str, Computation], entry: str) -> Counter[str]:
-    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, and
-    custom calls whose work the module does not say (as ``custom-call:<target>``, see
-    :mod:`.custom_calls`), counted once per instruction however often it runs."""
+    """Opcodes outside :data:`~tpusim.program.hlo.opcodes.KNOWN_OPS` that run, custom
+    calls whose work the module does not say (as ``custom-call:<target>``, see
+    :mod:`.custom_calls`) and ``while`` loops of unknown trip count, counted once per
+    instruction however often it runs."""
     seen: set[tuple[str, str]] = set()
     out: Counter[str] = Counter()
     for site in walk(computations, entry, RUNS):
         ins, comp = site.instruction, site.frame.computation
         key = (comp.name, ins.name)
         label = ins.opcode if ins.opcode not in KNOWN_OPS else unknown_custom_call(comp, ins)
+        if ins.opcode == "while" and not has_trip_count(ins):
+            label = "while (trip count unknown, run once)"
         if label is not None and key not in seen:
             seen.add(key)
             out[label] += 1

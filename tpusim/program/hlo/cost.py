@@ -1,10 +1,9 @@
 """FLOPs and bytes of HLO instructions, per chip (the module is the per-device SPMD program).
 
 - ``dot``: 2 x prod(result dims) x prod(lhs contracting dims);
-- ``convolution``: 2 x prod(output dims) x prod(kernel dims) / kernel output features,
-  i.e. 2 x output elements x kernel spatial size x input features per group (an
-  approximation: padding, dilation and strides are taken as already reflected in
-  the output shape);
+- ``convolution``: 2 x output elements / output positions x input features x the
+  (output, kernel) position pairs that land on real input, padding excluded as XLA
+  counts it (:mod:`.convolution`);
 - elementwise arithmetic (``add``, ``multiply``, ``compare``, ...): 1 FLOP per output
   element; ``reduce`` and ``all-reduce``/``reduce-scatter``: 1 FLOP per input element
   (the reduction). Transcendentals (``exp``, ``tanh``, ...) and data movement cost no
@@ -27,6 +26,7 @@ import re
 from collections.abc import Mapping
 
 from tpusim.program.hlo.callgraph import CallRole, Policy, Site, calls, walk
+from tpusim.program.hlo.convolution import approximate_flops, convolution_flops
 from tpusim.program.hlo.custom_calls import custom_call_work
 from tpusim.program.hlo.opcodes import ELEMENTWISE_FLOP_OPS, REDUCING_OPS
 from tpusim.program.hlo.parse import Computation, Instruction
@@ -69,9 +69,11 @@ def instruction_flops(comp: Computation, ins: Instruction) -> float:
         return 2.0 * ins.shape.num_elements * k
     if op == "convolution":
         kernel = operand_shape(comp, ins, 1)
-        if kernel is None or not kernel.dims:
-            return 2.0 * ins.shape.num_elements
-        return 2.0 * ins.shape.num_elements * math.prod(kernel.dims) / kernel_out(ins, kernel)
+        exact = convolution_flops(ins, operand_shape(comp, ins, 0), kernel)
+        if exact is not None:
+            return exact
+        out = kernel_out(ins, kernel) if kernel is not None and kernel.dims else 1
+        return approximate_flops(ins.shape, kernel, out)
     if op in ELEMENTWISE_FLOP_OPS:
         return float(ins.shape.num_elements)
     if op in REDUCING_OPS:

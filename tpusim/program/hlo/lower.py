@@ -7,6 +7,8 @@ ops of their operand + result bytes (an unknown opcode: its result bytes), a cus
 call whose work the module says a ``kernel`` op (:mod:`.custom_calls`); an op with
 no work (a zero-size array, a loop run zero times) becomes no op. Parameters,
 constants, tuples, get-tuple-element, bitcast, copy and ``-done`` halves become no op;
+a ``copy-start`` to or from host memory (layout ``S(5)``) an asynchronous
+``host_transfer`` (host offload);
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
 are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
 ones become one copy whose ops stand for every iteration (``<while>/<op>``, sizes and
@@ -15,6 +17,7 @@ batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
@@ -22,6 +25,7 @@ from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls,
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
+from tpusim.program.hlo.fusions import fusion_bytes, fusion_role
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import (
     CONTROL_FLOW_OPS,
@@ -29,8 +33,9 @@ from tpusim.program.hlo.opcodes import (
     PASS_THROUGH_OPS,
     collective_kind,
 )
+from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.ir import Op, Program, ProgramError
-from tpusim.vocabulary import Dtype
+from tpusim.vocabulary import Dtype, Engine
 
 #: Largest HLO text file read, bytes (256 MiB; assumption: compiled modules of the
 #: largest models, metadata included, are tens of MB; the parsed module takes ~10x its
@@ -58,6 +63,27 @@ def chip_dtype(dtype: str) -> Dtype:
     if dtype.startswith("f4"):
         return "fp4"
     return _CHIP_DTYPE.get(dtype, "fp32")
+
+
+def movement_bytes(
+    computations: Mapping[str, Computation], comp: Computation, ins: Instruction
+) -> float:
+    """Bytes an op without matmul work reads and writes: a fusion's as
+    :func:`~tpusim.program.hlo.fusions.fusion_bytes` counts them, an async slice's
+    (``slice-start``) its slice read and written, a known op its operands and result,
+    an unknown one its result."""
+    if (fusion := fusion_bytes(computations, ins)) is not None:
+        return fusion
+    if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
+        return 2.0 * ins.shape.elements[1].bytes
+    if ins.opcode in KNOWN_OPS:
+        return ins.shape.bytes + operand_bytes(comp, ins)
+    return ins.shape.bytes
+
+
+def _engine(comp: Computation) -> Engine | None:
+    """``sparsecore`` for a computation on XLA's SparseCore thread, else None."""
+    return "sparsecore" if comp.execution_thread == "sparsecore" else None
 
 
 def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
@@ -103,7 +129,16 @@ class _Lowering:
         opc = ins.opcode
         if opc == "parameter":
             self.deps[site.op_name] = self._frame_input(site.frame)
-        elif opc in PASS_THROUGH_OPS or opc.endswith("-done") or opc == "async-update":
+        elif opc == "copy-start" and ins.host_memory:
+            self._emit_host_copy(site)
+        elif opc == "custom-call-update" and (record := self._started(site)) is not None:
+            self._emit_collective(site, record)  # the data arrives at the update
+        elif (
+            opc in PASS_THROUGH_OPS
+            or opc.endswith("-done")
+            or opc == "async-update"
+            or fusion_role(self.module.computations, ins) == "collective-done"
+        ):
             self.deps[site.op_name] = self._before(site)
         elif opc in CONTROL_FLOW_OPS:
             last = site.runs[-1] if site.runs else None
@@ -137,10 +172,24 @@ class _Lowering:
         ins = site.instruction
         if collective_kind(ins.opcode):
             return self.records.get((site.frame.computation.name, ins.name))
-        if ins.opcode != "async-start":
+        if ins.opcode not in ("async-start", "call-start", "fusion"):
             return None
         record = None
-        for callee in (c.callee for c in calls(ins) if c.role == "async"):
+        for callee in (c.callee for c in calls(ins) if c.role in ("async", "fused")):
+            for inner in self.module.computations[callee].instructions:
+                record = self.records.get((callee, inner), record)
+        return record
+
+    def _started(self, site: Site) -> HloCollective | None:
+        """The collective an async custom call runs (``custom-call-start`` calls its
+        computation with no operand; the ``custom-call-update`` that follows hands it
+        the data), or None."""
+        ins = site.instruction
+        start = site.frame.computation.instructions.get(ins.operands[0]) if ins.operands else None
+        if start is None or start.opcode != "custom-call-start":
+            return None
+        record = None
+        for callee in (c.callee for c in calls(start)):
             for inner in self.module.computations[callee].instructions:
                 record = self.records.get((callee, inner), record)
         return record
@@ -158,6 +207,7 @@ class _Lowering:
             axes=(),
             groups=record.groups,
             overlap=record.is_async,
+            engine=_engine(self.module.computations[record.computation]),
         )
         self.ops.append(op)
         self.deps[site.op_name] = frozenset({site.op_name})
@@ -191,11 +241,23 @@ class _Lowering:
         self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
         self.deps[site.op_name] = frozenset({site.op_name})
 
+    def _emit_host_copy(self, site: Site) -> None:
+        """A host-offload copy (to or from host memory): an asynchronous host transfer
+        of the copied array, on the host DMA engines beside compute."""
+        ins = site.instruction
+        leaves = ins.shape.elements[0].leaves() if ins.shape.elements else ins.shape.leaves()
+        nbytes = sum(leaf.bytes for leaf in leaves) * site.num_executions
+        before = self._before(site)
+        if nbytes <= 0:
+            self.deps[site.op_name] = before
+            return
+        after = tuple(sorted(before))
+        self.ops.append(Op(site.op_name, "host_transfer", after, bytes=nbytes, overlap=True))
+        self.deps[site.op_name] = frozenset({site.op_name})
+
     def _emit_elementwise(self, site: Site) -> None:
         ins, comp = site.instruction, site.frame.computation
-        nbytes = ins.shape.bytes
-        if ins.opcode in KNOWN_OPS:
-            nbytes += operand_bytes(comp, ins)
+        nbytes = movement_bytes(self.module.computations, comp, ins)
         before = self._before(site)
         scaled = float(nbytes) * site.num_executions
         if scaled <= 0:

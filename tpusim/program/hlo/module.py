@@ -15,6 +15,7 @@ from functools import cached_property
 from tpusim.program.hlo import collectives as coll
 from tpusim.program.hlo.callgraph import CallGraphError, Site, calls, check_call_graph
 from tpusim.program.hlo.cost import check_dot, flops
+from tpusim.program.hlo.loops import infer_trip_counts
 from tpusim.program.hlo.parse import Computation, parse_text
 from tpusim.program.ir import ProgramError
 
@@ -79,6 +80,7 @@ def parse_hlo(text: str, file: str = "<hlo>") -> HloModule:
     :func:`~tpusim.program.hlo.callgraph.check_call_graph`, bad device groups, see
     :mod:`.devices`)."""
     parsed = parse_text(text, file)
+    infer_trip_counts(parsed.computations)
     module = HloModule(
         parsed.name, file, parsed.attrs, parsed.computations, parsed.entry, parsed.line
     )

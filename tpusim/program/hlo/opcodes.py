@@ -37,7 +37,8 @@ TRANSCENDENTAL_OPS = _words(
 #: Zero-cost ops: they become no Op, dependencies pass through them.
 PASS_THROUGH_OPS = _words(
     "parameter constant get-tuple-element tuple bitcast copy opt-barrier partition-id "
-    "replica-id after-all iota copy-start copy-done add-dependency domain"
+    "replica-id after-all iota copy-start copy-done add-dependency domain slice-done "
+    "custom-call-start"
 )
 #: Data movement and other known ops: no FLOPs, costed by bytes.
 MOVEMENT_OPS = _words(
@@ -48,10 +49,10 @@ MOVEMENT_OPS = _words(
     "batch-norm-grad cholesky triangular-solve fft real imag complex map clz popcnt "
     "stochastic-convert top-k set-dimension-size get-dimension-size optimization-barrier "
     "collective-broadcast all-reduce-done all-gather-done collective-permute-done "
-    "async-update async-done"
+    "async-update async-done slice-start call-done custom-call-update custom-call-done"
 )
 #: Ops whose cost is that of the computation(s) they call (``calls=`` / ``to_apply=``).
-CALL_OPS = frozenset({"fusion", "call", "async-start", "custom-call"})
+CALL_OPS = frozenset({"fusion", "call", "async-start", "call-start", "custom-call"})
 #: Control flow: the called computations run as part of the program, not inside one op.
 CONTROL_FLOW_OPS = frozenset({"while", "call", "conditional"})
 #: Ops that reduce their input: 1 FLOP per input element.

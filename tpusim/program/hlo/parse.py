@@ -9,10 +9,11 @@ as ``FileNames`` that are skipped. Errors are :class:`ProgramError` ``file:line:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tpusim.program.hlo.shapes import Shape, parse_shape
-from tpusim.program.hlo.syntax import match_close, split_top
+from tpusim.program.hlo.syntax import match_close, open_brackets, split_top
 from tpusim.program.ir import ProgramError
 
 #: ``[ENTRY] %name (params) -> shape {``; one ``.*`` only, so a long line is one scan
@@ -21,6 +22,12 @@ _HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 _ARROW_RE = re.compile(r"\)\s*->")
 _INSTR_RE = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _STRAY_RE = re.compile(r"^(ROOT\s+%?|%)[\w.\-]+\s*=|^\}$")
+#: XLA's memory space of host memory in a layout (``{1,0:T(8,128)S(5)}``; published,
+#: XLA ``Layout::kHostMemorySpace = 5``): a ``copy-start`` to or from it is a
+#: host-offload copy.
+HOST_MEMORY_SPACE = "S(5)"
+#: A line that starts an instruction or ends a computation: never a continuation.
+_NEXT_RE = re.compile(r"^(ROOT\s+)?%?[\w.\-]+\s*=\s*\S|^\}(,|$)")
 _SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|[a-z][a-z0-9]*(?=\s)")
 
 
@@ -35,6 +42,13 @@ class Instruction:
     attrs: dict[str, str]
     line: int
     is_root: bool = False
+    #: A ``constant``'s literal text (``4``, ``{0, 128}``); '' for other ops.
+    literal: str = ""
+    #: A ``while``'s trip count found from its induction variable when its
+    #: ``backend_config`` has none (:mod:`.loops`); None when not found.
+    inferred_trips: int | None = None
+    #: Whether its result shape puts an array in host memory (layout ``S(5)``).
+    host_memory: bool = False
 
 
 @dataclass
@@ -45,6 +59,8 @@ class Computation:
     instructions: dict[str, Instruction]
     is_entry: bool
     line: int
+    #: ``execution_thread`` after its closing brace (``sparsecore``); '' for the main one.
+    execution_thread: str = ""
 
     @property
     def root(self) -> Instruction:
@@ -69,19 +85,44 @@ def parse_text(text: str, file: str) -> ParsedText:
     lines = text.splitlines()
     parsed = ParsedText("", {}, {}, "")
     current: Computation | None = None
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
+    for lineno, line in _logical_lines(lines):
         if not line or line.startswith("//"):
             continue
         if current is None:
             current = _outside(parsed, line, file, lineno)
-        elif line == "}":
-            _close(parsed, current, file, lineno)
+        elif line == "}" or line.startswith("},"):
+            _close(parsed, current, file, lineno, line)
             current = None
         else:
             _add_instruction(current, line, file, lineno)
     _check_complete(parsed, current, file, len(lines))
     return parsed
+
+
+#: Most physical lines one instruction may span (assumption: XLA breaks a line only
+#: inside a quoted attribute that holds newlines, a kernel's metadata, a few lines).
+MAX_CONTINUATION_LINES = 64
+
+
+def _logical_lines(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(first line number, stripped text) of each instruction or header: a line whose
+    brackets do not close (an attribute value holding newlines, as a Pallas kernel's
+    ``frontend_attributes`` may) is joined with the lines that close them."""
+    i = 0
+    while i < len(lines):
+        start, text = i + 1, lines[i].strip()
+        i += 1
+        if not _INSTR_RE.match(text):  # a computation header or brace: one line
+            yield start, text
+            continue
+        depth = open_brackets(text)
+        while depth > 0 and i < len(lines) and i - start < MAX_CONTINUATION_LINES:
+            if _NEXT_RE.match(lines[i].strip()):  # unbalanced after all: its own error
+                break
+            text += " " + lines[i].strip()
+            depth = open_brackets(text)
+            i += 1
+        yield start, text
 
 
 def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computation | None:
@@ -119,9 +160,16 @@ def _outside(parsed: ParsedText, line: str, file: str, lineno: int) -> Computati
     return None  # FileNames / StackFrames sections and the like
 
 
-def _close(parsed: ParsedText, current: Computation, file: str, lineno: int) -> None:
+def _close(parsed: ParsedText, current: Computation, file: str, lineno: int, line: str) -> None:
+    """End ``current`` at ``}`` or ``}, execution_thread="sparsecore"``."""
     if not current.instructions:
         raise ProgramError(f"{file}:{lineno}: computation '{current.name}' is empty")
+    if line != "}":
+        try:
+            attrs = _attributes(line[1:].strip())
+        except ValueError as exc:
+            raise ProgramError(f"{file}:{lineno}: {exc}: {line[:80]}") from None
+        current.execution_thread = attrs.get("execution_thread", "").strip('"')
     parsed.computations[current.name] = current
 
 
@@ -161,7 +209,9 @@ def parse_instruction(text: str) -> Instruction:
     if not m:
         raise ValueError("not an instruction ('name = shape opcode(operands), attributes')")
     is_root, name, rest = bool(m.group(1)), m.group(2), m.group(3).strip()
+    before = rest
     shape, rest = _split_shape(rest)
+    host = HOST_MEMORY_SPACE in before[: len(before) - len(rest)]
     om = re.match(r"([a-z][\w\-]*)\(", rest)
     if not om:
         raise ValueError(f"expected 'opcode(' after the shape, got '{rest[:40]}'")
@@ -173,7 +223,8 @@ def parse_instruction(text: str) -> Instruction:
     operand_text = re.sub(r"/\*.*?\*/", "", rest[open_at + 1 : close])
     operands = [] if opcode in ("constant", "parameter") else _operands(operand_text)
     attrs = _attributes(rest[close + 1 :].strip())
-    return Instruction(name, shape, opcode, operands, attrs, 0, is_root)
+    literal = operand_text.strip() if opcode == "constant" else ""
+    return Instruction(name, shape, opcode, operands, attrs, 0, is_root, literal, None, host)
 
 
 def _split_shape(rest: str) -> tuple[Shape, str]:

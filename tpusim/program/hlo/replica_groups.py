@@ -6,7 +6,9 @@
 - empty ``{}``: every device (one group of ``num_devices``);
 - mesh ``mesh['axis_0'=8,'axis_1'=1] {'axis_0'}``: devices in iota order (or the
   ``<=[dims]T(perm)`` order that may follow the mesh) over the named axes, one group
-  per combination of the axes not listed.
+  per combination of the axes not listed; newer XLA prints the order as a separate
+  attribute, ``replica_groups=mesh[...], device_ids=([2,2]T(1,0)) {'axis_0'}``
+  (:func:`with_device_ids` joins the two).
 
 Anything else is a ValueError naming the text.
 """
@@ -25,6 +27,18 @@ _IOTA_RE = re.compile(r"\[([\d,\s]+)\]\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\
 _MESH_RE = re.compile(
     r"mesh\[([^\]]*)\](?:\s*<=\s*\[([\d,\s]+)\](?:\s*T\(([\d,\s]+)\))?)?\s*\{([^}]*)\}"
 )
+
+
+_DEVICE_IDS_RE = re.compile(r"\(\s*(\[[\d,\s]+\](?:\s*T\([\d,\s]+\))?)\s*\)\s*(\{[^}]*\})")
+
+
+def with_device_ids(groups: str, device_ids: str) -> str:
+    """``mesh[...]`` and ``([dims]T(perm)) {axes}`` as one ``mesh[...] <=[dims]T(perm)
+    {axes}``; ValueError naming a ``device_ids`` of another form."""
+    found = _DEVICE_IDS_RE.fullmatch(device_ids.strip())
+    if found is None or not groups.strip().startswith("mesh["):
+        raise ValueError(f"unknown replica group syntax '{groups}, device_ids={device_ids}'")
+    return f"{groups.strip()} <={found.group(1)} {found.group(2)}"
 
 
 def parse_replica_groups(text: str, num_devices: int | None = None) -> list[list[int]]:

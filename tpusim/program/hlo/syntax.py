@@ -54,6 +54,28 @@ def _special_re(sep: str) -> re.Pattern[str]:
     return re.compile(r'[()\[\]{}"\\]|' + re.escape(sep))
 
 
+def open_brackets(text: str) -> int:
+    """Brackets opened and not closed in ``text``, quoted strings skipped (0 when
+    balanced; negative when more close than open)."""
+    depth, quote, escaped = 0, False, -1
+    for m in _special_re(",").finditer(text):
+        i, ch = m.start(), m.group()
+        if i == escaped:
+            continue
+        if quote:
+            if ch == "\\":
+                escaped = i + 1
+            elif ch == '"':
+                quote = False
+        elif ch == '"':
+            quote = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+    return depth
+
+
 def match_close(text: str, start: int) -> int:
     """Index of the bracket closing the one at ``start`` (-1 when unbalanced)."""
     stack: list[str] = []
