@@ -132,9 +132,9 @@ def fit_group(
     figures: list[Figure], simulator: Simulator, start: IterationOverheads
 ) -> tuple[IterationOverheads, float, bool, bool]:
     """The terms on the grids minimising the loss on ``figures`` (every server among
-    them takes the same terms) from ``start``, by coordinate descent: the fixed device
-    time per iteration, the HBM efficiency, the fixed time per MoE layer and the MoE
-    experts' efficiency (where some figure serves a MoE model) and the host time in
+    them takes the same terms) from ``start``, by coordinate descent: the fixed time
+    per MoE layer and the MoE experts' efficiency (where some figure serves a MoE
+    model), the HBM efficiency, the fixed device time per iteration and the host time in
     turn, each at the others' current values, until a round moves none (at most
     :data:`MAX_ROUNDS`). The sampler passes are ``start``'s. The flags: the host time,
     the expert efficiency are identified (False when the term's neutral value, 0 s or
@@ -152,12 +152,12 @@ def fit_group(
         return replace(o, **{field: value})
 
     moe = any(load_model(f.model).moe is not None for f in figures)
-    searched = [("step_s", FIT_HOST_S), ("hbm_efficiency", FIT_HBM_EFFICIENCY)]
-    searched += (
-        [("moe_layer_s", FIT_MOE_LAYER_S), ("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
-        if moe
-        else []
-    )
+    # the terms one kind of model pays first, so that a term every run pays (the fixed
+    # step) does not absorb what belongs to the MoE layers
+    searched: list[tuple[str, tuple[float, ...]]] = []
+    if moe:
+        searched += [("moe_layer_s", FIT_MOE_LAYER_S), ("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
+    searched += [("hbm_efficiency", FIT_HBM_EFFICIENCY), ("step_s", FIT_HOST_S)]
     searched += [("host_s", FIT_HOST_S)]
     o = start
     for _ in range(MAX_ROUNDS):
