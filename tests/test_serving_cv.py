@@ -161,3 +161,30 @@ def test_a_chip_without_figures_says_it_borrowed_the_terms():
     assert profile.basis(measured).startswith("vllm-tpu-inference terms fitted on")
     assert profile.basis("tpu8i").startswith("no serving figure on tpu8i: borrowed")
     assert "tpu8i" not in profile.measured_chips
+
+
+def test_the_serving_residuals_are_the_held_out_log_ratios_and_reach_the_file(tmp_path):
+    """With Ironwood's true efficiency 0.6 and the others' 0.8, Ironwood held out is
+    predicted at 0.8: its residual is log(0.8 / 0.6) by hand; the file then holds the
+    serving_throughput kind (no longer pending)."""
+    import math
+    import shutil
+
+    from tpusim.config.uncertainty import load_uncertainty, uncertainty_path
+    from tpusim.validation.serving_cv import (
+        held_out_rows,
+        serving_residuals,
+        write_serving_uncertainty,
+    )
+
+    figures = _figures({"a": "v6e", "b": "v5e", "c": "ironwood"})
+    sim = ClosedForm({"a": (0.8, 1.0), "b": (0.8, 1.0), "c": (0.6, 1.0)})
+    rows = held_out_rows(cross_validate(figures, "chip", sim))
+    residuals = {r[0]: r for r in serving_residuals(rows, "output_tokens_per_s")}
+    assert residuals["c"][1] == "ironwood"
+    assert residuals["c"][3] == pytest.approx(math.log(0.8 / 0.6))
+    path = tmp_path / "uncertainty.yaml"
+    shutil.copy(uncertainty_path(), path)
+    more = [dict(r, id=r["id"] + "2") for r in rows]  # two residuals per chip at least
+    assert write_serving_uncertainty(path, rows + more, "test", []) == ["serving_throughput"]
+    assert "serving_throughput" in load_uncertainty(path).kinds

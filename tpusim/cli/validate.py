@@ -204,8 +204,11 @@ def _check_write_uncertainty(args: argparse.Namespace) -> None:
     a calibration overlay (its residuals are not the shipped model's)."""
     if args.write_uncertainty is None:
         return
-    if args.serving:
-        raise InputError("tpusim validate: --write-uncertainty is not offered with --serving yet")
+    if args.serving and args.cv != "chip":
+        raise InputError(
+            "tpusim validate --serving: --write-uncertainty needs --cv chip (the intervals "
+            "are made from chip-held-out residuals)"
+        )
     if args.workloads and args.cv is None:
         raise InputError(
             "tpusim validate: --write-uncertainty with --workloads needs --cv chip (the "

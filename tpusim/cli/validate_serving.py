@@ -70,6 +70,8 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
         ],
         "held_out": summary(held),
     }
+    if getattr(args, "write_uncertainty", None) is not None:
+        record["wrote_uncertainty"] = _write_uncertainty(args, held)
     if args.json:
         print(json_text(record))
         return
@@ -91,6 +93,26 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
     print()
     print("held out (each figure predicted by terms fitted without its group):")
     print(summary_lines(record["held_out"], [], []))
+
+
+def _write_uncertainty(args: argparse.Namespace, held: list[dict[str, Any]]) -> list[str]:
+    """The serving kinds of the residual model from the chip-held-out rows, written
+    where ``--write-uncertainty`` says; a line on stderr naming the file."""
+    import sys
+
+    from tpusim.cli.validate_workloads import uncertainty_target
+    from tpusim.validation.serving_cv import write_serving_uncertainty
+    from tpusim.validation.serving_figures import shipped_files
+
+    target = uncertainty_target(args)
+    files = [str(p) for p in (args.measurements or shipped_files())]
+    command = " ".join(["tpusim", *sys.argv[1:]])
+    try:
+        kinds = write_serving_uncertainty(target, held, command, files)
+    except OSError as exc:
+        raise output_error("--write-uncertainty", str(target), exc) from None
+    print(f"wrote {', '.join(kinds)} to {target}", file=sys.stderr)
+    return kinds
 
 
 def _fitted_row(f: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ new grid points cost.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from tpusim.errors import InputError
@@ -109,3 +110,42 @@ def cross_validate(
 def held_out_rows(folds: list[Fold]) -> list[dict[str, Any]]:
     """Every fold's rows, in fold order."""
     return [r for fold in folds for r in fold.rows]
+
+
+#: The serving kinds of the residual model and the metric each is made from.
+SERVING_KINDS: dict[str, str] = {
+    "serving_throughput": "output_tokens_per_s",
+    "serving_ttft": "ttft_median_s",
+    "serving_tpot": "tpot_median_s",
+}
+
+
+def serving_residuals(rows: list[dict[str, Any]], metric: str) -> list[tuple[str, str, str, float]]:
+    """The held-out rows of ``metric`` as (figure id, chip held out, work, log(simulated
+    / measured)); the work is the model and the stream, so that the same benchmark on two
+    chips pairs up for the ratio spread."""
+    import math
+
+    return [
+        (r["id"], r["group"], f"{r['model']} tp{r['tp']} c{r['concurrency']}",
+         math.log(r["simulated"] / r["measured"]))
+        for r in rows
+        if r["metric"] == metric and r["simulated"]
+    ]  # fmt: skip
+
+
+def write_serving_uncertainty(
+    path: Path, rows: list[dict[str, Any]], command: str, files: list[str]
+) -> list[str]:
+    """Each serving kind's model from the chip-held-out ``rows`` of
+    :func:`cross_validate` (``--cv chip``), written into ``path``; the kinds written."""
+    from tpusim.validation.uncertainty import write_residuals
+
+    written = []
+    for kind, metric in SERVING_KINDS.items():
+        residuals = serving_residuals(rows, metric)
+        if len(residuals) >= 2:
+            method = f"held-out log residuals of {metric}, leave-one-chip-out"
+            write_residuals(path, kind, residuals, method, command, files)  # type: ignore[arg-type]
+            written.append(kind)
+    return written
