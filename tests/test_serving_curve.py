@@ -49,7 +49,11 @@ def test_find_capacity_returns_every_trial_sorted_by_rate():
     found = find_capacity(service, stream, slo)
     curve = found["curve"]
     assert found["capacity_rate_per_s"] > 0
-    assert len(curve) == found["trials"] and curve == sorted(curve)
+    # the search's trials, then the loads at 1/4, 1/2 and 3/4 of the capacity found
+    assert len(curve) == found["trials"] + 3 and curve == sorted(curve)
+    rates = [p[0] for p in curve]
+    for fraction in (0.25, 0.5, 0.75):
+        assert fraction * found["capacity_rate_per_s"] in rates
     met = [rate for rate, ttft, tpot, _, _ in curve if meets(ttft, tpot, slo)]
     assert found["capacity_rate_per_s"] == max(met)
     assert all(not meets(t, p, slo) for rate, t, p, _, _ in curve if rate > max(met))
