@@ -89,8 +89,12 @@ def _figures(folder: Path, *servers: str) -> Path:
     text = FIGURES.read_text()
     body = text[text.index("  - id:") :]
     path = folder / "figs.yaml"
+    # each figure in a (chip, dtype) group of its own, so the split rule makes each fit
+    dtypes = ("bf16", "fp8", "int8", "int4")
     entries = [
-        body.replace("fig-8b", f"fig-{i}").replace("vllm-tpu-torchxla", server)
+        body.replace("fig-8b", f"fig-{i}")
+        .replace("vllm-tpu-torchxla", server)
+        .replace("    split: fit\n", f"    split: fit\n    weight_dtype: {dtypes[i]}\n")
         for i, server in enumerate(servers)
     ]
     path.write_text(text[: text.index("  - id:")] + "".join(entries))

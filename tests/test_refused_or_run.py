@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import assert_one_error_line, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +54,9 @@ def test_a_server_profile_for_a_chip_that_does_not_exist_is_refused(tmp_path, ca
     line = assert_one_error_line(*run(capsys, *argv))
     assert "chips.v99: no chip of that name" in line and "v6e" in line, line
     measured = tmp_path / "measured.yaml"
-    measured.write_text(text.replace("measured_chips: [v6e]", "measured_chips: [v6e, v7]"))
+    data = yaml.safe_load(text)
+    data["measured_chips"] = ["v6e", "v7"]
+    measured.write_text(yaml.safe_dump(data, sort_keys=False))
     argv = ["serve", "ironwood-256", "--model", "llama-3.1-8b", "--server", str(measured)]
     line = assert_one_error_line(*run(capsys, *argv))
     assert "measured_chips.v7: no chip of that name" in line, line

@@ -126,12 +126,12 @@ def serving_residuals(rows: list[dict[str, Any]], metric: str) -> list[tuple[str
     chips pairs up for the ratio spread."""
     import math
 
-    return [
-        (r["id"], r["group"], f"{r['model']} tp{r['tp']} c{r['concurrency']}",
-         math.log(r["simulated"] / r["measured"]))
-        for r in rows
-        if r["metric"] == metric and r["simulated"]
-    ]  # fmt: skip
+    out = []
+    for r in rows:
+        if r["metric"] == metric and r["simulated"]:
+            work = f"{r['model']} tp{r['tp']} c{r['concurrency']}"
+            out.append((r["id"], r["group"], work, math.log(r["simulated"] / r["measured"])))
+    return out
 
 
 def write_serving_uncertainty(
