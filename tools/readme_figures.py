@@ -55,7 +55,6 @@ COMMANDS: dict[str, list[str]] = {
     "workloads": ["validate", "--workloads", "--json"],
     "workloads-cv-chip": ["validate", "--workloads", "--cv", "chip", "--json"],
     "workloads-cv-family": ["validate", "--workloads", "--cv", "family", "--json"],
-    "serving-cv-chip": ["validate", "--serving", "--cv", "chip", "--json"],
     "serving-cv-server": ["validate", "--serving", "--cv", "server", "--json"],
 }
 
@@ -253,7 +252,6 @@ RENDER: dict[str, Callable[[Any], str]] = {
     "workloads": workloads_block,
     "workloads-cv-chip": cv_block,
     "workloads-cv-family": cv_block,
-    "serving-cv-chip": serving_cv_block,
     "serving-cv-server": serving_cv_block,
 }
 
