@@ -42,7 +42,7 @@ from __future__ import annotations
 import datetime
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 from pydantic import Field, PositiveFloat, StrictBool, StrictInt, model_validator
 
@@ -61,16 +61,7 @@ from tpusim.validation.serving_split import check_splits
 if TYPE_CHECKING:
     from tpusim.config.loader import System
 
-#: The metrics compared, each with its simulated counterpart's key.
-METRICS = (
-    "output_tokens_per_s",
-    "request_throughput_per_s",
-    "total_tokens_per_s",
-    "tpot_median_s",
-    "tpot_p99_s",
-    "ttft_median_s",
-    "ttft_p99_s",
-)
+#: A metric compared, named as its simulated counterpart's key.
 Metric = Literal[
     "output_tokens_per_s",
     "request_throughput_per_s",
@@ -80,11 +71,13 @@ Metric = Literal[
     "ttft_median_s",
     "ttft_p99_s",
 ]
+#: The metrics compared, in order.
+METRICS: tuple[Metric, ...] = get_args(Metric)
 #: The stored dtypes a figure's weights and KV cache may have.
 StoredDtype = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 #: The split rules a figure file may state (see the module docstring).
-SPLIT_RULES = ("alternate-by-id-within-chip-dtype",)
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
+SPLIT_RULES: tuple[SplitRule, ...] = get_args(SplitRule)
 #: Most chips of a figure's slice (a local bound: a serving replica's slice).
 MAX_SLICE_CHIPS = 4096
 

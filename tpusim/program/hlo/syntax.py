@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 _CLOSING = {"(": ")", "[": "]", "{": "}"}
 
@@ -25,7 +26,23 @@ def split_top(text: str, sep: str = ",") -> list[str]:
     attribute list costs a scan, not a Python step per character.
     """
     parts: list[str] = []
-    depth, quote, start, escaped = 0, False, 0, -1
+    depth, start = 0, 0
+    for i, ch in _unquoted(text, sep):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _unquoted(text: str, sep: str) -> Iterator[tuple[int, str]]:
+    """(index, character) of each bracket and ``sep`` of ``text`` outside quoted
+    strings (a backslash escapes the next character inside them)."""
+    quote, escaped = False, -1
     for m in _special_re(sep).finditer(text):
         i, ch = m.start(), m.group()
         if i == escaped:
@@ -37,15 +54,8 @@ def split_top(text: str, sep: str = ",") -> list[str]:
                 quote = False
         elif ch == '"':
             quote = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
+        elif ch != "\\":
+            yield i, ch
 
 
 @functools.cache
@@ -57,19 +67,9 @@ def _special_re(sep: str) -> re.Pattern[str]:
 def open_brackets(text: str) -> int:
     """Brackets opened and not closed in ``text``, quoted strings skipped (0 when
     balanced; negative when more close than open)."""
-    depth, quote, escaped = 0, False, -1
-    for m in _special_re(",").finditer(text):
-        i, ch = m.start(), m.group()
-        if i == escaped:
-            continue
-        if quote:
-            if ch == "\\":
-                escaped = i + 1
-            elif ch == '"':
-                quote = False
-        elif ch == '"':
-            quote = True
-        elif ch in "([{":
+    depth = 0
+    for _, ch in _unquoted(text, ","):
+        if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
