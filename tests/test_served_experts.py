@@ -15,11 +15,11 @@ import math
 import pytest
 
 from tpusim.config.loader import load_model, load_system
+from tpusim.engine.handlers import matmul_cost
 from tpusim.hardware import ChipCostModel
 from tpusim.hardware.quantized import served_matmul
 from tpusim.program.builders.replica import replica_shape
 from tpusim.program.builders.serving import active_experts, layer_program
-from tpusim.engine.handlers import matmul_cost
 
 D_MODEL, EXPERT_FF, EXPERTS, TOP_K = 6144, 2560, 160, 8
 IRONWOOD_HBM_BPS = 7380e9
@@ -44,7 +44,7 @@ def test_decode_experts_wait_on_the_weight_stream(served, tokens):
     """At decode sizes the experts' time is their weight bytes (the expected distinct
     experts of ``tokens`` uniformly routed tokens, each 3 x 6144 x 2560 / tp fp8 bytes)
     over the HBM bandwidth, plus the few activation rows (within 2%), sets their time."""
-    system, shape, costs = served
+    _, shape, costs = served
     unique = EXPERTS * (1 - (1 - TOP_K / EXPERTS) ** tokens)
     assert active_experts(shape, tokens) == math.ceil(unique)
     hbm_Bps = IRONWOOD_HBM_BPS * costs.terms.hbm
