@@ -6,14 +6,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BeforeValidator, Field, NonNegativeInt, ValidationError, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from tpusim.config.faults import FAULT_FIELDS, ChipFailurePolicy, FaultList, FaultSet, Routing
 from tpusim.config.model import NEUTRAL_SHAPE, ModelShape, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
 from tpusim.units import parse_bytes
-from tpusim.vocabulary import Dtype
+from tpusim.program.builders.fields import StepFields
 
 #: Slack on the log-ratio when counting range points, so ``to`` itself is included
 #: despite rounding (a relative error of 1e-9 on the number of factors).
@@ -120,10 +120,10 @@ class FaultKeys(Frozen):
         return None if fault_set.empty else fault_set
 
 
-class ModelWorkload(ModelShape, WorkloadSpec):
-    """A transformer's shape (the fields of :class:`~tpusim.config.model.ModelShape`)
-    and its device mesh; a mesh axis of size ``auto`` takes the chips the other axes
-    leave on each system.
+class ModelWorkload(StepFields, WorkloadSpec):
+    """A transformer's shape, its role axes and dtype (the fields of
+    :class:`~tpusim.program.builders.fields.StepFields`) and its device mesh; a mesh
+    axis of size ``auto`` takes the chips the other axes leave on each system.
 
     ``model: NAME`` (a preset of ``configs/models/`` or a YAML path) fills every shape
     field the workload does not give; fields given explicitly override the preset's
@@ -131,11 +131,11 @@ class ModelWorkload(ModelShape, WorkloadSpec):
     kind does not model (a field it lacks, at a value other than the builders'
     neutral default) is an error, never silently dropped."""
 
+    model_config = ConfigDict(extra="allow")
+
     name: str
     model: str | None = None
-    dtype: Dtype = "bf16"
     mesh: dict[str, PositiveInt | Literal["auto"]]
-    tensor_axis: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -17,13 +17,20 @@ from tpusim.program.builders.host_offload import (
     offload_activations,
     optimizer_step,
 )
-from tpusim.program.builders.layers import layer_steps
+from tpusim.program.builders.layers import TP, layer_steps
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
+from tpusim.program.builders.roles import Shard
 from tpusim.program.builders.template import LayerStep, Phase, collective_step
 from tpusim.program.builders.training import TrainingStep, prepare_training
 from tpusim.program.ir import Op, Program
+
+
+REPLICAS: tuple[Shard, ...] = ("batch", "layers")
+"""What the axes that replicate a weight shard: the batch (data-like roles) and, for
+the embedding and head, the layers (the pipeline). A gradient collective over them is
+issued by the first registered role that plays one of its axes."""
 
 
 @dataclass
@@ -176,6 +183,7 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
         size_bytes=e.step.dense.act_bytes / e.step.dense.sequence_shards,
         axes=e.step.pipeline_group,
         overlap=e.step.args.async_collectives,
+        role=e.step.issuer(("layers",), e.step.pipeline_group),
     )
 
 
@@ -189,7 +197,7 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
     fetched = fetch_weights(e, prefix, phase, layer)
     if not step.fsdp_group:
         return fetched
-    ends, depth = e.pass_ends, step.args.fsdp_prefetch_layers
+    ends, depth = e.pass_ends, step.args.prefetch_layers
     after = ends[-depth] if len(ends) >= depth else None
     gather = e.out.add(
         f"{prefix}.weights.allgather.{phase}",
@@ -199,6 +207,7 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
         size_bytes=weight_bytes(step, layer),
         axes=step.fsdp_group,
         overlap=step.args.async_collectives,
+        role=step.issuer(("weights",), step.fsdp_group),
     )
     e.gathers.append(gather)
     return gather
@@ -263,6 +272,7 @@ def gradient_sync(
             size_bytes=scattered * b,
             axes=step.fsdp_group,
             overlap=step.args.async_collectives,
+            role=step.issuer(("weights",), step.fsdp_group),
         )
         names.append(dep)
     if not final:
@@ -288,6 +298,7 @@ def zero_scatter(
     """ZeRO-1: the async reduce-scatter of a layer's gradient (``size_bytes`` in) over
     the data axes, in place of its all-reduce (see :mod:`.host_offload`)."""
     fields = dict(collective="reduce-scatter", size_bytes=size_bytes, axes=axes, overlap=True)
+    fields["role"] = e.step.issuer(REPLICAS, axes)
     return e.out.add(f"{prefix}.zero_scatter", "collective", [after], **fields)
 
 
@@ -297,10 +308,12 @@ def all_reduce(
     """An async gradient all-reduce of ``size_bytes`` over ``axes`` (mesh axes of
     different roles); over two or more, hierarchical as a 2-D all-reduce is: a
     reduce-scatter over the last axis, an all-reduce of the shard over the others, an
-    all-gather back over the last. Returns the last op's name."""
+    all-gather back over the last (the three issued by the role of the whole group).
+    Returns the last op's name."""
+    role = e.step.issuer(REPLICAS, axes)
 
     def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
-        fields = dict(collective=op, size_bytes=size, axes=over)
+        fields = dict(collective=op, size_bytes=size, axes=over, role=role)
         fields["overlap"] = e.step.args.async_collectives
         return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
 
@@ -319,10 +332,13 @@ def embed_steps(step: TrainingStep) -> list[LayerStep]:
     if not step.vocab_local:
         return []
     t, d, b = step.head_tokens, step.args.d_model, step.bytes_per_element
-    return [
-        LayerStep("lookup", "embedding", m=t, bytes=d * b),
-        *collective_step("tp_allreduce", "all-reduce", t * d * b, step.dense.tensor, "fwd"),
-    ]
+    tensor = step.dense.tensor
+    return step.issued(
+        [
+            LayerStep("lookup", "embedding", m=t, bytes=d * b),
+            *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "fwd", TP),
+        ]
+    )
 
 
 def head_steps(step: TrainingStep) -> list[LayerStep]:
@@ -333,11 +349,13 @@ def head_steps(step: TrainingStep) -> list[LayerStep]:
         return []
     t, d, vl = step.head_tokens, step.args.d_model, step.vocab_local
     b, tensor = step.bytes_per_element, step.dense.tensor
-    return [
-        *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "bwd"),
-        LayerStep("proj", "matmul", m=t, k=d, n=vl),
-        LayerStep("loss", "elementwise", bytes=2 * t * vl * b),
-    ]
+    return step.issued(
+        [
+            *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "bwd", TP),
+            LayerStep("proj", "matmul", m=t, k=d, n=vl),
+            LayerStep("loss", "elementwise", bytes=2 * t * vl * b),
+        ]
+    )
 
 
 def useful_flops(step: TrainingStep) -> float:
