@@ -75,9 +75,11 @@ def test_a_collective_counts_under_the_role_that_issued_it():
     assert (got["hidden_tensor_s"], got["exposed_tensor_s"]) == (1.0, 0.5)
     assert (got["hidden_context_s"], got["exposed_context_s"]) == (1.0, 1.5)
     assert got["exposed_data_s"] == got["hidden_fsdp_s"] == 0.0
-    anonymous = breakdown([ops[0], OpRecord("x", "collective", "spmd", "ici", 1, 3, 0, "all-reduce")])
+    plain = OpRecord("x", "collective", "spmd", "ici", 1.0, 3.0, 0.0, "all-reduce")
+    anonymous = breakdown([ops[0], plain])
     assert anonymous["exposed_all_reduce_s"] == 1.0
-    assert sum(anonymous[column(side, p)] for p in purposes() for side in ("exposed", "hidden")) == 0
+    by_role = [anonymous[column(side, p)] for p in purposes() for side in ("exposed", "hidden")]
+    assert sum(by_role) == 0.0
 
 
 def test_async_all_reduce_under_a_longer_matmul_is_fully_hidden():

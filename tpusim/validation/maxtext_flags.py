@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Literal, cast
 
+from tpusim.program.builders.roles import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
+
 RematPolicy = Literal[
     "none",
     "full",
@@ -41,14 +43,14 @@ RematTensor = Literal[
 RematPlace = Literal["remat", "device", "offload"]
 
 MESH_FLAGS = {
-    "data": "data",
-    "pipeline": "pipeline",
-    "fsdp": "fsdp",
-    "fsdp_transpose": "fsdp",
-    "sequence": "context",
-    "context": "context",
-    "tensor": "tensor",
-    "expert": "expert",
+    "data": DATA.name,
+    "pipeline": PIPELINE.name,
+    "fsdp": FSDP.name,
+    "fsdp_transpose": FSDP.name,
+    "sequence": CONTEXT.name,
+    "context": CONTEXT.name,
+    "tensor": TENSOR.name,
+    "expert": EXPERT.name,
 }
 """MaxText mesh axis (``ici_<axis>_parallelism`` / ``dcn_<axis>_parallelism``) -> the
 tpusim mesh axis (named after its role) that plays it. ``fsdp_transpose`` shards

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from tpusim.program.builders.roles import FSDP
 from tpusim.validation.maxtext_flags import MESH_FLAGS
 
 
@@ -68,7 +69,7 @@ def chip_mesh(spec: MeshedCase) -> dict[str, int]:
             raise ValueError(f"no mesh axis divides by {per_chip} devices per chip")
         sizes[axis] //= per_chip
     mesh = {role: size for role, size in sizes.items() if size > 1}
-    return mesh or {"fsdp": 1}
+    return mesh or {FSDP.name: 1}
 
 
 def dcn_mesh(spec: MeshedCase) -> dict[str, int]:

@@ -1,19 +1,27 @@
 """What every workload spec takes besides its own fields (a ``sweep`` of some of them,
-``per_system`` overrides), and the model fields training and decode steps share."""
+``per_system`` overrides), and the model fields training and decode steps share (the
+fault keys a kind that simulates a network takes are
+:class:`~tpusim.config.faults.FaultKeys`)."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
-from tpusim.config.faults import FAULT_FIELDS, ChipFailurePolicy, FaultList, FaultSet, Routing
-from tpusim.config.model import NEUTRAL_SHAPE, ModelShape, PositiveInt
+from tpusim.config.faults import FAULT_FIELDS
+from tpusim.config.model import NEUTRAL_SHAPE, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
-from tpusim.units import parse_bytes
 from tpusim.program.builders.fields import StepFields
+from tpusim.units import parse_bytes
 
 #: Slack on the log-ratio when counting range points, so ``to`` itself is included
 #: despite rounding (a relative error of 1e-9 on the number of factors).
@@ -97,27 +105,6 @@ class WorkloadSpec(Frozen):
     def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, object]:
         """Fields that follow from the mesh resolved for a system (none by default)."""
         return {}
-
-
-class FaultKeys(Frozen):
-    """The fault keys of a workload kind that simulates a network (see
-    :mod:`tpusim.config.faults`): ``faults``, ``fail_links`` random links down,
-    ``seed`` (of the simulation's one random generator), ``on_chip_failure`` and
-    ``routing``; a scenario's top-level keys and ``tpusim run --faults ...`` set them.
-    A kind without them refuses faults by name (:func:`tpusim.study.scenario`)."""
-
-    faults: FaultList = Field(default_factory=list)
-    fail_links: NonNegativeInt = 0
-    seed: NonNegativeInt = 0
-    on_chip_failure: ChipFailurePolicy = "fail"
-    routing: Routing = "minimal"
-
-    def fault_set(self) -> FaultSet | None:
-        """The faults of this workload (None: healthy)."""
-        fault_set = FaultSet(
-            faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
-        )
-        return None if fault_set.empty else fault_set
 
 
 class ModelWorkload(StepFields, WorkloadSpec):

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, StrictBool, model_validator
 
+from tpusim.config.faults import FaultKeys
 from tpusim.config.model import PositiveInt
 from tpusim.program.builders.fields import TrainingFields
 from tpusim.results.economics import Economics
@@ -41,7 +42,7 @@ from tpusim.results.records import TrainingRecord
 from tpusim.results.simulation import Results
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program
-from tpusim.workloads.spec import FaultKeys, ModelWorkload
+from tpusim.workloads.spec import ModelWorkload
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep

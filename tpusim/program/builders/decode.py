@@ -23,6 +23,7 @@ from tpusim.program.builders.checks import check_decode, checked_mesh, divides
 from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import replica_shape, weight_bytes
+from tpusim.program.builders.roles import EXPERT
 from tpusim.program.builders.serving import IterationBatch, serving_iteration
 from tpusim.program.ir import Program, ProgramError
 from tpusim.vocabulary import MemoryTier
@@ -201,7 +202,7 @@ MODEL_FIELDS: dict[str, object] = {
     name: value
     for name, value in ModelShape.neutral().items()
     if name not in inspect.signature(decode_step).parameters
-} | {"expert_axis": None}
+} | {EXPERT.field: None}
 
 
 def model_decode_step(

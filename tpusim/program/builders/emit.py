@@ -26,7 +26,6 @@ from tpusim.program.builders.template import LayerStep, Phase, collective_step
 from tpusim.program.builders.training import TrainingStep, prepare_training
 from tpusim.program.ir import Op, Program
 
-
 REPLICAS: tuple[Shard, ...] = ("batch", "layers")
 """What the axes that replicate a weight shard: the batch (data-like roles) and, for
 the embedding and head, the layers (the pipeline). A gradient collective over them is

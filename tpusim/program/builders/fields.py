@@ -5,8 +5,9 @@
   (:data:`~.roles.ROLES`), from its registration: a role registered later (from a
   test file) brings its field to every model below without a line here. Each takes a
   mesh axis name or None; the default is the role's ``default_axis`` (None for
-  most: the mesh axis named after the role plays it, :func:`~.mesh.role_axes`). The fields are validated as declared ones are (a string
-  or null; an unknown key is refused by name) and read with :meth:`RoleAxes.axis`.
+  most: the mesh axis named after the role plays it, :func:`~.mesh.role_axes`). They
+  are validated as declared fields are (a string or null; an unknown key is refused
+  by name) and read with :meth:`RoleAxes.axis`.
 * :class:`StepFields`: the model's shape (:class:`~tpusim.config.model.ModelShape`),
   the role axes and the compute ``dtype``: what every step builds on.
 * :class:`TrainingFields`: a training step's own fields (the batch, the parallel
