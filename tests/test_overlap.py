@@ -281,3 +281,26 @@ def test_training_row_reports_the_breakdown_and_reuse_extrapolates_it(capsys, tm
     hidden = sum(reused[column("hidden", kind)] for kind in COLLECTIVE_KINDS)
     assert sum(reused[f"hidden_{p}_s"] for p in purposes()) == pytest.approx(hidden, rel=1e-9)
     assert reused["hidden_fsdp_s"] > 0 and reused["exposed_tensor_s"] > 0
+
+
+def test_a_context_axis_counts_as_context():
+    """Mesh {context: 4, data: 64}: the context role issues the K/V all-gathers and
+    their gradients' reduce-scatters, and (sharding the weights as over fsdp) the
+    weight gathers and gradient reduce-scatters; data the gradient all-reduces. So
+    context's columns are the all-gathers' and reduce-scatters', data's the
+    all-reduces' (none counts as "other")."""
+    fields = dict(SHAPE, mesh={"context": 4, "data": 64})
+    program = training_step(**fields)
+    roles = {(o.role, o.collective) for o in program.ops if o.kind == "collective"}
+    assert roles == {
+        ("context", "all-gather"),
+        ("context", "reduce-scatter"),
+        ("data", "all-reduce"),
+    }
+    assert all(o.role == "context" for o in program.ops if ".cp_kv." in o.name)
+    got = Simulation(SYSTEM, program).run().communication_breakdown()
+    for side in ("exposed", "hidden"):
+        gathers = got[column(side, "all-gather")] + got[column(side, "reduce-scatter")]
+        assert got[f"{side}_context_s"] == pytest.approx(gathers, rel=1e-12)
+        assert got[f"{side}_data_s"] == pytest.approx(got[column(side, "all-reduce")], rel=1e-12)
+    assert got["exposed_context_s"] + got["hidden_context_s"] > 0
