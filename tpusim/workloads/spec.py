@@ -102,6 +102,12 @@ class WorkloadSpec(Frozen):
         kind: str
         name: str
 
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Every field the kind takes (a role's axis field too, where the kind has
+        :class:`~tpusim.program.builders.fields.RoleAxes`)."""
+        return tuple(cls.model_fields)
+
     def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, object]:
         """Fields that follow from the mesh resolved for a system (none by default)."""
         return {}
