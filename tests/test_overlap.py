@@ -226,7 +226,7 @@ def test_collective_matmul_keeps_the_flops_and_windows_every_tensor_all_reduce()
     plain = training_step(**fields)
     windowed = training_step(**fields, collective_matmul=True)
     assert windowed.flops_per_chip == pytest.approx(plain.flops_per_chip, rel=1e-12)
-    ars = [o for o in windowed.ops if o.collective == "all-reduce" and "tp_" in o.name]
+    ars = [o for o in windowed.ops if o.collective == "all-reduce" and o.role == "tensor"]
     assert not ars
     permutes = [o for o in windowed.ops if o.collective == "collective-permute"]
     # 2 layers x (2 forward + 2 backward) windowed all-reduces x (tp - 1) permutes

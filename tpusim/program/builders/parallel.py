@@ -50,10 +50,10 @@ def _sequence_parallel(step: LayerStep, s: LayerShape) -> list[LayerStep]:
     into the all-gather and reduce-scatter of the module docstring."""
     if step.name in SEQUENCE_SHARDED:
         return [replace(step, bytes=step.bytes / s.sequence_shards)]
-    if not step.name.endswith(".tp_allreduce"):
+    if step.shard != "matrices" or step.collective != "all-reduce":
         return [step]
     block = step.name.split(".", 1)[0]
-    size, axes, shard = step.bytes, step.axes, step.shard or "matrices"
+    size, axes, shard = step.bytes, step.axes, step.shard
     if step.phase == "bwd":  # at the block's input
         return [
             *collective_step(f"{block}.sp_in", "all-gather", size, axes, "fwd", shard),
