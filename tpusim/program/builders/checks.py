@@ -182,7 +182,7 @@ def check_decode(
     if kv_cache not in ("hbm", "sram"):
         raise ProgramError(f"kv_cache must be 'hbm' or 'sram', got {kv_cache!r}")
     mesh = checked_mesh(mesh)
-    tp = axis_size(mesh, "tensor_axis", tensor_axis)
+    tp = axis_size(mesh, TENSOR.field, tensor_axis)
     heads, kv = ints["heads"], ints["kv_heads"]
     tensor = f"the tensor axis size of '{tensor_axis}'"
     divides("heads", heads, kv, "kv_heads")
