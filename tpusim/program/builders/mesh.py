@@ -23,8 +23,9 @@ def role_axes(mesh: dict[str, int], axes: dict[str, str | None]) -> dict[str, st
     out = {role.field: axes.get(role.field, role.default_axis) for _, role in ROLES.items()}
     out |= dict(axes)
     for _, role in ROLES.items():
-        if role.default_axis is not None and out[role.field] == role.default_axis:
-            out[role.field] = role.default_axis if role.default_axis in mesh else None
+        default = role.default_axis
+        if default is not None and out[role.field] == default and default not in mesh:
+            out[role.field] = None
     named = {a for a in out.values() if a is not None}
     for name, role in ROLES.items():
         if out.get(role.field) is None and name in mesh and name not in named:

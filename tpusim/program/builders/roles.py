@@ -205,6 +205,7 @@ def issuer(
     of ``shards`` (``axes``: ``<role>_axis`` -> axis, as :func:`~.mesh.role_axes`
     resolves them): the first registered role that shards one of ``shards`` and plays
     an axis of ``group``.
+
     A group over axes of several such roles (the gradient all-reduce over the data and
     expert axes, the weight gather over the fsdp and context axes) is the first one's:
     one purpose per collective, so the purposes sum as the collective kinds do."""
