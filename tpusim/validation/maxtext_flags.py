@@ -57,6 +57,11 @@ tpusim mesh axis (named after its role) that plays it. ``fsdp_transpose`` shards
 parameters and batch as ``fsdp`` does (MaxText's second FSDP axis): both fold into one
 ``fsdp`` axis. ``sequence`` and ``context`` are context parallelism (CONTRACT-21)."""
 
+DCN_REST_AXIS = "data"
+"""The MaxText mesh axis whose ``dcn_<axis>_parallelism`` defaults to -1 (takes the
+slices the other DCN axes leave; MaxText's ``base.yml``: ``dcn_data_parallelism:
+-1``): MaxText's axis name, a key of :data:`MESH_FLAGS`."""
+
 COST_FLAGS: dict[str, object] = {
     "attention": Literal["flash", "dot_product", "autoselected"],
     "capacity_factor": float,
