@@ -152,7 +152,7 @@ def builder_base(request: PlanRequest) -> tuple[dict[str, Any], set[str]]:
     from tpusim.config.loader import load_model
     from tpusim.workloads.training_step import TrainingWorkload
 
-    known = set(TrainingWorkload.model_fields)
+    known = set(TrainingWorkload.field_names())
     shape = load_model(request.model).builder_fields()
     base = {k: v for k, v in shape.items() if k in known}
     base |= {"seq": request.seq, "global_batch": request.global_batch, "dtype": request.dtype}

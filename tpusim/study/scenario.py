@@ -365,7 +365,7 @@ class Scenario:
         raw = self.raw_workload(index)
         fields = list(workload.sweep)
         for name in fields:
-            if name in VARIANT_KEYS or name not in type(workload).model_fields:
+            if name in VARIANT_KEYS or name not in type(workload).field_names():
                 raise self._error(
                     f"sweep over '{name}', which is not a field of a {workload.kind} workload",
                     self.at(index, "sweep", name),

@@ -11,10 +11,10 @@ import os
 import warnings
 from pathlib import Path
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from tpusim.config.chip import ChipSpec
-from tpusim.config.faults import ChipFailurePolicy, FaultList, Routing
+from tpusim.config.faults import GivenFaultKeys
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen, Power, Source
 from tpusim.config.yamlio import PathKey, line_of
@@ -143,10 +143,11 @@ def _is_relative_file(value: object) -> bool:
     return value.endswith((".yaml", ".yml")) or "/" in value
 
 
-class ScenarioSpec(Frozen):
+class ScenarioSpec(GivenFaultKeys):
     """A scenario file: systems x workloads (each validated by its kind's spec class,
     see :mod:`tpusim.workloads`), the network every point runs on (a tree,
-    :mod:`tpusim.network.tree`) and what to write."""
+    :mod:`tpusim.network.tree`), what to write and the fault keys its workloads default
+    to (:class:`~tpusim.config.faults.GivenFaultKeys`)."""
 
     name: str
     description: str = ""
@@ -158,11 +159,6 @@ class ScenarioSpec(Frozen):
     plots: bool = True
     claims: bool = False
     max_points: PositiveInt = MAX_SWEEP_POINTS
-    faults: FaultList = Field(default_factory=list)
-    fail_links: NonNegativeInt | None = None
-    seed: NonNegativeInt | None = None
-    on_chip_failure: ChipFailurePolicy | None = None
-    routing: Routing | None = None
 
     @model_validator(mode="before")
     @classmethod

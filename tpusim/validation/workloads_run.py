@@ -29,6 +29,7 @@ from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
+from tpusim.program.builders.roles import CONTEXT
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
 
@@ -41,7 +42,7 @@ WITHIN = (0.10, 0.15)
 """The relative errors counted in the summary (``within_10pct``, ``within_15pct``:
 the issue's acceptance thresholds)."""
 
-STRUCTURAL = ("context_axis", "num_slices")
+STRUCTURAL = (CONTEXT.field, "num_slices")
 """Missing fields ``approximate`` cannot drop: the mesh itself changes without them
 (a context axis of a batch smaller than the chips, slices over DCN)."""
 

@@ -8,12 +8,13 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from tpusim.collectives.registry import AlgorithmName
+from tpusim.config.faults import FaultKeys
 from tpusim.config.types import Bytes
 from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
 from tpusim.vocabulary import Op
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import WorkloadSpec
 
 
 class CollectiveWorkload(WorkloadSpec, FaultKeys):

@@ -7,6 +7,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
+from tpusim.config.faults import FaultKeys
 from tpusim.config.loader import System, load_system
 from tpusim.config.system import TorusTopologySpec
 from tpusim.network import NetworkSettings
@@ -14,7 +15,7 @@ from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.program.hlo.module import HloModule

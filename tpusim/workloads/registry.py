@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from tpusim.config.faults import FaultSet, Routing
+from tpusim.config.faults import FaultKeys, FaultSet, Routing
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.engine.settings import RunSettings
 from tpusim.errors import ConfigError
@@ -31,7 +31,7 @@ from tpusim.registry import Registry
 from tpusim.results.records import ProgramRecord, Record, Row
 from tpusim.results.run import CollectiveLinks
 from tpusim.results.simulation import Results
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
