@@ -47,6 +47,7 @@ def test_a_claims_file_of_ones_own_is_evaluated_by_the_same_checks(tmp_path):
         "assumptions": "wraparound on both axes",
         "verdict": "holds",
         "interval": "exact: hop counts of the topologies",
+        "reading": "",
     }
     wrong = TOY.replace("claimed_hops: [16, 16]", "claimed_hops: [16, 8]")
     (row,) = claim_rows(files=(load_claims_file(write(tmp_path, wrong)),))
