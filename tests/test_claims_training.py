@@ -173,7 +173,7 @@ def test_virgo_row_structural_figures_from_the_systems_shape():
     assert eff == pytest.approx(step_s / (step_s + allreduce_ms / 1e3))
     assert allreduce_ms > 0
     assert row["tpusim"].split()[7:10] == ["holds"] * 3
-    lo, hi = efficiency_bounds(row)
+    lo, _ = efficiency_bounds(row)
     scaling = "holds" if lo >= 0.8 else "holds within the interval" if eff >= 0.8 else "other"
     assert " ".join(row["tpusim"].split()[10:]) == scaling
     assert row["verdict"] == scaling  # the weakest part
