@@ -365,7 +365,7 @@ def claim_rows(
     checks: Collection[str] | None = None,
     files: tuple[ClaimsFile, ...] | None = None,
 ) -> list[dict[str, str]]:
-    """The claims table's rows (claim, source, tpusim, assumptions, verdict) of every
+    """The claims table's rows (:class:`ClaimRow`'s fields) of every
     claim in ``files`` (default: the shipped claims files), or only those whose check
     is in ``checks``; ``rows`` are a scenario run's summary rows to reuse (optional)."""
     out = []
@@ -379,17 +379,20 @@ def claim_rows(
 
 def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
     """The claims table of the shipped claims files as a DataFrame (columns: claim,
-    source, tpusim, assumptions, verdict), reusing a run's summary ``rows`` if given."""
+    source, tpusim, assumptions, verdict, interval, reading), reusing a run's summary
+    ``rows`` if given."""
     import pandas as pd
 
     return pd.DataFrame(claim_rows(rows))
 
 
 def format_claims(frame: pd.DataFrame) -> str:
-    """The claims table as text: claim, tpusim's figure, verdict and the interval that
-    decided it, one block each."""
+    """The claims table as text: claim, tpusim's figure, verdict, the interval that
+    decided it and (for a claim with several readings) the reading, one block each."""
     return "\n".join(
         f"{i}. {row.claim}\n   tpusim: {row.tpusim}\n   verdict: {row.verdict}"
-        f"\n   interval: {row.interval}\n   assuming: {row.assumptions}"
+        f"\n   interval: {row.interval}"
+        + (f"\n   reading: {row.reading}" if row.reading else "")
+        + f"\n   assuming: {row.assumptions}"
         for i, row in enumerate(frame.itertuples(index=False), start=1)
     )
