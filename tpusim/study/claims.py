@@ -152,7 +152,7 @@ def diameter(spec: DiameterClaim, context: ClaimContext) -> list[ClaimRow]:
     hops = tuple(
         build_topology(load_system(s)).diameter_hops for s in (spec.baseline, spec.subject)
     )
-    verdict = "holds" if hops == spec.claimed_hops else "does not hold"
+    verdict: Verdict = "holds" if hops == spec.claimed_hops else "does not hold"
     values = {"baseline_hops": hops[0], "subject_hops": hops[1]}
     return [
         _filled(spec, verdict, EXACT_HOPS, baseline=spec.baseline, subject=spec.subject, **values)
