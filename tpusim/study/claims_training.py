@@ -267,18 +267,19 @@ def virgo_scaling(
         system, gradient_bytes_per_chip(spec.workload, pod), spec.flow_tolerance
     )
     efficiency = one.step_time_s / (one.step_time_s + allreduce_s)
-    bisection_Bps = build_topology(system).bisection_bandwidth_Bps
+    one_way_Pbps = build_topology(system).bisection_bandwidth_Bps * BITS_PER_BYTE / PETA
     peak = system.chip.peak_flops.get(spec.flops_dtype)
     if peak is None:
         raise ConfigError(f"chip '{system.chip.name}' has no peak_flops for {spec.flops_dtype}")
+    pod_EF = peak * system.num_chips / EXA
     values: dict[str, object] = {
         "system": system.name,
         "pod": pod.name,
         "pods": pods,
         "chips": system.num_chips,
-        "bisection_Pbps": bisection_Bps * BITS_PER_BYTE / PETA,
-        "bisection_both_Pbps": 2 * bisection_Bps * BITS_PER_BYTE / PETA,
-        "pod_EF": peak * system.num_chips / EXA,
+        "bisection_Pbps": one_way_Pbps,
+        "bisection_both_Pbps": 2 * one_way_Pbps,
+        "pod_EF": pod_EF,
         "flops_dtype": spec.flops_dtype,
         "workload": spec.workload["name"],
         "step_s": one.step_time_s,
@@ -287,7 +288,8 @@ def virgo_scaling(
         "source": _source(one),
     }
     interval = efficiency_interval(one.step_time_s, allreduce_s, pod.chip.name, system.chip.name)
-    verdicts = _verdicts(spec, values, interval, file.ratio_margin)
+    figures = (system.num_chips, one_way_Pbps, pod_EF, efficiency)
+    verdicts = _verdicts(spec, figures, interval, file.ratio_margin)
     parts = ("chips_verdict", "bisection_verdict", "flops_verdict", "scaling_verdict")
     overall = weakest(verdicts[k] for k in parts)
     return values | verdicts, overall, _virgo_interval_text(efficiency, interval)
@@ -321,25 +323,20 @@ def _virgo_interval_text(efficiency: float, interval: Interval | None) -> str:
 
 def _verdicts(
     spec: VirgoScalingClaim,
-    values: dict[str, object],
+    figures: tuple[int, float, float, float],
     interval: Interval | None,
     margin: float,
 ) -> dict[str, Verdict]:
-    """Each figure's verdict (the bisection counted both directions, and one
-    direction) from the row's ``values``; the efficiency with its ``interval``."""
-
-    def meets(key: str, claimed: float) -> Verdict:
-        value = values[key]
-        assert isinstance(value, int | float)
-        return interval_verdict(value, None, claimed)
-
-    efficiency = values["efficiency"]
-    assert isinstance(efficiency, float)
+    """Each figure's verdict: ``figures`` are the chips, the one-way bisection (Pb/s),
+    the peak (EF) and the efficiency (with its ``interval``); the bisection counted
+    both directions, and one direction."""
+    chips, one_way_Pbps, pod_EF, efficiency = figures
+    bisection = margin * spec.claimed_bisection_Pbps
     pair = None if interval is None else (interval.lo, interval.hi)
     return {
-        "chips_verdict": meets("chips", spec.claimed_chips),
-        "bisection_verdict": meets("bisection_both_Pbps", margin * spec.claimed_bisection_Pbps),
-        "bisection_one_way_verdict": meets("bisection_Pbps", margin * spec.claimed_bisection_Pbps),
-        "flops_verdict": meets("pod_EF", margin * spec.claimed_EF),
+        "chips_verdict": interval_verdict(chips, None, spec.claimed_chips),
+        "bisection_verdict": interval_verdict(2 * one_way_Pbps, None, bisection),
+        "bisection_one_way_verdict": interval_verdict(one_way_Pbps, None, bisection),
+        "flops_verdict": interval_verdict(pod_EF, None, margin * spec.claimed_EF),
         "scaling_verdict": interval_verdict(efficiency, pair, spec.claimed_efficiency),
     }
