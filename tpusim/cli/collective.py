@@ -17,7 +17,7 @@ from tpusim.cli.flags import (
     size_in_binary,
     sweep_sizes,
 )
-from tpusim.cli.model_flags import add_network_flags, network_of
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config import load_system
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpusim import units
 from tpusim.cli.flags import Subparsers, size_flag
-from tpusim.cli.model_flags import add_network_flags, network_of
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config.faults import ROUTINGS, FaultFlags, load_faults
 from tpusim.errors import InputError
 from tpusim.vocabulary import OPS

@@ -9,7 +9,7 @@ from typing import Any
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.model_flags import add_network_flags, network_of
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.errors import InputError
 from tpusim.results.intervals import chip_of, json_intervals, range_text
 from tpusim.results.records import ProgramRecord

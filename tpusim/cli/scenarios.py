@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpusim.cli.flags import Subparsers, path_flag, positive_flag
-from tpusim.cli.model_flags import add_network_flags, network_flags_given, network_of
+from tpusim.cli.network_flags import add_network_flags, given_network
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError, SimulationError
 from tpusim.report import integer_bytes, text_table
@@ -66,7 +66,7 @@ def run_options(args: argparse.Namespace) -> ScenarioRunOptions:
     from tpusim.cli.faults import fault_flags
 
     options = ScenarioRunOptions(
-        network=network_of(args) if _network_given(args) else None,
+        network=given_network(args),
         out=args.out,
         executor=args.executor,
         scheduler=args.scheduler,
@@ -251,14 +251,6 @@ def _add_run(sub: Subparsers) -> None:
     add_fault_flags(p, default_routing=None)
     add_network_flags(p, default=None)
     p.set_defaults(func=cmd_run)
-
-
-def _network_given(args: argparse.Namespace) -> bool:
-    """Whether a network flag was given (``--fidelity`` is needed with its options)."""
-    given = network_flags_given(args)
-    if given and args.fidelity is None:
-        raise InputError(f"{given[0]} needs --fidelity (it replaces the scenario's network)")
-    return args.fidelity is not None
 
 
 def _add_max_points(p: argparse.ArgumentParser) -> None:

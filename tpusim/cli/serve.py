@@ -19,8 +19,9 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from tpusim.cli.flags import Subparsers, path_flag, plot_flag
-from tpusim.cli.model_flags import add_model_flags, add_network_flags, model_values, network_of
+from tpusim.cli.model_flags import add_model_flags, model_values
 from tpusim.cli.model_flags import flag_of as model_flag
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config.limits import MAX_CURVE_RATES, stream_span_problem
 from tpusim.errors import InputError
 from tpusim.results.files import json_text

@@ -6,9 +6,10 @@ import argparse
 from typing import Any
 
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.cli.validate_workloads import coverage_text, uncertainty_target
 from tpusim.errors import InputError
-from tpusim.network import NETWORKS
+from tpusim.network import NETWORKS, NetworkSettings
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
@@ -64,31 +65,24 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def _fidelity(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--fidelity",
-        choices=NETWORKS.names(),
-        default="flow",
-        help="network model (default %(default)s; packet refuses cases over its limits)",
+    whole = " or ".join(name for name, backend in NETWORKS.items() if backend.whole_programs)
+    add_network_flags(
+        p, what=f"; --workloads takes {whole}; every fidelity refuses cases over its work limits"
     )
 
 
-def check_packet_limits(measurements: Any, fidelity: str) -> None:
-    """At packet fidelity, refuse (before simulating any) every measurement over the
-    packet limits of :func:`~tpusim.config.limits.packet_work_problem`, one line
-    each naming its file, line and id; raises InputError."""
+def check_work_limits(measurements: Any, network: NetworkSettings) -> None:
+    """Refuse (before simulating any) every measurement over ``network``'s work limits
+    (:meth:`~tpusim.network.NetworkSettings.work_problem`: the packet fidelity's), one
+    line each naming its file, line and id; raises InputError."""
     import math
 
     from tpusim.collectives import fewest_sends_per_chip
-    from tpusim.config.limits import packet_work_problem
-    from tpusim.network.packet import DEFAULT_PACKET_BYTES
 
-    if fidelity != "packet":
-        return
     problems = []
     for m in measurements:
         chips = math.prod(m.slice)
-        sends = fewest_sends_per_chip(m.op, chips)
-        problem = packet_work_problem(chips, m.bytes, DEFAULT_PACKET_BYTES, sends)
+        problem = network.work_problem(chips, m.bytes, fewest_sends_per_chip(m.op, chips))
         if problem is not None:
             where = f"{m.file}:{m.line}" if m.line is not None else m.file
             problems.append(f"{where} {m.id}: {problem.replace('(--packet-bytes) ', '')}")
@@ -131,10 +125,12 @@ def _check_workloads(args: argparse.Namespace) -> None:
         raise InputError("--approximate needs --workloads")
     if args.jobs is not None and (args.jobs < 1 or not args.workloads):
         raise InputError("--jobs needs --workloads and a count of at least 1")
-    if args.workloads and args.fidelity == "packet":
+    network = network_of(args)
+    if args.workloads and not network.backend.whole_programs:
+        whole = [name for name, backend in NETWORKS.items() if backend.whole_programs]
         raise InputError(
-            "--fidelity packet is not offered with --workloads (whole training steps on up "
-            "to 512 chips); use flow or analytic"
+            f"--fidelity {network.fidelity} is not offered with --workloads (whole training "
+            f"steps on up to 512 chips); use {' or '.join(reversed(whole))}"
         )
 
 
@@ -179,9 +175,10 @@ def cmd_validate(args: argparse.Namespace) -> None:
     from tpusim.validation.validate import summary, validate
 
     measurements = load_measurements(args.measurements)
-    check_packet_limits(measurements, args.fidelity)
+    network = network_of(args)
+    check_work_limits(measurements, network)
     calibration = load_calibration(args.calibration) if args.calibration else None
-    cases = validate(measurements, calibration, args.fidelity)
+    cases = validate(measurements, calibration, network)
     stats = summary(cases)
     holdout = stats["holdout"]
     assert isinstance(holdout, dict)
@@ -288,15 +285,16 @@ def _calibrate_collectives(args: argparse.Namespace) -> None:
             f"no 'fit' measurements among the {len(measurements)} given (holdout points "
             "are never fitted): nothing to calibrate"
         )
-    check_packet_limits(measurements, args.fidelity)
+    network = network_of(args)
+    check_work_limits(measurements, network)
     check_file_target(args.out, "--out")  # before minutes of fitting, not after
-    fits = calibrate(measurements, args.fidelity)
+    fits = calibrate(measurements, network)
     text = overlay_yaml(fits)
     chips = {f.chip for f in fits}
     calibration = Calibration.model_validate(yaml.safe_load(text))  # the file, before it is
-    cases = validate([m for m in measurements if m.chip in chips], calibration, args.fidelity)
+    cases = validate([m for m in measurements if m.chip in chips], calibration, network)
     fitted = [m for m in measurements if m.chip in chips and m.split == "fit"]
-    before = [abs(c.error) for c in validate(fitted, None, args.fidelity)]
+    before = [abs(c.error) for c in validate(fitted, None, network)]
     after = [abs(c.error) for c in cases if c.measurement.split == "fit"]
     worse = worse_sentence(before, after, len(fitted), "points")
     if worse:

@@ -165,10 +165,22 @@ def check_serving_flags(args: argparse.Namespace, fit: bool) -> None:
         raise InputError("--approximate applies to --workloads, not to --serving")
     if getattr(args, "jobs", None) is not None:
         raise InputError("--jobs applies to --workloads, not to --serving")
-    if getattr(args, "fidelity", "flow") != "flow":
+    _check_network(args)
+
+
+def _check_network(args: argparse.Namespace) -> None:
+    """The serving figures run on the default network: a network flag that asks for
+    another is refused, naming it."""
+    from tpusim.cli.network_flags import network_flags_given, network_of
+    from tpusim.network import NetworkSettings
+
+    given = network_flags_given(args)
+    default = NetworkSettings()
+    if given and network_of(args) != default:
+        flag = f"--fidelity {args.fidelity}" if args.fidelity else given[0]
         raise InputError(
-            f"--fidelity {args.fidelity} applies to collectives and --workloads, not to "
-            "--serving (its figures run on the flow fidelity)"
+            f"{flag} applies to collectives and --workloads, not to --serving (its figures "
+            f"run on the {default.fidelity} fidelity at its defaults)"
         )
 
 
