@@ -61,15 +61,17 @@ class Simulator:
     def __init__(self, system: System, topology: Topology, workload: dict[str, Any]):
         self.system, self.topology, self.workload = system, topology, workload
 
-    def context(self, network: NetworkSettings, label: str) -> WorkloadContext:
-        """Where a layout runs (errors name the plan command, not a scenario file)."""
+    def context(self, network: NetworkSettings | str, label: str) -> WorkloadContext:
+        """Where a layout runs, on ``network`` (settings or a fidelity's name at its
+        defaults); errors name the plan command, not a scenario file."""
+        from tpusim.network import network_tree
         from tpusim.network.routes import RouteCache
 
         return WorkloadContext(
             system=self.system,
             topology=self.topology,
             routes=RouteCache(self.topology),
-            network=network,
+            network=network_tree(network),
             power_per_chip_W=None,
             price_per_chip_hour_usd=None,
             file="plan",
@@ -78,7 +80,7 @@ class Simulator:
             label=label,
         )
 
-    def run(self, fitted: Fitted, network: NetworkSettings, **fields: Any) -> Simulated:
+    def run(self, fitted: Fitted, network: NetworkSettings | str, **fields: Any) -> Simulated:
         """``fitted``'s layout (with ``fields`` on top) simulated on ``network``;
         raises InputError when the workload rejects it (it passed the builder's
         checks, so that would be a bug)."""
@@ -100,7 +102,7 @@ class Simulator:
         assert isinstance(record, TrainingRecord)
         return Simulated.of(fitted, record, time.perf_counter() - began)
 
-    def extrapolated(self, fitted: Fitted, network: NetworkSettings) -> Simulated:
+    def extrapolated(self, fitted: Fitted, network: NetworkSettings | str) -> Simulated:
         """``fitted``'s whole step from two fragments of ``a, b`` =
         :data:`FRAGMENT_LAYERS` layers per chunk (``a p v`` and ``b p v`` layers),
         each simulated as the workload runs it: past the FSDP prefetch's first layers,
@@ -125,7 +127,7 @@ class Simulator:
         fragment_flops = useful_flops(_fragment_step(fitted, FRAGMENT_LAYERS[1] * per))
         mfu = flops_two * useful_flops(whole) / fragment_flops / step
         wall = one.wall_s + two.wall_s
-        return Simulated(fitted, network.fidelity, step, compute, exposed, mfu, "fragments", wall)
+        return Simulated(fitted, one.fidelity, step, compute, exposed, mfu, "fragments", wall)
 
 
 FRAGMENT_LAYERS = (2, 3)

@@ -110,6 +110,14 @@ class PlanRequest(BaseModel):
     )
     progress: bool = False
 
+    def __init__(self, *args: object, **fields: object):
+        """``PlanRequest(model, system, global_batch, seq, ...)``: the first four fields
+        may be given by position."""
+        named = ("model", "system", "global_batch", "seq")
+        if len(args) > len(named):
+            raise TypeError(f"PlanRequest takes at most {len(named)} positional arguments")
+        super().__init__(**dict(zip(named, args, strict=False)), **fields)  # type: ignore[arg-type]
+
 
 def check_request(request: PlanRequest, system: System) -> None:
     """Refuse what the search cannot answer in bounded time or at all (InputError):
