@@ -6,12 +6,13 @@ import argparse
 
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.network_flags import add_network_flags, given_network
 
 
 def cmd_claims(args: argparse.Namespace) -> None:
     from tpusim.study.claims import format_claims, vendor_claims
 
-    claims = vendor_claims()
+    claims = vendor_claims(network=given_network(args))
     if args.json:
         print_json({"claims": claims.to_dict("records")})
     else:
@@ -23,4 +24,5 @@ def add_parsers(sub: Subparsers) -> None:
         "claims", help="Google's TPU 8 claims against tpusim's figures (shipped systems)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_network_flags(p, default=None, unset="each claim's own network:")
     p.set_defaults(func=cmd_claims)

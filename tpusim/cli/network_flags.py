@@ -59,15 +59,17 @@ def add_network_flags(
     choices: Sequence[str] | None = None,
     what: str = "",
     fidelity_flag: bool = True,
+    unset: str = "the scenario's network",
 ) -> None:
     """``--fidelity`` (among ``choices``, default all registered; the command's default
-    ``default``, None: the scenario's network; without ``fidelity_flag`` none, the
-    command names its fidelities with flags of its own), ``--network`` and one flag per
-    option of those fidelities. ``what`` ends the help of ``--fidelity``."""
+    ``default``, None: ``unset``, what the command runs on without one; without
+    ``fidelity_flag`` none, the command names its fidelities with flags of its own),
+    ``--network`` and one flag per option of those fidelities. ``what`` ends the help
+    of ``--fidelity``."""
     offered = list(NETWORKS.names() if choices is None else choices)
     if fidelity_flag:
         models = ", ".join(f"{n} ({NETWORKS.get(n).description})" for n in offered)
-        chosen = "the scenario's network" if default is None else default
+        chosen = unset if default is None else default
         p.add_argument(
             "--fidelity",
             choices=offered,
@@ -87,7 +89,7 @@ def add_network_flags(
             metavar=key.upper(),
             help=f"{fidelity} fidelity: {help_of(info)}",
         )
-    p.set_defaults(network_default=default)
+    p.set_defaults(network_default=default, network_unset=unset)
 
 
 def network_flags_given(args: argparse.Namespace) -> list[str]:
@@ -173,5 +175,6 @@ def given_network(args: argparse.Namespace) -> NetworkSettings | None:
     if not given:
         return None
     if not {"--fidelity", "--network"} & set(given):
-        raise InputError(f"{given[0]} needs --fidelity (it replaces the scenario's network)")
+        unset = getattr(args, "network_unset", "the scenario's network")
+        raise InputError(f"{given[0]} needs --fidelity (it replaces {unset})")
     return network_of(args)

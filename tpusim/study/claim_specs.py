@@ -23,6 +23,7 @@ from tpusim.config.loader import configs_dir, validate
 from tpusim.config.types import Frozen, Source
 from tpusim.config.yamlio import load_yaml
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.vocabulary import Dtype, EngineChoice, Op
 
 Price = tuple[PositiveFloat, PositiveFloat]
@@ -133,7 +134,7 @@ class SramCapacityClaim(Comparison):
 class IciBandwidthClaim(Comparison):
     """Configured ICI bandwidth per chip (every port, both directions) and the bus
     bandwidth of an all-reduce of ``bytes`` over each whole pod (the run's row, else
-    simulated here at ``flow_tolerance``). The subject's link rate is derived from
+    simulated here on ``network``, a tree as a scenario's). The subject's link rate is derived from
     the claim, so ``verdict`` is stated."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
@@ -152,7 +153,7 @@ class IciBandwidthClaim(Comparison):
     check: Literal["ici_bandwidth"]
     claimed_ratio: PositiveFloat
     bytes: PositiveFloat
-    flow_tolerance: PositiveFloat
+    network: NetworkTree
     verdict: str
 
 
@@ -220,11 +221,11 @@ class PerfPerDollarClaim(ClaimSpec):
 class TrainingClaim(ClaimSpec):
     """A claim read from a training step: ``workload`` (the ``training_step`` fields,
     with ``name``; a mesh axis may be ``auto``) is the run's row of that name when the
-    run has one, else simulated at flow fidelity to ``flow_tolerance``
-    (:mod:`tpusim.study.claims_training`)."""
+    run has one, else simulated on ``network`` (a tree as a scenario's; default the
+    default network; :mod:`tpusim.study.claims_training`)."""
 
     workload: dict[str, object]
-    flow_tolerance: PositiveFloat = 0.05
+    network: NetworkTree = Field(default_factory=NetworkSettings)
 
     @model_validator(mode="after")
     def _named_workload(self) -> TrainingClaim:
