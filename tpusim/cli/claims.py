@@ -12,7 +12,8 @@ from tpusim.cli.network_flags import add_network_flags, given_network
 def cmd_claims(args: argparse.Namespace) -> None:
     from tpusim.study.claims import format_claims, vendor_claims
 
-    claims = vendor_claims(network=given_network(args))
+    network = given_network(args)
+    claims = vendor_claims() if network is None else vendor_claims(network=network)
     if args.json:
         print_json({"claims": claims.to_dict("records")})
     else:

@@ -53,6 +53,28 @@ def network_options(
             yield "--" + flag.replace("_", "-"), fidelity, key, info
 
 
+class _Given(argparse.Action):
+    """Stores the flag's value and notes that it was given (``given:DEST``), so that a
+    command's default (``--fidelity``'s) is told apart from the same value given."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"given:{self.dest}", True)
+
+
+def _given(args: argparse.Namespace, dest: str) -> object:
+    """The value of flag ``dest`` if it was given on the command line, else None."""
+    if dest == "fidelity" and not getattr(args, "given:fidelity", False):
+        return None
+    return getattr(args, dest, None)
+
+
 def add_network_flags(
     p: argparse.ArgumentParser,
     default: str | None = "flow",
@@ -73,7 +95,8 @@ def add_network_flags(
         p.add_argument(
             "--fidelity",
             choices=offered,
-            default=None,
+            default=default,
+            action=_Given,
             help=f"network model: {models} (default {chosen}){what}",
         )
     p.add_argument(
@@ -96,7 +119,7 @@ def network_flags_given(args: argparse.Namespace) -> list[str]:
     """The network flags given (``--fidelity``, ``--network`` and the option flags)."""
     flags = [flag for flag, _, _, _ in network_options()]
     given = [flag for flag in flags if getattr(args, f"{_NETWORK_DEST}{flag}", None) is not None]
-    named = [f"--{name}" for name in ("fidelity", "network") if getattr(args, name, None)]
+    named = [f"--{name}" for name in ("fidelity", "network") if _given(args, name)]
     return named + given
 
 
@@ -126,7 +149,7 @@ def _chosen(
     args: argparse.Namespace, tree: dict[str, object], fidelity: str | None, also: Sequence[str]
 ) -> tuple[str, dict[str, object]]:
     """The fidelity the flags choose, and ``--network``'s tree when it is that one's."""
-    flag = getattr(args, "fidelity", None)
+    flag = _given(args, "fidelity")
     default = str(getattr(args, "network_default", None) or "flow")
     named = str(tree.get("fidelity") or flag or default)
     if flag and named != flag:

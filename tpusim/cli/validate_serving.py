@@ -177,7 +177,7 @@ def _check_network(args: argparse.Namespace) -> None:
     given = network_flags_given(args)
     default = NetworkSettings()
     if given and network_of(args) != default:
-        flag = f"--fidelity {args.fidelity}" if args.fidelity else given[0]
+        flag = f"--fidelity {args.fidelity}" if "--fidelity" in given else given[0]
         raise InputError(
             f"{flag} applies to collectives and --workloads, not to --serving (its figures "
             f"run on the {default.fidelity} fidelity at its defaults)"
