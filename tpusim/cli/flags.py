@@ -159,12 +159,3 @@ def positive_flag(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
-
-
-def add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) -> None:
-    p.add_argument(
-        "--max-points",
-        type=positive_flag,
-        default=default,
-        help=f"most {what} to run (default {MAX_SWEEP_POINTS:,}; refused above it)",
-    )

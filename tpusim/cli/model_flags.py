@@ -20,16 +20,21 @@ import argparse
 import types
 import typing
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from tpusim.cli.flags import path_flag, plot_flag, positive_flag, whole_flag
+from tpusim.errors import InputError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 __all__ = [
+    "JsonOutput",
     "add_model_flags",
+    "fill",
     "flag_of",
     "flag_problem",
     "help_of",
@@ -43,6 +48,7 @@ __all__ = [
 FLAG_TYPES: dict[str, Callable[[str], object]] = {
     "positive": positive_flag,
     "whole": whole_flag,
+    "int": int,
     "path": path_flag,
     "plot": plot_flag,
 }
@@ -117,7 +123,7 @@ def _add_field_flag(
     if "const" in extra:
         options["const"] = extra["const"]
     if extra.get("positional"):
-        p.add_argument(name, **options)
+        p.add_argument(name, metavar=extra.get("metavar"), **options)
         return
     flag = flag_of(name, info)
     metavar = extra.get("metavar") or flag.removeprefix("--").replace("-", "_").upper()
@@ -155,6 +161,24 @@ def model_values(
     return {key: value for key, value in given.items() if value is not None}
 
 
+def fill(
+    args: argparse.Namespace,
+    model: type[ModelT],
+    skip: Collection[str] = (),
+    command: str = "tpusim",
+) -> ModelT:
+    """The options of ``model`` the flags give (flags not given take the model's
+    defaults), also set on ``args`` by field name; raises InputError naming the flag of
+    the first bad value (``command: problem`` when no field is to blame)."""
+    try:
+        options = model.model_validate(model_values(args, model, skip))
+    except ValidationError as exc:
+        raise InputError(flag_problem(exc.errors()[0], model, command)) from None
+    fields = [name for name in type(options).model_fields if name not in skip]
+    vars(args).update({name: getattr(options, name) for name in fields})
+    return options
+
+
 def flag_problem(error: ErrorDetails, model: type[BaseModel], command: str) -> str:
     """One validation error of ``model`` as ``--flag: problem`` (``command: problem``
     when no field is to blame)."""
@@ -164,3 +188,9 @@ def flag_problem(error: ErrorDetails, model: type[BaseModel], command: str) -> s
         if key in (name, info.alias):
             return f"{flag_of(name, info)}: {message}"
     return f"{command}: {message}"
+
+
+class JsonOutput(BaseModel):
+    """``--json``, which every command has."""
+
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
