@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import add_model_flags, fill
 from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.cli.validate_workloads import coverage_text, uncertainty_target
 from tpusim.errors import InputError
@@ -15,52 +18,80 @@ from tpusim.results.files import atomic_write_text, check_file_target, json_text
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
 
 
+class ValidationFlags(BaseModel):
+    """What ``tpusim validate`` and ``tpusim calibrate`` share, besides the network."""
+
+    measurements: list[str] | None = Field(
+        None,
+        description="measurement YAML files (default: the shipped configs/measurements/*.yaml)",
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+    workloads: bool = Field(
+        False,
+        description="whole-model training step times (configs/measurements/workloads/) instead",
+    )
+    approximate: bool = Field(
+        False, description="with --workloads: drop the fields the model lacks (listed per case)"
+    )
+    jobs: int | None = Field(
+        None,
+        description="with --workloads: worker processes for the fits (default: one per core)",
+        json_schema_extra={"flag_type": "int"},
+    )
+
+
+class ValidateFlags(ValidationFlags):
+    """``tpusim validate``'s options."""
+
+    calibration: str | None = Field(
+        None, description="calibration overlay YAML to apply (tpusim calibrate)"
+    )
+    cv: Literal["chip", "family", "server"] | None = Field(
+        None,
+        description="with --workloads (chip, family) or --serving (chip, server): refit the "
+        "shared terms leaving out one group at a time and report the held-out errors",
+    )
+    write_uncertainty: str | None = Field(
+        None,
+        description="write the held-out residuals as the interval model of their kind into "
+        "FILE (default: the shipped configs/uncertainty.yaml): training step time with "
+        "--workloads --cv chip, collective time from the holdout measurements without",
+        json_schema_extra={"nargs": "?", "const": "", "metavar": "FILE"},
+    )
+    serving: bool = Field(False, description="the public serving figures instead")
+    fit: bool = Field(False, description="--serving: refit the overhead terms")
+    out: str | None = Field(
+        None,
+        description="--serving --fit: write the fitted server profiles to DIR/<server>.yaml",
+        json_schema_extra={"metavar": "DIR"},
+    )
+
+
+class CalibrateFlags(ValidationFlags):
+    """``tpusim calibrate``'s options."""
+
+    out: str | None = Field(
+        None,
+        description="overlay YAML to write (default calibration.yaml); with --serving a "
+        "folder for the fitted server profiles (default servers)",
+    )
+    serving: bool = Field(False, description="fit the server profiles on the serving figures")
+
+
 def add_parsers(sub: Subparsers) -> None:
-    """The two subcommands, on the CLI's subparsers."""
+    """The two subcommands, on the CLI's subparsers: their flags generated from
+    :class:`ValidateFlags` and :class:`CalibrateFlags`, and the network flags."""
     p = sub.add_parser(
         "validate", help="simulate the shipped public measurements and report the errors"
     )
-    _common(p)
-    p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
+    add_model_flags(p, ValidateFlags)
     _fidelity(p)
-    _workloads(p)
-    p.add_argument(
-        "--cv",
-        choices=("chip", "family", "server"),
-        help="with --workloads (chip, family) or --serving (chip, server): refit the shared "
-        "terms leaving out one group at a time and report the held-out errors",
-    )
-    p.add_argument(
-        "--write-uncertainty",
-        nargs="?",
-        const="",
-        metavar="FILE",
-        help="write the held-out residuals as the interval model of their kind into FILE "
-        "(default: the shipped configs/uncertainty.yaml): training step time with "
-        "--workloads --cv chip, collective time from the holdout measurements without",
-    )
-    p.add_argument("--serving", action="store_true", help="the public serving figures instead")
-    p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="--serving --fit: write the fitted server profiles to DIR/<server>.yaml",
-    )
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser(
         "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
     )
-    _common(p)
-    p.add_argument(
-        "--out",
-        help="overlay YAML to write (default calibration.yaml); with --serving a folder for "
-        "the fitted server profiles (default servers)",
-    )
+    add_model_flags(p, CalibrateFlags)
     _fidelity(p)
-    _workloads(p)
-    p.add_argument(
-        "--serving", action="store_true", help="fit the server profiles on the serving figures"
-    )
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -88,34 +119,6 @@ def check_work_limits(measurements: Any, network: NetworkSettings) -> None:
             problems.append(f"{where} {m.id}: {problem.replace('(--packet-bytes) ', '')}")
     if problems:
         raise InputError("\n".join(problems))
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--measurements",
-        nargs="+",
-        help="measurement YAML files (default: the shipped configs/measurements/*.yaml)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _workloads(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workloads",
-        action="store_true",
-        help="whole-model training step times (configs/measurements/workloads/) instead",
-    )
-    p.add_argument(
-        "--approximate",
-        action="store_true",
-        help="with --workloads: drop the fields the model lacks (listed per case)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="with --workloads: worker processes for the fits (default: one per core)",
-    )
 
 
 def _check_workloads(args: argparse.Namespace) -> None:
@@ -154,6 +157,7 @@ def _check_kinds(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
+    fill(args, ValidateFlags, command="tpusim validate")
     _check_kinds(args)
     _check_write_uncertainty(args)
     if args.serving:
@@ -185,7 +189,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     holdout["coverage_80"] = collective_coverage(cases)
     if args.write_uncertainty is not None:
         write_collective_uncertainty(args, cases)
-    if args.json:
+    if args.as_json:
         from tpusim.report import integer_bytes
 
         print(json_text(integer_bytes({"cases": [c.row() for c in cases], **stats})))
@@ -247,6 +251,7 @@ def collective_coverage(cases: Any) -> float | None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
+    fill(args, CalibrateFlags, command="tpusim calibrate")
     if args.serving:
         from tpusim.cli.validate_serving import (
             DEFAULT_SERVING_OUT,
@@ -309,7 +314,7 @@ def _calibrate_collectives(args: argparse.Namespace) -> None:
 
 def _print_calibration(args: argparse.Namespace, record: dict[str, Any]) -> None:
     """The collective calibration's record as JSON or as text."""
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     for chip in record["chips"]:

@@ -39,7 +39,7 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
             record["wrote"] = [str(p) for p in write_profiles(out, fitted)]
         except OSError as exc:
             raise output_error("--out", out, exc) from None
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     for line in record["warnings"]:
@@ -72,7 +72,7 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
     }
     if getattr(args, "write_uncertainty", None) is not None:
         record["wrote_uncertainty"] = _write_uncertainty(args, held)
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     print(table(held))

@@ -26,7 +26,7 @@ def cmd_validate_workloads(args: argparse.Namespace) -> None:
     chips = _calibrated_chips(args.calibration, cases) if args.calibration else {}
     results = validate_workloads(cases, chips, network_of(args), args.approximate)
     stats = workload_summary(results)
-    if args.json:
+    if args.as_json:
         print(json_text({"cases": [r.row() for r in results], **stats}))
         return
     print(results_table([r.row() for r in results]))
@@ -75,7 +75,7 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
     record["held_out"]["coverage_80"] = nested_coverage(workload_residuals(rows, args.cv))
     if args.write_uncertainty is not None:
         _write_training(args, rows, [c.file for c in cases])
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     print(results_table([r.row() for r in held]))
@@ -160,7 +160,7 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
         "cases": [r.row() for r in results],
         **workload_summary(results),
     }
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     terms = ", ".join(f"{k} {v:.4g}" for k, v in record["terms"].items())
