@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict
 
 from tpusim import units
 from tpusim.cli.flags import Subparsers, size_flag
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from tpusim.study.fault_trials import FaultTrials
 
 
-_INT = {"flag_type": "int"}
+_INT: JsonDict = {"flag_type": "int"}
 
 
 class FaultFlagValues(BaseModel):

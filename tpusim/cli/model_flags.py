@@ -123,10 +123,11 @@ def _add_field_flag(
     if "const" in extra:
         options["const"] = extra["const"]
     if extra.get("positional"):
-        p.add_argument(name, metavar=extra.get("metavar"), **options)
+        metavar = extra.get("metavar")
+        p.add_argument(name, metavar=None if metavar is None else str(metavar), **options)
         return
     flag = flag_of(name, info)
-    metavar = extra.get("metavar") or flag.removeprefix("--").replace("-", "_").upper()
+    metavar = str(extra.get("metavar") or flag.removeprefix("--").replace("-", "_").upper())
     p.add_argument(
         flag,
         dest=name,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from tpusim.errors import InputError
 from tpusim.network import NETWORKS, NetworkSettings, NetworkTree
@@ -65,7 +66,7 @@ def plan_fidelities() -> list[str]:
 
 #: The flag type of a count the command line reads as a whole number >= 1 (its own
 #: message), the request then checking it against the limits (:func:`request_problem`).
-COUNT_FLAG = {"flag_type": "positive"}
+COUNT_FLAG: JsonDict = {"flag_type": "positive"}
 
 
 class PlanRequest(BaseModel):

@@ -35,7 +35,7 @@ class CheckOptions(Frozen):
     are generated from these fields (:mod:`tpusim.cli.scenarios`)."""
 
     max_points: PositiveInt | None = Field(
-        None,
+        default=None,
         description="most workload points (sweep points over all workloads) to run "
         f"(default {MAX_SWEEP_POINTS:,}; refused above it)",
         json_schema_extra={"flag_type": "positive"},
@@ -53,28 +53,28 @@ class ScenarioRunOptions(CheckOptions):
     this process); ``quiet``: no progress on stderr."""
 
     out: Path | None = Field(
-        None,
+        default=None,
         description="output folder (default out/SCENARIO_NAME)",
         json_schema_extra={"flag_type": "path"},
     )
     executor: ExecutorName = Field(
-        "local",
+        default="local",
         description="local (default): this machine; dask: one task per (system, workload "
         "point) on a Dask cluster (pip install 'tpusim[dask]')",
     )
     scheduler: str | None = Field(
-        None,
+        default=None,
         description="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a local "
         "cluster of 2 worker processes)",
     )
     jobs: PositiveInt | None = Field(
-        None,
+        default=None,
         description="local executor: systems simulated at once, each in its own process "
         "(default: one per CPU core, fewer when free memory is short: "
         f"{WORKER_MEMORY_BYTES // 2**30} GiB each; 1 runs in-process)",
         json_schema_extra={"flag_type": "positive"},
     )
-    quiet: bool = Field(False, description="no progress on stderr")
+    quiet: bool = Field(default=False, description="no progress on stderr")
 
     def check_executor(self) -> None:
         """Raise InputError for a scheduler given without the Dask executor."""
