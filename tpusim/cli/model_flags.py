@@ -109,7 +109,8 @@ def _add_field_flag(
     extra = _extra(info)
     if _is_bool(info) and not extra.get("positional"):
         flag = flag_of(name, info)
-        action = "store_false" if flag.startswith("--no-") else "store_true"
+        negated = info.default is True or str(extra.get("flag", "")).startswith("no-")
+        action = "store_false" if negated else "store_true"
         p.add_argument(flag, dest=name, action=action, default=None, help=help_of(info))
         return
     choices = choices if choices is not None else _choices(info)
