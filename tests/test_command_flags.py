@@ -1,8 +1,7 @@
 """Every command's flags are generated from its options model: no command module of
 ``tpusim/cli/`` calls ``add_argument`` itself (the generators in ``model_flags`` and
-``network_flags`` do, and ``app`` adds ``--version``); ``compile`` is the one command
-still written by hand (its flags are JAX's and MaxText's). A scan of the syntax tree,
-shown to find a call in a snippet first; then what the generator makes of a field.
+``network_flags`` do, and ``app`` adds ``--version``). A scan of the syntax tree, shown
+to find a call in a snippet first; then what the generator makes of a field.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from tpusim.cli.model_flags import add_model_flags, fill, flag_of
 from tpusim.errors import InputError
 
 CLI = Path(tpusim.cli.__file__).parent
-#: The modules allowed to call add_argument: the generators, the top-level parser and
-#: the command whose flags are not yet a model.
-GENERATORS = {"model_flags.py", "network_flags.py", "app.py", "compile.py"}
+#: The modules allowed to call add_argument: the generators and the top-level parser.
+GENERATORS = {"model_flags.py", "network_flags.py", "app.py"}
 
 
 def add_argument_lines(source: str) -> list[int]:
@@ -55,6 +53,7 @@ class Toy(BaseModel):
     checks: bool = Field(True, description="on unless --no-checks")
     count: int = Field(2, description="how many", json_schema_extra={"flag_type": "positive"})
     mode: str = Field("a", description="which")
+    tag: list[str] | None = Field(None, description="again", json_schema_extra={"action": "append"})
 
 
 def parsed(*argv: str) -> argparse.Namespace:
@@ -66,13 +65,15 @@ def parsed(*argv: str) -> argparse.Namespace:
 def test_switches_positionals_types_and_choices():
     assert flag_of("no_offload", Toy.model_fields["no_offload"]) == "--no-offload"
     args = parsed("x", "y", "--no-offload", "--no-checks", "--count", "3", "--mode", "b")
+    args.tag = parsed("x", "--tag", "p", "--tag", "q").tag  # repeatable
     toy = fill(args, Toy)
-    assert (toy.where, toy.no_offload, toy.checks, toy.count, toy.mode) == (
+    assert (toy.where, toy.no_offload, toy.checks, toy.count, toy.mode, toy.tag) == (
         ["x", "y"],
         True,
         False,
         3,
         "b",
+        ["p", "q"],
     )
     assert (args.no_offload, args.checks) == (True, False)  # filled back by field name
     toy = fill(parsed("x"), Toy)

@@ -6,10 +6,12 @@ contract, ``--max-seqs``); the help is the field's ``description`` and its defau
 ``Literal`` field offers its values as choices; a boolean field defaulting to True
 becomes ``--no-NAME``; a list takes one or more values. More keys of
 ``json_schema_extra`` shape the flag: ``positional`` (an argument, not a flag),
-``flag_type`` (an argparse type of :data:`FLAG_TYPES`), ``nargs``, ``const`` and
-``metavar`` (as argparse reads them). Every value is passed as given (text) and validated by the
-model, so a flag accepts what the YAML key does (units, ``inf``) and fails with the
-model's message, named by its flag (:func:`flag_problem`).
+``flag_type`` (an argparse type of :data:`FLAG_TYPES`), ``nargs``, ``const``,
+``metavar`` and ``action`` (``append``: a repeatable flag), as argparse reads them.
+Every value is passed as given (text) and validated by the model, so a flag accepts
+what the YAML key does (units, ``inf``) and fails with the model's message, named by
+its flag (:func:`flag_problem`); :func:`fill` does both and sets the options' values,
+defaults included, back on the namespace.
 
 :mod:`tpusim.cli.network_flags` does the same for the network's options models.
 """
@@ -115,12 +117,15 @@ def _add_field_flag(
         return
     choices = choices if choices is not None else _choices(info)
     kind = extra.get("flag_type")
+    action = extra.get("action")
     options: dict[str, Any] = {
         "choices": choices,
         "help": help_of(info),
         "type": FLAG_TYPES[str(kind)] if kind is not None else None,
-        "nargs": extra.get("nargs", "+" if _is_list(info) else None),
+        "nargs": extra.get("nargs", "+" if _is_list(info) and action is None else None),
     }
+    if action is not None:
+        options["action"] = action
     if "const" in extra:
         options["const"] = extra["const"]
     if extra.get("positional"):

@@ -133,7 +133,7 @@ def _check_workloads(args: argparse.Namespace) -> None:
         whole = [name for name, backend in NETWORKS.items() if backend.whole_programs]
         raise InputError(
             f"--fidelity {network.fidelity} is not offered with --workloads (whole training "
-            f"steps on up to 512 chips); use {' or '.join(reversed(whole))}"
+            f"steps on up to 512 chips); use {' or '.join(whole)}"
         )
 
 
