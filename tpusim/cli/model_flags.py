@@ -102,22 +102,11 @@ def _is_list(info: FieldInfo) -> bool:
     return any(typing.get_origin(a) is list for a in (annotation, *args))
 
 
-def _add_field_flag(
-    p: argparse.ArgumentParser,
-    name: str,
-    info: FieldInfo,
-    choices: Sequence[object] | None = None,
-) -> None:
-    extra = _extra(info)
-    if _is_bool(info) and not extra.get("positional"):
-        flag = flag_of(name, info)
-        negated = info.default is True or str(extra.get("flag", "")).startswith("no-")
-        action = "store_false" if negated else "store_true"
-        p.add_argument(flag, dest=name, action=action, default=None, help=help_of(info))
-        return
-    choices = choices if choices is not None else _choices(info)
-    kind = extra.get("flag_type")
-    action = extra.get("action")
+def _argparse_options(
+    info: FieldInfo, extra: Mapping[str, object], choices: Sequence[object] | None
+) -> dict[str, Any]:
+    """What argparse takes for a field that is not a switch (module docstring)."""
+    kind, action = extra.get("flag_type"), extra.get("action")
     options: dict[str, Any] = {
         "choices": choices,
         "help": help_of(info),
@@ -128,17 +117,35 @@ def _add_field_flag(
         options["action"] = action
     if "const" in extra:
         options["const"] = extra["const"]
+    return options
+
+
+def _add_field_flag(
+    p: argparse.ArgumentParser,
+    name: str,
+    info: FieldInfo,
+    choices: Sequence[object] | None = None,
+) -> None:
+    extra = _extra(info)
+    if _is_bool(info) and not extra.get("positional"):
+        flag = flag_of(name, info)
+        negated = info.default is True or str(extra.get("flag", "")).startswith("no-")
+        switch = "store_false" if negated else "store_true"
+        p.add_argument(flag, dest=name, action=switch, default=None, help=help_of(info))
+        return
+    choices = choices if choices is not None else _choices(info)
+    options = _argparse_options(info, extra, choices)
     if extra.get("positional"):
         metavar = extra.get("metavar")
         p.add_argument(name, metavar=None if metavar is None else str(metavar), **options)
         return
     flag = flag_of(name, info)
-    metavar = str(extra.get("metavar") or flag.removeprefix("--").replace("-", "_").upper())
+    shown = str(extra.get("metavar") or flag.removeprefix("--").replace("-", "_").upper())
     p.add_argument(
         flag,
         dest=name,
         default=None,
-        metavar=None if choices else metavar,
+        metavar=None if choices else shown,
         required=info.is_required(),
         **options,
     )
