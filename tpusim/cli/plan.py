@@ -11,8 +11,9 @@ from pydantic import Field, ValidationError
 from tpusim import units
 from tpusim.cli.flags import Subparsers
 from tpusim.cli.model_flags import add_model_flags, flag_problem, model_values
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.errors import InputError
-from tpusim.network import FidelityName
+from tpusim.network import FidelityName, NetworkSettings
 from tpusim.planner.request import (
     COUNT_FLAG,
     DEFAULT_CONFIRM,
@@ -38,6 +39,13 @@ COLUMNS = (
 DEFAULT_TOP = 5
 
 
+def _default_fidelity(field: str) -> str:
+    """The fidelity of the request's default network ``field`` (declared there once)."""
+    default = PlanRequest.model_fields[field].get_default(call_default_factory=True)
+    assert isinstance(default, NetworkSettings)
+    return default.fidelity
+
+
 class PlanFlags(PlanRequest):
     """``tpusim plan``'s flags: the request's fields (:class:`~tpusim.planner.PlanRequest`),
     what only the command line has (the rows to print, the fragment, JSON) and the
@@ -49,12 +57,14 @@ class PlanFlags(PlanRequest):
     )
     top: int = Field(DEFAULT_TOP, description="layouts to print", json_schema_extra=COUNT_FLAG)
     rank_fidelity: FidelityName = Field(
-        "analytic", description="the network layouts are ranked at (its options: the flags below)"
+        _default_fidelity("rank_network"),
+        description="the network layouts are ranked at (its options: the flags below)",
     )
     confirm_fidelity: FidelityName = Field(
-        "flow", description="the network the best layouts are confirmed at"
+        _default_fidelity("confirm_network"),
+        description="the network the best layouts are confirmed at",
     )
-    json_output: bool = Field(False, alias="json", description="print one JSON object")
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
 
 
 #: Fields the command line does not set: its networks come from the fidelity flags.
@@ -64,8 +74,6 @@ _NOT_FLAGS = ("overrides", "margin", "rank_network", "confirm_network", "progres
 def add_parsers(sub: Subparsers) -> None:
     """The subcommand, on the CLI's subparsers: one flag per field of :class:`PlanFlags`
     and the network option flags."""
-    from tpusim.cli.network_flags import add_network_flags
-
     p = sub.add_parser("plan", help="search training layouts (mesh roles, remat) by step time")
     offered = plan_fidelities()
     fidelities = {"rank_fidelity": offered, "confirm_fidelity": offered}
@@ -76,8 +84,6 @@ def add_parsers(sub: Subparsers) -> None:
 
 def plan_request(args: argparse.Namespace) -> PlanFlags:
     """The request the flags give; raises InputError naming the flag of a bad value."""
-    from tpusim.cli.network_flags import network_of
-
     given = model_values(args, PlanFlags, skip=_NOT_FLAGS)
     shortlist = int(given.get("shortlist", DEFAULT_SHORTLIST))  # type: ignore[call-overload]
     given.setdefault("confirm", min(DEFAULT_CONFIRM, shortlist))
@@ -102,7 +108,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
     request = plan_request(args)
     record = plan_record(plan_layouts(request), request.top)
-    if request.json_output:
+    if request.as_json:
         print(json_text(record))
         return
     print("\n".join(plan_lines(record)))

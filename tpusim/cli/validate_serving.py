@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tpusim.cli.network_flags import network_flags_given, network_of
 from tpusim.errors import InputError
+from tpusim.network import NetworkSettings
 from tpusim.results.files import json_text, output_error
 
 #: Where ``calibrate --serving`` writes the fitted profiles without ``--out``.
@@ -171,9 +173,6 @@ def check_serving_flags(args: argparse.Namespace, fit: bool) -> None:
 def _check_network(args: argparse.Namespace) -> None:
     """The serving figures run on the default network: a network flag that asks for
     another is refused, naming it."""
-    from tpusim.cli.network_flags import network_flags_given, network_of
-    from tpusim.network import NetworkSettings
-
     given = network_flags_given(args)
     default = NetworkSettings()
     if given and network_of(args) != default:
