@@ -12,6 +12,7 @@ import pytest
 
 from tpusim.config import load_system
 from tpusim.config.uncertainty import load_uncertainty
+from tpusim.network import NetworkSettings
 from tpusim.study.claim_specs import ClaimsFile
 from tpusim.study.claims import claim_rows
 from tpusim.study.claims_training import step_figure
@@ -26,6 +27,8 @@ WORKLOAD = {
     "batch_per_shard": 1,
     "mesh": {"fsdp": "auto", "tensor": 4},
 }
+#: The claims file's network for the steps simulated here.
+FLOW_5PCT = NetworkSettings.of("flow", tolerance=0.05)
 PRICES = {"v5e": (1.0, 2.0), "ironwood": (3.0, 5.0)}
 
 
@@ -151,11 +154,11 @@ def test_perf_per_dollar_from_rows_is_ratio_arithmetic(subject_tokens):
 
 def test_simulated_step_counts_its_tokens_by_hand():
     """256 chips, tensor 4: fsdp 64 shards of one 1,024-token sequence each."""
-    figure = step_figure([], "ironwood-256", WORKLOAD, 0.05)
+    figure = step_figure([], "ironwood-256", WORKLOAD, FLOW_5PCT)
     assert figure.source == "simulated" and figure.chips == 256
     assert figure.tokens_per_step == 64 * 1024
     assert figure.tokens_per_s == pytest.approx(64 * 1024 / figure.step_time_s)
-    assert step_figure([], "ironwood-256", WORKLOAD, 0.05) is figure  # cached
+    assert step_figure([], "ironwood-256", WORKLOAD, FLOW_5PCT) is figure  # cached
 
 
 def test_virgo_row_structural_figures_from_the_systems_shape():

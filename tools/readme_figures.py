@@ -56,6 +56,7 @@ COMMANDS: dict[str, list[str]] = {
     "workloads-cv-chip": ["validate", "--workloads", "--cv", "chip", "--json"],
     "workloads-cv-family": ["validate", "--workloads", "--cv", "family", "--json"],
     "serving-cv-server": ["validate", "--serving", "--cv", "server", "--json"],
+    "serving-cv-chip": ["validate", "--serving", "--cv", "chip", "--json"],
 }
 
 
@@ -259,6 +260,7 @@ RENDER: dict[str, Callable[[Any], str]] = {
     "workloads-cv-chip": cv_block,
     "workloads-cv-family": cv_block,
     "serving-cv-server": serving_cv_block,
+    "serving-cv-chip": serving_cv_block,
 }
 
 

@@ -25,6 +25,7 @@ from tpusim.config.loader import configs_dir, validate
 from tpusim.config.types import Frozen, Source
 from tpusim.config.yamlio import load_yaml
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.study.claim_verdicts import Verdict
 from tpusim.vocabulary import Dtype, EngineChoice, Op
 
@@ -141,8 +142,8 @@ class SramCapacityClaim(Comparison):
 class IciBandwidthClaim(Comparison):
     """Configured ICI bandwidth per chip (every port, both directions) and the bus
     bandwidth of an all-reduce of ``bytes`` over each whole pod (the run's row, else
-    simulated here at ``flow_tolerance``). The subject's link rate is derived from
-    the claim, so ``verdict`` is stated (one of
+    simulated here on ``network``, a tree as a scenario's). The subject's link rate is
+    derived from the claim, so ``verdict`` is stated (one of
     :data:`~tpusim.study.claim_verdicts.VERDICTS`)."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
@@ -161,7 +162,7 @@ class IciBandwidthClaim(Comparison):
     check: Literal["ici_bandwidth"]
     claimed_ratio: PositiveFloat
     bytes: PositiveFloat
-    flow_tolerance: PositiveFloat
+    network: NetworkTree
     verdict: Verdict
 
 
@@ -242,11 +243,11 @@ class PerfPerDollarClaim(ClaimSpec):
 class TrainingClaim(ClaimSpec):
     """A claim read from a training step: ``workload`` (the ``training_step`` fields,
     with ``name``; a mesh axis may be ``auto``) is the run's row of that name when the
-    run has one, else simulated at flow fidelity to ``flow_tolerance``
-    (:mod:`tpusim.study.claims_training`)."""
+    run has one, else simulated on ``network`` (a tree as a scenario's; default the
+    default network; :mod:`tpusim.study.claims_training`)."""
 
     workload: dict[str, object]
-    flow_tolerance: PositiveFloat = 0.05
+    network: NetworkTree = Field(default_factory=NetworkSettings)
 
     @model_validator(mode="after")
     def _named_workload(self) -> TrainingClaim:

@@ -22,7 +22,9 @@ would in ``reading``): :mod:`tpusim.study.claim_verdicts` states the rules.
 Figures from a scenario run (``rows``, as :func:`tpusim.study.scenario.run_scenario` gives)
 are used where present (a pod-wide all-reduce, training steps, decode steps, serving
 capacities); what is missing is simulated here on the systems the claims name (a
-performance-per-dollar claim appears only with serving rows). Latency checks run at
+performance-per-dollar claim appears only with serving rows), on each claim's
+``network:`` (a tree as a scenario's; ``tpusim claims``'s network flags replace it).
+Latency checks run at
 the analytic fidelity: the claims file picks sizes at which every pattern is
 latency-bound, where analytic equals flow (see the tests).
 
@@ -208,13 +210,15 @@ def sram_capacity(spec: SramCapacityClaim, context: ClaimContext) -> list[ClaimR
     return [_filled(spec, verdict, EXACT_CAPACITY, **names, **values)]
 
 
-def _allreduce_busbw(rows: Rows, system: System, size_bytes: float, tolerance: float) -> float:
+def _allreduce_busbw(
+    rows: Rows, system: System, size_bytes: float, network: NetworkSettings
+) -> float:
     """Bus bandwidth (B/s) of an all-reduce of ``size_bytes`` over all of ``system``:
-    the run's row, else simulated here at flow ``tolerance``."""
+    the run's row, else simulated here on ``network``."""
     row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=size_bytes)
     if row is not None:
         return figure(row, "busbw_Bps")
-    options = CollectiveOptions(network=NetworkSettings.of("flow", tolerance=tolerance))
+    options = CollectiveOptions(network=network)
     topology = build_topology(system)
     result, _ = run_collective(
         topology, "all-reduce", size_bytes, options, chip=system.chip, system_name=system.name
@@ -230,7 +234,7 @@ def ici_bandwidth(spec: IciBandwidthClaim, context: ClaimContext) -> list[ClaimR
         s.name: s.chip.ici.ports * s.chip.ici.link_bandwidth_Bps * 2 for s in (baseline, subject)
     }
     busbw = {
-        s.name: _allreduce_busbw(context.rows, s, spec.bytes, spec.flow_tolerance)
+        s.name: _allreduce_busbw(context.rows, s, spec.bytes, spec.network)
         for s in (baseline, subject)
     }
     values = {
@@ -364,26 +368,31 @@ def claim_rows(
     rows: Rows | None = None,
     checks: Collection[str] | None = None,
     files: tuple[ClaimsFile, ...] | None = None,
+    network: NetworkSettings | None = None,
 ) -> list[dict[str, str]]:
     """The claims table's rows (:class:`ClaimRow`'s fields) of every
     claim in ``files`` (default: the shipped claims files), or only those whose check
-    is in ``checks``; ``rows`` are a scenario run's summary rows to reuse (optional)."""
+    is in ``checks``; ``rows`` are a scenario run's summary rows to reuse (optional);
+    ``network`` replaces the ``network:`` of every claim that simulates on one."""
     out = []
     for file in shipped_claims() if files is None else files:
         context = ClaimContext(rows or [], file)
         for spec in file.claims:
             if checks is None or spec.check in checks:
+                if network is not None and "network" in type(spec).model_fields:
+                    spec = spec.model_copy(update={"network": network})
                 out += [asdict(r) for r in CHECKS.get(spec.check).evaluate(spec, context)]
     return out
 
 
-def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
+def vendor_claims(rows: Rows | None = None, network: NetworkSettings | None = None) -> pd.DataFrame:
     """The claims table of the shipped claims files as a DataFrame (columns: claim,
     source, tpusim, assumptions, verdict, interval, reading), reusing a run's summary
-    ``rows`` if given."""
+    ``rows`` if given, every simulated figure on ``network`` if given (else each claim's
+    own)."""
     import pandas as pd
 
-    return pd.DataFrame(claim_rows(rows))
+    return pd.DataFrame(claim_rows(rows, network=network))
 
 
 def format_claims(frame: pd.DataFrame) -> str:

@@ -4,8 +4,8 @@ Virgo's near-linear scaling (checks of :mod:`tpusim.study.claims`, specs in
 
 Both read a training step's tokens per second: a scenario run's ``training_step`` row
 of the claim's workload (by its name) when the run has one, else the claim's workload
-simulated here as ``kind: training_step`` runs it (layer reuse, the claim's flow
-tolerance), once per system and workload in a process.
+simulated here as ``kind: training_step`` runs it (layer reuse, on the claim's
+``network:``), once per system, workload and network in a process.
 
 Definitions:
 
@@ -42,6 +42,7 @@ from functools import cache
 from tpusim.config.loader import System, load_system
 from tpusim.config.uncertainty import Interval, figure_interval
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
 from tpusim.results.economics import SECONDS_PER_HOUR
 from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
 from tpusim.study.claim_specs import ClaimsFile, TrainingPerfPerDollarClaim, VirgoScalingClaim
@@ -102,7 +103,7 @@ def resolved_fields(workload: Mapping[str, object], num_chips: int) -> dict[str,
 
 
 def step_figure(
-    rows: Rows, system: str, workload: dict[str, object], tolerance: float
+    rows: Rows, system: str, workload: dict[str, object], network: NetworkSettings
 ) -> StepFigure:
     """The step of ``workload`` on ``system``: the run's row (kind training_step,
     workload label starting with the workload's name), else simulated here."""
@@ -111,7 +112,7 @@ def step_figure(
             step = figure(row, "step_time_s")
             tokens = figure(row, "tokens_per_s") * step
             return StepFigure(step, tokens, int(figure(row, "chips")), "run")
-    return _simulated(system, json.dumps(workload, sort_keys=True), tolerance)
+    return _simulated(system, json.dumps(workload, sort_keys=True), network)
 
 
 def _matches(row: dict[str, object], system: str, name: str) -> bool:
@@ -122,11 +123,10 @@ def _matches(row: dict[str, object], system: str, name: str) -> bool:
 
 
 @cache
-def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFigure:
-    """``workload_json``'s step on ``system_name`` at flow fidelity (cached per process)."""
+def _simulated(system_name: str, workload_json: str, network: NetworkSettings) -> StepFigure:
+    """``workload_json``'s step on ``system_name`` on ``network`` (cached per process)."""
     from pydantic import ValidationError
 
-    from tpusim.network import NetworkSettings
     from tpusim.network.routes import RouteCache
     from tpusim.results.records import TrainingRecord
     from tpusim.topology import build_topology
@@ -145,7 +145,7 @@ def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFi
         system=system,
         topology=topology,
         routes=RouteCache(topology),
-        network=NetworkSettings.of("flow", tolerance=tolerance),
+        network=network,
         power_per_chip_W=None,
         price_per_chip_hour_usd=None,
         file="claims",
@@ -165,8 +165,7 @@ def training_perf_per_dollar(
     """The row's values, verdict and the interval that decided it (module docstring)."""
     subject, baseline = load_system(spec.subject), load_system(spec.baseline)
     figures = {
-        s.name: step_figure(rows, s.name, spec.workload, spec.flow_tolerance)
-        for s in (subject, baseline)
+        s.name: step_figure(rows, s.name, spec.workload, spec.network) for s in (subject, baseline)
     }
     subj, base = figures[subject.name], figures[baseline.name]
     price_subj, price_base = file.price(subject.chip.name), file.price(baseline.chip.name)
@@ -231,16 +230,13 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
     return float(step.local_params * step.gradient_bytes)
 
 
-def pod_allreduce_s(system: System, size_bytes: float, tolerance: float) -> float:
+def pod_allreduce_s(system: System, size_bytes: float, network: NetworkSettings) -> float:
     """A ring all-reduce of ``size_bytes`` per chip over the ``pod`` axis of a
-    multi-pod ``system`` (one ring per position in the pod), flow fidelity."""
+    multi-pod ``system`` (one ring per position in the pod), on ``network``."""
     from tpusim.engine import CollectiveOptions, run_collective
-    from tpusim.network import NetworkSettings
     from tpusim.topology import build_topology
 
-    options = CollectiveOptions(
-        axes=("pod",), algorithm="ring", network=NetworkSettings.of("flow", tolerance=tolerance)
-    )
+    options = CollectiveOptions(axes=("pod",), algorithm="ring", network=network)
     result, _ = run_collective(
         build_topology(system),
         "all-reduce",
@@ -262,10 +258,8 @@ def virgo_scaling(
     system = load_system(spec.system)
     pod = load_system(spec.pod)
     pods = system.num_chips // pod.num_chips
-    one = step_figure(rows, pod.name, spec.workload, spec.flow_tolerance)
-    allreduce_s = pod_allreduce_s(
-        system, gradient_bytes_per_chip(spec.workload, pod), spec.flow_tolerance
-    )
+    one = step_figure(rows, pod.name, spec.workload, spec.network)
+    allreduce_s = pod_allreduce_s(system, gradient_bytes_per_chip(spec.workload, pod), spec.network)
     efficiency = one.step_time_s / (one.step_time_s + allreduce_s)
     one_way_Pbps = build_topology(system).bisection_bandwidth_Bps * BITS_PER_BYTE / PETA
     peak = system.chip.peak_flops.get(spec.flops_dtype)

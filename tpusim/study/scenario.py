@@ -71,13 +71,13 @@ from tpusim.config.loader import System, load_system, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
+from tpusim.network.tree import read_flat
 from tpusim.results.run import ScenarioRun
 from tpusim.results.writers import Outputs
 from tpusim.study.schema import (
     Assumptions,
     OneWorkload,
     ScenarioSpec,
-    flat_network_read,
     models_beside,
 )
 from tpusim.study.systems import SystemVariants, locate_scenario, variants
@@ -137,7 +137,7 @@ class Scenario:
         self.fault_flags = fault_flags or NO_FAULT_FLAGS
         self.problems = problems
         data, self.lines = load_yaml(file)
-        data = flat_network_read(data, self.file, self.lines, warn_deprecated)
+        data = read_flat(data, self.file, self.lines, warn_deprecated)
         self.raw = models_beside(data, Path(self.file).parent)
         self.spec, self.indices = self._validated()
         if network is not None:  # the command line's network flags win over the file's

@@ -34,6 +34,7 @@ from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
 
 if TYPE_CHECKING:
+    from tpusim.network import NetworkSettings
     from tpusim.program.builders.training import TrainingStep
     from tpusim.workloads import WorkloadContext
     from tpusim.workloads.training_step import TrainingWorkload
@@ -152,7 +153,7 @@ def training_spec(case: WorkloadCase, fields: dict[str, object]) -> TrainingWork
 def simulate_workload(
     case: WorkloadCase,
     chip: ChipSpec | None = None,
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
     approximate: bool = False,
     simulate: bool = True,
 ) -> WorkloadResult:
@@ -163,7 +164,7 @@ def simulate_workload(
     translation = workload_fields(case, approximate)
     if not expressible(case, approximate):
         return WorkloadResult(case, "not expressible", detail=", ".join(translation.missing))
-    context = _context(case, case_system(case, chip), fidelity)
+    context = _context(case, case_system(case, chip), network)
     step, peak, problem = memory_verdict(case, translation, context)
     status = "out of memory" if problem else "ok"
     if not simulate:
@@ -199,7 +200,9 @@ def _roomy(system: System, need_bytes: float) -> System:
     return dataclasses.replace(system, chip=system.chip.model_copy(update={"hbm": hbm}))
 
 
-def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadContext:
+def _context(
+    case: WorkloadCase, system: System, network: NetworkSettings | None
+) -> WorkloadContext:
     from tpusim.network import NetworkSettings
     from tpusim.network.routes import RouteCache
     from tpusim.topology import build_topology
@@ -210,7 +213,7 @@ def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadConte
         system=system,
         topology=topology,
         routes=RouteCache(topology),
-        network=NetworkSettings.of(fidelity),
+        network=network or NetworkSettings(),
         power_per_chip_W=None,
         price_per_chip_hour_usd=None,
         file=case.file,
@@ -223,12 +226,12 @@ def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadConte
 def validate_workloads(
     cases: Sequence[WorkloadCase],
     chips: dict[str, ChipSpec] | None = None,
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
     approximate: bool = False,
 ) -> list[WorkloadResult]:
     """Every case simulated, in order; ``chips`` replaces a chip by name."""
     chips = chips or {}
-    return [simulate_workload(c, chips.get(c.spec.chip), fidelity, approximate) for c in cases]
+    return [simulate_workload(c, chips.get(c.spec.chip), network, approximate) for c in cases]
 
 
 def workload_summary(results: Sequence[WorkloadResult]) -> dict[str, Any]:

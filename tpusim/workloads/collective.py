@@ -74,7 +74,7 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
 
     group = make_group(context.topology, spec.axes or None, spec.chips)
     named = spec.algorithm not in (None, "auto")
-    if named and context.network.fidelity == "packet":  # packets x hops, as the run counts
+    if named and context.network.hop_event_bytes() is not None:  # packets x hops, as run
         schedule = build_schedule(spec.op, spec.bytes, group, spec.algorithm)
         check_schedule_work(schedule, context.network, context.topology, spec.name)
     rng = np.random.default_rng(spec.seed or 0)
