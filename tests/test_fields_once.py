@@ -39,6 +39,12 @@ HOMONYMS = {
     ("tpusim.config.model.ModelSpec", "mlp"),
     # a served checkpoint's stored dtype, not how a training step keeps its weights
     ("tpusim.validation.serving_figures.Figure", "weight_dtype"),
+    # tpusim faults (a Monte Carlo): the range of failed-link counts swept and the seed
+    # of the trials' draws, not one run's failed links and random-link seed
+    ("tpusim.cli.faults.FaultsOptions", "fail_links"),
+    ("tpusim.cli.faults.FaultsOptions", "seed"),
+    # tpusim compile's --mesh: the mesh as its command line writes it, a string
+    ("tpusim.cli.compile.CompileFlags", "mesh"),
 }
 
 
@@ -165,6 +171,9 @@ def test_fault_keys_are_declared_in_one_module():
     serving and goodput kinds' ``seed`` seeds their own draws: not a fault key of a
     kind that simulates a network)."""
     own_seed = {"tpusim.serving.options.ServeSpec", "tpusim.workloads.goodput.GoodputWorkload"}
+    # tpusim faults (a Monte Carlo) sweeps a range of counts with a seed of its trials;
+    # the command line's --faults is the file to read into FaultFlags.faults
+    own_seed |= {"tpusim.cli.faults.FaultsOptions", "tpusim.cli.faults.FaultFlagValues"}
     where = {
         _name(m)
         for m in MODELS

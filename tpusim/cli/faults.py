@@ -22,7 +22,7 @@ from tpusim import units
 from tpusim.cli.flags import Subparsers, size_flag
 from tpusim.cli.model_flags import add_model_flags, model_values
 from tpusim.cli.network_flags import add_network_flags, network_of
-from tpusim.config.faults import FaultFlags, Routing, load_faults
+from tpusim.config.faults import FaultFlags, GivenFaultFlags, Routing, load_faults
 from tpusim.errors import InputError
 from tpusim.vocabulary import Op
 
@@ -33,19 +33,13 @@ if TYPE_CHECKING:
 _INT: JsonDict = {"flag_type": "int"}
 
 
-class FaultFlagValues(BaseModel):
+class FaultFlagValues(GivenFaultFlags):
     """The fault flags of ``tpusim collective`` and ``tpusim run`` as the command line
-    reads them (``faults`` a file to read), before they become a
+    reads them (the keys of :class:`~tpusim.config.faults.GivenFaultFlags`, and
+    ``faults`` the file to read), before they become a
     :class:`~tpusim.config.faults.FaultFlags`."""
 
     faults: str | None = Field(None, description="YAML file of faults (see docs/faults.md)")
-    fail_links: int | None = Field(
-        None, description="N random links down from the start", json_schema_extra=_INT
-    )
-    seed: int | None = Field(
-        None, description="seed of the random failures (default 0)", json_schema_extra=_INT
-    )
-    routing: Routing | None = Field(None, description="path choice per flow")
 
 
 def add_fault_flags(p: argparse.ArgumentParser) -> None:

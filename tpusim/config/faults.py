@@ -171,9 +171,17 @@ class GivenFaultFlags(Frozen):
     """The fault keys a command-line flag sets (:class:`FaultKeys`' types; None: not
     given)."""
 
-    fail_links: Count | None = None
-    seed: Count | None = None
-    routing: Routing | None = None
+    fail_links: Count | None = Field(
+        None,
+        description="N random links down from the start",
+        json_schema_extra={"flag_type": "int"},
+    )
+    seed: Count | None = Field(
+        None,
+        description="seed of the random failures (default 0)",
+        json_schema_extra={"flag_type": "int"},
+    )
+    routing: Routing | None = Field(None, description="path choice per flow")
 
 
 class GivenFaultKeys(GivenFaultFlags):

@@ -43,8 +43,7 @@ from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
-from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
-from tpusim.study import claims_training
+from tpusim.study import claims_serving, claims_training
 from tpusim.study.claim_runs import US_PER_S, Built, latency, latency_cut_values
 from tpusim.study.claim_specs import (
     ClaimsFile,
@@ -66,7 +65,6 @@ from tpusim.study.claim_verdicts import (
     EXACT_HOPS,
     EXACT_PEAKS,
     Verdict,
-    per_dollar_verdict,
 )
 from tpusim.study.claims_training import figure
 from tpusim.topology import build_topology
@@ -288,45 +286,10 @@ def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
 
 def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[ClaimRow]:
     """Once per serving workload with a capacity on the subject and on the first of
-    the baselines the run served on; prices by chip from the claims file."""
-    serving = [r for r in context.rows if r.get("kind") == "serving"]
-    systems = {r["system"] for r in serving}
-    baseline = next((s for s in spec.baselines if s in systems), None)
-    if baseline is None or spec.subject not in systems:
-        return []
-    price_subj = context.file.price(load_system(spec.subject).chip.name)
-    price_base = context.file.price(load_system(baseline).chip.name)
-    out = []
-    for workload in dict.fromkeys(str(r["workload"]) for r in serving):
-        perf_subj = capacity_per_chip(serving, spec.subject, workload)
-        perf_base = capacity_per_chip(serving, baseline, workload)
-        if not perf_subj or not perf_base:
-            continue
-        p = inference_perf_per_dollar(
-            perf_subj, perf_base, price_subj, price_base, spec.claimed_ratio
-        )
-        verdict, text, deciding = per_dollar_verdict(
-            p.perf_ratio,
-            (p.price_ratio_best, p.price_ratio_worst),
-            price_base,
-            "serving_throughput",
-            context.file.ratio_margin * spec.claimed_ratio,
-            "capacity per chip ratio",
-        )
-        values = {
-            **p.row(),
-            **deciding,
-            "workload": workload,
-            "subject_perf": perf_subj,
-            "baseline_perf": perf_base,
-            "subject_price_low": price_subj[0],
-            "subject_price_high": price_subj[1],
-            "baseline_price_low": price_base[0],
-            "baseline_price_high": price_base[1],
-        }
-        names = {"subject": spec.subject, "baseline": baseline}
-        out.append(_filled(spec, verdict, text, **names, **values))
-    return out
+    the baselines the run served on
+    (:func:`tpusim.study.claims_serving.serving_perf_per_dollar`)."""
+    judged = claims_serving.serving_perf_per_dollar(spec, context.rows, context.file)
+    return [_filled(spec, verdict, text, **values) for values, verdict, text in judged]
 
 
 def training_perf_per_dollar(
