@@ -100,7 +100,7 @@ class PointSet:
             data = given | override
             prefix = (*point.path, "per_system", system.name)
             workload = validate(type(workload), data, self.file, self.lines, prefix)
-        mesh = getattr(workload, "mesh", None)
+        mesh = workload.device_mesh()
         if not mesh:
             return workload
         fixed = math.prod(v for v in mesh.values() if v != "auto")

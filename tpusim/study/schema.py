@@ -52,7 +52,7 @@ def flat_network_read(
     advice = _replacement(converted, len(old))
     if warn and advice is not None:
         message = f"{file}:{first} {' and '.join(old)}: deprecated; {advice}"
-        warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
+        warnings.warn(message, DeprecatedKeyWarning, stacklevel=5)
     return converted
 
 

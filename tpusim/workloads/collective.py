@@ -13,7 +13,7 @@ from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
 from tpusim.vocabulary import Op
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import FaultKeys, NetworkDemand, WorkloadSpec
 
 
 class CollectiveWorkload(WorkloadSpec, FaultKeys):
@@ -30,6 +30,10 @@ class CollectiveWorkload(WorkloadSpec, FaultKeys):
     axes: list[str] = Field(default_factory=list)
     chips: PositiveInt | None = None
     algorithm: AlgorithmName | None = None
+
+    def network_demand(self) -> NetworkDemand:
+        """This collective: ``op`` of ``bytes`` by ``algorithm``."""
+        return NetworkDemand(self.op, float(self.bytes), self.algorithm)
 
 
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:

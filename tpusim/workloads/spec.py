@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field, NonNegativeInt, ValidationError, model_validator
@@ -78,6 +79,20 @@ Sweep = dict[str, Annotated[list[object] | SweepRange, BeforeValidator(_sweep_va
 #: Keys of a workload that are not fields of the work itself.
 VARIANT_KEYS = ("sweep", "per_system", "systems")
 
+#: A device mesh as a workload gives it: axis name -> size, one size may be ``auto``.
+Mesh = dict[str, PositiveInt | Literal["auto"]]
+
+
+@dataclass(frozen=True)
+class NetworkDemand:
+    """The collective a workload asks of the network, known before it runs (``bytes``
+    per the nccl-tests convention; ``algorithm`` None: the fastest): what a scenario
+    checks against its fidelity's work limits before simulating anything."""
+
+    op: str
+    bytes: float
+    algorithm: str | None = None
+
 
 class WorkloadSpec(Frozen):
     """Base of every workload kind's spec: the kind's own fields, plus a ``sweep`` of
@@ -97,6 +112,16 @@ class WorkloadSpec(Frozen):
     def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, object]:
         """Fields that follow from the mesh resolved for a system (none by default)."""
         return {}
+
+    def device_mesh(self) -> Mesh | None:
+        """The device mesh to resolve on each system (an ``auto`` axis, then
+        :meth:`fields_for_mesh`); None (the default): the kind lays out no mesh."""
+        return None
+
+    def network_demand(self) -> NetworkDemand | None:
+        """The collective this workload asks of the network up front (None, the
+        default: none known before it runs)."""
+        return None
 
 
 class FaultKeys(Frozen):
@@ -134,7 +159,7 @@ class ModelWorkload(ModelShape, WorkloadSpec):
     name: str
     model: str | None = None
     dtype: Dtype = "bf16"
-    mesh: dict[str, PositiveInt | Literal["auto"]]
+    mesh: Mesh
     tensor_axis: str | None = None
 
     @model_validator(mode="before")
@@ -149,6 +174,10 @@ class ModelWorkload(ModelShape, WorkloadSpec):
         if sum(v == "auto" for v in self.mesh.values()) > 1:
             raise ValueError("at most one mesh axis can be 'auto'")
         return self
+
+    def device_mesh(self) -> Mesh:
+        """The workload's ``mesh``."""
+        return self.mesh
 
     def fragment(self) -> str | None:
         """``fragment: L of N layers`` when the workload runs fewer layers than its

@@ -1,0 +1,88 @@
+"""A scenario is read once per ``tpusim run --jobs 2`` (issue 44): worker processes
+receive the typed point set, and the three steps of loading a scenario (read, check,
+expand) are separate, each with a typed result."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import run
+
+import tpusim.study.reading
+import tpusim.study.workers
+from tpusim.study.checking import Checking, check_read
+from tpusim.study.expanding import expand
+from tpusim.study.reading import read_scenario
+from tpusim.study.scenario import Scenario
+from tpusim.workloads.collective import CollectiveWorkload
+from tpusim.workloads.spec import NetworkDemand
+
+TWO_SYSTEMS = """\
+name: once
+plots: false
+systems: [v5e-pod, v6e-pod]
+workloads:
+  - {name: topo, kind: topology}
+  - {name: ar, kind: collective, op: all-reduce, bytes: 1 MiB, sweep: {bytes: [1 MiB, 2 MiB]}}
+"""
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    """The scenario file, and a log to which every read of it and every worker start
+    appends a line with its process id (a file: workers are other processes)."""
+    path = tmp_path / "once.yaml"
+    path.write_text(TWO_SYSTEMS)
+    log = tmp_path / "log.txt"
+    log.touch()
+    read, work = tpusim.study.reading.load_yaml, tpusim.study.workers._worker
+
+    def counting_read(file, *args, **kwargs):
+        if Path(file).resolve() == path.resolve():
+            with log.open("a") as out:
+                out.write(f"read {os.getpid()}\n")
+        return read(file, *args, **kwargs)
+
+    def counting_worker(*args, **kwargs):
+        with log.open("a") as out:
+            out.write(f"worker {os.getpid()}\n")
+        return work(*args, **kwargs)
+
+    monkeypatch.setattr(tpusim.study.reading, "load_yaml", counting_read)
+    monkeypatch.setattr(tpusim.study.workers, "_worker", counting_worker)
+    return path, log
+
+
+def test_a_scenario_is_read_once_per_run_with_two_jobs(counted, tmp_path, capsys):
+    path, log = counted
+    argv = ["run", str(path), "--jobs", "2", "--quiet", "--json", "--out", str(tmp_path / "o")]
+    code, stdout, err = run(capsys, *argv)
+    assert code == 0, err
+    assert len(json.loads(stdout)["results"]) == 2 * 3  # 2 systems x (1 + 2 points)
+    lines = [line.split() for line in log.read_text().splitlines()]
+    reads = [int(pid) for what, pid in lines if what == "read"]
+    workers = {int(pid) for what, pid in lines if what == "worker"}
+    assert reads == [os.getpid()]  # once, here
+    assert len(workers) == 2 and os.getpid() not in workers  # two worker processes ran
+
+
+def test_read_check_and_expand_are_separate_steps(counted):
+    path, log = counted
+    read = read_scenario(path)
+    assert read.data["name"] == "once" and read.lines[("systems",)] == 3
+    checked = check_read(read, Checking(max_points=10))
+    assert [s.name for s in checked.systems] == ["v5e-pod", "v6e-pod"]
+    assert checked.max_points == 10
+    points = expand(checked)
+    assert [p.label for p in points] == ["topo", "ar[bytes=1 MiB]", "ar[bytes=2 MiB]"]
+    assert Scenario.of(read).runs == points
+    assert log.read_text().count("read") == 1  # checking and expanding read nothing
+
+
+def test_workloads_declare_their_network_demand_and_mesh():
+    ar = CollectiveWorkload(kind="collective", name="ar", op="all-gather", bytes="2 KiB")
+    assert ar.network_demand() == NetworkDemand("all-gather", 2048.0, None)
+    assert ar.device_mesh() is None
