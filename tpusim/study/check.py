@@ -15,10 +15,9 @@ from pathlib import Path
 
 from tpusim.errors import ConfigError, InputError, TpusimError
 from tpusim.study.options import CheckOptions
-from tpusim.study.points import workload_errors
+from tpusim.study.points import check_point
 from tpusim.study.pointset import PointSet, point_set_of
 from tpusim.study.scenario import Scenario
-from tpusim.workloads import WORKLOADS
 
 __all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
 
@@ -102,13 +101,7 @@ def _check_system(point_set: PointSet, system_index: int) -> list[ConfigError]:
     for point in point_set.on_system(system_index):
         context = point_set.context(point, topology, routes)
         try:
-            with workload_errors(context):
-                resolved = point_set.resolved(point)
-                context = context.with_faults_of(resolved)
-                context.check_faults()
-                check = WORKLOADS.get(resolved.kind).check
-                if check is not None:
-                    check(resolved, context)
+            check_point(point_set, point, context)
         except ConfigError as exc:
             found.append(exc)
         except TpusimError as exc:  # out of memory: keeps its exit code (1)

@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     from tpusim.network.routes import RouteCache
     from tpusim.topology import Topology
 
-__all__ = ["PointResult", "Report", "run_point", "run_points", "run_workload", "workload_errors"]
+__all__ = [
+    "PointResult",
+    "Report",
+    "check_point",
+    "run_point",
+    "run_points",
+    "run_workload",
+    "workload_errors",
+]
 
 #: A point that ran this long (s) is followed by a full garbage collection. A
 #: simulation leaves reference cycles (its SimPy environment, processes and flow
@@ -143,6 +151,19 @@ def run_workload(point_set: PointSet, point: Point, context: WorkloadContext) ->
     with workload_errors(context):
         workload = point_set.resolved(point)
         return WORKLOADS.get(workload.kind).run(workload, context.with_faults_of(workload))
+
+
+def check_point(point_set: PointSet, point: Point, context: WorkloadContext) -> None:
+    """Raise what running ``point`` would raise about its input (its workload resolved
+    for the system, its faults, its kind's ``check``), without simulating; errors as
+    :func:`workload_errors`."""
+    with workload_errors(context):
+        resolved = point_set.resolved(point)
+        context = context.with_faults_of(resolved)
+        context.check_faults()
+        check = WORKLOADS.get(resolved.kind).check
+        if check is not None:
+            check(resolved, context)
 
 
 @contextmanager

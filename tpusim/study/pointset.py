@@ -104,16 +104,18 @@ class PointSet:
         if not mesh:
             return workload
         fixed = math.prod(v for v in mesh.values() if v != "auto")
-        resolved = dict(mesh)
+        resolved: dict[str, int] = {}
         for name, size in mesh.items():
-            if size == "auto":
-                if system.num_chips % fixed:
-                    raise self.error(
-                        f"{system.name}: {system.num_chips} chips do not divide by the "
-                        f"other mesh axes ({fixed} chips)",
-                        (*point.path, "mesh", name),
-                    )
-                resolved[name] = system.num_chips // fixed
+            if size != "auto":
+                resolved[name] = size
+                continue
+            if system.num_chips % fixed:
+                raise self.error(
+                    f"{system.name}: {system.num_chips} chips do not divide by the "
+                    f"other mesh axes ({fixed} chips)",
+                    (*point.path, "mesh", name),
+                )
+            resolved[name] = system.num_chips // fixed
         update = {"mesh": resolved} | workload.fields_for_mesh(resolved)
         return workload.model_copy(update=update)
 
