@@ -25,6 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tpusim.config import load_system
+from tpusim.config.limits import MAX_SHORTLIST, MAX_STEP_TOKENS, MAX_WORKERS
+from tpusim.config.loader import load_model
+from tpusim.engine.placement import map_mesh
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
 from tpusim.planner.estimate import Screen
@@ -33,7 +37,9 @@ from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
 from tpusim.planner.split import assess_all, screens_of
 from tpusim.program.builders.roles import FSDP, ROLES, TENSOR
+from tpusim.topology import build_topology
 from tpusim.units import format_bytes
+from tpusim.workloads.training_step import TrainingWorkload
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -149,8 +155,6 @@ def workload_fields(request: PlanRequest) -> dict[str, Any]:
 def builder_base(request: PlanRequest) -> tuple[dict[str, Any], set[str]]:
     """The builder fields every layout shares (the model preset's shape, the batch,
     the overrides) and the workload's field names."""
-    from tpusim.config.loader import load_model
-    from tpusim.workloads.training_step import TrainingWorkload
 
     known = set(TrainingWorkload.model_fields)
     shape = load_model(request.model).builder_fields()
@@ -181,7 +185,6 @@ def generated(
     request: PlanRequest, system: System, topology: Topology
 ) -> tuple[list[Layout], dict[str, Any]]:
     """The candidate layouts of ``request`` and the builder fields they share."""
-    from tpusim.engine.placement import map_mesh
 
     base, known = builder_base(request)
 
@@ -310,7 +313,6 @@ def check_request(request: PlanRequest, system: System) -> None:
     a fidelity other than :data:`PLAN_FIDELITIES`, more than :data:`MAX_PLAN_CHIPS`
     chips, more layers than the model has or than :data:`MAX_PLAN_LAYERS`, a dtype
     the chip has no peak for."""
-    from tpusim.config.loader import load_model
 
     for role, fidelity in (("rank", request.rank_fidelity), ("confirm", request.confirm_fidelity)):
         if fidelity not in PLAN_FIDELITIES:
@@ -342,8 +344,6 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     """Search the layouts of ``request`` (see the module docstring). Raises
     InputError (exit 2) for bad input or no valid layout, SimulationError (exit 1)
     when no layout fits in HBM."""
-    from tpusim.config import load_system
-    from tpusim.topology import build_topology
 
     problem = request_problem(request)
     if problem is not None:
@@ -369,7 +369,6 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
 def request_problem(request: PlanRequest) -> str | None:
     """What is wrong with ``request``'s numbers on their own (None: nothing), by the
     shared limits (:mod:`tpusim.config.limits`)."""
-    from tpusim.config.limits import MAX_SHORTLIST, MAX_STEP_TOKENS, MAX_WORKERS
 
     if request.shortlist < 1 or request.confirm < 1:
         return "shortlist and confirm must be >= 1"

@@ -35,11 +35,19 @@ from dataclasses import dataclass
 from functools import cache
 
 from tpusim.config.loader import System, load_system
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
+from tpusim.network.routes import RouteCache
+from tpusim.program.builders import prepare_training
 from tpusim.results.economics import SECONDS_PER_HOUR
+from tpusim.results.records import TrainingRecord
 from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
 from tpusim.study.claim_specs import ClaimsFile, TrainingPerfPerDollarClaim, VirgoScalingClaim
 from tpusim.study.claim_verdicts import claim_ratio, interval_text, interval_verdict
+from tpusim.topology import build_topology
+from tpusim.workloads.registry import WorkloadContext
+from tpusim.workloads.training_step import TrainingWorkload, run
 
 BITS_PER_BYTE = 8
 PETA = 1e15
@@ -119,13 +127,6 @@ def _matches(row: dict[str, object], system: str, name: str) -> bool:
 def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFigure:
     """``workload_json``'s step on ``system_name`` at flow fidelity (cached per process)."""
     from pydantic import ValidationError
-
-    from tpusim.network import NetworkSettings
-    from tpusim.network.routes import RouteCache
-    from tpusim.results.records import TrainingRecord
-    from tpusim.topology import build_topology
-    from tpusim.workloads.registry import WorkloadContext
-    from tpusim.workloads.training_step import TrainingWorkload, run
 
     system = load_system(system_name)
     fields = resolved_fields(json.loads(workload_json), system.num_chips)
@@ -219,8 +220,6 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
     """Bytes of gradient one chip holds for ``workload`` on one ``pod`` (its
     parameters on the largest stage, sharded as the mesh shards them, x the gradient
     dtype's bytes): what the data-parallel all-reduce over the pods moves per chip."""
-    from tpusim.program.builders import prepare_training
-    from tpusim.workloads.training_step import TrainingWorkload
 
     spec = TrainingWorkload.model_validate(resolved_fields(workload, pod.num_chips))
     spec = spec.model_copy(update=spec.fields_for_mesh(resolved_mesh(workload, pod.num_chips)))
@@ -234,9 +233,6 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
 def pod_allreduce_s(system: System, size_bytes: float, tolerance: float) -> float:
     """A ring all-reduce of ``size_bytes`` per chip over the ``pod`` axis of a
     multi-pod ``system`` (one ring per position in the pod), flow fidelity."""
-    from tpusim.engine import CollectiveOptions, run_collective
-    from tpusim.network import NetworkSettings
-    from tpusim.topology import build_topology
 
     options = CollectiveOptions(
         axes=("pod",), algorithm="ring", network=NetworkSettings.of("flow", tolerance=tolerance)
@@ -257,7 +253,6 @@ def virgo_scaling(
 ) -> tuple[dict[str, object], str]:
     """The row's values and verdict: the structural figures against the claimed ones
     and the scaling efficiency (module docstring)."""
-    from tpusim.topology import build_topology
 
     system = load_system(spec.system)
     pod = load_system(spec.pod)

@@ -29,8 +29,15 @@ from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
+from tpusim.network import NetworkSettings
+from tpusim.network.routes import RouteCache
+from tpusim.program.builders.memory import peak_stage
+from tpusim.topology import build_topology
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
+from tpusim.workloads import WorkloadContext
+from tpusim.workloads.training_memory import check_fits
+from tpusim.workloads.training_step import TrainingWorkload, prepare, simulate_step
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep
@@ -136,8 +143,6 @@ def training_spec(case: WorkloadCase, fields: dict[str, object]) -> TrainingWork
     """The :class:`TrainingWorkload` of ``fields``; ConfigError naming the case."""
     from pydantic import ValidationError
 
-    from tpusim.workloads.training_step import TrainingWorkload
-
     data = {"kind": "training_step", "name": case.id, **fields}
     try:
         return TrainingWorkload.model_validate(data)
@@ -157,7 +162,6 @@ def simulate_workload(
 ) -> WorkloadResult:
     """Case ``case`` on its slice of ``chip`` (default: the shipped chip); with
     ``simulate`` false only the memory verdict (no step time)."""
-    from tpusim.workloads.training_step import simulate_step
 
     translation = workload_fields(case, approximate)
     if not expressible(case, approximate):
@@ -178,9 +182,6 @@ def memory_verdict(
 ) -> tuple[TrainingStep, float, str]:
     """The case's planned step, its peak HBM per chip (bytes) and, when the memory
     model says it does not fit on the chip, why (else "")."""
-    from tpusim.program.builders.memory import peak_stage
-    from tpusim.workloads.training_memory import check_fits
-    from tpusim.workloads.training_step import prepare
 
     step = prepare(training_spec(case, translation.fields), context)
     peak = peak_stage(step).total_bytes
@@ -199,10 +200,6 @@ def _roomy(system: System, need_bytes: float) -> System:
 
 
 def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadContext:
-    from tpusim.network import NetworkSettings
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
-    from tpusim.workloads import WorkloadContext
 
     topology = build_topology(system)
     return WorkloadContext(
