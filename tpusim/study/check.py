@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.network.routes import RouteCache
 from tpusim.study.options import CheckOptions
 from tpusim.study.points import check_point
 from tpusim.study.pointset import PointSet, point_set_of
 from tpusim.study.scenario import Scenario
+from tpusim.topology import build_topology
 
 __all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
 
@@ -92,8 +94,6 @@ def check_scenario(file: str | Path, options: CheckOptions | None = None) -> Sce
 
 def _check_system(point_set: PointSet, system_index: int) -> list[ConfigError]:
     """The problems of every workload point on one system."""
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
 
     topology = build_topology(point_set.systems[system_index])
     routes = RouteCache(topology)

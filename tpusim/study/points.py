@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.network.routes import RouteCache
 from tpusim.study.pointset import Point, PointSet
 from tpusim.study.progress import Finished
+from tpusim.topology import build_topology
 from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext
 
 if TYPE_CHECKING:
@@ -103,8 +105,6 @@ def run_point(
 def run_points(point_set: PointSet, points: list[Point]) -> Iterator[PointResult]:
     """``points`` (all on one system) in order, sharing that system's topology and
     route cache, built once; the first result carries the topology (for plots)."""
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
 
     if not points:
         return

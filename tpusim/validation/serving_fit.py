@@ -31,6 +31,7 @@ from typing import Any
 
 from tpusim.config.loader import load_model
 from tpusim.errors import InputError
+from tpusim.results.files import atomic_write_text
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.servers import (
     ChipTerms,
@@ -38,6 +39,7 @@ from tpusim.serving.servers import (
     HostTime,
     ServerProfile,
     load_server,
+    locate_server,
     profile_data,
 )
 from tpusim.validation.serving import (
@@ -287,9 +289,6 @@ def write_profiles(folder: str | Path, fits: list[Fitted]) -> list[Path]:
     measurement file, so no name reaches outside ``folder``); written atomically; the
     paths. Raises OSError."""
     import yaml
-
-    from tpusim.results.files import atomic_write_text
-    from tpusim.serving.servers import locate_server
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,9 @@ import numpy as np
 from tpusim.config.calibration import Calibration, calibrated_system
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.network import NETWORKS, NetworkSettings
+from tpusim.topology import build_topology
 from tpusim.validation.measurements import Measurement
 
 WITHIN = 0.10
@@ -70,8 +72,6 @@ def simulate_case(
     m: Measurement, calibration: Calibration | None = None, fidelity: str = "flow"
 ) -> Case:
     """Simulate measurement ``m`` on its slice (with ``calibration`` applied)."""
-    from tpusim.engine import CollectiveOptions, run_collective
-    from tpusim.topology import build_topology
 
     system = calibrated_system(slice_system(m.chip, tuple(m.slice), m.file), calibration)
     network = _exact(fidelity)
