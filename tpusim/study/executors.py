@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 from tpusim.errors import InputError
 from tpusim.network.routes import RouteCache
 from tpusim.study.options import ScenarioRunOptions
+from tpusim.study.point_log import default_jobs
 from tpusim.study.points import PointResult, Report, run_point, run_points
 from tpusim.study.pointset import PointSet
 from tpusim.study.progress import Progress
@@ -72,7 +73,6 @@ def executor_for(options: ScenarioRunOptions, num_systems: int) -> Executor:
     """The executor ``options`` ask for: Dask; else worker processes when more than
     one system can run at once (``jobs``, default :func:`~tpusim.study.point_log.default_jobs`);
     else this process. Raises InputError for a scheduler without the Dask executor."""
-    from tpusim.study.point_log import default_jobs
 
     options.check_executor()
     if options.executor == "dask":

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
+from tpusim.collectives import fewest_sends_per_chip
 from tpusim.config.faults import unapplied_fault, with_fault_defaults
 from tpusim.config.loader import validate
 from tpusim.errors import ConfigError
@@ -57,7 +58,6 @@ def check_network_work(checked: CheckedScenario, runs: list[WorkloadPoint]) -> N
     over MAX_PACKET_CHIPS, no collective over MAX_PACKET_HOPS), checked before running."""
     if not runs:
         return
-    from tpusim.collectives import fewest_sends_per_chip
 
     network = checked.spec.network
     demands = [run.workload.network_demand() for run in runs]

@@ -20,7 +20,12 @@ from tpusim.config.types import Frozen, Power, Source
 from tpusim.config.yamlio import PathKey, line_of
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings, NetworkTree
-from tpusim.network.tree import FLAT_NETWORK_KEYS, DeprecatedKeyWarning, tree_from_flat
+from tpusim.network.tree import (
+    FLAT_NETWORK_KEYS,
+    DeprecatedKeyWarning,
+    network_tree,
+    tree_from_flat,
+)
 from tpusim.study.systems import SystemVariants
 from tpusim.vocabulary import Dtype
 from tpusim.workloads import Workload
@@ -61,8 +66,6 @@ def _replacement(converted: object, keys: int) -> str | None:
     or dropping them when every value was null); None when the tree itself does not
     validate (the error that follows says why: no advice to write something invalid)."""
     import yaml
-
-    from tpusim.network.tree import network_tree
 
     tree = converted.get("network") if isinstance(converted, dict) else None
     if not tree:

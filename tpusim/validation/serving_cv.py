@@ -28,6 +28,7 @@ from tpusim.errors import InputError
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.validation.serving import Figure, Simulator, Terms, cases, shipped_overheads
 from tpusim.validation.serving_fit import Fitted, fit_server, median_error
+from tpusim.validation.uncertainty import write_residuals
 
 Grouping = Literal["chip", "server"]
 GROUPINGS: tuple[Grouping, ...] = ("chip", "server")
@@ -139,7 +140,6 @@ def write_serving_uncertainty(
 ) -> list[str]:
     """Each serving kind's model from the chip-held-out ``rows`` of
     :func:`cross_validate` (``--cv chip``), written into ``path``; the kinds written."""
-    from tpusim.validation.uncertainty import write_residuals
 
     written = []
     for kind, metric in SERVING_KINDS.items():

@@ -25,6 +25,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.faults import FaultSet, Routing
 from tpusim.config.yamlio import PathKey, format_path, line_of
+from tpusim.engine.faults import FaultState
 from tpusim.engine.settings import RunSettings
 from tpusim.errors import ConfigError
 from tpusim.registry import Registry
@@ -83,8 +84,6 @@ class WorkloadContext:
         if not self.faulty:
             return
         import numpy as np
-
-        from tpusim.engine.faults import FaultState
 
         rng = np.random.default_rng(self.seed)
         FaultState(self.topology, self.faults, self.routing, self.network, rng)
