@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from tpusim.errors import ConfigError, InputError
 from tpusim.network import NetworkSettings
 from tpusim.network.routes import RouteCache
@@ -85,7 +87,6 @@ class Simulator:
         """``fitted``'s layout (with ``fields`` on top) simulated at ``fidelity``;
         raises InputError when the workload rejects it (it passed the builder's
         checks, so that would be a bug)."""
-        from pydantic import ValidationError
 
         layout = fitted.layout
         try:

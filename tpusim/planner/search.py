@@ -22,6 +22,7 @@ of the ranking, and the two MFUs say by how much.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -295,7 +296,6 @@ def _label(layout: Layout) -> str:
 def report_first(request: PlanRequest, best: Simulated) -> None:
     """The first useful answer, on stderr when it is a terminal (scripts and pipes
     get only the final one): the best layout by the ranking, before the confirmation."""
-    import sys
 
     if request.progress and sys.stderr.isatty():
         layout = best.fitted.layout

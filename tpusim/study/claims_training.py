@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from pydantic import ValidationError
+
 from tpusim.config.loader import System, load_system
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
@@ -126,7 +128,6 @@ def _matches(row: dict[str, object], system: str, name: str) -> bool:
 @cache
 def _simulated(system_name: str, workload_json: str, tolerance: float) -> StepFigure:
     """``workload_json``'s step on ``system_name`` at flow fidelity (cached per process)."""
-    from pydantic import ValidationError
 
     system = load_system(system_name)
     fields = resolved_fields(json.loads(workload_json), system.num_chips)

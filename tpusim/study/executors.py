@@ -22,9 +22,12 @@ workers import. Dask is an extra: ``pip install 'tpusim[dask]'``.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import struct
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
@@ -143,8 +146,6 @@ def _local_cluster(distributed: ModuleType) -> LocalCluster:
     should answer it (one line), closing the workers as it unwinds; interrupted
     workers would each print a traceback and leak semaphores (resource_tracker
     warnings)."""
-    import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         return _start_cluster(distributed)
@@ -161,7 +162,6 @@ def _start_cluster(distributed: ModuleType) -> LocalCluster:
     traceback; a task's own error reaches the client as an exception anyway), and the
     scheduler's HTTP server taking another port than 8787 (another Dask cluster on the
     machine) is no warning of tpusim's."""
-    import warnings
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")

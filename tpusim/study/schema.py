@@ -11,6 +11,7 @@ import os
 import warnings
 from pathlib import Path
 
+import yaml
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from tpusim.config.chip import ChipSpec
@@ -65,7 +66,6 @@ def _replacement(converted: object, keys: int) -> str | None:
     """What to write instead of the ``keys`` old keys, as valid YAML (their ``network:`` tree,
     or dropping them when every value was null); None when the tree itself does not
     validate (the error that follows says why: no advice to write something invalid)."""
-    import yaml
 
     tree = converted.get("network") if isinstance(converted, dict) else None
     if not tree:

@@ -20,6 +20,7 @@ new grid points cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -125,7 +126,6 @@ def serving_residuals(rows: list[dict[str, Any]], metric: str) -> list[tuple[str
     """The held-out rows of ``metric`` as (figure id, chip held out, work, log(simulated
     / measured)); the work is the model and the stream, so that the same benchmark on two
     chips pairs up for the ratio spread."""
-    import math
 
     out = []
     for r in rows:

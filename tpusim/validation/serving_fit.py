@@ -29,6 +29,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import yaml
+
 from tpusim.config.loader import load_model
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text
@@ -288,7 +290,6 @@ def write_profiles(folder: str | Path, fits: list[Fitted]) -> list[Path]:
     the file named after the profile's own file (never after a name read from a
     measurement file, so no name reaches outside ``folder``); written atomically; the
     paths. Raises OSError."""
-    import yaml
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

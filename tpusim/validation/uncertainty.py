@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from scipy.stats import t as student_t
 
 from tpusim import package_version
@@ -221,7 +222,6 @@ def _commit() -> str:
 def write_kind(path: Path, kind: Kind, model: KindModel) -> None:
     """Put ``kind``'s model into the file at ``path`` (created with every other kind
     pending when absent), keeping the other kinds; OSError when it cannot be written."""
-    import yaml
 
     old = load_uncertainty(path) if path.exists() else UncertaintyFile()
     kinds = {**old.kinds, kind: model}

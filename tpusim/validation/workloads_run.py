@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_chip
@@ -141,7 +142,6 @@ def expressible(case: WorkloadCase, approximate: bool = False) -> bool:
 
 def training_spec(case: WorkloadCase, fields: dict[str, object]) -> TrainingWorkload:
     """The :class:`TrainingWorkload` of ``fields``; ConfigError naming the case."""
-    from pydantic import ValidationError
 
     data = {"kind": "training_step", "name": case.id, **fields}
     try:

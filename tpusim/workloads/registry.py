@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
+import numpy as np
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -83,7 +84,6 @@ class WorkloadContext:
         InputError), without simulating."""
         if not self.faulty:
             return
-        import numpy as np
 
         rng = np.random.default_rng(self.seed)
         FaultState(self.topology, self.faults, self.routing, self.network, rng)
