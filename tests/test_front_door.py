@@ -114,6 +114,32 @@ def test_training_step_resolves_its_mesh_on_the_system():
     assert auto.step_time_s == given.step_time_s > 0
 
 
+#: What a collective on the command line must not load: it uses none of them (issue 44:
+#: a small answer costs what it computes).
+NOT_FOR_A_COLLECTIVE = (
+    "pandas", "scipy", "matplotlib", "tqdm", "numpy.ma", "distributed",
+    "tpusim.workloads", "tpusim.study", "tpusim.serving", "tpusim.planner",
+    "tpusim.validation", "tpusim.compile", "tpusim.api", "tpusim.program.builders",
+)  # fmt: skip
+
+
+def test_a_collective_loads_only_what_it_uses(tmp_path):
+    system = tmp_path / "cube.yaml"
+    system.write_text(CUBE)
+    argv = ["collective", str(system), "--op", "all-reduce", "--bytes", "64MiB", "--json"]
+    loaded = _python(
+        "import contextlib, io, json, sys\n"
+        "from tpusim.cli.app import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()): code = main({argv!r})\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    code, modules = json.loads(loaded)
+    assert code == 0
+    assert "tpusim.engine" in modules  # it did simulate
+    found = {m for m in modules for n in NOT_FOR_A_COLLECTIVE if m == n or m.startswith(n + ".")}
+    assert found == set()
+
+
 def test_version_starts_within_its_target():
     """``tpusim --version`` in a fresh process: median of 5 within 0.3 s (issue 44)."""
     walls = []
