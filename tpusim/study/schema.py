@@ -40,7 +40,7 @@ def flat_network_read(
     """A scenario file's ``data`` with the old flat network keys moved into its
     ``network:`` tree, their lines kept in ``lines`` (an error names the old key's
     line), and one DeprecatedKeyWarning naming the file, the line and the keys (unless
-    ``warn`` is false: a worker's reload). Raises ConfigError for both forms at once."""
+    ``warn`` is false). Raises ConfigError for both forms at once."""
     old = [key for key in FLAT_NETWORK_KEYS if isinstance(data, dict) and key in data]
     if not old:
         return data
