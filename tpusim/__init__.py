@@ -123,3 +123,7 @@ if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "
     import signal as _signal
 
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+    # pydantic looks for plugins (observability hooks) by reading the metadata of every
+    # installed distribution when it builds its first model: a few ms of every command's
+    # start-up for hooks the command line never uses. A value set by the user is kept.
+    _os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
