@@ -7,16 +7,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from helpers import run
+from pydantic import PositiveInt
 
 import tpusim.study.reading
 import tpusim.study.workers
+from tpusim.errors import ConfigError
 from tpusim.study.checking import Checking, check_read
 from tpusim.study.expanding import expand
 from tpusim.study.reading import read_scenario
 from tpusim.study.scenario import Scenario
+from tpusim.workloads import WORKLOADS, WorkloadKind, WorkloadSpec
 from tpusim.workloads.collective import CollectiveWorkload
 from tpusim.workloads.spec import NetworkDemand
 
@@ -86,3 +90,44 @@ def test_workloads_declare_their_network_demand_and_mesh():
     ar = CollectiveWorkload(kind="collective", name="ar", op="all-gather", bytes="2 KiB")
     assert ar.network_demand() == NetworkDemand("all-gather", 2048.0, None)
     assert ar.device_mesh() is None
+
+
+class Shuffle(WorkloadSpec):
+    """A kind of this file: a ring all-reduce of ``size`` bytes, known before it runs
+    only through its declared network demand (no field is named ``op`` or ``bytes``)."""
+
+    kind: Literal["shuffle_demand"]
+    name: str
+    size: PositiveInt
+
+    def network_demand(self) -> NetworkDemand:
+        return NetworkDemand("all-reduce", float(self.size), "ring")
+
+
+@pytest.fixture
+def shuffle_kind():
+    WORKLOADS.register("shuffle_demand", WorkloadKind(Shuffle, lambda spec, context: None))
+    yield
+    WORKLOADS.unregister("shuffle_demand")
+
+
+PACKET = """\
+name: demand
+network: {{fidelity: packet, packet_bytes: 64 KiB}}
+systems: [v5e-pod]
+workloads:
+  - {{name: s, kind: shuffle_demand, size: {size}}}
+"""
+
+
+def test_a_kinds_declared_network_demand_is_checked_before_running(shuffle_kind, tmp_path):
+    # packet fidelity on the 256 chips of v5e-pod, 64 KiB packets: 1 GiB per chip is
+    # 2 x 16,384 packets each way; a ring all-reduce sends 2 x 255 = 510 transfers per
+    # chip, fewer: 256 x 32,768 = 8,388,608 packet-hops, over the 2,000,000 limit
+    path = tmp_path / "demand.yaml"
+    path.write_text(PACKET.format(size=2**30))
+    with pytest.raises(ConfigError, match=r"about 8,388,608 packet-hops, over the limit"):
+        Scenario(path)
+    # 1 MiB: 2 x 16 packets, fewer than the ring's 510 transfers: 256 x 510 = 130,560
+    path.write_text(PACKET.format(size=2**20))
+    assert [run.label for run in Scenario(path).runs] == ["s"]
