@@ -156,7 +156,7 @@ def test_serving_prefill_is_one_causal_kernel_after_its_prior_context():
 
 
 def test_an_unknown_kernel_name_is_a_program_error():
-    with pytest.raises(ProgramError, match="attention_kernel 'fused' is unknown"):
+    with pytest.raises(ProgramError, match="attention_kernel: Input should be 'flash' or 'naive'"):
         training_step(layers=1, d_model=512, d_ff=2048, heads=8, head_dim=64, seq=256,
                       batch=1, mesh={"data": 1}, attention_kernel="fused")  # fmt: skip
 

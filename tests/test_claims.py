@@ -14,7 +14,8 @@ from tpusim.config import load_system
 from tpusim.config.uncertainty import load_uncertainty
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.network import NetworkSettings
-from tpusim.study.claims import format_claims
+from tpusim.study.claim_verdicts import VERDICTS
+from tpusim.study.claims import claim_rows, format_claims
 from tpusim.topology import build_topology
 
 HOP_S = 1e-6  # 1 us per hop on the two 1,024-chip systems (their chip files)
@@ -35,11 +36,44 @@ def figures(text: str, op: str) -> tuple[float, float]:
 
 def test_eight_claims_each_with_a_verdict(table):
     assert len(table) == 8
-    assert set(table.columns) == {"claim", "source", "tpusim", "assumptions", "verdict", "interval"}
+    columns = {"claim", "source", "tpusim", "assumptions", "verdict", "interval", "reading"}
+    assert set(table.columns) == columns
     assert all(table.interval.str.len() > 0)
     assert all(table.verdict.str.len() > 0) and all(table.assumptions.str.len() > 0)
     text = format_claims(table)
     assert text.count("verdict:") == 8
+
+
+#: The issue's list of verdicts (issue 43, "Claims verdicts with uncertainty").
+ISSUE_VERDICTS = {
+    "holds",
+    "holds within the interval",
+    "does not hold",
+    "cannot tell",
+    "holds by construction",
+}
+
+
+def serving_rows(subject: float, baseline: float) -> list[dict]:
+    """Capacities per chip of one serving workload on 8i and Ironwood."""
+    serving = {"kind": "serving", "workload": "w"}
+    return [
+        {"system": "tpu8i-pod", "capacity_rate_per_s_per_chip": subject, **serving},
+        {"system": "ironwood-pod", "capacity_rate_per_s_per_chip": baseline, **serving},
+    ]
+
+
+def test_every_shipped_claim_row_has_a_listed_verdict_and_an_interval(table):
+    """Every row of the shipped claims file (the table of ``tpusim claims`` and the
+    serving rows a run adds, here from capacities 0.5x to 3x Ironwood's): a verdict
+    from the issue's list, an interval (or why none), never "partly"."""
+    assert set(VERDICTS) == ISSUE_VERDICTS
+    served = [claim_rows(serving_rows(s, 10.0), checks={"perf_per_dollar"}) for s in (5, 12, 30)]
+    rows = table.to_dict("records") + [row for rows in served for row in rows]
+    assert len(rows) == 8 + 3
+    for row in rows:
+        assert row["verdict"] in ISSUE_VERDICTS, row
+        assert row["interval"].strip(), row
 
 
 def test_diameter_claim_matches_the_closed_forms(table):
@@ -152,11 +186,15 @@ def test_ici_claim_holds_by_construction_and_gains_at_most_the_link_rate(table):
 
 def test_compute_claim_from_the_published_peaks(table):
     """8t pod 9,600 x 12.6 PF fp4 over Ironwood 9,216 x 4.614 PF fp8 = 2.84x; fp8 on
-    both, 9,600 x 5.9769 PF: 1.35x."""
+    both, 9,600 x 5.9769 PF: 1.35x. Judged like for like (fp8 on both: 1.35x < 0.9 x
+    3), the mixed reading (2.84x >= 2.7) in ``reading``."""
     row = table.iloc[5]
-    assert f"{9600 * 12.6e15 / (9216 * 4614e12):.2f}x" in row.tpusim
-    assert f"{9600 * 5976.9e12 / (9216 * 4614e12):.2f}x" in row.tpusim
-    assert row.verdict.startswith("partly")
+    mixed = f"{9600 * 12.6e15 / (9216 * 4614e12):.2f}x"
+    same = f"{9600 * 5976.9e12 / (9216 * 4614e12):.2f}x"
+    assert mixed in row.tpusim and same in row.tpusim
+    assert row.verdict == "does not hold"
+    assert f"both pods at fp8: {same} (does not hold)" in row.reading
+    assert f"fp8: {mixed} (holds)" in row.reading
 
 
 def test_claims_command_prints_the_table_in_both_forms(capsys, table, monkeypatch):

@@ -47,6 +47,7 @@ def test_a_claims_file_of_ones_own_is_evaluated_by_the_same_checks(tmp_path):
         "assumptions": "wraparound on both axes",
         "verdict": "holds",
         "interval": "exact: hop counts of the topologies",
+        "reading": "",
     }
     wrong = TOY.replace("claimed_hops: [16, 16]", "claimed_hops: [16, 8]")
     (row,) = claim_rows(files=(load_claims_file(write(tmp_path, wrong)),))
@@ -89,3 +90,27 @@ def test_the_claims_code_names_no_shipped_system_chip_or_price():
         found = sorted(n for n in names if re.search(rf"\b{re.escape(n)}\b", text))
         assert found == [], (rel, found)
         assert not re.search(r"\b\d+\.\d+\s*(USD|\$)", text), rel
+
+
+STATED = """\
+name: stated
+ratio_margin: 0.9
+claims:
+  - check: onchip_speedup
+    claim: "an engine is faster"
+    source: "a test"
+    system: tpu8i-1024
+    op: all-reduce
+    engines: [tensorcore, cae]
+    bytes: 1024
+    verdict: partly
+    figure: "{ratio}"
+    assumptions: "none"
+"""
+
+
+def test_a_stated_verdict_must_be_one_of_the_list(tmp_path):
+    """A claim whose verdict the file states (an input of the cost model) takes one of
+    the five verdicts of issue 43; "partly" is not one."""
+    with pytest.raises(ConfigError, match=r"claims\.yaml:11 claims\[0\]\.verdict: .*'cannot tell'"):
+        load_claims_file(write(tmp_path, STATED))

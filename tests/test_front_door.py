@@ -104,6 +104,19 @@ def test_a_wrong_key_or_network_is_one_error_naming_the_call(cube):
         tpusim.run("demo", out="here")
 
 
+def test_plan_takes_the_request_networks():
+    # PlanRequest's rank_network / confirm_network reach the search: a packet network
+    # (no whole training steps) is refused by name, as tpusim plan --rank-fidelity
+    # packet would be; the old fidelity-name keys are an unknown field, one error
+    args = ("llama-3.1-8b", "v5e-pod", 256, 2048)
+    with pytest.raises(tpusim.InputError, match=r"^rank fidelity 'packet': plan ranks"):
+        tpusim.plan(*args, rank_network="packet")
+    with pytest.raises(tpusim.InputError, match=r"^confirm fidelity 'packet': plan ranks"):
+        tpusim.plan(*args, confirm_network={"fidelity": "packet"})
+    with pytest.raises(tpusim.InputError, match=r"^plan: rank_fidelity: Extra inputs"):
+        tpusim.plan(*args, rank_fidelity="flow")
+
+
 def test_training_step_resolves_its_mesh_on_the_system():
     # an auto axis takes the chips the others leave: 256 / 16 = 16 data shards
     shape = {"layers": 1, "d_model": 1024, "d_ff": 4096, "heads": 16, "head_dim": 64}

@@ -248,6 +248,58 @@ def test_plots_and_claims_are_written(small):
     assert (out / "claims.csv").exists()
 
 
+#: Issue 43: the residual kind of each row kind's cost-model figures (column -> kind,
+#: whether a rate). A decode step's time is the time per output token of one step: the
+#: serving TPOT residuals.
+INTERVAL_KINDS = {
+    "collective": {"time_s": ("collective_time", False), "busbw_Bps": ("collective_time", True)},
+    "training_step": {
+        "step_time_s": ("training_step_time", False),
+        "tokens_per_s": ("training_step_time", True),
+    },
+    "decode_step": {
+        "step_time_s": ("serving_tpot", False),
+        "per_token_latency_s": ("serving_tpot", False),
+    },
+}
+
+
+def test_every_cost_model_row_has_an_interval_or_says_why(small):
+    """Every row a cost model made (all but topology) has ``x_interval`` in the JSON and
+    ``x_lo``, ``x_hi`` in summary.csv: the figure scaled by the shipped residual
+    quantiles of its kind (a time ``[x / exp(q90), x / exp(q10)]``, a rate ``[x
+    exp(q10), x exp(q90)]``), or, for a kind the residual model lacks (serving TPOT
+    until the serving cross-validation writes it), none and the reason in
+    ``interval_basis``."""
+    import math
+
+    import pandas as pd
+
+    from tpusim.config.uncertainty import load_uncertainty
+
+    record, _, out = small
+    summary = pd.read_csv(out / "summary.csv")
+    model = load_uncertainty()
+    rows = [r for r in record["results"] if r["kind"] != "topology"]
+    assert {r["kind"] for r in rows} == set(INTERVAL_KINDS)
+    for row in rows:
+        assert row["interval_basis"], row["workload"]
+        for column, (kind, rate) in INTERVAL_KINDS[row["kind"]].items():
+            assert {f"{column}_lo", f"{column}_hi"} <= set(summary.columns)
+            x, pair = row[column], row[f"{column}_interval"]
+            if kind not in model.kinds:
+                assert pair is None
+                assert f"no residual model for {kind} (pending" in row["interval_basis"]
+                continue
+            q = model.kinds[kind].quantiles
+            lo, hi = (
+                (math.exp(q.q10), math.exp(q.q90))
+                if rate
+                else (1 / math.exp(q.q90), 1 / math.exp(q.q10))
+            )
+            assert pair == [pytest.approx(x * lo), pytest.approx(x * hi)], (row["workload"], column)
+
+
 def test_jobs_give_the_same_numbers_as_in_process(tmp_path, capsys):
     path = reduced(tmp_path)
     data = yaml.safe_load(path.read_text())

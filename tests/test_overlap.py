@@ -18,12 +18,11 @@ from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
 from tpusim.program.builders.template import LayerStep
 from tpusim.results.overlap import (
-    BREAKDOWN_COLUMNS,
     COLLECTIVE_KINDS,
-    PURPOSES,
     breakdown,
+    breakdown_columns,
     column,
-    purpose_of,
+    purposes,
 )
 from tpusim.results.simulation import OpRecord
 
@@ -55,7 +54,7 @@ def test_breakdown_splits_concurrent_exposed_time_and_counts_hidden_time_whole()
         OpRecord("ar", "collective", "chip 7", "ici", 0.0, 9.0, 0.0, "all-reduce"),
     ]
     got = breakdown(ops)
-    assert set(got) == set(BREAKDOWN_COLUMNS)
+    assert set(got) == set(breakdown_columns())
     assert got["hidden_all_gather_s"] == 2.0 and got["exposed_all_gather_s"] == 1.0
     assert got["hidden_all_reduce_s"] == 1.0 and got["exposed_all_reduce_s"] == 3.0
     assert sum(v for k, v in got.items() if k.startswith("exposed")) == 4.0  # 4..8
@@ -63,20 +62,24 @@ def test_breakdown_splits_concurrent_exposed_time_and_counts_hidden_time_whole()
     assert window["exposed_all_gather_s"] == 0.5 and window["exposed_all_reduce_s"] == 1.5
 
 
-def test_purposes_of_the_training_builders_collectives():
-    names = {
-        "i0.L3.weights.allgather.fwd": "fsdp",
-        "L3.grad.reduce_scatter": "fsdp",
-        "L3.attn.tp_allreduce.fwd": "tensor",
-        "L3.mlp.tp_allreduce.bwd.rs2": "tensor",
-        "head.tp_allreduce.bwd": "tensor",
-        "L3.moe.dispatch.fwd": "expert",
-        "L3.grad.experts.allreduce": "data",
-        "head.grad.inner_reduce_scatter": "data",
-        "i4.permute.bwd": "pipeline",
-        "grads": "other",
-    }
-    assert {name: purpose_of(name) for name in names} == names
+def test_a_collective_counts_under_the_role_that_issued_it():
+    """By hand: compute [0, 2]; a tensor all-reduce [1, 3] and a context all-gather
+    [1, 4]. Hidden: 1 each (1..2); exposed: 2..3 shared (0.5 each), 3..4 the
+    gather's alone (1). A collective no role issued counts under its kind only."""
+    ops = [
+        OpRecord("mm", "matmul", "spmd", "tensorcore", 0.0, 2.0, 1.0),
+        OpRecord("ar", "collective", "spmd", "ici", 1.0, 3.0, 0.0, "all-reduce", "tensor"),
+        OpRecord("ag", "collective", "spmd", "ici", 1.0, 4.0, 0.0, "all-gather", "context"),
+    ]
+    got = breakdown(ops)
+    assert (got["hidden_tensor_s"], got["exposed_tensor_s"]) == (1.0, 0.5)
+    assert (got["hidden_context_s"], got["exposed_context_s"]) == (1.0, 1.5)
+    assert got["exposed_data_s"] == got["hidden_fsdp_s"] == 0.0
+    plain = OpRecord("x", "collective", "spmd", "ici", 1.0, 3.0, 0.0, "all-reduce")
+    anonymous = breakdown([ops[0], plain])
+    assert anonymous["exposed_all_reduce_s"] == 1.0
+    by_role = [anonymous[column(side, p)] for p in purposes() for side in ("exposed", "hidden")]
+    assert sum(by_role) == 0.0
 
 
 def test_async_all_reduce_under_a_longer_matmul_is_fully_hidden():
@@ -223,7 +226,7 @@ def test_collective_matmul_keeps_the_flops_and_windows_every_tensor_all_reduce()
     plain = training_step(**fields)
     windowed = training_step(**fields, collective_matmul=True)
     assert windowed.flops_per_chip == pytest.approx(plain.flops_per_chip, rel=1e-12)
-    ars = [o for o in windowed.ops if o.collective == "all-reduce" and "tp_" in o.name]
+    ars = [o for o in windowed.ops if o.collective == "all-reduce" and o.role == "tensor"]
     assert not ars
     permutes = [o for o in windowed.ops if o.collective == "collective-permute"]
     # 2 layers x (2 forward + 2 backward) windowed all-reduces x (tp - 1) permutes
@@ -269,12 +272,35 @@ def test_training_row_reports_the_breakdown_and_reuse_extrapolates_it(capsys, tm
     whole = step_row(capsys, tmp_path, "    reuse: false\n")
     exposed = sum(reused[column("exposed", kind)] for kind in COLLECTIVE_KINDS)
     assert exposed == pytest.approx(reused[EXPOSED], rel=1e-6)
-    for name in BREAKDOWN_COLUMNS:
+    for name in breakdown_columns():
         assert reused[name] == pytest.approx(whole[name], rel=1e-6, abs=1e-12), name
     assert reused["hidden_all_gather_s"] > 0 and reused["exposed_all_reduce_s"] > 0
     # every collective of the step has a purpose: the purposes sum as the kinds do
-    purposes = sum(reused[f"exposed_{p}_s"] for p in PURPOSES)
-    assert purposes == pytest.approx(exposed, rel=1e-9)
+    by_role = sum(reused[f"exposed_{p}_s"] for p in purposes())
+    assert by_role == pytest.approx(exposed, rel=1e-9)
     hidden = sum(reused[column("hidden", kind)] for kind in COLLECTIVE_KINDS)
-    assert sum(reused[f"hidden_{p}_s"] for p in PURPOSES) == pytest.approx(hidden, rel=1e-9)
+    assert sum(reused[f"hidden_{p}_s"] for p in purposes()) == pytest.approx(hidden, rel=1e-9)
     assert reused["hidden_fsdp_s"] > 0 and reused["exposed_tensor_s"] > 0
+
+
+def test_a_context_axis_counts_as_context():
+    """Mesh {context: 4, data: 64}: the context role issues the K/V all-gathers and
+    their gradients' reduce-scatters, and (sharding the weights as over fsdp) the
+    weight gathers and gradient reduce-scatters; data the gradient all-reduces. So
+    context's columns are the all-gathers' and reduce-scatters', data's the
+    all-reduces' (none counts as "other")."""
+    fields = dict(SHAPE, mesh={"context": 4, "data": 64})
+    program = training_step(**fields)
+    roles = {(o.role, o.collective) for o in program.ops if o.kind == "collective"}
+    assert roles == {
+        ("context", "all-gather"),
+        ("context", "reduce-scatter"),
+        ("data", "all-reduce"),
+    }
+    assert all(o.role == "context" for o in program.ops if ".cp_kv." in o.name)
+    got = Simulation(SYSTEM, program).run().communication_breakdown()
+    for side in ("exposed", "hidden"):
+        gathers = got[column(side, "all-gather")] + got[column(side, "reduce-scatter")]
+        assert got[f"{side}_context_s"] == pytest.approx(gathers, rel=1e-12)
+        assert got[f"{side}_data_s"] == pytest.approx(got[column(side, "all-reduce")], rel=1e-12)
+    assert got["exposed_context_s"] + got["hidden_context_s"] > 0

@@ -7,7 +7,6 @@ import itertools
 import json
 import math
 import re
-from dataclasses import replace
 
 import pytest
 
@@ -80,7 +79,7 @@ def test_microbatch_choices():
 
 @pytest.fixture(scope="module")
 def small_plan():
-    return plan_layouts(replace(SMALL, shortlist=12, margin=None, confirm=3))
+    return plan_layouts(SMALL.model_copy(update=dict(shortlist=12, margin=None, confirm=3)))
 
 
 def test_best_is_the_fastest_it_simulated_and_every_layout_fits(small_plan):
@@ -154,7 +153,7 @@ def test_search_agrees_with_a_brute_force_on_a_tiny_system(tmp_path):
         shortlist=1000,
         margin=None,
         confirm=1000,
-        confirm_fidelity="analytic",
+        confirm_network="analytic",
     )
     brute = _brute_force(request)
     best = plan_layouts(request).best()
@@ -272,7 +271,9 @@ def test_screen_memo_shared_across_layouts_gives_each_ones_own_screen(small_plan
 
 def test_workers_give_the_numbers_of_the_run_in_order(small_plan):
     """Two worker processes and one: the same layouts, times and order."""
-    alone = plan_layouts(replace(SMALL, shortlist=12, margin=None, confirm=3, workers=1))
+    alone = plan_layouts(
+        SMALL.model_copy(update=dict(shortlist=12, margin=None, confirm=3, workers=1))
+    )
 
     def figures(result):
         return [(s.fitted.layout, s.fidelity, s.step_time_s, s.mfu) for s in result.ordered()]

@@ -5,8 +5,6 @@ worker's layouts rebuild are the builder's."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from tpusim.config.loader import load_system
@@ -43,7 +41,7 @@ def _report_key(report):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_workers_give_the_report_and_screens_of_one_process(tight_alone, workers):
     system, topology, base, alone, alone_screens = tight_alone
-    report, screens = closed_form(replace(TIGHT, workers=workers), system, topology)
+    report, screens = closed_form(TIGHT.model_copy(update=dict(workers=workers)), system, topology)
     assert report.rejected > 0 and report.too_big and len(report.fitting) > 10
     assert _report_key(report) == _report_key(alone)
     assert [screens[id(f)] for f in report.fitting] == [alone_screens[id(f)] for f in alone.fitting]

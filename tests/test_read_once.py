@@ -16,6 +16,7 @@ from pydantic import PositiveInt
 import tpusim.study.reading
 import tpusim.study.workers
 from tpusim.errors import ConfigError
+from tpusim.network.tree import DeprecatedKeyWarning
 from tpusim.study.checking import Checking, check_read
 from tpusim.study.expanding import expand
 from tpusim.study.reading import read_scenario
@@ -131,3 +132,36 @@ def test_a_kinds_declared_network_demand_is_checked_before_running(shuffle_kind,
     # 1 MiB: 2 x 16 packets, fewer than the ring's 510 transfers: 256 x 510 = 130,560
     path.write_text(PACKET.format(size=2**20))
     assert [run.label for run in Scenario(path).runs] == ["s"]
+
+
+ROLE_AXIS_SWEEP = """\
+name: axes
+systems: [v5e-pod]
+fidelity: analytic
+workloads:
+  - name: step
+    kind: training_step
+    layers: 1
+    d_model: 1024
+    d_ff: 4096
+    heads: 16
+    head_dim: 64
+    seq: 512
+    batch: 64
+    mesh: {a: 16, b: 16}
+    sweep: {tensor_axis: [a, b]}
+"""
+
+
+def test_expanding_sweeps_a_role_axis_and_reads_the_flat_network_key(tmp_path):
+    # a role's axis (tensor_axis) is a field of the kind though not a declared one
+    # (WorkloadSpec.field_names): a sweep over it gives one point per axis, in order;
+    # reading moves the flat ``fidelity`` into the network tree (network.tree.read_flat)
+    path = tmp_path / "axes.yaml"
+    path.write_text(ROLE_AXIS_SWEEP)
+    with pytest.warns(DeprecatedKeyWarning, match=r"axes\.yaml:3 fidelity: deprecated"):
+        read = read_scenario(path)
+    assert read.data["network"] == {"fidelity": "analytic"} and "fidelity" not in read.data
+    points = expand(check_read(read, Checking()))
+    assert [p.label for p in points] == ["step[tensor_axis=a]", "step[tensor_axis=b]"]
+    assert [p.workload.axis("tensor") for p in points] == ["a", "b"]

@@ -47,7 +47,7 @@ def test_serving_workload_in_a_scenario(tmp_path, capsys):
 
 def test_perf_per_dollar_closed_form():
     """1.5x the capacity per chip at 8i $3-4 vs Ironwood $4-5 per chip-hour."""
-    claim = {"claimed_ratio": 1.8, "margin": 0.9}  # up to 80% better; a figure within 10%
+    claim = {"claimed_ratio": 1.8}  # up to 80% better
     p = inference_perf_per_dollar(15.0, 10.0, (3.0, 4.0), (4.0, 5.0), **claim)
     assert p.perf_ratio == pytest.approx(1.5)
     assert p.breakeven_price_ratio == pytest.approx(1.5 / 1.8)
@@ -55,25 +55,53 @@ def test_perf_per_dollar_closed_form():
     assert p.advantage_best == pytest.approx(1.5 / 0.6 - 1)  # +150%
     assert p.advantage_mid == pytest.approx(1.5 / (3.5 / 4.5) - 1)
     assert p.advantage_worst == pytest.approx(1.5 / 1.0 - 1)
-    assert p.verdict == "holds"  # 1.93x at the midpoints >= 0.9 x 1.8
-    assert inference_perf_per_dollar(10.0, 10.0, (4.0, 4.0), (4.0, 4.0), **claim).verdict == (
-        "does not hold"
-    )
-    assert (
-        inference_perf_per_dollar(11.0, 10.0, (3.0, 6.0), (4.0, 6.0), **claim).verdict == "partly"
-    )
+    assert p.price_ratio_worst == pytest.approx(4 / 4)
     with pytest.raises(ValueError, match="positive"):
         inference_perf_per_dollar(0.0, 1.0, (4.0, 6.0), (4.0, 6.0), **claim)
 
 
+@pytest.mark.parametrize(
+    ("ratio", "interval", "verdict"),
+    [
+        # 1.5x perf over price ratios 0.6 (cheapest) .. 1.0 (dearest), threshold 1.62
+        (1.5, None, "cannot tell"),  # 2.5x at the cheapest, 1.5x at the dearest
+        (1.7, None, "holds"),  # 1.7x even at the dearest
+        (0.9, None, "does not hold"),  # 1.5x even at the cheapest
+        (1.7, (1.5, 1.9), "holds within the interval"),  # 1.5-1.9 at the dearest
+        (2.0, (1.7, 2.3), "holds"),  # 1.7-2.3 at the dearest
+        (0.9, (0.8, 1.0), "cannot tell"),  # 1.33-1.67 at the cheapest: hi 1.67 >= 1.62
+        (0.8, (0.7, 0.9), "does not hold"),  # 1.17-1.5 at the cheapest
+    ],
+)
+def test_perf_per_dollar_verdict_over_the_price_range(ratio, interval, verdict):
+    """The claim holds when it holds at the dearest price ratio the ranges allow,
+    fails when it fails at the cheapest (interval's high end included), and the
+    unknown price decides otherwise: "cannot tell"."""
+    from tpusim.config.uncertainty import Interval
+    from tpusim.study.claim_verdicts import price_range_verdict
+
+    given = None if interval is None else Interval(*interval, basis="by hand")
+    assert price_range_verdict(ratio, given, (0.6, 1.0), 0.9 * 1.8) == verdict
+
+
 def test_claim_row_reads_capacities_from_scenario_rows():
+    """12 over 10 req/s per chip: 1.2x; price ratios 3.5 / 6 .. 6 / 4 (the claims
+    file's 8i and Ironwood ranges): 2.06x at the cheapest, 0.8x at the dearest, so the
+    unknown price decides (without a serving ratio interval); the deciding price ratio
+    1.2 / (0.9 x 1.8) at Ironwood's $4-6."""
     serving = {"kind": "serving", "workload": "w"}
     rows = [
         {"system": "tpu8i-pod", "capacity_rate_per_s_per_chip": 12.0, **serving},
         {"system": "ironwood-256", "capacity_rate_per_s_per_chip": 10.0, **serving},
     ]
     (row,) = claim_rows(rows, checks={"perf_per_dollar"})
-    assert "1.20x" in row["tpusim"] and row["verdict"] == "partly"
+    assert "1.20x" in row["tpusim"] and "8i at 0.58x-1.50x Ironwood's price" in row["reading"]
+    deciding = 1.2 / (0.9 * 1.8)
+    assert f"up to {deciding:.2f}x" in row["reading"]
+    assert f"${4 * deciding:.2f}-${6 * deciding:.2f} per chip-hour" in row["reading"]
+    if load_uncertainty().kinds.get("serving_throughput") is None:
+        assert row["verdict"] == "cannot tell"
+        assert "no interval (no residual model for serving_throughput" in row["interval"]
     assert claim_rows(rows[:1], checks={"perf_per_dollar"}) == []
 
 

@@ -5,7 +5,7 @@ one of the pages (README.md or a ``docs/*.md`` page; the tool finds which) and i
 rendered from one command's JSON:
 
 - ``validation``: ``tpusim validate --json`` (about 10 s);
-- ``claims``: ``tpusim claims --json`` (about 15 s);
+- ``claims``: ``tpusim claims --json`` (15-40 s);
 - ``serving``: ``tpusim run serving --json`` (40-70 s on 2 cores);
 - ``serving-validation``: ``tpusim validate --serving --json`` (about 5 s);
 - ``workloads``: ``tpusim validate --workloads --json`` (about 30 s);
@@ -56,6 +56,7 @@ COMMANDS: dict[str, list[str]] = {
     "workloads-cv-chip": ["validate", "--workloads", "--cv", "chip", "--json"],
     "workloads-cv-family": ["validate", "--workloads", "--cv", "family", "--json"],
     "serving-cv-server": ["validate", "--serving", "--cv", "server", "--json"],
+    "serving-cv-chip": ["validate", "--serving", "--cv", "chip", "--json"],
 }
 
 
@@ -141,10 +142,16 @@ def cv_block(record: dict[str, Any]) -> str:
 
 
 def claims_block(record: dict[str, Any]) -> str:
-    """What ``tpusim claims`` prints today: each claim, tpusim's figure, the verdict."""
-    lines = ["| Claim | tpusim | Verdict |", "|---|---|---|"]
+    """What ``tpusim claims`` prints today: each claim, tpusim's figure, the verdict,
+    the interval that decided it and, for a claim with several readings, the reading
+    judged and the others."""
+    lines = [
+        "| Claim | tpusim | Verdict | Interval | Reading |",
+        "|---|---|---|---|---|",
+    ]
     for claim in record["claims"]:
-        cells = (claim["claim"], claim["tpusim"], claim["verdict"])
+        keys = ("claim", "tpusim", "verdict", "interval", "reading")
+        cells = (str(claim.get(key) or "") for key in keys)
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -253,6 +260,7 @@ RENDER: dict[str, Callable[[Any], str]] = {
     "workloads-cv-chip": cv_block,
     "workloads-cv-family": cv_block,
     "serving-cv-server": serving_cv_block,
+    "serving-cv-chip": serving_cv_block,
 }
 
 

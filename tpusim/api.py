@@ -148,11 +148,16 @@ def plan(
     """``tpusim plan``: the layouts of ``model`` (a preset name or YAML path) training
     ``global_batch`` sequences of ``seq`` tokens on ``system`` (a name or path), searched
     and ranked; ``request`` are more :class:`~tpusim.planner.PlanRequest` fields
-    (``dtype``, ``overrides``, ``shortlist``, ``confirm``, ``rank_fidelity``...).
+    (``dtype``, ``overrides``, ``shortlist``, ``confirm``, ``rank_network``,
+    ``confirm_network``: a fidelity name, a ``network:`` tree or settings...).
     Returns the :class:`PlanResult` (``best()``, ``ordered()``). Raises InputError for
     a bad request, SimulationError when no layout fits."""
     try:
-        wanted = PlanRequest(model, os.fspath(system), global_batch, seq, **request)  # type: ignore[arg-type]
+        wanted = PlanRequest(model, os.fspath(system), global_batch, seq, **request)
     except TypeError as exc:
         raise InputError(f"plan: {exc}") from None
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise InputError(f"plan: {where}: {error['msg']}") from None
     return plan_layouts(wanted)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field
+
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import (
     Subparsers,
-    add_max_points,
     axes_flag,
     check_network_work,
     pairs_flag,
@@ -17,11 +18,13 @@ from tpusim.cli.flags import (
     size_in_binary,
     sweep_sizes,
 )
-from tpusim.cli.model_flags import add_network_flags, network_of
+from tpusim.cli.model_flags import add_model_flags, fill
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config import load_system
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_csv, check_file_target, output_error
+from tpusim.vocabulary import EngineChoice, Op
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -75,6 +78,7 @@ def _run_one(
 def cmd_collective(args: argparse.Namespace) -> None:
     from tpusim.topology import build_topology
 
+    fill(args, CollectiveFlags, command="tpusim collective")
     if (args.bytes is None) == (args.sweep_bytes is None):
         raise InputError("give exactly one of --bytes SIZE and --sweep-bytes LOW:HIGH")
     options = _collective_options(args)
@@ -99,7 +103,7 @@ def cmd_collective(args: argparse.Namespace) -> None:
     if args.links_csv:
         _write_links(topology, network, result.time_s, args.links_csv)
     rec = with_intervals(result.record(), system) | network.fault_report
-    if args.json:
+    if args.as_json:
         print_json(rec)
     else:
         print("\n".join(_collective_lines(rec, binary)))
@@ -134,20 +138,20 @@ def _collective_sweep(
     from tpusim.study.progress import Finished, Progress
 
     rows = []
-    if not args.json:
+    if not args.as_json:
         print(_SWEEP_HEADER, flush=True)
     what = f"{system.name} {args.op}"
     # text rows on stdout are the progress; with --json a pipe gets plain lines on stderr
-    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=not args.json) as bar:
+    with Progress(len(sizes), what, enabled=not args.quiet, terminal_only=not args.as_json) as bar:
         for size in sizes:
             began = time.perf_counter()
             record = _run_one(system, topology, args, size, options)[0].record()
             rows.append(with_intervals(record, system))
-            if not args.json:
+            if not args.as_json:
                 print(_sweep_row(rows[-1], binary), flush=True)
             wall_s = time.perf_counter() - began
             bar.finished(Finished(units.format_bytes(size, binary), wall_s))
-    if args.json:
+    if args.as_json:
         print_json({"system": system.name, "op": args.op, "sweep": rows})
 
 
@@ -203,44 +207,60 @@ def _sweep_row(r: dict[str, Any], binary: bool) -> str:
     )
 
 
+class CollectiveFlags(BaseModel):
+    """``tpusim collective``'s options, besides the fault and network flags."""
+
+    system: str = Field(
+        description="shipped system name or path to a system YAML",
+        json_schema_extra={"positional": True},
+    )
+    op: Op
+    bytes: str | None = Field(
+        None, description="size with a unit (nccl-tests convention), e.g. 64MiB"
+    )
+    sweep_bytes: str | None = Field(None, description="LOW:HIGH, powers of two, e.g. 1KiB:1GiB")
+    axes: str | None = Field(
+        None, description="torus axes to run over, e.g. x,z (one group per rest)"
+    )
+    chips: int | None = Field(
+        None, description="run on the first N chips", json_schema_extra={"flag_type": "int"}
+    )
+    algorithm: str = Field(
+        "auto", description="auto (default): the fastest predicted under the cost model"
+    )
+    engine: EngineChoice = Field(
+        "auto",
+        description="who runs the collective: auto = the chip's default (collectives.offload "
+        "in its file); none = the network alone, no on-chip cost, nominal link bandwidth",
+    )
+    no_offload: bool = Field(
+        False, description="reduce on the TensorCore (turns the CAE/SparseCore offload off)"
+    )
+    pairs: str | None = Field(
+        None, description="collective-permute chip pairs SRC:DST[,SRC:DST...]"
+    )
+    links_csv: str | None = Field(None, description="write the per-link table to this CSV file")
+    calibration: str | None = Field(
+        None, description="calibration overlay YAML (from tpusim calibrate)"
+    )
+    quiet: bool = Field(False, description="no progress bar on stderr (sweeps)")
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+    max_points: int = Field(
+        MAX_SWEEP_POINTS,
+        description=f"most sizes of --sweep-bytes to run (default {MAX_SWEEP_POINTS:,}; "
+        "refused above it)",
+        json_schema_extra={"flag_type": "positive"},
+    )
+
+
 def _add_collective(sub: Subparsers) -> None:
+    from tpusim.cli.faults import add_fault_flags
     from tpusim.collectives import ALGORITHMS
-    from tpusim.vocabulary import ENGINE_CHOICES, OPS
 
     p = sub.add_parser("collective", help="simulate one collective (or a sweep of sizes)")
-    p.add_argument("system", help="shipped system name or path to a system YAML")
-    p.add_argument("--op", required=True, choices=OPS)
-    p.add_argument("--bytes", help="size with a unit (nccl-tests convention), e.g. 64MiB")
-    p.add_argument("--sweep-bytes", help="LOW:HIGH, powers of two, e.g. 1KiB:1GiB")
-    p.add_argument("--axes", help="torus axes to run over, e.g. x,z (one group per rest)")
-    p.add_argument("--chips", type=int, help="run on the first N chips")
-    p.add_argument(
-        "--algorithm",
-        choices=("auto", *ALGORITHMS.names()),
-        default="auto",
-        help="auto (default): the fastest predicted under the cost model",
-    )
+    algorithms = ("auto", *ALGORITHMS.names())
+    add_model_flags(p, CollectiveFlags, choices={"algorithm": algorithms})
     add_network_flags(p)
-    p.add_argument(
-        "--engine",
-        choices=ENGINE_CHOICES,
-        default="auto",
-        help="who runs the collective: auto = the chip's default (collectives.offload in "
-        "its file); none = the network alone, no on-chip cost, nominal link bandwidth",
-    )
-    p.add_argument(
-        "--no-offload",
-        action="store_true",
-        help="reduce on the TensorCore (turns the CAE/SparseCore offload off)",
-    )
-    p.add_argument("--pairs", help="collective-permute chip pairs SRC:DST[,SRC:DST...]")
-    p.add_argument("--links-csv", help="write the per-link table to this CSV file")
-    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr (sweeps)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_max_points(p, "sizes of --sweep-bytes", MAX_SWEEP_POINTS)
-    from tpusim.cli.faults import add_fault_flags
-
     add_fault_flags(p)
     p.set_defaults(func=cmd_collective)
 

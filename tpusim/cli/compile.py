@@ -8,9 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict
+
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import add_model_flags, fill
 from tpusim.compile import NEEDS_EXTRA, compile_maxtext_to, compile_to, has_xla, make_request
 from tpusim.compile.request import DTYPES, REMATS, STEPS
 from tpusim.errors import InputError
@@ -21,6 +25,7 @@ MAXTEXT_PYTHON_ENV = "TPUSIM_MAXTEXT_PYTHON"
 
 
 def cmd_compile(args: argparse.Namespace) -> None:
+    fill(args, CompileFlags, command="tpusim compile")
     flags = tuple(args.libtpu_flag or ())
     if (args.model is None) == (args.maxtext is None):
         raise InputError("compile: give MODEL or --maxtext 'key=value ...', one of them")
@@ -68,7 +73,7 @@ def _report(args: argparse.Namespace, out: Path, fields: dict[str, Any], what: s
         "memory_analysis": memory,
         "versions": fields["versions"],
     }
-    if args.json:
+    if args.as_json:
         print_json(record)
         return
     print(
@@ -79,71 +84,74 @@ def _report(args: argparse.Namespace, out: Path, fields: dict[str, Any], what: s
     )
 
 
+_INT: JsonDict = {"flag_type": "int"}
+
+
+class CompileFlags(BaseModel):
+    """``tpusim compile``'s options: a preset's step (the xla extra) or MaxText's own."""
+
+    model: str | None = Field(
+        None,
+        description="shipped model preset (tpusim check models) or its YAML path",
+        json_schema_extra={"positional": True, "nargs": "?"},
+    )
+    topology: str = Field(
+        description="libtpu topology (v5e:4x4, v6e:4x4, v5p:2x2x2, tpu7x:2x2x1) or a "
+        "shipped system name, optionally with a shape (v5e-pod:2x2)"
+    )
+    mesh: str = Field(
+        "",
+        description="role sizes, e.g. fsdp=8,tensor=2 (roles data, fsdp, expert, tensor; "
+        "default: every device on fsdp)",
+    )
+    batch: int = Field(
+        0,
+        description="global batch, sequences (default: one per batch shard)",
+        json_schema_extra=_INT,
+    )
+    seq: int = Field(
+        256, description="sequence length, tokens (default 256)", json_schema_extra=_INT
+    )
+    layers: int | None = Field(
+        None,
+        description="override the preset's layer count (smaller compiles)",
+        json_schema_extra=_INT,
+    )
+    step: str = Field("train", description="train (grads + Adam) or decode")
+    dtype: str = Field("bf16", description="weights and activations")
+    remat: str = Field("full", description="rematerialise each layer")
+    libtpu_flag: list[str] | None = Field(
+        None,
+        description="a LIBTPU_INIT_ARGS flag, e.g. "
+        "--xla_tpu_enable_sparse_core_collective_offload_all_gather=true (repeatable)",
+        json_schema_extra={"action": "append", "metavar": "FLAG"},
+    )
+    maxtext: str | None = Field(
+        None,
+        description="compile MaxText's own step instead: its train_compile flags verbatim "
+        "(model_name=llama2-7b per_device_batch_size=1 ...)",
+        json_schema_extra={"metavar": "'KEY=VALUE ...'"},
+    )
+    maxtext_python: str | None = Field(
+        None,
+        description=f"the Python where MaxText is installed (default ${MAXTEXT_PYTHON_ENV}, "
+        "else python3.12)",
+        json_schema_extra={"metavar": "PYTHON"},
+    )
+    out: str | None = Field(
+        None, description=f"artifact path (*{SUFFIX}; default MODEL-TOPOLOGY{SUFFIX})"
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+
+
 def add_parsers(sub: Subparsers) -> None:
+    """The subcommand, its flags generated from :class:`CompileFlags`."""
     p = sub.add_parser(
         "compile",
         help="compile a model step for a TPU topology on the CPU (needs the xla extra)",
         usage="tpusim compile MODEL --topology TOPOLOGY [options]  "
         "(or: tpusim compile --maxtext 'key=value ...' --topology TOPOLOGY)",
     )
-    p.add_argument(
-        "model", nargs="?", help="shipped model preset (tpusim check models) or its YAML path"
-    )
-    p.add_argument(
-        "--topology",
-        required=True,
-        help="libtpu topology (v5e:4x4, v6e:4x4, v5p:2x2x2, tpu7x:2x2x1) or a "
-        "shipped system name, optionally with a shape (v5e-pod:2x2)",
-    )
-    _add_model_flags(p)
-    _add_maxtext_flags(p)
-    p.add_argument("--out", help=f"artifact path (*{SUFFIX}; default MODEL-TOPOLOGY{SUFFIX})")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    choices = {"step": STEPS, "dtype": DTYPES, "remat": REMATS}
+    add_model_flags(p, CompileFlags, choices=choices)
     p.set_defaults(func=cmd_compile)
-
-
-def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    """The compact model's flags (mesh, shapes, step, libtpu flags)."""
-    p.add_argument(
-        "--mesh",
-        default="",
-        help="role sizes, e.g. fsdp=8,tensor=2 (roles data, fsdp, expert, tensor; "
-        "default: every device on fsdp)",
-    )
-    p.add_argument(
-        "--batch",
-        type=int,
-        default=0,
-        help="global batch, sequences (default: one per batch shard)",
-    )
-    p.add_argument("--seq", type=int, default=256, help="sequence length, tokens (default 256)")
-    p.add_argument(
-        "--layers", type=int, help="override the preset's layer count (smaller compiles)"
-    )
-    p.add_argument("--step", choices=STEPS, default="train", help="train (grads + Adam) or decode")
-    p.add_argument("--dtype", choices=DTYPES, default="bf16", help="weights and activations")
-    p.add_argument("--remat", choices=REMATS, default="full", help="rematerialise each layer")
-    p.add_argument(
-        "--libtpu-flag",
-        action="append",
-        metavar="FLAG",
-        help="a LIBTPU_INIT_ARGS flag, e.g. "
-        "--xla_tpu_enable_sparse_core_collective_offload_all_gather=true "
-        "(repeatable)",
-    )
-
-
-def _add_maxtext_flags(p: argparse.ArgumentParser) -> None:
-    """MaxText's own step: its flags verbatim and the Python it is installed in."""
-    p.add_argument(
-        "--maxtext",
-        metavar="'KEY=VALUE ...'",
-        help="compile MaxText's own step instead: its train_compile flags verbatim "
-        "(model_name=llama2-7b per_device_batch_size=1 ...)",
-    )
-    p.add_argument(
-        "--maxtext-python",
-        metavar="PYTHON",
-        help=f"the Python where MaxText is installed (default ${MAXTEXT_PYTHON_ENV}, "
-        "else python3.12)",
-    )

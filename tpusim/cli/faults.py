@@ -15,25 +15,36 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict
+
 from tpusim import units
 from tpusim.cli.flags import Subparsers, size_flag
-from tpusim.cli.model_flags import add_network_flags, network_of
-from tpusim.config.faults import ROUTINGS, FaultFlags, load_faults
+from tpusim.cli.model_flags import add_model_flags, model_values
+from tpusim.cli.network_flags import add_network_flags, network_of
+from tpusim.config.faults import FaultFlags, GivenFaultFlags, Routing, load_faults
 from tpusim.errors import InputError
-from tpusim.vocabulary import OPS
+from tpusim.vocabulary import Op
 
 if TYPE_CHECKING:
     from tpusim.study.fault_trials import FaultTrials
 
 
-def add_fault_flags(p: argparse.ArgumentParser, default_routing: str | None = "minimal") -> None:
+_INT: JsonDict = {"flag_type": "int"}
+
+
+class FaultFlagValues(GivenFaultFlags):
+    """The fault flags of ``tpusim collective`` and ``tpusim run`` as the command line
+    reads them (the keys of :class:`~tpusim.config.faults.GivenFaultFlags`, and
+    ``faults`` the file to read), before they become a
+    :class:`~tpusim.config.faults.FaultFlags`."""
+
+    faults: str | None = Field(None, description="YAML file of faults (see docs/faults.md)")
+
+
+def add_fault_flags(p: argparse.ArgumentParser) -> None:
     """``--faults FILE``, ``--fail-links N``, ``--seed S``, ``--routing R``."""
-    p.add_argument("--faults", help="YAML file of faults (see docs/faults.md)")
-    p.add_argument("--fail-links", type=int, help="N random links down from the start")
-    p.add_argument("--seed", type=int, help="seed of the random failures (default 0)")
-    p.add_argument(
-        "--routing", choices=ROUTINGS, default=default_routing, help="path choice per flow"
-    )
+    add_model_flags(p, FaultFlagValues)
 
 
 def fault_flags(args: argparse.Namespace) -> FaultFlags:
@@ -72,36 +83,46 @@ def link_counts(text: str) -> list[int]:
     return sorted({low, high, *powers})
 
 
+class FaultsOptions(BaseModel):
+    """``tpusim faults``'s options, besides the network it runs on (default analytic)."""
+
+    system: str = Field(
+        description="shipped system name or path to a system YAML",
+        json_schema_extra={"positional": True},
+    )
+    op: Op
+    bytes: str = Field(description="size with a unit (nccl-tests convention)")
+    fail_links: str = Field("0:16", description="LOW:HIGH failed links (default 0:16)")
+    trials: int = Field(20, description="trials per count (default 20)", json_schema_extra=_INT)
+    seed: int = Field(1, description="seed of the trials (default 1)", json_schema_extra=_INT)
+    routing: Routing = Field("minimal", description="path choice per flow")
+    out: str | None = Field(
+        None, description="folder for faults.csv and the degradation curve faults.png"
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+
+
 def add_parsers(sub: Subparsers) -> None:
     p = sub.add_parser("faults", help="Monte Carlo: a collective's time vs random failed links")
-    p.add_argument("system", help="shipped system name or path to a system YAML")
-    p.add_argument("--op", required=True, choices=OPS)
-    p.add_argument("--bytes", required=True, help="size with a unit (nccl-tests convention)")
-    p.add_argument("--fail-links", default="0:16", help="LOW:HIGH failed links (default 0:16)")
-    p.add_argument("--trials", type=int, default=20, help="trials per count (default 20)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the trials (default 1)")
+    add_model_flags(p, FaultsOptions)
     add_network_flags(p, default="analytic")
-    p.add_argument("--routing", choices=ROUTINGS, default="minimal")
-    p.add_argument("--out", help="folder for faults.csv and the degradation curve faults.png")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_faults)
 
 
 def cmd_faults(args: argparse.Namespace) -> None:
     from tpusim.study.fault_trials import MAX_TRIALS, monte_carlo
 
-    if not 1 <= args.trials <= MAX_TRIALS:
-        raise InputError(f"--trials {args.trials}: must be in 1..{MAX_TRIALS}")
-    if args.seed < 0:
-        raise InputError(f"--seed {args.seed}: must be >= 0")
-    counts = link_counts(args.fail_links)
-    size = size_flag(args.bytes, "--bytes")
+    o = FaultsOptions.model_validate(model_values(args, FaultsOptions))
+    if not 1 <= o.trials <= MAX_TRIALS:
+        raise InputError(f"--trials {o.trials}: must be in 1..{MAX_TRIALS}")
+    if o.seed < 0:
+        raise InputError(f"--seed {o.seed}: must be >= 0")
+    counts = link_counts(o.fail_links)
+    size = size_flag(o.bytes, "--bytes")
     network = network_of(args)
-    trials = monte_carlo(
-        args.system, args.op, size, counts, args.trials, args.seed, network, args.routing
-    )
-    files = [str(p) for p in write_outputs(trials, Path(args.out))] if args.out else []
-    if args.json:
+    trials = monte_carlo(o.system, o.op, size, counts, o.trials, o.seed, network, o.routing)
+    files = [str(p) for p in write_outputs(trials, Path(o.out))] if o.out else []
+    if o.as_json:
         from tpusim.results.files import json_text
 
         print(json_text(trials.record() | ({"files": files} if files else {})))

@@ -38,6 +38,7 @@ __all__ = [
     "size_flag",
     "size_in_binary",
     "sweep_sizes",
+    "whole_flag",
 ]
 
 
@@ -124,7 +125,8 @@ def check_network_work(
         raise InputError(problem)
 
 
-def _whole_number(text: str) -> int:
+def whole_flag(text: str) -> int:
+    """A whole number (argparse type; its own message for anything else)."""
     try:
         return int(text)
     except ValueError:
@@ -153,16 +155,7 @@ def plot_flag(text: str) -> str:
 
 
 def positive_flag(text: str) -> int:
-    value = _whole_number(text)
+    value = whole_flag(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
-
-
-def add_max_points(p: argparse.ArgumentParser, what: str, default: int | None) -> None:
-    p.add_argument(
-        "--max-points",
-        type=positive_flag,
-        default=default,
-        help=f"most {what} to run (default {MAX_SWEEP_POINTS:,}; refused above it)",
-    )

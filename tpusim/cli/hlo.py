@@ -6,10 +6,13 @@ import argparse
 import sys
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from tpusim import units
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.model_flags import add_network_flags, network_of
+from tpusim.cli.model_flags import add_model_flags, fill
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.errors import InputError
 from tpusim.results.intervals import chip_of, json_intervals, range_text
 from tpusim.results.records import ProgramRecord
@@ -17,6 +20,7 @@ from tpusim.workloads.hlo import HloSummary, hlo_summary
 
 
 def cmd_hlo(args: argparse.Namespace) -> None:
+    fill(args, HloFlags, command="tpusim hlo")
     try:
         order = [int(c) for c in args.device_chips.split(",")] if args.device_chips else None
     except ValueError:
@@ -31,7 +35,7 @@ def cmd_hlo(args: argparse.Namespace) -> None:
     if record["unknown_ops"]:
         ops = ", ".join(f"{op} ({n})" for op, n in record["unknown_ops"].items())
         print(f"tpusim: warning: {file}: unknown ops costed by bytes: {ops}", file=sys.stderr)
-    if args.json:
+    if args.as_json:
         print_json(record)
         return
     collectives = ", ".join(f"{k} {v}" for k, v in record["collectives"].items()) or "none"
@@ -75,6 +79,28 @@ def _per_chip(record: HloSummary) -> str:
     return f" x {per_chip} devices" if per_chip > 1 else ""
 
 
+class HloFlags(BaseModel):
+    """``tpusim hlo``'s options, besides the network flags."""
+
+    where: list[str] = Field(
+        description="shipped system name or path, then the HLO text (as "
+        "jax.jit(f).lower(...).compile().as_text()) or a tpusim compile artifact "
+        "(*.json.gz); the system first, as every command takes it",
+        json_schema_extra={"positional": True, "metavar": "SYSTEM FILE"},
+    )
+    system: str | None = Field(
+        None, description="the system, with FILE alone (the older form, kept)"
+    )
+    device_chips: str | None = Field(
+        None,
+        description="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
+    )
+    calibration: str | None = Field(
+        None, description="calibration overlay YAML (from tpusim calibrate)"
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+
+
 def _add_hlo_parser(sub: Subparsers) -> None:
     """The ``hlo`` command's flags."""
     p = sub.add_parser(
@@ -82,22 +108,8 @@ def _add_hlo_parser(sub: Subparsers) -> None:
         help="replay an XLA-compiled HLO module on a system",
         usage="tpusim hlo SYSTEM FILE [options]  (or: tpusim hlo FILE --system SYSTEM)",
     )
-    p.add_argument(
-        "where",
-        nargs="+",
-        metavar="SYSTEM FILE",
-        help="shipped system name or path, then the HLO text (as "
-        "jax.jit(f).lower(...).compile().as_text()) or a tpusim compile artifact "
-        "(*.json.gz); the system first, as every command takes it",
-    )
-    p.add_argument("--system", help="the system, with FILE alone (the older form, kept)")
+    add_model_flags(p, HloFlags)
     add_network_flags(p)
-    p.add_argument(
-        "--device-chips",
-        help="chip of each device in order, e.g. 0,1,16,17 (default: device d on chip d)",
-    )
-    p.add_argument("--calibration", help="calibration overlay YAML (from tpusim calibrate)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_hlo)
 
 

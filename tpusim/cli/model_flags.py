@@ -4,14 +4,16 @@ Each field of a model becomes one flag: ``--`` and the field's alias (else its n
 with dashes, or the ``flag`` its ``json_schema_extra`` names (a flag kept for the CLI
 contract, ``--max-seqs``); the help is the field's ``description`` and its default; a
 ``Literal`` field offers its values as choices; a boolean field defaulting to True
-becomes ``--no-NAME``. Every value is passed as given (text) and validated by the
-model, so a flag accepts what the YAML key does (units, ``inf``) and fails with the
-model's message, named by its flag (:func:`flag_problem`).
+becomes ``--no-NAME``; a list takes one or more values. More keys of
+``json_schema_extra`` shape the flag: ``positional`` (an argument, not a flag),
+``flag_type`` (an argparse type of :data:`FLAG_TYPES`), ``nargs``, ``const``,
+``metavar`` and ``action`` (``append``: a repeatable flag), as argparse reads them.
+Every value is passed as given (text) and validated by the model, so a flag accepts
+what the YAML key does (units, ``inf``) and fails with the model's message, named by
+its flag (:func:`flag_problem`); :func:`fill` does both and sets the options' values,
+defaults included, back on the namespace.
 
-:func:`add_network_flags` does the same for the network: ``--fidelity`` (the
-registered fidelities) and one flag per option of every registered fidelity's options
-model (``--flow-tolerance``, ``--packet-bytes``; a new fidelity's options appear with
-it), read back as one :class:`~tpusim.network.NetworkSettings` by :func:`network_of`.
+:mod:`tpusim.cli.network_flags` does the same for the network's options models.
 """
 
 from __future__ import annotations
@@ -19,27 +21,39 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from tpusim.cli.flags import path_flag, plot_flag, positive_flag, whole_flag
 from tpusim.errors import InputError
-from tpusim.network import NETWORKS, NetworkSettings, network_tree, option_keys
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 __all__ = [
+    "JsonOutput",
     "add_model_flags",
-    "add_network_flags",
+    "fill",
     "flag_of",
     "flag_problem",
+    "help_of",
     "model_values",
-    "network_flags_given",
-    "network_of",
 ]
 
-#: Where the network flags keep their values on the namespace (dest prefix).
-_NETWORK_DEST = "network_option:"
+
+#: The argparse types a field's ``flag_type`` (in its ``json_schema_extra``) names: the
+#: flag's text is checked (and turned into a number) by argparse, with its own message
+#: (``argument --top: must be 1 or more, got 0``), before the model sees it.
+FLAG_TYPES: dict[str, Callable[[str], object]] = {
+    "positive": positive_flag,
+    "whole": whole_flag,
+    "int": int,
+    "path": path_flag,
+    "plot": plot_flag,
+}
 
 
 def flag_of(name: str, info: FieldInfo) -> str:
@@ -67,7 +81,7 @@ def _choices(info: FieldInfo) -> tuple[object, ...] | None:
     return None
 
 
-def _help(info: FieldInfo) -> str:
+def help_of(info: FieldInfo) -> str:
     text = info.description or ""
     if info.is_required():  # no default to show (pydantic's marker is not one)
         return text
@@ -77,31 +91,78 @@ def _help(info: FieldInfo) -> str:
     return f"{text} (default {default})" if text else f"default {default}"
 
 
-def _add_field_flag(p: argparse.ArgumentParser, name: str, info: FieldInfo) -> None:
-    flag = flag_of(name, info)
-    if _is_bool(info):
-        action = "store_false" if flag.startswith("--no-") else "store_true"
-        p.add_argument(flag, dest=name, action=action, default=None, help=_help(info))
+def _extra(info: FieldInfo) -> Mapping[str, object]:
+    extra = info.json_schema_extra
+    return extra if isinstance(extra, Mapping) else {}
+
+
+def _is_list(info: FieldInfo) -> bool:
+    annotation = info.annotation
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
+    return any(typing.get_origin(a) is list for a in (annotation, *args))
+
+
+def _argparse_options(
+    info: FieldInfo, extra: Mapping[str, object], choices: Sequence[object] | None
+) -> dict[str, Any]:
+    """What argparse takes for a field that is not a switch (module docstring)."""
+    kind, action = extra.get("flag_type"), extra.get("action")
+    options: dict[str, Any] = {
+        "choices": choices,
+        "help": help_of(info),
+        "type": FLAG_TYPES[str(kind)] if kind is not None else None,
+        "nargs": extra.get("nargs", "+" if _is_list(info) and action is None else None),
+    }
+    if action is not None:
+        options["action"] = action
+    if "const" in extra:
+        options["const"] = extra["const"]
+    return options
+
+
+def _add_field_flag(
+    p: argparse.ArgumentParser,
+    name: str,
+    info: FieldInfo,
+    choices: Sequence[object] | None = None,
+) -> None:
+    extra = _extra(info)
+    if _is_bool(info) and not extra.get("positional"):
+        flag = flag_of(name, info)
+        negated = info.default is True or str(extra.get("flag", "")).startswith("no-")
+        switch = "store_false" if negated else "store_true"
+        p.add_argument(flag, dest=name, action=switch, default=None, help=help_of(info))
         return
+    choices = choices if choices is not None else _choices(info)
+    options = _argparse_options(info, extra, choices)
+    if extra.get("positional"):
+        metavar = extra.get("metavar")
+        p.add_argument(name, metavar=None if metavar is None else str(metavar), **options)
+        return
+    flag = flag_of(name, info)
+    shown = str(extra.get("metavar") or flag.removeprefix("--").replace("-", "_").upper())
     p.add_argument(
         flag,
         dest=name,
         default=None,
-        choices=_choices(info),
-        metavar=None if _choices(info) else flag.removeprefix("--").replace("-", "_").upper(),
+        metavar=None if choices else shown,
         required=info.is_required(),
-        help=_help(info),
+        **options,
     )
 
 
 def add_model_flags(
-    p: argparse.ArgumentParser, model: type[BaseModel], skip: Collection[str] = ()
+    p: argparse.ArgumentParser,
+    model: type[BaseModel],
+    skip: Collection[str] = (),
+    choices: Mapping[str, Sequence[object]] | None = None,
 ) -> None:
     """One flag per field of ``model`` (but those in ``skip``) on ``p``; each flag's
-    ``dest`` is its field's name and its value None when not given."""
+    ``dest`` is its field's name and its value None when not given. ``choices`` gives
+    the values of fields whose choices are a registry's (known when the parser is built)."""
     for name, info in model.model_fields.items():
         if name not in skip:
-            _add_field_flag(p, name, info)
+            _add_field_flag(p, name, info, (choices or {}).get(name))
 
 
 def model_values(
@@ -112,6 +173,24 @@ def model_values(
     fields = [(name, info) for name, info in model.model_fields.items() if name not in skip]
     given = {info.alias or name: getattr(args, name, None) for name, info in fields}
     return {key: value for key, value in given.items() if value is not None}
+
+
+def fill(
+    args: argparse.Namespace,
+    model: type[ModelT],
+    skip: Collection[str] = (),
+    command: str = "tpusim",
+) -> ModelT:
+    """The options of ``model`` the flags give (flags not given take the model's
+    defaults), also set on ``args`` by field name; raises InputError naming the flag of
+    the first bad value (``command: problem`` when no field is to blame)."""
+    try:
+        options = model.model_validate(model_values(args, model, skip))
+    except ValidationError as exc:
+        raise InputError(flag_problem(exc.errors()[0], model, command)) from None
+    fields = [name for name in type(options).model_fields if name not in skip]
+    vars(args).update({name: getattr(options, name) for name in fields})
+    return options
 
 
 def flag_problem(error: ErrorDetails, model: type[BaseModel], command: str) -> str:
@@ -125,59 +204,7 @@ def flag_problem(error: ErrorDetails, model: type[BaseModel], command: str) -> s
     return f"{command}: {message}"
 
 
-def _network_options() -> Iterator[tuple[str, str, str, FieldInfo]]:
-    """(flag, fidelity, YAML key, field) of every registered fidelity's options: the
-    flag is ``--FIDELITY-KEY``, or ``--KEY`` for a key that starts with the fidelity."""
-    for fidelity, backend in NETWORKS.items():
-        for key, name in option_keys(backend.options).items():
-            flag = key if key.startswith(fidelity + "_") else f"{fidelity}_{key}"
-            info = backend.options.model_fields[name]
-            yield "--" + flag.replace("_", "-"), fidelity, key, info
+class JsonOutput(BaseModel):
+    """``--json``, which every command has."""
 
-
-def add_network_flags(p: argparse.ArgumentParser, default: str | None = "flow") -> None:
-    """``--fidelity`` (default ``default``; None: the scenario's network) and one flag per
-    registered network option."""
-    models = ", ".join(f"{name} ({backend.description})" for name, backend in NETWORKS.items())
-    chosen = "the scenario's network" if default is None else default
-    p.add_argument(
-        "--fidelity",
-        choices=NETWORKS.names(),
-        default=default,
-        help=f"network model: {models} (default {chosen})",
-    )
-    for flag, fidelity, key, info in _network_options():
-        p.add_argument(
-            flag,
-            dest=f"{_NETWORK_DEST}{flag}",
-            metavar=key.upper(),
-            help=f"{fidelity} fidelity: {_help(info)}",
-        )
-
-
-def network_flags_given(args: argparse.Namespace) -> list[str]:
-    """The network option flags given (not ``--fidelity``)."""
-    flags = [flag for flag, _, _, _ in _network_options()]
-    return [flag for flag in flags if getattr(args, f"{_NETWORK_DEST}{flag}", None) is not None]
-
-
-def network_of(args: argparse.Namespace) -> NetworkSettings:
-    """The network the flags give: ``--fidelity`` and its options; an option flag of
-    another fidelity is an error naming the fidelities that own it."""
-    fidelity = str(args.fidelity)
-    tree: dict[str, object] = {"fidelity": fidelity}
-    flags: dict[str, str] = {}
-    for flag, owner, key, _ in _network_options():
-        value = getattr(args, f"{_NETWORK_DEST}{flag}", None)
-        if value is None:
-            continue
-        if owner != fidelity:
-            owners = [o for f, o, _, _ in _network_options() if f == flag]
-            raise InputError(f"{flag} only applies to --fidelity {' or '.join(owners)}")
-        tree[key], flags[key] = value, f"{flag} {value}"
-    try:
-        return network_tree(tree)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = flags.get(str(error["loc"][0]), "--fidelity") if error["loc"] else "--fidelity"
-        raise InputError(f"{where}: {error['msg'].removeprefix('Value error, ')}") from None
+    as_json: bool = Field(False, alias="json", description="print one JSON object")

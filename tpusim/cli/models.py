@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import JsonOutput, add_model_flags
 from tpusim.report import text_table
 
 COLUMNS = ("name", "parameters", "active", "published", "layers", "d_model", "attention", "moe")
@@ -14,7 +15,7 @@ COLUMNS = ("name", "parameters", "active", "published", "layers", "d_model", "at
 def add_parsers(sub: Subparsers) -> None:
     """The subcommand, on the CLI's subparsers."""
     p = sub.add_parser("models", help="list the model presets (configs/models) and their sizes")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_flags(p, JsonOutput)
     p.set_defaults(func=cmd_models)
 
 
@@ -23,7 +24,7 @@ def cmd_models(args: argparse.Namespace) -> None:
     from tpusim.results.files import json_text
 
     rows = [load_model(name).row() for name in shipped("models")]
-    if args.json:
+    if args.as_json:
         print(json_text({"models": rows}))
         return
     print(text_table([_text_row(r) for r in rows], COLUMNS))

@@ -6,10 +6,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pydantic import Field, ValidationError
+
 from tpusim import units
-from tpusim.cli.flags import Subparsers, positive_flag
+from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import add_model_flags, flag_problem, model_values
+from tpusim.cli.network_flags import add_network_flags, network_of
+from tpusim.errors import InputError
+from tpusim.network import FidelityName, NetworkSettings
+from tpusim.planner.request import (
+    COUNT_FLAG,
+    DEFAULT_CONFIRM,
+    DEFAULT_SHORTLIST,
+    PlanRequest,
+    plan_fidelities,
+)
 from tpusim.report import text_table
-from tpusim.vocabulary import DTYPES
 
 COLUMNS = (
     "rank",
@@ -27,68 +39,76 @@ COLUMNS = (
 DEFAULT_TOP = 5
 
 
-def add_parsers(sub: Subparsers) -> None:
-    """The subcommand, on the CLI's subparsers."""
-    from tpusim.planner.search import (
-        DEFAULT_CONFIRM,
-        DEFAULT_SHORTLIST,
-        DEFAULT_WORKERS,
-        PLAN_FIDELITIES,
-    )
+def _default_fidelity(field: str) -> str:
+    """The fidelity of the request's default network ``field`` (declared there once)."""
+    default = PlanRequest.model_fields[field].get_default(call_default_factory=True)
+    assert isinstance(default, NetworkSettings)
+    return default.fidelity
 
+
+class PlanFlags(PlanRequest):
+    """``tpusim plan``'s flags: the request's fields (:class:`~tpusim.planner.PlanRequest`),
+    what only the command line has (the rows to print, the fragment, JSON) and the
+    fidelities the search ranks and confirms at, whose options come from the network
+    flags (:mod:`tpusim.cli.network_flags`)."""
+
+    layers: int | None = Field(
+        None, description="plan a fragment of this many layers", json_schema_extra=COUNT_FLAG
+    )
+    top: int = Field(DEFAULT_TOP, description="layouts to print", json_schema_extra=COUNT_FLAG)
+    rank_fidelity: FidelityName = Field(
+        _default_fidelity("rank_network"),
+        description="the network layouts are ranked at (its options: the flags below)",
+    )
+    confirm_fidelity: FidelityName = Field(
+        _default_fidelity("confirm_network"),
+        description="the network the best layouts are confirmed at",
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+
+
+#: Fields the command line does not set: its networks come from the fidelity flags.
+_NOT_FLAGS = ("overrides", "margin", "rank_network", "confirm_network", "progress")
+
+
+def add_parsers(sub: Subparsers) -> None:
+    """The subcommand, on the CLI's subparsers: one flag per field of :class:`PlanFlags`
+    and the network option flags."""
     p = sub.add_parser("plan", help="search training layouts (mesh roles, remat) by step time")
-    p.add_argument("model", help="model preset name (tpusim check models) or YAML path")
-    p.add_argument("system", help="shipped system name or path to a system YAML")
-    p.add_argument("--global-batch", type=positive_flag, required=True, help="sequences per step")
-    p.add_argument("--seq", type=positive_flag, required=True, help="tokens per sequence")
-    p.add_argument("--dtype", choices=DTYPES, default="bf16")
-    p.add_argument("--layers", type=positive_flag, help="plan a fragment of this many layers")
-    p.add_argument("--top", type=positive_flag, default=DEFAULT_TOP, help="layouts to print")
-    p.add_argument(
-        "--shortlist",
-        type=positive_flag,
-        default=DEFAULT_SHORTLIST,
-        help=f"layouts ranked by simulation after the screen (default {DEFAULT_SHORTLIST})",
-    )
-    p.add_argument(
-        "--confirm",
-        type=positive_flag,
-        help=f"best ranked layouts simulated again, at most --shortlist (default "
-        f"{DEFAULT_CONFIRM} or --shortlist if fewer)",
-    )
-    p.add_argument("--rank-fidelity", choices=PLAN_FIDELITIES, default="analytic")
-    p.add_argument("--confirm-fidelity", choices=PLAN_FIDELITIES, default="flow")
-    p.add_argument(
-        "--workers",
-        type=positive_flag,
-        default=DEFAULT_WORKERS,
-        help=f"processes that prune, screen and simulate the layouts (default {DEFAULT_WORKERS})",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    offered = plan_fidelities()
+    fidelities = {"rank_fidelity": offered, "confirm_fidelity": offered}
+    add_model_flags(p, PlanFlags, skip=_NOT_FLAGS, choices=fidelities)
+    add_network_flags(p, choices=offered, fidelity_flag=False)
     p.set_defaults(func=cmd_plan)
 
 
+def plan_request(args: argparse.Namespace) -> PlanFlags:
+    """The request the flags give; raises InputError naming the flag of a bad value."""
+    given = model_values(args, PlanFlags, skip=_NOT_FLAGS)
+    shortlist = int(given.get("shortlist", DEFAULT_SHORTLIST))  # type: ignore[call-overload]
+    given.setdefault("confirm", min(DEFAULT_CONFIRM, shortlist))
+    try:
+        flags = PlanFlags.model_validate(given)
+    except ValidationError as exc:
+        raise InputError(flag_problem(exc.errors()[0], PlanFlags, "tpusim plan")) from None
+    ranks, confirms = flags.rank_fidelity, flags.confirm_fidelity
+    return flags.model_copy(
+        update={
+            "rank_network": network_of(args, ranks, also=[confirms]),
+            "confirm_network": network_of(args, confirms, also=[ranks]),
+            "overrides": {"layers": flags.layers} if flags.layers else {},
+            "progress": True,
+        }
+    )
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
-    from tpusim.planner import PlanRequest, plan_layouts
-    from tpusim.planner.search import DEFAULT_CONFIRM
+    from tpusim.planner import plan_layouts
     from tpusim.results.files import json_text
 
-    request = PlanRequest(
-        model=args.model,
-        system=args.system,
-        global_batch=args.global_batch,
-        seq=args.seq,
-        dtype=args.dtype,
-        overrides={"layers": args.layers} if args.layers else {},
-        shortlist=args.shortlist,
-        confirm=args.confirm or min(DEFAULT_CONFIRM, args.shortlist),
-        rank_fidelity=args.rank_fidelity,
-        confirm_fidelity=args.confirm_fidelity,
-        workers=args.workers,
-        progress=True,
-    )
-    record = plan_record(plan_layouts(request), args.top)
-    if args.json:
+    request = plan_request(args)
+    record = plan_record(plan_layouts(request), request.top)
+    if request.as_json:
         print(json_text(record))
         return
     print("\n".join(plan_lines(record)))
@@ -147,8 +167,8 @@ def plan_record(result: Any, top: int) -> dict[str, Any]:
         "fit_in_memory": len(memory.fitting),
         "simulated": len(simulated),
         "screened_by": "closed-form",
-        "ranked_by": request.rank_fidelity,
-        "confirmed_by": request.confirm_fidelity,
+        "ranked_by": request.rank_network.fidelity,
+        "confirmed_by": request.confirm_network.fidelity,
         "layouts": [layout_row(result, s) for s in result.ordered()[:top]],
         "reference": None if reference is None else layout_row(result, reference),
     }

@@ -16,15 +16,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpusim.cli.flags import Subparsers, path_flag, positive_flag
-from tpusim.cli.model_flags import add_network_flags, network_flags_given, network_of
-from tpusim.config.limits import MAX_SWEEP_POINTS
+from pydantic import BaseModel, Field
+
+from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import JsonOutput, add_model_flags, model_values
+from tpusim.cli.network_flags import add_network_flags, given_network
 from tpusim.errors import InputError, SimulationError
 from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import check_folder_target, json_text, output_error
 from tpusim.results.run import PointFailure
-from tpusim.study.options import EXECUTORS, CheckOptions, ScenarioRunOptions
-from tpusim.study.point_log import WORKER_MEMORY_BYTES, PointLog, default_jobs
+from tpusim.study.options import CheckOptions, ScenarioRunOptions
+from tpusim.study.point_log import PointLog, default_jobs
 from tpusim.study.systems import locate_scenario, scenario_listing
 
 if TYPE_CHECKING:
@@ -36,16 +38,29 @@ __all__ = ["add_parsers", "cmd_check", "cmd_run", "cmd_scenarios"]
 
 def cmd_scenarios(args: argparse.Namespace) -> None:
     rows = scenario_listing()
-    if args.json:
+    if args.as_json:
         print(json_text({"scenarios": rows}))
     else:
         print(text_table(rows, ["name", "description", "path"]) if rows else "(none)")
 
 
+class ScenarioArgument(BaseModel):
+    """The scenario ``run`` and ``check`` take."""
+
+    scenario: str = Field(
+        description="shipped scenario name (tpusim scenarios) or YAML path",
+        json_schema_extra={"positional": True},
+    )
+
+
+#: What the command line does not set through these options' own flags.
+_OTHER = ("fault_flags", "network")
+
+
 def cmd_check(args: argparse.Namespace) -> None:
     from tpusim.study.check import CheckFailed, check_scenario
 
-    options = CheckOptions(max_points=args.max_points, json=args.json)
+    options = CheckOptions.model_validate(model_values(args, CheckOptions, skip=_OTHER))
     checked = check_scenario(locate_scenario(args.scenario), options)
     if options.as_json:
         print(json_text(checked.record()))
@@ -65,21 +80,13 @@ def run_options(args: argparse.Namespace) -> ScenarioRunOptions:
     do not go together (``--scheduler`` without ``--executor dask``, fault flags)."""
     from tpusim.cli.faults import fault_flags
 
-    options = ScenarioRunOptions(
-        network=network_of(args) if _network_given(args) else None,
-        out=args.out,
-        executor=args.executor,
-        scheduler=args.scheduler,
-        jobs=args.jobs,
-        quiet=args.quiet,
-        json=args.json,
-        max_points=args.max_points,
-    )
-    if args.scheduler is not None and args.executor != "dask":
+    given = model_values(args, ScenarioRunOptions, skip=_OTHER)
+    options = ScenarioRunOptions.model_validate(given | {"network": given_network(args)})
+    if options.scheduler is not None and options.executor != "dask":
         raise InputError("--scheduler needs --executor dask")
-    if args.jobs is not None and args.executor != "local":
+    if options.jobs is not None and options.executor != "local":
         raise InputError(
-            f"--jobs sets the local executor's processes; --executor {args.executor} "
+            f"--jobs sets the local executor's processes; --executor {options.executor} "
             "spreads the points over its cluster's workers instead: leave out --jobs"
         )
     return options.model_copy(update={"fault_flags": fault_flags(args)})
@@ -207,65 +214,22 @@ def written_text(out: Path, files: list[Path]) -> str:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    """Register ``run``, ``check`` and ``scenarios`` on the subcommand parsers ``sub``."""
-    p = sub.add_parser("scenarios", help="list the shipped scenarios (run them by name)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_scenarios)
-    p = sub.add_parser("check", help="check a scenario without simulating: every problem")
-    p.add_argument("scenario", help="shipped scenario name or path to a scenario YAML")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_max_points(p)
-    p.set_defaults(func=cmd_check)
-    _add_run(sub)
-
-
-def _add_run(sub: Subparsers) -> None:
-    p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
-    p.add_argument("scenario", help="shipped scenario name (tpusim scenarios) or YAML path")
-    p.add_argument("--out", type=path_flag, help="output folder (default out/SCENARIO_NAME)")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--jobs",
-        type=positive_flag,
-        default=None,
-        help="local executor: systems simulated at once, each in its own process "
-        "(default: one per CPU core, fewer when free memory is short: "
-        f"{WORKER_MEMORY_BYTES // 2**30} GiB each; 1 runs in-process)",
-    )
-    p.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        default="local",
-        help="local (default): this machine; dask: one task per (system, workload point) "
-        "on a Dask cluster (pip install 'tpusim[dask]')",
-    )
-    p.add_argument(
-        "--scheduler",
-        help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a local "
-        "cluster of 2 worker processes)",
-    )
-    _add_max_points(p)
+    """Register ``run``, ``check`` and ``scenarios`` on the subcommand parsers ``sub``: the
+    flags of ``run`` and ``check`` are generated from their options models
+    (:class:`~tpusim.study.options.ScenarioRunOptions`, ``CheckOptions``), the fault
+    flags and the network flags."""
     from tpusim.cli.faults import add_fault_flags
 
-    add_fault_flags(p, default_routing=None)
+    p = sub.add_parser("scenarios", help="list the shipped scenarios (run them by name)")
+    add_model_flags(p, JsonOutput)
+    p.set_defaults(func=cmd_scenarios)
+    p = sub.add_parser("check", help="check a scenario without simulating: every problem")
+    add_model_flags(p, ScenarioArgument)
+    add_model_flags(p, CheckOptions, skip=_OTHER)
+    p.set_defaults(func=cmd_check)
+    p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
+    add_model_flags(p, ScenarioArgument)
+    add_model_flags(p, ScenarioRunOptions, skip=_OTHER)
+    add_fault_flags(p)
     add_network_flags(p, default=None)
     p.set_defaults(func=cmd_run)
-
-
-def _network_given(args: argparse.Namespace) -> bool:
-    """Whether a network flag was given (``--fidelity`` is needed with its options)."""
-    given = network_flags_given(args)
-    if given and args.fidelity is None:
-        raise InputError(f"{given[0]} needs --fidelity (it replaces the scenario's network)")
-    return args.fidelity is not None
-
-
-def _add_max_points(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--max-points",
-        type=positive_flag,
-        default=None,
-        help="most workload points (sweep points over all workloads) to run "
-        f"(default {MAX_SWEEP_POINTS:,}; refused above it)",
-    )

@@ -15,12 +15,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from tpusim.cli.flags import Subparsers, path_flag, plot_flag
-from tpusim.cli.model_flags import add_model_flags, add_network_flags, model_values, network_of
+from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import add_model_flags, model_values
 from tpusim.cli.model_flags import flag_of as model_flag
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config.limits import MAX_CURVE_RATES, stream_span_problem
 from tpusim.errors import InputError
 from tpusim.results.files import json_text
@@ -72,24 +73,38 @@ def flagged(text: str, mentions: Iterable[str]) -> str:
     return re.sub(pattern, lambda match: flag_of(match.group(1)), text)
 
 
+class ServeCommand(BaseModel):
+    """What only ``tpusim serve``'s command line has, besides the options
+    (:class:`~tpusim.serving.options.ServeOptions`): the systems, the model (or
+    ``--vllm``'s), a latency curve and its plot, JSON."""
+
+    system: str = Field(
+        description="shipped system name or YAML path (with --rates: several, comma-separated)",
+        json_schema_extra={"positional": True},
+    )
+    model: str | None = Field(
+        None, description=f"{ServeOptions.model_fields['model'].description} (or --vllm's model)"
+    )
+    rates: str | None = Field(
+        None,
+        description="a latency curve: requests/s R1,R2,... (or 'auto')",
+        json_schema_extra={"flag_type": "path"},
+    )
+    plot: str | None = Field(
+        None,
+        description="with --rates: write the curve to PLOT.png and PLOT.svg",
+        json_schema_extra={"flag_type": "plot"},
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+
+
 def add_parsers(sub: Subparsers) -> None:
     """``tpusim serve`` on the CLI's subparsers: one flag per field of
     :class:`~tpusim.serving.options.ServeOptions` and the network flags."""
     p = sub.add_parser("serve", help="an LLM inference service: latency at a rate, or capacity")
-    p.add_argument(
-        "system", help="shipped system name or YAML path (with --rates: several, comma-separated)"
-    )
     add_model_flags(p, ServeOptions, skip=("network", "model"))
-    info = ServeOptions.model_fields["model"]
-    p.add_argument("--model", default=None, help=f"{info.description} (or --vllm's model)")
+    add_model_flags(p, ServeCommand)
     add_network_flags(p)
-    p.add_argument(
-        "--rates", type=path_flag, help="a latency curve: requests/s R1,R2,... (or 'auto')"
-    )
-    p.add_argument(
-        "--plot", type=plot_flag, help="with --rates: write the curve to PLOT.png and PLOT.svg"
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_serve)
 
 
@@ -147,7 +162,7 @@ def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
     row = serve(options, args.system)
-    if args.json:
+    if args.as_json:
         print(json_text(row))
     else:
         print(format_row(row))
@@ -195,7 +210,7 @@ def rates_flag(text: str, requests: int = DEFAULT_REQUESTS) -> list[float] | Non
 
 
 def _print_curve(args: argparse.Namespace, row: dict[str, Any]) -> None:
-    if args.json:
+    if args.as_json:
         print(json_text(row))
         return
     columns = (

@@ -6,6 +6,7 @@ import argparse
 
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import JsonOutput, add_model_flags
 from tpusim.config import load_system, shipped
 from tpusim.report import text_table
 
@@ -23,7 +24,7 @@ def cmd_systems(args: argparse.Namespace) -> None:
                 "description": system.spec.description,
             }
         )
-    if args.json:
+    if args.as_json:
         print_json({"systems": rows})
     else:
         print(text_table(rows, ["name", "chip", "topology", "chips", "description"]))
@@ -31,5 +32,5 @@ def cmd_systems(args: argparse.Namespace) -> None:
 
 def add_parsers(sub: Subparsers) -> None:
     p = sub.add_parser("systems", help="list the shipped systems")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_flags(p, JsonOutput)
     p.set_defaults(func=cmd_systems)

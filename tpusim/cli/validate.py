@@ -3,125 +3,122 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from tpusim.cli.flags import Subparsers
+from tpusim.cli.model_flags import add_model_flags, fill
+from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.cli.validate_workloads import coverage_text, uncertainty_target
 from tpusim.errors import InputError
-from tpusim.network import NETWORKS
+from tpusim.network import NETWORKS, NetworkSettings
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 
 RESULT_COLUMNS = ("id", "op", "bytes", "measured", "simulated", "error", "split", "algorithm")
 
 
+class ValidationFlags(BaseModel):
+    """What ``tpusim validate`` and ``tpusim calibrate`` share, besides the network."""
+
+    measurements: list[str] | None = Field(
+        None,
+        description="measurement YAML files (default: the shipped configs/measurements/*.yaml)",
+    )
+    as_json: bool = Field(False, alias="json", description="print one JSON object")
+    workloads: bool = Field(
+        False,
+        description="whole-model training step times (configs/measurements/workloads/) instead",
+    )
+    approximate: bool = Field(
+        False, description="with --workloads: drop the fields the model lacks (listed per case)"
+    )
+    jobs: int | None = Field(
+        None,
+        description="with --workloads: worker processes for the fits (default: one per core)",
+        json_schema_extra={"flag_type": "int"},
+    )
+
+
+class ValidateFlags(ValidationFlags):
+    """``tpusim validate``'s options."""
+
+    calibration: str | None = Field(
+        None, description="calibration overlay YAML to apply (tpusim calibrate)"
+    )
+    cv: Literal["chip", "family", "server"] | None = Field(
+        None,
+        description="with --workloads (chip, family) or --serving (chip, server): refit the "
+        "shared terms leaving out one group at a time and report the held-out errors",
+    )
+    write_uncertainty: str | None = Field(
+        None,
+        description="write the held-out residuals as the interval model of their kind into "
+        "FILE (default: the shipped configs/uncertainty.yaml): training step time with "
+        "--workloads --cv chip, collective time from the holdout measurements without",
+        json_schema_extra={"nargs": "?", "const": "", "metavar": "FILE"},
+    )
+    serving: bool = Field(False, description="the public serving figures instead")
+    fit: bool = Field(False, description="--serving: refit the overhead terms")
+    out: str | None = Field(
+        None,
+        description="--serving --fit: write the fitted server profiles to DIR/<server>.yaml",
+        json_schema_extra={"metavar": "DIR"},
+    )
+
+
+class CalibrateFlags(ValidationFlags):
+    """``tpusim calibrate``'s options."""
+
+    out: str | None = Field(
+        None,
+        description="overlay YAML to write (default calibration.yaml); with --serving a "
+        "folder for the fitted server profiles (default servers)",
+    )
+    serving: bool = Field(False, description="fit the server profiles on the serving figures")
+
+
 def add_parsers(sub: Subparsers) -> None:
-    """The two subcommands, on the CLI's subparsers."""
+    """The two subcommands, on the CLI's subparsers: their flags generated from
+    :class:`ValidateFlags` and :class:`CalibrateFlags`, and the network flags."""
     p = sub.add_parser(
         "validate", help="simulate the shipped public measurements and report the errors"
     )
-    _common(p)
-    p.add_argument("--calibration", help="calibration overlay YAML to apply (tpusim calibrate)")
+    add_model_flags(p, ValidateFlags)
     _fidelity(p)
-    _workloads(p)
-    p.add_argument(
-        "--cv",
-        choices=("chip", "family", "server"),
-        help="with --workloads (chip, family) or --serving (chip, server): refit the shared "
-        "terms leaving out one group at a time and report the held-out errors",
-    )
-    p.add_argument(
-        "--write-uncertainty",
-        nargs="?",
-        const="",
-        metavar="FILE",
-        help="write the held-out residuals as the interval model of their kind into FILE "
-        "(default: the shipped configs/uncertainty.yaml): training step time with "
-        "--workloads --cv chip, collective time from the holdout measurements without",
-    )
-    p.add_argument("--serving", action="store_true", help="the public serving figures instead")
-    p.add_argument("--fit", action="store_true", help="--serving: refit the overhead terms")
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="--serving --fit: write the fitted server profiles to DIR/<server>.yaml",
-    )
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser(
         "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
     )
-    _common(p)
-    p.add_argument(
-        "--out",
-        help="overlay YAML to write (default calibration.yaml); with --serving a folder for "
-        "the fitted server profiles (default servers)",
-    )
+    add_model_flags(p, CalibrateFlags)
     _fidelity(p)
-    _workloads(p)
-    p.add_argument(
-        "--serving", action="store_true", help="fit the server profiles on the serving figures"
-    )
     p.set_defaults(func=cmd_calibrate)
 
 
 def _fidelity(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--fidelity",
-        choices=NETWORKS.names(),
-        default="flow",
-        help="network model (default %(default)s; packet refuses cases over its limits)",
+    whole = " or ".join(name for name, backend in NETWORKS.items() if backend.whole_programs)
+    add_network_flags(
+        p, what=f"; --workloads takes {whole}; every fidelity refuses cases over its work limits"
     )
 
 
-def check_packet_limits(measurements: Any, fidelity: str) -> None:
-    """At packet fidelity, refuse (before simulating any) every measurement over the
-    packet limits of :func:`~tpusim.config.limits.packet_work_problem`, one line
-    each naming its file, line and id; raises InputError."""
+def check_work_limits(measurements: Any, network: NetworkSettings) -> None:
+    """Refuse (before simulating any) every measurement over ``network``'s work limits
+    (:meth:`~tpusim.network.NetworkSettings.work_problem`: the packet fidelity's), one
+    line each naming its file, line and id; raises InputError."""
     import math
 
     from tpusim.collectives import fewest_sends_per_chip
-    from tpusim.config.limits import packet_work_problem
-    from tpusim.network.packet import DEFAULT_PACKET_BYTES
 
-    if fidelity != "packet":
-        return
     problems = []
     for m in measurements:
         chips = math.prod(m.slice)
-        sends = fewest_sends_per_chip(m.op, chips)
-        problem = packet_work_problem(chips, m.bytes, DEFAULT_PACKET_BYTES, sends)
+        problem = network.work_problem(chips, m.bytes, fewest_sends_per_chip(m.op, chips))
         if problem is not None:
             where = f"{m.file}:{m.line}" if m.line is not None else m.file
             problems.append(f"{where} {m.id}: {problem.replace('(--packet-bytes) ', '')}")
     if problems:
         raise InputError("\n".join(problems))
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--measurements",
-        nargs="+",
-        help="measurement YAML files (default: the shipped configs/measurements/*.yaml)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _workloads(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workloads",
-        action="store_true",
-        help="whole-model training step times (configs/measurements/workloads/) instead",
-    )
-    p.add_argument(
-        "--approximate",
-        action="store_true",
-        help="with --workloads: drop the fields the model lacks (listed per case)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="with --workloads: worker processes for the fits (default: one per core)",
-    )
 
 
 def _check_workloads(args: argparse.Namespace) -> None:
@@ -131,10 +128,12 @@ def _check_workloads(args: argparse.Namespace) -> None:
         raise InputError("--approximate needs --workloads")
     if args.jobs is not None and (args.jobs < 1 or not args.workloads):
         raise InputError("--jobs needs --workloads and a count of at least 1")
-    if args.workloads and args.fidelity == "packet":
+    network = network_of(args)
+    if args.workloads and not network.backend.whole_programs:
+        whole = [name for name, backend in NETWORKS.items() if backend.whole_programs]
         raise InputError(
-            "--fidelity packet is not offered with --workloads (whole training steps on up "
-            "to 512 chips); use flow or analytic"
+            f"--fidelity {network.fidelity} is not offered with --workloads (whole training "
+            f"steps on up to 512 chips); use {' or '.join(whole)}"
         )
 
 
@@ -158,6 +157,7 @@ def _check_kinds(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
+    fill(args, ValidateFlags, command="tpusim validate")
     _check_kinds(args)
     _check_write_uncertainty(args)
     if args.serving:
@@ -179,16 +179,17 @@ def cmd_validate(args: argparse.Namespace) -> None:
     from tpusim.validation.validate import summary, validate
 
     measurements = load_measurements(args.measurements)
-    check_packet_limits(measurements, args.fidelity)
+    network = network_of(args)
+    check_work_limits(measurements, network)
     calibration = load_calibration(args.calibration) if args.calibration else None
-    cases = validate(measurements, calibration, args.fidelity)
+    cases = validate(measurements, calibration, network)
     stats = summary(cases)
     holdout = stats["holdout"]
     assert isinstance(holdout, dict)
     holdout["coverage_80"] = collective_coverage(cases)
     if args.write_uncertainty is not None:
         write_collective_uncertainty(args, cases)
-    if args.json:
+    if args.as_json:
         from tpusim.report import integer_bytes
 
         print(json_text(integer_bytes({"cases": [c.row() for c in cases], **stats})))
@@ -250,6 +251,7 @@ def collective_coverage(cases: Any) -> float | None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
+    fill(args, CalibrateFlags, command="tpusim calibrate")
     if args.serving:
         from tpusim.cli.validate_serving import (
             DEFAULT_SERVING_OUT,
@@ -288,15 +290,16 @@ def _calibrate_collectives(args: argparse.Namespace) -> None:
             f"no 'fit' measurements among the {len(measurements)} given (holdout points "
             "are never fitted): nothing to calibrate"
         )
-    check_packet_limits(measurements, args.fidelity)
+    network = network_of(args)
+    check_work_limits(measurements, network)
     check_file_target(args.out, "--out")  # before minutes of fitting, not after
-    fits = calibrate(measurements, args.fidelity)
+    fits = calibrate(measurements, network)
     text = overlay_yaml(fits)
     chips = {f.chip for f in fits}
     calibration = Calibration.model_validate(yaml.safe_load(text))  # the file, before it is
-    cases = validate([m for m in measurements if m.chip in chips], calibration, args.fidelity)
+    cases = validate([m for m in measurements if m.chip in chips], calibration, network)
     fitted = [m for m in measurements if m.chip in chips and m.split == "fit"]
-    before = [abs(c.error) for c in validate(fitted, None, args.fidelity)]
+    before = [abs(c.error) for c in validate(fitted, None, network)]
     after = [abs(c.error) for c in cases if c.measurement.split == "fit"]
     worse = worse_sentence(before, after, len(fitted), "points")
     if worse:
@@ -311,7 +314,7 @@ def _calibrate_collectives(args: argparse.Namespace) -> None:
 
 def _print_calibration(args: argparse.Namespace, record: dict[str, Any]) -> None:
     """The collective calibration's record as JSON or as text."""
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     for chip in record["chips"]:

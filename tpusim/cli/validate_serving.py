@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tpusim.cli.network_flags import network_flags_given, network_of
 from tpusim.errors import InputError
+from tpusim.network import NetworkSettings
 from tpusim.results.files import json_text, output_error
 
 #: Where ``calibrate --serving`` writes the fitted profiles without ``--out``.
@@ -39,7 +41,7 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
             record["wrote"] = [str(p) for p in write_profiles(out, fitted)]
         except OSError as exc:
             raise output_error("--out", out, exc) from None
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     for line in record["warnings"]:
@@ -72,7 +74,7 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
     }
     if getattr(args, "write_uncertainty", None) is not None:
         record["wrote_uncertainty"] = _write_uncertainty(args, held)
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     print(table(held))
@@ -165,10 +167,19 @@ def check_serving_flags(args: argparse.Namespace, fit: bool) -> None:
         raise InputError("--approximate applies to --workloads, not to --serving")
     if getattr(args, "jobs", None) is not None:
         raise InputError("--jobs applies to --workloads, not to --serving")
-    if getattr(args, "fidelity", "flow") != "flow":
+    _check_network(args)
+
+
+def _check_network(args: argparse.Namespace) -> None:
+    """The serving figures run on the default network: a network flag that asks for
+    another is refused, naming it."""
+    given = network_flags_given(args)
+    default = NetworkSettings()
+    if given and network_of(args) != default:
+        flag = f"--fidelity {args.fidelity}" if "--fidelity" in given else given[0]
         raise InputError(
-            f"--fidelity {args.fidelity} applies to collectives and --workloads, not to "
-            "--serving (its figures run on the flow fidelity)"
+            f"{flag} applies to collectives and --workloads, not to --serving (its figures "
+            f"run on the {default.fidelity} fidelity at its defaults)"
         )
 
 

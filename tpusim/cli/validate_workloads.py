@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tpusim.cli.network_flags import network_of
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 
@@ -23,9 +24,9 @@ def cmd_validate_workloads(args: argparse.Namespace) -> None:
     if getattr(args, "cv", None):
         return cmd_cross_validate(args, cases)
     chips = _calibrated_chips(args.calibration, cases) if args.calibration else {}
-    results = validate_workloads(cases, chips, args.fidelity, args.approximate)
+    results = validate_workloads(cases, chips, network_of(args), args.approximate)
     stats = workload_summary(results)
-    if args.json:
+    if args.as_json:
         print(json_text({"cases": [r.row() for r in results], **stats}))
         return
     print(results_table([r.row() for r in results]))
@@ -53,7 +54,7 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
     from tpusim.validation.workloads_fit import cross_validate
     from tpusim.validation.workloads_run import workload_summary
 
-    folds = cross_validate(cases, args.cv, args.fidelity, args.approximate, _jobs(args))
+    folds = cross_validate(cases, args.cv, network_of(args), args.approximate, _jobs(args))
     held = [r for f in folds for r in f.results]
     record = {
         "cv": args.cv,
@@ -74,7 +75,7 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
     record["held_out"]["coverage_80"] = nested_coverage(workload_residuals(rows, args.cv))
     if args.write_uncertainty is not None:
         _write_training(args, rows, [c.file for c in cases])
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     print(results_table([r.row() for r in held]))
@@ -140,10 +141,10 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
 
     cases = load_workload_cases(args.measurements)
     check_file_target(args.out, "--out")
-    fit = calibrate_workloads(cases, args.fidelity, args.approximate, _jobs(args))
+    fit = calibrate_workloads(cases, network_of(args), args.approximate, _jobs(args))
     if not fit.fit_on:
         raise InputError("calibrate --workloads: no expressible 'fit' case to fit the terms on")
-    results = fit_results(fit, cases, args.fidelity, args.approximate)
+    results = fit_results(fit, cases, network_of(args), args.approximate)
     worse = _worse_than_shipped(args, cases, fit.fit_on, results)
     try:  # the last step: a Ctrl-C while fitting leaves no file behind
         atomic_write_text(args.out, cost_terms_text(fit, worse))
@@ -159,7 +160,7 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
         "cases": [r.row() for r in results],
         **workload_summary(results),
     }
-    if args.json:
+    if args.as_json:
         print(json_text(record))
         return
     terms = ", ".join(f"{k} {v:.4g}" for k, v in record["terms"].items())
@@ -190,7 +191,7 @@ def _worse_than_shipped(
 
     ids = set(fit_on)
     shipped = validate_workloads(
-        [c for c in cases if c.id in ids], {}, args.fidelity, args.approximate
+        [c for c in cases if c.id in ids], {}, network_of(args), args.approximate
     )
     before = [abs(r.error) for r in shipped if r.error is not None]
     after = [abs(r.error) for r in results if r.case.id in ids and r.error is not None]

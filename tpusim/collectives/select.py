@@ -34,7 +34,8 @@ bytes summed over all of them (pipelines that drift apart share links).
 Predictions of several pipelines are approximate (their pipelines share links in
 ways only a simulation follows), so when more than one algorithm is predicted within
 ``REFINE_MARGIN`` of the best, those are simulated alone at the run's own fidelity
-(the engine passes ``simulate``) and the fastest is kept. At the flow fidelity a
+(the engine passes ``simulate``) and the fastest is kept. At a fidelity that declares
+a relative tolerance (the flow fidelity, :attr:`~tpusim.network.Network.relative_tolerance`) a
 one-pipeline schedule's simulated time is first bounded without simulating (per step,
 :func:`~tpusim.network.flow_blocks.alone_bounds` plus the on-chip cost, which only grows
 with the transfer time); a close candidate whose lower bound exceeds another's upper
@@ -121,8 +122,8 @@ class Predictor:
         self.out_Bps = np.bincount(links.src, weights=self.network.bandwidth_Bps, minlength=n)
         self.min_latency_s = float(links.latency_s.min()) if len(links) else 0.0
         self._cuts: dict[tuple, list[tuple[int, float]]] = {}
-        # relative tolerance of the run's flow fidelity (None: another fidelity, no bounds)
-        self.flow_tolerance = _flow_tolerance(faults_of)
+        # the run's network's own relative tolerance (None: none known, no bounds)
+        self.tolerance = None if faults_of is None else faults_of.relative_tolerance
 
     def closed_bound_s(self, cost: CostClass, op: Op, group: Group, size: float) -> float:
         """A time no schedule of an algorithm of class ``cost`` can beat on ``group``
@@ -215,12 +216,13 @@ class Predictor:
         return max(critical, shared)
 
     def simulated_bounds_s(self, schedule: Schedule) -> tuple[float, float] | None:
-        """Bounds (s) on ``simulate(schedule)`` at the flow fidelity with its tolerances,
-        for a schedule of one pipeline; None for several or another fidelity."""
+        """Bounds (s) on ``simulate(schedule)`` at the run's fidelity within its relative
+        tolerance, for a schedule of one pipeline; None for several or a fidelity that
+        declares none (:attr:`~tpusim.network.Network.relative_tolerance`)."""
         pipelines = [p for p in schedule.pipelines if p]
-        if self.flow_tolerance is None or len(pipelines) != 1:
+        if self.tolerance is None or len(pipelines) != 1:
             return None
-        tol = self.flow_tolerance
+        tol = self.tolerance
         lower = upper = self.onchip.launch_s
         for step in pipelines[0]:
             batch = self.network.routed(self.batch_of(step))
@@ -314,15 +316,3 @@ def _possibly_fastest(close: list[Schedule], predictor: Predictor) -> list[Sched
         return close
     least_upper = min(high for _, high in known)
     return [s for s, (low, _) in zip(close, known, strict=True) if low <= least_upper]
-
-
-def _flow_tolerance(network: Network | None) -> float | None:
-    """The relative tolerance of ``network`` if it is the flow fidelity (the larger of
-    its rate and merge tolerances), else None."""
-    if network is None or network.fidelity != "flow":
-        return None
-    rate = getattr(network, "rate_tolerance", None)
-    merge = getattr(network, "merge_tolerance", None)
-    if rate is None or merge is None:
-        return None
-    return max(float(rate), float(merge))

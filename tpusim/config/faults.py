@@ -105,14 +105,24 @@ def _distinct(faults: list[FaultSpec]) -> list[FaultSpec]:
 FaultList = Annotated[list[FaultSpec], AfterValidator(_distinct)]
 
 
-class FaultSet(Frozen):
-    """Faults of a run: the listed ``faults``, ``fail_links`` random links down from the
-    start (drawn from ``seed``, else the run's seed), and the ``on_chip_failure`` policy."""
+Count = Annotated[int, Field(ge=0)]
+"""A count or seed: a whole number >= 0."""
+
+
+class FaultSetKeys(Frozen):
+    """The keys a fault set and a workload share: the listed ``faults``, ``fail_links``
+    random links down from the start and the ``on_chip_failure`` policy."""
 
     faults: FaultList = Field(default_factory=list)
-    fail_links: Annotated[int, Field(ge=0)] = 0
-    seed: Annotated[int, Field(ge=0)] | None = None
+    fail_links: Count = 0
     on_chip_failure: ChipFailurePolicy = "fail"
+
+
+class FaultSet(FaultSetKeys):
+    """Faults of a run: :class:`FaultSetKeys`, the random links drawn from ``seed``
+    (None: from the run's random generator)."""
+
+    seed: Count | None = None
 
     @property
     def empty(self) -> bool:
@@ -131,21 +141,64 @@ class FaultSet(Frozen):
 
 NO_FAULTS = FaultSet()
 
+
+class FaultKeys(FaultSetKeys):
+    """The fault keys, declared here once: :class:`FaultSetKeys`, ``seed`` (of the
+    simulation's one random generator, which draws the random links too) and
+    ``routing``. A workload kind that simulates a network has them as fields; a
+    scenario's top level gives them to every such workload and the command line on top
+    (:class:`GivenFaultKeys`, :class:`FaultFlags`); a kind without them refuses faults
+    by name (:func:`unapplied_fault`)."""
+
+    seed: Count = 0
+    routing: Routing = "minimal"
+
+    def fault_set(self) -> FaultSet | None:
+        """The faults of this workload (None: healthy); its random links come from the
+        run's generator (seeded with ``seed``)."""
+        fault_set = FaultSet(
+            faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
+        )
+        return None if fault_set.empty else fault_set
+
+
 #: The fault keys a scenario takes at its top level (defaults for every workload kind
 #: that has them as fields) and the command line sets on top of everything.
-FAULT_FIELDS = ("faults", "fail_links", "seed", "on_chip_failure", "routing")
+FAULT_FIELDS = tuple(FaultKeys.model_fields)
 
 
-class FaultFlags(Frozen):
+class GivenFaultFlags(Frozen):
+    """The fault keys a command-line flag sets (:class:`FaultKeys`' types; None: not
+    given)."""
+
+    fail_links: Count | None = Field(
+        default=None,
+        description="N random links down from the start",
+        json_schema_extra={"flag_type": "int"},
+    )
+    seed: Count | None = Field(
+        default=None,
+        description="seed of the random failures (default 0)",
+        json_schema_extra={"flag_type": "int"},
+    )
+    routing: Routing | None = Field(default=None, description="path choice per flow")
+
+
+class GivenFaultKeys(GivenFaultFlags):
+    """Every fault key of :class:`FaultKeys` as a scenario's top level gives it (None:
+    not given): the defaults of its workloads'."""
+
+    faults: FaultList | None = None
+    on_chip_failure: ChipFailurePolicy | None = None
+
+
+class FaultFlags(GivenFaultFlags):
     """The command line's fault flags, None where not given: ``--faults FILE`` read
     into ``faults``, ``--fail-links``, ``--seed`` and ``--routing``. ``tpusim run``
     sets them on every workload that takes them (:meth:`workload_keys`, over the
     scenario's own keys); ``tpusim collective`` runs with :meth:`fault_set`."""
 
     faults: FaultSet | None = None
-    fail_links: Annotated[int, Field(ge=0)] | None = None
-    seed: Annotated[int, Field(ge=0)] | None = None
-    routing: Routing | None = None
 
     def workload_keys(self) -> dict[str, object]:
         """The flags given, as raw workload keys (YAML values); ``--fail-links`` and
@@ -196,11 +249,17 @@ def unapplied_fault(
     if "faults" in fields:
         return None
     given = flags.workload_keys()
-    for key in ("faults", "fail_links", "routing"):
+    for key in _CHANGING_KEYS:
+        default = FaultKeys.model_fields[key].get_default(call_default_factory=True)
         for value, from_flags in ((given.get(key), True), (top.get(key), False)):
-            if value not in (None, [], 0, "minimal"):
+            if value is not None and value != default:
                 return key, from_flags
     return None
+
+
+#: The fault keys that change a run by themselves (a seed or a chip failure policy
+#: changes nothing without a fault).
+_CHANGING_KEYS = ("faults", "fail_links", "routing")
 
 
 def load_faults(file: str | Path) -> FaultSet:

@@ -195,10 +195,10 @@ def collective(sim: OpContext, cls: ChipClass, op: Op):
     if held is not None:
         cls.core.release(held)
     end = sim.env.now
-    kind = op.collective
-    sim.report(OpRecord(op.name, op.kind, cls.label, "ici", arrived, end, 0.0, kind))
+    kind, role = op.collective, op.role
+    sim.report(OpRecord(op.name, op.kind, cls.label, "ici", arrived, end, 0.0, kind, role))
     for port in sim.ports(op, schedule, cls.chips[0]):
-        sim.report(OpRecord(op.name, op.kind, cls.label, port, arrived, end, 0.0, kind))
+        sim.report(OpRecord(op.name, op.kind, cls.label, port, arrived, end, 0.0, kind, role))
 
 
 def members(schedule_chips: np.ndarray) -> set[int]:

@@ -33,15 +33,16 @@ def check_program_work(program: Program, network: NetworkSettings, num_chips: in
 def check_schedule_work(
     schedule: Schedule, network: NetworkSettings, topology: Topology, name: str
 ) -> None:
-    """At the packet fidelity, refuse (InputError naming op ``name``) a schedule of more
-    than MAX_PACKET_HOPS packet-hops (:func:`packet_hops`)."""
-    if network.fidelity != "packet":
+    """At a fidelity that counts its events per hop (the packet fidelity,
+    :meth:`~tpusim.network.NetworkSettings.hop_event_bytes`), refuse (InputError naming
+    op ``name``) a schedule of more than MAX_PACKET_HOPS packet-hops (:func:`packet_hops`)."""
+    packet_bytes = network.hop_event_bytes()
+    if packet_bytes is None:
         return
-    packet_bytes = float(network.option("packet_bytes"))  # type: ignore[arg-type]
     hops = packet_hops(schedule, topology, packet_bytes, stop_after=MAX_PACKET_HOPS)
     if hops > MAX_PACKET_HOPS:
         raise InputError(
-            f"op '{name}': packet fidelity would simulate over {MAX_PACKET_HOPS:,} "
+            f"op '{name}': {network.fidelity} fidelity would simulate over {MAX_PACKET_HOPS:,} "
             f"packet-hops ({schedule.algorithm}: its transfers' packets times their hops); "
             "use larger packets (packet_bytes), another algorithm or the flow fidelity"
         )

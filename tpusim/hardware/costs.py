@@ -171,7 +171,9 @@ class ChipCostModel:
         batch, at the operands' dtype. The rate is :meth:`achievable_flops` times the
         shape term of the ``m`` rows padded to the sublanes
         (:meth:`~tpusim.hardware.efficiency.EfficiencyTerms.rows`), times the
-        ``grouped_matmul`` term for a grouped (megablox) matmul; an 8-bit matmul adds
+        ``grouped_matmul`` term for a grouped (megablox) matmul of a training step (a
+        served model's experts run at their kernel's own rate: :meth:`_matmul_rate`).
+        An 8-bit matmul adds
         the vector work of quantizing both operands (:meth:`quantize_s`: MaxText's
         on-the-fly quantization). ``weights_stored`` with a quantized ``dtype``: the
         weights are stored in ``dtype`` (a served checkpoint) and the activations are
@@ -185,9 +187,7 @@ class ChipCostModel:
         mxu_dtype, act_bytes, vector, overlapped = self._operands(
             dtype, weights_stored, inputs, weights
         )
-        rate = self.achievable_flops(mxu_dtype) * self.terms.rows(pad_to(m, SUBLANES))
-        if grouped:
-            rate *= self.terms.grouped_matmul
+        rate = self._matmul_rate(mxu_dtype, m, grouped, weights_stored)
         s = self.mxu_size
         flops = FLOPS_PER_MAC * batch * m * n * k
         padded = FLOPS_PER_MAC * batch * pad_to(m, SUBLANES) * pad_to(n, s) * pad_to(k, s)
@@ -196,6 +196,26 @@ class ChipCostModel:
         compute_s = max(mxu_s, vector_s) if overlapped else mxu_s + vector_s
         memory_s = nbytes / self.memory_bandwidth_Bps(operands)
         return self._cost(compute_s, memory_s, flops, padded, nbytes, "tensorcore")
+
+    def _matmul_rate(self, mxu_dtype: Dtype, m: int, grouped: bool, stored: bool) -> float:
+        """:meth:`matmul`'s FLOP/s: the achievable rate times the shape term of the
+        ``m`` rows (and the megablox term when ``grouped``).
+
+        A served model's experts (``grouped`` on ``stored`` weights) run the serving
+        engine's fused MoE kernel instead (tpu-inference's
+        ``kernels/fused_moe/v1/kernel.py``): it streams each active expert's weights
+        from HBM through VMEM with double-buffered DMAs and skips the experts no token
+        was routed to, so a decode step's few rows per expert wait on the weight
+        stream, not on the MXU weight loads that the shape term (derived from XLA's
+        dense GEMMs) charges. Its rate is the roofline, times the server profile's
+        ``expert_efficiency`` given as the op's efficiency (fitted on the serving
+        figures), with neither the shape term nor MaxText's megablox term."""
+        rate = self.achievable_flops(mxu_dtype)
+        if not (grouped and stored):
+            rate *= self.terms.rows(pad_to(m, SUBLANES))
+            if grouped:
+                rate *= self.terms.grouped_matmul
+        return rate
 
     def _operands(
         self, dtype: Dtype, weights_stored: bool, inputs: int, weights: int

@@ -15,7 +15,7 @@ A new fidelity is a :class:`~tpusim.network.base.Network` subclass and one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -68,7 +68,13 @@ class NetworkBackend:
     is not), checked before running; ``reroutes_in_flight``: flows on a link that
     fails during the run move to the survivors (a fidelity that cannot takes only
     faults present from the start); ``checks_capacity``: ``check_capacity`` means
-    something to it; ``whole_programs``: offered for whole-model validation."""
+    something to it; ``whole_programs``: it simulates whole training steps (offered by
+    ``plan`` and ``validate --workloads``; a fidelity that moves every packet is not);
+    ``exact``: the options that make it solve its own model exactly (the flow
+    fidelity's ``tolerance: 0``), used where an option is not given and the cases are
+    small (``validate``); ``hop_event_bytes(options)``: the bytes one event carries over
+    one hop (the packet fidelity's packet), so that a schedule's events are counted
+    before it runs (None: its events are not counted per hop)."""
 
     build: Callable[[simpy.Environment, Topology, BackendOptions, bool], Network]
     options: type[BackendOptions] = BackendOptions
@@ -76,6 +82,8 @@ class NetworkBackend:
     reroutes_in_flight: bool = True
     checks_capacity: bool = False
     whole_programs: bool = True
+    exact: Mapping[str, object] = field(default_factory=dict)
+    hop_event_bytes: Callable[[BackendOptions], float] | None = None
     description: str = ""
 
 
@@ -156,6 +164,22 @@ class NetworkSettings:
         if not sizes_bytes:
             return None
         return self.work_problem(num_chips, float(sum(sizes_bytes)))
+
+    def exact(self) -> NetworkSettings:
+        """These settings with the backend's :attr:`NetworkBackend.exact` options where
+        none was given (an option given explicitly is kept)."""
+        assert self.options is not None  # set by __post_init__
+        given = self.options.model_fields_set
+        update = {k: v for k, v in self.backend.exact.items() if k not in given}
+        options = self.options.model_copy(update=update) if update else self.options
+        return NetworkSettings(self.fidelity, options, self.check_capacity)
+
+    def hop_event_bytes(self) -> float | None:
+        """The bytes one event of this network carries over one hop (packets), or None
+        when its events are not counted per hop (:attr:`NetworkBackend.hop_event_bytes`)."""
+        assert self.options is not None  # set by __post_init__
+        count = self.backend.hop_event_bytes
+        return None if count is None else count(self.options)
 
     def option(self, name: str) -> object:
         """The value of the backend option ``name`` (for records and reports)."""

@@ -151,6 +151,11 @@ class Network(ABC):
     #: The name it is registered under in :data:`tpusim.network.NETWORKS`.
     fidelity: str
 
+    #: The relative error a simulated time may carry against the exact answer of the
+    #: same model (dimensionless), which callers bound their predictions with (the flow
+    #: fidelity's solver tolerances); None: no such bound is known.
+    relative_tolerance: float | None = None
+
     def __init__(self, env: simpy.Environment, topology: Topology):
         self.env, self.topology = env, topology
         links = topology.links

@@ -128,9 +128,18 @@ def _packet_work(
     return packet_work_problem(num_chips, size_bytes, options.packet_bytes, sends_per_chip)
 
 
+def _packet_bytes(options: BackendOptions) -> float:
+    assert isinstance(options, PacketOptions)
+    return options.packet_bytes
+
+
 ANALYTIC = NetworkBackend(_analytic, description="closed forms")
 FLOW = NetworkBackend(
-    _flow, FlowOptions, checks_capacity=True, description="max-min fair, the default"
+    _flow,
+    FlowOptions,
+    checks_capacity=True,
+    exact={"tolerance": 0.0},
+    description="max-min fair, the default",
 )
 PACKET = NetworkBackend(
     _packet,
@@ -138,5 +147,6 @@ PACKET = NetworkBackend(
     work_problem=_packet_work,
     reroutes_in_flight=False,
     whole_programs=False,
+    hop_event_bytes=_packet_bytes,
     description="small systems",
 )

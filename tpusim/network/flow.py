@@ -94,6 +94,7 @@ class FlowNetwork(Network):
         self.rate_tolerance = float(rate_tolerance)
         self.check_capacity = check_capacity
         self.merge_tolerance = float(merge_tolerance)
+        self.relative_tolerance = max(self.rate_tolerance, self.merge_tolerance)
         self.max_link_load = 0.0
         self._link_flows = np.zeros(len(topology.links), dtype=np.int64)  # active flows per link
         self._blocks: dict[int, FlowBlock] = {}

@@ -19,9 +19,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Annotated
 
+import yaml
 from pydantic import BeforeValidator, InstanceOf, PlainSerializer, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from tpusim.errors import ConfigError
 from tpusim.network.backends import NETWORKS, BackendOptions, NetworkSettings, option_keys
 
 __all__ = [
@@ -31,7 +33,6 @@ __all__ = [
     "network_tree",
     "owners_of",
     "read_flat",
-    "tree_from_flat",
     "tree_of",
 ]
 
@@ -45,12 +46,9 @@ class DeprecatedKeyWarning(FutureWarning):
     """A key still read but replaced (shown to users, one line each)."""
 
 
-def tree_from_flat(data: object) -> object:
-    """``data`` (a mapping read by a schema holding a ``network`` tree) with the old
-    flat keys (``fidelity``, ``flow_tolerance``) moved into the tree; both at once is
-    an error (ValueError)."""
-    if not isinstance(data, dict) or not FLAT_NETWORK_KEYS.keys() & data.keys():
-        return data
+def _tree_from_flat(data: dict[str, object]) -> dict[str, object]:
+    """``data`` with the old flat keys moved into its tree; both forms at once is an
+    error (ValueError)."""
     if "network" in data:
         raise ValueError(
             "give network: {fidelity: ..., ...} alone, without the old "
@@ -61,14 +59,57 @@ def tree_from_flat(data: object) -> object:
     return kept | {"network": tree}
 
 
-def read_flat(data: object, where: str) -> object:
-    """``data`` with its old flat keys moved into its tree (:func:`tree_from_flat`), and
-    a :class:`DeprecatedKeyWarning` naming ``where`` and the keys when it had any."""
-    old = [k for k in FLAT_NETWORK_KEYS if isinstance(data, dict) and k in data]
-    if old:
-        message = f"{where} {' and '.join(old)}: deprecated; give network={{fidelity, ...}}"
+def _replacement(tree: object, keys: int) -> str | None:
+    """What to write instead of ``keys`` old keys whose values make ``tree``: that tree
+    as valid YAML, or dropping them when every value was null; None when the tree does
+    not validate (the error that follows says why: no advice to write something invalid)."""
+    if not tree:
+        return f"drop {'it' if keys == 1 else 'them'} (null is the default)"
+    try:
+        network_tree(tree)
+    except (ValueError, TypeError):
+        return None
+    return "write network: " + yaml.safe_dump(tree, default_flow_style=True, width=200).strip()
+
+
+def read_flat(
+    data: object,
+    where: str,
+    lines: dict[tuple[str | int, ...], int] | None = None,
+    warn: bool = True,
+) -> object:
+    """The one reader of the deprecated flat network keys (``fidelity``,
+    ``flow_tolerance``): ``data`` (a mapping read by a schema holding a ``network``
+    tree: a scenario file, serve's options) with them moved into its tree, and one
+    :class:`DeprecatedKeyWarning` naming ``where`` (a file, with the line of the first
+    old key when ``lines`` has it) and the keys, with what to write instead (unless
+    ``warn`` is false: a worker's reload). ``lines`` (a file's YAML line of each path)
+    gains the tree's paths at the old keys' lines, so a later error names them. Both
+    forms at once is a ConfigError naming ``where``, the old key and its line."""
+    old = [key for key in FLAT_NETWORK_KEYS if isinstance(data, dict) and key in data]
+    if not old:
+        return data
+    assert isinstance(data, dict)  # it has the keys
+    found = {key: lines.get((key,)) for key in old} if lines is not None else {}
+    for key, line in found.items():
+        if line is not None and lines is not None:
+            lines.setdefault(("network", FLAT_NETWORK_KEYS[key]), line)
+            lines.setdefault(("network",), line)
+    first = found.get(old[0])
+    try:
+        converted = _tree_from_flat(data)
+    except ValueError as exc:
+        if lines is None:
+            raise
+        raise ConfigError(str(exc), file=where, path=old[0], line=first) from None
+    advice = _replacement(converted["network"], len(old))
+    if advice is None and lines is None:  # no file error follows to say what to write
+        advice = "give network: {fidelity, ...}"
+    if warn and advice is not None:
+        at = f"{where}:{first}" if first is not None else where
+        message = f"{at} {' and '.join(old)}: deprecated; {advice}"
         warnings.warn(message, DeprecatedKeyWarning, stacklevel=4)
-    return tree_from_flat(data)
+    return converted
 
 
 def owners_of(key: str) -> list[str]:

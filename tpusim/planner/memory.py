@@ -24,6 +24,7 @@ from tpusim.program.builders.counts import LocalParameters
 from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.remat import Placement, RematPlacement
+from tpusim.program.builders.roles import PIPELINE
 from tpusim.program.ir import ProgramError
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ def outcomes(layouts: Iterable[Layout], base: dict[str, Any], chip: ChipSpec) ->
     settled: set[tuple[object, ...]] = set()
     for layout in layouts:
         key = (tuple(layout.mesh.items()), layout.remat.name, layout.flags)
-        if "pipeline" not in layout.mesh and key in settled:
+        if PIPELINE.name not in layout.mesh and key in settled:
             yield None
             continue
         try:

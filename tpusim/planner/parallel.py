@@ -13,6 +13,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import Literal
 
+from tpusim.network import NetworkSettings
 from tpusim.planner.memory import Fitted
 from tpusim.planner.rank import Simulated, Simulator
 
@@ -23,38 +24,38 @@ _SHARED: tuple[Simulator, list[Fitted]] | None = None
 
 
 def simulate_all(
-    sim: Simulator, fitted: list[Fitted], fidelity: str, how: How, workers: int
+    sim: Simulator, fitted: list[Fitted], network: NetworkSettings, how: How, workers: int
 ) -> list[Simulated]:
-    """Each of ``fitted`` simulated at ``fidelity`` (``how``: the whole step with
+    """Each of ``fitted`` simulated on ``network`` (``how``: the whole step with
     reuse, :meth:`Simulator.run`; or its fragments, :meth:`Simulator.extrapolated`),
     in order; errors are raised as the sequential run raises them."""
     global _SHARED
     methods = multiprocessing.get_all_start_methods()
     if workers <= 1 or len(fitted) <= 1 or "fork" not in methods:
-        return [_simulate(sim, f, fidelity, how) for f in fitted]
+        return [_simulate(sim, f, network, how) for f in fitted]
     _SHARED = (sim, fitted)
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(min(workers, len(fitted)), mp_context=context) as pool:
             figures = list(
-                pool.map(_task, range(len(fitted)), [fidelity] * len(fitted), [how] * len(fitted))
+                pool.map(_task, range(len(fitted)), [network] * len(fitted), [how] * len(fitted))
             )
     finally:
         _SHARED = None
     return [Simulated(f, *numbers) for f, numbers in zip(fitted, figures, strict=True)]
 
 
-def _simulate(sim: Simulator, fitted: Fitted, fidelity: str, how: How) -> Simulated:
-    return sim.extrapolated(fitted, fidelity) if how == "fragments" else sim.run(fitted, fidelity)
+def _simulate(sim: Simulator, fitted: Fitted, network: NetworkSettings, how: How) -> Simulated:
+    return sim.extrapolated(fitted, network) if how == "fragments" else sim.run(fitted, network)
 
 
 def _task(
-    index: int, fidelity: str, how: How
+    index: int, network: NetworkSettings, how: How
 ) -> tuple[str, float, float, float, float, str, float]:
     """In a worker: layout ``index``'s figures (everything but its Fitted)."""
     assert _SHARED is not None
     sim, fitted = _SHARED
-    s = _simulate(sim, fitted[index], fidelity, how)
+    s = _simulate(sim, fitted[index], network, how)
     return (
         s.fidelity,
         s.step_time_s,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from tpusim.errors import ConfigError, InputError
-from tpusim.network import NetworkSettings
+from tpusim.network import NetworkSettings, network_tree
 from tpusim.network.routes import RouteCache
 from tpusim.planner.memory import Fitted
 from tpusim.program.builders import prepare_training
@@ -67,14 +67,14 @@ class Simulator:
     def __init__(self, system: System, topology: Topology, workload: dict[str, Any]):
         self.system, self.topology, self.workload = system, topology, workload
 
-    def context(self, fidelity: str, label: str) -> WorkloadContext:
-        """Where a layout runs (errors name the plan command, not a scenario file)."""
-
+    def context(self, network: NetworkSettings | str, label: str) -> WorkloadContext:
+        """Where a layout runs, on ``network`` (settings or a fidelity's name at its
+        defaults); errors name the plan command, not a scenario file."""
         return WorkloadContext(
             system=self.system,
             topology=self.topology,
             routes=RouteCache(self.topology),
-            network=NetworkSettings.of(fidelity),
+            network=network_tree(network),
             power_per_chip_W=None,
             price_per_chip_hour_usd=None,
             file="plan",
@@ -83,11 +83,10 @@ class Simulator:
             label=label,
         )
 
-    def run(self, fitted: Fitted, fidelity: str, **fields: Any) -> Simulated:
-        """``fitted``'s layout (with ``fields`` on top) simulated at ``fidelity``;
+    def run(self, fitted: Fitted, network: NetworkSettings | str, **fields: Any) -> Simulated:
+        """``fitted``'s layout (with ``fields`` on top) simulated on ``network``;
         raises InputError when the workload rejects it (it passed the builder's
         checks, so that would be a bug)."""
-
         layout = fitted.layout
         try:
             spec = TrainingWorkload.model_validate(self.workload | layout.fields() | fields)
@@ -95,14 +94,14 @@ class Simulator:
             raise InputError(f"layout {layout.label()}: {exc.errors()[0]['msg']}") from None
         began = time.perf_counter()
         try:
-            outcome = run(spec, self.context(fidelity, layout.label()))
+            outcome = run(spec, self.context(network, layout.label()))
         except ConfigError as exc:
             raise InputError(f"layout {layout.label()}: {exc.problem}") from None
         record = outcome.record
         assert isinstance(record, TrainingRecord)
         return Simulated.of(fitted, record, time.perf_counter() - began)
 
-    def extrapolated(self, fitted: Fitted, fidelity: str) -> Simulated:
+    def extrapolated(self, fitted: Fitted, network: NetworkSettings | str) -> Simulated:
         """``fitted``'s whole step from two fragments of ``a, b`` =
         :data:`FRAGMENT_LAYERS` layers per chunk (``a p v`` and ``b p v`` layers),
         each simulated as the workload runs it: past the FSDP prefetch's first layers,
@@ -116,8 +115,8 @@ class Simulator:
         whole = fitted.step
         c, per = len(whole.chunk()), whole.schedule.stages * whole.schedule.virtual
         if c <= FRAGMENT_LAYERS[-1] or whole.args.dense_layers:
-            return self.run(fitted, fidelity)
-        one, two = (self.run(fitted, fidelity, layers=k * per) for k in FRAGMENT_LAYERS)
+            return self.run(fitted, network)
+        one, two = (self.run(fitted, network, layers=k * per) for k in FRAGMENT_LAYERS)
         step, compute, exposed = (
             _affine(getattr(one, name), getattr(two, name), c)
             for name in ("step_time_s", "compute_time_s", "exposed_communication_time_s")
@@ -126,7 +125,7 @@ class Simulator:
         fragment_flops = useful_flops(_fragment_step(fitted, FRAGMENT_LAYERS[1] * per))
         mfu = flops_two * useful_flops(whole) / fragment_flops / step
         wall = one.wall_s + two.wall_s
-        return Simulated(fitted, fidelity, step, compute, exposed, mfu, "fragments", wall)
+        return Simulated(fitted, one.fidelity, step, compute, exposed, mfu, "fragments", wall)
 
 
 FRAGMENT_LAYERS = (2, 3)

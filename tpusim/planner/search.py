@@ -8,9 +8,9 @@ simulation, confirm.
 3. :mod:`.estimate`: a closed-form step time orders them (steps 2 and 3 split over
    the workers by mesh, :mod:`.split`); the best ``shortlist``
    (plus the pure-FSDP reference) go on;
-4. :mod:`.rank`: those are simulated at the ``rank_fidelity`` (default analytic) as the
+4. :mod:`.rank`: those are simulated on the ``rank_network`` (default analytic) as the
    training_step workload runs them (layer and loop reuse), and the best ``confirm``
-   (plus the reference) again at the ``confirm_fidelity`` (default flow, the
+   (plus the reference) again on the ``confirm_network`` (default flow, the
    simulator's default). The result lists the confirmed layouts by their confirmed
    step time, then the others by their ranking time.
 
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpusim.config import load_system
-from tpusim.config.limits import MAX_SHORTLIST, MAX_STEP_TOKENS, MAX_WORKERS
 from tpusim.config.loader import load_model
 from tpusim.engine.placement import map_mesh
 from tpusim.errors import InputError, SimulationError
@@ -36,6 +35,12 @@ from tpusim.planner.estimate import Screen
 from tpusim.planner.memory import Fitted, MemoryReport, prune
 from tpusim.planner.parallel import simulate_all
 from tpusim.planner.rank import Simulated, Simulator
+from tpusim.planner.request import (
+    SCREEN_MARGIN,
+    PlanRequest,
+    check_request,
+    request_problem,
+)
 from tpusim.planner.split import assess_all, screens_of
 from tpusim.program.builders.roles import FSDP, ROLES, TENSOR
 from tpusim.topology import build_topology
@@ -46,59 +51,9 @@ if TYPE_CHECKING:
     from tpusim.config.loader import System
     from tpusim.topology import Topology
 
-DEFAULT_SHORTLIST = 4
-"""Layouts simulated at the ranking fidelity (after the screen)."""
-
-DEFAULT_WORKERS = 2
-"""Worker processes that run the search's memory stage and screen (the parent being
-one of them, :mod:`.split`) and its simulations (the machine's two cores)."""
-
-DEFAULT_CONFIRM = 2
-"""Layouts (the best by the ranking fidelity) simulated again at the confirming one."""
-
-SCREEN_MARGIN = 0.25
-"""Classes whose screened step is more than this fraction above the best screened
-step are not simulated (the screen underestimates every layout's step, by a third on
-Llama 3.1 405B over the Ironwood pod, but keeps their order there; an assumption
-that bounds the simulations)."""
-
 SCREEN_TIE = 0.01
 """Screened steps within this fraction of a class's best count as equal (the screen's
 resolution; an assumption)."""
-
-MAX_PLAN_CHIPS = 10_240
-"""Most chips a search lays out (a bound defined here, not in config/limits.py): the
-largest shipped pod has 9,600; the 134,400-chip Virgo system is planned one pod at a
-time (its meshes and routes would take minutes per layout)."""
-
-MAX_PLAN_LAYERS = 1_000
-"""Most layers of a fragment or a model a search plans (the largest preset has 126;
-the memory model walks every layer of every layout)."""
-
-#: Fidelities the search ranks and confirms at (packet fidelity moves every packet of
-#: a whole training step: hours on a pod).
-PLAN_FIDELITIES = ("analytic", "flow")
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """What to plan: a model preset (name or YAML path) on a system (name or path),
-    ``global_batch`` sequences of ``seq`` tokens in ``dtype``; ``overrides`` are more
-    training_step fields (``layers: 4`` plans a fragment)."""
-
-    model: str
-    system: str
-    global_batch: int
-    seq: int
-    dtype: str = "bf16"
-    overrides: dict[str, Any] = field(default_factory=dict)
-    shortlist: int = DEFAULT_SHORTLIST
-    confirm: int = DEFAULT_CONFIRM
-    margin: float | None = SCREEN_MARGIN
-    rank_fidelity: str = "analytic"
-    confirm_fidelity: str = "flow"
-    workers: int = DEFAULT_WORKERS
-    progress: bool = False
 
 
 @dataclass
@@ -157,7 +112,7 @@ def builder_base(request: PlanRequest) -> tuple[dict[str, Any], set[str]]:
     """The builder fields every layout shares (the model preset's shape, the batch,
     the overrides) and the workload's field names."""
 
-    known = set(TrainingWorkload.model_fields)
+    known = set(TrainingWorkload.field_names())
     shape = load_model(request.model).builder_fields()
     base = {k: v for k, v in shape.items() if k in known}
     base |= {"seq": request.seq, "global_batch": request.global_batch, "dtype": request.dtype}
@@ -302,41 +257,9 @@ def report_first(request: PlanRequest, best: Simulated) -> None:
         print(
             f"first answer ({best.fidelity}, {best.how}): {layout.label()} remat "
             f"{layout.remat.name} m{layout.microbatches}, step {best.step_time_s:.3f} s; "
-            f"confirming at {request.confirm_fidelity}...",
+            f"confirming at {request.confirm_network.fidelity}...",
             file=sys.stderr,
             flush=True,
-        )
-
-
-def check_request(request: PlanRequest, system: System) -> None:
-    """Refuse what the search cannot answer in bounded time or at all (InputError):
-    a fidelity other than :data:`PLAN_FIDELITIES`, more than :data:`MAX_PLAN_CHIPS`
-    chips, more layers than the model has or than :data:`MAX_PLAN_LAYERS`, a dtype
-    the chip has no peak for."""
-
-    for role, fidelity in (("rank", request.rank_fidelity), ("confirm", request.confirm_fidelity)):
-        if fidelity not in PLAN_FIDELITIES:
-            raise InputError(
-                f"{role} fidelity '{fidelity}': plan ranks and confirms at "
-                f"{' or '.join(PLAN_FIDELITIES)} (a packet-level training step is unbounded)"
-            )
-    if system.num_chips > MAX_PLAN_CHIPS:
-        raise InputError(
-            f"{system.name}: {system.num_chips:,} chips; plan searches at most "
-            f"{MAX_PLAN_CHIPS:,} (plan one pod of a multi-pod system)"
-        )
-    peaks = system.chip.peak_flops
-    if request.dtype not in peaks:
-        raise InputError(
-            f"dtype '{request.dtype}': chip {system.chip.name} has no peak FLOP/s for it "
-            f"(it has {', '.join(peaks)})"
-        )
-    layers = request.overrides.get("layers")
-    model_layers = load_model(request.model).builder_fields().get("layers", 0)
-    if layers is not None and layers > min(model_layers, MAX_PLAN_LAYERS):
-        raise InputError(
-            f"layers {layers}: {request.model} has {model_layers} layers (a fragment has "
-            f"at most that many)"
         )
 
 
@@ -355,36 +278,12 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     reference = reference_layout(report.fitting, screens)
     picked = shortlist(report.fitting, screens, request.shortlist, reference, request.margin)
     sim = Simulator(system, topology, workload_fields(request))
-    ranked = simulate_all(sim, picked, request.rank_fidelity, "fragments", request.workers)
+    ranked = simulate_all(sim, picked, request.rank_network, "fragments", request.workers)
     ranked.sort(key=_order)
     report_first(request, ranked[0])
     top = [s.fitted for s in ranked[: request.confirm]]
     if reference is not None and reference not in top:
         top.append(reference)
-    confirmed = simulate_all(sim, top, request.confirm_fidelity, "run", request.workers)
+    confirmed = simulate_all(sim, top, request.confirm_network, "run", request.workers)
     screened = sorted(((f, screens[id(f)]) for f in report.fitting), key=lambda p: p[1].step_s)
     return PlanResult(request, system, report, screened, ranked, confirmed, reference, screens)
-
-
-def request_problem(request: PlanRequest) -> str | None:
-    """What is wrong with ``request``'s numbers on their own (None: nothing), by the
-    shared limits (:mod:`tpusim.config.limits`)."""
-
-    if request.shortlist < 1 or request.confirm < 1:
-        return "shortlist and confirm must be >= 1"
-    if request.confirm > request.shortlist:
-        return (
-            f"confirm {request.confirm} is more than shortlist {request.shortlist}: only "
-            "shortlisted layouts are confirmed; raise shortlist or lower confirm"
-        )
-    if request.shortlist > MAX_SHORTLIST:
-        return f"shortlist {request.shortlist:,} is over the limit of {MAX_SHORTLIST:,} simulations"
-    if not 1 <= request.workers <= MAX_WORKERS:
-        return f"workers must be 1 to {MAX_WORKERS}, got {request.workers:,}"
-    tokens = request.global_batch * request.seq
-    if tokens > MAX_STEP_TOKENS:
-        return (
-            f"global batch {request.global_batch:,} x seq {request.seq:,} = {tokens:,} tokens "
-            f"per step is over the limit of {MAX_STEP_TOKENS:,}"
-        )
-    return None

@@ -27,7 +27,10 @@ An :class:`Op` is one of
   the TensorCore goes on with ops that do not depend on it; its DMAs share the
   chip's HBM bandwidth with the memory-bound ops that run beside it; ``engine``
   names the on-chip engine that runs it (a collective XLA put on the SparseCores:
-  ``sparsecore``) where the run has not fixed one, None the run's;
+  ``sparsecore``) where the run has not fixed one, None the run's; ``role`` names
+  the parallelism role that issued it (a training step builder's collectives:
+  ``data``, ``fsdp``, ...; :mod:`tpusim.program.builders.roles`), its purpose in the
+  exposed/hidden breakdown (empty: none, as an HLO module's or a YAML program's);
 - ``host_transfer``: ``bytes`` over PCIe (``bandwidth_Bps``); synchronous it holds
   the TensorCore, with ``overlap=True`` it runs on the host DMA engines beside compute
   (XLA's async host offload copies).
@@ -83,6 +86,7 @@ class Op:
     split_ports: bool = False
     overlap: bool = False
     engine: Engine | None = None
+    role: str = ""
     efficiency: float = 1.0
     grouped: bool = False
     grouped_k: bool = False

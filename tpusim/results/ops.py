@@ -12,7 +12,9 @@ class OpRecord:
     """One op on one chip class: ``start_at``/``end_at`` in s, ``unit`` that ran it
     (``tensorcore``, ``sparsecore``, ``host``, ``ici`` for a collective, or the name of
     an ICI port the collective's transfers leave by), ``flops`` per chip;
-    ``collective`` the kind of a collective (``all-gather``, ...; empty otherwise)."""
+    ``collective`` the kind of a collective (``all-gather``, ...; empty otherwise);
+    ``role`` the parallelism role that issued it (:attr:`tpusim.program.ir.Op.role`;
+    empty for none)."""
 
     name: str
     kind: str
@@ -22,3 +24,4 @@ class OpRecord:
     end_at: float
     flops: float
     collective: str = ""
+    role: str = ""

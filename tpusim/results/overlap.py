@@ -1,4 +1,4 @@
-"""Exposed and hidden communication of a run, per collective kind.
+"""Exposed and hidden communication of a run, per collective kind and per role.
 
 A collective is *hidden* while the TensorCore of its chip class computes (a compute
 op runs) and *exposed* while it is in flight and nothing computes. At an instant
@@ -8,11 +8,14 @@ no compute; the hidden time of a collective is its whole time under compute (two
 collectives hidden under one matmul both count it). Only the SPMD class's ops count
 (the class that sets the step in an SPMD program).
 
-Columns (:data:`BREAKDOWN_COLUMNS`): ``exposed_<kind>_s`` and ``hidden_<kind>_s`` for
+Columns (:func:`breakdown_columns`): ``exposed_<kind>_s`` and ``hidden_<kind>_s`` for
 each kind of :data:`COLLECTIVE_KINDS` (``all_gather``, ``reduce_scatter``,
-``all_reduce``, ``all_to_all``, ``collective_permute``), then the same by purpose
-(:data:`PURPOSES`: ``fsdp``, ``tensor``, ``data``, ``expert``, ``pipeline``; from the
-training step builder's op names, :func:`purpose_of`), in s.
+``all_reduce``, ``all_to_all``, ``collective_permute``), then the same by purpose:
+one pair per registered parallelism role (:func:`purposes`: ``data``, ``fsdp``,
+``tensor``, ``expert``, ``pipeline``, ``context`` and any registered since, in
+registration order), the role that issued each collective (:attr:`OpRecord.role`,
+which the training step builder sets; a collective no role issued counts under its
+kind only), in s.
 """
 
 from __future__ import annotations
@@ -32,17 +35,13 @@ COLLECTIVE_KINDS = (
 """The collective kinds the breakdown reports (other kinds count as their own key)."""
 
 
-PURPOSES = ("fsdp", "tensor", "data", "expert", "pipeline")
-"""What a training step's collectives are for (see :func:`purpose_of`)."""
+def purposes() -> tuple[str, ...]:
+    """What a step's collectives are for: the registered roles, in registration order."""
+    # here, not at the top: the registry's package loads the builders' model stack,
+    # which the commands that never break a step down (a collective) need not pay
+    from tpusim.program.builders.roles import ROLES
 
-#: Substrings of the training step builder's collective names, by purpose (first match).
-_PURPOSE_MARKS = (
-    ("fsdp", (".weights.allgather.", ".grad.reduce_scatter")),
-    ("tensor", ("tp_allreduce", ".sp_in.", ".sp_out.")),
-    ("expert", ("moe.dispatch", "moe.combine")),
-    ("data", (".grad.",)),
-    ("pipeline", (".permute.",)),
-)
+    return ROLES.names()
 
 
 def column(side: str, kind: str) -> str:
@@ -50,20 +49,10 @@ def column(side: str, kind: str) -> str:
     return f"{side}_{kind.replace('-', '_')}_s"
 
 
-def purpose_of(name: str) -> str:
-    """The purpose of a training step's collective op ``name``: FSDP gathers and
-    gradient reduce-scatters, tensor all-reduces and sequence-parallel gathers and
-    scatters (and their collective-matmul permutes), MoE all-to-alls, the other
-    gradient collectives (data), pipeline permutes; ``other`` (left out of the
-    breakdown) for a name the builder does not make."""
-    for purpose, marks in _PURPOSE_MARKS:
-        if any(mark in name for mark in marks):
-            return purpose
-    return "other"
-
-
-_KEYS = (*COLLECTIVE_KINDS, *PURPOSES)
-BREAKDOWN_COLUMNS = tuple(column(side, k) for k in _KEYS for side in ("exposed", "hidden"))
+def breakdown_columns() -> tuple[str, ...]:
+    """Every column :func:`breakdown` fills: the kinds', then the purposes'."""
+    keys = (*COLLECTIVE_KINDS, *purposes())
+    return tuple(column(side, k) for k in keys for side in ("exposed", "hidden"))
 
 
 def breakdown(
@@ -71,8 +60,8 @@ def breakdown(
 ) -> dict[str, float]:
     """Exposed and hidden seconds per collective kind and per purpose of ``ops``
     inside [lo, hi] (see the module docstring); every column of
-    :data:`BREAKDOWN_COLUMNS` is present (a collective that is not a training
-    step's counts under its kind only)."""
+    :func:`breakdown_columns` is present (a collective no role issued counts under
+    its kind only)."""
     compute: list[tuple[float, float]] = []
     comms: list[tuple[float, float, tuple[str, ...]]] = []
     for r in ops:
@@ -84,10 +73,8 @@ def breakdown(
         if r.kind != "collective":
             compute.append((start, end))
         elif r.unit == "ici":
-            purpose = purpose_of(r.name)
-            labels = (r.collective or "collective", *([purpose] if purpose != "other" else []))
-            comms.append((start, end, labels))
-    out = dict.fromkeys(BREAKDOWN_COLUMNS, 0.0)
+            comms.append((start, end, (r.collective or "collective", *filter(None, [r.role]))))
+    out = dict.fromkeys(breakdown_columns(), 0.0)
     for (start, end), keys, computing in _segments(_union(compute), comms):
         side = "hidden" if computing else "exposed"
         share = (end - start) if computing else (end - start) / len(keys)

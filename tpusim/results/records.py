@@ -39,7 +39,7 @@ from tpusim.config.uncertainty import Kind
 from tpusim.results.economics import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Economics
 from tpusim.results.fault_columns import FaultColumns, columns_from_row, fault_columns
 from tpusim.results.intervals import interval_columns
-from tpusim.results.overlap import BREAKDOWN_COLUMNS as COMM
+from tpusim.results.overlap import breakdown_columns
 from tpusim.results.simulation import CollectiveResult
 from tpusim.results.topology_summary import pod_totals, topology_summary
 from tpusim.units import format_bytes
@@ -359,13 +359,14 @@ class TrainingRecord(ProgramRecord):
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Record:
         """The row's record (a :class:`ProgramRecord` for a row without training columns)."""
-        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction", *COMM)
+        comm_columns = breakdown_columns()
+        extra = ("peak_hbm_bytes_per_chip", "pipeline_bubble_fraction", *comm_columns)
         values: dict[str, Any] = {k: _number_or_none(row.get(k)) for k in extra}
         base = ProgramRecord.from_row({k: v for k, v in row.items() if k not in extra})
         if values["peak_hbm_bytes_per_chip"] is None:
             return base
         known = {f.name: getattr(base, f.name) for f in fields(ProgramRecord)}
-        comm = {k: v for k in COMM if (v := values.pop(k)) is not None}
+        comm = {k: v for k in comm_columns if (v := values.pop(k)) is not None}
         return cls(**known, **values, communication=comm)
 
 

@@ -37,11 +37,11 @@ exposed_<kind>_s        time the kind's collectives were in flight while the
                         step's ``exposed_communication_time_s``)
 hidden_<kind>_s         time the kind's collectives were in flight beside compute
                         (s; each collective counts its own)
-exposed_<purpose>_s,    the same by purpose: ``fsdp`` (weight gathers, gradient
-hidden_<purpose>_s      reduce-scatters), ``tensor`` (tensor-parallel all-reduces,
-                        collective-matmul permutes), ``data`` (other gradient
-                        collectives), ``expert`` (MoE all-to-alls), ``pipeline``
-                        (stage permutes)
+exposed_<purpose>_s,    the same by purpose: one pair per registered
+hidden_<purpose>_s      parallelism role (``data``, ``fsdp``, ``tensor``,
+                        ``expert``, ``pipeline``, ``context``, ...), the role
+                        that issued each collective
+                        (:mod:`tpusim.program.builders.roles`)
 ======================  =====================================================
 
 The ``comparison`` table is :mod:`tpusim.results.comparison`'s.

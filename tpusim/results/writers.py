@@ -163,7 +163,8 @@ def write_comparison(out: Path, outputs: Outputs) -> list[Path]:
 
 
 def write_claims(out: Path, outputs: Outputs) -> list[Path]:
-    """``claims.csv``: claim, source, tpusim, assumptions, verdict (if asked for)."""
+    """``claims.csv``: claim, source, tpusim, assumptions, verdict, interval, reading (if
+    asked for)."""
     if outputs.claims is None:
         return []
     path = out / "claims.csv"

@@ -168,6 +168,7 @@ class IterationCosts:
         self.engine_runs = 0
         self._layers: dict[int, tuple[float, float, float]] = {}
         self._output: dict[int, float] = {}
+        self._sampling: dict[tuple[int, float], float] = {}
 
     def simulate(self, program: Program) -> dict[str, float]:
         """Seconds per op name of ``program`` simulated by the engine."""
@@ -249,8 +250,12 @@ class IterationCosts:
         passes = self.overheads.sampling_passes
         if not passes or not self.shape.vocab:
             return 0.0
-        logits = sequences * math.ceil(self.shape.vocab / self.shape.tp) * SAMPLER_LOGIT_BYTES
-        return passes * self.costs.elementwise(logits).time_s
+        key = (sequences, passes)
+        if key not in self._sampling:
+            vocab = math.ceil(self.shape.vocab / self.shape.tp)
+            logits = sequences * vocab * SAMPLER_LOGIT_BYTES
+            self._sampling[key] = passes * self.costs.elementwise(logits).time_s
+        return self._sampling[key]
 
 
 def _routed_matmul(op: Op) -> bool:

@@ -10,8 +10,10 @@ price_subject / price_baseline``, the subject's advantage is ``perf_ratio / pric
 - 1``, and a claimed ratio R holds at every price ratio up to the *break-even*
 ``perf_ratio / R``.
 
-Prices are (low, high) ranges in USD per chip-hour, so the verdict reads the range of
-price ratios they allow.
+Prices are (low, high) ranges in USD per chip-hour, so the figures are given at the
+range of price ratios they allow. The verdict on a claim is the claims table's
+(:func:`tpusim.study.claim_verdicts.price_range_verdict`: over the whole range, with
+the 80% interval of the performance ratio); this module gives the figures only.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class PerfPerDollar:
     subject is exactly the claimed ratio better in performance per dollar), the
     advantage (fraction, ``perf_ratio / price_ratio - 1``) at the price ratios the
     ranges allow (``best``: cheapest subject against dearest baseline; ``worst``: the
-    reverse; ``mid``: the ranges' midpoints), and the verdict."""
+    reverse; ``mid``: the ranges' midpoints)."""
 
     perf_ratio: float
     breakeven_price_ratio: float
@@ -39,7 +41,6 @@ class PerfPerDollar:
     advantage_best: float
     advantage_mid: float
     advantage_worst: float
-    verdict: str
 
     def row(self) -> Row:
         return asdict(self)
@@ -55,14 +56,11 @@ def inference_perf_per_dollar(
     price_subject: tuple[float, float],
     price_baseline: tuple[float, float],
     claimed_ratio: float,
-    margin: float,
 ) -> PerfPerDollar:
-    """The claim evaluated (see the module docstring); prices in USD per chip-hour as
+    """The claim's figures (see the module docstring); prices in USD per chip-hour as
     (low, high) ranges, ``claimed_ratio`` the claimed performance per dollar over the
-    baseline's (dimensionless). Verdict: ``holds`` when the advantage reaches
-    ``margin`` (a fraction) of the claimed ratio at the midpoint prices, ``partly``
-    when only at the range's best end, ``does not hold`` otherwise. Raises ValueError
-    for a non-positive performance or price."""
+    baseline's (dimensionless). Raises ValueError for a non-positive performance or
+    price."""
     if min(perf_subject_per_chip, perf_baseline_per_chip, *price_subject, *price_baseline) <= 0:
         raise ValueError("performance and prices must be positive")
     perf = perf_subject_per_chip / perf_baseline_per_chip
@@ -72,9 +70,7 @@ def inference_perf_per_dollar(
         price_subject[1] / price_baseline[0],
     )
     best, mid, worst = (perf / r for r in ratios)
-    target = margin * claimed_ratio
-    verdict = "holds" if mid >= target else "partly" if best >= target else "does not hold"
-    return PerfPerDollar(perf, perf / claimed_ratio, *ratios, best - 1, mid - 1, worst - 1, verdict)
+    return PerfPerDollar(perf, perf / claimed_ratio, *ratios, best - 1, mid - 1, worst - 1)
 
 
 def capacity_per_chip(

@@ -45,6 +45,7 @@ come from one generator seeded per replica, so runs repeat.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -97,6 +98,25 @@ class Iteration:
     chunks: list[tuple[Request, int]] = field(default_factory=list)
     batch: ReplicaBatch | None = None
     passes: list[ReplicaBatch] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DecodeRun:
+    """Decode iterations that repeat one batch (:meth:`Scheduler.decode_run`): the
+    ``first``, each next one ``kv_step`` cached tokens longer (SRAM holding the first
+    ``sram_tokens``), ``iterations`` of them at most."""
+
+    first: ReplicaBatch
+    kv_step: int
+    sram_tokens: int
+    iterations: int
+
+    def batch(self, j: int) -> ReplicaBatch:
+        """The ``j``-th iteration's batch (from 0)."""
+        if not j or not self.kv_step:
+            return self.first
+        kv = self.first.kv_tokens + j * self.kv_step
+        return dataclasses.replace(self.first, kv_tokens=kv, sram_tokens=min(kv, self.sram_tokens))
 
 
 class Scheduler:
@@ -305,6 +325,47 @@ class Scheduler:
         kv += decode_kv
         sram = min(kv, self.sram_tokens)
         return ReplicaBatch(decode, chunk_tokens, chunks, kv, pairs, sram)
+
+    def decode_run(self) -> DecodeRun | None:
+        """The decode iterations that follow as the last one ran, none of them ending a
+        request, or None. When nothing waits, no drafts are proposed and every running
+        request is in decode and fits one iteration (sequence slots and token budget),
+        every batch policy schedules the running requests again, one token each: the
+        same batch, its cache one token longer per sequence, until a request takes its
+        last token or the free blocks run short (the iterations counted here stop
+        before either)."""
+        running, bs = self.running, self.block_size
+        if self.waiting or not running or self.draft_tokens:
+            return None
+        if len(running) > min(self.max_sequences, self.max_tokens):
+            return None
+        if any(not r.generated or r.pending != 1 for r in running):
+            return None
+        last = min(r.output_tokens - r.generated for r in running) - 1
+
+        def need(k: int) -> int:  # blocks taken by k more tokens of every sequence
+            return sum(-(-(r.computed + k) // bs) - r.blocks for r in running)
+
+        lo, hi = 0, max(last, 0)
+        while lo < hi:  # the most iterations whose blocks fit (need grows with k)
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if need(mid) <= self.free_blocks else (lo, mid - 1)
+        if lo < 1:
+            return None
+        first = self._batch([(r, 1) for r in running])
+        step = 0 if self.batching.slot_tokens is not None else first.decode
+        return DecodeRun(first, step, self.sram_tokens, lo)
+
+    def advance_decode(self, iterations: int) -> None:
+        """Apply ``iterations`` of a :meth:`decode_run` (the state :meth:`run_running`
+        and :meth:`finish` would leave after them, one by one)."""
+        bs = self.block_size
+        for r in self.running:
+            r.computed += iterations
+            r.generated += iterations
+            blocks = -(-r.computed // bs)
+            self.free_blocks -= blocks - r.blocks
+            r.blocks = blocks
 
     def finish(self, step: Iteration, now: float) -> list[Request]:
         """Apply an iteration that ended at ``now``; returns the requests it completed."""

@@ -15,7 +15,7 @@ from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.network import NetworkSettings
 from tpusim.network.routes import RouteCache
 from tpusim.study.claim_specs import LatencyCutClaim
-from tpusim.study.claim_verdicts import cut_verdict
+from tpusim.study.claim_verdicts import Verdict, cut_verdict
 from tpusim.topology import Topology, build_topology
 from tpusim.vocabulary import Op
 
@@ -61,7 +61,7 @@ def structural(built: Built, op: Op) -> str:
     return default_algorithm(op, make_group(built.topology))
 
 
-def latency_cut_values(spec: LatencyCutClaim) -> tuple[dict[str, object], str, str]:
+def latency_cut_values(spec: LatencyCutClaim) -> tuple[dict[str, object], Verdict, str]:
     """Network-only latency of each op over each whole system, each side with its
     fastest algorithm (auto), and how much the verdict depends on that: the same
     comparison with each side's structural default (what runs without a tuner).

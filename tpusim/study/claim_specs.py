@@ -3,9 +3,11 @@
 A claims file names its claims in table order. Each claim has a ``check`` (what
 tpusim computes for it: :mod:`tpusim.study.claims` evaluates each kind), the text of
 its row (``claim``, ``source``), the systems and workloads it compares, the claimed
-numbers, and two templates: ``figure`` (the ``tpusim`` column) and ``assumptions``,
-whose ``{fields}`` the check fills in (each spec class lists its fields in
-``FIELDS``; a template naming another field is refused when the file loads). The
+numbers, and templates: ``figure`` (the ``tpusim`` column), ``assumptions`` and, for
+a claim that can be read more than one way, ``reading`` (which reading the verdict
+judges and the others' verdicts: :mod:`tpusim.study.claim_verdicts`), whose
+``{fields}`` the check fills in (each spec class lists its fields in ``FIELDS``; a
+template naming another field is refused when the file loads). The
 file also holds the ratio margin of "Nx" claims and the prices per chip-hour by chip
 (ranges, graded in its ``sources``).
 """
@@ -23,6 +25,8 @@ from tpusim.config.loader import configs_dir, validate
 from tpusim.config.types import Frozen, Source
 from tpusim.config.yamlio import load_yaml
 from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings, NetworkTree
+from tpusim.study.claim_verdicts import Verdict
 from tpusim.vocabulary import Dtype, EngineChoice, Op
 
 Price = tuple[PositiveFloat, PositiveFloat]
@@ -36,7 +40,9 @@ def template_fields(template: str) -> set[str]:
 
 class ClaimSpec(Frozen):
     """What every claim has: its row's ``claim`` and ``source`` text, and the
-    ``figure`` and ``assumptions`` templates (module doc)."""
+    ``figure``, ``assumptions`` and ``reading`` templates (module doc; ``reading`` is
+    empty for a claim with one reading, and required by the checks of claims with
+    several)."""
 
     #: Fields the check fills in, for every template of the claim.
     FIELDS: ClassVar[frozenset[str]] = frozenset()
@@ -47,10 +53,12 @@ class ClaimSpec(Frozen):
     source: str
     figure: str
     assumptions: str
+    reading: str = ""
 
     @model_validator(mode="after")
     def _known_fields(self) -> ClaimSpec:
-        parts = {"figure": self.FIELDS, "assumptions": self.FIELDS, **self.PARTS}
+        own = {"figure": self.FIELDS, "assumptions": self.FIELDS, "reading": self.FIELDS}
+        parts = {**own, **self.PARTS}
         for key, fields in parts.items():
             unknown = sorted(template_fields(getattr(self, key)) - fields)
             if unknown:
@@ -97,7 +105,8 @@ class OnChipSpeedupClaim(ClaimSpec):
     """An on-chip collective engine's speed-up: the per-step on-chip time of
     ``engines`` (baseline, subject) on ``system``'s chip, and ``op`` of ``bytes`` over
     the system end to end with each. The speed-up is an input of the
-    cost model, so ``verdict`` is stated."""
+    cost model, so ``verdict`` is stated (one of
+    :data:`~tpusim.study.claim_verdicts.VERDICTS`)."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"system", "onchip_ratio", "baseline_us", "subject_us", "ratio"}
@@ -108,7 +117,7 @@ class OnChipSpeedupClaim(ClaimSpec):
     op: Op
     engines: tuple[EngineChoice, EngineChoice]
     bytes: PositiveFloat
-    verdict: str
+    verdict: Verdict
 
 
 class SramCapacityClaim(Comparison):
@@ -133,8 +142,9 @@ class SramCapacityClaim(Comparison):
 class IciBandwidthClaim(Comparison):
     """Configured ICI bandwidth per chip (every port, both directions) and the bus
     bandwidth of an all-reduce of ``bytes`` over each whole pod (the run's row, else
-    simulated here at ``flow_tolerance``). The subject's link rate is derived from
-    the claim, so ``verdict`` is stated."""
+    simulated here on ``network``, a tree as a scenario's). The subject's link rate is
+    derived from the claim, so ``verdict`` is stated (one of
+    :data:`~tpusim.study.claim_verdicts.VERDICTS`)."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -152,15 +162,16 @@ class IciBandwidthClaim(Comparison):
     check: Literal["ici_bandwidth"]
     claimed_ratio: PositiveFloat
     bytes: PositiveFloat
-    flow_tolerance: PositiveFloat
-    verdict: str
+    network: NetworkTree
+    verdict: Verdict
 
 
 class PodComputeClaim(Comparison):
     """Peak compute of the two pods: the subject's ``mixed_dtypes[0]`` against the
     baseline's ``mixed_dtypes[1]``, and both at ``same_dtype``, against
-    ``claimed_ratio``; ``partly`` is the verdict when only the mixed comparison reaches
-    it. ``training_figure`` adds each of ``training_workloads`` both pods ran."""
+    ``claimed_ratio``: the verdict is the same dtype's (like for like), ``reading``
+    states it and the mixed comparison's (``same_verdict``, ``mixed_verdict``).
+    ``training_figure`` adds each of ``training_workloads`` both pods ran."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -171,6 +182,8 @@ class PodComputeClaim(Comparison):
             "mixed",
             "same",
             "training",
+            "mixed_verdict",
+            "same_verdict",
         }
     )
     PARTS: ClassVar[dict[str, frozenset[str]]] = {
@@ -183,14 +196,17 @@ class PodComputeClaim(Comparison):
     same_dtype: Dtype
     training_workloads: list[str]
     training_figure: str
-    partly: str
+    reading: str
 
 
 class PerfPerDollarClaim(ClaimSpec):
     """Serving performance per dollar of ``subject`` over the first of ``baselines``
     the run served on, once per serving workload with a capacity on both
     (:func:`tpusim.serving.perf_per_dollar.inference_perf_per_dollar`; prices from the file's
-    ``prices_usd_per_chip_hour`` by chip)."""
+    ``prices_usd_per_chip_hour`` by chip); the verdict over the price ranges
+    (:func:`~tpusim.study.claim_verdicts.price_range_verdict`), ``reading`` with the
+    price ratio that would decide it (``deciding_price_ratio``,
+    ``deciding_price_range``)."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -208,6 +224,12 @@ class PerfPerDollarClaim(ClaimSpec):
             "subject_price_high",
             "baseline_price_low",
             "baseline_price_high",
+            "price_ratio_best",
+            "price_ratio_worst",
+            "deciding_price_ratio",
+            "deciding_price_low",
+            "deciding_price_high",
+            "deciding_price_range",
         }
     )
 
@@ -215,16 +237,17 @@ class PerfPerDollarClaim(ClaimSpec):
     subject: str
     baselines: list[str] = Field(min_length=1)
     claimed_ratio: PositiveFloat
+    reading: str
 
 
 class TrainingClaim(ClaimSpec):
     """A claim read from a training step: ``workload`` (the ``training_step`` fields,
     with ``name``; a mesh axis may be ``auto``) is the run's row of that name when the
-    run has one, else simulated at flow fidelity to ``flow_tolerance``
-    (:mod:`tpusim.study.claims_training`)."""
+    run has one, else simulated on ``network`` (a tree as a scenario's; default the
+    default network; :mod:`tpusim.study.claims_training`)."""
 
     workload: dict[str, object]
-    flow_tolerance: PositiveFloat = 0.05
+    network: NetworkTree = Field(default_factory=NetworkSettings)
 
     @model_validator(mode="after")
     def _named_workload(self) -> TrainingClaim:
@@ -237,7 +260,8 @@ class TrainingClaim(ClaimSpec):
 class TrainingPerfPerDollarClaim(TrainingClaim):
     """Training performance per dollar of ``subject`` over ``baseline``: tokens/s per
     chip of ``workload`` on each over the file's prices per chip-hour, against
-    ``claimed_ratio``; the break-even price is the subject's price at which it holds."""
+    ``claimed_ratio``; the break-even price is the subject's price at which it holds.
+    The verdict over the price ranges as :class:`PerfPerDollarClaim`'s."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -263,6 +287,10 @@ class TrainingPerfPerDollarClaim(TrainingClaim):
             "subject_price_high",
             "baseline_price_low",
             "baseline_price_high",
+            "deciding_price_ratio",
+            "deciding_price_low",
+            "deciding_price_high",
+            "deciding_price_range",
         }
     )
 
@@ -270,13 +298,16 @@ class TrainingPerfPerDollarClaim(TrainingClaim):
     subject: str
     baseline: str
     claimed_ratio: PositiveFloat
+    reading: str
 
 
 class VirgoScalingClaim(TrainingClaim):
     """A multi-pod ``system`` of ``pod``s: its chips, bisection bandwidth (Pb/s, one
     direction and both) and peak FLOP/s at ``flops_dtype`` (EF) against the claimed
     figures, and the scaling efficiency of ``workload`` from one pod to all of them
-    against ``claimed_efficiency`` (a fraction)."""
+    against ``claimed_efficiency`` (a fraction). The bisection is judged counted both
+    directions (``bisection_verdict``; one direction: ``bisection_one_way_verdict``),
+    the row by its weakest part; ``reading`` says so."""
 
     FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -297,6 +328,7 @@ class VirgoScalingClaim(TrainingClaim):
             "bisection_verdict",
             "flops_verdict",
             "scaling_verdict",
+            "bisection_one_way_verdict",
         }
     )
 
@@ -308,6 +340,7 @@ class VirgoScalingClaim(TrainingClaim):
     claimed_EF: PositiveFloat
     flops_dtype: Dtype
     claimed_efficiency: float = Field(gt=0, le=1)
+    reading: str
 
 
 Claim = Annotated[

@@ -14,23 +14,52 @@ ratio of two systems, the spread of paired held-out residuals) decides:
 
 A figure that is exact (hop counts, configured capacities, published peaks) is
 judged as it stands (``holds`` or ``does not hold``) and says so in ``interval``.
+
+Claims that can be read more than one way get one verdict, on the reading a careful
+buyer would apply; the row's ``reading`` states that reading and the others with
+their verdicts, so nothing is lost:
+
+* **like for like**: a comparison of two chips is judged at the same dtype (a peak
+  of one chip in fp4 against the other's in fp8 is the other reading), and a
+  bandwidth is counted as the vendor counts its other bandwidth figures (both
+  directions, as Google's ICI bandwidth per chip);
+* **every part**: a claim of several figures holds only as far as its weakest part
+  (:func:`weakest`: ``holds`` > ``holds by construction`` > ``holds within the
+  interval`` > ``cannot tell`` > ``does not hold``);
+* **unknown prices**: a claim on performance per dollar, with prices known only as
+  ranges, gets its verdict at the dearest price ratio the ranges allow when it holds
+  there, ``does not hold`` when it fails even at the cheapest, and ``cannot tell``
+  otherwise, the price deciding it (:func:`price_range_verdict`; ``reading`` gives
+  the price ratio that would decide it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Literal, get_args
 
 from tpusim.config.uncertainty import Interval, Kind, ratio_interval, ratio_missing_reason
 from tpusim.vocabulary import Op
 
-VERDICTS = (
+Verdict = Literal[
     "holds",
     "holds within the interval",
     "cannot tell",
     "does not hold",
     "holds by construction",
+]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+"""Every verdict a claim row can get (module docstring)."""
+STRENGTH: tuple[Verdict, ...] = (
+    "holds",
+    "holds by construction",
+    "holds within the interval",
+    "cannot tell",
+    "does not hold",
 )
-"""Every verdict a figure with an interval can get (module docstring)."""
+"""The verdicts from the strongest to the weakest (:func:`weakest`)."""
+HOLDING: tuple[Verdict, ...] = ("holds", "holds within the interval")
+"""The verdicts of a figure that meets its threshold at its central value."""
 
 EXACT_HOPS = "exact: hop counts of the topologies"
 EXACT_CAPACITY = "exact: configured capacities"
@@ -38,7 +67,9 @@ EXACT_PEAKS = "exact: published peak figures"
 BY_CONSTRUCTION = "none: the figure is an input derived from the claim"
 
 
-def interval_verdict(value: float, interval: tuple[float, float] | None, threshold: float) -> str:
+def interval_verdict(
+    value: float, interval: tuple[float, float] | None, threshold: float
+) -> Verdict:
     """The verdict of ``value`` (with its 80% ``interval``, None for an exact figure)
     against ``threshold`` (module docstring)."""
     if interval is None:
@@ -68,7 +99,7 @@ def interval_text(name: str, value: float, interval: Interval | None, kind: Kind
 
 def cut_verdict(
     cuts: Mapping[Op, tuple[float, float, float, str]], claimed_cut: float
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     """The verdict of the op with the largest cut, from the 80% interval of its
     latency ratio (subject / baseline, paired collective residuals): a cut of
     ``1 - ratio`` spans ``[1 - hi, 1 - lo]``."""
@@ -77,3 +108,66 @@ def cut_verdict(
     pair = None if interval is None else (1 - interval.hi, 1 - interval.lo)
     text = interval_text(f"{op} latency ratio", t_subj / t_base, interval, "collective_time")
     return interval_verdict(cut, pair, claimed_cut), text
+
+
+def weakest(verdicts: Iterable[Verdict]) -> Verdict:
+    """The weakest of the verdicts of a claim's parts (:data:`STRENGTH`)."""
+    return max(verdicts, key=STRENGTH.index)
+
+
+def price_range_verdict(
+    ratio: float, interval: Interval | None, price_ratios: tuple[float, float], threshold: float
+) -> Verdict:
+    """The verdict of a performance ratio (with its 80% ``interval``) over a price
+    ratio known only as a range, ``price_ratios`` = (cheapest, dearest) subject price
+    over the baseline's, against ``threshold`` (module docstring, unknown prices)."""
+
+    def at(price_ratio: float) -> Verdict:
+        pair = None if interval is None else (interval.lo / price_ratio, interval.hi / price_ratio)
+        return interval_verdict(ratio / price_ratio, pair, threshold)
+
+    dearest = at(price_ratios[1])
+    if dearest in HOLDING:
+        return dearest
+    return "does not hold" if at(price_ratios[0]) == "does not hold" else "cannot tell"
+
+
+def deciding_price(
+    ratio: float, interval: Interval | None, threshold: float, baseline_price: tuple[float, float]
+) -> dict[str, object]:
+    """The price ratio (subject over baseline) at which ``ratio`` per dollar meets
+    ``threshold``: ``deciding_price_ratio`` for the central figure, the subject's
+    price per chip-hour it makes at the baseline's (low, high) ``baseline_price``
+    (``deciding_price_low``, ``deciding_price_high``), and ``deciding_price_range``,
+    the ratio for the interval's ends as text (empty without an interval): below the
+    low one the whole interval meets it, above the high one none of it does."""
+    text = ""
+    if interval is not None:
+        lo, hi = interval.lo / threshold, interval.hi / threshold
+        text = f" ({lo:.2f}x-{hi:.2f}x over the 80% interval)"
+    deciding = ratio / threshold
+    return {
+        "deciding_price_ratio": deciding,
+        "deciding_price_low": deciding * baseline_price[0],
+        "deciding_price_high": deciding * baseline_price[1],
+        "deciding_price_range": text,
+    }
+
+
+def per_dollar_verdict(
+    perf_ratio: float,
+    price_ratios: tuple[float, float],
+    baseline_price: tuple[float, float],
+    kind: Kind,
+    threshold: float,
+    name: str,
+) -> tuple[Verdict, str, dict[str, object]]:
+    """A performance-per-dollar claim: the verdict of ``perf_ratio`` (a rate of
+    ``kind``, with the 80% interval of paired residuals) over the price ratios
+    (cheapest, dearest) against ``threshold``, the interval's text (``name`` its
+    figure) and the deciding price (:func:`deciding_price`, at the baseline's
+    ``baseline_price`` range)."""
+    interval = claim_ratio(perf_ratio, kind, rate=True)
+    verdict = price_range_verdict(perf_ratio, interval, price_ratios, threshold)
+    text = interval_text(name, perf_ratio, interval, kind)
+    return verdict, text, deciding_price(perf_ratio, interval, threshold, baseline_price)

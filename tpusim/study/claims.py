@@ -2,19 +2,29 @@
 (``configs/claims/*.yaml``, :mod:`tpusim.study.claim_specs`), the checks here.
 
 :func:`vendor_claims` returns one row per claim: the claim as published, its source,
-tpusim's figure, the assumptions behind that figure, and a verdict:
+tpusim's figure, the assumptions behind that figure, a verdict, the 80% interval that
+decided it (``interval``, never empty: an exact figure says so) and, for a claim that
+can be read more than one way, the ``reading`` the verdict judges with the others'
+verdicts. The verdicts (:data:`~tpusim.study.claim_verdicts.VERDICTS`):
 
-* ``holds``: the figure meets the claim (within the file's ``ratio_margin`` for "Nx"
-  claims);
+* ``holds``, ``holds within the interval``, ``cannot tell``, ``does not hold``: the
+  figure against the claim (within the file's ``ratio_margin`` for "Nx" claims), read
+  with its 80% interval;
 * ``holds by construction``: the figure comes from a configured number that was
-  itself derived from the claim, so it is no independent test;
-* ``partly``: the figure meets the claim only under the narrower reading stated;
-* ``does not hold``: the figure falls short under the stated assumptions.
+  itself derived from the claim, so it is no independent test.
+
+A claim with several readings is judged like for like (the same dtype on both chips,
+a bandwidth counted as the vendor counts its others), a claim of several figures by
+its weakest part, and a claim on performance per dollar over the whole of its
+unknown price ranges (``cannot tell`` when the price decides, with the price that
+would in ``reading``): :mod:`tpusim.study.claim_verdicts` states the rules.
 
 Figures from a scenario run (``rows``, as :func:`tpusim.study.scenario.run_scenario` gives)
 are used where present (a pod-wide all-reduce, training steps, decode steps, serving
 capacities); what is missing is simulated here on the systems the claims name (a
-performance-per-dollar claim appears only with serving rows). Latency checks run at
+performance-per-dollar claim appears only with serving rows), on each claim's
+``network:`` (a tree as a scenario's; ``tpusim claims``'s network flags replace it).
+Latency checks run at
 the analytic fidelity: the claims file picks sizes at which every pattern is
 latency-bound, where analytic equals flow (see the tests).
 
@@ -29,13 +39,11 @@ from typing import TYPE_CHECKING
 
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
-from tpusim.config.uncertainty import Kind
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
-from tpusim.serving.perf_per_dollar import capacity_per_chip, inference_perf_per_dollar
-from tpusim.study import claims_training
+from tpusim.study import claims_serving, claims_training
 from tpusim.study.claim_runs import US_PER_S, Built, latency, latency_cut_values
 from tpusim.study.claim_specs import (
     ClaimsFile,
@@ -56,8 +64,7 @@ from tpusim.study.claim_verdicts import (
     EXACT_CAPACITY,
     EXACT_HOPS,
     EXACT_PEAKS,
-    claim_ratio,
-    interval_text,
+    Verdict,
 )
 from tpusim.study.claims_training import figure
 from tpusim.topology import build_topology
@@ -75,11 +82,6 @@ FLOPS_PER_EFLOPS = 1e18
 
 Rows = list[dict[str, object]]
 
-VIRGO_INTERVAL = (
-    "exact: chips, bisection and peak; the scaling efficiency is a lower bound with no "
-    "interval (no multi-pod step was measured)"
-)
-
 
 @dataclass
 class ClaimRow:
@@ -89,9 +91,12 @@ class ClaimRow:
     source: str
     tpusim: str
     assumptions: str
-    verdict: str
+    verdict: Verdict
     #: The 80% interval that decided the verdict, or why the figure has none.
-    interval: str = ""
+    interval: str
+    #: For a claim with several readings: the one the verdict judges, and the others'
+    #: verdicts (:mod:`tpusim.study.claim_verdicts`); empty for a claim with one.
+    reading: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ class ClaimContext:
     rows: Rows
     file: ClaimsFile
 
-    def verdict_ratio(self, measured: float, claimed: float) -> str:
+    def verdict_ratio(self, measured: float, claimed: float) -> Verdict:
         """``holds`` if ``measured`` reaches the file's ratio margin of ``claimed``."""
         return "holds" if measured >= self.file.ratio_margin * claimed else "does not hold"
 
@@ -115,9 +120,9 @@ class ClaimCheck:
     evaluate: Callable[..., list[ClaimRow]]
 
 
-def _filled(spec: ClaimSpec, verdict: str, decided_by: str, **values: object) -> ClaimRow:
-    """The claim's row: its figure and assumptions templates filled with ``values``,
-    the verdict and the interval that decided it (``decided_by``)."""
+def _filled(spec: ClaimSpec, verdict: Verdict, decided_by: str, **values: object) -> ClaimRow:
+    """The claim's row: its figure, assumptions and reading templates filled with
+    ``values``, the verdict and the interval that decided it (``decided_by``)."""
     return ClaimRow(
         spec.claim,
         spec.source,
@@ -125,6 +130,7 @@ def _filled(spec: ClaimSpec, verdict: str, decided_by: str, **values: object) ->
         spec.assumptions.format(**values),
         verdict,
         decided_by,
+        spec.reading.format(**values),
     )
 
 
@@ -146,7 +152,7 @@ def diameter(spec: DiameterClaim, context: ClaimContext) -> list[ClaimRow]:
     hops = tuple(
         build_topology(load_system(s)).diameter_hops for s in (spec.baseline, spec.subject)
     )
-    verdict = "holds" if hops == spec.claimed_hops else "does not hold"
+    verdict: Verdict = "holds" if hops == spec.claimed_hops else "does not hold"
     values = {"baseline_hops": hops[0], "subject_hops": hops[1]}
     return [
         _filled(spec, verdict, EXACT_HOPS, baseline=spec.baseline, subject=spec.subject, **values)
@@ -202,13 +208,15 @@ def sram_capacity(spec: SramCapacityClaim, context: ClaimContext) -> list[ClaimR
     return [_filled(spec, verdict, EXACT_CAPACITY, **names, **values)]
 
 
-def _allreduce_busbw(rows: Rows, system: System, size_bytes: float, tolerance: float) -> float:
+def _allreduce_busbw(
+    rows: Rows, system: System, size_bytes: float, network: NetworkSettings
+) -> float:
     """Bus bandwidth (B/s) of an all-reduce of ``size_bytes`` over all of ``system``:
-    the run's row, else simulated here at flow ``tolerance``."""
+    the run's row, else simulated here on ``network``."""
     row = _row(rows, system.name, kind="collective", op="all-reduce", bytes=size_bytes)
     if row is not None:
         return figure(row, "busbw_Bps")
-    options = CollectiveOptions(network=NetworkSettings.of("flow", tolerance=tolerance))
+    options = CollectiveOptions(network=network)
     topology = build_topology(system)
     result, _ = run_collective(
         topology, "all-reduce", size_bytes, options, chip=system.chip, system_name=system.name
@@ -224,7 +232,7 @@ def ici_bandwidth(spec: IciBandwidthClaim, context: ClaimContext) -> list[ClaimR
         s.name: s.chip.ici.ports * s.chip.ici.link_bandwidth_Bps * 2 for s in (baseline, subject)
     }
     busbw = {
-        s.name: _allreduce_busbw(context.rows, s, spec.bytes, spec.flow_tolerance)
+        s.name: _allreduce_busbw(context.rows, s, spec.bytes, spec.network)
         for s in (baseline, subject)
     }
     values = {
@@ -248,8 +256,8 @@ def _pod_flops(system: System, dtype: Dtype) -> float:
 
 
 def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
-    """Peak compute of the two pods (mixed dtypes and the same dtype), plus the
-    training steps both ran."""
+    """Peak compute of the two pods, judged at the same dtype (like for like; the mixed
+    dtypes' verdict in ``reading``), plus the training steps both ran."""
     baseline, subject = load_system(spec.baseline), load_system(spec.subject)
     mixed_subj = _pod_flops(subject, spec.mixed_dtypes[0])
     mixed_base = _pod_flops(baseline, spec.mixed_dtypes[1])
@@ -262,13 +270,10 @@ def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
         if base_row is not None and subj_row is not None:
             step = figure(subj_row, "tokens_per_s") / figure(base_row, "tokens_per_s")
             training += spec.training_figure.format(workload=workload, step=step)
-    threshold = context.file.ratio_margin * spec.claimed_ratio
-    verdict = (
-        spec.partly
-        if mixed >= threshold and same < threshold
-        else context.verdict_ratio(same, spec.claimed_ratio)
-    )
+    verdict = context.verdict_ratio(same, spec.claimed_ratio)
     values = {
+        "same_verdict": verdict,
+        "mixed_verdict": context.verdict_ratio(mixed, spec.claimed_ratio),
         "subject_mixed_EF": mixed_subj / FLOPS_PER_EFLOPS,
         "baseline_mixed_EF": mixed_base / FLOPS_PER_EFLOPS,
         "mixed": mixed,
@@ -281,39 +286,10 @@ def pod_compute(spec: PodComputeClaim, context: ClaimContext) -> list[ClaimRow]:
 
 def perf_per_dollar(spec: PerfPerDollarClaim, context: ClaimContext) -> list[ClaimRow]:
     """Once per serving workload with a capacity on the subject and on the first of
-    the baselines the run served on; prices by chip from the claims file."""
-    serving = [r for r in context.rows if r.get("kind") == "serving"]
-    systems = {r["system"] for r in serving}
-    baseline = next((s for s in spec.baselines if s in systems), None)
-    if baseline is None or spec.subject not in systems:
-        return []
-    price_subj = context.file.price(load_system(spec.subject).chip.name)
-    price_base = context.file.price(load_system(baseline).chip.name)
-    out = []
-    for workload in dict.fromkeys(str(r["workload"]) for r in serving):
-        perf_subj = capacity_per_chip(serving, spec.subject, workload)
-        perf_base = capacity_per_chip(serving, baseline, workload)
-        if not perf_subj or not perf_base:
-            continue
-        margin = context.file.ratio_margin
-        p = inference_perf_per_dollar(
-            perf_subj, perf_base, price_subj, price_base, spec.claimed_ratio, margin
-        )
-        values = {k: v for k, v in p.row().items() if k != "verdict"} | {
-            "workload": workload,
-            "subject_perf": perf_subj,
-            "baseline_perf": perf_base,
-            "subject_price_low": price_subj[0],
-            "subject_price_high": price_subj[1],
-            "baseline_price_low": price_base[0],
-            "baseline_price_high": price_base[1],
-        }
-        interval = claim_ratio(p.perf_ratio, "serving_throughput", rate=True)
-        kind: Kind = "serving_throughput"
-        text = interval_text("capacity per chip ratio", p.perf_ratio, interval, kind)
-        names = {"subject": spec.subject, "baseline": baseline}
-        out.append(_filled(spec, p.verdict, text, **names, **values))
-    return out
+    the baselines the run served on
+    (:func:`tpusim.study.claims_serving.serving_perf_per_dollar`)."""
+    judged = claims_serving.serving_perf_per_dollar(spec, context.rows, context.file)
+    return [_filled(spec, verdict, text, **values) for values, verdict, text in judged]
 
 
 def training_perf_per_dollar(
@@ -330,8 +306,8 @@ def training_perf_per_dollar(
 def virgo_scaling(spec: VirgoScalingClaim, context: ClaimContext) -> list[ClaimRow]:
     """Virgo's structural figures and one-pod-to-all scaling efficiency
     (:func:`tpusim.study.claims_training.virgo_scaling`)."""
-    values, verdict = claims_training.virgo_scaling(spec, context.rows, context.file)
-    return [_filled(spec, verdict, VIRGO_INTERVAL, **values)]
+    values, verdict, text = claims_training.virgo_scaling(spec, context.rows, context.file)
+    return [_filled(spec, verdict, text, **values)]
 
 
 #: The checks by the ``check`` key of a claim (:mod:`tpusim.study.claim_specs`).
@@ -355,32 +331,40 @@ def claim_rows(
     rows: Rows | None = None,
     checks: Collection[str] | None = None,
     files: tuple[ClaimsFile, ...] | None = None,
+    network: NetworkSettings | None = None,
 ) -> list[dict[str, str]]:
-    """The claims table's rows (claim, source, tpusim, assumptions, verdict) of every
+    """The claims table's rows (:class:`ClaimRow`'s fields) of every
     claim in ``files`` (default: the shipped claims files), or only those whose check
-    is in ``checks``; ``rows`` are a scenario run's summary rows to reuse (optional)."""
+    is in ``checks``; ``rows`` are a scenario run's summary rows to reuse (optional);
+    ``network`` replaces the ``network:`` of every claim that simulates on one."""
     out = []
     for file in shipped_claims() if files is None else files:
         context = ClaimContext(rows or [], file)
         for spec in file.claims:
             if checks is None or spec.check in checks:
+                if network is not None and "network" in type(spec).model_fields:
+                    spec = spec.model_copy(update={"network": network})
                 out += [asdict(r) for r in CHECKS.get(spec.check).evaluate(spec, context)]
     return out
 
 
-def vendor_claims(rows: Rows | None = None) -> pd.DataFrame:
+def vendor_claims(rows: Rows | None = None, network: NetworkSettings | None = None) -> pd.DataFrame:
     """The claims table of the shipped claims files as a DataFrame (columns: claim,
-    source, tpusim, assumptions, verdict), reusing a run's summary ``rows`` if given."""
+    source, tpusim, assumptions, verdict, interval, reading), reusing a run's summary
+    ``rows`` if given, every simulated figure on ``network`` if given (else each claim's
+    own)."""
     import pandas as pd
 
-    return pd.DataFrame(claim_rows(rows))
+    return pd.DataFrame(claim_rows(rows, network=network))
 
 
 def format_claims(frame: pd.DataFrame) -> str:
-    """The claims table as text: claim, tpusim's figure, verdict and the interval that
-    decided it, one block each."""
+    """The claims table as text: claim, tpusim's figure, verdict, the interval that
+    decided it and (for a claim with several readings) the reading, one block each."""
     return "\n".join(
         f"{i}. {row.claim}\n   tpusim: {row.tpusim}\n   verdict: {row.verdict}"
-        f"\n   interval: {row.interval}\n   assuming: {row.assumptions}"
+        f"\n   interval: {row.interval}"
+        + (f"\n   reading: {row.reading}" if row.reading else "")
+        + f"\n   assuming: {row.assumptions}"
         for i, row in enumerate(frame.itertuples(index=False), start=1)
     )

@@ -106,7 +106,7 @@ def _points(
     raw = checked.raw_workload(index)
     fields = list(workload.sweep)
     for name in fields:
-        if name in VARIANT_KEYS or name not in kind.model_fields:
+        if name in VARIANT_KEYS or name not in kind.field_names():
             raise read.error(
                 f"sweep over '{name}', which is not a field of a {workload.kind} workload",
                 checked.at(index, "sweep", name),

@@ -12,9 +12,11 @@ from typing import Literal
 from pydantic import Field, PositiveInt
 
 from tpusim.config.faults import FaultFlags
+from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen
 from tpusim.errors import InputError
 from tpusim.network import NetworkTree
+from tpusim.study.point_log import WORKER_MEMORY_BYTES
 
 __all__ = ["EXECUTORS", "IN_PROCESS", "CheckOptions", "ExecutorName", "ScenarioRunOptions"]
 
@@ -26,15 +28,21 @@ EXECUTORS: tuple[ExecutorName, ...] = ("local", "dask")
 
 class CheckOptions(Frozen):
     """How a scenario is loaded and checked: ``max_points`` overrides the file's
-    ``max_points`` (None: the file's); ``fault_flags`` are the command line's fault
-    flags (:class:`~tpusim.config.faults.FaultFlags`), set on every workload that
-    takes them; ``network`` (the network flags) replaces the file's ``network:`` (None:
-    the file's); ``as_json``: print one JSON object (``--json``)."""
+        ``max_points`` (None: the file's); ``fault_flags`` are the command line's fault
+        flags (:class:`~tpusim.config.faults.FaultFlags`), set on every workload that
+        takes them; ``network`` (the network flags) replaces the file's ``network:`` (None:
+        the file's); ``as_json``: print one JSON object (``--json``). The command line's flags
+    are generated from these fields (:mod:`tpusim.cli.scenarios`)."""
 
-    max_points: PositiveInt | None = None
+    max_points: PositiveInt | None = Field(
+        default=None,
+        description="most workload points (sweep points over all workloads) to run "
+        f"(default {MAX_SWEEP_POINTS:,}; refused above it)",
+        json_schema_extra={"flag_type": "positive"},
+    )
     fault_flags: FaultFlags = Field(default_factory=FaultFlags)
     network: NetworkTree | None = None
-    as_json: bool = Field(default=False, alias="json")
+    as_json: bool = Field(default=False, alias="json", description="print one JSON object")
 
 
 class ScenarioRunOptions(CheckOptions):
@@ -44,11 +52,29 @@ class ScenarioRunOptions(CheckOptions):
     by the local executor (None: :func:`~tpusim.study.point_log.default_jobs`; 1: in
     this process); ``quiet``: no progress on stderr."""
 
-    out: Path | None = None
-    executor: ExecutorName = "local"
-    scheduler: str | None = None
-    jobs: PositiveInt | None = None
-    quiet: bool = False
+    out: Path | None = Field(
+        default=None,
+        description="output folder (default out/SCENARIO_NAME)",
+        json_schema_extra={"flag_type": "path"},
+    )
+    executor: ExecutorName = Field(
+        default="local",
+        description="local (default): this machine; dask: one task per (system, workload "
+        "point) on a Dask cluster (pip install 'tpusim[dask]')",
+    )
+    scheduler: str | None = Field(
+        default=None,
+        description="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a local "
+        "cluster of 2 worker processes)",
+    )
+    jobs: PositiveInt | None = Field(
+        default=None,
+        description="local executor: systems simulated at once, each in its own process "
+        "(default: one per CPU core, fewer when free memory is short: "
+        f"{WORKER_MEMORY_BYTES // 2**30} GiB each; 1 runs in-process)",
+        json_schema_extra={"flag_type": "positive"},
+    )
+    quiet: bool = Field(default=False, description="no progress on stderr")
 
     def check_executor(self) -> None:
         """Raise InputError for a scheduler given without the Dask executor."""

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
-from tpusim.study.schema import flat_network_read, models_beside
+from tpusim.network.tree import read_flat
+from tpusim.study.schema import models_beside
 
 __all__ = ["ScenarioFile", "read_scenario"]
 
@@ -52,5 +53,5 @@ def read_scenario(file: str | Path, warn_deprecated: bool = True) -> ScenarioFil
     parse, or that gives a network option in both forms."""
     name = str(file)
     data, lines = load_yaml(file)
-    data = flat_network_read(data, name, lines, warn_deprecated)
+    data = read_flat(data, name, lines, warn_deprecated)
     return ScenarioFile(name, models_beside(data, Path(name).parent), lines)

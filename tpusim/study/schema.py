@@ -8,73 +8,20 @@ cost columns; and the rewrite of workloads' ``model:`` paths relative to the fil
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
-import yaml
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from tpusim.config.chip import ChipSpec
-from tpusim.config.faults import ChipFailurePolicy, FaultList, Routing
+from tpusim.config.faults import GivenFaultKeys
 from tpusim.config.limits import MAX_SWEEP_POINTS
 from tpusim.config.types import Frozen, Power, Source
-from tpusim.config.yamlio import PathKey, line_of
-from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings, NetworkTree
-from tpusim.network.tree import (
-    FLAT_NETWORK_KEYS,
-    DeprecatedKeyWarning,
-    network_tree,
-    tree_from_flat,
-)
 from tpusim.study.systems import SystemVariants
 from tpusim.vocabulary import Dtype
 from tpusim.workloads import Workload
 
-__all__ = ["Assumptions", "OneWorkload", "ScenarioSpec", "flat_network_read", "models_beside"]
-
-
-def flat_network_read(
-    data: object, file: str, lines: dict[PathKey, int], warn: bool = True
-) -> object:
-    """A scenario file's ``data`` with the old flat network keys moved into its
-    ``network:`` tree, their lines kept in ``lines`` (an error names the old key's
-    line), and one DeprecatedKeyWarning naming the file, the line and the keys (unless
-    ``warn`` is false). Raises ConfigError for both forms at once."""
-    old = [key for key in FLAT_NETWORK_KEYS if isinstance(data, dict) and key in data]
-    if not old:
-        return data
-    assert isinstance(data, dict)  # it has the keys
-    first = line_of(lines, (old[0],))
-    for key in old:
-        line = line_of(lines, (key,))
-        if line is not None:
-            lines.setdefault(("network", FLAT_NETWORK_KEYS[key]), line)
-            lines.setdefault(("network",), line)
-    try:
-        converted = tree_from_flat(data)
-    except ValueError as exc:
-        raise ConfigError(str(exc), file=file, path=old[0], line=first) from None
-    advice = _replacement(converted, len(old))
-    if warn and advice is not None:
-        message = f"{file}:{first} {' and '.join(old)}: deprecated; {advice}"
-        warnings.warn(message, DeprecatedKeyWarning, stacklevel=5)
-    return converted
-
-
-def _replacement(converted: object, keys: int) -> str | None:
-    """What to write instead of the ``keys`` old keys, as valid YAML (their ``network:`` tree,
-    or dropping them when every value was null); None when the tree itself does not
-    validate (the error that follows says why: no advice to write something invalid)."""
-
-    tree = converted.get("network") if isinstance(converted, dict) else None
-    if not tree:
-        return f"drop {'it' if keys == 1 else 'them'} (null is the default)"
-    try:
-        network_tree(tree)
-    except (ValueError, TypeError):
-        return None
-    return "write network: " + yaml.safe_dump(tree, default_flow_style=True, width=200).strip()
+__all__ = ["Assumptions", "OneWorkload", "ScenarioSpec", "models_beside"]
 
 
 class Assumptions(Frozen):
@@ -146,10 +93,11 @@ def _is_relative_file(value: object) -> bool:
     return value.endswith((".yaml", ".yml")) or "/" in value
 
 
-class ScenarioSpec(Frozen):
+class ScenarioSpec(GivenFaultKeys):
     """A scenario file: systems x workloads (each validated by its kind's spec class,
     see :mod:`tpusim.workloads`), the network every point runs on (a tree,
-    :mod:`tpusim.network.tree`) and what to write."""
+    :mod:`tpusim.network.tree`), what to write and the fault keys its workloads default
+    to (:class:`~tpusim.config.faults.GivenFaultKeys`)."""
 
     name: str
     description: str = ""
@@ -161,16 +109,6 @@ class ScenarioSpec(Frozen):
     plots: bool = True
     claims: bool = False
     max_points: PositiveInt = MAX_SWEEP_POINTS
-    faults: FaultList = Field(default_factory=list)
-    fail_links: NonNegativeInt | None = None
-    seed: NonNegativeInt | None = None
-    on_chip_failure: ChipFailurePolicy | None = None
-    routing: Routing | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_network(cls, data: object) -> object:
-        return tree_from_flat(data)
 
 
 class OneWorkload(Frozen):

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import lsq_linear
@@ -28,6 +29,9 @@ from tpusim.config.calibration import Calibration, ChipCalibration
 from tpusim.config.loader import load_chip
 from tpusim.validation.measurements import Measurement
 from tpusim.validation.validate import simulate_case
+
+if TYPE_CHECKING:
+    from tpusim.network import NetworkSettings
 
 TERMS = ("hop_latency_s", "launch_s", "step_sync_s", "inverse_efficiency")
 LOWER = np.array([0.0, 0.0, 0.0, 1.0])
@@ -95,12 +99,16 @@ def chip_terms(chip: str) -> ChipCalibration:
     )
 
 
-def _times(cases: Sequence[Measurement], chip: str, theta: np.ndarray, fidelity: str) -> np.ndarray:
+def _times(
+    cases: Sequence[Measurement], chip: str, theta: np.ndarray, network: NetworkSettings | None
+) -> np.ndarray:
     overlay = Calibration(chips={chip: _terms(theta, ())})
-    return np.array([simulate_case(m, overlay, fidelity).simulated_s for m in cases])
+    return np.array([simulate_case(m, overlay, network).simulated_s for m in cases])
 
 
-def fit_chip(chip: str, cases: Sequence[Measurement], fidelity: str = "flow") -> ChipFit:
+def fit_chip(
+    chip: str, cases: Sequence[Measurement], network: NetworkSettings | None = None
+) -> ChipFit:
     """The terms of ``chip`` fitted to ``cases`` (its ``fit`` measurements)."""
     prior = _theta(chip_terms(chip))
     theta = np.clip(prior, LOWER, UPPER)
@@ -110,11 +118,11 @@ def fit_chip(chip: str, cases: Sequence[Measurement], fidelity: str = "flow") ->
         misfit = (times - measured) / measured / MEASUREMENT_REL_ERROR
         return float((misfit**2).sum() + (((at - prior) / PRIOR_SPREAD) ** 2).sum())
 
-    base = _times(cases, chip, theta, fidelity)
+    base = _times(cases, chip, theta, network)
     for _ in range(ROUNDS):
-        proposal = _linear_step(cases, chip, theta, base, measured, prior, fidelity)
+        proposal = _linear_step(cases, chip, theta, base, measured, prior, network)
         for _halving in range(BACKTRACKS):  # the map is only piecewise linear: never get worse
-            times = _times(cases, chip, proposal, fidelity)
+            times = _times(cases, chip, proposal, network)
             if cost(times, proposal) <= cost(base, theta):
                 theta, base = proposal, times
                 break
@@ -135,14 +143,14 @@ def _linear_step(
     base: np.ndarray,
     measured: np.ndarray,
     prior: np.ndarray,
-    fidelity: str,
+    network: NetworkSettings | None,
 ) -> np.ndarray:
     """The bounded least-squares solution of the problem linearised at ``theta``."""
     jac = np.empty((len(cases), len(TERMS)))
     for j, step in enumerate(SCALE * 0.01):
         moved = theta.copy()
         moved[j] += step
-        jac[:, j] = (_times(cases, chip, moved, fidelity) - base) / step
+        jac[:, j] = (_times(cases, chip, moved, network) - base) / step
     offset = base - jac @ theta
     scale = measured * MEASUREMENT_REL_ERROR
     rows = np.vstack([jac / scale[:, None], np.diag(1 / PRIOR_SPREAD)])
@@ -150,11 +158,13 @@ def _linear_step(
     return np.asarray(lsq_linear(rows, rhs, bounds=(LOWER, UPPER)).x)
 
 
-def calibrate(measurements: Sequence[Measurement], fidelity: str = "flow") -> list[ChipFit]:
+def calibrate(
+    measurements: Sequence[Measurement], network: NetworkSettings | None = None
+) -> list[ChipFit]:
     """One fit per chip generation that has ``fit`` measurements, in chip-name order."""
     chips = sorted({m.chip for m in measurements if m.split == "fit"})
     return [
-        fit_chip(chip, [m for m in measurements if m.chip == chip and m.split == "fit"], fidelity)
+        fit_chip(chip, [m for m in measurements if m.chip == chip and m.split == "fit"], network)
         for chip in chips
     ]
 

@@ -9,6 +9,8 @@ from typing import Literal, cast
 
 from pydantic import TypeAdapter, ValidationError
 
+from tpusim.program.builders.roles import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
+
 RematPolicy = Literal[
     "none",
     "full",
@@ -43,19 +45,24 @@ RematTensor = Literal[
 RematPlace = Literal["remat", "device", "offload"]
 
 MESH_FLAGS = {
-    "data": "data",
-    "pipeline": "pipeline",
-    "fsdp": "fsdp",
-    "fsdp_transpose": "fsdp",
-    "sequence": "context",
-    "context": "context",
-    "tensor": "tensor",
-    "expert": "expert",
+    "data": DATA.name,
+    "pipeline": PIPELINE.name,
+    "fsdp": FSDP.name,
+    "fsdp_transpose": FSDP.name,
+    "sequence": CONTEXT.name,
+    "context": CONTEXT.name,
+    "tensor": TENSOR.name,
+    "expert": EXPERT.name,
 }
 """MaxText mesh axis (``ici_<axis>_parallelism`` / ``dcn_<axis>_parallelism``) -> the
 tpusim mesh axis (named after its role) that plays it. ``fsdp_transpose`` shards
 parameters and batch as ``fsdp`` does (MaxText's second FSDP axis): both fold into one
 ``fsdp`` axis. ``sequence`` and ``context`` are context parallelism (CONTRACT-21)."""
+
+DCN_REST_AXIS = "data"
+"""The MaxText mesh axis whose ``dcn_<axis>_parallelism`` defaults to -1 (takes the
+slices the other DCN axes leave; MaxText's ``base.yml``: ``dcn_data_parallelism:
+-1``): MaxText's axis name, a key of :data:`MESH_FLAGS`."""
 
 COST_FLAGS: dict[str, object] = {
     "attention": Literal["flash", "dot_product", "autoselected"],

@@ -2,7 +2,7 @@
 
 Each case runs the measured collective on a torus slice of the measured chip (the
 slice's wraparound follows the chip's rule, as the shipped system files do) with the
-default algorithm (``auto``), engine and fidelity, and reports
+default algorithm (``auto``), engine and network, and reports
 ``error = (simulated - measured) / measured``.
 """
 
@@ -18,7 +18,7 @@ from tpusim.config.calibration import Calibration, calibrated_system
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
 from tpusim.engine import CollectiveOptions, run_collective
-from tpusim.network import NETWORKS, NetworkSettings
+from tpusim.network import NetworkSettings
 from tpusim.topology import build_topology
 from tpusim.validation.measurements import Measurement
 
@@ -69,13 +69,14 @@ def slice_system(chip: str, dims: tuple[int, ...], file: str) -> System:
 
 
 def simulate_case(
-    m: Measurement, calibration: Calibration | None = None, fidelity: str = "flow"
+    m: Measurement, calibration: Calibration | None = None, network: NetworkSettings | None = None
 ) -> Case:
-    """Simulate measurement ``m`` on its slice (with ``calibration`` applied)."""
-
+    """Simulate measurement ``m`` on its slice (with ``calibration`` applied) on
+    ``network`` (default flow), solved exactly in the options not given
+    (:meth:`~tpusim.network.NetworkSettings.exact`)."""
     system = calibrated_system(slice_system(m.chip, tuple(m.slice), m.file), calibration)
-    network = _exact(fidelity)
-    options = CollectiveOptions(axes=m.axes or (), network=network)
+    exact = (network or NetworkSettings()).exact()  # the slices are small
+    options = CollectiveOptions(axes=m.axes or (), network=exact)
     topology = build_topology(system)
     result, _ = run_collective(
         topology, m.op, m.bytes, options, chip=system.chip, system_name=system.name
@@ -83,19 +84,13 @@ def simulate_case(
     return Case(m, result.time_s, result.algorithm)
 
 
-def _exact(fidelity: str) -> NetworkSettings:
-    """``fidelity`` solved exactly where it has a tolerance (the slices are small)."""
-    exact = "tolerance" in NETWORKS.get(fidelity).options.model_fields
-    return NetworkSettings.of(fidelity, tolerance=0.0 if exact else None)
-
-
 def validate(
     measurements: Sequence[Measurement],
     calibration: Calibration | None = None,
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
 ) -> list[Case]:
     """Every measurement simulated, in order."""
-    return [simulate_case(m, calibration, fidelity) for m in measurements]
+    return [simulate_case(m, calibration, network) for m in measurements]
 
 
 def summary(cases: Sequence[Case]) -> dict[str, object]:

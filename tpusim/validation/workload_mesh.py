@@ -8,7 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from tpusim.validation.maxtext_flags import MESH_FLAGS
+from tpusim.program.builders.roles import FSDP
+from tpusim.validation.maxtext_flags import DCN_REST_AXIS, MESH_FLAGS
 
 
 class MeshedCase(Protocol):
@@ -68,7 +69,7 @@ def chip_mesh(spec: MeshedCase) -> dict[str, int]:
             raise ValueError(f"no mesh axis divides by {per_chip} devices per chip")
         sizes[axis] //= per_chip
     mesh = {role: size for role, size in sizes.items() if size > 1}
-    return mesh or {"fsdp": 1}
+    return mesh or {FSDP.name: 1}
 
 
 def dcn_mesh(spec: MeshedCase) -> dict[str, int]:
@@ -78,13 +79,13 @@ def dcn_mesh(spec: MeshedCase) -> dict[str, int]:
     sizes: dict[str, int] = {}
     rest = None
     for axis, role in MESH_FLAGS.items():
-        value = spec.layout.get(f"dcn_{axis}_parallelism", -1 if axis == "data" else 1)
+        rest_by_default = axis == DCN_REST_AXIS
+        value = spec.layout.get(f"dcn_{axis}_parallelism", -1 if rest_by_default else 1)
+        others = (a for a in MESH_FLAGS if a != DCN_REST_AXIS)
         if (
             value == -1
-            and axis == "data"
-            and any(
-                spec.layout.get(f"dcn_{a}_parallelism") == -1 for a in MESH_FLAGS if a != "data"
-            )
+            and rest_by_default
+            and any(spec.layout.get(f"dcn_{a}_parallelism") == -1 for a in others)
         ):
             value = 1
         if value == -1:

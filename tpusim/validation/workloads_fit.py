@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import yaml
@@ -47,6 +47,9 @@ from tpusim.hardware.efficiency import EIGHT_BIT
 from tpusim.validation.residuals import model_family
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_run import WorkloadResult, expressible, simulate_workload
+
+if TYPE_CHECKING:
+    from tpusim.network import NetworkSettings
 
 BOUNDS: dict[str, tuple[float, float]] = {
     "mxu": (0.3, 1.0),
@@ -114,26 +117,31 @@ def sees(case: WorkloadCase, term: str) -> bool:
 
 
 def simulated_s(
-    case: WorkloadCase, terms: CostTerms, fidelity: str = "flow", approx: bool = False
+    case: WorkloadCase,
+    terms: CostTerms,
+    network: NetworkSettings | None = None,
+    approx: bool = False,
 ) -> float:
     """The case's simulated step time (s) with its chip at ``terms``."""
     chip = with_terms(load_chip(case.spec.chip), terms)
-    result = simulate_workload(case, chip, fidelity, approx)
+    result = simulate_workload(case, chip, network, approx)
     assert result.simulated_s is not None
     return result.simulated_s
 
 
-def _simulated(args: tuple[WorkloadCase, CostTerms, str, bool]) -> float:
+def _simulated(args: tuple[WorkloadCase, CostTerms, NetworkSettings | None, bool]) -> float:
     return simulated_s(*args)
 
 
-def simulator(fidelity: str = "flow", approx: bool = False, jobs: int = 1) -> Simulator:
+def simulator(
+    network: NetworkSettings | None = None, approx: bool = False, jobs: int = 1
+) -> Simulator:
     """A :data:`Simulator` running its batch in this process (``jobs`` 1) or over
     ``jobs`` worker processes (each simulation is a pure function of its case and
     terms, so the numbers do not depend on ``jobs``)."""
 
     def run(batch: Sequence[Job]) -> list[float]:
-        work = [(case, terms, fidelity, approx) for case, terms in batch]
+        work = [(case, terms, network, approx) for case, terms in batch]
         if jobs <= 1 or len(work) < 2:
             return [_simulated(w) for w in work]
 
@@ -261,22 +269,25 @@ def _solve(
 
 
 def calibrate_workloads(
-    cases: Sequence[WorkloadCase], fidelity: str = "flow", approx: bool = False, jobs: int = 1
+    cases: Sequence[WorkloadCase],
+    network: NetworkSettings | None = None,
+    approx: bool = False,
+    jobs: int = 1,
 ) -> TermsFit:
     """The shared terms fitted on the ``fit`` cases (``jobs`` worker processes)."""
-    simulate = simulator(fidelity, approx, jobs)
+    simulate = simulator(network, approx, jobs)
     return fit_terms([c for c in cases if c.split == "fit"], simulate, approx)
 
 
 def fit_results(
     fit: TermsFit,
     cases: Sequence[WorkloadCase],
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
     approx: bool = False,
 ) -> list[WorkloadResult]:
     """Every case simulated with the fitted terms."""
     return [
-        simulate_workload(c, with_terms(load_chip(c.spec.chip), fit.terms), fidelity, approx)
+        simulate_workload(c, with_terms(load_chip(c.spec.chip), fit.terms), network, approx)
         for c in cases
     ]
 
@@ -300,7 +311,7 @@ class Fold:
 def cross_validate(
     cases: Sequence[WorkloadCase],
     by: Grouping,
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
     approx: bool = False,
     jobs: int = 1,
 ) -> list[Fold]:
@@ -320,7 +331,7 @@ def cross_validate(
                 f"expressible case is {by} {group}): cross-validation needs cases of two "
                 f"{by} groups"
             )
-    simulate = simulator(fidelity, approx, jobs)
+    simulate = simulator(network, approx, jobs)
     start = prior_terms()
     x0 = np.log([getattr(start, n) for n in FITTED])
     slopes = measure_slopes(usable, start, x0, simulate)
@@ -329,7 +340,7 @@ def cross_validate(
         train = [c for c in cases if group_of(c, by) != group]
         fit = fit_terms(train, simulate, approx, slopes)
         held = [c for c in cases if group_of(c, by) == group]
-        folds.append(Fold(group, fit, fit_results(fit, held, fidelity, approx)))
+        folds.append(Fold(group, fit, fit_results(fit, held, network, approx)))
     return folds
 
 

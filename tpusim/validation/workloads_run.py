@@ -33,6 +33,7 @@ from tpusim.errors import ConfigError, SimulationError
 from tpusim.network import NetworkSettings
 from tpusim.network.routes import RouteCache
 from tpusim.program.builders.memory import peak_stage
+from tpusim.program.builders.roles import CONTEXT
 from tpusim.topology import build_topology
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
@@ -42,14 +43,12 @@ from tpusim.workloads.training_step import TrainingWorkload, prepare, simulate_s
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep
-    from tpusim.workloads import WorkloadContext
-    from tpusim.workloads.training_step import TrainingWorkload
 
 WITHIN = (0.10, 0.15)
 """The relative errors counted in the summary (``within_10pct``, ``within_15pct``:
 the issue's acceptance thresholds)."""
 
-STRUCTURAL = ("context_axis", "num_slices")
+STRUCTURAL = (CONTEXT.field, "num_slices")
 """Missing fields ``approximate`` cannot drop: the mesh itself changes without them
 (a context axis of a batch smaller than the chips, slices over DCN)."""
 
@@ -156,7 +155,7 @@ def training_spec(case: WorkloadCase, fields: dict[str, object]) -> TrainingWork
 def simulate_workload(
     case: WorkloadCase,
     chip: ChipSpec | None = None,
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
     approximate: bool = False,
     simulate: bool = True,
 ) -> WorkloadResult:
@@ -166,7 +165,7 @@ def simulate_workload(
     translation = workload_fields(case, approximate)
     if not expressible(case, approximate):
         return WorkloadResult(case, "not expressible", detail=", ".join(translation.missing))
-    context = _context(case, case_system(case, chip), fidelity)
+    context = _context(case, case_system(case, chip), network)
     step, peak, problem = memory_verdict(case, translation, context)
     status = "out of memory" if problem else "ok"
     if not simulate:
@@ -199,14 +198,15 @@ def _roomy(system: System, need_bytes: float) -> System:
     return dataclasses.replace(system, chip=system.chip.model_copy(update={"hbm": hbm}))
 
 
-def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadContext:
-
+def _context(
+    case: WorkloadCase, system: System, network: NetworkSettings | None
+) -> WorkloadContext:
     topology = build_topology(system)
     return WorkloadContext(
         system=system,
         topology=topology,
         routes=RouteCache(topology),
-        network=NetworkSettings.of(fidelity),
+        network=network or NetworkSettings(),
         power_per_chip_W=None,
         price_per_chip_hour_usd=None,
         file=case.file,
@@ -219,12 +219,12 @@ def _context(case: WorkloadCase, system: System, fidelity: str) -> WorkloadConte
 def validate_workloads(
     cases: Sequence[WorkloadCase],
     chips: dict[str, ChipSpec] | None = None,
-    fidelity: str = "flow",
+    network: NetworkSettings | None = None,
     approximate: bool = False,
 ) -> list[WorkloadResult]:
     """Every case simulated, in order; ``chips`` replaces a chip by name."""
     chips = chips or {}
-    return [simulate_workload(c, chips.get(c.spec.chip), fidelity, approximate) for c in cases]
+    return [simulate_workload(c, chips.get(c.spec.chip), network, approximate) for c in cases]
 
 
 def workload_summary(results: Sequence[WorkloadResult]) -> dict[str, Any]:

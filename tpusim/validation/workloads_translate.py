@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tpusim.program.builders.roles import CONTEXT, DATA, FSDP, ROLES
 from tpusim.validation.workload_mesh import dcn_mesh, slices_mesh
 from tpusim.validation.workloads import WorkloadCaseSpec
+
+DCN_ROLES = (DATA.name, FSDP.name)
+"""The roles whose axes may span the slices (DCN): data and FSDP replicas. Pipeline,
+tensor or context parallelism over DCN is not modelled (listed as missing)."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
     if available is None:
         from tpusim.workloads.training_step import TrainingWorkload
 
-        available = set(TrainingWorkload.model_fields)
+        available = set(TrainingWorkload.field_names())
     mesh = slices_mesh(spec)
     fields: dict[str, object] = {
         "model": spec.model,
@@ -40,9 +45,9 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
     }
     wanted = {**_remat_fields(spec, available), **_flag_fields(spec)}
     missing = [name for name in wanted if name not in available]
-    if "context" in mesh and not _context_role(available):
-        missing.append("context_axis")
-    if spec.num_slices > 1 and any(r not in ("data", "fsdp") for r in dcn_mesh(spec)):
+    if CONTEXT.name in mesh and not _context_role(available):
+        missing.append(CONTEXT.field)
+    if spec.num_slices > 1 and any(r not in DCN_ROLES for r in dcn_mesh(spec)):
         missing.append("num_slices")  # pipeline, tensor or context over DCN: not modelled
     fields.update({k: v for k, v in wanted.items() if k in available})
     return Translation(fields, tuple(missing))
@@ -50,9 +55,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
 
 def _context_role(available: set[str]) -> bool:
     """Whether a mesh axis named ``context`` plays the context role (CONTRACT-21)."""
-    from tpusim.program.builders.roles import ROLES
-
-    return "context" in ROLES or "context_axis" in available
+    return CONTEXT.name in ROLES or CONTEXT.field in available
 
 
 def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, object]:

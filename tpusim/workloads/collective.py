@@ -9,6 +9,7 @@ from pydantic import Field, PositiveInt
 
 from tpusim.collectives import build_schedule, make_group
 from tpusim.collectives.registry import AlgorithmName
+from tpusim.config.faults import FaultKeys
 from tpusim.config.types import Bytes
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.engine.faults import FaultState
@@ -17,7 +18,7 @@ from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
 from tpusim.vocabulary import Op
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import FaultKeys, NetworkDemand, WorkloadSpec
+from tpusim.workloads.spec import NetworkDemand, WorkloadSpec
 
 
 class CollectiveWorkload(WorkloadSpec, FaultKeys):
@@ -77,7 +78,7 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
 
     group = make_group(context.topology, spec.axes or None, spec.chips)
     named = spec.algorithm not in (None, "auto")
-    if named and context.network.fidelity == "packet":  # packets x hops, as the run counts
+    if named and context.network.hop_event_bytes() is not None:  # packets x hops, as run
         schedule = build_schedule(spec.op, spec.bytes, group, spec.algorithm)
         check_schedule_work(schedule, context.network, context.topology, spec.name)
     rng = np.random.default_rng(spec.seed or 0)

@@ -8,36 +8,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import ClassVar, Literal
 
+from pydantic import ConfigDict
+
+from tpusim.config.faults import FaultKeys
 from tpusim.config.model import PositiveInt
 from tpusim.program.builders import decode_step
 from tpusim.program.builders.decode import MODEL_FIELDS, model_decode_step
+from tpusim.program.builders.roles import EXPERT, TENSOR
 from tpusim.program.ir import Program, ProgramError
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, program_outcome, simulate
-from tpusim.workloads.spec import FaultKeys, ModelWorkload
+from tpusim.workloads.spec import ModelWorkload
 
 
 class DecodeWorkload(ModelWorkload, FaultKeys):
-    """``batch`` sequences per model replica (tensor x expert group)."""
+    """``batch`` sequences per model replica (tensor x expert group): the role axes
+    it takes are the tensor and expert roles' (``tensor_axis``, ``expert_axis``; the
+    other mesh axes are independent replicas)."""
+
+    model_config = ConfigDict(extra="allow")
+    axis_roles: ClassVar[tuple[str, ...] | None] = (TENSOR.name, EXPERT.name)
 
     kind: Literal["decode_step"]
     batch: PositiveInt
     context: PositiveInt
     kv_cache: MemoryTier = "hbm"
-    expert_axis: str | None = None
 
     def whole_model(self) -> bool:
         """Whether any whole-model field is away from its neutral value."""
-        return any(getattr(self, k) != v for k, v in MODEL_FIELDS.items())
+        fields = self.model_dump()
+        return any(fields.get(k) != v for k, v in MODEL_FIELDS.items())
 
     def tokens_per_step(self) -> float:
         """One token per sequence of every replica (the mesh resolved for a system)."""
         group = 1
-        for axis in (self.tensor_axis, self.expert_axis):
+        for axis in (self.axis(TENSOR.name), self.axis(EXPERT.name)):
             group *= int(self.mesh.get(axis, 1)) if axis else 1
         replicas = math.prod(int(v) for v in self.mesh.values()) // group
         return float(self.batch * replicas)
@@ -53,7 +62,6 @@ class DecodeWorkload(ModelWorkload, FaultKeys):
 def build(spec: DecodeWorkload, context: WorkloadContext) -> Program:
     """The step's program; a shape the builder rejects is a ConfigError at the
     workload."""
-
     builder: Callable[..., Program] = model_decode_step if spec.whole_model() else decode_step
     try:
         return builder(**spec.program_fields())

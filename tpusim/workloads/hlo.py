@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from tpusim.config.calibration import calibrated_system, load_calibration
+from tpusim.config.faults import FaultKeys
 from tpusim.config.loader import System, load_system
 from tpusim.config.system import TorusTopologySpec
 from tpusim.engine import RunSettings, Simulation
@@ -18,7 +19,7 @@ from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.program.hlo.module import HloModule

@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from tpusim.collectives.registry import AlgorithmName
+from tpusim.config.faults import FaultKeys
 from tpusim.config.types import Bytes, Frozen
 from tpusim.config.yamlio import PathKey
 from tpusim.engine import multijob as placing
@@ -56,7 +57,7 @@ from tpusim.workloads.jobs_serving import (
     run_together,
 )
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import WorkloadSpec
 
 
 class JobCollective(Frozen):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tpusim.config.faults import FAULT_FIELDS
+from tpusim.config.faults import FAULT_FIELDS, FaultKeys
 from tpusim.program.ir import Program
 from tpusim.program.yaml_program import ProgramSpec, program_from_data
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
-from tpusim.workloads.spec import VARIANT_KEYS, FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import VARIANT_KEYS, WorkloadSpec
 
 
 class ProgramWorkload(ProgramSpec, WorkloadSpec, FaultKeys):

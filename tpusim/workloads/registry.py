@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from tpusim.config.faults import FaultSet, Routing
+from tpusim.config.faults import FaultKeys, FaultSet, Routing
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.engine.faults import FaultState
 from tpusim.engine.settings import RunSettings
@@ -33,7 +33,7 @@ from tpusim.registry import Registry
 from tpusim.results.records import ProgramRecord, Record, Row
 from tpusim.results.run import CollectiveLinks
 from tpusim.results.simulation import Results
-from tpusim.workloads.spec import FaultKeys, WorkloadSpec
+from tpusim.workloads.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -49,7 +49,7 @@ class WorkloadContext:
     per chip (W) and price per chip-hour (USD) when known, and where the workload is
     written (scenario file, YAML lines, path) for error messages; ``label`` names the
     sweep point; ``faults``, ``routing`` and ``seed`` are the point's (a workload with
-    :class:`~tpusim.workloads.spec.FaultKeys`, :meth:`with_faults_of`): every
+    :class:`~tpusim.config.faults.FaultKeys`, :meth:`with_faults_of`): every
     simulation of the point runs with them."""
 
     system: System

@@ -1,5 +1,7 @@
 """What every workload spec takes besides its own fields (a ``sweep`` of some of them,
-``per_system`` overrides), and the model fields training and decode steps share."""
+``per_system`` overrides), and the model fields training and decode steps share (the
+fault keys a kind that simulates a network takes are
+:class:`~tpusim.config.faults.FaultKeys`)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,20 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BeforeValidator, Field, NonNegativeInt, ValidationError, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
-from tpusim.config.faults import FAULT_FIELDS, ChipFailurePolicy, FaultList, FaultSet, Routing
-from tpusim.config.model import NEUTRAL_SHAPE, ModelShape, PositiveInt
+from tpusim.config.faults import FAULT_FIELDS
+from tpusim.config.model import NEUTRAL_SHAPE, PositiveInt
 from tpusim.config.types import Frozen
 from tpusim.errors import ConfigError
+from tpusim.program.builders.fields import StepFields
 from tpusim.units import parse_bytes
-from tpusim.vocabulary import Dtype
 
 #: Slack on the log-ratio when counting range points, so ``to`` itself is included
 #: despite rounding (a relative error of 1e-9 on the number of factors).
@@ -109,6 +117,12 @@ class WorkloadSpec(Frozen):
         kind: str
         name: str
 
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Every field the kind takes (a role's axis field too, where the kind has
+        :class:`~tpusim.program.builders.fields.RoleAxes`)."""
+        return tuple(cls.model_fields)
+
     def fields_for_mesh(self, mesh: dict[str, int]) -> dict[str, object]:
         """Fields that follow from the mesh resolved for a system (none by default)."""
         return {}
@@ -124,31 +138,10 @@ class WorkloadSpec(Frozen):
         return None
 
 
-class FaultKeys(Frozen):
-    """The fault keys of a workload kind that simulates a network (see
-    :mod:`tpusim.config.faults`): ``faults``, ``fail_links`` random links down,
-    ``seed`` (of the simulation's one random generator), ``on_chip_failure`` and
-    ``routing``; a scenario's top-level keys and ``tpusim run --faults ...`` set them.
-    A kind without them refuses faults by name (:func:`tpusim.study.scenario`)."""
-
-    faults: FaultList = Field(default_factory=list)
-    fail_links: NonNegativeInt = 0
-    seed: NonNegativeInt = 0
-    on_chip_failure: ChipFailurePolicy = "fail"
-    routing: Routing = "minimal"
-
-    def fault_set(self) -> FaultSet | None:
-        """The faults of this workload (None: healthy)."""
-        fault_set = FaultSet(
-            faults=self.faults, fail_links=self.fail_links, on_chip_failure=self.on_chip_failure
-        )
-        return None if fault_set.empty else fault_set
-
-
-class ModelWorkload(ModelShape, WorkloadSpec):
-    """A transformer's shape (the fields of :class:`~tpusim.config.model.ModelShape`)
-    and its device mesh; a mesh axis of size ``auto`` takes the chips the other axes
-    leave on each system.
+class ModelWorkload(StepFields, WorkloadSpec):
+    """A transformer's shape, its role axes and dtype (the fields of
+    :class:`~tpusim.program.builders.fields.StepFields`) and its device mesh; a mesh
+    axis of size ``auto`` takes the chips the other axes leave on each system.
 
     ``model: NAME`` (a preset of ``configs/models/`` or a YAML path) fills every shape
     field the workload does not give; fields given explicitly override the preset's
@@ -156,11 +149,11 @@ class ModelWorkload(ModelShape, WorkloadSpec):
     kind does not model (a field it lacks, at a value other than the builders'
     neutral default) is an error, never silently dropped."""
 
+    model_config = ConfigDict(extra="allow")
+
     name: str
     model: str | None = None
-    dtype: Dtype = "bf16"
     mesh: Mesh
-    tensor_axis: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -31,17 +31,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import ConfigDict, StrictBool, model_validator
 
+from tpusim.config.faults import FaultKeys
 from tpusim.config.model import PositiveInt
+from tpusim.program.builders.fields import TrainingFields
 from tpusim.results.economics import Economics
 from tpusim.results.energy import busy_share
 from tpusim.results.records import TrainingRecord
 from tpusim.results.simulation import Results
-from tpusim.vocabulary import Dtype
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program
-from tpusim.workloads.spec import FaultKeys, ModelWorkload
+from tpusim.workloads.spec import ModelWorkload
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep
@@ -58,45 +59,18 @@ REUSE_PERIODIC_TOLERANCE = 1e-9
 durations that still counts as periodic (floating-point noise; an assumption)."""
 
 
-class TrainingWorkload(ModelWorkload, FaultKeys):
+class TrainingWorkload(TrainingFields, ModelWorkload, FaultKeys):
     """``batch`` (or ``global_batch``) is the global batch in sequences; or
     ``batch_per_shard`` sequences per shard of the batch axes (data, fsdp, expert),
     which keeps the work per chip the same on systems of different sizes. The other
-    fields are :func:`~tpusim.program.builders.training_step`'s (the model's shape:
-    :class:`~tpusim.config.model.ModelShape`); ``reuse`` simulates
-    identical loop iterations once (see the module docstring)."""
+    fields are the builder's (:class:`~tpusim.program.builders.fields.TrainingFields`,
+    declared there once: the model's shape, the role axes, the schedule and layout);
+    ``reuse`` simulates identical loop iterations once (see the module docstring)."""
+
+    model_config = ConfigDict(extra="allow")
 
     kind: Literal["training_step"]
-    seq: PositiveInt
-    batch: PositiveInt | None = None
-    global_batch: PositiveInt | None = None
     batch_per_shard: PositiveInt | None = None
-    data_axis: str | None = "data"
-    fsdp_axis: str | None = None
-    expert_axis: str | None = None
-    pipeline_axis: str | None = None
-    context_axis: str | None = None
-    pipeline: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
-    virtual_stages: PositiveInt = 1
-    microbatches: PositiveInt = 1
-    recompute: StrictBool = False
-    attention_kernel: Literal["flash", "naive"] = "flash"
-    remat_policy: str | None = None
-    remat_tensors: dict[str, str] | None = None
-    sequence_parallel: StrictBool = False
-    shard_optimizer_over_data: StrictBool = False
-    optimizer_memory_host_offload: StrictBool = False
-    param_memory_host_offload: StrictBool = False
-    num_vocab_tiling: PositiveInt = 1
-    weight_dtype: Literal["fp32", "bf16"] = "fp32"
-    fsdp_prefetch_layers: int | None = Field(None, ge=1, le=2)
-    async_collectives: StrictBool = True
-    collective_matmul: StrictBool = False
-    capacity_factor: float = -1.0
-    routing_skew: float = Field(0.0, ge=0)
-    sparse_matmul: StrictBool = True
-    expert_weight_dtype: Dtype | None = None
-    gradient_dtype: Dtype = "bf16"
     reuse: StrictBool = True
 
     @model_validator(mode="after")
@@ -132,14 +106,10 @@ class TrainingWorkload(ModelWorkload, FaultKeys):
         roles that shard the batch: data, fsdp, expert, by field or by role name) in
         ``mesh``."""
         from tpusim.program.builders.mesh import role_axes, sharding_axes
-        from tpusim.program.builders.roles import roles_that
 
         if not self.batch_per_shard:
             return {}
-        axes = role_axes(
-            {a: int(s) if s != "auto" else 1 for a, s in mesh.items()},
-            {r.field: getattr(self, r.field, None) for r in roles_that("batch")},
-        )
+        axes = role_axes({a: int(s) if s != "auto" else 1 for a, s in mesh.items()}, self.axes)
         names = sharding_axes(axes, "batch")
         shards = math.prod([mesh.get(a, 1) for a in names])
         return {"batch": self.batch_per_shard * shards}
@@ -161,8 +131,6 @@ def prepare(spec: TrainingWorkload, context: WorkloadContext) -> TrainingStep:
     fields = spec.builder_fields()
     for key in ("batch_per_shard", "reuse"):
         fields.pop(key, None)
-    if fields.get("fsdp_prefetch_layers") is None:
-        fields.pop("fsdp_prefetch_layers", None)
     host = context.system.chip.host
     if host is not None:
         fields["host_bandwidth_Bps"] = host.bandwidth_Bps

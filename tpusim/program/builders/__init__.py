@@ -26,12 +26,15 @@ Modules, one concept each:
 * :mod:`.remat`: remat (activation checkpointing) policies;
 * :mod:`.passes`: one layer pass as ops, with its collectives' overlap;
 * :mod:`.host_offload`: host transfers and the optimiser step's collectives;
-* :mod:`.args`: the training step's keywords as one record;
+* :mod:`.roles`: the parallelism roles (what each mesh axis plays), a registry;
+* :mod:`.fields`: a step's fields, declared once (the role axes from the registry);
+  :mod:`.args`: the training step's keywords as one record of them;
 * :mod:`.pipeline`: pipeline schedules (chunks, loop iterations, bubble, in-flight
   activations);
 * :mod:`.memory`: the training step's HBM per stage and over the step;
 * :mod:`.training`: the checked, prepared :class:`TrainingStep` (see its module
   docstring for the model); :mod:`.emit`: its ops and :func:`training_step`;
+  :mod:`.gradients`: its gradient collectives;
 * :mod:`.decode`: :func:`decode_step`;
 * :mod:`.replica`: a model replica as one chip holds it (per-chip shape on ``tp * ep``
   chips, its collective groups); :mod:`.serving`: one continuous-batching serving

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.args import TrainingArgs
-from tpusim.program.builders.attention import ATTENTION_KERNELS
 from tpusim.program.builders.mesh import axis_size, role_axes, sharding_axes
 from tpusim.program.builders.moe_checks import check_moe
 from tpusim.program.builders.pipeline import PIPELINE_SCHEDULES
@@ -58,13 +57,6 @@ def check_training(args: TrainingArgs) -> CheckedTraining:
         raise ProgramError(
             f"num_vocab_tiling {args.num_vocab_tiling:,} is more tiles than the step's "
             f"{args.sequences * args.seq:,} tokens (the logits are tiled over tokens)"
-        )
-    if args.weight_dtype not in ("fp32", "bf16"):
-        raise ProgramError(f"weight_dtype must be fp32 or bf16, got {args.weight_dtype!r}")
-    if args.fsdp_prefetch_layers not in (1, 2):
-        raise ProgramError(
-            f"fsdp_prefetch_layers must be 1 or 2 (layers of gathered weights live), "
-            f"got {args.fsdp_prefetch_layers}"
         )
     _check_optional_counts(args)
     b = activation_bytes(args.dtype)
@@ -125,7 +117,6 @@ def _check_kinds(args: TrainingArgs) -> None:
     """The closed choices: mlp, attention, pipeline; MLA's ranks; experts' fields."""
     choose("mlp", args.mlp, ("plain", "gated"))
     choose("attention", args.attention, ("gqa", "mla"))
-    choose("attention_kernel", args.attention_kernel, ATTENTION_KERNELS)
     choose("pipeline", args.pipeline, PIPELINE_SCHEDULES)
     if args.attention == "mla":
         positive_ints(kv_lora_rank=args.kv_lora_rank, rope_head_dim=args.rope_head_dim)
@@ -191,7 +182,7 @@ def check_decode(
     if kv_cache not in ("hbm", "sram"):
         raise ProgramError(f"kv_cache must be 'hbm' or 'sram', got {kv_cache!r}")
     mesh = checked_mesh(mesh)
-    tp = axis_size(mesh, "tensor_axis", tensor_axis)
+    tp = axis_size(mesh, TENSOR.field, tensor_axis)
     heads, kv = ints["heads"], ints["kv_heads"]
     tensor = f"the tensor axis size of '{tensor_axis}'"
     divides("heads", heads, kv, "kv_heads")

@@ -23,6 +23,7 @@ from tpusim.program.builders.checks import check_decode, checked_mesh, divides
 from tpusim.program.builders.mesh import axis_size, collective_axes
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import replica_shape, weight_bytes
+from tpusim.program.builders.roles import EXPERT, TENSOR
 from tpusim.program.builders.serving import IterationBatch, serving_iteration
 from tpusim.program.ir import Program, ProgramError
 from tpusim.vocabulary import MemoryTier
@@ -201,7 +202,7 @@ MODEL_FIELDS: dict[str, object] = {
     name: value
     for name, value in ModelShape.neutral().items()
     if name not in inspect.signature(decode_step).parameters
-} | {"expert_axis": None}
+} | {EXPERT.field: None}
 
 
 def model_decode_step(
@@ -227,8 +228,8 @@ def model_decode_step(
     :class:`ProgramError` naming the bad field.
     """
     mesh = checked_mesh(mesh)
-    tp = axis_size(mesh, "tensor_axis", tensor_axis)
-    ep = axis_size(mesh, "expert_axis", expert_axis)
+    tp = axis_size(mesh, TENSOR.field, tensor_axis)
+    ep = axis_size(mesh, EXPERT.field, expert_axis)
     if tensor_axis is not None and tensor_axis == expert_axis:
         raise ProgramError(f"expert_axis '{expert_axis}' is also tensor_axis")
     chips = math.prod(mesh.values())

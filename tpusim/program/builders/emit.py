@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tpusim.hardware.costs import DTYPE_BYTES
+from tpusim.program.builders.gradients import gradient_sync
 from tpusim.program.builders.host_offload import (
     fetch_activations,
     fetch_weights,
     offload_activations,
     optimizer_step,
 )
-from tpusim.program.builders.layers import layer_steps
+from tpusim.program.builders.layers import TP, layer_steps
 from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.oplist import OpList
 from tpusim.program.builders.passes import PassOptions, emit_steps
@@ -176,6 +177,7 @@ def permute(e: Emitter, prefix: str, phase: Phase) -> None:
         size_bytes=e.step.dense.act_bytes / e.step.dense.sequence_shards,
         axes=e.step.pipeline_group,
         overlap=e.step.args.async_collectives,
+        role=e.step.issuer(("layers",), e.step.pipeline_group),
     )
 
 
@@ -189,7 +191,7 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
     fetched = fetch_weights(e, prefix, phase, layer)
     if not step.fsdp_group:
         return fetched
-    ends, depth = e.pass_ends, step.args.fsdp_prefetch_layers
+    ends, depth = e.pass_ends, step.args.prefetch_layers
     after = ends[-depth] if len(ends) >= depth else None
     gather = e.out.add(
         f"{prefix}.weights.allgather.{phase}",
@@ -199,6 +201,7 @@ def weight_gather(e: Emitter, prefix: str, phase: Phase, layer: int) -> str | No
         size_bytes=weight_bytes(step, layer),
         axes=step.fsdp_group,
         overlap=step.args.async_collectives,
+        role=step.issuer(("weights",), step.fsdp_group),
     )
     e.gathers.append(gather)
     return gather
@@ -239,90 +242,19 @@ def pass_options(step: TrainingStep) -> PassOptions:
     return PassOptions(a.async_collectives, a.collective_matmul, step.mesh, step.dtype)
 
 
-def gradient_sync(
-    e: Emitter, prefix: str, dense_params: float, expert_params: float, final: bool = True
-) -> list[str]:
-    """The async collectives that sync one layer's weight gradients (in the gradient
-    dtype); returns their names.
-
-    With FSDP a reduce-scatter over the fsdp axis (every backward iteration); then,
-    after the last, one all-reduce per distinct group of axes that replicate the
-    weights (dense and expert weights share one when their groups coincide; see
-    :func:`all_reduce`); the embedding and head (``prefix`` ``embed``, ``head``) are
-    replicated over the pipeline axis too."""
-    step, b = e.step, e.step.gradient_bytes
-    names: list[str] = []
-    dep = e.last
-    if step.fsdp_group:
-        scattered = dense_params + (0.0 if step.experts_on_fsdp else expert_params)
-        dep = e.out.add(
-            f"{prefix}.grad.reduce_scatter",
-            "collective",
-            [e.last],
-            collective="reduce-scatter",
-            size_bytes=scattered * b,
-            axes=step.fsdp_group,
-            overlap=step.args.async_collectives,
-        )
-        names.append(dep)
-    if not final:
-        return names
-    groups: dict[tuple[str, ...], float] = {}
-    head = prefix in ("head", "embed")
-    dense_axes = (*step.dense_axes, *step.pipeline_group) if head else step.dense_axes
-    for axes, params in ((dense_axes, dense_params), (step.expert_axes, expert_params)):
-        if axes and params:
-            groups[axes] = groups.get(axes, 0.0) + params * b / step.shard
-    for axes, size in groups.items():
-        suffix = "" if axes == dense_axes else ".experts"
-        if axes == step.zero_group and not head:
-            names.append(zero_scatter(e, f"{prefix}.grad{suffix}", dep, size, axes))
-        else:
-            names.append(all_reduce(e, f"{prefix}.grad{suffix}", dep, size, axes))
-    return names
-
-
-def zero_scatter(
-    e: Emitter, prefix: str, after: str | None, size_bytes: float, axes: tuple[str, ...]
-) -> str:
-    """ZeRO-1: the async reduce-scatter of a layer's gradient (``size_bytes`` in) over
-    the data axes, in place of its all-reduce (see :mod:`.host_offload`)."""
-    fields = dict(collective="reduce-scatter", size_bytes=size_bytes, axes=axes, overlap=True)
-    return e.out.add(f"{prefix}.zero_scatter", "collective", [after], **fields)
-
-
-def all_reduce(
-    e: Emitter, prefix: str, after: str | None, size_bytes: float, axes: tuple[str, ...]
-) -> str:
-    """An async gradient all-reduce of ``size_bytes`` over ``axes`` (mesh axes of
-    different roles); over two or more, hierarchical as a 2-D all-reduce is: a
-    reduce-scatter over the last axis, an all-reduce of the shard over the others, an
-    all-gather back over the last. Returns the last op's name."""
-
-    def add(name: str, op: str, dep: str | None, size: float, over: tuple[str, ...]) -> str:
-        fields = dict(collective=op, size_bytes=size, axes=over)
-        fields["overlap"] = e.step.args.async_collectives
-        return e.out.add(f"{prefix}.{name}", "collective", [dep], **fields)
-
-    if len(axes) == 1:
-        return add("allreduce", "all-reduce", after, size_bytes, axes)
-    inner, outer = axes[-1:], axes[:-1]
-    shard = size_bytes / e.step.mesh[inner[0]]
-    scattered = add("inner_reduce_scatter", "reduce-scatter", after, size_bytes, inner)
-    reduced = add("allreduce", "all-reduce", scattered, shard, outer)
-    return add("inner_all_gather", "all-gather", reduced, size_bytes, inner)
-
-
 def embed_steps(step: TrainingStep) -> list[LayerStep]:
     """The embedding lookup over the head's tokens and, vocabulary-parallel, the
     all-reduce of its output over the tensor axis; none without a vocabulary."""
     if not step.vocab_local:
         return []
     t, d, b = step.head_tokens, step.args.d_model, step.bytes_per_element
-    return [
-        LayerStep("lookup", "embedding", m=t, bytes=d * b),
-        *collective_step("tp_allreduce", "all-reduce", t * d * b, step.dense.tensor, "fwd"),
-    ]
+    tensor = step.dense.tensor
+    return step.issued(
+        [
+            LayerStep("lookup", "embedding", m=t, bytes=d * b),
+            *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "fwd", TP),
+        ]
+    )
 
 
 def head_steps(step: TrainingStep) -> list[LayerStep]:
@@ -333,11 +265,13 @@ def head_steps(step: TrainingStep) -> list[LayerStep]:
         return []
     t, d, vl = step.head_tokens, step.args.d_model, step.vocab_local
     b, tensor = step.bytes_per_element, step.dense.tensor
-    return [
-        *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "bwd"),
-        LayerStep("proj", "matmul", m=t, k=d, n=vl),
-        LayerStep("loss", "elementwise", bytes=2 * t * vl * b),
-    ]
+    return step.issued(
+        [
+            *collective_step("tp_allreduce", "all-reduce", t * d * b, tensor, "bwd", TP),
+            LayerStep("proj", "matmul", m=t, k=d, n=vl),
+            LayerStep("loss", "elementwise", bytes=2 * t * vl * b),
+        ]
+    )
 
 
 def useful_flops(step: TrainingStep) -> float:

@@ -82,7 +82,7 @@ def fetch_weights(e: Emits, prefix: str, phase: str, layer: int) -> str | None:
 
 def _prefetch_point(e: Emits) -> str | None:
     """The end of the pass ``fsdp_prefetch_layers`` back (None early on)."""
-    ends, depth = e.pass_ends, e.step.args.fsdp_prefetch_layers
+    ends, depth = e.pass_ends, e.step.args.prefetch_layers
     return ends[-depth] if len(ends) >= depth else None
 
 
@@ -105,4 +105,5 @@ def optimizer_step(e: Emits, grad_syncs: list[str]) -> None:
     if step.zero_group:
         gathered = step.local_params * step.bytes_per_element
         fields = dict(collective="all-gather", size_bytes=gathered, axes=step.zero_group)
+        fields["role"] = step.issuer(("batch",), step.zero_group)
         e.out.add("optimizer.weights.allgather", "collective", [done], overlap=True, **fields)

@@ -13,7 +13,11 @@ from __future__ import annotations
 from tpusim.program.builders import attention as flash
 from tpusim.program.builders.layer_shape import LayerShape
 from tpusim.program.builders.mlp import mlp_steps, moe_steps
+from tpusim.program.builders.roles import Shard
 from tpusim.program.builders.template import LayerStep, collective_step
+
+TP: Shard = "matrices"
+"""What the tensor all-reduces' axes shard (the tensor role's weight matrices)."""
 
 
 def layer_steps(s: LayerShape) -> list[LayerStep]:
@@ -22,9 +26,9 @@ def layer_steps(s: LayerShape) -> list[LayerStep]:
     return [
         *attention_steps(s),
         LayerStep("mlp.norm", "elementwise", bytes=2 * s.act_bytes),
-        *collective_step("mlp.tp_allreduce", "all-reduce", s.act_bytes, s.tensor, "bwd"),
+        *collective_step("mlp.tp_allreduce", "all-reduce", s.act_bytes, s.tensor, "bwd", TP),
         *mlp,
-        *collective_step("mlp.tp_allreduce", "all-reduce", s.act_bytes, s.tensor, "fwd"),
+        *collective_step("mlp.tp_allreduce", "all-reduce", s.act_bytes, s.tensor, "fwd", TP),
         LayerStep("mlp.residual", "elementwise", bytes=3 * s.act_bytes),
     ]
 
@@ -35,11 +39,11 @@ def attention_steps(s: LayerShape) -> list[LayerStep]:
     act = s.act_bytes
     return [
         LayerStep("attn.norm", "elementwise", bytes=2 * act),
-        *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "bwd"),
+        *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "bwd", TP),
         *(mla_projections(s) if s.attention == "mla" else gqa_projections(s)),
         *(flash_steps(s) if s.attention_kernel == "flash" else naive_steps(s)),
         LayerStep("attn.out", "matmul", m=s.tokens, k=s.heads * s.head_dim, n=s.d_model),
-        *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "fwd"),
+        *collective_step("attn.tp_allreduce", "all-reduce", act, s.tensor, "fwd", TP),
         LayerStep("attn.residual", "elementwise", bytes=3 * act),
     ]
 

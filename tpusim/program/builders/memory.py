@@ -132,7 +132,7 @@ def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
         optimizer, buffers = 0.0, buffers + largest * step.optimizer_state_bytes / step.zero_shard
     weights = params * b
     if a.param_memory_host_offload:
-        weights, buffers = 0.0, buffers + a.fsdp_prefetch_layers * largest * b
+        weights, buffers = 0.0, buffers + a.prefetch_layers * largest * b
     return StageMemory(
         stage=stage,
         weights_bytes=weights,
@@ -189,7 +189,7 @@ def fsdp_buffers(step: TrainingStep, layers: list[int]) -> float:
         return 0.0
     gathered = max(step.gathered_params(layer) for layer in layers) * step.bytes_per_element
     gradient = max(largest_tensor(step.shape(layer), step) for layer in layers)
-    return step.args.fsdp_prefetch_layers * gathered + gradient * step.gradient_bytes
+    return step.args.prefetch_layers * gathered + gradient * step.gradient_bytes
 
 
 def largest_tensor(s: LayerShape, step: TrainingStep) -> float:

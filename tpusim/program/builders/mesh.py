@@ -10,18 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tpusim.program.builders.roles import DATA, ROLES, Shard, roles_that
+from tpusim.program.builders.roles import ROLES, Shard, roles_that
 from tpusim.program.ir import ProgramError
 
 
 def role_axes(mesh: dict[str, int], axes: dict[str, str | None]) -> dict[str, str | None]:
     """``axes`` (``<role>_axis`` -> axis name or None, for some of the registered
-    roles) with every registered role's field, each unset one taken by the mesh axis
-    of the role's name when the mesh has one and no other role names it. A
-    ``data_axis`` of ``data`` (the default) on a mesh without that axis is unset."""
-    out = {role.field: axes.get(role.field) for _, role in ROLES.items()} | dict(axes)
-    if out.get(DATA.field) == DATA.name and DATA.name not in mesh:
-        out[DATA.field] = None
+    roles) with every registered role's field: an unset one takes the role's
+    ``default_axis`` when the mesh has it, else the mesh axis of the role's name when
+    the mesh has one and no other role names it. A ``default_axis`` the mesh lacks
+    (``data_axis: data`` on a mesh without that axis) is unset."""
+    out = {role.field: axes.get(role.field, role.default_axis) for _, role in ROLES.items()}
+    out |= dict(axes)
+    for _, role in ROLES.items():
+        default = role.default_axis
+        if default is not None and out[role.field] == default and default not in mesh:
+            out[role.field] = None
     named = {a for a in out.values() if a is not None}
     for name, role in ROLES.items():
         if out.get(role.field) is None and name in mesh and name not in named:

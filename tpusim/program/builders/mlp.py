@@ -66,11 +66,11 @@ def moe_steps(s: LayerShape) -> list[LayerStep]:
         LayerStep("moe.router", "matmul", m=s.tokens, k=s.d_model, n=s.experts),
         *shared,
         *before[:1],
-        *collective_step("moe.dispatch", "all-to-all", moved, s.expert, "both"),
+        *collective_step("moe.dispatch", "all-to-all", moved, s.expert, "both", "experts"),
         *before[1:],
         *experts,
         *after[:-1],
-        *collective_step("moe.combine", "all-to-all", moved, s.expert, "both"),
+        *collective_step("moe.combine", "all-to-all", moved, s.expert, "both", "experts"),
         *after[-1:],
         LayerStep("moe.combine_sum", "elementwise", bytes=(s.top_k + 1) * s.act_bytes),
     ]

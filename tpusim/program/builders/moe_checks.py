@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.program.builders.layer_shape import DROPLESS
 from tpusim.program.ir import ProgramError
 
@@ -39,7 +38,3 @@ def check_moe(args: Any, expert_chips: int = 1) -> None:
             f"hold experts takes at most every routed row of the group, {max(holders, 1)} "
             f"times the mean), got {args.routing_skew:g}"
         )
-    dtype = args.expert_weight_dtype
-    if dtype is not None and dtype not in DTYPE_BYTES:
-        choices = ", ".join(DTYPE_BYTES)
-        raise ProgramError(f"expert_weight_dtype '{dtype}' is unknown (choose from {choices})")

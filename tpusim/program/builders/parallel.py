@@ -50,18 +50,18 @@ def _sequence_parallel(step: LayerStep, s: LayerShape) -> list[LayerStep]:
     into the all-gather and reduce-scatter of the module docstring."""
     if step.name in SEQUENCE_SHARDED:
         return [replace(step, bytes=step.bytes / s.sequence_shards)]
-    if not step.name.endswith(".tp_allreduce"):
+    if step.shard != "matrices" or step.collective != "all-reduce":
         return [step]
     block = step.name.split(".", 1)[0]
-    size, axes = step.bytes, step.axes
+    size, axes, shard = step.bytes, step.axes, step.shard
     if step.phase == "bwd":  # at the block's input
         return [
-            *collective_step(f"{block}.sp_in", "all-gather", size, axes, "fwd"),
-            *collective_step(f"{block}.sp_in", "reduce-scatter", size, axes, "bwd"),
+            *collective_step(f"{block}.sp_in", "all-gather", size, axes, "fwd", shard),
+            *collective_step(f"{block}.sp_in", "reduce-scatter", size, axes, "bwd", shard),
         ]
     return [
-        *collective_step(f"{block}.sp_out", "reduce-scatter", size, axes, "fwd"),
-        *collective_step(f"{block}.sp_out", "all-gather", size, axes, "bwd"),
+        *collective_step(f"{block}.sp_out", "reduce-scatter", size, axes, "fwd", shard),
+        *collective_step(f"{block}.sp_out", "all-gather", size, axes, "bwd", shard),
     ]
 
 
@@ -78,6 +78,6 @@ def kv_gather(s: LayerShape, context: tuple[str, ...]) -> list[LayerStep]:
     """The forward K/V all-gather and the backward reduce-scatter of their gradients."""
     size = kv_bytes(s)
     return [
-        *collective_step("attn.cp_kv", "all-gather", size, context, "fwd"),
-        *collective_step("attn.cp_kv", "reduce-scatter", size, context, "bwd"),
+        *collective_step("attn.cp_kv", "all-gather", size, context, "fwd", "sequence"),
+        *collective_step("attn.cp_kv", "reduce-scatter", size, context, "bwd", "sequence"),
     ]

@@ -117,7 +117,7 @@ def _collective(
     """The collective, after ``deps``; asynchronous with ``overlap``."""
     name = f"{prefix}.{step.name}.{phase}"
     fields = dict(collective=step.collective, size_bytes=step.bytes, axes=step.axes)
-    return out.add(name, "collective", deps, overlap=opts.overlap, **fields)
+    return out.add(name, "collective", deps, overlap=opts.overlap, role=step.role, **fields)
 
 
 def _group(step: LayerStep, opts: PassOptions) -> int:
@@ -173,6 +173,7 @@ def _all_gather_matmul(
             size_bytes=gather.bytes / tp,
             axes=gather.axes,
             overlap=True,
+            role=gather.role,
         )
         chunk = out.add(f"{label}.c{j}", "matmul", [chunk, permute], m=rows, k=k, n=n, **shape)
     if phase == "fwd":
@@ -213,6 +214,7 @@ def _collective_matmul(
             size_bytes=reduce.bytes / tp,
             axes=reduce.axes,
             overlap=True,
+            role=reduce.role,
         )
         chunk = out.add(f"{label}.c{j}", "matmul", [chunk], m=rows, k=k, n=n, **shape)
     weight = None
@@ -226,6 +228,7 @@ def _collective_matmul(
         )
         return [added]
     fields = dict(collective="all-gather", size_bytes=reduce.bytes, axes=reduce.axes)
+    fields["role"] = reduce.role
     first = [chunk, permute, weight if ends else None]
     gathered = out.add(f"{name}.ag", "collective", first, overlap=True, **fields)
     return [gathered] if weight is None or ends else [gathered, weight]

@@ -17,7 +17,15 @@ Each role declares, as data the builders, the planner and the tests read:
   searched mesh (outermost first), the model field it needs, the shortest sequence
   it is tried at, and whether its split of the batch with the other such roles is
   left free by the screen;
-* the roles whose axis it may **share** (experts over the data or fsdp replicas).
+* the roles whose axis it may **share** (experts over the data or fsdp replicas);
+* its **axis field** ``<role>_axis`` (:attr:`Role.field`), which every step model
+  takes from the registration (:class:`~.fields.RoleAxes`), with the role's
+  ``default_axis`` (None: the mesh axis of the role's name, when no other role names
+  it; ``data`` plays the ``data`` axis even then);
+* its **purpose** in the exposed/hidden breakdown of a step's communication: the
+  builder marks each collective with the role that issued it (:attr:`Op.role
+  <tpusim.program.ir.Op>`), and :mod:`tpusim.results.overlap` reports one pair of
+  columns per registered role.
 
 The training step computes its groups from these declarations (the batch axes are
 the roles that shard the batch, the FSDP group those that shard every weight, ...),
@@ -28,6 +36,7 @@ kind of effect also needs the builder code for it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,6 +54,7 @@ __all__ = [
     "TENSOR",
     "PlannerCandidates",
     "Role",
+    "issuer",
     "role_fields",
     "roles_that",
 ]
@@ -88,6 +98,7 @@ class Role:
     memory: frozenset[Memory]
     planner: PlannerCandidates
     may_share: tuple[str, ...] = ()
+    default_axis: str | None = None
 
     @property
     def field(self) -> str:
@@ -117,6 +128,7 @@ DATA = ROLES.register(
         frozenset({"all-reduce"}),
         frozenset({"activations"}),
         PlannerCandidates(0, free_split=True),
+        default_axis="data",
     ),
 )
 FSDP = ROLES.register(
@@ -184,6 +196,23 @@ CONTEXT = ROLES.register(
 def roles_that(shard: Shard) -> tuple[Role, ...]:
     """The registered roles whose axis shards ``shard``, in registration order."""
     return tuple(role for _, role in ROLES.items() if role.does(shard))
+
+
+def issuer(
+    shards: tuple[Shard, ...], group: tuple[str, ...], axes: Mapping[str, str | None]
+) -> str:
+    """The role that issues a collective over mesh axes ``group`` whose axes shard one
+    of ``shards`` (``axes``: ``<role>_axis`` -> axis, as :func:`~.mesh.role_axes`
+    resolves them): the first registered role that shards one of ``shards`` and plays
+    an axis of ``group``.
+
+    A group over axes of several such roles (the gradient all-reduce over the data and
+    expert axes, the weight gather over the fsdp and context axes) is the first one's:
+    one purpose per collective, so the purposes sum as the collective kinds do."""
+    for _, role in ROLES.items():
+        if role.shards.intersection(shards) and axes.get(role.field) in group:
+            return role.name
+    raise ValueError(f"no role that shards {' or '.join(shards)} plays an axis of {group}")
 
 
 def role_fields() -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from typing import Literal
 from tpusim.hardware.efficiency import EIGHT_BIT
 from tpusim.program.builders.attention import KernelWork
 from tpusim.program.builders.oplist import OpList
+from tpusim.program.builders.roles import Shard
 
 Phase = Literal["fwd", "bwd"]
 StepPhase = Literal["both", "fwd", "bwd"]
@@ -29,7 +30,10 @@ BACKWARD_ELEMENTWISE_FACTOR = 1.5
 class LayerStep:
     """One forward op of a layer; ``phase`` says in which pass it appears; a matmul's
     ``useful`` share of its FLOPs counts as model FLOPs (padding, dispatch einsums
-    do not) and ``efficiency`` divides its compute time (a grouped matmul's)."""
+    do not) and ``efficiency`` divides its compute time (a grouped matmul's); a
+    collective's ``shard`` is what its group's axes shard (the mechanism that issues
+    it: ``matrices`` for a tensor all-reduce) and ``role`` the role that issues it
+    (set by :meth:`~.training.TrainingStep.issued` from the step's role axes)."""
 
     name: str
     kind: Literal["matmul", "elementwise", "collective", "embedding", "kernel"]
@@ -48,6 +52,8 @@ class LayerStep:
     gather: bool = False
     work: KernelWork | None = None
     work_bwd: KernelWork | None = None
+    shard: Shard | None = None
+    role: str = ""
 
     @property
     def forward_flops(self) -> float:
@@ -58,12 +64,22 @@ class LayerStep:
 
 
 def collective_step(
-    name: str, op: str, size_bytes: float, axes: tuple[str, ...], phase: StepPhase
+    name: str,
+    op: str,
+    size_bytes: float,
+    axes: tuple[str, ...],
+    phase: StepPhase,
+    shard: Shard,
 ) -> list[LayerStep]:
-    """A synchronous collective template, or none when its group is one chip."""
+    """A synchronous collective template over ``axes``, which shard ``shard``, or
+    none when its group is one chip."""
     if not axes:
         return []
-    return [LayerStep(name, "collective", bytes=size_bytes, collective=op, axes=axes, phase=phase)]
+    return [
+        LayerStep(
+            name, "collective", bytes=size_bytes, collective=op, axes=axes, phase=phase, shard=shard
+        )
+    ]
 
 
 def emit_step(
@@ -82,6 +98,7 @@ def emit_step(
             collective=step.collective,
             size_bytes=step.bytes,
             axes=step.axes,
+            role=step.role,
         )
     if step.kind == "embedding":
         if phase == "fwd":

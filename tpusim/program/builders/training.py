@@ -87,7 +87,7 @@ Per chip:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tpusim.program.builders.args import FSDP_PREFETCH_LAYERS, TrainingArgs
 from tpusim.program.builders.checks import CheckedTraining, check_training
@@ -98,7 +98,7 @@ from tpusim.program.builders.mesh import collective_axes, sharding_axes
 from tpusim.program.builders.parallel import layout_steps
 from tpusim.program.builders.pipeline import PipelineSchedule
 from tpusim.program.builders.remat import RematPlacement, recomputed_steps
-from tpusim.program.builders.roles import CONTEXT, EXPERT, PIPELINE, TENSOR
+from tpusim.program.builders.roles import CONTEXT, EXPERT, PIPELINE, TENSOR, Shard, issuer
 from tpusim.program.builders.template import BACKWARD_ELEMENTWISE_FACTOR, LayerStep
 
 __all__ = [
@@ -151,6 +151,7 @@ class TrainingStep:
     context_group: tuple[str, ...] = ()
     zero_group: tuple[str, ...] = ()
     zero_shard: int = 1
+    role_axes: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, args: TrainingArgs, checked: CheckedTraining) -> TrainingStep:
@@ -192,6 +193,7 @@ class TrainingStep:
             context_group=context,
             zero_group=zero,
             zero_shard=math.prod(mesh[a] for a in zero),
+            role_axes=axes,
         )
 
     @property
@@ -227,7 +229,19 @@ class TrainingStep:
         """Layer ``layer``'s forward templates, with sequence and context parallelism
         (:mod:`.parallel`)."""
         shape = self.shape(layer)
-        return layout_steps(layer_steps(shape), shape, self.context_group)
+        return self.issued(layout_steps(layer_steps(shape), shape, self.context_group))
+
+    def issuer(self, shards: tuple[Shard, ...], group: tuple[str, ...]) -> str:
+        """The role that issues a collective over ``group`` whose axes shard one of
+        ``shards`` (:func:`~.roles.issuer`, on this step's role axes)."""
+        return issuer(shards, group, self.role_axes)
+
+    def issued(self, steps: list[LayerStep]) -> list[LayerStep]:
+        """``steps`` with each collective template's issuing role set."""
+        return [
+            replace(t, role=self.issuer((t.shard,), t.axes)) if t.shard is not None else t
+            for t in steps
+        ]
 
     def recompute_steps(self, layer: int) -> list[LayerStep]:
         """The forward templates of layer ``layer`` rerun before its backward under
