@@ -13,7 +13,7 @@ import sys
 import time
 
 from tpusim.engine import Simulation
-from tpusim.program import training_step
+from tpusim.program.builders import training_step
 
 
 def main() -> int:

@@ -183,7 +183,7 @@ def test_same_inputs_same_numbers():
 def test_data_parallel_training_step_communication_is_its_gradient_all_reduce():
     """One layer, pure data parallelism: the step's only collective is the all-reduce of
     that layer's gradients, which must take what ``tpusim collective`` says."""
-    from tpusim.program import parameters_per_layer, training_step
+    from tpusim.program.builders import parameters_per_layer, training_step
 
     program = training_step(
         layers=1,
@@ -205,7 +205,7 @@ def test_data_parallel_training_step_communication_is_its_gradient_all_reduce():
 
 def test_decode_kv_cache_in_sram_is_faster_by_the_bandwidth_ratio():
     """Memory-bound decode: each layer's cache read takes bytes / bandwidth of its tier."""
-    from tpusim.program import decode_step
+    from tpusim.program.builders import decode_step
 
     system = with_sram_bandwidth("ironwood-256", 40e12)
     costs = ChipCostModel(system.chip, op_overhead_s=0.0, ideal=True)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_error_line, run
 
-from tpusim.cli import hlo_summary
 from tpusim.engine import RunSettings, Simulation
 from tpusim.network import NetworkSettings
 from tpusim.program.hlo import hlo_to_program, load_hlo, parse_hlo, replay_program
+from tpusim.workloads.hlo import hlo_summary
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hlo"
 MODULES = sorted(FIXTURES.glob("*.hlo.txt"))

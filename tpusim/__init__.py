@@ -19,29 +19,82 @@ Layers, lowest first; a unit imports only units of lower layers (``LAYERS`` in
 13. :mod:`.planner`, :mod:`.validation`;
 14. :mod:`.report` (what a run shows, from every kind's records);
 15. :mod:`.study`;
-16. :mod:`.cli` (a thin parser over the layers below);
-17. ``__main__`` (``python -m tpusim``).
+16. :mod:`.api` (the front door below);
+17. :mod:`.cli` (a thin parser over the layers below);
+18. ``__main__`` (``python -m tpusim``).
 
-``tpusim.Session`` is :class:`tpusim.session.Session`, imported when first used (PEP
-562): importing ``tpusim`` alone loads no layer, so ``tpusim --version`` starts at once.
+The front door is ``__all__``: :func:`run` a scenario, one :func:`collective`,
+:func:`training_step` or :func:`serve` on a system, :func:`plan` a training layout
+(:mod:`tpusim.api`), :func:`load_system`, :class:`Session` (a system kept loaded) and the
+errors a caller catches. Each name is imported on its first use (PEP 562: the one lazy
+place, :data:`LAZY`), so importing ``tpusim`` alone loads no layer and ``tpusim
+--version`` starts at once::
+
+    import tpusim
+    run = tpusim.run("scenarios/demo.yaml")        # a ScenarioRun: records, failures
+    tpusim.collective("ironwood-256", "all-reduce", "64 MiB").result.busbw_Bps
 """
 
 import os as _os
 import sys as _sys
+from typing import TYPE_CHECKING
 
 #: The version of the source tree (pyproject.toml's); :func:`package_version` prefers
 #: the installed package's metadata.
 __version__ = "0.1.0"
 
+#: The package's names imported on first use (PEP 562), each with its module: the one
+#: place tpusim defers an import for start-up.
+LAZY = {
+    "run": "tpusim.api",
+    "collective": "tpusim.api",
+    "training_step": "tpusim.api",
+    "serve": "tpusim.api",
+    "plan": "tpusim.api",
+    "load_system": "tpusim.config",
+    "Session": "tpusim.session",
+    "TpusimError": "tpusim.errors",
+    "InputError": "tpusim.errors",
+    "ConfigError": "tpusim.errors",
+    "SimulationError": "tpusim.errors",
+}
 
-def __getattr__(name: str):  # PEP 562: the notebook API, loaded on first use
-    if name == "Session":
-        from importlib import import_module
+__all__ = [
+    "ConfigError",
+    "InputError",
+    "Session",
+    "SimulationError",
+    "TpusimError",
+    "__version__",
+    "collective",
+    "load_system",
+    "package_version",
+    "plan",
+    "run",
+    "serve",
+    "training_step",
+]
 
-        # the one import of the root upwards (tests/test_code_shape.py names it): lazy,
-        # so that importing tpusim alone never loads the layers
-        return import_module("tpusim.session").Session
-    raise AttributeError(f"module 'tpusim' has no attribute {name!r}")
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from tpusim.api import collective, plan, run, serve, training_step
+    from tpusim.config import load_system
+    from tpusim.errors import ConfigError, InputError, SimulationError, TpusimError
+    from tpusim.session import Session
+
+
+def __getattr__(name: str) -> object:  # PEP 562: the front door, loaded on first use
+    module = LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tpusim' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # found once: the next use is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(LAZY))
 
 
 def package_version() -> str:
@@ -70,3 +123,7 @@ if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "
     import signal as _signal
 
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+    # pydantic looks for plugins (observability hooks) by reading the metadata of every
+    # installed distribution when it builds its first model: a few ms of every command's
+    # start-up for hooks the command line never uses. A value set by the user is kept.
+    _os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

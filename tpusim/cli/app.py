@@ -59,12 +59,26 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{where}{message} (see {self.prog} --help)")
 
 
+class _Version(argparse.Action):
+    """``--version``: the package's version, read (package metadata) only when asked."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"tpusim {package_version()}")
+        parser.exit()
+
+
 def build_parser(modules: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
     """The parser with the subcommands of ``modules`` (of ``COMMANDS``; default all)."""
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
     )
-    parser.add_argument("--version", action="version", version=f"tpusim {package_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.set_defaults(func=None)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     for name in modules:

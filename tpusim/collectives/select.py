@@ -156,7 +156,8 @@ class Predictor:
 
     def _most_out_Bps(self, group: Group) -> float:
         """The largest bandwidth any chip of ``group`` sends at (B/s)."""
-        return float(self.out_Bps[np.unique(group.chips)].max()) or math.inf
+        # a chip listed twice counts once either way: no np.unique (which loads numpy.ma)
+        return float(self.out_Bps[group.chips.ravel()].max()) or math.inf
 
     def _cuts_of(self, group: Group) -> list[tuple[int, float]]:
         """Per axis of the group, the cut halving it: (ordered pairs of one group with a

@@ -19,9 +19,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tpusim.config.chip import ChipSpec, Fraction, OpsPerElement
+from tpusim.config.chip import ChipSpec, EfficiencySpec, Fraction, OpsPerElement
+from tpusim.config.loader import _check_sources, configs_dir, validate
 from tpusim.config.types import Frozen, Source
 from tpusim.config.yamlio import load_yaml
+from tpusim.errors import ConfigError
 
 MAX_ROWS_HALF_TILES = 64.0
 """Most MXU tiles of streamed rows a shape term may need to reach half rate (a matmul
@@ -55,7 +57,6 @@ class CostTermsFile(Frozen):
 
 def cost_terms_path() -> Path:
     """The shipped terms file."""
-    from tpusim.config.loader import configs_dir
 
     return configs_dir() / "cost_terms.yaml"
 
@@ -64,8 +65,6 @@ def cost_terms_path() -> Path:
 def load_cost_terms_file(path: Path | None = None) -> CostTermsFile:
     """The terms file at ``path`` (default: the shipped one); ConfigError naming the
     file, the YAML path and the line for a bad value, and for a term without a source."""
-    from tpusim.config.loader import _check_sources, validate
-    from tpusim.errors import ConfigError
 
     path = path or cost_terms_path()
     data, lines = load_yaml(path)
@@ -98,7 +97,6 @@ def with_terms(chip: ChipSpec, terms: CostTerms) -> ChipSpec:
     """``chip`` running at ``terms`` instead of the shipped shared terms (its
     ``efficiency:`` block set from them: ``mxu`` for every dtype it has a peak for);
     a chip without the block (the roofline) is returned unchanged."""
-    from tpusim.config.chip import EfficiencySpec
 
     if chip.efficiency is None:
         return chip

@@ -172,16 +172,16 @@ class GivenFaultFlags(Frozen):
     given)."""
 
     fail_links: Count | None = Field(
-        None,
+        default=None,
         description="N random links down from the start",
         json_schema_extra={"flag_type": "int"},
     )
     seed: Count | None = Field(
-        None,
+        default=None,
         description="seed of the random failures (default 0)",
         json_schema_extra={"flag_type": "int"},
     )
-    routing: Routing | None = Field(None, description="path choice per flow")
+    routing: Routing | None = Field(default=None, description="path choice per flow")
 
 
 class GivenFaultKeys(GivenFaultFlags):

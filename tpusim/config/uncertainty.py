@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from tpusim.config.loader import configs_dir, validate
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import load_yaml
 
@@ -157,7 +158,6 @@ class UncertaintyFile(Frozen):
 
 def uncertainty_path() -> Path:
     """The shipped residual model."""
-    from tpusim.config.loader import configs_dir
 
     return configs_dir() / "uncertainty.yaml"
 
@@ -167,7 +167,6 @@ def load_uncertainty(path: Path | None = None) -> UncertaintyFile:
     """The residual model at ``path`` (default: the shipped one), read once; an empty
     model when the shipped file is absent; ConfigError naming file, path and line for
     a bad value."""
-    from tpusim.config.loader import validate
 
     path = path or uncertainty_path()
     if not path.exists() and path == uncertainty_path():

@@ -16,6 +16,7 @@ from tpusim.collectives.base import Schedule
 from tpusim.collectives.offload import OnChipModel
 from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System
+from tpusim.engine.arguments import collective_arguments, system_of
 from tpusim.engine.settings import CollectiveOptions
 from tpusim.engine.simulation import Simulation
 from tpusim.errors import InputError
@@ -25,7 +26,7 @@ from tpusim.program.ir import Op as ProgramOp
 from tpusim.program.ir import Program
 from tpusim.results import link_utilization, links_frame
 from tpusim.results.simulation import CollectiveResult
-from tpusim.topology import Topology
+from tpusim.topology import Topology, build_topology
 from tpusim.vocabulary import Op
 
 if TYPE_CHECKING:
@@ -139,7 +140,8 @@ def _result(
     # a collective that takes no time (one chip, nothing to move) has no bandwidth:
     # None (JSON null), not infinity, which JSON cannot hold
     algbw = size / time_s if time_s > 0 else None
-    chips_in = int(np.unique(np.ravel(pairs) if pairs else group.chips).size)
+    # distinct chips counted as a set: np.unique loads numpy.ma, a start-up cost of its own
+    chips_in = len(set(np.ravel(pairs if pairs else group.chips).tolist()))
     return CollectiveResult(
         system=system_name,
         op=schedule.op,
@@ -173,8 +175,6 @@ def simulate_collective(
     the system's chip for the on-chip model unless ``onchip`` is given. Arguments of
     the wrong type or out of range raise InputError naming them
     (:func:`~tpusim.engine.arguments.collective_arguments`)."""
-    from tpusim.engine.arguments import collective_arguments, system_of
-    from tpusim.topology import build_topology
 
     loaded = system_of(system)
     topology = build_topology(loaded)

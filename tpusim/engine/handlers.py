@@ -202,8 +202,9 @@ def collective(sim: OpContext, cls: ChipClass, op: Op):
 
 
 def members(schedule_chips: np.ndarray) -> set[int]:
-    """Distinct chips of a schedule's groups."""
-    return set(np.unique(schedule_chips).tolist())
+    """Distinct chips of a schedule's groups (a set of all of them: np.unique would
+    load numpy.ma on every command's first collective)."""
+    return set(np.ravel(schedule_chips).tolist())
 
 
 __all__ = [

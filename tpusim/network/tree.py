@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Annotated
 
+import yaml
 from pydantic import BeforeValidator, InstanceOf, PlainSerializer, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -62,8 +63,6 @@ def _replacement(tree: object, keys: int) -> str | None:
     """What to write instead of ``keys`` old keys whose values make ``tree``: that tree
     as valid YAML, or dropping them when every value was null; None when the tree does
     not validate (the error that follows says why: no advice to write something invalid)."""
-    import yaml
-
     if not tree:
         return f"drop {'it' if keys == 1 else 'them'} (null is the default)"
     try:

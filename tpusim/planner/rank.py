@@ -9,15 +9,21 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from tpusim.errors import ConfigError, InputError
+from tpusim.network import NetworkSettings, network_tree
+from tpusim.network.routes import RouteCache
 from tpusim.planner.memory import Fitted
+from tpusim.program.builders import prepare_training
+from tpusim.program.builders.emit import useful_flops
 from tpusim.program.builders.training import TrainingStep
 from tpusim.results.records import TrainingRecord
 from tpusim.workloads.registry import WorkloadContext
+from tpusim.workloads.training_step import TrainingWorkload, run
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
-    from tpusim.network import NetworkSettings
     from tpusim.topology import Topology
 
 
@@ -64,9 +70,6 @@ class Simulator:
     def context(self, network: NetworkSettings | str, label: str) -> WorkloadContext:
         """Where a layout runs, on ``network`` (settings or a fidelity's name at its
         defaults); errors name the plan command, not a scenario file."""
-        from tpusim.network import network_tree
-        from tpusim.network.routes import RouteCache
-
         return WorkloadContext(
             system=self.system,
             topology=self.topology,
@@ -84,10 +87,6 @@ class Simulator:
         """``fitted``'s layout (with ``fields`` on top) simulated on ``network``;
         raises InputError when the workload rejects it (it passed the builder's
         checks, so that would be a bug)."""
-        from pydantic import ValidationError
-
-        from tpusim.workloads.training_step import TrainingWorkload, run
-
         layout = fitted.layout
         try:
             spec = TrainingWorkload.model_validate(self.workload | layout.fields() | fields)
@@ -112,7 +111,6 @@ class Simulator:
         useful FLOPs over its time. The whole step is run instead when its chunk has
         at most ``b`` layers or its first layers are dense and the rest MoE (a
         fragment would change the mix)."""
-        from tpusim.program.builders.emit import useful_flops
 
         whole = fitted.step
         c, per = len(whole.chunk()), whole.schedule.stages * whole.schedule.virtual
@@ -144,6 +142,5 @@ def _affine(one: float, two: float, length: int) -> float:
 
 def _fragment_step(fitted: Fitted, layers: int) -> TrainingStep:
     """``fitted``'s step with ``layers`` layers."""
-    from tpusim.program.builders import prepare_training
 
     return prepare_training(**(fitted.step.args.fields() | {"layers": layers}))

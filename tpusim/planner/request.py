@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import JsonDict
 
+from tpusim.config.limits import MAX_SHORTLIST, MAX_STEP_TOKENS, MAX_WORKERS
+from tpusim.config.loader import load_model
 from tpusim.errors import InputError
 from tpusim.network import NETWORKS, NetworkSettings, NetworkTree
 from tpusim.vocabulary import Dtype
@@ -125,7 +127,6 @@ def check_request(request: PlanRequest, system: System) -> None:
     a fidelity not among :func:`plan_fidelities`, more than :data:`MAX_PLAN_CHIPS`
     chips, more layers than the model has or than :data:`MAX_PLAN_LAYERS`, a dtype
     the chip has no peak for."""
-    from tpusim.config.loader import load_model
 
     for role, network in (("rank", request.rank_network), ("confirm", request.confirm_network)):
         if not network.backend.whole_programs:
@@ -156,7 +157,6 @@ def check_request(request: PlanRequest, system: System) -> None:
 def request_problem(request: PlanRequest) -> str | None:
     """What is wrong with ``request``'s numbers on their own (None: nothing), by the
     shared limits (:mod:`tpusim.config.limits`)."""
-    from tpusim.config.limits import MAX_SHORTLIST, MAX_STEP_TOKENS, MAX_WORKERS
 
     if request.shortlist < 1 or request.confirm < 1:
         return "shortlist and confirm must be >= 1"

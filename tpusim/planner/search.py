@@ -22,9 +22,13 @@ of the ranking, and the two MFUs say by how much.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tpusim.config import load_system
+from tpusim.config.loader import load_model
+from tpusim.engine.placement import map_mesh
 from tpusim.errors import InputError, SimulationError
 from tpusim.planner.candidates import Layout, layouts
 from tpusim.planner.estimate import Screen
@@ -39,7 +43,9 @@ from tpusim.planner.request import (
 )
 from tpusim.planner.split import assess_all, screens_of
 from tpusim.program.builders.roles import FSDP, ROLES, TENSOR
+from tpusim.topology import build_topology
 from tpusim.units import format_bytes
+from tpusim.workloads.training_step import TrainingWorkload
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -105,8 +111,6 @@ def workload_fields(request: PlanRequest) -> dict[str, Any]:
 def builder_base(request: PlanRequest) -> tuple[dict[str, Any], set[str]]:
     """The builder fields every layout shares (the model preset's shape, the batch,
     the overrides) and the workload's field names."""
-    from tpusim.config.loader import load_model
-    from tpusim.workloads.training_step import TrainingWorkload
 
     known = set(TrainingWorkload.field_names())
     shape = load_model(request.model).builder_fields()
@@ -137,7 +141,6 @@ def generated(
     request: PlanRequest, system: System, topology: Topology
 ) -> tuple[list[Layout], dict[str, Any]]:
     """The candidate layouts of ``request`` and the builder fields they share."""
-    from tpusim.engine.placement import map_mesh
 
     base, known = builder_base(request)
 
@@ -248,7 +251,6 @@ def _label(layout: Layout) -> str:
 def report_first(request: PlanRequest, best: Simulated) -> None:
     """The first useful answer, on stderr when it is a terminal (scripts and pipes
     get only the final one): the best layout by the ranking, before the confirmation."""
-    import sys
 
     if request.progress and sys.stderr.isatty():
         layout = best.fitted.layout
@@ -265,8 +267,6 @@ def plan_layouts(request: PlanRequest) -> PlanResult:
     """Search the layouts of ``request`` (see the module docstring). Raises
     InputError (exit 2) for bad input or no valid layout, SimulationError (exit 1)
     when no layout fits in HBM."""
-    from tpusim.config import load_system
-    from tpusim.topology import build_topology
 
     problem = request_problem(request)
     if problem is not None:

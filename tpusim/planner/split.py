@@ -17,6 +17,8 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from tpusim.engine.placement import map_mesh
+from tpusim.hardware import ChipCostModel
 from tpusim.planner.estimate import LayerMemo, Network, PassMemo, Screen, Screener
 from tpusim.planner.memory import Fitted, MemoryReport, Outcome, memo_step, outcomes
 
@@ -69,8 +71,6 @@ def mesh_parts(found: list[Layout], workers: int) -> list[list[int]]:
 
 def screens_of(fitting: list[Fitted], system: System, topology: Topology) -> list[Screen]:
     """The screened step of each of ``fitting`` (memos shared between them)."""
-    from tpusim.engine.placement import map_mesh
-    from tpusim.hardware import ChipCostModel
 
     costs = ChipCostModel(system.chip)
     memo: LayerMemo = {}

@@ -1,13 +1,11 @@
-"""Programs: ops with dependencies (:mod:`.ir`), read from YAML or built for common
-workloads (training and decode steps).
+"""Programs: ops with dependencies (:mod:`.ir`), read from YAML
+(:mod:`.yaml_program`), built for common workloads (:mod:`.builders`: training and
+decode steps, imported from there) or imported from XLA's HLO (:mod:`.hlo`).
 
-The builders are loaded when first asked for (PEP 562): running one collective needs
-the IR only, and the builders import the whole model and memory stack."""
+Importing the package loads the IR only: running one collective needs nothing more,
+and the builders import the whole model and memory stack."""
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING
 
 from tpusim.program.ir import (
     OP_KINDS,
@@ -18,31 +16,11 @@ from tpusim.program.ir import (
     topological_order,
 )
 
-if TYPE_CHECKING:
-    from tpusim.program.builders import (
-        decode_step,
-        parameters_per_layer,
-        step_flops,
-        training_step,
-    )
-
-_BUILDERS = ("decode_step", "parameters_per_layer", "step_flops", "training_step")
-
 __all__ = [
     "OP_KINDS",
     "ChipOverride",
     "Op",
     "Program",
     "ProgramError",
-    "decode_step",
-    "parameters_per_layer",
-    "step_flops",
     "topological_order",
-    "training_step",
 ]
-
-
-def __getattr__(name: str) -> object:
-    if name in _BUILDERS:
-        return getattr(importlib.import_module("tpusim.program.builders"), name)
-    raise AttributeError(f"module 'tpusim.program' has no attribute {name!r}")

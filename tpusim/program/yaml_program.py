@@ -27,7 +27,7 @@ from pydantic import Field, PositiveInt
 from tpusim.collectives.registry import AlgorithmName
 from tpusim.config.loader import validate
 from tpusim.config.types import Bandwidth, Bytes, Frozen
-from tpusim.config.yamlio import PathKey, line_of, load_yaml
+from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
 from tpusim.program.ir import DEFAULT_HOST_BANDWIDTH_BPS, ChipOverride, Op, Program, ProgramError
 from tpusim.vocabulary import Dtype, MemoryTier, OpKind
@@ -137,7 +137,6 @@ def program_from_data(
 
 
 def _text(path: PathKey) -> str:
-    from tpusim.config.yamlio import format_path
 
     return format_path(path)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tpusim.registry import Registry
+from tpusim.report import compare_plots as plots_compare
 from tpusim.report.drawing import RunFigure, saved
 from tpusim.report.kind_figures import KIND_FIGURES
 from tpusim.results.comparison import comparison_frame
@@ -21,7 +22,6 @@ __all__ = ["FIGURES", "RunFigure", "write_plots", "write_scenario_plots"]
 
 def summary_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """``summary.png``: the systems side by side on the comparison table's key figures."""
-    from tpusim.report import compare_plots as plots_compare
 
     table = comparison_frame(run.records, run.chips)
     if not plots_compare.summary_rows(table):

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import tpusim
 from tpusim.report.sources import load_references, sources_frame
 from tpusim.report.tables import comparison_cells, ratio_rows
 from tpusim.results.energy import IDLE_POWER_FRACTION
@@ -142,7 +143,6 @@ def _figure_order(path: Path) -> tuple[int, str]:
 
 
 def _provenance(outputs: Outputs) -> str:
-    import tpusim
 
     resolved = outputs.resolved
     run = outputs.run

@@ -9,7 +9,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tpusim.report import compare_plots as plots_compare
+from tpusim.report import link_plots as links
+from tpusim.report import plots
+from tpusim.report import timeline_plots as timelines
+from tpusim.report import workload_plots as plots_workloads
 from tpusim.report.drawing import RunFigure, close, named, saved
+from tpusim.report.serving_plots import serving_at_slo
 from tpusim.results.records import CollectiveRecord, DecodeRecord, ProgramRecord, TopologyRecord
 from tpusim.results.run import CollectiveLinks, ScenarioRun
 from tpusim.results.simulation import Results
@@ -25,8 +31,6 @@ def busbw_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``busbw-<op>.png``: bus bandwidth against message size per system (log-log) with
     its 80% interval as a band, for each collective op swept over ``bytes``."""
     import pandas as pd
-
-    from tpusim.report import plots
 
     rows = [r.interval_row() for r in run.records if isinstance(r, CollectiveRecord)]
     curves = pd.DataFrame(rows)
@@ -44,7 +48,6 @@ def link_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``links-<system>.png``: link utilisation per chip (0-100%) by port (torus axis and
     direction, Boardfly link kind) during the largest all-reduce (else the largest
     collective) on that system."""
-    from tpusim.report import link_plots as links
 
     chosen: dict[str, CollectiveLinks] = {}
     for entry in run.collectives:
@@ -67,7 +70,6 @@ def link_plots(out: Path, run: ScenarioRun) -> list[Path]:
 # -- topology --------------------------------------------------------------------------
 def hops_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """``hops.png``: hop-count histograms of the systems with a topology workload."""
-    from tpusim.report import plots
 
     measured = [r.system for r in run.records if isinstance(r, TopologyRecord)]
     if not measured:
@@ -81,7 +83,6 @@ def hops_plot(out: Path, run: ScenarioRun) -> list[Path]:
 def steps_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """``steps.png``: compute, exposed and hidden communication per program run (decode
     steps left out: see ``decode.png``)."""
-    from tpusim.report import plots
 
     programs = [
         r.row()
@@ -97,7 +98,6 @@ def steps_plot(out: Path, run: ScenarioRun) -> list[Path]:
 
 def decode_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """``decode.png``: latency per generated token of each decode step, per system."""
-    from tpusim.report import compare_plots as plots_compare
 
     rows = [r.row() for r in run.records if isinstance(r, DecodeRecord)]
     if not rows:
@@ -120,7 +120,6 @@ def _timeline_title(label: str, system: str, results: Results) -> str:
 def timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``timeline.png`` (the first training step, else the first program) and
     ``timeline-<system>.png`` for that workload on every system that ran it."""
-    from tpusim.report import timeline_plots as timelines
 
     if not run.details:
         return []
@@ -145,7 +144,6 @@ def timeline_plots(out: Path, run: ScenarioRun) -> list[Path]:
 def memory_plot(out: Path, run: ScenarioRun) -> list[Path]:
     """``memory.png``: HBM per chip over the first training step that reports its
     memory, by part."""
-    from tpusim.report import workload_plots as plots_workloads
 
     for detail in run.details:
         results = detail.results
@@ -167,7 +165,6 @@ def serving_plots(out: Path, run: ScenarioRun) -> list[Path]:
     system with the SLO and each capacity marked, and tokens/s per chip at the SLO
     (:func:`tpusim.report.serving_plots.serving_at_slo`), for each serving workload
     whose capacity was searched."""
-    from tpusim.report.serving_plots import serving_at_slo
 
     by_workload: dict[str, list[ServingRecord]] = {}
     for record in run.records:

@@ -13,6 +13,7 @@ heatmaps are in :mod:`tpusim.report.link_plots`, the step timeline in
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -37,7 +38,6 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` with the Agg backend (a notebook keeps its own)."""
-    import sys
 
     import matplotlib
 

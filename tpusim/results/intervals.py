@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from tpusim.config.loader import load_system
 from tpusim.config.uncertainty import (
     Interval,
     Kind,
@@ -23,6 +24,7 @@ from tpusim.config.uncertainty import (
     missing_reason,
     ratio_interval,
 )
+from tpusim.errors import InputError
 
 __all__ = [
     "BASIS",
@@ -44,8 +46,6 @@ SUFFIXES = ("_lo", "_hi")
 def chip_of(system: str) -> str | None:
     """The chip generation of a shipped system (a swept variant ``NAME[...]`` as its
     base); None for a system not shipped (its interval's basis then names no chip)."""
-    from tpusim.config.loader import load_system
-    from tpusim.errors import InputError
 
     try:
         return load_system(system.split("[", 1)[0]).chip.name

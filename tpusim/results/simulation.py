@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpusim.results.ops import OpRecord
+from tpusim.results.overlap import breakdown
 from tpusim.results.tables import link_utilization, links_frame
 
 if TYPE_CHECKING:
@@ -74,7 +75,6 @@ class Results:
     def communication_breakdown(self) -> dict[str, float]:
         """Exposed and hidden communication per collective kind, in s
         (:func:`tpusim.results.overlap.breakdown` over the ops table)."""
-        from tpusim.results.overlap import breakdown
 
         return breakdown(self.ops)
 

@@ -10,6 +10,7 @@ where every shipped writer, these and the report's, is registered in one list).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import yaml
 
 from tpusim.results.comparison import comparison_for_csv, comparison_frame
 from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text, file_stem
@@ -84,7 +86,6 @@ def _is_int(value: object) -> bool:
 
 def parquet_available() -> bool:
     """True when pyarrow is installed (the ``parquet`` extra), so Parquet is written."""
-    import importlib.util
 
     return importlib.util.find_spec("pyarrow") is not None
 
@@ -147,7 +148,6 @@ def write_links(out: Path, outputs: Outputs) -> list[Path]:
 
 def write_resolved(out: Path, outputs: Outputs) -> list[Path]:
     """``resolved.yaml``: the scenario as validated, keys in schema order."""
-    import yaml
 
     path = out / "resolved.yaml"
     atomic_write_text(path, yaml.safe_dump(outputs.resolved, sort_keys=False))

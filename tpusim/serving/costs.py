@@ -34,8 +34,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpusim.engine import RunSettings, Simulation
+from tpusim.engine.handlers import matmul_cost
 from tpusim.hardware import ChipCostModel
 from tpusim.network import NetworkSettings
+from tpusim.network.routes import RouteCache
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.builders.serving import (
@@ -45,7 +48,13 @@ from tpusim.program.builders.serving import (
     output_program,
 )
 from tpusim.program.ir import Op, Program
-from tpusim.serving.overheads import NONE, SAMPLER_LOGIT_BYTES, IterationOverheads
+from tpusim.serving.overheads import (
+    NONE,
+    SAMPLER_LOGIT_BYTES,
+    IterationOverheads,
+    with_hbm_efficiency,
+)
+from tpusim.topology import build_topology
 
 if TYPE_CHECKING:
     from tpusim.config.loader import System
@@ -114,8 +123,6 @@ class ReplicaBatch:
 def compute_op_time_s(costs: ChipCostModel, op: Op) -> float:
     """What the engine charges for a compute op (matmul, kernel or elementwise), in seconds."""
     if op.kind == "matmul":
-        from tpusim.engine.handlers import matmul_cost
-
         return matmul_cost(costs, op).time_s
     if op.kind == "kernel":
         work = (op.mxu_flops, op.padded_flops, op.vector_ops, op.bytes)
@@ -150,9 +157,6 @@ class IterationCosts:
         async_scheduling: bool = False,
         expert_imbalance: float = 1.0,
     ):
-        from tpusim.network.routes import RouteCache
-        from tpusim.serving.overheads import with_hbm_efficiency
-        from tpusim.topology import build_topology
 
         self.overheads, self.async_scheduling = overheads, async_scheduling
         self.expert_imbalance = expert_imbalance
@@ -168,7 +172,6 @@ class IterationCosts:
 
     def simulate(self, program: Program) -> dict[str, float]:
         """Seconds per op name of ``program`` simulated by the engine."""
-        from tpusim.engine import RunSettings, Simulation
 
         self.engine_runs += 1
         settings = RunSettings(self.network, port_rows=False)

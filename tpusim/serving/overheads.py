@@ -37,6 +37,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpusim.config.calibration import with_efficiency
+
 if TYPE_CHECKING:
     from tpusim.config.loader import System
 
@@ -79,7 +81,6 @@ def with_hbm_efficiency(system: System, efficiency: float) -> System:
     file's ``efficiency.hbm`` (which the training calibration fits on whole steps)
     rather than multiplying it, so decode's HBM efficiency is the one fitted on the
     serving figures."""
-    from tpusim.config.calibration import with_efficiency
 
     if system.chip.hbm.bandwidth_Bps is None:
         return system

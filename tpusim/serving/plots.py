@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tpusim.results.files import save_figure
 from tpusim.serving.metrics import Slo, summary
 from tpusim.serving.rows import Row, number, required
 from tpusim.serving.scheduler import Request
@@ -45,8 +46,6 @@ def plot_latency_vs_rate(
     """Write ``path.png`` and ``path.svg``: p99 TTFT (left) and TPOT p50 and p99 (right)
     against requests/s per chip, a line per system of ``curves``; returns both paths."""
     from matplotlib.figure import Figure
-
-    from tpusim.results.files import save_figure
 
     fig = Figure(figsize=(10, 4))
     ttft, tpot = fig.subplots(1, 2)

@@ -41,7 +41,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from tpusim.config.loader import configs_dir, shipped, validate
 from tpusim.config.types import Frozen, Time
+from tpusim.config.yamlio import load_yaml
 from tpusim.errors import ConfigError
 from tpusim.serving.batching import DEFAULT_BATCHING, BatchingName
 from tpusim.serving.overheads import IterationOverheads
@@ -175,7 +177,6 @@ class ServerProfile(Frozen):
 
     @model_validator(mode="after")
     def _chips_known(self) -> ServerProfile:
-        from tpusim.config.loader import shipped
 
         known = shipped("chips")
         for where, names in (("chips", tuple(self.chips)), ("measured_chips", self.measured_chips)):
@@ -215,7 +216,6 @@ class ServerProfile(Frozen):
 
 def servers_dir() -> Path:
     """``configs/servers/`` (inside the wheel or the repository)."""
-    from tpusim.config.loader import configs_dir
 
     return configs_dir() / "servers"
 
@@ -238,8 +238,6 @@ def locate_server(name_or_path: str) -> Path:
 
 @cache
 def _load_file(path: Path) -> ServerProfile:
-    from tpusim.config.loader import validate
-    from tpusim.config.yamlio import load_yaml
 
     data, lines = load_yaml(path)
     return validate(ServerProfile, data, str(path), lines)

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from tpusim.serving.metrics import latencies
 from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request
 
@@ -90,7 +91,6 @@ def steady_state(requests: list[Request]) -> Row:
     the measured requests, the batch means' ``*_p99_mean_s`` and ``*_p99_ci_s``
     (95% half-width), ``queue_wait_slope_s_per_batch``, ``queue_trending`` and
     ``reached`` (enough requests, none rejected, no trend)."""
-    from tpusim.serving.metrics import latencies
 
     n, kept = len(requests), measured(requests)
     row: Row = {

@@ -1,7 +1,11 @@
 """Studies: a scenario (systems x workloads x sweeps, from YAML), checked, run and
 written to a folder.
 
-* :mod:`.scenario`: loading, expansion into points, the run and its outputs;
+* :mod:`.scenario`: a scenario file in three steps, :mod:`.reading` (the YAML parsed
+  once), :mod:`.checking` (validated, systems loaded) and :mod:`.expanding` (its
+  workload points), and its outputs;
+* :mod:`.pointset`: every (system, workload point) as a frozen point, what workers
+  receive (the file is never read again);
 * :mod:`.systems`: ``systems:`` entries (ICI sweeps) and the shipped scenarios;
 * :mod:`.check`: every problem of a scenario, found before running;
 * :mod:`.points`: one workload point on one system, its outcome or its failure;

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.network.routes import RouteCache
 from tpusim.study.options import CheckOptions
-from tpusim.study.points import workload_errors
+from tpusim.study.points import check_point
 from tpusim.study.pointset import PointSet, point_set_of
 from tpusim.study.scenario import Scenario
-from tpusim.workloads import WORKLOADS
+from tpusim.topology import build_topology
 
 __all__ = ["CheckFailed", "ScenarioCheck", "check_scenario"]
 
@@ -93,8 +94,6 @@ def check_scenario(file: str | Path, options: CheckOptions | None = None) -> Sce
 
 def _check_system(point_set: PointSet, system_index: int) -> list[ConfigError]:
     """The problems of every workload point on one system."""
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
 
     topology = build_topology(point_set.systems[system_index])
     routes = RouteCache(topology)
@@ -102,13 +101,7 @@ def _check_system(point_set: PointSet, system_index: int) -> list[ConfigError]:
     for point in point_set.on_system(system_index):
         context = point_set.context(point, topology, routes)
         try:
-            with workload_errors(context):
-                resolved = point_set.resolved(point)
-                context = context.with_faults_of(resolved)
-                context.check_faults()
-                check = WORKLOADS.get(resolved.kind).check
-                if check is not None:
-                    check(resolved, context)
+            check_point(point_set, point, context)
         except ConfigError as exc:
             found.append(exc)
         except TpusimError as exc:  # out of memory: keeps its exit code (1)

@@ -39,14 +39,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from pydantic import ValidationError
+
 from tpusim.config.loader import System, load_system
 from tpusim.config.uncertainty import Interval, figure_interval
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
+from tpusim.network.routes import RouteCache
+from tpusim.program.builders import prepare_training
 from tpusim.results.economics import SECONDS_PER_HOUR
+from tpusim.results.records import TrainingRecord
 from tpusim.serving.perf_per_dollar import inference_perf_per_dollar
 from tpusim.study.claim_specs import ClaimsFile, TrainingPerfPerDollarClaim, VirgoScalingClaim
 from tpusim.study.claim_verdicts import Verdict, interval_verdict, per_dollar_verdict, weakest
+from tpusim.topology import build_topology
+from tpusim.workloads.registry import WorkloadContext
+from tpusim.workloads.training_step import TrainingWorkload, run
 
 BITS_PER_BYTE = 8
 PETA = 1e15
@@ -125,14 +134,6 @@ def _matches(row: dict[str, object], system: str, name: str) -> bool:
 @cache
 def _simulated(system_name: str, workload_json: str, network: NetworkSettings) -> StepFigure:
     """``workload_json``'s step on ``system_name`` on ``network`` (cached per process)."""
-    from pydantic import ValidationError
-
-    from tpusim.network.routes import RouteCache
-    from tpusim.results.records import TrainingRecord
-    from tpusim.topology import build_topology
-    from tpusim.workloads.registry import WorkloadContext
-    from tpusim.workloads.training_step import TrainingWorkload, run
-
     system = load_system(system_name)
     fields = resolved_fields(json.loads(workload_json), system.num_chips)
     try:
@@ -218,8 +219,6 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
     """Bytes of gradient one chip holds for ``workload`` on one ``pod`` (its
     parameters on the largest stage, sharded as the mesh shards them, x the gradient
     dtype's bytes): what the data-parallel all-reduce over the pods moves per chip."""
-    from tpusim.program.builders import prepare_training
-    from tpusim.workloads.training_step import TrainingWorkload
 
     spec = TrainingWorkload.model_validate(resolved_fields(workload, pod.num_chips))
     spec = spec.model_copy(update=spec.fields_for_mesh(resolved_mesh(workload, pod.num_chips)))
@@ -233,9 +232,6 @@ def gradient_bytes_per_chip(workload: dict[str, object], pod: System) -> float:
 def pod_allreduce_s(system: System, size_bytes: float, network: NetworkSettings) -> float:
     """A ring all-reduce of ``size_bytes`` per chip over the ``pod`` axis of a
     multi-pod ``system`` (one ring per position in the pod), on ``network``."""
-    from tpusim.engine import CollectiveOptions, run_collective
-    from tpusim.topology import build_topology
-
     options = CollectiveOptions(axes=("pod",), algorithm="ring", network=network)
     result, _ = run_collective(
         build_topology(system),
@@ -253,8 +249,6 @@ def virgo_scaling(
 ) -> tuple[dict[str, object], Verdict, str]:
     """The row's values, verdict and the interval that decided it: the structural
     figures against the claimed ones and the scaling efficiency (module docstring)."""
-    from tpusim.topology import build_topology
-
     system = load_system(spec.system)
     pod = load_system(spec.pod)
     pods = system.num_chips // pod.num_chips

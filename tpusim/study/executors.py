@@ -10,39 +10,40 @@ of the cluster, so a design-space sweep of hundreds of points scales past one
 machine. Without ``--scheduler`` a :class:`distributed.LocalCluster` of
 :data:`LOCAL_WORKERS` worker processes is started for the run and closed after it.
 
-A worker loads the scenario file itself (so the file, and every system and HLO file it
-names, must be readable at the same path on the workers: a shared file system or the
-same checkout) and keeps the latest scenario loaded, with each system's topology and
-route cache, for the next task. Workload kinds registered at runtime in the client do
+The scenario is read once, in the client: its typed point set is scattered to the
+workers (every system file is read there only), and each worker keeps the latest point
+set's systems' topologies and route caches for the next task. A workload that reads a
+file when it runs (an HLO text) needs it at the same path on the workers: a shared file
+system or the same checkout. Workload kinds registered at runtime in the client do
 not reach Dask workers (they import tpusim afresh); register them in a module the
 workers import. Dask is an extra: ``pip install 'tpusim[dask]'``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
+import signal
 import socket
 import struct
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
-from tpusim.errors import InputError, SimulationError
+from tpusim.errors import InputError
+from tpusim.network.routes import RouteCache
 from tpusim.study.options import ScenarioRunOptions
+from tpusim.study.point_log import default_jobs
 from tpusim.study.points import PointResult, Report, run_point, run_points
-from tpusim.study.pointset import PointSet, PointSetSource, load_point_set
+from tpusim.study.pointset import PointSet
 from tpusim.study.progress import Progress
 from tpusim.study.workers import WorkerProcesses
+from tpusim.topology import Topology, build_topology
 
 if TYPE_CHECKING:
     from distributed import Client, Future, LocalCluster
-
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import Topology
 
 __all__ = ["LOCAL_WORKERS", "Dask", "Executor", "InProcess", "executor_for"]
 
@@ -75,7 +76,6 @@ def executor_for(options: ScenarioRunOptions, num_systems: int) -> Executor:
     """The executor ``options`` ask for: Dask; else worker processes when more than
     one system can run at once (``jobs``, default :func:`~tpusim.study.point_log.default_jobs`);
     else this process. Raises InputError for a scheduler without the Dask executor."""
-    from tpusim.study.point_log import default_jobs
 
     options.check_executor()
     if options.executor == "dask":
@@ -146,8 +146,6 @@ def _local_cluster(distributed: ModuleType) -> LocalCluster:
     should answer it (one line), closing the workers as it unwinds; interrupted
     workers would each print a traceback and leak semaphores (resource_tracker
     warnings)."""
-    import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         return _start_cluster(distributed)
@@ -164,7 +162,6 @@ def _start_cluster(distributed: ModuleType) -> LocalCluster:
     traceback; a task's own error reaches the client as an exception anyway), and the
     scheduler's HTTP server taking another port than 8787 (another Dask cluster on the
     machine) is no warning of tpusim's."""
-    import warnings
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
@@ -241,20 +238,17 @@ def _handshake_problem(probe: socket.socket) -> str | None:
 def _run_tasks(
     distributed: ModuleType, client: Client, point_set: PointSet, report: Report
 ) -> list[PointResult]:
-    """Submit one task per point and collect them as they finish."""
-    source = point_set.source
-    on_worker = dataclasses.replace(source, file=str(Path(source.file).resolve()))
-    digest = _digest(source.file)
+    """Scatter the point set to every worker, submit one task per point and collect them
+    as they finish."""
+    shared = client.scatter(point_set, broadcast=True, hash=False)
     keys = [(p.system_index, p.run_index) for p in point_set.points]
     futures: list[Future] = [
-        client.submit(dask_point, on_worker, digest, s, r, pure=False) for s, r in keys
+        client.submit(dask_point, shared, str(shared.key), s, r, pure=False) for s, r in keys
     ]
     results: dict[tuple[int, int], PointResult] = {}
     try:
         for future in distributed.as_completed(futures, loop=client.loop):
             result = future.result()
-            if isinstance(result, tuple):  # the scenario did not load on the worker
-                raise (InputError if result[0] == 2 else SimulationError)(result[1])
             results[(result.system_index, result.run_index)] = result
             report(result)
     except BaseException:
@@ -263,47 +257,30 @@ def _run_tasks(
     return [results[key] for key in keys]
 
 
-def _digest(file: str) -> str:
-    """The file's SHA-256: a worker reloads a scenario whose file changed."""
-    return hashlib.sha256(Path(file).read_bytes()).hexdigest()
-
-
 @dataclass
 class _Loaded:
-    """What a Dask worker process keeps between tasks: the latest point set loaded (by its
-    source and the file's digest) and its systems' (topology, route cache)."""
+    """What a Dask worker process keeps between tasks: the latest point set (by the key of
+    its scattered copy) and its systems' (topology, route cache)."""
 
-    key: tuple[PointSetSource, str]
-    point_set: PointSet
+    key: str
     systems: dict[int, tuple[Topology, RouteCache]] = field(default_factory=dict)
 
 
 _loaded: list[_Loaded] = []  # at most one: the latest
 
 
-def dask_point(
-    source: PointSetSource, digest: str, system: int, run: int
-) -> PointResult | tuple[int, str]:
-    """One (system, workload point) on a Dask worker (the point set loaded there, once per
-    file version); a tpusim error while loading comes back as (exit code, message)."""
-    from tpusim.errors import TpusimError
-
-    if not _loaded or _loaded[0].key != (source, digest):
-        _loaded.clear()
-        try:
-            _loaded.append(_Loaded((source, digest), load_point_set(source)))
-        except TpusimError as exc:
-            return exc.exit_code, str(exc)
+def dask_point(point_set: PointSet, key: str, system: int, run: int) -> PointResult:
+    """One (system, workload point) of ``point_set`` (scattered under ``key``) on a Dask
+    worker, each system's topology and route cache built once per point set."""
+    if not _loaded or _loaded[0].key != key:
+        _loaded[:] = [_Loaded(key)]
     loaded = _loaded[0]
     if system not in loaded.systems:
-        from tpusim.network.routes import RouteCache
-        from tpusim.topology import build_topology
-
-        topology = build_topology(loaded.point_set.systems[system])
+        topology = build_topology(point_set.systems[system])
         loaded.systems[system] = (topology, RouteCache(topology))
     topology, routes = loaded.systems[system]
-    points = loaded.point_set.on_system(system)
+    points = point_set.on_system(system)
     point = next(p for p in points if p.run_index == run)
-    result = run_point(loaded.point_set, point, topology, routes)
+    result = run_point(point_set, point, topology, routes)
     result.topology = topology if point is points[0] else None
     return result

@@ -16,15 +16,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpusim.errors import ConfigError, InputError, TpusimError
+from tpusim.network.routes import RouteCache
 from tpusim.study.pointset import Point, PointSet
 from tpusim.study.progress import Finished
+from tpusim.topology import build_topology
 from tpusim.workloads import WORKLOADS, Outcome, WorkloadContext
 
 if TYPE_CHECKING:
     from tpusim.network.routes import RouteCache
     from tpusim.topology import Topology
 
-__all__ = ["PointResult", "Report", "run_point", "run_points", "run_workload", "workload_errors"]
+__all__ = [
+    "PointResult",
+    "Report",
+    "check_point",
+    "run_point",
+    "run_points",
+    "run_workload",
+    "workload_errors",
+]
 
 #: A point that ran this long (s) is followed by a full garbage collection. A
 #: simulation leaves reference cycles (its SimPy environment, processes and flow
@@ -95,8 +105,6 @@ def run_point(
 def run_points(point_set: PointSet, points: list[Point]) -> Iterator[PointResult]:
     """``points`` (all on one system) in order, sharing that system's topology and
     route cache, built once; the first result carries the topology (for plots)."""
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
 
     if not points:
         return
@@ -143,6 +151,19 @@ def run_workload(point_set: PointSet, point: Point, context: WorkloadContext) ->
     with workload_errors(context):
         workload = point_set.resolved(point)
         return WORKLOADS.get(workload.kind).run(workload, context.with_faults_of(workload))
+
+
+def check_point(point_set: PointSet, point: Point, context: WorkloadContext) -> None:
+    """Raise what running ``point`` would raise about its input (its workload resolved
+    for the system, its faults, its kind's ``check``), without simulating; errors as
+    :func:`workload_errors`."""
+    with workload_errors(context):
+        resolved = point_set.resolved(point)
+        context = context.with_faults_of(resolved)
+        context.check_faults()
+        check = WORKLOADS.get(resolved.kind).check
+        if check is not None:
+            check(resolved, context)
 
 
 @contextmanager

@@ -4,8 +4,8 @@ system, its :class:`~tpusim.workloads.WorkloadContext`).
 
 The second step of the run path: a :class:`~tpusim.study.scenario.Scenario` (the
 validated file) -> :func:`point_set_of` -> an executor (:mod:`tpusim.study.executors`) ->
-records (:mod:`tpusim.study.runner`). A worker process rebuilds the point set from its
-:class:`PointSetSource` (:func:`load_point_set`): the scenario file is read again there.
+records (:mod:`tpusim.study.runner`). The scenario is read once, in this process: a
+worker (a local process, a Dask task) receives the typed point set itself, never the file.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpusim.config.faults import FaultFlags
 from tpusim.config.loader import System, validate
 from tpusim.config.yamlio import PathKey, format_path, line_of
 from tpusim.errors import ConfigError
-from tpusim.network import NetworkSettings
 from tpusim.study.scenario import Scenario
 from tpusim.study.schema import ScenarioSpec
 from tpusim.workloads import WorkloadContext, WorkloadSpec
@@ -28,18 +26,7 @@ if TYPE_CHECKING:
     from tpusim.network.routes import RouteCache
     from tpusim.topology import Topology
 
-__all__ = ["Point", "PointSet", "PointSetSource", "load_point_set", "point_set_of"]
-
-
-@dataclass(frozen=True)
-class PointSetSource:
-    """What loads a point set again in another process: the scenario file (as given: errors
-    name it so), its point limit and the command line's fault flags and network."""
-
-    file: str
-    max_points: int
-    fault_flags: FaultFlags
-    network: NetworkSettings | None = None
+__all__ = ["Point", "PointSet", "point_set_of"]
 
 
 @dataclass(frozen=True)
@@ -74,10 +61,11 @@ class Point:
 @dataclass(frozen=True)
 class PointSet:
     """Every point of a scenario, systems in order and each system's points in the
-    scenario's order; ``spec`` is the validated scenario (fidelity, flow tolerance,
-    assumptions) and ``lines`` its YAML lines (for errors)."""
+    scenario's order; ``file`` is the scenario file (as given: errors name it so), ``spec``
+    the validated scenario (network, assumptions) and ``lines`` its YAML lines (for
+    errors). It pickles: worker processes and Dask tasks receive it as it is."""
 
-    source: PointSetSource
+    file: str
     spec: ScenarioSpec
     lines: dict[PathKey, int]
     systems: tuple[System, ...]
@@ -87,11 +75,6 @@ class PointSet:
     def name(self) -> str:
         """The scenario's name."""
         return self.spec.name
-
-    @property
-    def file(self) -> str:
-        """The scenario file."""
-        return self.source.file
 
     def on_system(self, system_index: int) -> list[Point]:
         """The points of system ``system_index``, in order."""
@@ -117,20 +100,22 @@ class PointSet:
             data = given | override
             prefix = (*point.path, "per_system", system.name)
             workload = validate(type(workload), data, self.file, self.lines, prefix)
-        mesh = getattr(workload, "mesh", None)
+        mesh = workload.device_mesh()
         if not mesh:
             return workload
         fixed = math.prod(v for v in mesh.values() if v != "auto")
-        resolved = dict(mesh)
+        resolved: dict[str, int] = {}
         for name, size in mesh.items():
-            if size == "auto":
-                if system.num_chips % fixed:
-                    raise self.error(
-                        f"{system.name}: {system.num_chips} chips do not divide by the "
-                        f"other mesh axes ({fixed} chips)",
-                        (*point.path, "mesh", name),
-                    )
-                resolved[name] = system.num_chips // fixed
+            if size != "auto":
+                resolved[name] = size
+                continue
+            if system.num_chips % fixed:
+                raise self.error(
+                    f"{system.name}: {system.num_chips} chips do not divide by the "
+                    f"other mesh axes ({fixed} chips)",
+                    (*point.path, "mesh", name),
+                )
+            resolved[name] = system.num_chips // fixed
         update = {"mesh": resolved} | workload.fields_for_mesh(resolved)
         return workload.model_copy(update=update)
 
@@ -161,20 +146,4 @@ def point_set_of(scenario: Scenario) -> PointSet:
         for r, run in enumerate(scenario.runs)
         if run.workload.systems is None or system.name in run.workload.systems
     )
-    source = PointSetSource(
-        scenario.file, scenario.max_points, scenario.fault_flags, scenario.network_override
-    )
-    return PointSet(source, scenario.spec, scenario.lines, tuple(scenario.systems), points)
-
-
-def load_point_set(source: PointSetSource) -> PointSet:
-    """The point set of the scenario file ``source`` names, loaded again (in a worker);
-    raises what loading the scenario raises."""
-    scenario = Scenario(
-        source.file,
-        source.max_points,
-        source.fault_flags,
-        warn_deprecated=False,
-        network=source.network,
-    )
-    return point_set_of(scenario)
+    return PointSet(scenario.file, scenario.spec, scenario.lines, tuple(scenario.systems), points)

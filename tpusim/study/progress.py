@@ -18,6 +18,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Protocol
 
+from tpusim.units import format_bytes
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
@@ -46,8 +48,6 @@ class Finished:
         """The line printed for this run (with its peak resident memory when known)."""
         spent = f"{self.wall_s:.2f} s"
         if self.peak_memory_bytes is not None:
-            from tpusim.units import format_bytes
-
             spent += f", peak {format_bytes(self.peak_memory_bytes)}"
         if self.problem is None:
             return f"done    {self.name} ({spent})"

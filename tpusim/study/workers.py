@@ -3,7 +3,7 @@ sent back as it finishes so that a killed worker loses only the point it was on.
 
 One process per system at a time, at most ``workers`` at once (largest systems
 first). A worker runs its system's points in order (sharing the topology and route
-cache, the point set loaded again from its source) and sends each
+cache, the point set received as it is: the scenario is not read again) and sends each
 :class:`~tpusim.study.points.PointResult` down a pipe of its own as soon as it is
 done. So that the pool ends evenly, a worker left with nothing to start takes the
 later half of the points a running worker has not started yet (the running one stops
@@ -22,9 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tpusim.errors import InputError, SimulationError, TpusimError
-from tpusim.study.points import PointResult, Report
-from tpusim.study.pointset import Point, PointSet, PointSetSource
+from tpusim.study.points import PointResult, Report, run_points
+from tpusim.study.pointset import Point, PointSet
 from tpusim.study.progress import Progress
 
 if TYPE_CHECKING:
@@ -42,9 +41,8 @@ WORKER_DIED = "its worker process died (killed, or out of memory) while simulati
 #: short against a point, long against a queue read).
 POLL_S = 0.2
 
-#: What a worker sends down its pipe: a point's result, or (exit code, problem) when
-#: the scenario did not load in it.
-Message = PointResult | tuple[int, str]
+#: What a worker sends down its pipe: a point's result.
+Message = PointResult
 
 
 @dataclass
@@ -57,7 +55,7 @@ class _Task:
 
 #: Points a running worker must have left unstarted for an idle one to take the later
 #: half (assumption: one or two points near the end are not worth a new process that
-#: loads the scenario and builds the system again, with its routes not yet cached).
+#: builds the system again, with its routes not yet cached).
 MIN_POINTS_TO_SPLIT = 4
 
 
@@ -84,8 +82,7 @@ class WorkerProcesses:
     def run(self, point_set: PointSet, progress: Progress, report: Report) -> list[PointResult]:
         """Every point of ``point_set``; ``report`` is called in this process with each
         result as it arrives. Returns the results in the point set's order (a point whose
-        worker died is a failure, exit code 1). Raises InputError or SimulationError
-        when the scenario does not load in a worker."""
+        worker died is a failure, exit code 1)."""
         import multiprocessing
 
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
@@ -96,9 +93,9 @@ class WorkerProcesses:
         try:
             while waiting or running:
                 while waiting and len(running) < self.workers:
-                    running.append(_start(context, point_set.source, waiting.pop(0)))
+                    running.append(_start(context, point_set, waiting.pop(0)))
                 while len(running) < self.workers and (rest := _split(running)) is not None:
-                    running.append(_start(context, point_set.source, rest))
+                    running.append(_start(context, point_set, rest))
                 for worker in _wait(running):
                     if _receive(worker, found, report):
                         continue
@@ -113,14 +110,15 @@ class WorkerProcesses:
         return [found[key] for key in sorted(found)]
 
 
-def _start(context: BaseContext, source: PointSetSource, task: _Task) -> _Running:
+def _start(context: BaseContext, point_set: PointSet, task: _Task) -> _Running:
     """Fork ``task``'s worker with its own pipe (no lock shared between workers, so a
-    worker killed mid-write cannot block the others) and its progress array."""
+    worker killed mid-write cannot block the others) and its progress array; the worker
+    receives ``point_set`` itself (inherited when forked, pickled when spawned)."""
     reader, writer = context.Pipe(duplex=False)
     runs = [p.run_index for p in task.points]
     progress = context.Array("q", [len(runs), -1])  # type: ignore[attr-defined]
     process = context.Process(  # type: ignore[attr-defined]
-        target=_worker, args=(source, task.system, runs, writer, progress), daemon=True
+        target=_worker, args=(point_set, task.system, runs, writer, progress), daemon=True
     )
     process.start()
     writer.close()  # the worker holds the only write end: its exit is the reader's EOF
@@ -167,9 +165,6 @@ def _receive(worker: _Running, found: dict[tuple[int, int], PointResult], report
         worker.reader.close()
         worker.process.join()
         return False
-    if isinstance(message, tuple):  # (exit code, problem) from loading the scenario
-        code, problem = message
-        raise (InputError if code == 2 else SimulationError)(problem)
     found[(message.system_index, message.run_index)] = message
     worker.done.add(message.run_index)
     report(message)
@@ -194,25 +189,17 @@ def _after_death(
 
 
 def _worker(
-    source: PointSetSource,
+    point_set: PointSet,
     system: int,
     runs: list[int],
     results: Connection,
     progress: SynchronizedArray[int],
 ) -> None:
-    """A worker process: load the point set again, run points ``runs`` of ``system`` in
-    order and send each result down the ``results`` pipe as it is done (or a loading
-    error as (exit code, message), which always pickles). Before each point it marks
-    it started in ``progress``, unless the parent lowered its limit below it."""
-    from tpusim.study.points import run_points
-    from tpusim.study.pointset import load_point_set
-
+    """A worker process: run points ``runs`` of ``system`` of ``point_set`` (received, not
+    read again) in order and send each result down the ``results`` pipe as it is done.
+    Before each point it marks it started in ``progress``, unless the parent lowered its
+    limit below it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        point_set = load_point_set(source)
-    except TpusimError as exc:
-        results.send((exc.exit_code, str(exc)))
-        return
     wanted = set(runs)
     points = [p for p in point_set.on_system(system) if p.run_index in wanted]
     ran = run_points(point_set, points)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Literal, cast
 
+from pydantic import TypeAdapter, ValidationError
+
 from tpusim.program.builders.roles import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
 
 RematPolicy = Literal[
@@ -117,7 +119,6 @@ def layout_flag(name: str, value: object) -> object:
             f"unknown MaxText flag '{name}' (known: ici_/dcn_<axis>_parallelism, "
             f"{', '.join(known)})"
         )
-    from pydantic import TypeAdapter, ValidationError
 
     try:
         # A Literal or a class: a type form, which the dict's ``object`` cannot say.

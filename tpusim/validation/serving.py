@@ -33,9 +33,10 @@ import numpy as np
 
 from tpusim.config.loader import load_model
 from tpusim.serving.overheads import IterationOverheads
-from tpusim.serving.requests import TokenCount
+from tpusim.serving.requests import TokenCount, synthetic_requests
 from tpusim.serving.rows import number
 from tpusim.serving.servers import load_server
+from tpusim.serving.service import Deployment, Service
 from tpusim.validation.serving_figures import METRICS, Figure, figure_system, load_figures
 
 if TYPE_CHECKING:
@@ -87,7 +88,6 @@ class Simulator:
 
     def service(self, figure: Figure, overheads: IterationOverheads) -> Service:
         """The figure's service with ``overheads``."""
-        from tpusim.serving.service import Deployment, Service
 
         engine_terms = (overheads.hbm_efficiency, overheads.expert_efficiency)
         key = (figure.model_dump_json(exclude={"measured"}), *engine_terms)
@@ -123,7 +123,6 @@ class Simulator:
 
     def _simulate(self, figure: Figure, overheads: IterationOverheads) -> Simulated:
         from tpusim.serving.metrics import latencies, summary
-        from tpusim.serving.requests import synthetic_requests
 
         service = self.service(figure, overheads)
         requests = synthetic_requests(

@@ -20,6 +20,7 @@ new grid points cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from tpusim.errors import InputError
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.validation.serving import Figure, Simulator, Terms, cases, shipped_overheads
 from tpusim.validation.serving_fit import Fitted, fit_server, median_error
+from tpusim.validation.uncertainty import write_residuals
 
 Grouping = Literal["chip", "server"]
 GROUPINGS: tuple[Grouping, ...] = ("chip", "server")
@@ -124,7 +126,6 @@ def serving_residuals(rows: list[dict[str, Any]], metric: str) -> list[tuple[str
     """The held-out rows of ``metric`` as (figure id, chip held out, work, log(simulated
     / measured)); the work is the model and the stream, so that the same benchmark on two
     chips pairs up for the ratio spread."""
-    import math
 
     out = []
     for r in rows:
@@ -139,7 +140,6 @@ def write_serving_uncertainty(
 ) -> list[str]:
     """Each serving kind's model from the chip-held-out ``rows`` of
     :func:`cross_validate` (``--cv chip``), written into ``path``; the kinds written."""
-    from tpusim.validation.uncertainty import write_residuals
 
     written = []
     for kind, metric in SERVING_KINDS.items():

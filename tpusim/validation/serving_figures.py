@@ -52,10 +52,13 @@ from tpusim.config.limits import (
     measured_figure_problem,
     stream_span_problem,
 )
+from tpusim.config.loader import System, configs_dir, load_chip, load_model, validate
+from tpusim.config.system import SystemSpec
 from tpusim.config.types import Frozen
-from tpusim.config.yamlio import PathKey
+from tpusim.config.yamlio import PathKey, format_path, load_yaml
 from tpusim.errors import ConfigError
 from tpusim.serving.option_types import Split
+from tpusim.serving.servers import load_server
 from tpusim.validation.serving_split import check_splits
 
 if TYPE_CHECKING:
@@ -186,7 +189,6 @@ class FigureFile(Frozen):
 
 def shipped_files() -> list[Path]:
     """``configs/measurements/serving/*.yaml``, sorted."""
-    from tpusim.config.loader import configs_dir
 
     return sorted((configs_dir() / "measurements" / "serving").glob("*.yaml"))
 
@@ -194,8 +196,6 @@ def shipped_files() -> list[Path]:
 def load_figures(paths: list[Path] | None = None) -> list[Figure]:
     """Every figure of ``paths`` (default: the shipped files). Raises ConfigError
     (``file:line path: problem``, see the module docstring)."""
-    from tpusim.config.loader import validate
-    from tpusim.config.yamlio import load_yaml
 
     out: list[Figure] = []
     first: dict[str, str] = {}
@@ -220,7 +220,6 @@ def load_figures(paths: list[Path] | None = None) -> list[Figure]:
 def _check_keys(data: object, file: str, lines: dict[PathKey, int]) -> None:
     """An unknown key of a figure is named as such (before a required key it may
     misspell is reported missing)."""
-    from tpusim.config.yamlio import format_path
 
     figures = data.get("figures") if isinstance(data, dict) else None
     for i, raw in enumerate(figures if isinstance(figures, list) else []):
@@ -242,15 +241,12 @@ def _check_names(
     figure: Figure, file: str, lines: dict[PathKey, int], where: tuple[str, int]
 ) -> None:
     """The figure's chip, model and server exist: ConfigError at their line."""
-    from tpusim.config.loader import load_chip, load_model
-    from tpusim.serving.servers import load_server
 
     for key, load in (("chip", load_chip), ("model", load_model), ("server", load_server)):
         try:
             load(getattr(figure, key))
         except ConfigError as exc:
             path = (*where, key)
-            from tpusim.config.yamlio import format_path
 
             problem = str(exc) if exc.file else exc.problem
             raise ConfigError(problem, file, format_path(path), lines.get(path)) from None
@@ -259,8 +255,6 @@ def _check_names(
 def figure_system(figure: Figure) -> System:
     """The slice the figure ran on: a torus of its dims of its chip (wraparound by the
     chip's rule: none on a v6e-8's 2x4)."""
-    from tpusim.config.loader import System, load_chip
-    from tpusim.config.system import SystemSpec
 
     spec = SystemSpec.model_validate(
         {

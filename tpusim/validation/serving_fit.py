@@ -29,8 +29,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import yaml
+
 from tpusim.config.loader import load_model
 from tpusim.errors import InputError
+from tpusim.results.files import atomic_write_text
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.servers import (
     ChipTerms,
@@ -38,6 +41,7 @@ from tpusim.serving.servers import (
     HostTime,
     ServerProfile,
     load_server,
+    locate_server,
     profile_data,
 )
 from tpusim.validation.serving import (
@@ -286,10 +290,6 @@ def write_profiles(folder: str | Path, fits: list[Fitted]) -> list[Path]:
     the file named after the profile's own file (never after a name read from a
     measurement file, so no name reaches outside ``folder``); written atomically; the
     paths. Raises OSError."""
-    import yaml
-
-    from tpusim.results.files import atomic_write_text
-    from tpusim.serving.servers import locate_server
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

@@ -34,8 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from scipy.stats import t as student_t
 
+from tpusim import package_version
+from tpusim.config.loader import configs_dir
 from tpusim.config.uncertainty import (
     HIGH_PERCENTILE,
     KINDS,
@@ -186,7 +189,6 @@ def log_ratio(simulated_s: float, measured_s: float) -> float:
 def provenance(command: str, files: Iterable[str]) -> Provenance:
     """The command, today's date (UTC), tpusim's version, the git commit of the
     source tree (``unknown`` outside a checkout) and each file's SHA-256."""
-    from tpusim import package_version
 
     hashes = {_shown(f): hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files}
     return Provenance(
@@ -200,7 +202,6 @@ def provenance(command: str, files: Iterable[str]) -> Provenance:
 
 def _shown(file: str) -> str:
     """A measurement file relative to the configs folder when inside it."""
-    from tpusim.config.loader import configs_dir
 
     path = Path(file).resolve()
     root = configs_dir().resolve().parent
@@ -221,7 +222,6 @@ def _commit() -> str:
 def write_kind(path: Path, kind: Kind, model: KindModel) -> None:
     """Put ``kind``'s model into the file at ``path`` (created with every other kind
     pending when absent), keeping the other kinds; OSError when it cannot be written."""
-    import yaml
 
     old = load_uncertainty(path) if path.exists() else UncertaintyFile()
     kinds = {**old.kinds, kind: model}

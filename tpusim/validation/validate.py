@@ -17,7 +17,9 @@ import numpy as np
 from tpusim.config.calibration import Calibration, calibrated_system
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
+from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.network import NetworkSettings
+from tpusim.topology import build_topology
 from tpusim.validation.measurements import Measurement
 
 WITHIN = 0.10
@@ -72,9 +74,6 @@ def simulate_case(
     """Simulate measurement ``m`` on its slice (with ``calibration`` applied) on
     ``network`` (default flow), solved exactly in the options not given
     (:meth:`~tpusim.network.NetworkSettings.exact`)."""
-    from tpusim.engine import CollectiveOptions, run_collective
-    from tpusim.topology import build_topology
-
     system = calibrated_system(slice_system(m.chip, tuple(m.slice), m.file), calibration)
     exact = (network or NetworkSettings()).exact()  # the slices are small
     options = CollectiveOptions(axes=m.axes or (), network=exact)

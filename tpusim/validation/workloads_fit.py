@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+import yaml
 from scipy.optimize import least_squares
 
 from tpusim.config.cost_terms import FITTED, CostTerms, shared_terms, with_terms
@@ -142,7 +144,6 @@ def simulator(
         work = [(case, terms, network, approx) for case, terms in batch]
         if jobs <= 1 or len(work) < 2:
             return [_simulated(w) for w in work]
-        from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(min(jobs, len(work))) as pool:
             return list(pool.map(_simulated, work, chunksize=max(1, len(work) // (4 * jobs))))
@@ -348,7 +349,6 @@ def cost_terms_text(fit: TermsFit, worse: str | None = None) -> str:
     :func:`~tpusim.config.cost_terms.load_cost_terms_file`), each fitted term's source
     naming the cases; ``worse`` (a sentence: the fit is worse than the shipped terms on
     its own cases) is said in the header."""
-    import yaml
 
     terms = {name: round(float(v), 4) for name, v in fit.terms.model_dump().items()}
     note = "tpusim calibrate --workloads (rule: tpusim/validation/workloads_fit.py) on " + (

@@ -24,20 +24,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
+from tpusim.network import NetworkSettings
+from tpusim.network.routes import RouteCache
+from tpusim.program.builders.memory import peak_stage
 from tpusim.program.builders.roles import CONTEXT
+from tpusim.topology import build_topology
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
+from tpusim.workloads import WorkloadContext
+from tpusim.workloads.training_memory import check_fits
+from tpusim.workloads.training_step import TrainingWorkload, prepare, simulate_step
 
 if TYPE_CHECKING:
-    from tpusim.network import NetworkSettings
     from tpusim.program.builders.training import TrainingStep
-    from tpusim.workloads import WorkloadContext
-    from tpusim.workloads.training_step import TrainingWorkload
 
 WITHIN = (0.10, 0.15)
 """The relative errors counted in the summary (``within_10pct``, ``within_15pct``:
@@ -136,9 +141,6 @@ def expressible(case: WorkloadCase, approximate: bool = False) -> bool:
 
 def training_spec(case: WorkloadCase, fields: dict[str, object]) -> TrainingWorkload:
     """The :class:`TrainingWorkload` of ``fields``; ConfigError naming the case."""
-    from pydantic import ValidationError
-
-    from tpusim.workloads.training_step import TrainingWorkload
 
     data = {"kind": "training_step", "name": case.id, **fields}
     try:
@@ -159,7 +161,6 @@ def simulate_workload(
 ) -> WorkloadResult:
     """Case ``case`` on its slice of ``chip`` (default: the shipped chip); with
     ``simulate`` false only the memory verdict (no step time)."""
-    from tpusim.workloads.training_step import simulate_step
 
     translation = workload_fields(case, approximate)
     if not expressible(case, approximate):
@@ -180,9 +181,6 @@ def memory_verdict(
 ) -> tuple[TrainingStep, float, str]:
     """The case's planned step, its peak HBM per chip (bytes) and, when the memory
     model says it does not fit on the chip, why (else "")."""
-    from tpusim.program.builders.memory import peak_stage
-    from tpusim.workloads.training_memory import check_fits
-    from tpusim.workloads.training_step import prepare
 
     step = prepare(training_spec(case, translation.fields), context)
     peak = peak_stage(step).total_bytes
@@ -203,11 +201,6 @@ def _roomy(system: System, need_bytes: float) -> System:
 def _context(
     case: WorkloadCase, system: System, network: NetworkSettings | None
 ) -> WorkloadContext:
-    from tpusim.network import NetworkSettings
-    from tpusim.network.routes import RouteCache
-    from tpusim.topology import build_topology
-    from tpusim.workloads import WorkloadContext
-
     topology = build_topology(system)
     return WorkloadContext(
         system=system,

@@ -7,14 +7,18 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveInt
 
+from tpusim.collectives import build_schedule, make_group
 from tpusim.collectives.registry import AlgorithmName
 from tpusim.config.faults import FaultKeys
 from tpusim.config.types import Bytes
+from tpusim.engine import CollectiveOptions, run_collective
+from tpusim.engine.faults import FaultState
+from tpusim.engine.work import check_schedule_work
 from tpusim.results.records import CollectiveRecord
 from tpusim.results.run import CollectiveLinks
 from tpusim.vocabulary import Op
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.spec import WorkloadSpec
+from tpusim.workloads.spec import NetworkDemand, WorkloadSpec
 
 
 class CollectiveWorkload(WorkloadSpec, FaultKeys):
@@ -32,11 +36,14 @@ class CollectiveWorkload(WorkloadSpec, FaultKeys):
     chips: PositiveInt | None = None
     algorithm: AlgorithmName | None = None
 
+    def network_demand(self) -> NetworkDemand:
+        """This collective: ``op`` of ``bytes`` by ``algorithm``."""
+        return NetworkDemand(self.op, float(self.bytes), self.algorithm)
+
 
 def run(spec: CollectiveWorkload, context: WorkloadContext) -> Outcome:
     """The collective through :func:`~tpusim.engine.run_collective`; the
     outcome keeps its per-link bytes."""
-    from tpusim.engine import CollectiveOptions, run_collective
 
     system = context.system
     options = CollectiveOptions(
@@ -68,9 +75,6 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
     algorithm's schedule is within the packet fidelity's work (InputError), and the
     faults and routing apply to it (every link and chip named exists, the fidelity models
     them; InputError), as the run would find before its first event."""
-    from tpusim.collectives import build_schedule, make_group
-    from tpusim.engine.faults import FaultState
-    from tpusim.engine.work import check_schedule_work
 
     group = make_group(context.topology, spec.axes or None, spec.chips)
     named = spec.algorithm not in (None, "auto")

@@ -14,9 +14,10 @@ from pydantic import ConfigDict
 
 from tpusim.config.faults import FaultKeys
 from tpusim.config.model import PositiveInt
-from tpusim.program.builders.decode import MODEL_FIELDS
+from tpusim.program.builders import decode_step
+from tpusim.program.builders.decode import MODEL_FIELDS, model_decode_step
 from tpusim.program.builders.roles import EXPERT, TENSOR
-from tpusim.program.ir import Program
+from tpusim.program.ir import Program, ProgramError
 from tpusim.results.records import DecodeRecord
 from tpusim.vocabulary import MemoryTier
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
@@ -61,10 +62,6 @@ class DecodeWorkload(ModelWorkload, FaultKeys):
 def build(spec: DecodeWorkload, context: WorkloadContext) -> Program:
     """The step's program; a shape the builder rejects is a ConfigError at the
     workload."""
-    from tpusim.program.builders import decode_step
-    from tpusim.program.builders.decode import model_decode_step
-    from tpusim.program.ir import ProgramError
-
     builder: Callable[..., Program] = model_decode_step if spec.whole_model() else decode_step
     try:
         return builder(**spec.program_fields())

@@ -20,6 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from tpusim.program.builders.training import ADAM_STATE_BYTES
+from tpusim.workloads.training_step import prepare
+from tpusim.workloads.training_step import run as run_training
+
 if TYPE_CHECKING:
     from tpusim.workloads.registry import WorkloadContext
     from tpusim.workloads.training_step import TrainingWorkload
@@ -61,8 +65,6 @@ def resolve_inputs(spec: GoodputSource, context: WorkloadContext) -> GoodputInpu
         assert spec.step_time_s is not None  # the spec gives one of the two
         step_s, source = spec.step_time_s, "input"
     else:
-        from tpusim.workloads.training_step import run as run_training
-
         training = spec.training  # its own faults, if it gives any, apply to its step
         record = run_training(training, context.with_faults_of(training)).record
         step_s, source = float(record.step_time_s), "simulated"  # type: ignore[attr-defined]
@@ -78,8 +80,6 @@ def resolve_inputs(spec: GoodputSource, context: WorkloadContext) -> GoodputInpu
 
 def state_bytes_per_chip(training: TrainingWorkload, context: WorkloadContext) -> float:
     """Bytes of weights and optimiser state the chip holds in ``training``'s step."""
-    from tpusim.program.builders.training import ADAM_STATE_BYTES
-    from tpusim.workloads.training_step import prepare
 
     step = prepare(training, context)
     return float(step.local_params * (step.bytes_per_element + ADAM_STATE_BYTES))

@@ -7,10 +7,14 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
+from tpusim.config.calibration import calibrated_system, load_calibration
 from tpusim.config.faults import FaultKeys
 from tpusim.config.loader import System, load_system
 from tpusim.config.system import TorusTopologySpec
+from tpusim.engine import RunSettings, Simulation
 from tpusim.network import NetworkSettings
+from tpusim.program.hlo import load_hlo, replay_program
+from tpusim.program.hlo.artifact import is_artifact, load_compiled
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
@@ -53,7 +57,6 @@ class HloWorkload(WorkloadSpec, FaultKeys):
 def load(spec: HloWorkload, context: WorkloadContext) -> tuple[HloModule, Program, int]:
     """The module, its program replayed (device d on chip d, or a ``tpusim compile``
     artifact's devices on their chips) and the devices per chip."""
-    from tpusim.program.hlo import replay_program
 
     path = Path(spec.path)
     path = path if path.is_absolute() else Path(context.file).parent / path
@@ -93,9 +96,6 @@ def hlo_summary(
     HLO op name, their bytes per chip) and its replay on ``system_name`` (times in s),
     device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
     file applied if given, on ``network`` (settings, or a fidelity at its defaults)."""
-    from tpusim.config.calibration import calibrated_system, load_calibration
-    from tpusim.engine import RunSettings, Simulation
-    from tpusim.program.hlo import replay_program
 
     system = load_system(system_name)
     module, program, device_chips, compiled = _module(file, system, device_chips)
@@ -132,8 +132,6 @@ def _module(
     XLA's figures (``xla_flops``: its cost analysis, loop bodies once, beside
     tpusim's ``flops_loop_bodies_once`` per device;
     ``xla_peak_memory_bytes``; ``devices_per_chip``)."""
-    from tpusim.program.hlo import load_hlo
-    from tpusim.program.hlo.artifact import is_artifact, load_compiled
 
     if not is_artifact(file):
         return (*load_hlo(file), device_chips, {})

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tpusim.config.yamlio import PathKey, format_path, line_of
+from tpusim.engine import Simulation
 from tpusim.engine.multijob import Job, JobsRun, chips_group
 from tpusim.errors import ConfigError, InputError
 from tpusim.program.ir import Program
@@ -199,7 +200,6 @@ def _serve_alone(runner: Runner, requests: list[Request], context: WorkloadConte
     if not context.faulty:
         runner.run(requests)
         return
-    from tpusim.engine import Simulation
 
     settings = replace(context.settings, port_rows=False)
     host = Simulation(

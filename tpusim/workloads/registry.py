@@ -20,11 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
+import numpy as np
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tpusim.config.faults import FaultKeys, FaultSet, Routing
 from tpusim.config.yamlio import PathKey, format_path, line_of
+from tpusim.engine.faults import FaultState
 from tpusim.engine.settings import RunSettings
 from tpusim.errors import ConfigError
 from tpusim.registry import Registry
@@ -47,7 +49,7 @@ class WorkloadContext:
     per chip (W) and price per chip-hour (USD) when known, and where the workload is
     written (scenario file, YAML lines, path) for error messages; ``label`` names the
     sweep point; ``faults``, ``routing`` and ``seed`` are the point's (a workload with
-    :class:`~tpusim.workloads.spec.FaultKeys`, :meth:`with_faults_of`): every
+    :class:`~tpusim.config.faults.FaultKeys`, :meth:`with_faults_of`): every
     simulation of the point runs with them."""
 
     system: System
@@ -82,9 +84,6 @@ class WorkloadContext:
         InputError), without simulating."""
         if not self.faulty:
             return
-        import numpy as np
-
-        from tpusim.engine.faults import FaultState
 
         rng = np.random.default_rng(self.seed)
         FaultState(self.topology, self.faults, self.routing, self.network, rng)

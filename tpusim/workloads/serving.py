@@ -13,6 +13,7 @@ from tpusim.errors import ConfigError, InputError
 from tpusim.results.records import Figure, Record, Row
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import ServeOptions, ServeSpec, with_environment
+from tpusim.serving.run import check_options, serve_run
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.spec import WorkloadSpec
 
@@ -148,7 +149,6 @@ def options_of(spec: ServingWorkload, context: WorkloadContext) -> ServeOptions:
 def run(spec: ServingWorkload, context: WorkloadContext) -> Outcome:
     """Serve on the context's system; bad input is a ConfigError at the workload (at
     the key of the option to blame)."""
-    from tpusim.serving.run import serve_run
 
     try:
         row, served = serve_run(options_of(spec, context), context.system)
@@ -185,7 +185,6 @@ def check(spec: ServingWorkload, context: WorkloadContext) -> None:
     divide its heads or experts, more replicas than chips, a bad token count, seed,
     burstiness or request count, a prompt longer than the context or the cache, a
     ConfigError at the workload."""
-    from tpusim.serving.run import check_options
 
     try:
         check_options(options_of(spec, context), context.system)

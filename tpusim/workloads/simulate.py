@@ -3,7 +3,10 @@ system and make its record, economics included; check it without simulating."""
 
 from __future__ import annotations
 
+from tpusim.engine import Simulation
+from tpusim.engine.placement import Placement
 from tpusim.errors import InputError
+from tpusim.hardware import MemoryTracker
 from tpusim.program.ir import Program
 from tpusim.results.economics import Economics
 from tpusim.results.energy import busy_share
@@ -15,7 +18,6 @@ from tpusim.workloads.registry import Outcome, WorkloadContext
 def simulate(program: Program, context: WorkloadContext) -> Results:
     """``program`` through :class:`~tpusim.engine.Simulation` at the context's fidelity
     and flow tolerance; returns its :class:`~tpusim.engine.Results`."""
-    from tpusim.engine import Simulation
 
     return Simulation(context.system, program, context.settings).run()
 
@@ -74,8 +76,6 @@ def check_program(program: Program, context: WorkloadContext) -> None:
     first event, without simulating: a mesh that does not fit the topology, a
     collective whose mesh axes or chip groups do not exist (InputError), and resident
     memory past a chip's capacity (:class:`~tpusim.hardware.OutOfMemoryError`)."""
-    from tpusim.engine.placement import Placement
-    from tpusim.hardware import MemoryTracker
 
     sizes = [op.size_bytes for op in program.ops if op.kind == "collective"]
     problem = context.network.program_work_problem(context.topology.num_chips, sizes)

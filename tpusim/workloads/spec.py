@@ -6,6 +6,7 @@ fault keys a kind that simulates a network takes are
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
@@ -86,6 +87,20 @@ Sweep = dict[str, Annotated[list[object] | SweepRange, BeforeValidator(_sweep_va
 #: Keys of a workload that are not fields of the work itself.
 VARIANT_KEYS = ("sweep", "per_system", "systems")
 
+#: A device mesh as a workload gives it: axis name -> size, one size may be ``auto``.
+Mesh = dict[str, PositiveInt | Literal["auto"]]
+
+
+@dataclass(frozen=True)
+class NetworkDemand:
+    """The collective a workload asks of the network, known before it runs (``bytes``
+    per the nccl-tests convention; ``algorithm`` None: the fastest): what a scenario
+    checks against its fidelity's work limits before simulating anything."""
+
+    op: str
+    bytes: float
+    algorithm: str | None = None
+
 
 class WorkloadSpec(Frozen):
     """Base of every workload kind's spec: the kind's own fields, plus a ``sweep`` of
@@ -112,6 +127,16 @@ class WorkloadSpec(Frozen):
         """Fields that follow from the mesh resolved for a system (none by default)."""
         return {}
 
+    def device_mesh(self) -> Mesh | None:
+        """The device mesh to resolve on each system (an ``auto`` axis, then
+        :meth:`fields_for_mesh`); None (the default): the kind lays out no mesh."""
+        return None
+
+    def network_demand(self) -> NetworkDemand | None:
+        """The collective this workload asks of the network up front (None, the
+        default: none known before it runs)."""
+        return None
+
 
 class ModelWorkload(StepFields, WorkloadSpec):
     """A transformer's shape, its role axes and dtype (the fields of
@@ -128,7 +153,7 @@ class ModelWorkload(StepFields, WorkloadSpec):
 
     name: str
     model: str | None = None
-    mesh: dict[str, PositiveInt | Literal["auto"]]
+    mesh: Mesh
 
     @model_validator(mode="before")
     @classmethod
@@ -142,6 +167,10 @@ class ModelWorkload(StepFields, WorkloadSpec):
         if sum(v == "auto" for v in self.mesh.values()) > 1:
             raise ValueError("at most one mesh axis can be 'auto'")
         return self
+
+    def device_mesh(self) -> Mesh:
+        """The workload's ``mesh``."""
+        return self.mesh
 
     def fragment(self) -> str | None:
         """``fragment: L of N layers`` when the workload runs fewer layers than its

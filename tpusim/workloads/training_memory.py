@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tpusim.errors import SimulationError
 from tpusim.hardware import MemoryTracker
 from tpusim.hardware.memory import OutOfMemoryError
+from tpusim.program.builders.memory import peak_stage
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ def check_fits(step: TrainingStep, chip: ChipSpec) -> None:
     """Allocate the peak stage's weights, optimiser state, gradients, activations and
     buffers on a :class:`MemoryTracker` of ``chip``; raises :class:`SimulationError`
     (exit 1) naming the stage, the shortfall and every part when they do not fit."""
-    from tpusim.program.builders.memory import peak_stage
 
     peak = peak_stage(step)
     tracker = MemoryTracker(chip)

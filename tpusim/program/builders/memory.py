@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from tpusim.program.builders.attention import logsumexp_bytes
 from tpusim.program.builders.layer_shape import LayerShape
+from tpusim.program.builders.parallel import kv_bytes
 
 if TYPE_CHECKING:
     from tpusim.program.builders.training import TrainingStep
@@ -154,7 +155,6 @@ def kept_bytes(step: TrainingStep, layer: int) -> float:
 def gathered_kv_bytes(s: LayerShape) -> float:
     """Under context parallelism, the K and V of the other chips' positions one layer
     all-gathers (the backward reads them too); 0 without."""
-    from tpusim.program.builders.parallel import kv_bytes
 
     return kv_bytes(s) * (1 - s.seq / s.keys)
 
