@@ -35,8 +35,8 @@ class Later:
         function: Callable[..., Any] = vars(importlib.import_module(self.module))[self.name]
         return function
 
-    def __call__(self, *args: Any) -> Any:
-        return self.function()(*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function()(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"Later({self.module!r}, {self.name!r})"
