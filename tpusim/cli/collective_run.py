@@ -24,7 +24,6 @@ from tpusim.cli.model_flags import fill
 from tpusim.cli.network_flags import network_of
 from tpusim.collectives import AlgorithmError
 from tpusim.config import load_system
-from tpusim.config.calibration import calibrated_system, load_calibration
 from tpusim.engine import CollectiveOptions, CollectiveResult, link_table, run_collective
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_csv, check_file_target, output_error
@@ -39,6 +38,9 @@ if TYPE_CHECKING:
 
 #: ``--sweep-bytes``: the sizes one by one, with progress.
 SWEEP = Later("tpusim.cli.collective_sweep", "collective_sweep")
+#: ``--calibration``: its overlay read and applied (the module only then).
+LOAD_CALIBRATION = Later("tpusim.config.calibration", "load_calibration")
+CALIBRATED_SYSTEM = Later("tpusim.config.calibration", "calibrated_system")
 
 
 def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
@@ -87,7 +89,7 @@ def cmd_collective(args: argparse.Namespace) -> None:
         check_file_target(args.links_csv, "--links-csv")
     system = load_system(args.system)
     if args.calibration:
-        system = calibrated_system(system, load_calibration(args.calibration))
+        system = CALIBRATED_SYSTEM(system, LOAD_CALIBRATION(args.calibration))
     if args.sweep_bytes is not None:
         sizes = sweep_sizes(args.sweep_bytes, args.max_points)
     else:
