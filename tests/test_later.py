@@ -1,5 +1,5 @@
 """The command line's deferred imports (issue 44): a command's parser loads only its
-flags module; the run code is named by :class:`tpusim.cli.later.Later` and imported when
+flags module; the run code is named by :class:`tpusim.later.Later` and imported when
 the command runs. Every name so given must exist (a typo would otherwise surface only
 when that command, or that branch, runs)."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import tpusim.cli
 from tpusim.cli.app import build_parser
-from tpusim.cli.later import Later, LaterModule
+from tpusim.later import Later, LaterModule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,7 +81,7 @@ def test_later_imports_on_the_first_call_only():
     own function (the oracle: ``colorsys.rgb_to_hsv`` of pure red is (0, 1, 1))."""
     code = (
         "import sys\n"
-        "from tpusim.cli.later import Later, LaterModule\n"
+        "from tpusim.later import Later, LaterModule\n"
         "f = Later('colorsys', 'rgb_to_hsv')\n"
         "m = LaterModule('wave')\n"
         "before = 'colorsys' in sys.modules or 'wave' in sys.modules\n"

@@ -6,9 +6,9 @@ import argparse
 
 from tpusim.cli.console import print_json
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import JsonOutput, add_model_flags
 from tpusim.cli.network_flags import add_network_flags, given_network
+from tpusim.later import Later
 
 #: The study layer's claims (every claim simulated), imported only when the command runs.
 _VENDOR_CLAIMS = Later("tpusim.study.claims", "vendor_claims")

@@ -7,11 +7,11 @@ from pydantic import BaseModel, Field
 
 from tpusim.cli.faults import add_fault_flags
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import add_model_flags
 from tpusim.cli.network_flags import add_network_flags
 from tpusim.collectives import ALGORITHMS
 from tpusim.config.limits import MAX_SWEEP_POINTS
+from tpusim.later import Later
 from tpusim.vocabulary import EngineChoice, Op
 
 

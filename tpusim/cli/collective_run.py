@@ -19,13 +19,13 @@ from tpusim.cli.flags import (
     size_in_binary,
     sweep_sizes,
 )
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import fill
 from tpusim.cli.network_flags import network_of
 from tpusim.collectives import AlgorithmError
 from tpusim.config import load_system
 from tpusim.engine import CollectiveOptions, CollectiveResult, link_table, run_collective
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.results.files import atomic_csv, check_file_target, output_error
 from tpusim.results.intervals import json_intervals, range_text
 from tpusim.results.records import CollectiveRecord

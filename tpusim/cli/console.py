@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from tpusim.cli.later import Later
+from tpusim.later import Later
 
 __all__ = [
     "INTERRUPTED_EXIT_CODE",

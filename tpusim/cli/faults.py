@@ -19,11 +19,11 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import JsonDict
 
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import add_model_flags
 from tpusim.cli.network_flags import add_network_flags
 from tpusim.config.faults import FaultFlags, GivenFaultFlags, Routing, load_faults
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.vocabulary import Op
 
 _INT: JsonDict = {"flag_type": "int"}

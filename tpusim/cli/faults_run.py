@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from tpusim import units
 from tpusim.cli.faults import FaultsOptions, link_counts
 from tpusim.cli.flags import size_flag
-from tpusim.cli.later import LaterModule
 from tpusim.cli.model_flags import model_values
 from tpusim.cli.network_flags import network_of
 from tpusim.errors import InputError
+from tpusim.later import LaterModule
 from tpusim.report.fault_plots import degradation_curve
 from tpusim.results.files import atomic_csv, check_folder_target, json_text, output_error
 from tpusim.study.fault_trials import MAX_TRIALS, PERCENTILES, FaultTrials, monte_carlo

@@ -13,7 +13,6 @@ import math
 from typing import TYPE_CHECKING, TypeAlias
 
 from tpusim import units
-from tpusim.cli.later import Later
 from tpusim.config.limits import (
     MAX_SWEEP_POINTS,
     MAX_SYSTEM_CHIPS,
@@ -21,6 +20,7 @@ from tpusim.config.limits import (
     whole_bytes_problem,
 )
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.results.files import check_file_target
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import add_model_flags
 from tpusim.cli.network_flags import add_network_flags
+from tpusim.later import Later
 from tpusim.network import FidelityName, NetworkSettings
 from tpusim.planner.request import COUNT_FLAG, PlanRequest, plan_fidelities
 

@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from tpusim.cli.faults import add_fault_flags
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import JsonOutput, add_model_flags
 from tpusim.cli.network_flags import add_network_flags
+from tpusim.later import Later
 from tpusim.study.options import CheckOptions, ScenarioRunOptions
 
 __all__ = ["OTHER", "ScenarioArgument", "add_parsers"]

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpusim.cli.faults import fault_flags
-from tpusim.cli.later import LaterModule
 from tpusim.cli.model_flags import model_values
 from tpusim.cli.network_flags import given_network
 from tpusim.cli.scenarios import OTHER
 from tpusim.errors import InputError, SimulationError
+from tpusim.later import LaterModule
 from tpusim.report import format_table, integer_bytes, text_table
 from tpusim.results.files import check_folder_target, file_in, json_text, output_error
 from tpusim.results.intervals import json_row

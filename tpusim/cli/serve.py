@@ -19,12 +19,12 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import add_model_flags, model_values
 from tpusim.cli.model_flags import flag_of as model_flag
 from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config.limits import MAX_CURVE_RATES, stream_span_problem
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.results.files import json_text
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions

@@ -11,9 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tpusim.cli.flags import Subparsers
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import add_model_flags
 from tpusim.cli.network_flags import add_network_flags
+from tpusim.later import Later
 from tpusim.network import NETWORKS
 
 

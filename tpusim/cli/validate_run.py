@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 
 from tpusim import units
-from tpusim.cli.later import Later
 from tpusim.cli.model_flags import fill
 from tpusim.cli.network_flags import network_of
 from tpusim.cli.validate import CalibrateFlags, ValidateFlags
@@ -26,6 +25,7 @@ from tpusim.cli.validate_text import (
 from tpusim.collectives import fewest_sends_per_chip
 from tpusim.config.calibration import Calibration, load_calibration
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.network import NETWORKS, NetworkSettings
 from tpusim.report import integer_bytes, text_table
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
