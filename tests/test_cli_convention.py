@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from helpers import run
 
-from tpusim.cli.scenarios import written_text
+from tpusim.cli.scenarios_run import written_text
 from tpusim.report import TABLE_WIDTH, format_table, integer_bytes
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hlo" / "all_to_all_4.hlo.txt"

@@ -19,7 +19,7 @@ TOPOLOGY_CLASSES = {"Torus", "Boardfly", "ClosFabric"}
 #: units of lower layers (and itself). The README's architecture picture is drawn from
 #: this list (tools/layers_figure.py).
 LAYERS: list[tuple[str, ...]] = [
-    ("__init__", "errors", "units", "vocabulary"),
+    ("__init__", "errors", "later", "units", "vocabulary"),
     ("registry",),
     ("config",),
     ("hardware", "topology"),
@@ -345,3 +345,53 @@ def test_no_argparse_below_cli():
                 if "argparse" in [*names, getattr(node, "module", None)]:
                     found.add(_rel(path))
     assert found == set()
+
+
+# -- imports inside functions (issue 44) ------------------------------------------------
+
+#: Issue 44's bound on imports inside functions (262 at its filing, 166 before the command
+#: line named its run modules through ``tpusim.later``, 49 after).
+MAX_FUNCTION_IMPORTS = 120
+
+
+def _function_imports(tree: ast.AST) -> list[int]:
+    """Lines of the ``import`` and ``from ... import`` statements inside a function (a
+    ``def`` or a lambda, at any depth), leaving out those under ``if TYPE_CHECKING:``."""
+    found: list[int] = []
+
+    def walk(node: ast.AST, in_function: bool, typing_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+            )
+            typing = typing_only or (
+                isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)
+            )
+            if isinstance(child, ast.Import | ast.ImportFrom) and in_function and not typing_only:
+                found.append(child.lineno)
+            walk(child, inside, typing)
+
+    walk(tree, False, False)
+    return found
+
+
+def test_the_import_counter_counts_only_imports_inside_functions():
+    source = (
+        "import os\n"  # module level: not counted
+        "if TYPE_CHECKING:\n    import pandas\n"
+        "def f():\n"
+        "    import json\n"  # 5: counted
+        "    if TYPE_CHECKING:\n        from x import y\n"  # typing only: not counted
+        "    def g():\n        from a import b\n"  # 9: counted
+        "class C:\n    import re\n"  # a class body is not a function
+        "    def m(self):\n        import sys, math\n"  # 13: one statement
+    )
+    assert _function_imports(ast.parse(source)) == [5, 9, 13]
+
+
+def test_function_level_imports_below_the_bound():
+    """Issue 44: lazy start-up by naming what to import later (``tpusim.later``, the
+    package's PEP 562 ``__getattr__``), not by imports inside functions."""
+    counts = {_rel(p): len(_function_imports(ast.parse(p.read_text()))) for p in _modules()}
+    total = sum(counts.values())
+    assert total < MAX_FUNCTION_IMPORTS, sorted(counts.items(), key=lambda kv: -kv[1])[:10]

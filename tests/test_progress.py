@@ -14,7 +14,7 @@ import pytest
 from helpers import run
 
 import tpusim.cli.app
-import tpusim.cli.collective
+import tpusim.cli.collective_run
 from tpusim.study.progress import Finished, Progress
 
 SMALL = """\
@@ -106,13 +106,13 @@ def test_sweep_rows_are_printed_as_they_finish(monkeypatch, capsys):
     buffer = io.StringIO()
     monkeypatch.setattr(sys, "stdout", buffer)
     seen = []
-    real = tpusim.cli.collective._run_one
+    real = tpusim.cli.collective_run.run_one
 
     def spy(*args, **kwargs):
         seen.append(buffer.getvalue().count("\n"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tpusim.cli.collective, "_run_one", spy)
+    monkeypatch.setattr(tpusim.cli.collective_run, "run_one", spy)
     argv = ["collective", "v5e-pod", "--op", "all-reduce", "--sweep-bytes", "1KiB:8KiB"]
     assert tpusim.cli.app.main(argv) == 0
     assert seen == [1, 2, 3, 4]

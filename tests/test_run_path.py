@@ -155,7 +155,7 @@ def test_options_choose_the_executor():
 
 def test_run_flags_become_run_options(tmp_path):
     from tpusim.cli.app import build_parser
-    from tpusim.cli.scenarios import run_options
+    from tpusim.cli.scenarios_run import run_options
 
     args = build_parser().parse_args(
         [

@@ -3,7 +3,7 @@
 Layers, lowest first; a unit imports only units of lower layers (``LAYERS`` in
 ``tests/test_code_shape.py``, drawn in ``docs/layers.png``):
 
-0. this module, :mod:`.errors`, :mod:`.units`, :mod:`.vocabulary`;
+0. this module, :mod:`.errors`, :mod:`.later`, :mod:`.units`, :mod:`.vocabulary`;
 1. :mod:`.registry`;
 2. :mod:`.config`;
 3. :mod:`.hardware`, :mod:`.topology`;

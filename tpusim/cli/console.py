@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from tpusim.later import Later
+
 __all__ = [
     "INTERRUPTED_EXIT_CODE",
     "PRINTING_MODULES",
@@ -103,10 +105,13 @@ def drop_stdout() -> None:
         pass
 
 
+#: The reporting layer's, imported only when a command prints JSON (this module is
+#: loaded for ``tpusim --version``).
+_INTEGER_BYTES = Later("tpusim.report", "integer_bytes")
+_JSON_TEXT = Later("tpusim.results.files", "json_text")
+
+
 def print_json(record: object) -> None:
     """Print ``record`` as strict JSON: no ``NaN``/``Infinity`` (:func:`json_text`), byte
     counts as integers (:func:`~tpusim.report.integer_bytes`)."""
-    from tpusim.report import integer_bytes  # the reporting layer: only when printing
-    from tpusim.results.files import json_text
-
-    print(json_text(integer_bytes(record)))
+    print(_JSON_TEXT(_INTEGER_BYTES(record)))

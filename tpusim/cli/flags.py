@@ -20,6 +20,8 @@ from tpusim.config.limits import (
     whole_bytes_problem,
 )
 from tpusim.errors import InputError
+from tpusim.later import Later
+from tpusim.results.files import check_file_target
 
 if TYPE_CHECKING:
     from tpusim.engine import CollectiveOptions
@@ -110,16 +112,18 @@ def axes_flag(text: str | None) -> list[str] | None:
     return names
 
 
+#: The collectives layer (numpy), imported only when a collective's size is checked.
+_FEWEST_SENDS = Later("tpusim.collectives", "fewest_sends_per_chip")
+
+
 def check_network_work(
     num_chips: int, sizes: list[float], options: CollectiveOptions, op: str
 ) -> None:
     """Refuse collective ``op`` too large to simulate at its fidelity (packet: see
     :func:`~tpusim.config.limits.packet_work_problem`, counting the transfers of every
     algorithm ``auto`` may try) before starting it (``num_chips`` the system's)."""
-    from tpusim.collectives import fewest_sends_per_chip
-
     chips = min(options.chips or num_chips, num_chips)
-    sends = fewest_sends_per_chip(op, chips, options.algorithm)
+    sends = _FEWEST_SENDS(op, chips, options.algorithm)
     problem = options.network.work_problem(chips, max(sizes), sends)
     if problem is not None:
         raise InputError(problem)
@@ -144,8 +148,6 @@ def path_flag(text: str) -> str:
 def plot_flag(text: str) -> str:
     """``--plot PATH`` (PATH.png and PATH.svg are written): not empty, and its folder
     exists and takes files (a missing folder is refused, never created)."""
-    from tpusim.results.files import check_file_target
-
     path_flag(text)
     try:
         check_file_target(text + ".png", "--plot")

@@ -7,7 +7,9 @@ from typing import Any
 
 from tpusim.cli.flags import Subparsers
 from tpusim.cli.model_flags import JsonOutput, add_model_flags
+from tpusim.config.loader import load_model, shipped
 from tpusim.report import text_table
+from tpusim.results.files import json_text
 
 COLUMNS = ("name", "parameters", "active", "published", "layers", "d_model", "attention", "moe")
 
@@ -20,9 +22,6 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> None:
-    from tpusim.config.loader import load_model, shipped
-    from tpusim.results.files import json_text
-
     rows = [load_model(name).row() for name in shipped("models")]
     if args.as_json:
         print(json_text({"models": rows}))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator, Sequence
 
+import yaml
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
@@ -128,8 +129,6 @@ def _inline_tree(args: argparse.Namespace) -> dict[str, object]:
     text = getattr(args, "network", None)
     if text is None:
         return {}
-    import yaml
-
     try:
         tree = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -24,6 +24,7 @@ from tpusim.cli.model_flags import flag_of as model_flag
 from tpusim.cli.network_flags import add_network_flags, network_of
 from tpusim.config.limits import MAX_CURVE_RATES, stream_span_problem
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.results.files import json_text
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions
@@ -151,17 +152,20 @@ def cmd_serve(args: argparse.Namespace) -> None:
         raise InputError(f"{flags}: {flagged(exc.problem, exc.mentions)}") from None
 
 
-def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
-    from tpusim.serving.run import curves, serve
+#: The serving run (the engine and the workloads), imported only when a server runs.
+_SERVE = Later("tpusim.serving.run", "serve")
+_CURVES = Later("tpusim.serving.run", "curves")
 
+
+def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
     if args.rates:
         systems = [s for s in args.system.split(",") if s]
         rates = rates_flag(args.rates, options.requests)
-        _print_curve(args, curves(options, systems, rates, args.plot))
+        _print_curve(args, _CURVES(options, systems, rates, args.plot))
         return
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
-    row = serve(options, args.system)
+    row = _SERVE(options, args.system)
     if args.as_json:
         print(json_text(row))
     else:

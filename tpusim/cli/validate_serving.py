@@ -1,7 +1,8 @@
 """``tpusim validate --serving [--fit [--out DIR]]`` and ``tpusim calibrate --serving
 [--out DIR]``: the public serving figures simulated on the slices they ran on, their
 errors (fit and holdout figures apart) and the fit of the server profiles' terms,
-written as profile YAML (:mod:`tpusim.validation.serving_fit`)."""
+written as profile YAML (:mod:`tpusim.validation.serving_fit`). Imported only for
+``--serving`` (:mod:`tpusim.cli.validate_run`)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from tpusim.cli.network_flags import network_flags_given, network_of
+from tpusim.cli.validate_text import uncertainty_target
 from tpusim.errors import InputError
 from tpusim.network import NetworkSettings
+from tpusim.report import text_table
 from tpusim.results.files import json_text, output_error
-
-#: Where ``calibrate --serving`` writes the fitted profiles without ``--out``.
-DEFAULT_SERVING_OUT = "servers"
+from tpusim.validation.serving import Simulator, cases, load_figures, summary, warnings
+from tpusim.validation.serving_cv import (
+    cross_validate,
+    held_out_rows,
+    write_serving_uncertainty,
+)
+from tpusim.validation.serving_figures import shipped_files
+from tpusim.validation.serving_fit import fit as fit_terms
+from tpusim.validation.serving_fit import terms_of, write_profiles
 
 
 def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
     """Validate (and with ``fit`` refit, writing the profiles to ``out`` when given)."""
-    from tpusim.validation.serving import Simulator, cases, load_figures, summary, warnings
-    from tpusim.validation.serving_fit import fit as fit_terms
-    from tpusim.validation.serving_fit import terms_of, write_profiles
-
     paths = [Path(p) for p in args.measurements] if args.measurements else None
     figures = load_figures(paths)
     simulator = Simulator()
@@ -54,9 +59,6 @@ def cmd_serving(args: argparse.Namespace, fit: bool, out: str | None) -> None:
 def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any) -> None:
     """``validate --serving --cv chip|server``: per group, the terms fitted without it
     and its figures' errors; then the held-out summary over every group."""
-    from tpusim.validation.serving import summary
-    from tpusim.validation.serving_cv import cross_validate, held_out_rows
-
     folds = cross_validate(figures, args.cv, simulator)
     held = held_out_rows(folds)
     record: dict[str, Any] = {
@@ -100,12 +102,6 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
 def _write_uncertainty(args: argparse.Namespace, held: list[dict[str, Any]]) -> list[str]:
     """The serving kinds of the residual model from the chip-held-out rows, written
     where ``--write-uncertainty`` says; a line on stderr naming the file."""
-    import sys
-
-    from tpusim.cli.validate_workloads import uncertainty_target
-    from tpusim.validation.serving_cv import write_serving_uncertainty
-    from tpusim.validation.serving_figures import shipped_files
-
     target = uncertainty_target(args)
     files = [str(p) for p in (args.measurements or shipped_files())]
     command = " ".join(["tpusim", *sys.argv[1:]])
@@ -185,8 +181,6 @@ def _check_network(args: argparse.Namespace) -> None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The readable table of the cases."""
-    from tpusim.report import text_table
-
     shown = [
         {
             "id": r["id"],

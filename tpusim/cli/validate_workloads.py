@@ -1,14 +1,32 @@
-"""``tpusim validate --workloads`` and ``tpusim calibrate --workloads``: what they print."""
+"""``tpusim validate --workloads`` and ``tpusim calibrate --workloads``: what they print.
+Imported only for ``--workloads`` (:mod:`tpusim.cli.validate_run`)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from tpusim import units
 from tpusim.cli.network_flags import network_of
+from tpusim.cli.validate_text import coverage_text, uncertainty_target, worse_sentence
+from tpusim.config.cost_terms import load_cost_terms_file, with_terms
+from tpusim.config.loader import load_chip
 from tpusim.errors import InputError
+from tpusim.report import text_table
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
+from tpusim.validation.residuals import family_grouping, training_model, workload_residuals
+from tpusim.validation.uncertainty import nested_coverage, write_grouping, write_kind
+from tpusim.validation.workloads import load_workload_cases
+from tpusim.validation.workloads_fit import (
+    calibrate_workloads,
+    cost_terms_text,
+    cross_validate,
+    fit_results,
+)
+from tpusim.validation.workloads_run import validate_workloads, workload_summary
 
 COLUMNS = ("id", "chip", "model", "slice", "measured", "simulated", "error", "split", "status")
 
@@ -17,9 +35,6 @@ def cmd_validate_workloads(args: argparse.Namespace) -> None:
     """Simulate every workload case (with ``--calibration``'s shared cost terms, a file
     ``calibrate --workloads`` wrote) and print the table and summary, or one JSON object
     with ``--json``; with ``--cv`` the cross-validation instead."""
-    from tpusim.validation.workloads import load_workload_cases
-    from tpusim.validation.workloads_run import validate_workloads, workload_summary
-
     cases = load_workload_cases(args.measurements)
     if getattr(args, "cv", None):
         return cmd_cross_validate(args, cases)
@@ -36,11 +51,6 @@ def cmd_validate_workloads(args: argparse.Namespace) -> None:
 
 def _calibrated_chips(path: str, cases: list[Any]) -> dict[str, Any]:
     """The cases' chips at the shared terms of the file at ``path``."""
-    from pathlib import Path
-
-    from tpusim.config.cost_terms import load_cost_terms_file, with_terms
-    from tpusim.config.loader import load_chip
-
     terms = load_cost_terms_file(Path(path)).terms
     names = dict.fromkeys(c.spec.chip for c in cases)
     return {name: with_terms(load_chip(name), terms) for name in names}
@@ -49,11 +59,6 @@ def _calibrated_chips(path: str, cases: list[Any]) -> dict[str, Any]:
 def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
     """``validate --workloads --cv chip|family``: per group, the terms fitted without it
     and its cases' errors; then the held-out summary over every group."""
-    from tpusim.validation.residuals import workload_residuals
-    from tpusim.validation.uncertainty import nested_coverage
-    from tpusim.validation.workloads_fit import cross_validate
-    from tpusim.validation.workloads_run import workload_summary
-
     folds = cross_validate(cases, args.cv, network_of(args), args.approximate, _jobs(args))
     held = [r for f in folds for r in f.results]
     record = {
@@ -96,11 +101,6 @@ def cmd_cross_validate(args: argparse.Namespace, cases: list[Any]) -> None:
 def _write_training(args: argparse.Namespace, rows: list[Any], files: list[str]) -> None:
     """The held-out rows as the ``training_step_time`` model in ``--write-uncertainty``'s
     file; a line on stderr naming it."""
-    import sys
-
-    from tpusim.validation.residuals import family_grouping, training_model
-    from tpusim.validation.uncertainty import write_grouping, write_kind
-
     target = uncertainty_target(args)
     command = " ".join(["tpusim", *sys.argv[1:]])
     try:
@@ -117,17 +117,8 @@ def _write_training(args: argparse.Namespace, rows: list[Any], files: list[str])
     print(f"wrote training_step_time ({args.cv}) to {target}", file=sys.stderr)
 
 
-def uncertainty_target(args: argparse.Namespace) -> Path:
-    """The file ``--write-uncertainty`` names (default: the shipped one)."""
-    from tpusim.config.uncertainty import uncertainty_path
-
-    return Path(args.write_uncertainty) if args.write_uncertainty else uncertainty_path()
-
-
 def _jobs(args: argparse.Namespace) -> int:
     """``--jobs``, default one worker process per core."""
-    import os
-
     return args.jobs or os.cpu_count() or 1
 
 
@@ -135,10 +126,6 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
     """Fit the shared cost terms on the ``fit`` cases of every chip, write them to
     ``--out`` (the ``configs/cost_terms.yaml`` format) and print the terms and the fit
     and holdout errors."""
-    from tpusim.validation.workloads import load_workload_cases
-    from tpusim.validation.workloads_fit import calibrate_workloads, cost_terms_text, fit_results
-    from tpusim.validation.workloads_run import workload_summary
-
     cases = load_workload_cases(args.measurements)
     check_file_target(args.out, "--out")
     fit = calibrate_workloads(cases, network_of(args), args.approximate, _jobs(args))
@@ -175,20 +162,12 @@ def cmd_calibrate_workloads(args: argparse.Namespace) -> None:
     print(f"\nwrote {args.out} (apply with validate --workloads --calibration {args.out})")
 
 
-#: How much a fit may raise its fit cases' median |error| over the shipped terms' before
-#: the output and the file say so (a fraction: 0.1 percentage point, about the rounding
-#: of the written terms).
-WORSE_TOLERANCE = 1e-3
-
-
 def _worse_than_shipped(
     args: argparse.Namespace, cases: list[Any], fit_on: list[str], results: list[Any]
 ) -> str | None:
     """A sentence when the fitted terms give the cases they were fitted on a larger
     median |error| than the shipped terms (``validate --workloads`` without
     ``--calibration``) by over WORSE_TOLERANCE; else None."""
-    from tpusim.validation.workloads_run import validate_workloads
-
     ids = set(fit_on)
     shipped = validate_workloads(
         [c for c in cases if c.id in ids], {}, network_of(args), args.approximate
@@ -196,19 +175,6 @@ def _worse_than_shipped(
     before = [abs(r.error) for r in shipped if r.error is not None]
     after = [abs(r.error) for r in results if r.case.id in ids and r.error is not None]
     return worse_sentence(before, after, len(ids), "cases")
-
-
-def worse_sentence(before: list[float], after: list[float], count: int, what: str) -> str | None:
-    """``the fit raises its N fit <what>' median |error| from B (the shipped terms) to
-    A`` when A > B + WORSE_TOLERANCE, else None (``before``, ``after``: |errors|)."""
-    from statistics import median
-
-    if not before or not after or median(after) <= median(before) + WORSE_TOLERANCE:
-        return None
-    return (
-        f"the fit raises its {count} fit {what}' median |error| from {median(before):.1%} "
-        f"(the shipped terms) to {median(after):.1%}"
-    )
 
 
 def summary_lines(stats: dict[str, Any]) -> str:
@@ -228,22 +194,12 @@ def summary_lines(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def coverage_text(part: dict[str, Any]) -> str:
-    """``, 80% intervals cover N%`` when the summary part has a coverage."""
-    coverage = part.get("coverage_80")
-    if coverage is None:
-        return ""
-    return f", 80% intervals cover {coverage:.0%} (nested leave-one-group-out)"
-
-
 def _share(count: int, total: int) -> str:
     return f"{count / total:.0%}" if total else "-"
 
 
 def results_table(rows: list[dict[str, Any]]) -> str:
     """The cases as a text table; a not simulated case shows ``-``."""
-    from tpusim import units
-    from tpusim.report import text_table
 
     def when(seconds: float | None) -> str:
         return "-" if seconds is None else units.format_time(seconds)

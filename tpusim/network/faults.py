@@ -16,13 +16,22 @@ the shortest surviving path otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tpusim.config.faults import ChipFailurePolicy, FaultSet, FaultSpec
 from tpusim.errors import InputError, SimulationError
+from tpusim.later import LaterModule
 from tpusim.topology import Topology
 from tpusim.topology.shortest_paths import Adjacency, route_steps, shortest_path_tree
+
+if TYPE_CHECKING:
+    from scipy import sparse
+    from scipy.sparse import csgraph
+else:  # only a fault set with failed links asks which chips still connect
+    sparse = LaterModule("scipy.sparse")
+    csgraph = LaterModule("scipy.sparse.csgraph")
 
 __all__ = [
     "ChipFault",
@@ -167,13 +176,12 @@ class SurvivingRoutes:
         """Per node, the label of its strongly connected component over the links still
         up (two chips can reach each other both ways iff their labels match)."""
         if self._components is None:
-            from scipy.sparse import coo_matrix
-            from scipy.sparse.csgraph import connected_components
-
             links, n = self.topology.links, self.topology.num_nodes
             ids = self._ids
-            graph = coo_matrix((np.ones(ids.size), (links.src[ids], links.dst[ids])), (n, n))
-            self._components = connected_components(graph, directed=True, connection="strong")[1]
+            graph = sparse.coo_matrix((np.ones(ids.size), (links.src[ids], links.dst[ids])), (n, n))
+            self._components = csgraph.connected_components(
+                graph, directed=True, connection="strong"
+            )[1]
         return self._components
 
     def unreachable(self, chips: np.ndarray) -> np.ndarray:

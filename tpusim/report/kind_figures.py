@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from tpusim.later import LaterModule
 from tpusim.report import compare_plots as plots_compare
 from tpusim.report import link_plots as links
 from tpusim.report import plots
@@ -23,6 +25,11 @@ from tpusim.units import format_bytes
 from tpusim.workloads.serving import ServingRecord
 from tpusim.workloads.training_reuse import TrainingResults
 
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = LaterModule("pandas")
+
 __all__ = ["KIND_FIGURES"]
 
 
@@ -30,8 +37,6 @@ __all__ = ["KIND_FIGURES"]
 def busbw_plots(out: Path, run: ScenarioRun) -> list[Path]:
     """``busbw-<op>.png``: bus bandwidth against message size per system (log-log) with
     its 80% interval as a band, for each collective op swept over ``bytes``."""
-    import pandas as pd
-
     rows = [r.interval_row() for r in run.records if isinstance(r, CollectiveRecord)]
     curves = pd.DataFrame(rows)
     written = []

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpusim.config.loader import configs_dir
 from tpusim.config.yamlio import load_yaml
+from tpusim.later import LaterModule
 from tpusim.results.files import atomic_csv
 from tpusim.results.writers import Outputs
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
     from tpusim.config.loader import System
     from tpusim.config.types import Source
+else:
+    pd = LaterModule("pandas")
 
 __all__ = [
     "SOURCE_COLUMNS",
@@ -88,8 +91,6 @@ def sources_frame(
     the systems' chip and system files cite, ``cited_by`` the numbers citing it
     (``chip:path``, ``system:path``, ``;``-separated), sorted by key. A key missing
     from the references gets an empty title and URL and grade ``unknown``."""
-    import pandas as pd
-
     refs = load_references() if references is None else references
     cited: dict[str, list[str]] = {}
     parts = [p for s in systems for p in (s, s.pod) if p is not None]  # a multi-pod's pod too

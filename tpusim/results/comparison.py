@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tpusim.config.uncertainty import Kind, figure_interval, ratio_interval
+from tpusim.later import LaterModule
 from tpusim.results.intervals import chip_of, figure_kind
 from tpusim.results.records import Record
 
 if TYPE_CHECKING:
     import pandas as pd
+else:
+    pd = LaterModule("pandas")
 
 __all__ = ["comparison_for_csv", "comparison_frame"]
 
@@ -36,8 +39,6 @@ def comparison_frame(
     """The comparison table of a scenario run's records (see above); a figure a
     system lacks is NaN; ``chips``: system name -> chip (default: the shipped
     system's, :func:`~tpusim.results.intervals.chip_of`)."""
-    import pandas as pd
-
     table: dict[str, dict[str, float]] = {}
     whole: dict[str, bool] = {}
     kinds: dict[str, tuple[Kind, bool]] = {}

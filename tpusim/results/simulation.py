@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.later import LaterModule
 from tpusim.results.ops import OpRecord
 from tpusim.results.overlap import breakdown
 from tpusim.results.tables import link_utilization, links_frame
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from tpusim.program.ir import Program
     from tpusim.topology.base import LinkTable
     from tpusim.vocabulary import Dtype
+else:
+    pd = LaterModule("pandas")
 
 __all__ = ["CollectiveResult", "OpRecord", "Results"]
 
@@ -116,8 +119,6 @@ class Results:
 
     def ops_frame(self) -> pd.DataFrame:
         """The ``ops`` table: name, kind, chips (class), unit, start_at, end_at, flops."""
-        import pandas as pd
-
         columns = ("name", "kind", "chips", "unit", "start_at", "end_at", "flops")
         return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.ops])
 

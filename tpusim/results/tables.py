@@ -55,10 +55,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpusim.later import LaterModule
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from tpusim.topology.base import LinkTable
+else:
+    pd = LaterModule("pandas")
 
 COLLECTIVE_COLUMNS = (
     "system",
@@ -107,16 +111,12 @@ def link_utilization(
 
 def collectives_frame(results: Iterable[Any]) -> pd.DataFrame:
     """One row per CollectiveResult (or record dict), columns as documented above."""
-    import pandas as pd
-
     rows = [asdict(r) if is_dataclass(r) and not isinstance(r, type) else dict(r) for r in results]
     return pd.DataFrame(rows, columns=list(COLLECTIVE_COLUMNS))
 
 
 def links_frame(links: LinkTable, link_bytes: np.ndarray, time_s: float) -> pd.DataFrame:
     """One row per directed link of a topology's :class:`LinkTable`."""
-    import pandas as pd
-
     util = link_bytes / (links.bandwidth_Bps * time_s) if time_s > 0 else np.zeros(len(links))
     return pd.DataFrame(
         {

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from tpusim.later import LaterModule
 from tpusim.results.comparison import comparison_for_csv, comparison_frame
 from tpusim.results.files import atomic_csv, atomic_write, atomic_write_text, file_stem
 from tpusim.results.run import ScenarioRun
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tpusim.config.loader import System
+else:
+    pd = LaterModule("pandas")
 
 
 @dataclass
@@ -70,8 +73,6 @@ def summary_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """The ``summary`` table: one row per record, columns in first-seen order; a
     column whose values are all whole numbers given as integers (chips, links, hop
     and step counts) is an integer column with blanks (pandas ``Int64``), not floats."""
-    import pandas as pd
-
     frame = pd.DataFrame(rows)
     for column in frame.columns:
         values = [row[column] for row in rows if row.get(column) is not None]
@@ -121,8 +122,6 @@ def write_traces(out: Path, outputs: Outputs) -> list[Path]:
 def _program_table(out: Path, outputs: Outputs, name: str, table: str) -> list[Path]:
     """``<name>.csv``: the ``table`` frame of every simulated program, with system and
     workload columns first; nothing without a simulated program."""
-    import pandas as pd
-
     details = outputs.run.details
     if not details:
         return []

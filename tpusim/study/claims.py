@@ -41,6 +41,7 @@ from tpusim.collectives.offload import OnChipModel
 from tpusim.config.loader import System, load_system
 from tpusim.engine import CollectiveOptions, run_collective
 from tpusim.errors import ConfigError
+from tpusim.later import LaterModule
 from tpusim.network import NetworkSettings
 from tpusim.registry import Registry
 from tpusim.study import claims_serving, claims_training
@@ -72,6 +73,8 @@ from tpusim.vocabulary import Dtype
 
 if TYPE_CHECKING:
     import pandas as pd
+else:
+    pd = LaterModule("pandas")
 
 BYTES_PER_GB = 1e9
 """Bytes per decimal gigabyte (display)."""
@@ -353,8 +356,6 @@ def vendor_claims(rows: Rows | None = None, network: NetworkSettings | None = No
     source, tpusim, assumptions, verdict, interval, reading), reusing a run's summary
     ``rows`` if given, every simulated figure on ``network`` if given (else each claim's
     own)."""
-    import pandas as pd
-
     return pd.DataFrame(claim_rows(rows, network=network))
 
 

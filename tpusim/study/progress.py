@@ -18,10 +18,14 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Protocol
 
+from tpusim.later import LaterModule
 from tpusim.units import format_bytes
 
 if TYPE_CHECKING:
+    import tqdm as bars
     from tqdm import tqdm
+else:  # the bar only on a terminal
+    bars = LaterModule("tqdm")
 
 __all__ = ["Finished", "Progress"]
 
@@ -81,9 +85,7 @@ class Progress:
         self.began = time.perf_counter()
         self.bar: tqdm[None] | None = None
         if enabled and _is_terminal(self.stream):
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc=what, unit="run", file=self.stream)
+            self.bar = bars.tqdm(total=total, desc=what, unit="run", file=self.stream)
 
     def finished(self, event: Finished, kind: Hashable = None) -> None:
         """Print ``event``'s line and advance the bar by one run of ``kind`` (one of
@@ -151,9 +153,7 @@ class Progress:
         return self.work_left_s() / max(done_s / elapsed_s, 1e-9)
 
     def _eta(self) -> str:
-        from tqdm import tqdm
-
-        return str(tqdm.format_interval(self.eta_s()))
+        return str(bars.tqdm.format_interval(self.eta_s()))
 
     def _position(self) -> str:
         """``3/12 25% ETA 00:04``: runs done, the share of the expected run time done

@@ -22,10 +22,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from tpusim.config.system import TorusTopologySpec, twist_axes, twisted_torus_problem
+from tpusim.later import LaterModule
 from tpusim.topology.base import Axis, LinkTable, PlotLayout, Topology
 
 if TYPE_CHECKING:
+    from scipy import sparse
+    from scipy.sparse import csgraph
+
     from tpusim.config.loader import System
+else:  # only twisted tori need a BFS
+    sparse = LaterModule("scipy.sparse")
+    csgraph = LaterModule("scipy.sparse.csgraph")
 
 __all__ = ["Torus", "axis_name", "build_torus", "twist_axes"]
 
@@ -271,15 +278,14 @@ class Torus(Topology):
     @property
     def _bfs(self) -> tuple[np.ndarray, np.ndarray]:
         if not hasattr(self, "_bfs_cache"):
-            from scipy.sparse import csr_matrix  # only twisted tori need a BFS
-            from scipy.sparse.csgraph import breadth_first_order
-
             links = self.links
-            graph = csr_matrix(
+            graph = sparse.csr_matrix(
                 (np.ones(len(links)), (links.src, links.dst)),
                 shape=(self.num_chips, self.num_chips),
             )
-            order, pred = breadth_first_order(graph, 0, directed=True, return_predecessors=True)
+            order, pred = csgraph.breadth_first_order(
+                graph, 0, directed=True, return_predecessors=True
+            )
             dist = np.zeros(self.num_chips, dtype=np.int64)
             for node in order[1:]:
                 dist[node] = dist[pred[node]] + 1

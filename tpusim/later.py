@@ -1,0 +1,59 @@
+"""The command line's one deferred import: a command's run code named by its module.
+
+Building the parser loads only a command's flags module (its options models); the
+module that runs the command, which imports its layers at module level, is imported
+when the command runs, by :class:`Later`. A heavy library a command needs only on
+one branch (pandas to write a table) is a :class:`LaterModule`, imported on its first
+attribute. ``tpusim --version``, ``--help`` and a bad flag so stay fast, and no run
+function imports inside itself (issue 44).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Later", "LaterModule"]
+
+
+class Later:
+    """The function ``name`` of the module ``module`` (dotted), imported on first call.
+
+    ``p.set_defaults(func=Later("tpusim.cli.collective_run", "cmd_collective"))``: the
+    parser holds the name, the run imports it.
+    """
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def function(self) -> Callable[..., Any]:
+        """The named function (its module imported now, if not yet)."""
+        function: Callable[..., Any] = vars(importlib.import_module(self.module))[self.name]
+        return function
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Later({self.module!r}, {self.name!r})"
+
+
+class LaterModule:
+    """The module ``name``, imported on its first attribute (``pd.DataFrame``); bound
+    at module level under ``if not TYPE_CHECKING`` beside the real import for type
+    checkers. Until then it is not in ``sys.modules``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self.name), attribute)
+
+    def __repr__(self) -> str:
+        return f"LaterModule({self.name!r})"
