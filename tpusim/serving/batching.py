@@ -59,7 +59,10 @@ The shipped policies, and the sources they follow:
   and decode then takes the dot-product attention over the prefill and autoregressive
   caches (``MaxText/layers/attentions.py`` lines 200-221 and 618).
 
-A new policy is a :class:`BatchPolicy` and one ``BATCH_POLICIES.register`` call; the
+A new policy is a :class:`BatchPolicy` and one ``BATCH_POLICIES.register`` call
+(``repeats_decode=True`` only if, with nothing waiting, it always runs every running
+request: the replica then skips asking it during a run of identical decode
+iterations, with the same numbers); the
 ``batching`` option of ``tpusim serve`` and ``kind: serving`` and the ``batching:``
 term of a server profile name it.
 """
@@ -133,7 +136,11 @@ class BatchPolicy:
     running sequences over their own contexts), ``serial_prefills`` whether the prompts
     of a prefill-only iteration run as separate forward passes one after the other
     (each timed as an iteration of its own; their first tokens all come at the end),
-    and a one-line ``description``."""
+    ``repeats_decode`` whether, with no request waiting, it always runs every running
+    request (each its pending tokens, as :meth:`Forming.run_running` gives them): then a
+    replica may run ahead over the repeated decode iterations
+    (:meth:`~tpusim.serving.scheduler.Scheduler.decode_run`; a policy that does not
+    declare it is asked every iteration), and a one-line ``description``."""
 
     description: str
     form: Form
@@ -141,6 +148,7 @@ class BatchPolicy:
     whole_prompts: bool = False
     slot_tokens: int | None = None
     serial_prefills: bool = False
+    repeats_decode: bool = False
 
 
 def vllm_v1(sched: Forming, now: float) -> None:
@@ -184,7 +192,11 @@ def bucket_tokens(tokens: int, max_tokens: int) -> int:
 BATCH_POLICIES: Registry[BatchPolicy] = Registry("batch policy")
 BATCH_POLICIES.register(
     DEFAULT_BATCHING,
-    BatchPolicy("vLLM V1: decodes and chunked prefills mixed under the token budget", vllm_v1),
+    BatchPolicy(
+        "vLLM V1: decodes and chunked prefills mixed under the token budget",
+        vllm_v1,
+        repeats_decode=True,
+    ),
 )
 BATCH_POLICIES.register(
     "prefill-first",
@@ -192,6 +204,7 @@ BATCH_POLICIES.register(
         "vLLM V0 default / Orca: prefill-only iterations of whole prompts, else decode-only",
         prefill_first,
         whole_prompts=True,
+        repeats_decode=True,
     ),
 )
 BATCH_POLICIES.register(
@@ -202,6 +215,7 @@ BATCH_POLICIES.register(
         pad=power_of_two_tokens,
         whole_prompts=True,
         serial_prefills=True,
+        repeats_decode=True,
     ),
 )
 BATCH_POLICIES.register(
@@ -213,6 +227,7 @@ BATCH_POLICIES.register(
         pad=bucket_tokens,
         whole_prompts=True,
         slot_tokens=MAXTEXT_TARGET_LENGTH,
+        repeats_decode=True,
     ),
 )
 

@@ -330,12 +330,15 @@ class Scheduler:
         """The decode iterations that follow as the last one ran, none of them ending a
         request, or None. When nothing waits, no drafts are proposed and every running
         request is in decode and fits one iteration (sequence slots and token budget),
-        every batch policy schedules the running requests again, one token each: the
+        a batch policy that ``repeats_decode`` schedules the running requests again, one
+        token each: the
         same batch, its cache one token longer per sequence, until a request takes its
         last token or the free blocks run short (the iterations counted here stop
         before either)."""
         running, bs = self.running, self.block_size
         if self.waiting or not running or self.draft_tokens:
+            return None
+        if not self.batching.repeats_decode:
             return None
         if len(running) > min(self.max_sequences, self.max_tokens):
             return None
