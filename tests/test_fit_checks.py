@@ -91,9 +91,9 @@ def test_collective_calibrate_says_bounds_and_a_worse_fit_and_writes_last(
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    import tpusim.validation.validate as validate_module
+    import tpusim.cli.validate_run as validate_run  # where calibrate calls validate
 
-    monkeypatch.setattr(validate_module, "validate", interrupted)
+    monkeypatch.setattr(validate_run, "validate", interrupted)
     again = tmp_path / "again.yaml"
     code, _, err = run(capsys, "calibrate", "--out", str(again))
     assert code == 130 and "interrupted" in err, err  # 128 + SIGINT, one line
