@@ -1,0 +1,99 @@
+"""XLA's memory analysis of published training runs, compiled by MaxText's
+``train_compile`` on a CPU (``tools/compile_memory.py``): the reference of tpusim's
+memory model (:mod:`tpusim.program.builders.memory`).
+
+One JSON file per compile in ``configs/measurements/memory/``: the case ids it covers
+(a run on one slice and on two, data-parallel over DCN, compile to the same per-device
+program), the MaxText line, the compile topology, ``source`` (MaxText's version and the
+compile date), the compile time and XLA's ``memory_analysis`` per device, in bytes; or
+``failed`` with the reason when the compile did not finish. Reading needs no JAX.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpusim.config import configs_dir
+from tpusim.errors import ConfigError
+
+RECORDS_DIR = configs_dir() / "measurements" / "memory"
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """XLA's memory analysis of one compile, per device, in bytes."""
+
+    file: str
+    cases: tuple[str, ...]
+    source: str
+    compile_time_s: float
+    argument_bytes: float
+    output_bytes: float
+    alias_bytes: float
+    temp_bytes: float
+    code_bytes: float
+    host_temp_bytes: float
+    xla_peak_bytes: float = 0.0
+
+    @property
+    def peak_bytes(self) -> float:
+        """HBM the program needs on one device: XLA's own peak
+        (``peak_memory_in_bytes``, from the buffers' live ranges) when it gives one,
+        else the bound of arguments, outputs not aliased to an argument (donated
+        buffers are reused), temporaries and the generated code."""
+        if self.xla_peak_bytes > 0:
+            return self.xla_peak_bytes
+        return (
+            self.argument_bytes
+            + self.output_bytes
+            - self.alias_bytes
+            + self.temp_bytes
+            + self.code_bytes
+        )
+
+
+def read_record(path: Path) -> MemoryRecord | str:
+    """The record in ``path``, or the reason its compile failed; ConfigError naming the
+    file when it is malformed."""
+    try:
+        data = json.loads(path.read_text())
+        if "failed" in data:
+            return str(data["failed"])
+        m = data["memory_analysis"]
+        return MemoryRecord(
+            file=path.name,
+            cases=tuple(data["cases"]),
+            source=str(data["source"]),
+            compile_time_s=float(data["compile_time_s"]),
+            argument_bytes=float(m["argument_size_in_bytes"]),
+            output_bytes=float(m["output_size_in_bytes"]),
+            alias_bytes=float(m["alias_size_in_bytes"]),
+            temp_bytes=float(m["temp_size_in_bytes"]),
+            code_bytes=float(m["generated_code_size_in_bytes"]),
+            host_temp_bytes=float(m.get("host_temp_size_in_bytes", 0.0)),
+            xla_peak_bytes=float(m.get("peak_memory_in_bytes", 0.0)),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a memory record ({exc})") from None
+
+
+def memory_records(folder: Path = RECORDS_DIR) -> dict[str, MemoryRecord]:
+    """Case id -> the record of its compile, for every compile that finished."""
+    out: dict[str, MemoryRecord] = {}
+    for path in sorted(folder.glob("*.json")):
+        found = read_record(path)
+        if isinstance(found, MemoryRecord):
+            out.update(dict.fromkeys(found.cases, found))
+    return out
+
+
+def failed_compiles(folder: Path = RECORDS_DIR) -> dict[str, str]:
+    """First case id of each compile that failed -> why."""
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        found = read_record(path)
+        if isinstance(found, str):
+            out[path.stem] = found
+    return out
