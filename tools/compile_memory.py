@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from tpusim.compile.maxtext import compile_maxtext, maxtext_topology
+from tpusim.config.loader import load_model
 from tpusim.errors import TpusimError
 from tpusim.validation.maxtext_line import compile_slices, compile_topology, maxtext_overrides
 from tpusim.validation.memory_records import RECORDS_DIR
@@ -42,13 +43,7 @@ def record(key: tuple[str, str, int], ids: list[str], python: str, dump: Path) -
     """Compile one group and return its record (``failed`` with the reason if it did)."""
     line, topology, slices = key
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
-    out = {
-        "cases": ids,
-        "maxtext": line,
-        "topology": topology,
-        "compile_topology": maxtext_topology(topology),
-        "num_slices": slices,
-    }
+    out = record_head(key, ids)
     start = time.perf_counter()
     try:
         fields = compile_maxtext(line, topology, python, dump / f"{ids[0]}.json.gz", (), slices)
@@ -63,11 +58,64 @@ def record(key: tuple[str, str, int], ids: list[str], python: str, dump: Path) -
     }
 
 
+def extrapolated(
+    key: tuple[str, str, int],
+    ids: list[str],
+    python: str,
+    dump: Path,
+    layers: tuple[int, int],
+    total: int,
+    failed: str,
+) -> dict:
+    """A record for a run whose compile ran out of HBM: the same line compiled at two
+    smaller layer counts and every field extended linearly to ``total`` layers (the
+    layers are one scan: each adds its weights, optimiser state and saved activations,
+    the rest is the same)."""
+    line, topology, slices = key
+    found = []
+    for n in layers:
+        one = (f"{line} override_model_config=true base_num_decoder_layers={n}", topology, slices)
+        found.append(record(one, [f"{ids[0]}-{n}"], python, dump))
+        if "failed" in found[-1]:
+            return {
+                "cases": ids,
+                "maxtext": line,
+                "failed": f"{failed}; at {n} layers: {found[-1]['failed']}",
+            }
+    (a, b), (ma, mb) = layers, (f["memory_analysis"] for f in found)
+    scale = (total - a) / (b - a)
+    base = record_head(key, ids)
+    return base | {
+        "source": found[0]["source"] + f", extrapolated from {a} and {b} layers to {total}",
+        "versions": found[0]["versions"],
+        "compile_time_s": sum(f["compile_time_s"] for f in found),
+        "full_compile": failed,
+        "layers": {str(n): f["memory_analysis"] for n, f in zip(layers, found, strict=True)},
+        "memory_analysis": {k: round(ma[k] + (mb[k] - ma[k]) * scale) for k in ma},
+    }
+
+
+def record_head(key: tuple[str, str, int], ids: list[str]) -> dict:
+    line, topology, slices = key
+    return {
+        "cases": ids,
+        "maxtext": line,
+        "topology": topology,
+        "compile_topology": maxtext_topology(topology),
+        "num_slices": slices,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ids", nargs="+", help="case ids (configs/measurements/workloads)")
     parser.add_argument("--maxtext-python", required=True, help="MaxText's Python (3.12)")
     parser.add_argument("--dump", type=Path, default=Path("/tmp/tpusim-memory-dumps"))
+    parser.add_argument(
+        "--layers",
+        help="L1,L2: when a compile runs out of HBM, compile at L1 and L2 layers and "
+        "extend linearly to the model's layers",
+    )
     args = parser.parse_args()
     cases = {c.id: c for c in load_workload_cases()}
     unknown = [i for i in args.ids if i not in cases]
@@ -81,6 +129,12 @@ def main() -> None:
         path = RECORDS_DIR / f"{ids[0]}.json"
         print(f"{ids[0]}: {key[1]} x{key[2]} ...", flush=True)
         data = record(key, ids, args.maxtext_python, args.dump)
+        if "failed" in data and "HbmOom" in data["failed"] and args.layers:
+            a, b = (int(x) for x in args.layers.split(","))
+            total = load_model(cases[ids[0]].spec.model).layers
+            data = extrapolated(
+                key, ids, args.maxtext_python, args.dump, (a, b), total, data["failed"]
+            )
         path.write_text(json.dumps(data, indent=1) + "\n")
         print(f"  -> {path.name}: {data.get('failed') or data['memory_analysis']}", flush=True)
 

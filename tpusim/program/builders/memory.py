@@ -234,14 +234,84 @@ def stage_content(step: TrainingStep, stage: int) -> tuple[tuple[tuple[int, int]
 
 
 def memory_timeline(step: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:
-    """Bytes by category over the step on stage ``stage``: (fraction of the stage's
-    schedule done, bytes per :data:`MEMORY_PARTS`) after each forward or backward of
-    a chunk-microbatch, bubbles left out; activations rise with the forwards and fall
-    with the backwards as the schedule (GPipe, 1F1B, interleaved) orders them."""
+    """Bytes by category over the step on stage ``stage``, layer by layer: (fraction of
+    the stage's schedule done, bytes per :data:`MEMORY_PARTS` from that point on), one
+    point per layer of each forward or backward of a chunk-microbatch (the schedule's
+    order: GPipe, 1F1B, interleaved; bubbles left out) and one for the loss on the
+    stage that computes it, then a last point at 1.0 with no activations.
+
+    Through a forward, each layer adds what it keeps for its backward
+    (:func:`kept_bytes`) while its weights are gathered (:func:`fsdp_buffers` of that
+    layer, freed after it); the loss holds :func:`logits_bytes`; through a backward,
+    each layer (in reverse) holds its remat live set (:func:`transient_bytes`) and its
+    gathered weights and gradient buffer, then frees what it kept. The gradients are
+    held from the first backward on (MaxText's scan writes every layer's gradient into
+    one stacked buffer made when the backward loop starts), the whole step when
+    microbatches accumulate. The peak of the points is :func:`stage_memory`'s total
+    when every layer has one shape."""
     peak = stage_memory(step, stage)
-    per_chunk = peak.activations_bytes / step.schedule.in_flight(stage)
-    held = step.schedule.held(stage)
-    points = [(0.0, peak.parts() | {"activations": 0.0})]
-    for k, count in enumerate(held, start=1):
-        points.append((k / len(held), peak.parts() | {"activations": count * per_chunk}))
-    return points
+    s = step.schedule
+    layers = _largest_chunk(step, stage)
+    kept = [kept_bytes(step, layer) for layer in layers]
+    scale = peak.activations_bytes / s.in_flight(stage) / sum(kept) if sum(kept) else 0.0
+    order = s.order(stage)
+    loss_turn = _loss_turn(step, stage)
+    slots = [len(layers) + (k == loss_turn) for k in range(len(order))]
+    total, done, held = sum(slots), 0, 0.0
+    fixed = peak.parts() | {"activations": 0.0, "buffers": 0.0}
+    accumulates = s.microbatches > 1
+    points: list[tuple[float, dict[str, float]]] = []
+    for k, direction in enumerate(order):
+        grads = peak.gradients_bytes if accumulates or -1 in order[: k + 1] else 0.0
+        for i, layer in enumerate(layers if direction > 0 else layers[::-1]):
+            size = kept[i if direction > 0 else len(layers) - 1 - i] * scale
+            during = held + size if direction > 0 else held
+            buffers = _layer_buffers(step, layer, backward=direction < 0)
+            x = (done + i) / total
+            points.append(
+                (x, fixed | {"gradients": grads, "activations": during, "buffers": buffers})
+            )
+            held += size * direction
+        if k == loss_turn:
+            x = (done + len(layers)) / total
+            points.append(
+                (
+                    x,
+                    fixed
+                    | {"gradients": grads, "activations": held, "buffers": logits_bytes(step)},
+                )
+            )
+        done += slots[k]
+    final = fixed | {"gradients": peak.gradients_bytes if accumulates else 0.0}
+    return [*points, (1.0, final)]
+
+
+def _layer_buffers(step: TrainingStep, layer: int, backward: bool) -> float:
+    """Buffers while one layer runs: its gathered weights (``fsdp_prefetch_layers`` of
+    them under FSDP) in the forward; in the backward also its gradient before the
+    reduce-scatter (:func:`fsdp_buffers`) and its remat live set."""
+    if backward:
+        return fsdp_buffers(step, [layer]) + transient_bytes(step, layer)
+    if not step.fsdp_group:
+        return 0.0
+    gathered = step.gathered_params(layer) * step.bytes_per_element
+    return step.args.fsdp_prefetch_layers * gathered
+
+
+def _largest_chunk(step: TrainingStep, stage: int) -> list[int]:
+    """The layers of the stage's chunk that keeps the most bytes (the one
+    :func:`stage_memory` counts per chunk-microbatch)."""
+    s = step.schedule
+    chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
+    return max(chunks, key=lambda c: sum(kept_bytes(step, layer) for layer in c))
+
+
+def _loss_turn(step: TrainingStep, stage: int) -> int:
+    """Index in the stage's order of the forward after which it computes the loss (the
+    stage holding the last layer: its last forward before its first backward; -1 for
+    the other stages)."""
+    s = step.schedule
+    if stage != (len(s.chunk_layers) - 1) % s.stages:
+        return -1
+    order = s.order(stage)
+    return order.index(-1) - 1
