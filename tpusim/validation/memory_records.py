@@ -11,9 +11,13 @@ compile date), the compile time and XLA's ``memory_analysis`` per device, in byt
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from tpusim.config import configs_dir
 from tpusim.errors import ConfigError
@@ -89,6 +93,19 @@ def memory_records(folder: Path = RECORDS_DIR) -> dict[str, MemoryRecord]:
     return out
 
 
+@functools.cache
+def shipped_records() -> dict[str, MemoryRecord]:
+    """:func:`memory_records` of the shipped folder, read once."""
+    return memory_records()
+
+
+def xla_peak_per_chip(case: str, devices_per_chip: int) -> float | None:
+    """XLA's peak HBM per chip of shipped case ``case`` (its per-device peak times
+    ``devices_per_chip``), None without a record."""
+    record = shipped_records().get(case)
+    return None if record is None else record.peak_bytes * devices_per_chip
+
+
 def failed_compiles(folder: Path = RECORDS_DIR) -> dict[str, str]:
     """First case id of each compile that failed -> why."""
     out = {}
@@ -97,3 +114,29 @@ def failed_compiles(folder: Path = RECORDS_DIR) -> dict[str, str]:
         if isinstance(found, str):
             out[path.stem] = found
     return out
+
+
+def memory_errors(
+    peaks_bytes: Mapping[str, float], devices_per_chip: Mapping[str, int]
+) -> dict[str, float]:
+    """Case id -> (tpusim's peak per chip - XLA's) / XLA's, for the cases of
+    ``peaks_bytes`` (tpusim's peak HBM per chip) with a record; XLA's peak is per
+    device, times ``devices_per_chip`` of the case (Ironwood: 2)."""
+    out = {}
+    for case, peak in peaks_bytes.items():
+        xla = xla_peak_per_chip(case, devices_per_chip[case])
+        if xla is not None:
+            out[case] = (peak - xla) / xla
+    return out
+
+
+def error_summary(errors: Iterable[float]) -> dict[str, float | int | None]:
+    """Cases, median and largest |error| of :func:`memory_errors` values."""
+    values = np.abs(list(errors))
+    if not len(values):
+        return {"cases": 0, "median_abs_error": None, "max_abs_error": None}
+    return {
+        "cases": len(values),
+        "median_abs_error": float(np.median(values)),
+        "max_abs_error": float(values.max()),
+    }

@@ -29,6 +29,7 @@ from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_chip
 from tpusim.config.system import SystemSpec
 from tpusim.errors import ConfigError, SimulationError
+from tpusim.validation.memory_records import error_summary, memory_errors, xla_peak_per_chip
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_translate import Translation, translate
 
@@ -83,6 +84,7 @@ class WorkloadResult:
             "detail": self.detail,
             "dropped": list(self.dropped),
             "peak_hbm_bytes": self.peak_hbm_bytes,
+            "xla_peak_hbm_bytes": xla_peak_per_chip(s.id, s.devices_per_chip),
         }
 
 
@@ -237,7 +239,15 @@ def workload_summary(results: Sequence[WorkloadResult]) -> dict[str, Any]:
     for split in ("fit", "holdout"):
         out[split] = _stats([r for r in results if r.case.split == split])
     out["status"] = {s: sum(r.status == s for r in results) for s in _statuses(results)}
+    out["memory_vs_xla"] = error_summary(_memory_errors(results).values())
     return out
+
+
+def _memory_errors(results: Sequence[WorkloadResult]) -> dict[str, float]:
+    """Case id -> the memory model's peak against XLA's (:func:`memory_errors`)."""
+    peaks = {r.case.id: r.peak_hbm_bytes for r in results if r.peak_hbm_bytes is not None}
+    devices = {r.case.id: r.case.spec.devices_per_chip for r in results}
+    return memory_errors(peaks, devices)
 
 
 def _statuses(results: Sequence[WorkloadResult]) -> list[str]:

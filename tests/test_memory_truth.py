@@ -1,0 +1,131 @@
+"""Issue 42, memory truth: the published runs as MaxText lines, XLA's memory analysis
+of those lines (compiled by MaxText's ``train_compile`` on a CPU, kept as records in
+``configs/measurements/memory/``) against tpusim's memory model. Needs no JAX: the
+records are data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tpusim.config.loader import load_chip
+from tpusim.errors import ConfigError
+from tpusim.validation.maxtext_line import compile_slices, compile_topology, maxtext_overrides
+from tpusim.validation.memory_records import (
+    RECORDS_DIR,
+    failed_compiles,
+    memory_records,
+    read_record,
+)
+from tpusim.validation.workloads import load_workload_cases
+from tpusim.validation.workloads_run import simulate_workload
+
+CASES = {c.id: c for c in load_workload_cases()}
+
+
+def test_maxtext_line_of_the_v5p_32b_run_by_hand():
+    """MaxText's v5p/32b.sh: global_parameter_scale=32 (emb 2560 x 4, 8 heads x 4 of
+    256, MLP 8192 x 4, 16 layers x 2, vocabulary 32768, ReLU, tied embeddings),
+    per_device_batch_size=8, remat minimal, ici_tensor_parallelism=4, fsdp the rest;
+    two slices are data-parallel over DCN, so both compile as one v5p-128 slice."""
+    spec = CASES["v5p-maxtext-2x128-32b"].spec
+    assert maxtext_overrides(spec) == [
+        "base_emb_dim=10240",
+        "base_num_query_heads=32",
+        "base_num_kv_heads=32",
+        "head_dim=256",
+        "base_mlp_dim=32768",
+        "base_num_decoder_layers=32",
+        "vocab_size=32768",
+        "mlp_activations=[relu]",
+        "logits_via_embedding=true",
+        "per_device_batch_size=8",
+        "max_target_length=2048",
+        "dtype=bfloat16",
+        "remat_policy=minimal",
+        "ici_fsdp_parallelism=-1",
+        "ici_tensor_parallelism=4",
+        "attention=flash",
+        "dataset_type=synthetic",
+        "enable_checkpointing=false",
+    ]
+    assert (compile_topology(spec), compile_slices(spec)) == ("v5p:4x4x4", 1)
+
+
+def test_maxtext_line_of_a_recipe_with_a_custom_policy_and_fp8():
+    """tpu-recipes' Ironwood Llama 3.1 70B fp8 run: model_name, the custom policy's
+    tensors as their own flags, quantization fp8_full, a 4x4x4 tpu7x slice."""
+    spec = CASES["iw-llama3.1-70b-64-fp8"].spec
+    line = maxtext_overrides(spec)
+    assert line[:2] == ["model_name=llama3.1-70b", "per_device_batch_size=2"]
+    assert "quantization=fp8_full" in line and "remat_policy=custom" in line
+    assert {"context=device", "qkv_proj=device", "decoder_layer_input=device"} <= set(line)
+    assert compile_topology(spec) == "tpu7x:4x4x4"
+
+
+def test_parameters_sharded_over_dcn_compile_every_slice():
+    """Llama 3.1 405B on 2 v6e-256 slices with dcn_fsdp_parallelism 2: FSDP over 512
+    chips, so the compile needs both slices (and keeps the flag)."""
+    spec = CASES["v6e-llama3.1-405b-2x256"].spec
+    assert compile_slices(spec) == 2 and "dcn_fsdp_parallelism=2" in maxtext_overrides(spec)
+
+
+def test_every_shipped_record_names_its_source_and_known_cases():
+    for path in sorted(RECORDS_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        assert set(data["cases"]) <= set(CASES), path.name
+        assert data["topology"] == compile_topology(CASES[data["cases"][0]].spec)
+        if "failed" not in data:
+            assert data["source"].startswith("XLA memory_analysis, MaxText "), path.name
+
+
+def _model_and_xla() -> dict[str, tuple[float, float, float]]:
+    """Case id -> (tpusim's peak per chip, XLA's peak per chip, HBM per chip)."""
+    out = {}
+    for case_id, record in memory_records().items():
+        case = CASES[case_id]
+        model = simulate_workload(case, simulate=False).peak_hbm_bytes
+        xla = record.peak_bytes * case.spec.devices_per_chip
+        out[case_id] = (model, xla, load_chip(case.spec.chip).hbm.capacity_bytes)
+    return out
+
+
+@pytest.fixture(scope="module")
+def compared():
+    return _model_and_xla()
+
+
+def test_records_cover_three_chips(compared):
+    assert len(compared) >= 12
+    assert len({CASES[c].spec.chip for c in compared}) >= 3
+
+
+def test_memory_model_within_10pct_of_xla_in_median(compared):
+    """The memory model's peak per chip against XLA's (the reference, independent of
+    tpusim): median |error| at most 10%; the largest is reported in
+    docs/validation.md."""
+    errors = np.array([model / xla - 1 for model, xla, _ in compared.values()])
+    assert float(np.median(np.abs(errors))) <= 0.10
+
+
+def test_no_false_out_of_memory_against_xla(compared):
+    """Where XLA's peak fits in the chip's HBM, the memory model's does too."""
+    false = [c for c, (model, xla, hbm) in compared.items() if xla <= hbm < model]
+    assert false == []
+
+
+def test_failed_compiles_say_why():
+    for case, reason in failed_compiles().items():
+        assert case in CASES and reason
+
+
+def test_a_failed_record_is_its_reason_and_a_bad_one_names_the_file(tmp_path):
+    failed = tmp_path / "a.json"
+    failed.write_text(json.dumps({"cases": ["x"], "failed": "out of HBM"}))
+    assert read_record(failed) == "out of HBM"
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"cases": ["x"], "memory_analysis": {}}))
+    with pytest.raises(ConfigError, match="b.json: not a memory record"):
+        read_record(bad)
