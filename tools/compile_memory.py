@@ -74,7 +74,9 @@ def extrapolated(
     line, topology, slices = key
     found = []
     for n in layers:
-        one = (f"{line} override_model_config=true base_num_decoder_layers={n}", topology, slices)
+        kept = [w for w in line.split() if not w.startswith("base_num_decoder_layers=")]
+        fewer = " ".join([*kept, "override_model_config=true", f"base_num_decoder_layers={n}"])
+        one = (fewer, topology, slices)
         found.append(record(one, [f"{ids[0]}-{n}"], python, dump))
         if "failed" in found[-1]:
             return {
@@ -112,9 +114,10 @@ def main() -> None:
     parser.add_argument("--maxtext-python", required=True, help="MaxText's Python (3.12)")
     parser.add_argument("--dump", type=Path, default=Path("/tmp/tpusim-memory-dumps"))
     parser.add_argument(
-        "--layers",
-        help="L1,L2: when a compile runs out of HBM, compile at L1 and L2 layers and "
-        "extend linearly to the model's layers",
+        "--extrapolate",
+        action="store_true",
+        help="when a compile runs out of HBM, compile at a quarter and a half of the "
+        "model's layers and extend linearly to all of them",
     )
     args = parser.parse_args()
     cases = {c.id: c for c in load_workload_cases()}
@@ -129,11 +132,11 @@ def main() -> None:
         path = RECORDS_DIR / f"{ids[0]}.json"
         print(f"{ids[0]}: {key[1]} x{key[2]} ...", flush=True)
         data = record(key, ids, args.maxtext_python, args.dump)
-        if "failed" in data and "HbmOom" in data["failed"] and args.layers:
-            a, b = (int(x) for x in args.layers.split(","))
+        if "failed" in data and "HbmOom" in data["failed"] and args.extrapolate:
             total = load_model(cases[ids[0]].spec.model).layers
+            layers = (total // 4, total // 2)
             data = extrapolated(
-                key, ids, args.maxtext_python, args.dump, (a, b), total, data["failed"]
+                key, ids, args.maxtext_python, args.dump, layers, total, data["failed"]
             )
         path.write_text(json.dumps(data, indent=1) + "\n")
         print(f"  -> {path.name}: {data.get('failed') or data['memory_analysis']}", flush=True)

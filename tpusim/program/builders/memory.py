@@ -4,8 +4,9 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
 
 * weights: ``dtype`` bytes per parameter; optimiser state:
   ``TrainingStep.optimizer_state_bytes`` (fp32 master, two fp32 moments; bf16 moments
-  with ``weight_dtype: bf16``); gradients: ``gradient_dtype`` bytes (the sharded
-  accumulator). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
+  with ``weight_dtype: bf16``); gradients: the master weights' bytes (fp32 with
+  ``weight_dtype: fp32``), at least ``gradient_dtype``'s (the sharded buffer,
+  :func:`held_gradient_bytes`). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
   and the moments) is split over the data axes too; with
   ``optimizer_memory_host_offload`` it lives in host memory and one layer's share is
   in HBM while it is updated (streamed, an assumption); with
@@ -23,8 +24,8 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   parallelism also the K and V gathered from the other chips. Under a remat
   policy only the tensors it keeps on device (:mod:`.remat`; the layer input at
   least) are held, and while a layer's backward runs its whole set is live (buffers,
-  the kept ones not counted twice) with the next layer's offloaded tensors being
-  prefetched. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
+  the kept ones not counted twice, under sequence parallelism with the two blocks'
+  inputs gathered whole) with the next layer's offloaded tensors being prefetched. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
   activations at its peak;
 * buffers, the larger of two phases that are not live at once: a layer's (under FSDP
   the gathered weights of ``fsdp_prefetch_layers`` layers and the gradient of its
@@ -136,10 +137,20 @@ def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
         stage=stage,
         weights_bytes=weights,
         optimizer_bytes=optimizer,
-        gradients_bytes=params * step.gradient_bytes,
+        gradients_bytes=params * held_gradient_bytes(step),
         activations_bytes=s.in_flight(stage) * per_chunk,
         buffers_bytes=buffers,
     )
+
+
+def held_gradient_bytes(step: TrainingStep) -> float:
+    """Bytes per parameter of the gradients the step holds: those of the master
+    weights' dtype (fp32 with ``weight_dtype: fp32``: MaxText differentiates its fp32
+    parameters, and XLA's buffers of the v5e 128B run hold the gradients of every
+    scanned weight as one fp32 stack), at least ``gradient_dtype``'s (the dtype they
+    are reduced in)."""
+    master = 4.0 if step.args.weight_dtype == "fp32" else 0.0
+    return max(step.gradient_bytes, master)
 
 
 def kept_bytes(step: TrainingStep, layer: int) -> float:
@@ -168,8 +179,18 @@ def transient_bytes(step: TrainingStep, layer: int) -> float:
         return 0.0
     shape = step.shape(layer)
     kept = step.remat.bytes_at(shape, "device", skip=("decoder_layer_input",))
-    live = saved_bytes(shape) + gathered_kv_bytes(shape)
+    live = saved_bytes(shape) + gathered_kv_bytes(shape) + sequence_gathered_bytes(shape)
     return live - kept + step.offloaded_bytes(layer)
+
+
+def sequence_gathered_bytes(s: LayerShape) -> float:
+    """Under sequence parallelism (``sequence_shards`` > 1), the inputs of the attention
+    and MLP blocks all-gathered whole (``tokens x d_model`` each) beyond the shards
+    :func:`saved_bytes` counts: the matmuls read them whole (XLA's buffers of the v5e
+    128B run, tensor 16, hold ``tokens x d_model`` bf16 arrays in the backward); 0
+    without."""
+    shards = s.sequence_shards
+    return 2 * s.act_bytes * (1 - 1 / shards) if shards > 1 else 0.0
 
 
 def logits_bytes(step: TrainingStep) -> float:
