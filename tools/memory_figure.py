@@ -3,11 +3,13 @@ step of a published run, layer by layer, beside XLA's peak of the same step (its
 record in ``configs/measurements/memory/``)::
 
     python tools/memory_figure.py [CASE_ID] [--out docs/memory-timeline.png]
+    python tools/memory_figure.py --table   # the records against the model, as markdown
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from tpusim.program.builders.memory import memory_timeline, peak_stage
@@ -19,11 +21,51 @@ from tpusim.validation.workloads_run import case_system, memory_verdict, workloa
 HERE = Path(__file__).resolve().parent.parent
 
 
+def table() -> str:
+    """Every compile record (finished or not) against the memory model, per chip."""
+    from tpusim.validation.memory_records import RECORDS_DIR, read_record
+    from tpusim.validation.workloads_run import simulate_workload
+
+    cases = {c.id: c for c in load_workload_cases()}
+    lines = [
+        "| runs | compiled for | compile (s) | XLA arguments (GB) | XLA temporaries (GB) "
+        "| XLA peak (GB) | model peak (GB) | model error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(RECORDS_DIR.glob("*.json")):
+        found = read_record(path)
+        data = json.loads(path.read_text())
+        where = data["compile_topology"] + (
+            f" x{data['num_slices']}" if data["num_slices"] > 1 else ""
+        )
+        if isinstance(found, str):
+            lines.append(
+                f"| {path.stem} | {where} | {data['compile_time_s']} | "
+                f"{found.split(': ', 1)[-1][:140]} | | | | |"
+            )
+            continue
+        case = cases[found.cases[0]]
+        n = case.spec.devices_per_chip
+        model = simulate_workload(case, simulate=False).peak_hbm_bytes
+        xla = found.peak_bytes * n
+        extrapolated = " (extrapolated)" if "extrapolated" in found.source else ""
+        lines.append(
+            f"| {', '.join(found.cases)} | {where}{extrapolated} | {found.compile_time_s:.0f} | "
+            f"{found.argument_bytes * n / 1e9:.1f} | {found.temp_bytes * n / 1e9:.1f} | "
+            f"{xla / 1e9:.1f} | {model / 1e9:.1f} | {model / xla - 1:+.1%} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case", nargs="?", default="v5p-maxtext-1x128-32b")
     parser.add_argument("--out", type=Path, default=HERE / "docs" / "memory-timeline.png")
+    parser.add_argument("--table", action="store_true", help="print the records' table")
     args = parser.parse_args()
+    if args.table:
+        print(table())
+        return
     case = next(c for c in load_workload_cases() if c.id == args.case)
     from tpusim.validation.workloads_run import _context
 
