@@ -127,5 +127,5 @@ def test_a_failed_record_is_its_reason_and_a_bad_one_names_the_file(tmp_path):
     assert read_record(failed) == "out of HBM"
     bad = tmp_path / "b.json"
     bad.write_text(json.dumps({"cases": ["x"], "memory_analysis": {}}))
-    with pytest.raises(ConfigError, match="b.json: not a memory record"):
+    with pytest.raises(ConfigError, match=r"b\.json: not a memory record"):
         read_record(bad)

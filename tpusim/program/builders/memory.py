@@ -6,8 +6,9 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   ``TrainingStep.optimizer_state_bytes`` (fp32 master, two fp32 moments; bf16 moments
   with ``weight_dtype: bf16``); gradients: the master weights' bytes (fp32 with
   ``weight_dtype: fp32``), at least ``gradient_dtype``'s (the sharded buffer,
-  :func:`held_gradient_bytes`). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
-  and the moments) is split over the data axes too; with
+  :func:`held_gradient_bytes`). With ``shard_optimizer_over_data`` (ZeRO-1) the
+  optimiser state (the fp32 master and the moments) is split over the data axes too;
+  with
   ``optimizer_memory_host_offload`` it lives in host memory and one layer's share is
   in HBM while it is updated (streamed, an assumption); with
   ``param_memory_host_offload`` the weights live in host memory and
@@ -25,8 +26,9 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   policy only the tensors it keeps on device (:mod:`.remat`; the layer input at
   least) are held, and while a layer's backward runs its whole set is live (buffers,
   the kept ones not counted twice, under sequence parallelism with the two blocks'
-  inputs gathered whole) with the next layer's offloaded tensors being prefetched. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
-  activations at its peak;
+  inputs gathered whole) with the next layer's offloaded tensors being prefetched. A
+  stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of activations at
+  its peak;
 * buffers, the larger of two phases that are not live at once: a layer's (under FSDP
   the gathered weights of ``fsdp_prefetch_layers`` layers and the gradient of its
   largest weight tensor before that tensor's reduce-scatter; under remat the layer's
@@ -275,36 +277,26 @@ def memory_timeline(step: TrainingStep, stage: int) -> list[tuple[float, dict[st
     layers = _largest_chunk(step, stage)
     kept = [kept_bytes(step, layer) for layer in layers]
     scale = peak.activations_bytes / s.in_flight(stage) / sum(kept) if sum(kept) else 0.0
-    order = s.order(stage)
-    loss_turn = _loss_turn(step, stage)
-    slots = [len(layers) + (k == loss_turn) for k in range(len(order))]
-    total, done, held = sum(slots), 0, 0.0
-    fixed = peak.parts() | {"activations": 0.0, "buffers": 0.0}
+    order, loss_turn = s.order(stage), _loss_turn(step, stage)
     accumulates = s.microbatches > 1
-    points: list[tuple[float, dict[str, float]]] = []
+    states: list[tuple[float, float, float]] = []  # gradients, activations, buffers
+    held = 0.0
     for k, direction in enumerate(order):
         grads = peak.gradients_bytes if accumulates or -1 in order[: k + 1] else 0.0
-        for i, layer in enumerate(layers if direction > 0 else layers[::-1]):
-            size = kept[i if direction > 0 else len(layers) - 1 - i] * scale
-            during = held + size if direction > 0 else held
-            buffers = _layer_buffers(step, layer, backward=direction < 0)
-            x = (done + i) / total
-            points.append(
-                (x, fixed | {"gradients": grads, "activations": during, "buffers": buffers})
-            )
-            held += size * direction
+        walk = list(zip(layers, kept, strict=True))
+        for layer, size in walk if direction > 0 else walk[::-1]:
+            during = held + size * scale if direction > 0 else held
+            states.append((grads, during, _layer_buffers(step, layer, direction < 0)))
+            held += size * scale * direction
         if k == loss_turn:
-            x = (done + len(layers)) / total
-            points.append(
-                (
-                    x,
-                    fixed
-                    | {"gradients": grads, "activations": held, "buffers": logits_bytes(step)},
-                )
-            )
-        done += slots[k]
-    final = fixed | {"gradients": peak.gradients_bytes if accumulates else 0.0}
-    return [*points, (1.0, final)]
+            states.append((grads, held, logits_bytes(step)))
+    fixed = peak.parts()
+    points = [
+        (i / len(states), fixed | {"gradients": g, "activations": a, "buffers": b})
+        for i, (g, a, b) in enumerate(states)
+    ]
+    final = {"gradients": peak.gradients_bytes if accumulates else 0.0}
+    return [*points, (1.0, fixed | final | {"activations": 0.0, "buffers": 0.0})]
 
 
 def _layer_buffers(step: TrainingStep, layer: int, backward: bool) -> float:
