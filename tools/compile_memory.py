@@ -58,6 +58,10 @@ def record(key: tuple[str, str, int], ids: list[str], python: str, dump: Path) -
     }
 
 
+#: XLA's generated code does not grow with the layers of a scan: the larger compile's.
+CODE = "generated_code_size_in_bytes"
+
+
 def extrapolated(
     key: tuple[str, str, int],
     ids: list[str],
@@ -93,7 +97,8 @@ def extrapolated(
         "compile_time_s": sum(f["compile_time_s"] for f in found),
         "full_compile": failed,
         "layers": {str(n): f["memory_analysis"] for n, f in zip(layers, found, strict=True)},
-        "memory_analysis": {k: round(ma[k] + (mb[k] - ma[k]) * scale) for k in ma},
+        "memory_analysis": {k: round(ma[k] + (mb[k] - ma[k]) * scale) for k in ma}
+        | {CODE: mb[CODE]},
     }
 
 

@@ -40,6 +40,13 @@ class MemoryRecord:
     code_bytes: float
     host_temp_bytes: float
     xla_peak_bytes: float = 0.0
+    full_compile: str = ""
+
+    @property
+    def is_reference(self) -> bool:
+        """Whether XLA compiled the run whole (not extrapolated from fewer layers
+        because the whole compile ran out of HBM: ``full_compile`` says why)."""
+        return not self.full_compile
 
     @property
     def peak_bytes(self) -> float:
@@ -78,17 +85,20 @@ def read_record(path: Path) -> MemoryRecord | str:
             code_bytes=float(m["generated_code_size_in_bytes"]),
             host_temp_bytes=float(m.get("host_temp_size_in_bytes", 0.0)),
             xla_peak_bytes=float(m.get("peak_memory_in_bytes", 0.0)),
+            full_compile=str(data.get("full_compile", "")),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a memory record ({exc})") from None
 
 
-def memory_records(folder: Path = RECORDS_DIR) -> dict[str, MemoryRecord]:
-    """Case id -> the record of its compile, for every compile that finished."""
+def memory_records(folder: Path = RECORDS_DIR, references: bool = True) -> dict[str, MemoryRecord]:
+    """Case id -> the record of its compile, for every compile that finished; with
+    ``references`` only those XLA compiled whole (:attr:`MemoryRecord.is_reference`),
+    else only the extrapolated ones."""
     out: dict[str, MemoryRecord] = {}
     for path in sorted(folder.glob("*.json")):
         found = read_record(path)
-        if isinstance(found, MemoryRecord):
+        if isinstance(found, MemoryRecord) and found.is_reference == references:
             out.update(dict.fromkeys(found.cases, found))
     return out
 
