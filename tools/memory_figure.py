@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from tpusim.program.builders.memory import memory_timeline, peak_stage
@@ -19,6 +20,14 @@ from tpusim.validation.workloads import load_workload_cases
 from tpusim.validation.workloads_run import case_system, memory_verdict, workload_fields
 
 HERE = Path(__file__).resolve().parent.parent
+
+
+def _why(failure: str) -> str:
+    """A failed compile's reason, short: XLA's out-of-HBM numbers when it says so."""
+    oom = re.search(r"temporaries \(([\d.]+G)\) exceeds available HBM \(([\d.]+G)\)", failure)
+    if oom:
+        return f"XLA: out of HBM, {oom[1]} of temporaries > {oom[2]}"
+    return failure.split(": ", 1)[-1][:120]
 
 
 def table() -> str:
@@ -40,15 +49,15 @@ def table() -> str:
         )
         if isinstance(found, str):
             lines.append(
-                f"| {path.stem} | {where} | {data['compile_time_s']} | "
-                f"{found.split(': ', 1)[-1][:140]} | | | | |"
+                f"| {', '.join(data['cases'])} | {where} | {data['compile_time_s']} | "
+                f"{_why(found)} | | | | |"
             )
             continue
         case = cases[found.cases[0]]
         n = case.spec.devices_per_chip
         model = simulate_workload(case, simulate=False).peak_hbm_bytes
         xla = found.peak_bytes * n
-        extrapolated = " (extrapolated)" if "extrapolated" in found.source else ""
+        extrapolated = "" if found.is_reference else f" (extrapolated; {_why(found.full_compile)})"
         lines.append(
             f"| {', '.join(found.cases)} | {where}{extrapolated} | {found.compile_time_s:.0f} | "
             f"{found.argument_bytes * n / 1e9:.1f} | {found.temp_bytes * n / 1e9:.1f} | "
