@@ -129,3 +129,30 @@ def test_a_failed_record_is_its_reason_and_a_bad_one_names_the_file(tmp_path):
     bad.write_text(json.dumps({"cases": ["x"], "memory_analysis": {}}))
     with pytest.raises(ConfigError, match=r"b\.json: not a memory record"):
         read_record(bad)
+
+
+def _record(tmp_path, host_temp: int):
+    data = {
+        "cases": ["x"],
+        "source": "XLA memory_analysis, MaxText 0",
+        "compile_time_s": 1,
+        "memory_analysis": {
+            "argument_size_in_bytes": 10,
+            "output_size_in_bytes": 10,
+            "alias_size_in_bytes": 9,
+            "temp_size_in_bytes": 100,
+            "generated_code_size_in_bytes": 2,
+            "host_temp_size_in_bytes": host_temp,
+            "peak_memory_in_bytes": 110,
+        },
+    }
+    path = tmp_path / f"r{host_temp}.json"
+    path.write_text(json.dumps(data))
+    return read_record(path)
+
+
+def test_xla_peak_is_its_own_unless_the_host_holds_temporaries(tmp_path):
+    """XLA's live-range peak (110) without host offload; with it, HBM's bound: 10
+    arguments + 10 outputs - 9 aliased + 100 temporaries + 2 of code = 113."""
+    assert _record(tmp_path, 0).peak_bytes == 110
+    assert _record(tmp_path, 50).peak_bytes == 113
