@@ -15,6 +15,7 @@ from helpers import assert_one_error_line, run
 from tpusim.config.calibration import with_efficiency
 from tpusim.config.cost_terms import shared_terms, with_terms
 from tpusim.config.loader import load_chip
+from tpusim.validation.memory_records import failed_compiles
 from tpusim.validation.workloads import load_workload_cases, load_workload_file, rule_splits
 from tpusim.validation.workloads_fit import (
     calibrate_workloads,
@@ -333,10 +334,24 @@ def test_rule_splits_single_case_group_is_fit():
 def test_every_shipped_case_fits_in_memory_where_it_ran():
     """The memory model on every shipped run, each translated exactly (runs over
     several slices too): every one of them ran, so none is out of memory (issue 42;
-    19 were before MaxText's tensor-sharded residual stream was translated)."""
+    19 were before MaxText's tensor-sharded residual stream was translated). MaxText's
+    64B run on v5p-128 is ``tight``: 1% over the HBM in the model, within its error,
+    and today's XLA refuses it too (its record: 96.95G of temporaries > 95.73G); so is
+    GPT-3 175B on v6e-256 (the model 0.1% over, XLA 6% under)."""
     cases = load_workload_cases()
     results = [simulate_workload(c, simulate=False, approximate=True) for c in cases]
-    assert {r.case.id: r.status for r in results if r.status != "ok"} == {}
+    assert "out of memory" not in {r.status for r in results}
+    tight = {r.case.id for r in results if r.status == "tight"}
+    assert tight == {
+        "v5p-maxtext-1x128-64b",
+        "v5p-maxtext-2x128-64b",
+        "v6e-gpt3-175b-256-bf16",
+        "v6e-gpt3-175b-256-int8",
+    }
+    for r in results:
+        if r.case.id in tight:
+            assert 1 < r.peak_hbm_bytes / load_chip(r.case.spec.chip).hbm.capacity_bytes <= 1.05
+    assert failed_compiles()["v5p-maxtext-1x128-64b"].count("CompileTimeHbmOom") == 1
     dropped = {m for c in cases for m in workload_fields(c).missing}
     assert dropped == set()
 
