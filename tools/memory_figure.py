@@ -91,6 +91,7 @@ def main() -> None:
         title=title,
         reference=reference,
     )
+    args.out.with_suffix(".svg").unlink(missing_ok=True)  # the page shows the PNG
     print(args.out)
 
 
