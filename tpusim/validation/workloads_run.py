@@ -47,9 +47,9 @@ the issue's acceptance thresholds)."""
 
 MEMORY_MARGIN = 0.05
 """Relative excess of the memory model's peak over the HBM below which a run is
-``tight``, not ``out of memory`` (derived: the model's median |error| against XLA's
-memory analysis of the compiled published runs, ``configs/measurements/memory/``, is
-3.3%, its errors on the dense runs without host offload within 7%)."""
+``tight``, not ``out of memory`` (assumption: about the model's median |error| against
+XLA's memory analysis of the compiled published runs, 5.8% over 20 runs,
+``configs/measurements/memory/``, docs/validation.md)."""
 
 STRUCTURAL = ("context_axis", "num_slices")
 """Missing fields ``approximate`` cannot drop: the mesh itself changes without them
