@@ -48,7 +48,7 @@ the issue's acceptance thresholds)."""
 MEMORY_MARGIN = 0.05
 """Relative excess of the memory model's peak over the HBM below which a run is
 ``tight``, not ``out of memory`` (assumption: about the model's median |error| against
-XLA's memory analysis of the compiled published runs, 5.8% over 20 runs,
+XLA's memory analysis of the compiled published runs, 5.7% over 22 runs,
 ``configs/measurements/memory/``, docs/validation.md)."""
 
 STRUCTURAL = ("context_axis", "num_slices")
