@@ -148,7 +148,11 @@ def test_schedule_orders_hold_what_in_flight_says():
 
 
 def test_memory_timeline_rises_with_forwards_and_falls_with_backwards(tmp_path):
-    from tpusim.program.builders.memory import MEMORY_PARTS, memory_timeline
+    """Stage 0 of a 4-stage 1F1B pipeline of 8 layers (2 a stage), 8 microbatches: one
+    point per layer of each of its 16 forwards and backwards, then the end; its
+    activations peak at the schedule's in-flight count (4) of 2 layers' kept bytes,
+    rise by one layer's kept bytes per forward layer and end at 0."""
+    from tpusim.program.builders.memory import MEMORY_PARTS, kept_bytes, memory_timeline
     from tpusim.report import workload_plots as plots_workloads
 
     p, m = 4, 8
@@ -156,9 +160,28 @@ def test_memory_timeline_rises_with_forwards_and_falls_with_backwards(tmp_path):
     points = memory_timeline(plan, 0)
     peak = stage_memory(plan, 0)
     activations = [parts["activations"] for _, parts in points]
-    assert max(activations) == peak.activations_bytes and activations[-1] == 0
-    assert len(points) == 2 * m + 1 and points[-1][0] == 1.0
+    one_layer = kept_bytes(plan, 0)
+    assert max(activations) == pytest.approx(4 * 2 * one_layer) == peak.activations_bytes
+    assert activations[:3] == pytest.approx([one_layer, 2 * one_layer, 2 * one_layer + one_layer])
+    assert activations[-1] == 0 and points[-1][0] == 1.0
+    assert len(points) == 2 * m * 2 + 1
     assert all(list(parts) == list(MEMORY_PARTS) for _, parts in points)
     fig = plots_workloads.memory_timeline(points, 192e9, path=tmp_path / "memory")
     assert (tmp_path / "memory.png").stat().st_size > 10_000
     assert fig.axes[0].get_ylabel() == "HBM per chip (GB)"
+
+
+def test_memory_timeline_of_one_stage_peaks_at_the_memory_model():
+    """One stage, no accumulation, full remat under FSDP: the layer-by-layer timeline's
+    highest total is the memory model's peak (every layer has one shape), the
+    gradients appear at the first backward (scan's stacked gradient buffer) and the
+    loss point holds the logits."""
+    from tpusim.program.builders.memory import logits_bytes, memory_timeline, peak_stage
+
+    plan = prepare_training(**SHAPE, layers=4, batch=8, mesh={"fsdp": 8}, recompute=True)
+    points = memory_timeline(plan, 0)
+    totals = [sum(parts.values()) for _, parts in points]
+    assert max(totals) == pytest.approx(peak_stage(plan).total_bytes)
+    grads = [parts["gradients"] for _, parts in points]
+    assert grads[:4] == [0.0] * 4 and grads[5] == peak_stage(plan).gradients_bytes
+    assert points[4][1]["buffers"] == logits_bytes(plan) and len(points) == 4 + 1 + 4 + 1

@@ -98,14 +98,18 @@ def _error(value: float | None) -> str:
 
 
 def workloads_block(record: dict[str, Any]) -> str:
-    """``validate --workloads``: every case, then the summary per split."""
+    """``validate --workloads``: every case (with the memory model's peak HBM per chip
+    and XLA's where a compile of the run is recorded), then the summary per split and
+    the memory model against XLA."""
     lines = [
-        "| case | chip | model | measured (s) | simulated (s) | error | split | status |",
-        "|---|---|---|---|---|---|---|---|",
+        "| case | chip | model | measured (s) | simulated (s) | error | split | status "
+        "| HBM model (GB) | HBM XLA (GB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in record["cases"]:
         times = (_seconds(c["measured_s"]), _seconds(c["simulated_s"]), _error(c["error"]))
-        cells = (c["id"], c["chip"], c["model"], *times, c["split"], c["status"])
+        hbm = (_gigabytes(c["peak_hbm_bytes"]), _gigabytes(c["xla_peak_hbm_bytes"]))
+        cells = (c["id"], c["chip"], c["model"], *times, c["split"], c["status"], *hbm)
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| | cases | simulated | within 10% | within 15% | median abs. error |"]
     lines.append("|---|---|---|---|---|---|")
@@ -115,7 +119,18 @@ def workloads_block(record: dict[str, Any]) -> str:
             f"| {label} | {part['total']} | {part['simulated']} | {part['within_10pct']} | "
             f"{part['within_15pct']} | {'-' if median is None else f'{median:.1%}'} |"
         )
+    memory = record["memory_vs_xla"]
+    if memory["cases"]:
+        lines += [
+            "",
+            f"Peak HBM per chip, memory model against XLA: {memory['cases']} cases, median "
+            f"|error| {memory['median_abs_error']:.1%}, largest {memory['max_abs_error']:.1%}.",
+        ]
     return "\n".join(lines)
+
+
+def _gigabytes(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e9:.1f}"
 
 
 def cv_block(record: dict[str, Any]) -> str:

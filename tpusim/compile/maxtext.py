@@ -61,15 +61,24 @@ def _root(python: str) -> Path:
 
 
 def _last_line(text: str) -> str:
+    """The last line of ``text`` that names an error (``...Error: ...``), else its last
+    line (a compile that runs out of HBM ends with a link after the reason)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "(no output)"
+    errors = [line for line in lines if "Error: " in line]
+    return (errors or lines or ["(no output)"])[-1][:300]
 
 
 def compile_maxtext(
-    overrides: str, topology: str, python: str, out: Path, flags: tuple[str, ...] = ()
+    overrides: str,
+    topology: str,
+    python: str,
+    out: Path,
+    flags: tuple[str, ...] = (),
+    num_slices: int = 1,
 ) -> dict[str, Any]:
     """Run MaxText's ``train_compile`` with ``overrides`` (its ``key=value`` flags,
-    verbatim) for ``topology`` and write the artifact to ``out``; its fields.
+    verbatim) for ``num_slices`` slices of ``topology`` and write the artifact to
+    ``out``; its fields.
 
     Raises InputError when MaxText is not found, TpusimError (one line, the last of
     MaxText's output) when its compile fails.
@@ -79,7 +88,7 @@ def compile_maxtext(
     env = {**os.environ, **QUIET_ENV, "LIBTPU_INIT_ARGS": " ".join(flags)}
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "fields.json.gz"
-        args = [f"compile_topology={name}", "compile_topology_num_slices=1"]
+        args = [f"compile_topology={name}", f"compile_topology_num_slices={num_slices}"]
         # -P: the runner's folder (this package, whose maxtext.py would shadow MaxText's
         # package) is not put on sys.path
         command = [python, "-P", str(RUNNER), str(raw), str(base), *args]
@@ -101,6 +110,7 @@ def compile_maxtext(
         "maxtext": overrides,
         "topology": topology,
         "compile_topology": name,
+        "num_slices": num_slices,
         "libtpu_flags": list(flags),
     }
     fields["topology"] = topology

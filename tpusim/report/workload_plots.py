@@ -29,12 +29,14 @@ def memory_timeline(
     capacity_bytes: float | None = None,
     path: str | Path | None = None,
     title: str = "HBM per chip over the step",
+    reference: tuple[str, float] | None = None,
 ) -> Figure:
     """Stacked areas of a training step's HBM per chip by part (weights, optimizer
     state, gradients, activations, buffers) over the step's schedule (fraction done,
-    after each forward or backward of a chunk-microbatch), from
+    layer by layer through each forward and backward of a chunk-microbatch), from
     :func:`tpusim.program.builders.memory.memory_timeline`; a dashed line at the
-    chip's ``capacity_bytes`` when given. Bytes shown in GB (1e9)."""
+    chip's ``capacity_bytes`` when given and a dotted one at ``reference`` (label,
+    bytes: XLA's peak of the same step, say). Bytes shown in GB (1e9)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     x = [p[0] for p in points]
@@ -44,7 +46,9 @@ def memory_timeline(
         ax.stackplot(x, *stacks, labels=parts, step="post", alpha=0.8)
     if capacity_bytes:
         ax.axhline(capacity_bytes / 1e9, color="black", linestyle="--", label="HBM capacity")
-    ax.set_xlabel("schedule done (fraction of the stage's forwards and backwards)")
+    if reference:
+        ax.axhline(reference[1] / 1e9, color="crimson", linestyle=":", label=reference[0])
+    ax.set_xlabel("schedule done (fraction of the stage's layer forwards and backwards)")
     ax.set_ylabel("HBM per chip (GB)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)

@@ -43,7 +43,7 @@ def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Tran
         "dtype": spec.tpusim_dtype,
         "mesh": mesh,
     }
-    wanted = {**_remat_fields(spec, available), **_flag_fields(spec)}
+    wanted = {**_remat_fields(spec, available), **_flag_fields(spec), **_tensor_fields(mesh)}
     missing = [name for name in wanted if name not in available]
     if CONTEXT.name in mesh and not _context_role(available):
         missing.append(CONTEXT.field)
@@ -67,6 +67,16 @@ def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, obje
     if spec.remat_tensors is not None:
         out["remat_tensors"] = dict(spec.remat_tensors)
     return out
+
+
+def _tensor_fields(mesh: dict[str, int]) -> dict[str, object]:
+    """``sequence_parallel`` under a tensor axis: MaxText shards the residual stream's
+    embedding over ``tensor`` (``configs/base.yml`` logical_axis_rules:
+    ``activation_embed`` -> ``tensor``), so each chip holds ``1 / tensor`` of every
+    layer input and norm, and each tensor-parallel all-reduce is a reduce-scatter and
+    an all-gather: tpusim's sequence parallelism, the same bytes held and moved (the
+    split is over the embedding instead of the sequence)."""
+    return {"sequence_parallel": True} if mesh.get("tensor", 1) > 1 else {}
 
 
 def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, object]:

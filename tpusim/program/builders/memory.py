@@ -4,9 +4,11 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
 
 * weights: ``dtype`` bytes per parameter; optimiser state:
   ``TrainingStep.optimizer_state_bytes`` (fp32 master, two fp32 moments; bf16 moments
-  with ``weight_dtype: bf16``); gradients: ``gradient_dtype`` bytes (the sharded
-  accumulator). With ``shard_optimizer_over_data`` (ZeRO-1) the optimiser state (the fp32 master
-  and the moments) is split over the data axes too; with
+  with ``weight_dtype: bf16``); gradients: the master weights' bytes (fp32 with
+  ``weight_dtype: fp32``), at least ``gradient_dtype``'s (the sharded buffer,
+  :func:`held_gradient_bytes`). With ``shard_optimizer_over_data`` (ZeRO-1) the
+  optimiser state (the fp32 master and the moments) is split over the data axes too;
+  with
   ``optimizer_memory_host_offload`` it lives in host memory and one layer's share is
   in HBM while it is updated (streamed, an assumption); with
   ``param_memory_host_offload`` the weights live in host memory and
@@ -23,9 +25,10 @@ Per stage, per chip (parameters are tensor- and expert-local, fsdp-sharded):
   parallelism also the K and V gathered from the other chips. Under a remat
   policy only the tensors it keeps on device (:mod:`.remat`; the layer input at
   least) are held, and while a layer's backward runs its whole set is live (buffers,
-  the kept ones not counted twice) with the next layer's offloaded tensors being
-  prefetched. A stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of
-  activations at its peak;
+  the kept ones not counted twice, under sequence parallelism with the two blocks'
+  inputs gathered whole) with the next layer's offloaded tensors being prefetched. A
+  stage holds :meth:`PipelineSchedule.in_flight` chunk-microbatches of activations at
+  its peak;
 * buffers, the larger of two phases that are not live at once: a layer's (under FSDP
   the gathered weights of ``fsdp_prefetch_layers`` layers and the gradient of its
   largest weight tensor before that tensor's reduce-scatter; under remat the layer's
@@ -137,10 +140,20 @@ def stage_memory(step: TrainingStep, stage: int) -> StageMemory:
         stage=stage,
         weights_bytes=weights,
         optimizer_bytes=optimizer,
-        gradients_bytes=params * step.gradient_bytes,
+        gradients_bytes=params * held_gradient_bytes(step),
         activations_bytes=s.in_flight(stage) * per_chunk,
         buffers_bytes=buffers,
     )
+
+
+def held_gradient_bytes(step: TrainingStep) -> float:
+    """Bytes per parameter of the gradients the step holds: those of the master
+    weights' dtype (fp32 with ``weight_dtype: fp32``: MaxText differentiates its fp32
+    parameters, and XLA's buffers of the v5e 128B run hold the gradients of every
+    scanned weight as one fp32 stack), at least ``gradient_dtype``'s (the dtype they
+    are reduced in)."""
+    master = 4.0 if step.args.weight_dtype == "fp32" else 0.0
+    return max(step.gradient_bytes, master)
 
 
 def kept_bytes(step: TrainingStep, layer: int) -> float:
@@ -168,8 +181,18 @@ def transient_bytes(step: TrainingStep, layer: int) -> float:
         return 0.0
     shape = step.shape(layer)
     kept = step.remat.bytes_at(shape, "device", skip=("decoder_layer_input",))
-    live = saved_bytes(shape) + gathered_kv_bytes(shape)
+    live = saved_bytes(shape) + gathered_kv_bytes(shape) + sequence_gathered_bytes(shape)
     return live - kept + step.offloaded_bytes(layer)
+
+
+def sequence_gathered_bytes(s: LayerShape) -> float:
+    """Under sequence parallelism (``sequence_shards`` > 1), the inputs of the attention
+    and MLP blocks all-gathered whole (``tokens x d_model`` each) beyond the shards
+    :func:`saved_bytes` counts: the matmuls read them whole (XLA's buffers of the v5e
+    128B run, tensor 16, hold ``tokens x d_model`` bf16 arrays in the backward); 0
+    without."""
+    shards = s.sequence_shards
+    return 2 * s.act_bytes * (1 - 1 / shards) if shards > 1 else 0.0
 
 
 def logits_bytes(step: TrainingStep) -> float:
@@ -234,14 +257,74 @@ def stage_content(step: TrainingStep, stage: int) -> tuple[tuple[tuple[int, int]
 
 
 def memory_timeline(step: TrainingStep, stage: int) -> list[tuple[float, dict[str, float]]]:
-    """Bytes by category over the step on stage ``stage``: (fraction of the stage's
-    schedule done, bytes per :data:`MEMORY_PARTS`) after each forward or backward of
-    a chunk-microbatch, bubbles left out; activations rise with the forwards and fall
-    with the backwards as the schedule (GPipe, 1F1B, interleaved) orders them."""
+    """Bytes by category over the step on stage ``stage``, layer by layer: (fraction of
+    the stage's schedule done, bytes per :data:`MEMORY_PARTS` from that point on), one
+    point per layer of each forward or backward of a chunk-microbatch (the schedule's
+    order: GPipe, 1F1B, interleaved; bubbles left out) and one for the loss on the
+    stage that computes it, then a last point at 1.0 with no activations.
+
+    Through a forward, each layer adds what it keeps for its backward
+    (:func:`kept_bytes`) while its weights are gathered (:func:`fsdp_buffers` of that
+    layer, freed after it); the loss holds :func:`logits_bytes`; through a backward,
+    each layer (in reverse) holds its remat live set (:func:`transient_bytes`) and its
+    gathered weights and gradient buffer, then frees what it kept. The gradients are
+    held from the first backward on (MaxText's scan writes every layer's gradient into
+    one stacked buffer made when the backward loop starts), the whole step when
+    microbatches accumulate. The peak of the points is :func:`stage_memory`'s total
+    when every layer has one shape."""
     peak = stage_memory(step, stage)
-    per_chunk = peak.activations_bytes / step.schedule.in_flight(stage)
-    held = step.schedule.held(stage)
-    points = [(0.0, peak.parts() | {"activations": 0.0})]
-    for k, count in enumerate(held, start=1):
-        points.append((k / len(held), peak.parts() | {"activations": count * per_chunk}))
-    return points
+    s = step.schedule
+    layers = _largest_chunk(step, stage)
+    kept = [kept_bytes(step, layer) for layer in layers]
+    scale = peak.activations_bytes / s.in_flight(stage) / sum(kept) if sum(kept) else 0.0
+    order, loss_turn = s.order(stage), _loss_turn(step, stage)
+    accumulates = s.microbatches > 1
+    states: list[tuple[float, float, float]] = []  # gradients, activations, buffers
+    held = 0.0
+    for k, direction in enumerate(order):
+        grads = peak.gradients_bytes if accumulates or -1 in order[: k + 1] else 0.0
+        walk = list(zip(layers, kept, strict=True))
+        for layer, size in walk if direction > 0 else walk[::-1]:
+            during = held + size * scale if direction > 0 else held
+            states.append((grads, during, _layer_buffers(step, layer, direction < 0)))
+            held += size * scale * direction
+        if k == loss_turn:
+            states.append((grads, held, logits_bytes(step)))
+    fixed = peak.parts()
+    points = [
+        (i / len(states), fixed | {"gradients": g, "activations": a, "buffers": b})
+        for i, (g, a, b) in enumerate(states)
+    ]
+    final = {"gradients": peak.gradients_bytes if accumulates else 0.0}
+    return [*points, (1.0, fixed | final | {"activations": 0.0, "buffers": 0.0})]
+
+
+def _layer_buffers(step: TrainingStep, layer: int, backward: bool) -> float:
+    """Buffers while one layer runs: its gathered weights (``fsdp_prefetch_layers`` of
+    them under FSDP) in the forward; in the backward also its gradient before the
+    reduce-scatter (:func:`fsdp_buffers`) and its remat live set."""
+    if backward:
+        return fsdp_buffers(step, [layer]) + transient_bytes(step, layer)
+    if not step.fsdp_group:
+        return 0.0
+    gathered = step.gathered_params(layer) * step.bytes_per_element
+    return step.args.fsdp_prefetch_layers * gathered
+
+
+def _largest_chunk(step: TrainingStep, stage: int) -> list[int]:
+    """The layers of the stage's chunk that keeps the most bytes (the one
+    :func:`stage_memory` counts per chunk-microbatch)."""
+    s = step.schedule
+    chunks = [list(s.chunk_range(c)) for c in s.stage_chunks(stage)]
+    return max(chunks, key=lambda c: sum(kept_bytes(step, layer) for layer in c))
+
+
+def _loss_turn(step: TrainingStep, stage: int) -> int:
+    """Index in the stage's order of the forward after which it computes the loss (the
+    stage holding the last layer: its last forward before its first backward; -1 for
+    the other stages)."""
+    s = step.schedule
+    if stage != (len(s.chunk_layers) - 1) % s.stages:
+        return -1
+    order = s.order(stage)
+    return order.index(-1) - 1
