@@ -308,7 +308,7 @@ def _layer_buffers(step: TrainingStep, layer: int, backward: bool) -> float:
     if not step.fsdp_group:
         return 0.0
     gathered = step.gathered_params(layer) * step.bytes_per_element
-    return step.args.fsdp_prefetch_layers * gathered
+    return step.args.prefetch_layers * gathered
 
 
 def _largest_chunk(step: TrainingStep, stage: int) -> list[int]:
