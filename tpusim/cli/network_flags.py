@@ -154,7 +154,7 @@ def _chosen(
     if flag and named != flag:
         raise InputError(f"--fidelity {flag}: --network names fidelity {named}")
     chosen = fidelity or named
-    if named == chosen:
+    if named == chosen or not (tree or flag):  # nothing named but the command's default
         return chosen, tree
     if named not in also:
         raise InputError(f"--network names fidelity {named}; {chosen} is the one that runs")
