@@ -36,10 +36,13 @@ their verdicts, so nothing is lost:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from tpusim.config.uncertainty import Interval, Kind, ratio_interval, ratio_missing_reason
 from tpusim.vocabulary import Op
+
+if TYPE_CHECKING:
+    from tpusim.serving.perf_per_dollar import PerfPerDollar
 
 Verdict = Literal[
     "holds",
@@ -155,19 +158,20 @@ def deciding_price(
 
 
 def per_dollar_verdict(
-    perf_ratio: float,
-    price_ratios: tuple[float, float],
+    p: PerfPerDollar,
     baseline_price: tuple[float, float],
     kind: Kind,
     threshold: float,
     name: str,
 ) -> tuple[Verdict, str, dict[str, object]]:
-    """A performance-per-dollar claim: the verdict of ``perf_ratio`` (a rate of
-    ``kind``, with the 80% interval of paired residuals) over the price ratios
+    """A performance-per-dollar claim: the verdict of ``p``'s performance ratio (a rate
+    of ``kind``, with the 80% interval of paired residuals) over its price ratios
     (cheapest, dearest) against ``threshold``, the interval's text (``name`` its
-    figure) and the deciding price (:func:`deciding_price`, at the baseline's
-    ``baseline_price`` range)."""
-    interval = claim_ratio(perf_ratio, kind, rate=True)
-    verdict = price_range_verdict(perf_ratio, interval, price_ratios, threshold)
-    text = interval_text(name, perf_ratio, interval, kind)
-    return verdict, text, deciding_price(perf_ratio, interval, threshold, baseline_price)
+    figure) and the row's values: ``p``'s and the deciding price
+    (:func:`deciding_price`, at the baseline's ``baseline_price`` range)."""
+    interval = claim_ratio(p.perf_ratio, kind, rate=True)
+    prices = (p.price_ratio_best, p.price_ratio_worst)
+    verdict = price_range_verdict(p.perf_ratio, interval, prices, threshold)
+    text = interval_text(name, p.perf_ratio, interval, kind)
+    deciding = deciding_price(p.perf_ratio, interval, threshold, baseline_price)
+    return verdict, text, {**p.row(), **deciding}

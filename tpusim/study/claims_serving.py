@@ -33,17 +33,12 @@ def serving_perf_per_dollar(
         p = inference_perf_per_dollar(
             perf_subj, perf_base, price_subj, price_base, spec.claimed_ratio
         )
-        verdict, text, deciding = per_dollar_verdict(
-            p.perf_ratio,
-            (p.price_ratio_best, p.price_ratio_worst),
-            price_base,
-            "serving_throughput",
-            file.ratio_margin * spec.claimed_ratio,
-            "capacity per chip ratio",
+        threshold = file.ratio_margin * spec.claimed_ratio
+        verdict, text, figures = per_dollar_verdict(
+            p, price_base, "serving_throughput", threshold, "capacity per chip ratio"
         )
         values = {
-            **p.row(),
-            **deciding,
+            **figures,
             "subject": spec.subject,
             "baseline": baseline,
             "workload": workload,

@@ -177,17 +177,12 @@ def training_perf_per_dollar(
         price_base,
         spec.claimed_ratio,
     )
-    verdict, decided_by, deciding = per_dollar_verdict(
-        p.perf_ratio,
-        (p.price_ratio_best, p.price_ratio_worst),
-        price_base,
-        "training_step_time",
-        file.ratio_margin * spec.claimed_ratio,
-        "tokens/s per chip ratio",
+    threshold = file.ratio_margin * spec.claimed_ratio
+    verdict, decided_by, judged = per_dollar_verdict(
+        p, price_base, "training_step_time", threshold, "tokens/s per chip ratio"
     )
     values = {
-        **p.row(),
-        **deciding,
+        **judged,
         "workload": spec.workload["name"],
         "subject_tokens_per_s": subj.tokens_per_s,
         "baseline_tokens_per_s": base.tokens_per_s,
