@@ -81,16 +81,9 @@ def _train(mesh: Mesh, request: CompileRequest) -> Any:
 
 def _decode(mesh: Mesh, request: CompileRequest) -> Any:
     params = _abstract(mesh, request, model.dtype_of(request))
-    m = request.model
-    cache_shape = (
-        m.layers,
-        request.batch,
-        request.seq,
-        m.attention.kv_heads or m.attention.heads,
-        m.attention.head_dim,
-    )
     cache_sh = sharding.cache_sharding(mesh, request)
-    cache = jax.ShapeDtypeStruct(cache_shape, model.dtype_of(request), sharding=cache_sh)
+    shape = sharding.cache_shape(request)
+    cache = jax.ShapeDtypeStruct(shape, model.dtype_of(request), sharding=cache_sh)
     tokens = jax.ShapeDtypeStruct(
         (request.batch, 1), jnp.int32, sharding=sharding.batch_sharding(mesh, 2)
     )

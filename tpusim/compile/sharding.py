@@ -66,13 +66,12 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def cache_sharding(mesh: Mesh, request: CompileRequest) -> NamedSharding:
+def cache_shape(request: CompileRequest) -> tuple[int, ...]:
+    """The decode step's KV cache: (layers, batch, seq, KV heads, head dim)."""
     m = request.model
-    shape = (
-        m.layers,
-        request.batch,
-        request.seq,
-        m.attention.kv_heads or m.attention.heads,
-        m.attention.head_dim,
-    )
-    return sharding(mesh, shape, CACHE_AXES)
+    heads = m.attention.kv_heads or m.attention.heads
+    return (m.layers, request.batch, request.seq, heads, m.attention.head_dim)
+
+
+def cache_sharding(mesh: Mesh, request: CompileRequest) -> NamedSharding:
+    return sharding(mesh, cache_shape(request), CACHE_AXES)
