@@ -159,9 +159,9 @@ class Replica:
     def _run_ahead(self) -> Generator[simpy.Event, object, None]:
         """Run the decode iterations that repeat the last one's batch
         (:meth:`Scheduler.decode_run`) up to the next admission, timing and recording
-        each as :meth:`_iterate` does but scheduling once: the same numbers as the
-        iteration-by-iteration loop, to the bit (the clock adds the same times in the
-        same order), at a fraction of its cost. Only for a replica given all its
+        each as :meth:`_iterate` does (:meth:`_account`) but scheduling once: the same
+        numbers as the iteration-by-iteration loop, to the bit (the clock adds the same
+        times in the same order), at a fraction of its cost. Only for a replica given all its
         requests, whose next admission is known in advance."""
         run = self.sched.decode_run()
         if run is None:
@@ -169,15 +169,10 @@ class Replica:
         admit_at = math.inf
         if self._next < len(self.requests) and (self._slots is None or self._slots):
             admit_at = self.requests[self._next].arrival_at
-        stats, done = self.stats, 0
+        done = 0
         while done < run.iterations and admit_at > self.now:
             batch = run.batch(done)
-            dt = self.costs.time_s(batch)
-            stats.batches.append(IterationRecord(self.now, dt, batch.decode, 0, 0))
-            stats.system_area += self._in_system * dt
-            self.now += dt
-            stats.busy_s += dt
-            stats.iterations += 1
+            self._account(batch, self.costs.time_s(batch))
             done += 1
         self.sched.advance_decode(done)
         yield from self._hold()
@@ -192,8 +187,14 @@ class Replica:
     ) -> Generator[simpy.Event, object, None]:
         """Run one iteration of ``batch`` from :attr:`now` (in one pass, or as ``passes``
         one after the other, each timed as an iteration), integrating the queues."""
-        stats = self.stats
         dt = sum(map(self.costs.time_s, passes)) if passes else self.costs.time_s(batch)
+        self._account(batch, dt)
+        yield from self._hold()
+
+    def _account(self, batch: ReplicaBatch, dt: float) -> None:
+        """Record an iteration of ``batch`` taking ``dt`` seconds from :attr:`now`,
+        integrate the queues over it and advance the replica's clock."""
+        stats = self.stats
         stats.batches.append(
             IterationRecord(self.now, dt, batch.decode, batch.chunks, batch.chunk_tokens)
         )
@@ -202,7 +203,6 @@ class Replica:
         self.now += dt
         stats.busy_s += dt
         stats.iterations += 1
-        yield from self._hold()
 
     def _admit(self) -> None:
         """Admit every request arrived by :attr:`now`; under ``clients`` each takes the

@@ -74,8 +74,8 @@ class ServingRecord(Record):
     #: for the capacity search.
     iterations: tuple[tuple[IterationRecord, ...], ...] = ()
 
-    #: The serving kinds of :mod:`tpusim.config.uncertainty` (no interval, and the
-    #: reason in ``interval_basis``, until the serving cross-validation writes them).
+    #: The serving kinds of :mod:`tpusim.config.uncertainty` (written by the serving
+    #: cross-validation, ``validate --serving --cv chip --write-uncertainty``).
     interval_columns: ClassVar[Mapping[str, tuple[Kind, bool]]] = {
         "ttft_p50_s": ("serving_ttft", False),
         "ttft_p99_s": ("serving_ttft", False),
