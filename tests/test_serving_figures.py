@@ -163,3 +163,25 @@ def test_the_kv_dtype_and_the_range_ratio_reach_the_run(tmp_path):
     assert drawn.min() == 199 and drawn.max() == 1800
     assert abs(drawn.mean() - 1000) < 10
     assert lengths(999, None).kind == "fixed"
+
+
+def test_the_inferencex_client_draws_its_own_range(tmp_path):
+    """The InferenceX client (utils/bench_serving/benchmark_serving.py at 89ce6098,
+    ``np.random.randint(int(L * r), L + 1)``) draws --random-range-ratio 0.8 on 1,024
+    tokens as whole lengths on [819, 1024], mean 921.5, not vLLM's [204, 1844]; a figure
+    naming ``random_client: inferencex`` runs that stream, and an unknown client is
+    refused naming the key."""
+    import numpy as np
+
+    from tpusim.errors import ConfigError
+    from tpusim.validation.serving import lengths
+
+    drawn = lengths(1024, 0.8, "inferencex").draw(np.random.default_rng(0), 20000)
+    assert drawn.min() == 819 and drawn.max() == 1024
+    assert abs(drawn.mean() - 921.5) < 2
+    vllm = lengths(1024, 0.8).draw(np.random.default_rng(0), 20000)
+    assert vllm.min() == 204 and vllm.max() == 1844
+    figure = load_figures([_write(tmp_path, random_range_ratio=0.8, random_client="inferencex")])[0]
+    assert figure.random_client == "inferencex"
+    with pytest.raises(ConfigError, match="random_client"):
+        load_figures([_write(tmp_path, random_range_ratio=0.8, random_client="sglang")])

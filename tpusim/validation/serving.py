@@ -33,7 +33,7 @@ import numpy as np
 
 from tpusim.config.loader import load_model
 from tpusim.serving.overheads import IterationOverheads
-from tpusim.serving.requests import TokenCount, synthetic_requests
+from tpusim.serving.requests import TokenCount, random_dataset, synthetic_requests
 from tpusim.serving.rows import number
 from tpusim.serving.servers import load_server
 from tpusim.serving.service import Deployment, Service
@@ -128,8 +128,8 @@ class Simulator:
         requests = synthetic_requests(
             figure.simulated_requests,
             figure.rate,
-            lengths(figure.prompt_tokens, figure.random_range_ratio),
-            lengths(figure.output_tokens, figure.random_range_ratio),
+            lengths(figure.prompt_tokens, figure.random_range_ratio, figure.random_client),
+            lengths(figure.output_tokens, figure.random_range_ratio, figure.random_client),
             seed=0,
         )
         service.run(requests, figure.concurrency)
@@ -146,14 +146,18 @@ class Simulator:
         return out
 
 
-def lengths(tokens: int, range_ratio: float | None) -> TokenCount:
-    """The benchmark's lengths of ``tokens``: fixed, or vLLM's random dataset with
-    ``--random-range-ratio r``, uniform whole counts on ``[floor(L(1-r)), ceil(L(1+r))]``
-    (vLLM's ``RandomDataset`` since 2025; :mod:`tpusim.serving.requests`)."""
+def lengths(tokens: int, range_ratio: float | None, client: str = "vllm") -> TokenCount:
+    """The benchmark's lengths of ``tokens``: fixed, or the random dataset with
+    ``--random-range-ratio r`` as ``client`` draws it: vLLM's (``RandomDataset`` since
+    2025, :func:`tpusim.serving.requests.random_dataset`) uniform whole counts on
+    ``[floor(L(1-r)), ceil(L(1+r))]``; InferenceX's (``sample_uniform`` in
+    SemiAnalysisAI/InferenceX ``utils/bench_serving/benchmark_serving.py`` at 89ce6098,
+    lines 112-116: ``np.random.randint(int(L * r), L + 1)``) on ``[int(L r), L]``."""
     if not range_ratio:
         return TokenCount("fixed", tokens)
-    low = max(1, math.floor(tokens * (1 - range_ratio)))
-    return TokenCount("uniform", low, math.ceil(tokens * (1 + range_ratio)))
+    if client == "inferencex":
+        return TokenCount("uniform", max(1, int(tokens * range_ratio)), tokens)
+    return random_dataset(tokens, range_ratio)
 
 
 def _speculative(figure: Figure) -> dict[str, Any]:

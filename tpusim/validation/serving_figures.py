@@ -13,7 +13,11 @@ Each figure may also carry, all optional:
   default bf16) and ``kv_dtype`` (the KV cache's, default: the weights');
 * ``ep``: the chips the experts are spread over (vLLM's ``--enable-expert-parallel``
   spreads them over the tensor-parallel chips: ``ep`` = ``tp``);
-* ``random_range_ratio``: vLLM's random dataset's ``--random-range-ratio`` (0 to < 1);
+* ``random_range_ratio``: the random dataset's ``--random-range-ratio`` (0 to < 1), and
+  ``random_client``, whose definition of it the benchmark client used (:data:`CLIENTS`):
+  ``vllm`` (default; ``vllm bench serve``, lengths uniform on ``[L(1-r), L(1+r)]``) or
+  ``inferencex`` (SemiAnalysisAI/InferenceX's ``utils/bench_serving/benchmark_serving.py``,
+  a fork of vLLM's older script: uniform on ``[int(L r), L]``);
 * ``speculative``: ``{method: mtp|eagle|ngram|draft_model, draft_tokens: N}`` and,
   where published, ``acceptance`` (each draft's acceptance probability), the names of
   ``tpusim serve``'s speculative-decoding options;
@@ -80,6 +84,9 @@ METRICS: tuple[Metric, ...] = get_args(Metric)
 StoredDtype = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 #: The split rules a figure file may state (see the module docstring).
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
+Client = Literal["vllm", "inferencex"]
+#: The benchmark clients whose random dataset a figure may name (``random_client``).
+CLIENTS: tuple[str, ...] = get_args(Client)
 SPLIT_RULES: tuple[SplitRule, ...] = get_args(SplitRule)
 #: Most chips of a figure's slice (a local bound: a serving replica's slice).
 MAX_SLICE_CHIPS = 4096
@@ -149,6 +156,7 @@ class Figure(Frozen):
     kv_dtype: StoredDtype | None = None
     ep: Count | None = None
     random_range_ratio: Annotated[float, Field(ge=0, lt=1)] | None = None
+    random_client: Client = "vllm"
     speculative: Speculative | None = None
     disaggregate: Split | None = None
 
