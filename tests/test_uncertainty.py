@@ -328,3 +328,38 @@ def test_a_renamed_system_names_its_chip_in_the_basis():
     assert "unmeasured" not in run.rows[0]["interval_basis"]
     run.chips = {"fast-8t": "tpu8t"}
     assert "tpu8t unmeasured" in run.rows[0]["interval_basis"]
+
+
+def test_a_ratio_without_pairs_takes_the_unpaired_spread_and_says_so(tmp_path, monkeypatch):
+    """No chip pair ran the same work (serving's data): the ratio interval falls back
+    to the differences of residuals of different chips, any work, both orders: here
+    a: 0.1 (m), 0.3 (n); b: -0.2 (p) give [-0.5, -0.3, 0.3, 0.5], whose numpy
+    percentiles are -0.44 and 0.44 by hand; a ratio 1.5 of times then spans
+    [1.5 / e^0.44, 1.5 / e^-0.44] and the basis says the errors were taken as
+    independent. With pairs, the paired spread is used and no unpaired one is kept."""
+    import tpusim.config.uncertainty as unc
+    from tpusim.validation.uncertainty import write_residuals
+
+    measurements = tmp_path / "m.yaml"
+    measurements.write_text("cases: []\n")
+    rows = [("c1", "a", "m", 0.1), ("c2", "a", "n", 0.3), ("c3", "b", "p", -0.2)]
+    target = tmp_path / "u.yaml"
+    model = write_residuals(target, "serving_ttft", rows, "by hand", "t", [str(measurements)])
+    assert model.pairs is None
+    assert (model.unpaired.q10, model.unpaired.q90) == (pytest.approx(-0.44), pytest.approx(0.44))
+    monkeypatch.setattr(unc, "load_uncertainty", lambda: load_uncertainty(target))
+    interval = unc.ratio_interval(1.5, "serving_ttft")
+    assert (interval.lo, interval.hi) == (
+        pytest.approx(1.5 / math.exp(0.44)),
+        pytest.approx(1.5 * math.exp(0.44)),
+    )
+    assert "independent" in interval.basis and "4 differences" in interval.basis
+    paired = write_residuals(
+        target,
+        "serving_tpot",
+        [*rows, ("c4", "b", "m", 0.0), ("c5", "c", "m", 0.2)],
+        "by hand",
+        "t",
+        [str(measurements)],
+    )
+    assert paired.pairs is not None and paired.unpaired is None

@@ -8,7 +8,11 @@ simulated / exp(r)``, a figure ``x`` that scales with time gets the 80% interval
 ``[x / exp(q90), x / exp(q10)]``; a rate (``1 / time``)
 gets ``[x exp(q10), x exp(q90)]``. A ratio of two systems' figures uses the spread
 of ``r_a - r_b`` over pairs of held-out cases of the same published work on two
-chips (``pairs``), which already contains the error they share.
+chips (``pairs``), which already contains the error they share. A kind whose data
+has no such pairs (serving: no published model was served on two chips) falls back to
+``unpaired``: the spread of ``r_a - r_b`` over held-out cases of *different* chips and
+any work, which treats the two errors as independent (wider than a paired interval
+when the errors are shared, as they are for the same software), and says so.
 
 The file is written by :mod:`tpusim.validation.uncertainty` (``tpusim validate
 --workloads --cv chip --write-uncertainty``, ``tpusim validate --write-uncertainty``);
@@ -124,7 +128,9 @@ class KindModel(Frozen):
     few words, such as ``leave-one-chip-out``), its residuals, the interval's log
     bounds (``quantiles``, from ``spread``: None when the residuals have one group,
     then the empirical percentiles), the ratio bounds (``pairs``: empirical
-    percentiles of paired differences; None without a pair), the descriptive
+    percentiles of paired differences; None without a pair; ``unpaired``: the same
+    over cases of different groups and any work, the fallback of a ratio without
+    pairs), the descriptive
     percentiles by tag value (``by``), and the share of cases inside an interval made
     without their own group (``coverage_80``, nested leave-one-group-out; for ratios
     ``pair_coverage_80``, without their own pair of groups)."""
@@ -135,6 +141,7 @@ class KindModel(Frozen):
     quantiles: Quantiles
     spread: Spread | None = None
     pairs: Quantiles | None = None
+    unpaired: Quantiles | None = None
     coverage_80: float | None = None
     pair_coverage_80: float | None = None
     by: dict[str, Quantiles] = Field(default_factory=dict)
@@ -239,11 +246,23 @@ def figure_interval(
 
 def ratio_interval(ratio: float | None, kind: Kind, rate: bool = False) -> Interval | None:
     """The 80% interval of a ratio of two systems' figures of ``kind`` from the spread
-    of paired residuals (None without pairs for the kind)."""
+    of paired residuals, or without pairs from the unpaired spread (module docstring);
+    None without either."""
     if ratio is None or not math.isfinite(ratio):
         return None
     model = load_uncertainty().kinds.get(kind)
-    if model is None or model.pairs is None:
+    if model is None:
         return None
-    lo, hi = scaled(ratio, model.pairs, rate)
-    return Interval(lo, hi, f"{kind} ratio: paired held-out residuals ({model.pairs.count} pairs)")
+    if model.pairs is not None:
+        lo, hi = scaled(ratio, model.pairs, rate)
+        return Interval(lo, hi, f"{kind} ratio: paired held-out residuals ({model.pairs.count} pairs)")
+    if model.unpaired is None:
+        return None
+    lo, hi = scaled(ratio, model.unpaired, rate)
+    return Interval(
+        lo,
+        hi,
+        f"{kind} ratio: no chip pair ran the same work, so the held-out residuals of "
+        f"different chips taken as independent ({model.unpaired.count} differences; "
+        "wider than a paired interval)",
+    )

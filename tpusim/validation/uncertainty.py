@@ -115,6 +115,12 @@ def _pairs(residuals: Sequence[Residual]) -> list[tuple[frozenset[str], float]]:
     ]
 
 
+def unpaired_differences(residuals: Sequence[Residual]) -> list[float]:
+    """``r_a - r_b`` for every ordered pair of residuals of two different groups, any
+    work: the ratio spread when errors are taken as independent."""
+    return [a.log_ratio - b.log_ratio for a in residuals for b in residuals if a.group != b.group]
+
+
 def covered(residuals: Iterable[Residual], q: Quantiles) -> list[bool]:
     """Whether each case's measured value lies inside its figure's interval from ``q``:
     ``sim / exp(q90) <= measured <= sim / exp(q10)``, i.e. ``q10 <= r <= q90``."""
@@ -174,6 +180,7 @@ def kind_model(
         quantiles=interval_quantiles(residuals),
         spread=spread(residuals) if two_level else None,
         pairs=quantiles(diffs) if diffs else None,
+        unpaired=None if diffs or not two_level else quantiles(unpaired_differences(residuals)),
         coverage_80=nested_coverage(residuals),
         pair_coverage_80=pair_coverage(residuals),
         by=by_tag(residuals),
