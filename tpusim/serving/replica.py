@@ -8,6 +8,17 @@ timeout) and applies it. An idle replica waits for its next arrival: a timeout t
 given arrival time, or an event fired by :meth:`Replica.deliver` (the decode side of
 a disaggregated service, whose requests arrive when their KV has crossed the network).
 
+A request reaches the scheduler only at a scheduling decision made after it arrived
+(vLLM V1's engine core: ``EngineCore.step`` calls ``Scheduler.schedule`` once per
+iteration, at its start, and a request sent by a client that has just read the last
+step's output arrives after that call). A busy replica therefore admits, at the start
+of iteration ``k + 1``, only the requests that arrived strictly before that moment; with
+``async_scheduling`` (vLLM's ``--async-scheduling``: ``EngineCore.step_with_batch_queue``
+schedules iteration ``k + 1`` while iteration ``k`` runs, a queue of two) strictly before
+the start of iteration ``k``. A closed-loop client's next request thus waits one
+iteration more (two with async scheduling) than it would if it were seen at once. An
+idle replica sees an arrival at once.
+
 The replica keeps its own clock ``now`` (the sum of its iteration times, exactly as a
 plain loop would add them) and holds the environment until it; the environment's
 clock equals it up to rounding, so a replica alone reproduces the plain loop's numbers
@@ -96,7 +107,9 @@ class Replica:
     when every slot is taken, when one frees, and its ``arrival_at`` is that time) and
     ``completed``, told the requests each iteration completes. A replica is given all
     its requests, or has them all delivered (in time order, as the environment runs),
-    not both. The process starts at construction; :attr:`stats` is what it measured."""
+    not both. ``async_scheduling``: the scheduling lag of vLLM's ``--async-scheduling``
+    (module docstring). The process starts at construction; :attr:`stats` is what it
+    measured."""
 
     def __init__(
         self,
@@ -107,12 +120,15 @@ class Replica:
         requests: list[Request],
         clients: int | None = None,
         completed: Completed | None = None,
+        async_scheduling: bool = False,
     ):
         self.env, self.sched, self.costs = env, scheduler, costs
+        self.async_scheduling = async_scheduling
         self.context_length, self.clients = context_length, clients
         self.requests, self.completed = list(requests), completed
         self.stats = ReplicaRun(free_blocks=scheduler.free_blocks)
         self.now, self._next, self._in_system = float(env.now), 0, 0
+        self._started = self.now  # the start of the last iteration run
         # when each free client slot freed (vLLM's benchmark semaphore): a heap
         self._slots = [-math.inf] * clients if clients is not None else None
         self._wake: simpy.Event | None = None
@@ -129,6 +145,7 @@ class Replica:
 
     def _loop(self) -> Generator[simpy.Event, object, None]:
         while True:
+            seen = self._started if self.async_scheduling else self.now
             if self.sched.idle:
                 if self._next == len(self.requests):
                     self._wake = self.env.event()
@@ -136,7 +153,8 @@ class Replica:
                     self._wake = None
                 self.now = max(self.now, self.requests[self._next].arrival_at)
                 yield from self._hold()
-            self._admit()
+                seen = math.inf  # an idle replica sees an arrival at once
+            self._admit(seen)
             plan = self.sched.schedule(self.now)
             if not plan.chunks:
                 if self.sched.idle:
@@ -198,24 +216,31 @@ class Replica:
         stats.batches.append(
             IterationRecord(self.now, dt, batch.decode, batch.chunks, batch.chunk_tokens)
         )
+        self._started = self.now
         stats.queue_area += len(self.sched.waiting) * dt
         stats.system_area += self._in_system * dt
         self.now += dt
         stats.busy_s += dt
         stats.iterations += 1
 
-    def _admit(self) -> None:
-        """Admit every request arrived by :attr:`now`; under ``clients`` each takes the
-        slot freed first and is sent at its arrival or at that slot's freeing, whichever
-        is later (vLLM's benchmark: a request waits on a semaphore, then is sent)."""
+    def _admit(self, seen: float = math.inf) -> None:
+        """Admit every request arrived by :attr:`now` and strictly before ``seen`` (the
+        scheduling decision's time, module docstring; ``inf``: every one by now);
+        under ``clients`` each takes the slot freed first and is sent at its arrival or
+        at that slot's freeing, whichever is later (vLLM's benchmark: a request waits on
+        a semaphore, then is sent)."""
         requests, now, slots = self.requests, self.now, self._slots
         while self._next < len(requests) and requests[self._next].arrival_at <= now:
             if slots is not None and not slots:
                 break
             req = requests[self._next]
+            sent = req.arrival_at if slots is None else max(req.arrival_at, slots[0])
+            if seen != math.inf and sent >= seen:
+                break
             self._next += 1
             if slots is not None:
-                req.arrival_at = max(req.arrival_at, heapq.heappop(slots))
+                heapq.heappop(slots)
+                req.arrival_at = sent
             queued = self._arrive(req)
             self._in_system += queued
             if slots is not None and not queued:

@@ -270,7 +270,16 @@ class Service:
     ) -> Replica:
         """A replica's process on ``env`` with a fresh scheduler (see :class:`Replica`)."""
         context = self.model.context_length
-        return Replica(env, self.scheduler(), self.costs, context, requests, clients, completed)
+        return Replica(
+            env,
+            self.scheduler(),
+            self.costs,
+            context,
+            requests,
+            clients,
+            completed,
+            async_scheduling=self.async_scheduling,
+        )
 
     def describe(self) -> Row:
         """The deployment's fixed figures (JSON fields)."""
