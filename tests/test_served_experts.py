@@ -1,5 +1,5 @@
-"""A served MoE model's routed experts run the serving engine's fused MoE kernel
-(tpu-inference ``kernels/fused_moe/v1/kernel.py``): each active expert's weights
+"""A served MoE model's routed experts run the serving engine's grouped matmul
+(tpu-inference's ``GMM_EP`` backend, ``kernels/megablox/gmm_v2.py``): each active expert's weights
 stream from HBM once per step, the MXU keeps up with the few rows a decode step routes
 to each expert, and the kernel's compute rate is the server profile's
 ``expert_efficiency`` rather than training's megablox and shape terms.

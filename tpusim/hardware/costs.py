@@ -202,12 +202,16 @@ class ChipCostModel:
         ``m`` rows (and the megablox term when ``grouped``).
 
         A served model's experts (``grouped`` on ``stored`` weights) run the serving
-        engine's fused MoE kernel instead (tpu-inference's
-        ``kernels/fused_moe/v1/kernel.py``): it streams each active expert's weights
-        from HBM through VMEM with double-buffered DMAs and skips the experts no token
-        was routed to, so a decode step's few rows per expert wait on the weight
-        stream, not on the MXU weight loads that the shape term (derived from XLA's
-        dense GEMMs) charges. Its rate is the roofline, times the server profile's
+        engine's grouped-matmul kernel instead: tpu-inference at b8692ff picks
+        ``MoEBackend.GMM_EP`` under ``--enable-expert-parallel`` unless
+        ``USE_MOE_EP_KERNEL=1`` (``layers/jax/moe/utils.py:select_moe_backend``; the
+        Qwen3-Coder guides set 0), whose ``gmm_v2`` (``kernels/megablox/gmm_v2.py``,
+        ``fill_metadata``: ``should_process = group_size > 0``) pipelines each expert's
+        weight tiles from HBM and skips the experts no token was routed to, so a decode
+        step's few rows per expert wait on the weight stream, not on the MXU weight
+        loads that the shape term (derived from XLA's dense GEMMs) charges. (The fused
+        EP kernel, ``kernels/fused_moe/v1/kernel.py``, would fetch every local expert's
+        weights, routed or not.) Its rate is the roofline, times the server profile's
         ``expert_efficiency`` given as the op's efficiency (fitted on the serving
         figures), with neither the shape term nor MaxText's megablox term."""
         rate = self.achievable_flops(mxu_dtype)
