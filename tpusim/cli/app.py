@@ -8,7 +8,6 @@ stderr and no traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -22,6 +21,7 @@ from tpusim.cli.console import (
     raised_by_print,
 )
 from tpusim.errors import InputError, TpusimError
+from tpusim.later import import_held
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -82,7 +82,7 @@ def build_parser(modules: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
     parser.set_defaults(func=None)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     for name in modules:
-        importlib.import_module(f"tpusim.cli.{name}").add_parsers(sub)
+        import_held(f"tpusim.cli.{name}").add_parsers(sub)
     return parser
 
 
