@@ -2,12 +2,12 @@
 only the layers it runs, without changing what the command line accepts or shows. The
 oracle of each lazily built parser is the parser of every command built at once (how
 the command line was built before issue 44); of the help and of an unknown command, the
-static table of commands (``SUBCOMMANDS``)."""
+static table of commands (``SUBCOMMANDS``). What a collective loads:
+``tests/test_front_door.py``."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,31 +17,6 @@ import pytest
 from tpusim.cli.app import SUBCOMMANDS, build_parser, modules_for
 
 ROOT = Path(__file__).resolve().parent.parent
-
-#: What ``tpusim collective`` never runs: other commands' layers and heavy libraries.
-NOT_FOR_A_COLLECTIVE = (
-    "pandas",
-    "matplotlib",
-    "scipy",
-    "dask",
-    "jax",
-    "tpusim.api",
-    "tpusim.session",
-    "tpusim.study",
-    "tpusim.serving",
-    "tpusim.workloads",
-    "tpusim.planner",
-    "tpusim.validation",
-    "tpusim.compile",
-    "tpusim.report",
-    "tpusim.program.builders",
-    "tpusim.program.hlo",
-    "tpusim.config.calibration",
-    "tpusim.results.run",
-    "tpusim.results.comparison",
-    "tpusim.cli.scenarios",
-    "tpusim.cli.serve",
-)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -99,27 +74,3 @@ def test_an_unknown_command_is_argparses_one_line_exit_2():
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert lines[0].startswith("tpusim: error: argument command: invalid choice: 'no-such-command'")
     assert all(f"'{name}'" in lines[0] for name in SUBCOMMANDS)
-
-
-def test_a_collective_loads_only_what_it_runs(tmp_path):
-    """A 2x2x2 torus all-reduce, run as the command line runs it (its table): none of
-    the other commands' layers loads."""
-    system = tmp_path / "cube.yaml"
-    system.write_text("name: cube\nchip: ironwood\ntopology: {kind: torus, dims: [2, 2, 2]}\n")
-    code = (
-        "import contextlib, io, json, sys\n"
-        "from tpusim.cli.app import main\n"
-        "out = io.StringIO()\n"
-        "with contextlib.redirect_stdout(out):\n"
-        f"    code = main(['collective', {str(system)!r}, '--op', 'all-reduce', '--bytes',"
-        " '1MiB'])\n"
-        f"loaded = [m for m in {NOT_FOR_A_COLLECTIVE!r} if m in sys.modules]\n"
-        "print(json.dumps({'code': code, 'loaded': loaded, 'table': out.getvalue()}))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    got = json.loads(done.stdout)
-    assert got["code"] == 0
-    assert "8 in 1 group(s) of 8" in got["table"]  # 2 x 2 x 2 chips, one group
-    assert got["loaded"] == []
