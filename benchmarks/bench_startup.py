@@ -7,11 +7,13 @@ the median of RUNS runs, of
 - the same on an 8-chip (2x2x2) torus (0.42 s before).
 
 Each runs as ``python -m tpusim ...`` with this interpreter (``sys.executable``, not a
-pyenv shim, whose own bash start-up is not tpusim's). The tori are system files written
-to a temporary folder (no shipped system is a single cube). Beside the wall median each
-line shows the median CPU time of the process (user + system: the load of a shared
-machine inflates wall time, not this) and the interpreter's own start-up
-(``python -c pass``) measured the same way, the floor under every figure.
+pyenv shim, whose own bash start-up is not tpusim's), in the repository this file
+belongs to (``-m`` puts the working folder first on ``sys.path``: run from another
+checkout, it would time that one's package whatever ``PYTHONPATH`` says). The tori are
+system files written to a temporary folder (no shipped system is a single cube). Beside
+the wall median each line shows the median CPU time of the process (user + system: the
+load of a shared machine inflates wall time, not this) and the interpreter's own
+start-up (``python -c pass``) measured the same way, the floor under every figure.
 What a command imports: ``python -X importtime -m tpusim ...``.
 
 Bytecode: an installed package runs from compiled bytecode (pip writes ``__pycache__``
@@ -35,6 +37,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+#: The repository whose package is timed.
+ROOT = Path(__file__).resolve().parent.parent
 
 #: Wall-time targets (s), median of fresh processes (issue 44).
 TARGET_S = {"--version": 0.3, "4x4x4 all-reduce 64 MiB": 0.15}
@@ -70,7 +75,7 @@ def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     the microsecond; ``os.times`` counts clock ticks of 10 ms)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env=env)
+    subprocess.run(argv, check=True, capture_output=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
