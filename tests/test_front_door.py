@@ -134,6 +134,7 @@ NOT_FOR_A_COLLECTIVE = (
     "pandas", "scipy", "matplotlib", "tqdm", "numpy.ma", "distributed",
     "tpusim.workloads", "tpusim.study", "tpusim.serving", "tpusim.planner",
     "tpusim.validation", "tpusim.compile", "tpusim.api", "tpusim.program.builders",
+    "tpusim.program.hlo", "tpusim.session", "tpusim.results.run", "tpusim.config.calibration",
 )  # fmt: skip
 
 

@@ -6,15 +6,42 @@ when the command runs, by :class:`Later`. A heavy library a command needs only o
 one branch (pandas to write a table) is a :class:`LaterModule`, imported on its first
 attribute. ``tpusim --version``, ``--help`` and a bad flag so stay fast, and no run
 function imports inside itself (issue 44).
+
+A command's modules are imported by :func:`import_held`, with Ctrl-C held back until
+the import is done: a SIGINT that lands inside an extension module's initialisation
+(pydantic-core's, built with PyO3, panics instead of raising) is delivered as
+KeyboardInterrupt when the import returns, at a point the command line reports in one
+line.
 """
 
 from __future__ import annotations
 
 import importlib
+import signal
+import sys
+import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-__all__ = ["Later", "LaterModule"]
+__all__ = ["Later", "LaterModule", "import_held"]
+
+
+def import_held(name: str) -> ModuleType:
+    """The module ``name`` (dotted), imported with SIGINT blocked in the main thread; a
+    Ctrl-C pressed meanwhile raises KeyboardInterrupt as the import returns."""
+    if name in sys.modules:
+        return sys.modules[name]
+    held = hasattr(signal, "pthread_sigmask") and (
+        threading.current_thread() is threading.main_thread()
+    )
+    if held:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return importlib.import_module(name)
+    finally:
+        if held:  # a pending SIGINT runs its Python handler here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class Later:
@@ -32,7 +59,7 @@ class Later:
 
     def function(self) -> Callable[..., Any]:
         """The named function (its module imported now, if not yet)."""
-        function: Callable[..., Any] = vars(importlib.import_module(self.module))[self.name]
+        function: Callable[..., Any] = vars(import_held(self.module))[self.name]
         return function
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

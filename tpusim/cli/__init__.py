@@ -1,6 +1,7 @@
 """The ``tpusim`` command line: one module per command, each a thin parser over the
-layers below. :mod:`tpusim.cli.app` builds the parser from its ``COMMANDS`` and runs
-``main``; :mod:`.flags` parses flag values (sizes, sweeps, axes) with their limits;
+layers below. :mod:`tpusim.cli.app` registers the commands (``REGISTERED``: each one's
+module and help line), builds the parser of the one asked for and runs ``main``;
+:mod:`.flags` parses flag values (sizes, sweeps, axes) with their limits;
 :mod:`.console` turns Ctrl-C and a stdout that cannot be written into one line.
 
 Its names are imported when first used (PEP 562), so that ``import tpusim.cli.app``

@@ -8,10 +8,9 @@ stderr and no traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tpusim import package_version
 from tpusim.cli.console import (
@@ -22,32 +21,53 @@ from tpusim.cli.console import (
     raised_by_print,
 )
 from tpusim.errors import InputError, TpusimError
+from tpusim.later import import_held
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "REGISTERED", "SUBCOMMANDS", "build_parser", "main", "modules_for"]
 
-#: The commands, each a module of :mod:`tpusim.cli` with ``add_parsers(sub)``, in the
-#: order ``tpusim --help`` lists them.
-COMMANDS = (
-    "systems",
-    "claims",
-    "topo",
-    "collective",
-    "scenarios",
-    "validate",
-    "models",
-    "faults",
-    "serve",
-    "plan",
-    "hlo",
-    "compile",
-)
-
-#: The module of ``COMMANDS`` that adds each subcommand (a module may add several).
-SUBCOMMANDS = {name: name for name in COMMANDS} | {
-    "check": "scenarios",
-    "run": "scenarios",
-    "calibrate": "validate",
+#: The one place a command is registered: each subcommand, in the order ``tpusim --help``
+#: lists them, with the module of :mod:`tpusim.cli` whose ``add_parsers(sub)`` adds it
+#: (a module may add several) and its line in the help. The help, a bare ``tpusim`` and
+#: an unknown command are answered from this table alone, without importing a command.
+REGISTERED = {
+    "systems": ("systems", "list the shipped systems"),
+    "claims": ("claims", "Google's TPU 8 claims against tpusim's figures (shipped systems)"),
+    "topo": ("topo", "topology metrics of one or more systems"),
+    "collective": ("collective", "simulate one collective (or a sweep of sizes)"),
+    "scenarios": ("scenarios", "list the shipped scenarios (run them by name)"),
+    "check": ("scenarios", "check a scenario without simulating: every problem"),
+    "run": ("scenarios", "run a scenario: systems x workloads, written to a folder"),
+    "validate": ("validate", "simulate the shipped public measurements and report the errors"),
+    "calibrate": (
+        "validate",
+        "fit the cost terms per chip to the 'fit' measurements (least squares)",
+    ),
+    "models": ("models", "list the model presets (configs/models) and their sizes"),
+    "faults": ("faults", "Monte Carlo: a collective's time vs random failed links"),
+    "serve": ("serve", "an LLM inference service: latency at a rate, or capacity"),
+    "plan": ("plan", "search training layouts (mesh roles, remat) by step time"),
+    "hlo": ("hlo", "replay an XLA-compiled HLO module on a system"),
+    "compile": (
+        "compile",
+        "compile a model step for a TPU topology on the CPU (needs the xla extra)",
+    ),
 }
+
+#: The module that adds each subcommand.
+SUBCOMMANDS = {name: module for name, (module, _) in REGISTERED.items()}
+
+#: The command modules, in the order of :data:`REGISTERED`.
+COMMANDS = tuple(dict.fromkeys(SUBCOMMANDS.values()))
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The subcommands: each one's line in the help comes from :data:`REGISTERED`."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if "help" not in kwargs:  # a command not in REGISTERED has no line: KeyError
+            kwargs["help"] = REGISTERED[name][1]
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        return parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,28 +94,30 @@ class _Version(argparse.Action):
 
 
 def build_parser(modules: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
-    """The parser with the subcommands of ``modules`` (of ``COMMANDS``; default all)."""
+    """The parser of every registered subcommand: those of ``modules`` (of ``COMMANDS``;
+    default all) with their flags, the others by name and help line only (their modules
+    are not imported)."""
     parser = _Parser(
         prog="tpusim", description="Discrete-event simulator of TPU pods and their interconnect."
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.set_defaults(func=None)
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in modules:
-        importlib.import_module(f"tpusim.cli.{name}").add_parsers(sub)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, action=_Commands)
+    for name, (module, _) in REGISTERED.items():
+        if module not in modules:
+            sub.add_parser(name)
+        elif name not in sub.choices:  # the module adds its subcommands together
+            import_held(f"tpusim.cli.{module}").add_parsers(sub)
     return parser
 
 
 def modules_for(argv: Sequence[str]) -> Sequence[str]:
     """The command modules a command line needs: only its command's (each loads the
-    layers it runs when it runs), none for ``--version``, all for the help or a
-    command line without a known command (whose error lists them)."""
+    layers it runs when it runs); none for the help, ``--version`` or a command line
+    without a known command (the help and argparse's error list every command from
+    :data:`REGISTERED`)."""
     command = next((a for a in argv if not a.startswith("-")), None)
-    if command in SUBCOMMANDS:
-        return (SUBCOMMANDS[command],)
-    if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
-        return ()
-    return COMMANDS
+    return (SUBCOMMANDS[command],) if command in SUBCOMMANDS else ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,9 +25,7 @@ def cmd_claims(args: argparse.Namespace) -> None:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "claims", help="Google's TPU 8 claims against tpusim's figures (shipped systems)"
-    )
+    p = sub.add_parser("claims")
     add_model_flags(p, JsonOutput)
     add_network_flags(p, default=None, unset="each claim's own network:")
     p.set_defaults(func=cmd_claims)

@@ -62,7 +62,7 @@ class CollectiveFlags(BaseModel):
 
 
 def _add_collective(sub: Subparsers) -> None:
-    p = sub.add_parser("collective", help="simulate one collective (or a sweep of sizes)")
+    p = sub.add_parser("collective")
     algorithms = ("auto", *ALGORITHMS.names())
     add_model_flags(p, CollectiveFlags, choices={"algorithm": algorithms})
     add_network_flags(p)

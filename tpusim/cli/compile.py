@@ -148,7 +148,6 @@ def add_parsers(sub: Subparsers) -> None:
     """The subcommand, its flags generated from :class:`CompileFlags`."""
     p = sub.add_parser(
         "compile",
-        help="compile a model step for a TPU topology on the CPU (needs the xla extra)",
         usage="tpusim compile MODEL --topology TOPOLOGY [options]  "
         "(or: tpusim compile --maxtext 'key=value ...' --topology TOPOLOGY)",
     )

@@ -99,7 +99,7 @@ class FaultsOptions(BaseModel):
 
 
 def add_parsers(sub: Subparsers) -> None:
-    p = sub.add_parser("faults", help="Monte Carlo: a collective's time vs random failed links")
+    p = sub.add_parser("faults")
     add_model_flags(p, FaultsOptions)
     add_network_flags(p, default="analytic")
     p.set_defaults(func=Later("tpusim.cli.faults_run", "cmd_faults"))

@@ -105,7 +105,6 @@ def _add_hlo_parser(sub: Subparsers) -> None:
     """The ``hlo`` command's flags."""
     p = sub.add_parser(
         "hlo",
-        help="replay an XLA-compiled HLO module on a system",
         usage="tpusim hlo SYSTEM FILE [options]  (or: tpusim hlo FILE --system SYSTEM)",
     )
     add_model_flags(p, HloFlags)

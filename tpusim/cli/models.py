@@ -16,7 +16,7 @@ COLUMNS = ("name", "parameters", "active", "published", "layers", "d_model", "at
 
 def add_parsers(sub: Subparsers) -> None:
     """The subcommand, on the CLI's subparsers."""
-    p = sub.add_parser("models", help="list the model presets (configs/models) and their sizes")
+    p = sub.add_parser("models")
     add_model_flags(p, JsonOutput)
     p.set_defaults(func=cmd_models)
 

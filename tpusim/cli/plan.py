@@ -51,7 +51,7 @@ NOT_FLAGS = ("overrides", "margin", "rank_network", "confirm_network", "progress
 def add_parsers(sub: Subparsers) -> None:
     """The subcommand, on the CLI's subparsers: one flag per field of :class:`PlanFlags`
     and the network option flags."""
-    p = sub.add_parser("plan", help="search training layouts (mesh roles, remat) by step time")
+    p = sub.add_parser("plan")
     offered = plan_fidelities()
     fidelities = {"rank_fidelity": offered, "confirm_fidelity": offered}
     add_model_flags(p, PlanFlags, skip=NOT_FLAGS, choices=fidelities)

@@ -45,14 +45,14 @@ def add_parsers(sub: Subparsers) -> None:
     flags of ``run`` and ``check`` are generated from their options models
     (:class:`~tpusim.study.options.ScenarioRunOptions`, ``CheckOptions``), the fault
     flags and the network flags."""
-    p = sub.add_parser("scenarios", help="list the shipped scenarios (run them by name)")
+    p = sub.add_parser("scenarios")
     add_model_flags(p, JsonOutput)
     p.set_defaults(func=Later(RUN, "cmd_scenarios"))
-    p = sub.add_parser("check", help="check a scenario without simulating: every problem")
+    p = sub.add_parser("check")
     add_model_flags(p, ScenarioArgument)
     add_model_flags(p, CheckOptions, skip=OTHER)
     p.set_defaults(func=Later(RUN, "cmd_check"))
-    p = sub.add_parser("run", help="run a scenario: systems x workloads, written to a folder")
+    p = sub.add_parser("run")
     add_model_flags(p, ScenarioArgument)
     add_model_flags(p, ScenarioRunOptions, skip=OTHER)
     add_fault_flags(p)

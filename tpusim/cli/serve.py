@@ -102,7 +102,7 @@ class ServeCommand(BaseModel):
 def add_parsers(sub: Subparsers) -> None:
     """``tpusim serve`` on the CLI's subparsers: one flag per field of
     :class:`~tpusim.serving.options.ServeOptions` and the network flags."""
-    p = sub.add_parser("serve", help="an LLM inference service: latency at a rate, or capacity")
+    p = sub.add_parser("serve")
     add_model_flags(p, ServeOptions, skip=("network", "model"))
     add_model_flags(p, ServeCommand)
     add_network_flags(p)

@@ -31,6 +31,6 @@ def cmd_systems(args: argparse.Namespace) -> None:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    p = sub.add_parser("systems", help="list the shipped systems")
+    p = sub.add_parser("systems")
     add_model_flags(p, JsonOutput)
     p.set_defaults(func=cmd_systems)

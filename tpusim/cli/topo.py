@@ -31,7 +31,7 @@ def cmd_topo(args: argparse.Namespace) -> None:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    p = sub.add_parser("topo", help="topology metrics of one or more systems")
+    p = sub.add_parser("topo")
     add_model_flags(p, Systems)
     add_model_flags(p, JsonOutput)
     p.set_defaults(func=cmd_topo)

@@ -80,15 +80,11 @@ class CalibrateFlags(ValidationFlags):
 def add_parsers(sub: Subparsers) -> None:
     """The two subcommands, on the CLI's subparsers: their flags generated from
     :class:`ValidateFlags` and :class:`CalibrateFlags`, and the network flags."""
-    p = sub.add_parser(
-        "validate", help="simulate the shipped public measurements and report the errors"
-    )
+    p = sub.add_parser("validate")
     add_model_flags(p, ValidateFlags)
     _fidelity(p)
     p.set_defaults(func=Later("tpusim.cli.validate_run", "cmd_validate"))
-    p = sub.add_parser(
-        "calibrate", help="fit the cost terms per chip to the 'fit' measurements (least squares)"
-    )
+    p = sub.add_parser("calibrate")
     add_model_flags(p, CalibrateFlags)
     _fidelity(p)
     p.set_defaults(func=Later("tpusim.cli.validate_run", "cmd_calibrate"))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -19,7 +19,6 @@ from pydantic_core import ErrorDetails
 from tpusim.config.chip import ChipSpec
 from tpusim.config.hf_config import model_data, read_config
 from tpusim.config.limits import MAX_SYSTEM_CHIPS
-from tpusim.config.model import ModelSpec
 from tpusim.config.system import (
     FabricSpec,
     SystemSpec,
@@ -31,6 +30,13 @@ from tpusim.config.system import (
 from tpusim.config.types import Source
 from tpusim.config.yamlio import PathKey, format_path, line_of, load_yaml
 from tpusim.errors import ConfigError
+from tpusim.later import LaterModule
+
+if TYPE_CHECKING:
+    from tpusim.config import model as presets
+    from tpusim.config.model import ModelSpec
+else:  # model presets: not read by a command that loads only chips and systems
+    presets = LaterModule("tpusim.config.model")
 
 Model = TypeVar("Model", bound=BaseModel)
 Loaded = TypeVar("Loaded")
@@ -160,15 +166,15 @@ def load_chip(name_or_path: str, base: Path | None = None) -> ChipSpec:
 @cache
 def _load_model_file(path: Path) -> ModelSpec:
     data, lines = load_yaml(path)
-    model = validate(ModelSpec, data, str(path), lines)
-    _check_sources(model.sources, data, str(path), lines)
-    return model
+    spec = validate(presets.ModelSpec, data, str(path), lines)
+    _check_sources(spec.sources, data, str(path), lines)
+    return spec
 
 
 @cache
 def _load_hf_config(path: Path) -> ModelSpec:
     data = model_data(read_config(path), str(path), path.parent.name or path.stem)
-    return validate(ModelSpec, data, str(path), {})
+    return validate(presets.ModelSpec, data, str(path), {})
 
 
 def load_model(name_or_path: str, base: Path | None = None) -> ModelSpec:

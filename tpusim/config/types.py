@@ -82,10 +82,12 @@ Grade = Literal["primary", "secondary", "derived", "calibrated", "assumption"]
 
 class Frozen(BaseModel):
     """Base of every config model: immutable, unknown keys rejected, YAML names as
-    aliases, no infinite or NaN float."""
+    aliases, no infinite or NaN float. Each model's validator is built when it first
+    validates (``defer_build``), so a command pays only for the models it uses (a
+    collective builds no model-preset or workload schema)."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
+        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False, defer_build=True
     )
 
 

@@ -172,14 +172,17 @@ def _count_nodes(loader: Any, file: str) -> None:
 
 
 def _compose(text: str, file: str) -> tuple[Any, dict[PathKey, int]]:
-    """(data, lines) of ``text``, checked before it is constructed into data."""
-    counter = _Loader(text)
-    try:
-        _count_nodes(counter, file)
-    except yaml.YAMLError:
-        pass  # reported with its line by the parse below
-    finally:
-        counter.dispose()
+    """(data, lines) of ``text``, checked before it is constructed into data. A text
+    shorter than MAX_YAML_NODES characters is composed without counting its nodes first
+    (composing it is quick, and :func:`_check_expansion` holds it to the limit)."""
+    if len(text) >= MAX_YAML_NODES:
+        counter = _Loader(text)
+        try:
+            _count_nodes(counter, file)
+        except yaml.YAMLError:
+            pass  # reported with its line by the parse below
+        finally:
+            counter.dispose()
     loader = _Loader(text)
     try:
         node = loader.get_single_node()

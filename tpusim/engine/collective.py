@@ -24,8 +24,8 @@ from tpusim.network import AnalyticNetwork, Network
 from tpusim.network.routes import RouteCache
 from tpusim.program.ir import Op as ProgramOp
 from tpusim.program.ir import Program
-from tpusim.results import link_utilization, links_frame
 from tpusim.results.simulation import CollectiveResult
+from tpusim.results.tables import link_utilization, links_frame
 from tpusim.topology import Topology, build_topology
 from tpusim.vocabulary import Op
 

@@ -1,8 +1,9 @@
 """Faults during a simulation: when links and chips fail, and what the runtime does.
 
 :class:`FaultState` belongs to one :class:`~tpusim.engine.Simulation`. It resolves
-the fault set on the topology (random links drawn from the simulation's RNG), puts
-the routing policy and the faults present from the start on every network the
+the fault set on the topology (random links drawn from the simulation's one random
+generator, seeded with its seed and made only when a fault or a routing policy draws),
+puts the routing policy and the faults present from the start on every network the
 simulation builds, applies later faults at their instants (SimPy processes), adapts
 collective groups (a ring with a dead link runs as a line; down chips leave the group
 under ``exclude``) and runs collectives as attempts under the chip-failure policy:
@@ -65,15 +66,19 @@ class FaultState:
         fault_set: FaultSet | None,
         routing: Routing,
         network: NetworkSettings,
-        rng: np.random.Generator,
+        seed: int,
     ):
         fault_set = fault_set or NO_FAULTS
         self.topology, self.fault_set, self.routing = topology, fault_set, routing
-        if fault_set.empty:
+        # the simulation's one random generator, made only when something draws from it
+        # (loading numpy.random is ~10 ms of a healthy run's start)
+        draws = not fault_set.empty or routing != "minimal"
+        rng = np.random.default_rng(seed) if draws else None
+        if rng is None or fault_set.empty:
             self.schedule = FaultSchedule(on_chip_failure=fault_set.on_chip_failure)
         else:
             self.schedule = resolve_faults(fault_set, topology, rng)
-        self.router = make_router(routing, rng)
+        self.router = None if rng is None else make_router(routing, rng)
         self.used = not self.schedule.empty or self.router is not None
         if not network.backend.reroutes_in_flight and self._changes_later():
             able = " or ".join(NETWORKS.names(where=lambda backend: backend.reroutes_in_flight))

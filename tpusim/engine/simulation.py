@@ -51,9 +51,9 @@ class Simulation:
 
     ``system``: a loaded system or a shipped name / YAML path; None runs on a bare
     ``topology`` (network-only programs: collectives with ``onchip`` or no on-chip
-    cost). ``settings``: the network model and its options, the seed of :attr:`rng`
-    (the only source of randomness), the faults and routing policy (see
-    :mod:`tpusim.engine.faults`) and per-port op rows. ``onchip`` and ``costs``
+    cost). ``settings``: the network model and its options, the seed of the random
+    generator (the only source of randomness: :class:`FaultState`'s), the faults and
+    routing policy (see :mod:`tpusim.engine.faults`) and per-port op rows. ``onchip`` and ``costs``
     override the chip's collective on-chip model and op cost model; ``topology`` and
     ``routes`` reuse a built topology and its :class:`RouteCache` across runs;
     ``observers`` are told what happens besides the built-in recorders; ``placement``
@@ -113,11 +113,10 @@ class Simulation:
         """What both modes share: the system, program, RNG, faults and cost models."""
         self.system = load_system(system) if isinstance(system, str) else system
         self.settings, self.fidelity = settings, settings.network.fidelity
-        self.rng = np.random.default_rng(settings.seed)
         self.topology = topology or self._built_topology()
         check_program_work(program, settings.network, self.topology.num_chips)
         faults, routing = settings.faults, settings.routing
-        self.faults = FaultState(self.topology, faults, routing, settings.network, self.rng)
+        self.faults = FaultState(self.topology, faults, routing, settings.network, settings.seed)
         self.program = self.faults.slowed(program)
         chip = self.system.chip if self.system else None
         self.costs = costs or (ChipCostModel(chip) if chip else None)

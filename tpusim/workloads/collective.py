@@ -81,8 +81,7 @@ def check(spec: CollectiveWorkload, context: WorkloadContext) -> None:
     if named and context.network.hop_event_bytes() is not None:  # packets x hops, as run
         schedule = build_schedule(spec.op, spec.bytes, group, spec.algorithm)
         check_schedule_work(schedule, context.network, context.topology, spec.name)
-    rng = np.random.default_rng(spec.seed or 0)
-    FaultState(context.topology, spec.fault_set(), spec.routing, context.network, rng)
+    FaultState(context.topology, spec.fault_set(), spec.routing, context.network, spec.seed or 0)
 
 
 KIND = WorkloadKind(CollectiveWorkload, run, record=CollectiveRecord, check=check)

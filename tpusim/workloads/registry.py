@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 from pydantic import PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -84,9 +83,7 @@ class WorkloadContext:
         InputError), without simulating."""
         if not self.faulty:
             return
-
-        rng = np.random.default_rng(self.seed)
-        FaultState(self.topology, self.faults, self.routing, self.network, rng)
+        FaultState(self.topology, self.faults, self.routing, self.network, self.seed)
 
     @property
     def fidelity(self) -> str:
