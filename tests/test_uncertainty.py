@@ -363,3 +363,15 @@ def test_a_ratio_without_pairs_takes_the_unpaired_spread_and_says_so(tmp_path, m
         [str(measurements)],
     )
     assert paired.pairs is not None and paired.unpaired is None
+
+
+def test_every_shipped_kind_gives_a_ratio_an_interval():
+    """The shipped file: a ratio of any kind has an 80% interval (paired where chip
+    pairs ran the same work, else unpaired, saying so), and it contains the ratio."""
+    from tpusim.config.uncertainty import KINDS, ratio_interval
+
+    for kind in KINDS:
+        interval = ratio_interval(1.2, kind)
+        assert interval is not None, kind
+        assert interval.lo < 1.2 < interval.hi, kind
+        assert ("paired" in interval.basis) or ("independent" in interval.basis), kind
