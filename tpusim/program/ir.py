@@ -47,6 +47,7 @@ state, activations, KV cache), checked against capacity before the run.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -175,10 +176,10 @@ def topological_order(ops: Iterable[Op]) -> list[Op]:
     for op in ops:
         for dep in set(op.after):
             users[dep].append(op.name)
-    ready = [op.name for op in ops if indegree[op.name] == 0]
+    ready = deque(op.name for op in ops if indegree[op.name] == 0)
     order: list[Op] = []
     while ready:
-        name = ready.pop(0)
+        name = ready.popleft()
         order.append(by_name[name])
         for user in users[name]:
             indegree[user] -= 1
