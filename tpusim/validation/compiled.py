@@ -1,0 +1,142 @@
+"""``tpusim validate --workloads --compiled``: published training runs whose own
+MaxText step was compiled by XLA for their slice (MaxText's ``train_compile`` on a CPU,
+``tools/compile_workloads.py``), each replayed by ``tpusim hlo``'s replay on the run's
+slice and compared with the measured step time.
+
+The artifacts are shipped in ``configs/measurements/compiled/`` (gzip JSON, as
+``tpusim compile`` writes them: the per-device module XLA optimized, its cost and
+memory analyses, the MaxText line, the libtpu flags and the versions), each beside a
+small record ``<case>.json`` naming the workload case it compiles, the command that
+made it, the versions and the date. Replaying needs no JAX.
+
+A row is the same as a ``validate --workloads`` row (``simulated_s`` is the replayed
+step, ``status`` ``ok``), plus the replay's TensorCore time per op kind
+(``busy_by_kind_s``) and its exposed communication, so a miss is a named op kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpusim.config import configs_dir
+from tpusim.errors import ConfigError
+from tpusim.network import NetworkSettings
+from tpusim.validation.workloads import WorkloadCase
+from tpusim.validation.workloads_run import WorkloadResult, case_system
+from tpusim.workloads.hlo import replay_summary
+
+COMPILED_DIR = configs_dir() / "measurements" / "compiled"
+#: Fields every record carries (``tools/compile_workloads.py`` writes them).
+RECORD_FIELDS = ("case", "artifact", "command", "maxtext", "topology", "versions", "compiled")
+
+
+@dataclass(frozen=True)
+class CompiledRecord:
+    """How one shipped artifact was made: the workload ``case`` it compiles, the
+    artifact's path and the record's fields (command, versions, date, ...)."""
+
+    file: str
+    case: str
+    artifact: Path
+    fields: dict[str, Any]
+
+
+def read_compiled_record(path: Path) -> CompiledRecord:
+    """The record in ``path``; ConfigError naming the file and the problem."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a compiled-run record ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a compiled-run record (a JSON object is expected)")
+    missing = [k for k in RECORD_FIELDS if k not in data]
+    if missing:
+        raise ConfigError(f"{path}: compiled-run record lacks {', '.join(missing)}")
+    artifact = path.parent / str(data["artifact"])
+    if not artifact.is_file():
+        raise ConfigError(f"{path}: artifact: {artifact.name} is not in {path.parent}")
+    return CompiledRecord(path.name, str(data["case"]), artifact, data)
+
+
+def compiled_records(folder: Path = COMPILED_DIR) -> dict[str, CompiledRecord]:
+    """Case id -> its record, for every record in ``folder`` (sorted by file name)."""
+    out: dict[str, CompiledRecord] = {}
+    for path in sorted(folder.glob("*.json")):
+        record = read_compiled_record(path)
+        if record.case in out:
+            raise ConfigError(f"{path}: case {record.case} is compiled twice ({out[record.case].file})")
+        out[record.case] = record
+    return out
+
+
+@dataclass(frozen=True)
+class CompiledResult(WorkloadResult):
+    """A ``validate --workloads`` result whose ``simulated_s`` is the replayed step;
+    ``busy_by_kind_s`` the replay's TensorCore seconds per op kind,
+    ``exposed_communication_s`` its communication not hidden under compute."""
+
+    busy_by_kind_s: dict[str, float] | None = None
+    exposed_communication_s: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            **super().row(),
+            "busy_by_kind_s": self.busy_by_kind_s,
+            "exposed_communication_s": self.exposed_communication_s,
+        }
+
+
+def replay_case(
+    case: WorkloadCase, record: CompiledRecord, network: NetworkSettings | None = None
+) -> CompiledResult:
+    """``record``'s artifact replayed on ``case``'s slice (:func:`case_system`)."""
+    system = case_system(case)
+    summary = replay_summary(str(record.artifact), system, network or NetworkSettings())
+    if summary["unknown_ops"]:
+        unknown = ", ".join(summary["unknown_ops"])
+        raise ConfigError(f"{record.artifact}: ops the replay cannot cost: {unknown}")
+    return CompiledResult(
+        case,
+        "ok",
+        summary["step_time_s"],
+        detail=f"replayed {record.artifact.name}",
+        busy_by_kind_s=summary["busy_by_kind_s"],
+        exposed_communication_s=summary["exposed_communication_time_s"],
+    )
+
+
+def validate_compiled(
+    cases: Sequence[WorkloadCase],
+    records: dict[str, CompiledRecord] | None = None,
+    network: NetworkSettings | None = None,
+) -> list[WorkloadResult]:
+    """Every case with a compiled artifact replayed, in the cases' order; ConfigError
+    for a record naming no case of ``cases``."""
+    records = compiled_records() if records is None else records
+    ids = {c.id for c in cases}
+    stray = sorted(set(records) - ids)
+    if stray:
+        raise ConfigError(f"{records[stray[0]].file}: case {stray[0]} is in no workload file")
+    return [replay_case(c, records[c.id], network) for c in cases if c.id in records]
+
+
+def by_chip(results: Sequence[WorkloadResult]) -> dict[str, dict[str, Any]]:
+    """Per chip: runs replayed and their median |error|."""
+    chips: dict[str, list[float]] = {}
+    for r in results:
+        if r.error is not None:
+            chips.setdefault(r.case.spec.chip, []).append(abs(r.error))
+    return {
+        chip: {"runs": len(errors), "median_abs_error": _median(errors)}
+        for chip, errors in sorted(chips.items())
+    }
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
