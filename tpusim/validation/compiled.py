@@ -11,7 +11,11 @@ made it, the versions and the date. Replaying needs no JAX.
 
 A row is the same as a ``validate --workloads`` row (``simulated_s`` is the replayed
 step, ``status`` ``ok``), plus the replay's TensorCore time per op kind
-(``busy_by_kind_s``) and its exposed communication, so a miss is a named op kind.
+(``busy_by_kind_s``) and its exposed communication, so a miss is a named op kind, and
+XLA's own estimate of the device's TensorCore time (``xla_estimate_s``: the
+``estimated_cycles`` its TPU backend writes on each op, :mod:`tpusim.program.hlo.
+xla_estimate`, over the chip's clock, :data:`CLOCK_HZ`), the compiler's cost model
+beside tpusim's.
 """
 
 from __future__ import annotations
@@ -25,11 +29,18 @@ from typing import Any
 from tpusim.config import configs_dir
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
+from tpusim.program.hlo.artifact import read_artifact
+from tpusim.program.hlo.module import parse_hlo
+from tpusim.program.hlo.xla_estimate import estimated_cycles
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_run import WorkloadResult, case_system
 from tpusim.workloads.hlo import replay_summary
 
 COMPILED_DIR = configs_dir() / "measurements" / "compiled"
+#: TensorCore clock per chip, Hz (grade: assumption; the clocks the chip files'
+#: ``efficiency.vector`` notes take from the shared reference tpu-specs section 1.8,
+#: which the chips' vector rates are derived from).
+CLOCK_HZ = {"v4": 1.05e9, "v5e": 1.5e9, "v5p": 1.75e9, "v6e": 1.75e9, "ironwood": 1.9e9}
 #: Fields every record carries (``tools/compile_workloads.py`` writes them).
 RECORD_FIELDS = ("case", "artifact", "command", "maxtext", "topology", "versions", "compiled")
 
@@ -81,12 +92,22 @@ class CompiledResult(WorkloadResult):
 
     busy_by_kind_s: dict[str, float] | None = None
     exposed_communication_s: float | None = None
+    xla_estimate_s: float | None = None
+
+    @property
+    def xla_estimate_error(self) -> float | None:
+        """(XLA's estimate - measured) / measured, None without a clock for the chip."""
+        if self.xla_estimate_s is None:
+            return None
+        return (self.xla_estimate_s - self.case.measured_s) / self.case.measured_s
 
     def row(self) -> dict[str, Any]:
         return {
             **super().row(),
             "busy_by_kind_s": self.busy_by_kind_s,
             "exposed_communication_s": self.exposed_communication_s,
+            "xla_estimate_s": self.xla_estimate_s,
+            "xla_estimate_error": self.xla_estimate_error,
         }
 
 
@@ -99,6 +120,9 @@ def replay_case(
     if summary["unknown_ops"]:
         unknown = ", ".join(summary["unknown_ops"])
         raise ConfigError(f"{record.artifact}: ops the replay cannot cost: {unknown}")
+    clock_hz = CLOCK_HZ.get(case.spec.chip)
+    artifact = read_artifact(record.artifact)
+    cycles = estimated_cycles(parse_hlo(artifact.hlo, str(record.artifact))).cycles
     return CompiledResult(
         case,
         "ok",
@@ -106,6 +130,7 @@ def replay_case(
         detail=f"replayed {record.artifact.name}",
         busy_by_kind_s=summary["busy_by_kind_s"],
         exposed_communication_s=summary["exposed_communication_time_s"],
+        xla_estimate_s=cycles / clock_hz if clock_hz and cycles else None,
     )
 
 
@@ -113,7 +138,7 @@ def validate_compiled(
     cases: Sequence[WorkloadCase],
     records: dict[str, CompiledRecord] | None = None,
     network: NetworkSettings | None = None,
-) -> list[WorkloadResult]:
+) -> list[CompiledResult]:
     """Every case with a compiled artifact replayed, in the cases' order; ConfigError
     for a record naming no case of ``cases``."""
     records = compiled_records() if records is None else records
@@ -124,15 +149,22 @@ def validate_compiled(
     return [replay_case(c, records[c.id], network) for c in cases if c.id in records]
 
 
-def by_chip(results: Sequence[WorkloadResult]) -> dict[str, dict[str, Any]]:
-    """Per chip: runs replayed and their median |error|."""
-    chips: dict[str, list[float]] = {}
+def by_chip(results: Sequence[CompiledResult]) -> dict[str, dict[str, Any]]:
+    """Per chip: runs replayed, their median |error| and that of XLA's estimate."""
+    chips: dict[str, list[CompiledResult]] = {}
     for r in results:
-        if r.error is not None:
-            chips.setdefault(r.case.spec.chip, []).append(abs(r.error))
+        chips.setdefault(r.case.spec.chip, []).append(r)
+    return {chip: estimate_stats(rows) for chip, rows in sorted(chips.items())}
+
+
+def estimate_stats(results: Sequence[CompiledResult]) -> dict[str, Any]:
+    """Runs, the replay's median |error| and XLA's estimate's (None when none)."""
+    replayed = [abs(r.error) for r in results if r.error is not None]
+    xla = [abs(r.xla_estimate_error) for r in results if r.xla_estimate_error is not None]
     return {
-        chip: {"runs": len(errors), "median_abs_error": _median(errors)}
-        for chip, errors in sorted(chips.items())
+        "runs": len(results),
+        "median_abs_error": _median(replayed) if replayed else None,
+        "xla_estimate_median_abs_error": _median(xla) if xla else None,
     }
 
 
