@@ -38,8 +38,9 @@ def cmd_validate_compiled(args: argparse.Namespace, cases: list[WorkloadCase]) -
     print(summary_lines(stats))
     for chip, part in {"all": stats["xla_estimate"], **stats["by_chip"]}.items():
         print(
-            f"{chip:<8} {part['runs']:>3} runs, replayed median |error| "
-            f"{_share_text(part['median_abs_error'])}, XLA's estimate "
+            f"{chip:<8} {part['runs']:>3} runs, median |error|: replayed "
+            f"{_share_text(part['median_abs_error'])}, replayed at XLA's op costs "
+            f"{_share_text(part['xla_costed_median_abs_error'])}, XLA's estimate "
             f"{_share_text(part['xla_estimate_median_abs_error'])}"
         )
     print()
@@ -62,10 +63,11 @@ def breakdown_table(rows: list[dict[str, Any]]) -> str:
             **{kind: when((r["busy_by_kind_s"] or {}).get(kind)) for kind in KINDS},
             "exposed comm": when(r["exposed_communication_s"]),
             "replayed": when(r["simulated_s"]),
+            "at XLA costs": when(r["xla_costed_s"]),
             "XLA estimate": when(r["xla_estimate_s"]),
             "measured": when(r["measured_s"]),
         }
         for r in rows
     ]
-    columns = ("id", *KINDS, "exposed comm", "replayed", "XLA estimate", "measured")
+    columns = ("id", *KINDS, "exposed comm", "replayed", "at XLA costs", "XLA estimate", "measured")
     return text_table(shown, columns)

@@ -11,8 +11,10 @@ made it, the versions and the date. Replaying needs no JAX.
 
 A row is the same as a ``validate --workloads`` row (``simulated_s`` is the replayed
 step, ``status`` ``ok``), plus the replay's TensorCore time per op kind
-(``busy_by_kind_s``) and its exposed communication, so a miss is a named op kind, and
-XLA's own estimate of the device's TensorCore time (``xla_estimate_s``: the
+(``busy_by_kind_s``) and its exposed communication, so a miss is a named op kind; the
+same replay with XLA's op costs (``xla_costed_s``: each op XLA estimated takes its
+cycles over the clock, the rest, collectives and Pallas kernels, as tpusim costs
+them); and XLA's own estimate of the device's TensorCore time (``xla_estimate_s``: the
 ``estimated_cycles`` its TPU backend writes on each op, :mod:`tpusim.program.hlo.
 xla_estimate`, over the chip's clock, :data:`CLOCK_HZ`), the compiler's cost model
 beside tpusim's.
@@ -92,20 +94,31 @@ class CompiledResult(WorkloadResult):
 
     busy_by_kind_s: dict[str, float] | None = None
     exposed_communication_s: float | None = None
+    xla_costed_s: float | None = None
     xla_estimate_s: float | None = None
+
+    def _error(self, seconds: float | None) -> float | None:
+        if seconds is None:
+            return None
+        return (seconds - self.case.measured_s) / self.case.measured_s
+
+    @property
+    def xla_costed_error(self) -> float | None:
+        """(the replay with XLA's op costs - measured) / measured; None without a clock."""
+        return self._error(self.xla_costed_s)
 
     @property
     def xla_estimate_error(self) -> float | None:
         """(XLA's estimate - measured) / measured, None without a clock for the chip."""
-        if self.xla_estimate_s is None:
-            return None
-        return (self.xla_estimate_s - self.case.measured_s) / self.case.measured_s
+        return self._error(self.xla_estimate_s)
 
     def row(self) -> dict[str, Any]:
         return {
             **super().row(),
             "busy_by_kind_s": self.busy_by_kind_s,
             "exposed_communication_s": self.exposed_communication_s,
+            "xla_costed_s": self.xla_costed_s,
+            "xla_costed_error": self.xla_costed_error,
             "xla_estimate_s": self.xla_estimate_s,
             "xla_estimate_error": self.xla_estimate_error,
         }
@@ -114,15 +127,21 @@ class CompiledResult(WorkloadResult):
 def replay_case(
     case: WorkloadCase, record: CompiledRecord, network: NetworkSettings | None = None
 ) -> CompiledResult:
-    """``record``'s artifact replayed on ``case``'s slice (:func:`case_system`)."""
-    system = case_system(case)
-    summary = replay_summary(str(record.artifact), system, network or NetworkSettings())
+    """``record``'s artifact replayed on ``case``'s slice (:func:`case_system`): with
+    tpusim's op costs, and again with XLA's (its estimated cycles over the chip clock)
+    where the chip's clock is known."""
+    system, path = case_system(case), str(record.artifact)
+    summary = replay_summary(path, system, network or NetworkSettings())
     if summary["unknown_ops"]:
         unknown = ", ".join(summary["unknown_ops"])
         raise ConfigError(f"{record.artifact}: ops the replay cannot cost: {unknown}")
     clock_hz = CLOCK_HZ.get(case.spec.chip)
-    artifact = read_artifact(record.artifact)
-    cycles = estimated_cycles(parse_hlo(artifact.hlo, str(record.artifact))).cycles
+    xla_costed, estimate = None, None
+    if clock_hz is not None:
+        costed = replay_summary(path, system, network or NetworkSettings(), clock_hz=clock_hz)
+        xla_costed = costed["step_time_s"]
+        cycles = estimated_cycles(parse_hlo(read_artifact(path).hlo, path)).cycles
+        estimate = cycles / clock_hz
     return CompiledResult(
         case,
         "ok",
@@ -130,7 +149,8 @@ def replay_case(
         detail=f"replayed {record.artifact.name}",
         busy_by_kind_s=summary["busy_by_kind_s"],
         exposed_communication_s=summary["exposed_communication_time_s"],
-        xla_estimate_s=cycles / clock_hz if clock_hz and cycles else None,
+        xla_costed_s=xla_costed,
+        xla_estimate_s=estimate,
     )
 
 
@@ -158,13 +178,18 @@ def by_chip(results: Sequence[CompiledResult]) -> dict[str, dict[str, Any]]:
 
 
 def estimate_stats(results: Sequence[CompiledResult]) -> dict[str, Any]:
-    """Runs, the replay's median |error| and XLA's estimate's (None when none)."""
-    replayed = [abs(r.error) for r in results if r.error is not None]
-    xla = [abs(r.xla_estimate_error) for r in results if r.xla_estimate_error is not None]
+    """Runs and the median |error| of the replay, of the replay with XLA's op costs
+    and of XLA's estimate (None when none)."""
+
+    def median(errors: list[float | None]) -> float | None:
+        known = [abs(e) for e in errors if e is not None]
+        return _median(known) if known else None
+
     return {
         "runs": len(results),
-        "median_abs_error": _median(replayed) if replayed else None,
-        "xla_estimate_median_abs_error": _median(xla) if xla else None,
+        "median_abs_error": median([r.error for r in results]),
+        "xla_costed_median_abs_error": median([r.xla_costed_error for r in results]),
+        "xla_estimate_median_abs_error": median([r.xla_estimate_error for r in results]),
     }
 
 

@@ -109,13 +109,15 @@ def replay_summary(
     network: NetworkSettings | str = "flow",
     device_chips: list[int] | None = None,
     calibration: str | None = None,
+    clock_hz: float | None = None,
 ) -> HloSummary:
     """:func:`hlo_summary` on a loaded ``system`` (``validate --workloads --compiled``
-    replays on each run's slice)."""
+    replays on each run's slice); with ``clock_hz`` the ops XLA estimated take its
+    cycles over that clock (:func:`~tpusim.program.hlo.replay.replay_program`)."""
     module, program, device_chips, compiled = _module(file, system, device_chips)
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
-    program = replay_program(module, program, system.num_chips, device_chips)
+    program = replay_program(module, program, system.num_chips, device_chips, clock_hz)
     per_chip = int(compiled.get("devices_per_chip", 1))
     if isinstance(network, str):
         network = NetworkSettings.of(network)

@@ -17,7 +17,8 @@ batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
@@ -34,6 +35,7 @@ from tpusim.program.hlo.opcodes import (
     collective_kind,
 )
 from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.xla_estimate import xla_cycles
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype, Engine
 
@@ -148,9 +150,19 @@ class _Lowering:
         elif (work := custom_call_work(site.frame.computation, ins)) is not None:
             self._emit_kernel(site, work)
         elif parts := matmul_parts(self.module.computations, site):
-            self._emit_matmuls(site, parts)
+            self._estimated(site, len(self.ops), lambda: self._emit_matmuls(site, parts))
         else:
-            self._emit_elementwise(site)
+            self._estimated(site, len(self.ops), lambda: self._emit_elementwise(site))
+
+    def _estimated(self, site: Site, first: int, emit: Callable[[], None]) -> None:
+        """Run ``emit`` and give the compute ops it added XLA's estimated cycles of the
+        site's instruction (times its runs), split evenly among them."""
+        emit()
+        cycles = xla_cycles(site.instruction) * site.num_executions
+        added = len(self.ops) - first
+        if cycles > 0 and added:
+            share = cycles / added
+            self.ops[first:] = [replace(op, xla_cycles=share) for op in self.ops[first:]]
 
     def _before(self, site: Site) -> Deps:
         prefix = site.frame.prefix

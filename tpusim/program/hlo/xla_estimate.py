@@ -15,8 +15,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from tpusim.program.hlo.callgraph import Policy, walk
-from tpusim.program.hlo.module import HloModule
+from tpusim.program.hlo.parse import Instruction
+
+if TYPE_CHECKING:
+    from tpusim.program.hlo.module import HloModule
 
 _CYCLES = re.compile(r'"estimated_cycles"\s*:\s*"?(\d+)')
 #: Loop bodies, taken branches and calls run; fusions are one op (their estimate).
@@ -32,12 +37,18 @@ class CycleEstimate:
     estimated_runs: int
 
 
+def xla_cycles(ins: Instruction) -> float:
+    """XLA's estimated cycles of one run of ``ins`` (0 when it gives none)."""
+    found = _CYCLES.search(ins.attrs.get("backend_config", ""))
+    return float(found.group(1)) if found is not None else 0.0
+
+
 def estimated_cycles(module: HloModule) -> CycleEstimate:
     """The sum of XLA's ``estimated_cycles`` over the module's op runs (module doc)."""
     cycles, runs = 0.0, 0
     for site in walk(module.computations, module.entry, _OPS):
-        found = _CYCLES.search(site.instruction.attrs.get("backend_config", ""))
-        if found is not None and site.num_executions:
-            cycles += float(found.group(1)) * site.num_executions
+        found = xla_cycles(site.instruction)
+        if found and site.num_executions:
+            cycles += found * site.num_executions
             runs += site.num_executions
     return CycleEstimate(cycles, runs)
