@@ -162,3 +162,22 @@ def test_records_are_valid_json_beside_their_artifacts():
     for path in sorted(Path(COMPILED_DIR).glob("*.json")):
         data = json.loads(path.read_text())
         assert (path.parent / data["artifact"]).is_file()
+
+
+HEAD_WINDOW = """HloModule heads
+
+ENTRY %main (x: bf16[2,64,32,1], w: bf16[4,16,32,1]) -> bf16[2,64,4,16] {
+  %x = bf16[2,64,32,1]{3,2,1,0} parameter(0)
+  %w = bf16[4,16,32,1]{3,2,1,0} parameter(1)
+  ROOT %c = bf16[2,64,4,16]{3,2,1,0} convolution(%x, %w), window={size=1x4 pad=0_0x3_3 rhs_reversal=0x1}, dim_labels=0bf1_1oi0->0b1f
+}
+"""
+
+
+def test_a_projection_over_a_padded_head_window_is_one_matmul():
+    """XLA's form of ``[2 x 64 tokens, 32] @ [32, 4 heads x 16]``: the kernel slides
+    over the 4 heads, each output head meeting one input position. One matmul of m =
+    128 token rows, k = 32, n = 64 (not m = 512 rows reading the input once per head
+    with n = 16)."""
+    [op] = hlo_to_program(parse_hlo(HEAD_WINDOW)).ops
+    assert (op.batch, op.m, op.n, op.k) == (1, 128, 64, 32)

@@ -121,15 +121,6 @@ def operand_bytes(comp: Computation, ins: Instruction) -> float:
     return sum(comp.instructions[o].shape.bytes for o in ins.operands if o in comp.instructions)
 
 
-def kernel_dim(ins: Instruction, kernel: Shape, label: str) -> int | None:
-    """The kernel's size along ``label`` in ``dim_labels`` (``i`` input features, ``o``
-    output features); None without labels."""
-    parts = re.match(r"[^_]*_([^-]*)->", ins.attrs.get("dim_labels", ""))
-    if parts and label in parts.group(1) and len(parts.group(1)) == len(kernel.dims):
-        return kernel.dims[parts.group(1).index(label)]
-    return None
-
-
 def kernel_out(ins: Instruction, kernel: Shape) -> int:
     """Output features of a convolution's kernel (``o`` in ``dim_labels``, else the last)."""
     labels = ins.attrs.get("dim_labels", "")
@@ -178,14 +169,14 @@ def _own_matmul(comp: Computation, ins: Instruction) -> list[MatmulPart]:
         return []
     total = instruction_flops(comp, ins)
     kernel = operand_shape(comp, ins, 1)
-    lhs = operand_shape(comp, ins, 0)
-    k_in = kernel_dim(ins, kernel, "i") if kernel and kernel.dims else None
-    if lhs is not None and k_in:
-        # rows of the input (a head axis XLA runs along a padded window is the
-        # kernel's, not the input's: the input is read once, not once per head)
-        m = max(1, lhs.num_elements // k_in)
-        n = max(1, round(total / (2 * m * k_in)))
-        return [(1, m, n, k_in, ins.shape.dtype)]
+    lhs, out = operand_shape(comp, ins, 0), ins.shape.num_elements
+    if lhs is not None and lhs.num_elements and out and "dim_labels" in ins.attrs:
+        # k: the products summed per output element; m: the input's rows (a head axis
+        # XLA runs along a padded window belongs to the kernel: the input is read once)
+        k = max(1, round(total / (2 * out)))
+        m = max(1, lhs.num_elements // k)
+        n = max(1, round(total / (2 * m * k)))
+        return [(1, m, n, k, ins.shape.dtype)]
     n = kernel_out(ins, kernel) if kernel and kernel.dims else 1
     m = max(1, ins.shape.num_elements // max(n, 1))
     k = max(1, round(total / (2 * m * n)))
