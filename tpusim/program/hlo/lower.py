@@ -18,7 +18,7 @@ batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
@@ -56,6 +56,17 @@ _CHIP_DTYPE: dict[str, Dtype] = {
 }
 
 Deps = frozenset[str]
+
+
+@dataclass(frozen=True, eq=False)
+class TupleDeps:
+    """What each element of a tuple value waits for (a loop's carried state): a
+    ``get-tuple-element`` waits only for its element's ops."""
+
+    elements: tuple[Value, ...]
+
+
+Value = Deps | TupleDeps
 
 
 def chip_dtype(dtype: str) -> Dtype:
@@ -124,13 +135,20 @@ class _Lowering:
         self.module = module
         self.records = {(c.computation, c.name): c for c in module.collective_list}
         self.ops: list[Op] = []
-        self.deps: dict[str, Deps] = {}
+        self.deps: dict[str, Value] = {}
+        self._flat: dict[int, Deps] = {}
 
     def visit(self, site: Site) -> None:
         ins = site.instruction
         opc = ins.opcode
         if opc == "parameter":
             self.deps[site.op_name] = self._frame_input(site.frame)
+        elif opc == "tuple":
+            prefix = site.frame.prefix
+            elements = (self.deps.get(prefix + o, frozenset()) for o in ins.operands)
+            self.deps[site.op_name] = TupleDeps(tuple(elements))
+        elif opc == "get-tuple-element":
+            self.deps[site.op_name] = self._element(site)
         elif opc == "copy-start" and ins.host_memory:
             self._emit_host_copy(site)
         elif opc == "custom-call-update" and (record := self._started(site)) is not None:
@@ -164,21 +182,45 @@ class _Lowering:
             share = cycles / added
             self.ops[first:] = [replace(op, xla_cycles=share) for op in self.ops[first:]]
 
+    def flat(self, value: Value) -> Deps:
+        """Every op ``value`` waits for (a tuple's: its elements' together)."""
+        if not isinstance(value, TupleDeps):
+            return value
+        found = self._flat.get(id(value))
+        if found is None:
+            found = frozenset().union(*(self.flat(v) for v in value.elements))
+            self._flat[id(value)] = found
+        return found
+
     def _before(self, site: Site) -> Deps:
         prefix = site.frame.prefix
         return frozenset().union(
-            *(self.deps.get(prefix + o, frozenset()) for o in site.instruction.operands)
+            *(self.flat(self.deps.get(prefix + o, frozenset())) for o in site.instruction.operands)
         )
 
-    def _root_deps(self, frame: Frame) -> Deps:
+    def _element(self, site: Site) -> Value:
+        """A ``get-tuple-element``'s value: its element of a tuple value, else what its
+        operand waits for."""
+        ins = site.instruction
+        value = self.deps.get(site.frame.prefix + ins.operands[0], frozenset()) if ins.operands else frozenset()
+        index = ins.attrs.get("index", "")
+        if isinstance(value, TupleDeps) and index.isdigit() and int(index) < len(value.elements):
+            return value.elements[int(index)]
+        return self.flat(value)
+
+    def _root_deps(self, frame: Frame) -> Value:
         return self.deps.get(frame.prefix + frame.computation.root.name, frozenset())
 
-    def _frame_input(self, frame: Frame) -> Deps:
+    def _frame_input(self, frame: Frame) -> Value:
         """What a computation's parameters stand for: the previous iteration's result,
-        the call site's operands, or nothing at ENTRY."""
+        the call site's operand (a loop's state, element by element) or operands, or
+        nothing at ENTRY."""
         if frame.previous is not None:
             return self._root_deps(frame.previous)
-        return self._before(frame.caller) if frame.caller is not None else frozenset()
+        caller = frame.caller
+        if caller is not None and len(caller.instruction.operands) == 1:
+            return self.deps.get(caller.frame.prefix + caller.instruction.operands[0], frozenset())
+        return self._before(caller) if caller is not None else frozenset()
 
     def _collective(self, site: Site) -> HloCollective | None:
         ins = site.instruction
