@@ -44,7 +44,9 @@ def test_every_record_names_a_published_run_and_how_it_was_made():
         assert record.fields["command"].startswith("tpusim compile --maxtext ")
         assert set(record.fields["versions"]) >= {"jax", "libtpu", "maxtext"}
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", record.fields["compiled"])
-        assert read_artifact(record.artifact).fields["request"]["maxtext"] == record.fields["maxtext"]
+        assert (
+            read_artifact(record.artifact).fields["request"]["maxtext"] == record.fields["maxtext"]
+        )
 
 
 @pytest.mark.slow
@@ -98,10 +100,12 @@ LOOP_WITH_ESTIMATES = """HloModule est
 
 ENTRY %main (x: f32[8,8]) -> (s32[], f32[8,8]) {
   %x = f32[8,8]{1,0} parameter(0)
-  %a = f32[8,8]{1,0} abs(%x), backend_config={"flag_configs":[],"window_config":{"estimated_cycles":"50"}}
+  %a = f32[8,8]{1,0} abs(%x),\
+ backend_config={"flag_configs":[],"window_config":{"estimated_cycles":"50"}}
   %zero = s32[] constant(0)
   %in = (s32[], f32[8,8]{1,0}) tuple(%zero, %a)
-  ROOT %loop = (s32[], f32[8,8]{1,0}) while(%in), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"12"}}
+  ROOT %loop = (s32[], f32[8,8]{1,0}) while(%in), condition=%cond, body=%body,\
+ backend_config={"known_trip_count":{"n":"12"}}
 }
 """
 
@@ -134,10 +138,12 @@ RELAYOUT_SLICE = """HloModule relayout
 
 %fused (param_0: bf16[80,1024,1024], param_1: s32[]) -> bf16[1024,1024] {
   %param_0 = bf16[80,1024,1024]{2,1,0} parameter(0)
-  %f = bf16[80,1024,1024]{1,2,0} fusion(%param_0), kind=kLoop, output_to_operand_aliasing={{}: (0, {})}, calls=%copy_fusion
+  %f = bf16[80,1024,1024]{1,2,0} fusion(%param_0), kind=kLoop,\
+ output_to_operand_aliasing={{}: (0, {})}, calls=%copy_fusion
   %param_1 = s32[] parameter(1)
   %z = s32[] constant(0)
-  %ds = bf16[1,1024,1024]{2,1,0} dynamic-slice(%f, %param_1, %z, %z), dynamic_slice_sizes={1,1024,1024}
+  %ds = bf16[1,1024,1024]{2,1,0} dynamic-slice(%f, %param_1, %z, %z),\
+ dynamic_slice_sizes={1,1024,1024}
   %b = bf16[1024,1024]{1,0} bitcast(%ds)
   ROOT %n = bf16[1024,1024]{1,0} negate(%b)
 }
@@ -169,7 +175,8 @@ HEAD_WINDOW = """HloModule heads
 ENTRY %main (x: bf16[2,64,32,1], w: bf16[4,16,32,1]) -> bf16[2,64,4,16] {
   %x = bf16[2,64,32,1]{3,2,1,0} parameter(0)
   %w = bf16[4,16,32,1]{3,2,1,0} parameter(1)
-  ROOT %c = bf16[2,64,4,16]{3,2,1,0} convolution(%x, %w), window={size=1x4 pad=0_0x3_3 rhs_reversal=0x1}, dim_labels=0bf1_1oi0->0b1f
+  ROOT %c = bf16[2,64,4,16]{3,2,1,0} convolution(%x, %w),\
+ window={size=1x4 pad=0_0x3_3 rhs_reversal=0x1}, dim_labels=0bf1_1oi0->0b1f
 }
 """
 

@@ -9,7 +9,8 @@ artifact ``<case>.json.gz`` gets a record ``<case>.json``: the case, the command
 MaxText line, the libtpu flags, the versions, the compile time and the date. One compile
 at a time (1-10 CPU-minutes and up to 2.5 GB each)::
 
-    nice -n 10 python tools/compile_workloads.py --maxtext-python /work/venv-maxtext/bin/python CASE_ID ...
+    nice -n 10 python tools/compile_workloads.py \\
+        --maxtext-python /work/venv-maxtext/bin/python CASE_ID ...
 
 ``--from ARTIFACT`` ships an artifact compiled before (by ``tpusim compile --maxtext``)
 for the one case given instead of compiling it again.
@@ -65,7 +66,8 @@ def write_record(case: str, artifact: Path, date: str) -> Path:
         "versions": fields["versions"],
         "compile_time_s": round(float(fields["compile_time_s"]), 1),
         "compiled": date,
-        "source": "MaxText train_compile on a CPU (tpusim compile --maxtext); XLA's per-device module",
+        "source": "MaxText train_compile on a CPU (tpusim compile --maxtext), "
+        "XLA's per-device module",
     }
     path = artifact.with_name(f"{case}.json")
     path.write_text(json.dumps(record, indent=1) + "\n")

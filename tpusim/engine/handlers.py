@@ -122,7 +122,9 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
             yield req
             start = sim.env.now
             duration = (
-                contended_s(roofline, op, cls.dma_Bps, hbm_Bps) if op.fixed_s is None else op.fixed_s
+                contended_s(roofline, op, cls.dma_Bps, hbm_Bps)
+                if op.fixed_s is None
+                else op.fixed_s
             )
             yield sim.env.timeout(duration * cls.slowdown if slowed else duration)
         unit = roofline.unit
@@ -256,4 +258,3 @@ def all_done(env: simpy.Environment, events: list[simpy.Event]) -> simpy.Event:
     for event in waiting:
         event.callbacks.append(check)  # type: ignore[union-attr]
     return done
-

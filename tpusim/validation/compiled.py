@@ -81,7 +81,9 @@ def compiled_records(folder: Path = COMPILED_DIR) -> dict[str, CompiledRecord]:
     for path in sorted(folder.glob("*.json")):
         record = read_compiled_record(path)
         if record.case in out:
-            raise ConfigError(f"{path}: case {record.case} is compiled twice ({out[record.case].file})")
+            raise ConfigError(
+                f"{path}: case {record.case} is compiled twice ({out[record.case].file})"
+            )
         out[record.case] = record
     return out
 

@@ -55,8 +55,8 @@ def collective_sites(computations: Mapping[str, Computation], entry: str) -> lis
     copies of one collective that async collective fusions hold (fused collectives of
     one ``channel_id`` in one run of the computation that holds the fusions, or in a
     computation it runs, such as the windowed einsum loops XLA puts between a layer's
-    all-gather start and its done, :mod:`.fusions`), the first. (Unfused collectives may share a channel id, as CPU
-    modules' do: each counts.)"""
+    all-gather start and its done, :mod:`.fusions`), the first. (Unfused collectives
+    may share a channel id, as CPU modules' do: each counts.)"""
     seen: set[tuple[str, str]] = set()
     out = []
     for site in walk(computations, entry, RUNS):

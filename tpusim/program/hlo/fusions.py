@@ -129,8 +129,6 @@ def fusion_bytes(computations: Mapping[str, Computation], ins: Instruction) -> f
         return None
     users = _users(comp)
     read = sum(
-        _param_bytes(p, users)
-        for p in comp.instructions.values()
-        if p.opcode == "parameter"
+        _param_bytes(p, users) for p in comp.instructions.values() if p.opcode == "parameter"
     )
     return read + _written(comp, comp.root)

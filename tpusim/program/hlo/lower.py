@@ -202,7 +202,11 @@ class _Lowering:
         """A ``get-tuple-element``'s value: its element of a tuple value, else what its
         operand waits for."""
         ins = site.instruction
-        value = self.deps.get(site.frame.prefix + ins.operands[0], frozenset()) if ins.operands else frozenset()
+        value = (
+            self.deps.get(site.frame.prefix + ins.operands[0], frozenset())
+            if ins.operands
+            else frozenset()
+        )
         index = ins.attrs.get("index", "")
         if isinstance(value, TupleDeps) and index.isdigit() and int(index) < len(value.elements):
             return value.elements[int(index)]

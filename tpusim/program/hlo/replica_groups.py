@@ -16,6 +16,7 @@ Anything else is a ValueError naming the text.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -112,7 +113,7 @@ def _mesh(text: str, m: re.Match[str]) -> list[list[int]]:
     ):
         raise ValueError(f"unknown replica group syntax '{text}' (axes {m.group(4)!r})")
     cuts = _sub_axis_cuts(text, sizes, chosen)
-    dims = [(a, lo, hi) for a, c in cuts.items() for lo, hi in zip(c, c[1:])]
+    dims = [(a, lo, hi) for a, c in cuts.items() for lo, hi in itertools.pairwise(c)]
     ids = ids.reshape([hi // lo for _, lo, hi in dims])
     inside = [
         j
