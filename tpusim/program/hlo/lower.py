@@ -12,7 +12,9 @@ a ``copy-start`` to or from host memory (layout ``S(5)``) an asynchronous
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
 are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
 ones become one copy whose ops stand for every iteration (``<while>/<op>``, sizes and
-batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) callee.
+batch scaled by the trip count); where unrolling them all would walk over a million
+instruction runs, only loops up to a shorter trip count are
+(``HloModule.unroll_up_to``). A ``call`` or ``conditional`` runs its (first) callee.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
-from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls, walk
+from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
@@ -45,7 +47,7 @@ from tpusim.vocabulary import Dtype, Engine
 MAX_HLO_FILE_BYTES = 256 * 2**20
 #: The program runs the loop bodies, the taken branch and called computations; fusions
 #: and async-wrapped computations are single ops.
-_LOWERED = Policy(frozenset({"loop_body", "branch", "call"}), unroll_up_to=MAX_UNROLL)
+_LOWERED = frozenset({"loop_body", "branch", "call"})
 _CHIP_DTYPE: dict[str, Dtype] = {
     "bf16": "bf16",
     "f16": "bf16",
@@ -102,7 +104,8 @@ def _engine(comp: Computation) -> Engine | None:
 def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
     """The ENTRY computation of ``module`` as a :class:`Program` (see the module doc)."""
     lowering = _Lowering(module)
-    for site in walk(module.computations, module.entry, _LOWERED):
+    policy = Policy(_LOWERED, unroll_up_to=module.unroll_up_to)
+    for site in walk(module.computations, module.entry, policy):
         lowering.visit(site)
     return Program(name or module.name or "hlo", tuple(lowering.ops))
 
