@@ -188,3 +188,34 @@ def test_a_projection_over_a_padded_head_window_is_one_matmul():
     with n = 16)."""
     [op] = hlo_to_program(parse_hlo(HEAD_WINDOW)).ops
     assert (op.batch, op.m, op.n, op.k) == (1, 128, 64, 32)
+
+
+HOST_SLICES = """HloModule offload
+
+ENTRY %main (stack: bf16[80,256,1024], i: s32[], x: bf16[1,256,1024]) -> bf16[1,256,1024] {
+  %stack = bf16[80,256,1024]{2,1,0:S(5)} parameter(0)
+  %i = s32[] parameter(1)
+  %x = bf16[1,256,1024]{2,1,0} parameter(2)
+  %z = s32[] constant(0)
+  %ds = ((bf16[80,256,1024]{2,1,0:S(5)}, s32[], s32[], s32[]), bf16[1,256,1024]{2,1,0}, \
+u32[]{:S(2)}) dynamic-slice-start(%stack, %i, %z, %z), dynamic_slice_sizes={1,256,1024}
+  %dd = bf16[1,256,1024]{2,1,0} dynamic-slice-done(%ds)
+  %us = ((bf16[80,256,1024]{2,1,0:S(5)}, bf16[1,256,1024]{2,1,0}, s32[], s32[], s32[]), \
+bf16[80,256,1024]{2,1,0:S(5)}, u32[]{:S(2)}) dynamic-update-slice-start(%stack, %x, %i, %z, %z)
+  %ud = bf16[80,256,1024]{2,1,0:S(5)} dynamic-update-slice-done(%us)
+  ROOT %n = bf16[1,256,1024]{2,1,0} negate(%dd)
+}
+"""
+
+
+def test_async_dynamic_slices_of_host_memory_are_host_transfers():
+    """Reading one layer (256 x 1024 bf16, 512 KiB) of a stack kept in host memory
+    (``S(5)``) and writing one back: two asynchronous host transfers of 512 KiB, no
+    unknown op."""
+    module = parse_hlo(HOST_SLICES)
+    hosts = [op for op in hlo_to_program(module).ops if op.kind == "host_transfer"]
+    assert [(op.name, op.bytes, op.overlap) for op in hosts] == [
+        ("ds", 256 * 1024 * 2, True),
+        ("us", 256 * 1024 * 2, True),
+    ]
+    assert not module.unknown_ops

@@ -39,9 +39,10 @@ from tpusim.validation.workloads_run import WorkloadResult, case_system
 from tpusim.workloads.hlo import replay_summary
 
 COMPILED_DIR = configs_dir() / "measurements" / "compiled"
-#: TensorCore clock per chip, Hz (grade: assumption; the clocks the chip files'
-#: ``efficiency.vector`` notes take from the shared reference tpu-specs section 1.8,
-#: which the chips' vector rates are derived from).
+#: TensorCore clock per chip, Hz, at which XLA's estimated cycles are counted (grade:
+#: primary, code: the shared reference tpu-specs sections 1.2 to 1.5, XLA-PI's clock
+#: tables; Ironwood's default P-state, 1.9 GHz, where its published peak is at its
+#: highest, 2.2 GHz: at 2.2 GHz its estimate would be 14% shorter).
 CLOCK_HZ = {"v4": 1.05e9, "v5e": 1.5e9, "v5p": 1.75e9, "v6e": 1.75e9, "ironwood": 1.9e9}
 #: Fields every record carries (``tools/compile_workloads.py`` writes them).
 RECORD_FIELDS = ("case", "artifact", "command", "maxtext", "topology", "versions", "compiled")

@@ -91,8 +91,27 @@ def movement_bytes(
         return fusion
     if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
         return 2.0 * ins.shape.elements[1].bytes
+    if ins.opcode in ASYNC_SLICES:
+        return 2.0 * async_slice_bytes(ins)
     if ins.opcode in KNOWN_OPS:
         return ins.shape.bytes + operand_bytes(comp, ins)
+    return ins.shape.bytes
+
+
+#: Asynchronous dynamic slices (host offload of a layer's saved activations reads and
+#: writes one layer of a stack kept in host memory).
+ASYNC_SLICES = frozenset({"dynamic-slice-start", "dynamic-update-slice-start"})
+
+
+def async_slice_bytes(ins: Instruction) -> float:
+    """Bytes an asynchronous dynamic slice moves: the slice (``dynamic-slice-start``'s
+    result, the tuple's second element) or the update (``dynamic-update-slice-start``'s
+    second operand, its first element's second)."""
+    elements = ins.shape.elements
+    if ins.opcode == "dynamic-slice-start" and len(elements) > 1:
+        return elements[1].bytes
+    if elements and len(elements[0].elements) > 1:
+        return elements[0].elements[1].bytes
     return ins.shape.bytes
 
 
@@ -154,6 +173,8 @@ class _Lowering:
             self.deps[site.op_name] = self._element(site)
         elif opc == "copy-start" and ins.host_memory:
             self._emit_host_copy(site)
+        elif opc in ASYNC_SLICES and ins.host_memory:
+            self._emit_host_copy(site, async_slice_bytes(ins))
         elif opc == "custom-call-update" and (record := self._started(site)) is not None:
             self._emit_collective(site, record)  # the data arrives at the update
         elif (
@@ -302,12 +323,15 @@ class _Lowering:
         self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
         self.deps[site.op_name] = frozenset({site.op_name})
 
-    def _emit_host_copy(self, site: Site) -> None:
-        """A host-offload copy (to or from host memory): an asynchronous host transfer
-        of the copied array, on the host DMA engines beside compute."""
+    def _emit_host_copy(self, site: Site, moved: float | None = None) -> None:
+        """A host-offload copy (to or from host memory) of ``moved`` bytes (default:
+        the copied array): an asynchronous host transfer, on the host DMA engines beside
+        compute."""
         ins = site.instruction
-        leaves = ins.shape.elements[0].leaves() if ins.shape.elements else ins.shape.leaves()
-        nbytes = sum(leaf.bytes for leaf in leaves) * site.num_executions
+        if moved is None:
+            leaves = ins.shape.elements[0].leaves() if ins.shape.elements else ins.shape.leaves()
+            moved = sum(leaf.bytes for leaf in leaves)
+        nbytes = moved * site.num_executions
         before = self._before(site)
         if nbytes <= 0:
             self.deps[site.op_name] = before
