@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
-from tpusim.program.hlo.callgraph import Frame, Policy, Site, calls, walk
+from tpusim.program.hlo.callgraph import CallRole, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
@@ -47,7 +47,7 @@ from tpusim.vocabulary import Dtype, Engine
 MAX_HLO_FILE_BYTES = 256 * 2**20
 #: The program runs the loop bodies, the taken branch and called computations; fusions
 #: and async-wrapped computations are single ops.
-_LOWERED = frozenset({"loop_body", "branch", "call"})
+_LOWERED: frozenset[CallRole] = frozenset({"loop_body", "branch", "call"})
 _CHIP_DTYPE: dict[str, Dtype] = {
     "bf16": "bf16",
     "f16": "bf16",
