@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from tpusim.config.calibration import calibrated_system, load_calibration
 from tpusim.config.faults import FaultKeys
@@ -45,7 +45,7 @@ class HloSummary(TypedDict):
     mfu: float
     unknown_ops: dict[str, int]
     compiled: dict[str, float]
-    busy_by_kind_s: dict[str, float]
+    busy_by_kind_s: NotRequired[dict[str, float]]
 
 
 class HloWorkload(WorkloadSpec, FaultKeys):
@@ -100,7 +100,9 @@ def hlo_summary(
     device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
     file applied if given, on ``network`` (settings, or a fidelity at its defaults)."""
 
-    return replay_summary(file, load_system(system_name), network, device_chips, calibration)
+    summary = replay_summary(file, load_system(system_name), network, device_chips, calibration)
+    del summary["busy_by_kind_s"]  # validate --workloads --compiled's, not tpusim hlo's
+    return summary
 
 
 def replay_summary(
@@ -112,7 +114,8 @@ def replay_summary(
     clock_hz: float | None = None,
 ) -> HloSummary:
     """:func:`hlo_summary` on a loaded ``system`` (``validate --workloads --compiled``
-    replays on each run's slice); with ``clock_hz`` the ops XLA estimated take its
+    replays on each run's slice), plus ``busy_by_kind_s``, the TensorCore's seconds per
+    op kind; with ``clock_hz`` the ops XLA estimated take its
     cycles over that clock (:func:`~tpusim.program.hlo.replay.replay_program`)."""
     module, program, device_chips, compiled = _module(file, system, device_chips)
     if calibration is not None:
