@@ -11,13 +11,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tpusim.cli import main
 from tpusim.program.hlo import hlo_to_program, parse_hlo
 from tpusim.program.hlo.artifact import read_artifact
 from tpusim.program.hlo.callgraph import Policy, walk
 from tpusim.program.hlo.cost import instruction_flops
 from tpusim.program.hlo.replica_groups import parse_replica_groups
 from tpusim.program.hlo.xla_estimate import estimated_cycles
-from tpusim.validation.compiled import COMPILED_DIR, compiled_records, validate_compiled
+from tpusim.validation.compiled import (
+    COMPILED_DIR,
+    CompiledResult,
+    by_chip,
+    compiled_records,
+    validate_compiled,
+)
 from tpusim.validation.workloads import load_workload_cases
 
 WORKLOADS = COMPILED_DIR.parent / "workloads"
@@ -229,3 +236,29 @@ def test_async_dynamic_slices_of_host_memory_are_host_transfers():
         ("us", 256 * 1024 * 2, True),
     ]
     assert not module.unknown_ops
+
+
+def test_per_chip_medians_by_hand():
+    """Medians of |error| per chip over hand-made results: v5p runs 10% and 30% slow
+    (median 20%), one Ironwood run 5% fast; XLA's estimate of the v5p runs 2% and 4%
+    slow (median 3%)."""
+    cases = {c.id: c for c in load_workload_cases()}
+    v5p, iw = cases["v5p-maxtext-1x128-32b"], cases["iw-llama3.1-70b-64-bf16"]
+    w = cases["v5p-maxtext-1x256-128b"]
+    results = [
+        CompiledResult(v5p, "ok", v5p.measured_s * 1.1, xla_estimate_s=v5p.measured_s * 1.02),
+        CompiledResult(w, "ok", w.measured_s * 1.3, xla_estimate_s=w.measured_s * 1.04),
+        CompiledResult(iw, "ok", iw.measured_s * 0.95),
+    ]
+    chips = by_chip(results)
+    assert chips["v5p"]["runs"] == 2
+    assert chips["v5p"]["median_abs_error"] == pytest.approx(0.20)
+    assert chips["v5p"]["xla_estimate_median_abs_error"] == pytest.approx(0.03)
+    assert chips["ironwood"]["median_abs_error"] == pytest.approx(0.05)
+    assert chips["ironwood"]["xla_estimate_median_abs_error"] is None
+
+
+def test_compiled_needs_workloads(capsys):
+    """``--compiled`` alone is one error line, exit 2."""
+    assert main(["validate", "--compiled"]) == 2
+    assert "--compiled" in capsys.readouterr().err
