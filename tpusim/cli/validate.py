@@ -57,6 +57,11 @@ class ValidateFlags(ValidationFlags):
         "--workloads --cv chip, collective time from the holdout measurements without",
         json_schema_extra={"nargs": "?", "const": "", "metavar": "FILE"},
     )
+    compiled: bool = Field(
+        False,
+        description="with --workloads: replay each run's XLA-compiled MaxText step "
+        "(configs/measurements/compiled/) instead of building it",
+    )
     serving: bool = Field(False, description="the public serving figures instead")
     fit: bool = Field(False, description="--serving: refit the overhead terms")
     out: str | None = Field(

@@ -88,6 +88,11 @@ def _check_kinds(args: argparse.Namespace) -> None:
         raise InputError("tpusim validate: --cv server groups serving figures; give --serving")
     if args.cv == "family" and args.serving:
         raise InputError("tpusim validate --serving: --cv takes chip or server, not family")
+    if args.compiled and (not args.workloads or args.cv or args.calibration or args.approximate):
+        raise InputError(
+            "tpusim validate: --compiled replays the compiled runs; give it with --workloads, "
+            "without --cv, --calibration or --approximate"
+        )
     if args.cv and args.calibration:
         raise InputError("tpusim validate: --cv refits the terms itself; leave out --calibration")
 

@@ -15,6 +15,7 @@ from tpusim.cli.validate_text import coverage_text, uncertainty_target, worse_se
 from tpusim.config.cost_terms import load_cost_terms_file, with_terms
 from tpusim.config.loader import load_chip
 from tpusim.errors import InputError
+from tpusim.later import Later
 from tpusim.report import text_table
 from tpusim.results.files import atomic_write_text, check_file_target, json_text, output_error
 from tpusim.validation.residuals import family_grouping, training_model, workload_residuals
@@ -28,6 +29,7 @@ from tpusim.validation.workloads_fit import (
 )
 from tpusim.validation.workloads_run import validate_workloads, workload_summary
 
+COMPILED = Later("tpusim.cli.validate_compiled", "cmd_validate_compiled")
 COLUMNS = ("id", "chip", "model", "slice", "measured", "simulated", "error", "split", "status")
 
 
@@ -38,6 +40,8 @@ def cmd_validate_workloads(args: argparse.Namespace) -> None:
     cases = load_workload_cases(args.measurements)
     if getattr(args, "cv", None):
         return cmd_cross_validate(args, cases)
+    if getattr(args, "compiled", False):
+        return COMPILED(args, cases)
     chips = _calibrated_chips(args.calibration, cases) if args.calibration else {}
     results = validate_workloads(cases, chips, network_of(args), args.approximate)
     stats = workload_summary(results)

@@ -106,7 +106,8 @@ def contended_s(cost: OpCost, op: Op, dma_Bps: float, hbm_Bps: float) -> float:
 def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
     """A handler holding the class's TensorCore for ``cost`` (times the class's slowdown
     when ``slowed``), its HBM shared with the collectives' DMAs in flight
-    (:func:`contended_s`); a ValueError from the cost model becomes an InputError
+    (:func:`contended_s`), or for the op's ``fixed_s`` when it has one (a compiled
+    op timed by XLA's own estimate); a ValueError from the cost model becomes an InputError
     naming the op."""
 
     def run(sim: OpContext, cls: ChipClass, op: Op):
@@ -120,7 +121,11 @@ def compute_handler(cost: CostFunction, slowed: bool = True) -> Handler:
         with cls.core.request() as req:
             yield req
             start = sim.env.now
-            duration = contended_s(roofline, op, cls.dma_Bps, hbm_Bps)
+            duration = (
+                contended_s(roofline, op, cls.dma_Bps, hbm_Bps)
+                if op.fixed_s is None
+                else op.fixed_s
+            )
             yield sim.env.timeout(duration * cls.slowdown if slowed else duration)
         unit = roofline.unit
         sim.report(OpRecord(op.name, op.kind, cls.label, unit, start, sim.env.now, op.flops))
@@ -230,3 +235,26 @@ OP_HANDLERS.register_all(
         ("collective", OpHandler(collective)),
     )
 )
+
+
+def all_done(env: simpy.Environment, events: list[simpy.Event]) -> simpy.Event:
+    """An event that succeeds once every one of ``events`` has been processed: SimPy's
+    ``env.all_of`` to the event (its waits registered in the same order, so it fires at
+    the same point of the event queue), without the value it builds of every event and
+    its search of each event's callbacks, which cost time quadratic in an op's
+    dependencies (an op after a compiled module's loop waits for thousands)."""
+    done = env.event()
+    waiting = [event for event in events if event.callbacks is not None]
+    left = len(waiting)
+    if not left:
+        return done.succeed()
+
+    def check(_event: simpy.Event) -> None:
+        nonlocal left
+        left -= 1
+        if not left:
+            done.succeed()
+
+    for event in waiting:
+        event.callbacks.append(check)  # type: ignore[union-attr]
+    return done

@@ -25,7 +25,7 @@ from tpusim.config.loader import System, load_system
 from tpusim.engine.choices import choice_key, keep_choice, known_choice
 from tpusim.engine.deadlock import raise_if_deadlocked
 from tpusim.engine.faults import FaultState
-from tpusim.engine.handlers import ChipClass, members, op_handler
+from tpusim.engine.handlers import ChipClass, all_done, members, op_handler
 from tpusim.engine.placement import Placement
 from tpusim.engine.schedule import FlowBatches, Rendezvous, execute_schedule
 from tpusim.engine.settings import RunSettings
@@ -358,7 +358,7 @@ class Simulation:
         return cls.done
 
     def _op(self, cls: ChipClass, op: Op):
-        yield self.env.all_of([cls.done[d] for d in op.after])
+        yield all_done(self.env, [cls.done[d] for d in op.after])
         yield from op_handler(op.kind)(self, cls, op)
         cls.done[op.name].succeed()
 

@@ -39,6 +39,11 @@ An :class:`Op` is one of
   ``vector_ops`` on the vector unit, ``bytes`` to ``memory``; ``pad_dims`` the head
   dimensions of its matmuls, which pad to the MXU tile.
 
+Any compute op (matmul, elementwise, kernel) may carry ``xla_cycles``, the TensorCore
+cycles XLA's TPU backend estimated for the compiled op it comes from (times its
+runs), and ``fixed_s``, a time that replaces the cost model's (a compiled module
+replayed with XLA's own op costs: the cycles over the chip clock).
+
 ``after`` names the ops that must finish first. A :class:`Program` is SPMD: every
 chip runs the same ops; ``chip_overrides`` make it MPMD (a straggler is slower, chip
 0 also logs). ``memory_bytes`` is what each chip keeps resident (weights, optimiser
@@ -47,6 +52,7 @@ state, activations, KV cache), checked against capacity before the run.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -100,6 +106,8 @@ class Op:
     padded_flops: float = 0.0
     vector_ops: float = 0.0
     pad_dims: tuple[int, ...] = ()
+    xla_cycles: float = 0.0
+    fixed_s: float | None = None
 
     @property
     def flops(self) -> float:
@@ -175,10 +183,10 @@ def topological_order(ops: Iterable[Op]) -> list[Op]:
     for op in ops:
         for dep in set(op.after):
             users[dep].append(op.name)
-    ready = [op.name for op in ops if indegree[op.name] == 0]
+    ready = deque(op.name for op in ops if indegree[op.name] == 0)
     order: list[Op] = []
     while ready:
-        name = ready.pop(0)
+        name = ready.popleft()
         order.append(by_name[name])
         for user in users[name]:
             indegree[user] -= 1

@@ -3,9 +3,10 @@ hlo`` record of one module (:func:`hlo_summary`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from tpusim.config.calibration import calibrated_system, load_calibration
 from tpusim.config.faults import FaultKeys
@@ -17,6 +18,7 @@ from tpusim.program.hlo import load_hlo, replay_program
 from tpusim.program.hlo.artifact import is_artifact, load_compiled
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
+from tpusim.results.simulation import OpRecord
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
 from tpusim.workloads.simulate import check_program, run_program
 from tpusim.workloads.spec import WorkloadSpec
@@ -43,6 +45,7 @@ class HloSummary(TypedDict):
     mfu: float
     unknown_ops: dict[str, int]
     compiled: dict[str, float]
+    busy_by_kind_s: NotRequired[dict[str, float]]
 
 
 class HloWorkload(WorkloadSpec, FaultKeys):
@@ -97,15 +100,32 @@ def hlo_summary(
     device d on chip ``device_chips[d]`` (default d), with the ``calibration`` overlay
     file applied if given, on ``network`` (settings, or a fidelity at its defaults)."""
 
-    system = load_system(system_name)
+    summary = replay_summary(file, load_system(system_name), network, device_chips, calibration)
+    del summary["busy_by_kind_s"]  # validate --workloads --compiled's, not tpusim hlo's
+    return summary
+
+
+def replay_summary(
+    file: str,
+    system: System,
+    network: NetworkSettings | str = "flow",
+    device_chips: list[int] | None = None,
+    calibration: str | None = None,
+    clock_hz: float | None = None,
+) -> HloSummary:
+    """:func:`hlo_summary` on a loaded ``system`` (``validate --workloads --compiled``
+    replays on each run's slice), plus ``busy_by_kind_s``, the TensorCore's seconds per
+    op kind; with ``clock_hz`` the ops XLA estimated take its
+    cycles over that clock (:func:`~tpusim.program.hlo.replay.replay_program`)."""
     module, program, device_chips, compiled = _module(file, system, device_chips)
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
-    program = replay_program(module, program, system.num_chips, device_chips)
+    program = replay_program(module, program, system.num_chips, device_chips, clock_hz)
     per_chip = int(compiled.get("devices_per_chip", 1))
     if isinstance(network, str):
         network = NetworkSettings.of(network)
-    summary = Simulation(system, program, RunSettings(network)).run().summary()
+    results = Simulation(system, program, RunSettings(network)).run()
+    summary = results.summary()
     return {
         "system": system.name,
         "file": file,
@@ -121,7 +141,18 @@ def hlo_summary(
         "mfu": summary["mfu"],
         "unknown_ops": dict(module.unknown_ops),
         "compiled": compiled,
+        "busy_by_kind_s": busy_by_kind(results.ops),
     }
+
+
+def busy_by_kind(ops: Sequence[OpRecord]) -> dict[str, float]:
+    """Seconds the TensorCore spends per op kind (``matmul``, ``elementwise``,
+    ``kernel``, ...: the op-category breakdown of a replay), largest first."""
+    busy: dict[str, float] = {}
+    for op in ops:
+        if op.unit == "tensorcore":
+            busy[op.kind] = busy.get(op.kind, 0.0) + op.end_at - op.start_at
+    return dict(sorted(busy.items(), key=lambda kv: -kv[1]))
 
 
 def _module(

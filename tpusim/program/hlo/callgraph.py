@@ -201,13 +201,38 @@ def check_call_graph(computations: Mapping[str, Computation], start: str) -> int
     :data:`MAX_CALL_DEPTH` deep, at most :data:`MAX_WALK_SITES` instruction runs to
     visit and :data:`MAX_EXECUTIONS` runs of any one. Time linear in the module's
     size, memory no deeper than the module. Returns the instruction runs a walk
-    following every call visits, loops of up to :data:`MAX_UNROLL` iterations unrolled
-    (an upper bound on every walk). Raises :class:`CallGraphError` (a
+    following every call visits, loops of up to :func:`unroll_limit` iterations
+    unrolled (an upper bound on every walk). Raises :class:`CallGraphError` (a
     :class:`RecursiveCallError` for a cycle) naming the calling instruction."""
     order = _post_order(computations, start)
-    size = _check_sizes(computations, order)
+    size = _check_sizes(computations, order, _unroll_limit(computations, order))
     _check_executions(computations, order)
     return size
+
+
+def unroll_limit(computations: Mapping[str, Computation], start: str) -> int:
+    """The longest loop a walk from ``start`` may unroll: :data:`MAX_UNROLL`, or, when
+    that walk would visit over :data:`MAX_WALK_SITES` instruction runs (a layer scan
+    around windowed einsum loops, unrolled both), the longest of the module's shorter
+    trip counts whose walk fits (the outer loop then one scaled copy); when none does,
+    :data:`MAX_UNROLL` (and :func:`check_call_graph` refuses the module)."""
+    return _unroll_limit(computations, _post_order(computations, start))
+
+
+def _unroll_limit(computations: Mapping[str, Computation], order: list[str]) -> int:
+    trips = {
+        call.num_runs
+        for name in order
+        for _, call in _edges(computations[name])
+        if call.role == "loop_body" and call.num_runs < MAX_UNROLL
+    }
+    for limit in (MAX_UNROLL, *sorted(trips, reverse=True)):
+        try:
+            _check_sizes(computations, order, limit)
+        except CallGraphError:
+            continue
+        return limit
+    return MAX_UNROLL
 
 
 def _edges(comp: Computation) -> Iterator[tuple[Instruction, Call]]:
@@ -237,9 +262,11 @@ def _post_order(computations: Mapping[str, Computation], start: str) -> list[str
     return order
 
 
-def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> int:
-    """Call depth and instruction runs a walk visits (loops unrolled up to MAX_UNROLL)
-    from the last computation of ``order`` (the start)."""
+def _check_sizes(
+    computations: Mapping[str, Computation], order: list[str], unroll: int | None = MAX_UNROLL
+) -> int:
+    """Call depth and instruction runs a walk visits (loops unrolled up to ``unroll``
+    iterations) from the last computation of ``order`` (the start)."""
     height: dict[str, int] = {}
     sites: dict[str, int] = {}
     for name in order:  # callees first
@@ -254,7 +281,7 @@ def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> i
                         f"calls '{call.callee}': a chain of {height[name]} nested "
                         f"computations (limit {MAX_CALL_DEPTH})",
                     )
-                sites[name] += _frames(call) * sites[call.callee]
+                sites[name] += _frames(call, unroll) * sites[call.callee]
                 if sites[name] > MAX_WALK_SITES:
                     raise CallGraphError(
                         ins,
@@ -265,10 +292,10 @@ def _check_sizes(computations: Mapping[str, Computation], order: list[str]) -> i
     return sites[order[-1]]
 
 
-def _frames(call: Call) -> int:
+def _frames(call: Call, unroll: int | None = MAX_UNROLL) -> int:
     """Frames a walk makes of one call: each iteration of a loop it may unroll, else 1."""
     loop = call.role in ("loop_body", "loop_condition")
-    return call.num_runs if loop and call.num_runs <= MAX_UNROLL else 1
+    return call.num_runs if loop and unroll is not None and call.num_runs <= unroll else 1
 
 
 def _check_executions(computations: Mapping[str, Computation], order: list[str]) -> None:

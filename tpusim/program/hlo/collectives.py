@@ -53,9 +53,10 @@ class HloCollective:
 def collective_sites(computations: Mapping[str, Computation], entry: str) -> list[Site]:
     """The collective instructions that run from ``entry``, in program order; of the
     copies of one collective that async collective fusions hold (fused collectives of
-    one ``channel_id`` in one run of the computation that holds the fusions,
-    :mod:`.fusions`), the first. (Unfused collectives may share a channel id, as CPU
-    modules' do: each counts.)"""
+    one ``channel_id`` in one run of the computation that holds the fusions, or in a
+    computation it runs, such as the windowed einsum loops XLA puts between a layer's
+    all-gather start and its done, :mod:`.fusions`), the first. (Unfused collectives
+    may share a channel id, as CPU modules' do: each counts.)"""
     seen: set[tuple[str, str]] = set()
     out = []
     for site in walk(computations, entry, RUNS):
@@ -63,11 +64,21 @@ def collective_sites(computations: Mapping[str, Computation], entry: str) -> lis
             continue
         channel = site.instruction.attrs.get("channel_id")
         if channel is not None and site.frame.role == "fused":
-            key = (_owner(site.frame).prefix, channel)
-            if key in seen:
+            owner = _owner(site.frame)
+            if any((frame.prefix, channel) in seen for frame in _enclosing(owner)):
                 continue
-            seen.add(key)
+            seen.add((owner.prefix, channel))
         out.append(site)
+    return out
+
+
+def _enclosing(frame: Frame) -> list[Frame]:
+    """``frame`` and the frames that call it, innermost first (a windowed einsum loop's
+    body, then the layer body that runs the loop, ...)."""
+    out = [frame]
+    while frame.caller is not None:
+        frame = frame.caller.frame
+        out.append(frame)
     return out
 
 

@@ -169,6 +169,14 @@ def _own_matmul(comp: Computation, ins: Instruction) -> list[MatmulPart]:
         return []
     total = instruction_flops(comp, ins)
     kernel = operand_shape(comp, ins, 1)
+    lhs, out = operand_shape(comp, ins, 0), ins.shape.num_elements
+    if lhs is not None and lhs.num_elements and out and "dim_labels" in ins.attrs:
+        # k: the products summed per output element; m: the input's rows (a head axis
+        # XLA runs along a padded window belongs to the kernel: the input is read once)
+        k = max(1, round(total / (2 * out)))
+        m = max(1, lhs.num_elements // k)
+        n = max(1, round(total / (2 * m * k)))
+        return [(1, m, n, k, ins.shape.dtype)]
     n = kernel_out(ins, kernel) if kernel and kernel.dims else 1
     m = max(1, ins.shape.num_elements // max(n, 1))
     k = max(1, round(total / (2 * m * n)))

@@ -6,7 +6,8 @@ fusions.
 an operand: an operand used only by ``dynamic-slice``/``slice``/``gather`` is read for
 the slices' bytes (a layer scan's slice of the stacked weights, not the stack), and a
 ``dynamic-update-slice`` into an operand (in place) writes the update's bytes, not the
-buffer's.
+buffer's; a bitcast, copy or in-place copy fusion between the parameter and the slice
+(a layout change) does not make the whole operand read.
 
 **Async collective fusions.** The TPU backend splits an asynchronous collective into a
 *start* fusion (its fused computation holds the collective and a custom call
@@ -70,12 +71,39 @@ def _users(comp: Computation) -> dict[str, list[Instruction]]:
     return users
 
 
-def _param_bytes(param: Instruction, users: list[Instruction]) -> float:
+def _is_relayout(ins: Instruction) -> bool:
+    """A bitcast, copy or in-place copy fusion (``output_to_operand_aliasing={{}: (0,
+    {})}``, a layout change XLA nests in a fusion) of one operand: its reader reads
+    what the users of its result read."""
+    if len(ins.operands) != 1:
+        return False
+    if ins.opcode in ("bitcast", "copy"):
+        return True
+    aliasing = ins.attrs.get("output_to_operand_aliasing", "").replace(" ", "")
+    return ins.opcode == "fusion" and aliasing == "{{}:(0,{})}"
+
+
+def _readers(
+    name: str, users: dict[str, list[Instruction]], depth: int = 0
+) -> list[tuple[str, Instruction]]:
+    """(the name it reads, the op) of every op that reads ``name``'s data, through
+    relayouts (:func:`_is_relayout`)."""
+    out = []
+    for user in users.get(name, []):
+        if _is_relayout(user) and depth < 8:
+            out += _readers(user.name, users, depth + 1)
+        else:
+            out.append((name, user))
+    return out
+
+
+def _param_bytes(param: Instruction, users: dict[str, list[Instruction]]) -> float:
     """Bytes read of one fused parameter (see the module doc)."""
-    if users and all(u.opcode in _SLICING and u.operands[0] == param.name for u in users):
-        return sum(u.shape.bytes for u in users)
-    if users and all(
-        u.opcode == "dynamic-update-slice" and u.operands[0] == param.name for u in users
+    readers = _readers(param.name, users)
+    if readers and all(u.opcode in _SLICING and u.operands[0] == n for n, u in readers):
+        return sum(u.shape.bytes for _, u in readers)
+    if readers and all(
+        u.opcode == "dynamic-update-slice" and u.operands[0] == n for n, u in readers
     ):
         return 0.0  # updated in place: the write is counted with the result
     return param.shape.bytes
@@ -101,8 +129,6 @@ def fusion_bytes(computations: Mapping[str, Computation], ins: Instruction) -> f
         return None
     users = _users(comp)
     read = sum(
-        _param_bytes(p, users.get(p.name, []))
-        for p in comp.instructions.values()
-        if p.opcode == "parameter"
+        _param_bytes(p, users) for p in comp.instructions.values() if p.opcode == "parameter"
     )
     return read + _written(comp, comp.root)

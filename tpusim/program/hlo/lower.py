@@ -12,16 +12,19 @@ a ``copy-start`` to or from host memory (layout ``S(5)``) an asynchronous
 dependencies pass through them. ``while`` loops of up to :data:`MAX_UNROLL` iterations
 are unrolled (one copy of the body per iteration, named ``<while>/<i>/<op>``); longer
 ones become one copy whose ops stand for every iteration (``<while>/<op>``, sizes and
-batch scaled by the trip count). A ``call`` or ``conditional`` runs its (first) callee.
+batch scaled by the trip count); where unrolling them all would walk over a million
+instruction runs, only loops up to a shorter trip count are
+(``HloModule.unroll_up_to``). A ``call`` or ``conditional`` runs its (first) callee.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
-from tpusim.program.hlo.callgraph import MAX_UNROLL, Frame, Policy, Site, calls, walk
+from tpusim.program.hlo.callgraph import CallRole, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
@@ -34,6 +37,7 @@ from tpusim.program.hlo.opcodes import (
     collective_kind,
 )
 from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.xla_estimate import xla_cycles
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype, Engine
 
@@ -43,7 +47,7 @@ from tpusim.vocabulary import Dtype, Engine
 MAX_HLO_FILE_BYTES = 256 * 2**20
 #: The program runs the loop bodies, the taken branch and called computations; fusions
 #: and async-wrapped computations are single ops.
-_LOWERED = Policy(frozenset({"loop_body", "branch", "call"}), unroll_up_to=MAX_UNROLL)
+_LOWERED: frozenset[CallRole] = frozenset({"loop_body", "branch", "call"})
 _CHIP_DTYPE: dict[str, Dtype] = {
     "bf16": "bf16",
     "f16": "bf16",
@@ -54,6 +58,17 @@ _CHIP_DTYPE: dict[str, Dtype] = {
 }
 
 Deps = frozenset[str]
+
+
+@dataclass(frozen=True, eq=False)
+class TupleDeps:
+    """What each element of a tuple value waits for (a loop's carried state): a
+    ``get-tuple-element`` waits only for its element's ops."""
+
+    elements: tuple[Value, ...]
+
+
+Value = Deps | TupleDeps
 
 
 def chip_dtype(dtype: str) -> Dtype:
@@ -76,8 +91,27 @@ def movement_bytes(
         return fusion
     if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
         return 2.0 * ins.shape.elements[1].bytes
+    if ins.opcode in ASYNC_SLICES:
+        return 2.0 * async_slice_bytes(ins)
     if ins.opcode in KNOWN_OPS:
         return ins.shape.bytes + operand_bytes(comp, ins)
+    return ins.shape.bytes
+
+
+#: Asynchronous dynamic slices (host offload of a layer's saved activations reads and
+#: writes one layer of a stack kept in host memory).
+ASYNC_SLICES = frozenset({"dynamic-slice-start", "dynamic-update-slice-start"})
+
+
+def async_slice_bytes(ins: Instruction) -> float:
+    """Bytes an asynchronous dynamic slice moves: the slice (``dynamic-slice-start``'s
+    result, the tuple's second element) or the update (``dynamic-update-slice-start``'s
+    second operand, its first element's second)."""
+    elements = ins.shape.elements
+    if ins.opcode == "dynamic-slice-start" and len(elements) > 1:
+        return elements[1].bytes
+    if elements and len(elements[0].elements) > 1:
+        return elements[0].elements[1].bytes
     return ins.shape.bytes
 
 
@@ -89,7 +123,8 @@ def _engine(comp: Computation) -> Engine | None:
 def hlo_to_program(module: HloModule, name: str | None = None) -> Program:
     """The ENTRY computation of ``module`` as a :class:`Program` (see the module doc)."""
     lowering = _Lowering(module)
-    for site in walk(module.computations, module.entry, _LOWERED):
+    policy = Policy(_LOWERED, unroll_up_to=module.unroll_up_to)
+    for site in walk(module.computations, module.entry, policy):
         lowering.visit(site)
     return Program(name or module.name or "hlo", tuple(lowering.ops))
 
@@ -122,15 +157,24 @@ class _Lowering:
         self.module = module
         self.records = {(c.computation, c.name): c for c in module.collective_list}
         self.ops: list[Op] = []
-        self.deps: dict[str, Deps] = {}
+        self.deps: dict[str, Value] = {}
+        self._flat: dict[int, Deps] = {}
 
     def visit(self, site: Site) -> None:
         ins = site.instruction
         opc = ins.opcode
         if opc == "parameter":
             self.deps[site.op_name] = self._frame_input(site.frame)
+        elif opc == "tuple":
+            prefix = site.frame.prefix
+            elements = (self.deps.get(prefix + o, frozenset()) for o in ins.operands)
+            self.deps[site.op_name] = TupleDeps(tuple(elements))
+        elif opc == "get-tuple-element":
+            self.deps[site.op_name] = self._element(site)
         elif opc == "copy-start" and ins.host_memory:
             self._emit_host_copy(site)
+        elif opc in ASYNC_SLICES and ins.host_memory:
+            self._emit_host_copy(site, async_slice_bytes(ins))
         elif opc == "custom-call-update" and (record := self._started(site)) is not None:
             self._emit_collective(site, record)  # the data arrives at the update
         elif (
@@ -148,25 +192,63 @@ class _Lowering:
         elif (work := custom_call_work(site.frame.computation, ins)) is not None:
             self._emit_kernel(site, work)
         elif parts := matmul_parts(self.module.computations, site):
-            self._emit_matmuls(site, parts)
+            self._estimated(site, len(self.ops), lambda: self._emit_matmuls(site, parts))
         else:
-            self._emit_elementwise(site)
+            self._estimated(site, len(self.ops), lambda: self._emit_elementwise(site))
+
+    def _estimated(self, site: Site, first: int, emit: Callable[[], None]) -> None:
+        """Run ``emit`` and give the compute ops it added XLA's estimated cycles of the
+        site's instruction (times its runs), split evenly among them."""
+        emit()
+        cycles = xla_cycles(site.instruction) * site.num_executions
+        added = len(self.ops) - first
+        if cycles > 0 and added:
+            share = cycles / added
+            self.ops[first:] = [replace(op, xla_cycles=share) for op in self.ops[first:]]
+
+    def flat(self, value: Value) -> Deps:
+        """Every op ``value`` waits for (a tuple's: its elements' together)."""
+        if not isinstance(value, TupleDeps):
+            return value
+        found = self._flat.get(id(value))
+        if found is None:
+            found = frozenset().union(*(self.flat(v) for v in value.elements))
+            self._flat[id(value)] = found
+        return found
 
     def _before(self, site: Site) -> Deps:
         prefix = site.frame.prefix
         return frozenset().union(
-            *(self.deps.get(prefix + o, frozenset()) for o in site.instruction.operands)
+            *(self.flat(self.deps.get(prefix + o, frozenset())) for o in site.instruction.operands)
         )
 
-    def _root_deps(self, frame: Frame) -> Deps:
+    def _element(self, site: Site) -> Value:
+        """A ``get-tuple-element``'s value: its element of a tuple value, else what its
+        operand waits for."""
+        ins = site.instruction
+        value = (
+            self.deps.get(site.frame.prefix + ins.operands[0], frozenset())
+            if ins.operands
+            else frozenset()
+        )
+        index = ins.attrs.get("index", "")
+        if isinstance(value, TupleDeps) and index.isdigit() and int(index) < len(value.elements):
+            return value.elements[int(index)]
+        return self.flat(value)
+
+    def _root_deps(self, frame: Frame) -> Value:
         return self.deps.get(frame.prefix + frame.computation.root.name, frozenset())
 
-    def _frame_input(self, frame: Frame) -> Deps:
+    def _frame_input(self, frame: Frame) -> Value:
         """What a computation's parameters stand for: the previous iteration's result,
-        the call site's operands, or nothing at ENTRY."""
+        the call site's operand (a loop's state, element by element) or operands, or
+        nothing at ENTRY."""
         if frame.previous is not None:
             return self._root_deps(frame.previous)
-        return self._before(frame.caller) if frame.caller is not None else frozenset()
+        caller = frame.caller
+        if caller is not None and len(caller.instruction.operands) == 1:
+            return self.deps.get(caller.frame.prefix + caller.instruction.operands[0], frozenset())
+        return self._before(caller) if caller is not None else frozenset()
 
     def _collective(self, site: Site) -> HloCollective | None:
         ins = site.instruction
@@ -241,12 +323,15 @@ class _Lowering:
         self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
         self.deps[site.op_name] = frozenset({site.op_name})
 
-    def _emit_host_copy(self, site: Site) -> None:
-        """A host-offload copy (to or from host memory): an asynchronous host transfer
-        of the copied array, on the host DMA engines beside compute."""
+    def _emit_host_copy(self, site: Site, moved: float | None = None) -> None:
+        """A host-offload copy (to or from host memory) of ``moved`` bytes (default:
+        the copied array): an asynchronous host transfer, on the host DMA engines beside
+        compute."""
         ins = site.instruction
-        leaves = ins.shape.elements[0].leaves() if ins.shape.elements else ins.shape.leaves()
-        nbytes = sum(leaf.bytes for leaf in leaves) * site.num_executions
+        if moved is None:
+            leaves = ins.shape.elements[0].leaves() if ins.shape.elements else ins.shape.leaves()
+            moved = sum(leaf.bytes for leaf in leaves)
+        nbytes = moved * site.num_executions
         before = self._before(site)
         if nbytes <= 0:
             self.deps[site.op_name] = before

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tpusim.program.hlo import collectives as coll
-from tpusim.program.hlo.callgraph import CallGraphError, Site, calls, check_call_graph
+from tpusim.program.hlo.callgraph import (
+    CallGraphError,
+    Site,
+    calls,
+    check_call_graph,
+    unroll_limit,
+)
 from tpusim.program.hlo.cost import check_dot, flops
 from tpusim.program.hlo.loops import infer_trip_counts
 from tpusim.program.hlo.parse import Computation, parse_text
@@ -34,6 +40,12 @@ class HloModule:
     @cached_property
     def _collective_sites(self) -> list[Site]:
         return coll.collective_sites(self.computations, self.entry)
+
+    @cached_property
+    def unroll_up_to(self) -> int:
+        """The longest loop the lowering unrolls (:func:`~tpusim.program.hlo.callgraph.
+        unroll_limit`)."""
+        return unroll_limit(self.computations, self.entry)
 
     @cached_property
     def num_devices(self) -> int:

@@ -49,7 +49,9 @@ MOVEMENT_OPS = _words(
     "batch-norm-grad cholesky triangular-solve fft real imag complex map clz popcnt "
     "stochastic-convert top-k set-dimension-size get-dimension-size optimization-barrier "
     "collective-broadcast all-reduce-done all-gather-done collective-permute-done "
-    "async-update async-done slice-start call-done custom-call-update custom-call-done"
+    "async-update async-done slice-start call-done custom-call-update custom-call-done "
+    "dynamic-slice-start dynamic-slice-done dynamic-update-slice-start "
+    "dynamic-update-slice-done"
 )
 #: Ops whose cost is that of the computation(s) they call (``calls=`` / ``to_apply=``).
 CALL_OPS = frozenset({"fusion", "call", "async-start", "call-start", "custom-call"})

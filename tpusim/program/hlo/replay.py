@@ -24,7 +24,11 @@ _PER_DEVICE_SIZE = frozenset({"all-to-all", "collective-permute"})
 
 
 def replay_program(
-    module: HloModule, program: Program, num_chips: int, device_chips: list[int] | None = None
+    module: HloModule,
+    program: Program,
+    num_chips: int,
+    device_chips: list[int] | None = None,
+    clock_hz: float | None = None,
 ) -> Program:
     """``program`` (as :func:`~tpusim.program.hlo.lower.hlo_to_program` made it from
     ``module``, collective groups in device ids) with its groups on chips, for the engine.
@@ -35,6 +39,9 @@ def replay_program(
     A collective over all devices (``replica_groups={}``) gets one group of every
     device; a collective-permute's source-target pairs become groups of two chips
     exchanging data (each pair costed as a two-way exchange, an upper bound).
+    With ``clock_hz`` every compute op XLA estimated (``xla_cycles``) takes its cycles
+    over the clock as its time (``fixed_s``: XLA's op costs instead of tpusim's; the
+    chip's devices run on their own TensorCores at once, so the time is one device's).
     Only the module's device count and file name are read, so any call order works.
     Raises ProgramError, naming the file, when the module needs more chips than the
     system has or the device order is not a list of chips each named equally often.
@@ -48,7 +55,16 @@ def replay_program(
         return tuple(dict.fromkeys(placed))
 
     ops = tuple(_placed(op, on_chips, everyone, per_chip) for op in program.ops)
+    if clock_hz is not None:
+        ops = tuple(_timed(op, clock_hz) for op in ops)
     return dataclasses.replace(program, ops=ops)
+
+
+def _timed(op: Op, clock_hz: float) -> Op:
+    """``op`` timed by XLA's estimate when it has one (a compute op), else as it is."""
+    if op.xla_cycles <= 0 or op.kind == "collective":
+        return op
+    return dataclasses.replace(op, fixed_s=op.xla_cycles / clock_hz)
 
 
 def _placed(op: Op, on_chips, everyone: Groups, per_chip: int) -> Op:  # type: ignore[no-untyped-def]

@@ -8,13 +8,15 @@
   ``<=[dims]T(perm)`` order that may follow the mesh) over the named axes, one group
   per combination of the axes not listed; newer XLA prints the order as a separate
   attribute, ``replica_groups=mesh[...], device_ids=([2,2]T(1,0)) {'axis_0'}``
-  (:func:`with_device_ids` joins the two).
+  (:func:`with_device_ids` joins the two); an axis may be a sub-axis,
+  ``{'fsdp':(4)4}`` (Shardy: the part of ``fsdp`` after a major part of 4, of size 4).
 
 Anything else is a ValueError naming the text.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -89,23 +91,52 @@ def _iota(shape: list[int], dims: list[int], perm: str | None) -> list[list[int]
     return ids.reshape(shape[0], -1).tolist() if len(shape) > 1 else [ids.ravel().tolist()]
 
 
+_CHOSEN_RE = re.compile(r"'([^']+)'(?:\s*:\s*\((\d+)\)\s*(\d+))?")
+
+
 def _mesh(text: str, m: re.Match[str]) -> list[list[int]]:
     axes = re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))
     if not axes:
         raise ValueError(f"unknown replica group syntax '{text}'")
-    names = [a for a, _ in axes]
-    sizes = [int(s) for _, s in axes]
-    count = _device_count(sizes)
-    ids = _iota_ids(int_list(m.group(2)), m.group(3)) if m.group(2) else np.arange(count)
-    ids = ids.reshape(sizes)
-    chosen = re.findall(r"'([^']+)'", m.group(4))
+    sizes = {a: int(s) for a, s in axes}
+    ids = (
+        _iota_ids(int_list(m.group(2)), m.group(3))
+        if m.group(2)
+        else np.arange(_device_count(list(sizes.values())))
+    )
+    found = _CHOSEN_RE.findall(m.group(4))
+    chosen = [(a, int(pre or 1), int(n) if n else None) for a, pre, n in found]
     if (
         not chosen
-        or any(c not in names for c in chosen)
-        or re.sub(r"'[^']*'|[\s,]", "", m.group(4))
+        or any(a not in sizes for a, _, _ in chosen)
+        or _CHOSEN_RE.sub("", m.group(4)).replace(",", "").strip()
     ):
         raise ValueError(f"unknown replica group syntax '{text}' (axes {m.group(4)!r})")
-    keep = [i for i, n in enumerate(names) if n not in chosen]
-    inside = [names.index(c) for c in chosen]
-    size = math.prod(sizes[i] for i in inside)
+    cuts = _sub_axis_cuts(text, sizes, chosen)
+    dims = [(a, lo, hi) for a, c in cuts.items() for lo, hi in itertools.pairwise(c)]
+    ids = ids.reshape([hi // lo for _, lo, hi in dims])
+    inside = [
+        j
+        for a, pre, n in chosen
+        for j, (b, lo, _) in enumerate(dims)
+        if b == a and pre <= lo < pre * (n or sizes[a] // pre)
+    ]
+    keep = [j for j in range(len(dims)) if j not in inside]
+    size = math.prod(ids.shape[j] for j in inside)
     return ids.transpose(keep + inside).reshape(-1, size).tolist()
+
+
+def _sub_axis_cuts(
+    text: str, sizes: dict[str, int], chosen: list[tuple[str, int, int | None]]
+) -> dict[str, list[int]]:
+    """Per mesh axis, the pre-sizes where its sub-axes begin (Shardy's ``'x':(pre)size``
+    is the part of axis ``x`` of stride ``size(x) / (pre * size)``: ``x`` reshaped to
+    ``[pre, size, rest]``, its middle), ending with the axis size; ValueError for a
+    sub-axis that does not divide its axis."""
+    cuts = {a: {1, n} for a, n in sizes.items()}
+    for a, pre, n in chosen:
+        end = pre * (n or sizes[a] // pre)
+        if sizes[a] % end or end < pre:
+            raise ValueError(f"unknown replica group syntax '{text}' (sub-axis of {a!r})")
+        cuts[a] |= {pre, end}
+    return {a: sorted(c) for a, c in cuts.items()}
