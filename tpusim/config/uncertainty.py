@@ -255,7 +255,8 @@ def ratio_interval(ratio: float | None, kind: Kind, rate: bool = False) -> Inter
         return None
     if model.pairs is not None:
         lo, hi = scaled(ratio, model.pairs, rate)
-        return Interval(lo, hi, f"{kind} ratio: paired held-out residuals ({model.pairs.count} pairs)")
+        basis = f"{kind} ratio: paired held-out residuals ({model.pairs.count} pairs)"
+        return Interval(lo, hi, basis)
     if model.unpaired is None:
         return None
     lo, hi = scaled(ratio, model.unpaired, rate)

@@ -25,7 +25,6 @@ simulated.
 from __future__ import annotations
 
 import dataclasses
-import math
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
