@@ -235,7 +235,7 @@ class Replica:
                 break
             req = requests[self._next]
             sent = req.arrival_at if slots is None else max(req.arrival_at, slots[0])
-            if seen != math.inf and sent >= seen:
+            if sent >= seen:
                 break
             self._next += 1
             if slots is not None:

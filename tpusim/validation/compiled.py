@@ -26,14 +26,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from tpusim.config import configs_dir
 from tpusim.errors import ConfigError
 from tpusim.network import NetworkSettings
-from tpusim.program.hlo.artifact import read_artifact
-from tpusim.program.hlo.module import parse_hlo
-from tpusim.program.hlo.xla_estimate import estimated_cycles
 from tpusim.validation.workloads import WorkloadCase
 from tpusim.validation.workloads_run import WorkloadResult, case_system
 from tpusim.workloads.hlo import replay_summary
@@ -142,9 +140,7 @@ def replay_case(
     xla_costed, estimate = None, None
     if clock_hz is not None:
         costed = replay_summary(path, system, network or NetworkSettings(), clock_hz=clock_hz)
-        xla_costed = costed["step_time_s"]
-        cycles = estimated_cycles(parse_hlo(read_artifact(path).hlo, path)).cycles
-        estimate = cycles / clock_hz
+        xla_costed, estimate = costed["step_time_s"], costed["xla_estimate_s"]
     return CompiledResult(
         case,
         "ok",
@@ -184,19 +180,13 @@ def estimate_stats(results: Sequence[CompiledResult]) -> dict[str, Any]:
     """Runs and the median |error| of the replay, of the replay with XLA's op costs
     and of XLA's estimate (None when none)."""
 
-    def median(errors: list[float | None]) -> float | None:
+    def median_abs(errors: list[float | None]) -> float | None:
         known = [abs(e) for e in errors if e is not None]
-        return _median(known) if known else None
+        return median(known) if known else None
 
     return {
         "runs": len(results),
-        "median_abs_error": median([r.error for r in results]),
-        "xla_costed_median_abs_error": median([r.xla_costed_error for r in results]),
-        "xla_estimate_median_abs_error": median([r.xla_estimate_error for r in results]),
+        "median_abs_error": median_abs([r.error for r in results]),
+        "xla_costed_median_abs_error": median_abs([r.xla_costed_error for r in results]),
+        "xla_estimate_median_abs_error": median_abs([r.xla_estimate_error for r in results]),
     }
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

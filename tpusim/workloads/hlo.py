@@ -16,6 +16,7 @@ from tpusim.engine import RunSettings, Simulation
 from tpusim.network import NetworkSettings
 from tpusim.program.hlo import load_hlo, replay_program
 from tpusim.program.hlo.artifact import is_artifact, load_compiled
+from tpusim.program.hlo.xla_estimate import estimated_cycles
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
 from tpusim.results.simulation import OpRecord
@@ -46,6 +47,7 @@ class HloSummary(TypedDict):
     unknown_ops: dict[str, int]
     compiled: dict[str, float]
     busy_by_kind_s: NotRequired[dict[str, float]]
+    xla_estimate_s: NotRequired[float]
 
 
 class HloWorkload(WorkloadSpec, FaultKeys):
@@ -116,7 +118,9 @@ def replay_summary(
     """:func:`hlo_summary` on a loaded ``system`` (``validate --workloads --compiled``
     replays on each run's slice), plus ``busy_by_kind_s``, the TensorCore's seconds per
     op kind; with ``clock_hz`` the ops XLA estimated take its
-    cycles over that clock (:func:`~tpusim.program.hlo.replay.replay_program`)."""
+    cycles over that clock (:func:`~tpusim.program.hlo.replay.replay_program`) and
+    ``xla_estimate_s`` is XLA's estimate of the whole device run at that clock
+    (:func:`~tpusim.program.hlo.xla_estimate.estimated_cycles`)."""
     module, program, device_chips, compiled = _module(file, system, device_chips)
     if calibration is not None:
         system = calibrated_system(system, load_calibration(calibration))
@@ -126,7 +130,7 @@ def replay_summary(
         network = NetworkSettings.of(network)
     results = Simulation(system, program, RunSettings(network)).run()
     summary = results.summary()
-    return {
+    record: HloSummary = {
         "system": system.name,
         "file": file,
         "chips": module.num_devices // per_chip,
@@ -143,6 +147,9 @@ def replay_summary(
         "compiled": compiled,
         "busy_by_kind_s": busy_by_kind(results.ops),
     }
+    if clock_hz is not None:
+        record["xla_estimate_s"] = estimated_cycles(module).cycles / clock_hz
+    return record
 
 
 def busy_by_kind(ops: Sequence[OpRecord]) -> dict[str, float]:
