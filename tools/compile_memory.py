@@ -8,7 +8,7 @@ same (a run on one slice and on two, data-parallel over DCN) share one compile. 
 compiled module itself is written under ``--dump`` (local, never checked in). One
 compile at a time; a compile that fails is recorded with its reason::
 
-    nice -n 10 python tools/compile_memory.py --maxtext-python /work/venv-maxtext/bin/python \\
+    nice -n 10 python tools/compile_memory.py --maxtext-python VENV/bin/python \\
         [--dump DIR] CASE_ID ...
 """
 
@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,7 +118,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ids", nargs="+", help="case ids (configs/measurements/workloads)")
     parser.add_argument("--maxtext-python", required=True, help="MaxText's Python (3.12)")
-    parser.add_argument("--dump", type=Path, default=Path("/tmp/tpusim-memory-dumps"))
+    parser.add_argument(
+        "--dump", type=Path, default=Path(tempfile.gettempdir()) / "tpusim-memory-dumps"
+    )
     parser.add_argument(
         "--extrapolate",
         action="store_true",

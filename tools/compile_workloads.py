@@ -10,7 +10,7 @@ MaxText line, the libtpu flags, the versions, the compile time and the date. One
 at a time (1-10 CPU-minutes and up to 2.5 GB each)::
 
     nice -n 10 python tools/compile_workloads.py \\
-        --maxtext-python /work/venv-maxtext/bin/python CASE_ID ...
+        --maxtext-python VENV/bin/python CASE_ID ...
 
 ``--from ARTIFACT`` ships an artifact compiled before (by ``tpusim compile --maxtext``)
 for the one case given instead of compiling it again.
