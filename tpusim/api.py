@@ -25,6 +25,7 @@ names (PEP 562 in ``tpusim/__init__.py``).
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -43,6 +44,7 @@ from tpusim.study.pointset import Point, PointSet
 from tpusim.study.runner import run_scenario
 from tpusim.study.schema import ScenarioSpec
 from tpusim.study.systems import locate_scenario
+from tpusim.validation.maxtext_run import maxtext_run
 from tpusim.workloads import WORKLOADS
 from tpusim.workloads.serving import ServingRecord
 
@@ -122,14 +124,40 @@ def collective(
 
 
 def training_step(
-    system: SystemArg, network: NetworkArg = None, **fields: object
+    system: SystemArg, network: NetworkArg = None, maxtext: str | None = None, **fields: object
 ) -> TrainingRecord:
     """One training step on ``system``: ``fields`` are the training_step workload's keys
     (``model``, ``seq``, ``batch`` or ``batch_per_shard``, ``mesh``, the axes, the
-    layout; :mod:`tpusim.workloads.training_step`). Returns its :class:`TrainingRecord`."""
+    layout; :mod:`tpusim.workloads.training_step`). With ``maxtext`` (MaxText's command
+    line or its ``key=value`` overrides, :mod:`tpusim.validation.maxtext_run`) the
+    fields are the line's on the system's slices, ``fields`` overriding them; its keys
+    tpusim does not model are named in one :class:`UserWarning`, a field the line needs
+    that ``training_step`` lacks is an InputError. Returns its :class:`TrainingRecord`."""
+    if maxtext is not None:
+        session = system if isinstance(system, Session) else Session(system)
+        fields = maxtext_fields(maxtext, session.system) | fields
+        system = session
     record = workload(system, "training_step", network, **fields)
     assert isinstance(record, TrainingRecord)
     return record
+
+
+def maxtext_fields(line: str, system: System) -> dict[str, object]:
+    """The training_step fields of MaxText's ``line`` on ``system`` (see
+    :func:`training_step`); warns once naming the keys tpusim does not model."""
+    run = maxtext_run(line, system)
+    if run.missing:
+        raise InputError(
+            f"maxtext: the run needs {', '.join(run.missing)}, which training_step "
+            "does not model yet"
+        )
+    if run.not_modelled:
+        warnings.warn(
+            "maxtext: not modelled: " + " ".join(run.not_modelled),
+            UserWarning,
+            stacklevel=3,
+        )
+    return dict(run.fields)
 
 
 def serve(system: SystemArg, network: NetworkArg = None, **fields: object) -> ServingRecord:

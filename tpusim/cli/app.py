@@ -46,6 +46,7 @@ REGISTERED = {
     "faults": ("faults", "Monte Carlo: a collective's time vs random failed links"),
     "serve": ("serve", "an LLM inference service: latency at a rate, or capacity"),
     "plan": ("plan", "search training layouts (mesh roles, remat) by step time"),
+    "step": ("step", "one MaxText training step, pasted as its command line, on a system"),
     "hlo": ("hlo", "replay an XLA-compiled HLO module on a system"),
     "compile": (
         "compile",

@@ -76,10 +76,11 @@ class SliceShape(Frozen):
         return self
 
 
-class WorkloadCaseSpec(Frozen):
-    """One published run as written in the YAML file."""
+class RunSpec(Frozen):
+    """One MaxText run: its slice, model, batch, sequence, dtype, remat and ``layout``
+    flags, as a published case writes them or a MaxText line gives them
+    (:mod:`.maxtext_run`); what :func:`~.workloads_translate.translate` reads."""
 
-    id: str = Field(min_length=1)
     chip: str
     slice: SliceShape
     num_slices: PositiveInt
@@ -93,11 +94,6 @@ class WorkloadCaseSpec(Frozen):
     remat_policy: RematPolicy
     remat_tensors: dict[RematTensor, RematPlace] | None = None
     layout: dict[str, Any]
-    measured_step_time: PositiveTime
-    measured_tflops_per_device: PositiveFloat | None = None
-    where: str = Field(min_length=1)
-    split: Split
-    note: str = ""
 
     @field_validator("chip")
     @classmethod
@@ -115,7 +111,7 @@ class WorkloadCaseSpec(Frozen):
         return {name: layout_flag(name, value) for name, value in layout.items()}
 
     @model_validator(mode="after")
-    def _consistent(self) -> WorkloadCaseSpec:
+    def _consistent(self) -> RunSpec:
         if (self.remat_policy == "custom") != (self.remat_tensors is not None):
             raise ValueError("remat_tensors is given exactly when remat_policy is custom")
         dcn = [v for k, v in self.layout.items() if k.startswith("dcn_")]
@@ -132,12 +128,6 @@ class WorkloadCaseSpec(Frozen):
                 f"global_batch {self.global_batch:,} x seq {self.seq:,} tokens per step is "
                 f"over the limit of {MAX_STEP_TOKENS:,}"
             )
-        problem = measured_step_problem(self.measured_step_time)
-        if problem is not None:
-            raise ValueError(f"measured_step_time {problem}")
-        tflops = self.measured_tflops_per_device
-        if tflops is not None and tflops * 1e12 > MAX_FLOPS:
-            raise ValueError(f"measured_tflops_per_device {tflops:g} is over {MAX_FLOPS:g} FLOP/s")
         device_mesh(self)  # ValueError naming the ICI axes that do not fit the slice
         if self.num_slices > 1:
             dcn_mesh(self)
@@ -154,6 +144,28 @@ class WorkloadCaseSpec(Frozen):
         if self.quantization:
             return QUANTIZATION[self.quantization]
         return DTYPES[self.dtype]
+
+
+class WorkloadCaseSpec(RunSpec):
+    """One published run as written in the YAML file: the run, its id, the measured
+    step (and TFLOP/s per device), where it is published and its split."""
+
+    id: str = Field(min_length=1)
+    measured_step_time: PositiveTime
+    measured_tflops_per_device: PositiveFloat | None = None
+    where: str = Field(min_length=1)
+    split: Split
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _measured(self) -> WorkloadCaseSpec:
+        problem = measured_step_problem(self.measured_step_time)
+        if problem is not None:
+            raise ValueError(f"measured_step_time {problem}")
+        tflops = self.measured_tflops_per_device
+        if tflops is not None and tflops * 1e12 > MAX_FLOPS:
+            raise ValueError(f"measured_tflops_per_device {tflops:g} is over {MAX_FLOPS:g} FLOP/s")
+        return self
 
 
 class WorkloadFile(Frozen):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tpusim.program.builders.roles import CONTEXT, DATA, FSDP, ROLES
 from tpusim.validation.workload_mesh import dcn_mesh, slices_mesh
-from tpusim.validation.workloads import WorkloadCaseSpec
+from tpusim.validation.workloads import RunSpec
 
 DCN_ROLES = (DATA.name, FSDP.name)
 """The roles whose axes may span the slices (DCN): data and FSDP replicas. Pipeline,
@@ -25,7 +25,7 @@ class Translation:
     missing: tuple[str, ...]
 
 
-def translate(spec: WorkloadCaseSpec, available: set[str] | None = None) -> Translation:
+def translate(spec: RunSpec, available: set[str] | None = None) -> Translation:
     """``spec`` as ``training_step`` fields (see :data:`MESH_FLAGS`): the mesh in
     chips, the global batch in sequences, the dtype, remat, attention kernel and MoE
     flags; ``available`` is the set of ``training_step`` fields (default: the current
@@ -58,7 +58,7 @@ def _context_role(available: set[str]) -> bool:
     return CONTEXT.name in ROLES or CONTEXT.field in available
 
 
-def _remat_fields(spec: WorkloadCaseSpec, available: set[str]) -> dict[str, object]:
+def _remat_fields(spec: RunSpec, available: set[str]) -> dict[str, object]:
     """``remat_policy`` (and ``remat_tensors``); ``full`` and ``none`` are the old
     ``recompute: true/false`` when the field is not there yet (the same thing)."""
     if "remat_policy" not in available and spec.remat_policy in ("full", "none"):
@@ -79,7 +79,7 @@ def _tensor_fields(mesh: dict[str, int]) -> dict[str, object]:
     return {"sequence_parallel": True} if mesh.get("tensor", 1) > 1 else {}
 
 
-def _flag_fields(spec: WorkloadCaseSpec) -> dict[str, object]:
+def _flag_fields(spec: RunSpec) -> dict[str, object]:
     """The cost flags as CONTRACT-21 fields (the MaxText default where not given)."""
     layout = spec.layout
     out: dict[str, object] = {}
