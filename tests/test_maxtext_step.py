@@ -120,6 +120,8 @@ def test_tensor_axis_takes_devices_from_fsdp() -> None:
         ("model_name=llama3.1-8b per_device_batch_size=0.3", "not a whole number"),
         ("model_name=llama3.1-8b per_device_batch_size=.inf", "not a whole number"),
         ("model_name=llama3.1-8b per_device_batch_size=-2", "not a whole number"),
+        ("model_name=llama3.1-8b per_device_batch_size=1e300", "over the limit"),
+        ("model_name=llama3.1-8b max_target_length=4096.5", "max_target_length: "),
         ("model_name=llama3.1-8b ici_foo_parallelism=2", "unknown MaxText mesh axis 'foo'"),
         ("model_name=llama3.1-8b ici_tensor_parallelism=3", "do not divide"),
         ("model_name=llama3.1-8b stray", "'stray' is not key=value"),

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from tpusim.config.limits import MAX_STEP_TOKENS
 from tpusim.config.loader import System
 from tpusim.config.system import TorusTopologySpec
 from tpusim.errors import InputError
@@ -56,6 +57,12 @@ RUN_KEYS = frozenset({"model_name", *DEFAULTS, "quantization"})
 """The keys read into the run besides the ``layout`` flags and a custom policy's
 tensors."""
 
+#: A run's field -> the MaxText key it is read from (errors name the line's key).
+_KEYS = {
+    "model": "model_name",
+    "per_device_batch": "per_device_batch_size",
+    "seq": "max_target_length",
+}
 _MODELS = {maxtext: preset for preset, maxtext in MODEL_NAMES.items()}
 
 
@@ -90,13 +97,25 @@ def maxtext_overrides(line: str) -> dict[str, Any]:
         started = True
         if key in out:
             raise InputError(f"maxtext: {key} is given twice")
-        try:
-            out[key] = yaml.safe_load(text) if text else ""
-        except yaml.YAMLError:
-            out[key] = text
+        out[key] = _scalar(text)
     if not out:
         raise InputError("maxtext: no key=value in the line")
     return out
+
+
+def _scalar(text: str) -> Any:
+    """``text`` as a YAML scalar, a number YAML 1.1 leaves a string (``1e30``) as a
+    float."""
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def maxtext_run(line: str, system: System) -> MaxTextRun:
@@ -141,7 +160,7 @@ def maxtext_run(line: str, system: System) -> MaxTextRun:
         run = RunSpec.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
+        where = ".".join(_KEYS.get(str(p), str(p)) for p in error["loc"])
         problem = str(error["msg"]).removeprefix("Value error, ")
         raise InputError(f"maxtext: {where + ': ' if where else ''}{problem}") from None
     translation = translate(run)
@@ -160,6 +179,11 @@ def _global_batch(per_device: object, devices: int) -> int:
         raise InputError(
             f"maxtext: per_device_batch_size={per_device:g} x {devices} devices is not a "
             "whole number of sequences"
+        )
+    if total > MAX_STEP_TOKENS:
+        raise InputError(
+            f"maxtext: per_device_batch_size={per_device:g} x {devices} devices is over "
+            f"the limit of {MAX_STEP_TOKENS:,} tokens per step"
         )
     return round(total)
 
