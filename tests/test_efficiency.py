@@ -128,8 +128,9 @@ def test_with_terms_replaces_the_shared_terms_for_one_chip():
 
 def test_the_terms_file_is_sourced_and_checked(tmp_path):
     spec = load_cost_terms_file()
-    assert set(FITTED) | {"rows_half_tiles"} == set(type(spec.terms).model_fields)
+    assert set(FITTED) | {"hbm", "rows_half_tiles"} == set(type(spec.terms).model_fields)
     assert all(f"terms.{name}" in spec.sources for name in FITTED)
+    assert "hbm" not in FITTED and spec.sources["terms.hbm"].grade == "derived"
     assert spec.fit_on, "the shipped terms name the cases they were fitted on"
     text = cost_terms_path().read_text()
     bad = tmp_path / "terms.yaml"

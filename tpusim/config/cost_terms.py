@@ -84,13 +84,13 @@ def shared_terms() -> CostTerms:
 
 FITTED = (
     "mxu",
-    "hbm",
     "gather_hbm",
     "vector_ops_per_element",
     "quantize_ops_per_element",
     "grouped_matmul",
 )
-"""The terms ``calibrate --workloads`` fits (``rows_half_tiles`` comes from a GEMM sweep)."""
+"""The terms ``calibrate --workloads`` fits (``hbm`` comes from XLA's cost model,
+:mod:`tpusim.validation.xla_streaming`; ``rows_half_tiles`` from a GEMM sweep)."""
 
 
 def with_terms(chip: ChipSpec, terms: CostTerms) -> ChipSpec:
@@ -102,6 +102,6 @@ def with_terms(chip: ChipSpec, terms: CostTerms) -> ChipSpec:
         return chip
     data = chip.efficiency.model_dump(by_alias=True)
     data["matmul"] = {dtype: terms.mxu for dtype in chip.peak_flops}
-    for name in FITTED[1:]:
+    for name in ("hbm", *FITTED[1:]):
         data[name] = getattr(terms, name)
     return chip.model_copy(update={"efficiency": EfficiencySpec.model_validate(data)})
