@@ -37,6 +37,7 @@ from tpusim.program.hlo.opcodes import (
     collective_kind,
 )
 from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.schedule import CoreOrder
 from tpusim.program.hlo.xla_estimate import xla_cycles
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype, Engine
@@ -159,8 +160,17 @@ class _Lowering:
         self.ops: list[Op] = []
         self.deps: dict[str, Value] = {}
         self._flat: dict[int, Deps] = {}
+        self.order = CoreOrder(module.attrs.get("is_scheduled") == "true")
 
     def visit(self, site: Site) -> None:
+        """Lower one instruction run: its ops, in the module's TensorCore order when
+        the module is scheduled (:mod:`.schedule`), and what a use of its value waits
+        for."""
+        first = len(self.ops)
+        self._lower(site)
+        self.order.issued(self.ops[first:])
+
+    def _lower(self, site: Site) -> None:
         ins = site.instruction
         opc = ins.opcode
         if opc == "parameter":
@@ -177,13 +187,10 @@ class _Lowering:
             self._emit_host_copy(site, async_slice_bytes(ins))
         elif opc == "custom-call-update" and (record := self._started(site)) is not None:
             self._emit_collective(site, record)  # the data arrives at the update
-        elif (
-            opc in PASS_THROUGH_OPS
-            or opc.endswith("-done")
-            or opc == "async-update"
-            or fusion_role(self.module.computations, ins) == "collective-done"
-        ):
-            self.deps[site.op_name] = self._before(site)
+        elif opc in PASS_THROUGH_OPS or opc == "async-update":
+            self._pass_through(site, waits=opc.endswith("-done"))
+        elif opc.endswith("-done") or fusion_role(self.module.computations, ins) == "collective-done":
+            self._pass_through(site, waits=True)
         elif opc in CONTROL_FLOW_OPS:
             last = site.runs[-1] if site.runs else None
             self.deps[site.op_name] = self._root_deps(last) if last else self._before(site)
@@ -195,6 +202,13 @@ class _Lowering:
             self._estimated(site, len(self.ops), lambda: self._emit_matmuls(site, parts))
         else:
             self._estimated(site, len(self.ops), lambda: self._emit_elementwise(site))
+
+    def _pass_through(self, site: Site, waits: bool) -> None:
+        """An op with no work: a use of its value waits for its operands; ``waits``: a
+        ``-done``, where the TensorCore waits for what its ``-start`` began."""
+        self.deps[site.op_name] = before = self._before(site)
+        if waits:
+            self.order.waited(before)
 
     def _estimated(self, site: Site, first: int, emit: Callable[[], None]) -> None:
         """Run ``emit`` and give the compute ops it added XLA's estimated cycles of the
@@ -283,7 +297,7 @@ class _Lowering:
         op = Op(
             site.op_name,
             "collective",
-            after=tuple(sorted(self._before(site))),
+            after=self.order.after(self._before(site)),
             collective=record.kind,
             size_bytes=record.size_bytes * site.num_executions,
             axes=(),
@@ -295,7 +309,7 @@ class _Lowering:
         self.deps[site.op_name] = frozenset({site.op_name})
 
     def _emit_matmuls(self, site: Site, parts: list[tuple[int, int, int, int, str]]) -> None:
-        prev = tuple(sorted(self._before(site)))
+        prev = self.order.after(self._before(site))
         if site.num_executions == 0:
             parts = []
         parts = [part for part in parts if min(part[:4]) > 0]  # zero-size: no work
@@ -319,7 +333,7 @@ class _Lowering:
             return
         first = comp.instructions.get(ins.operands[0]) if ins.operands else None
         dtype = chip_dtype(first.shape.dtype if first is not None else ins.shape.dtype)
-        after = tuple(sorted(before))
+        after = self.order.after(before)
         self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
         self.deps[site.op_name] = frozenset({site.op_name})
 
@@ -336,7 +350,7 @@ class _Lowering:
         if nbytes <= 0:
             self.deps[site.op_name] = before
             return
-        after = tuple(sorted(before))
+        after = self.order.after(before)
         self.ops.append(Op(site.op_name, "host_transfer", after, bytes=nbytes, overlap=True))
         self.deps[site.op_name] = frozenset({site.op_name})
 
@@ -348,5 +362,5 @@ class _Lowering:
         if scaled <= 0:
             self.deps[site.op_name] = before
             return
-        self.ops.append(Op(site.op_name, "elementwise", after=tuple(sorted(before)), bytes=scaled))
+        self.ops.append(Op(site.op_name, "elementwise", after=self.order.after(before), bytes=scaled))
         self.deps[site.op_name] = frozenset({site.op_name})
