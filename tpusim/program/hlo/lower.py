@@ -28,7 +28,7 @@ from tpusim.program.hlo.callgraph import CallRole, Frame, Policy, Site, calls, w
 from tpusim.program.hlo.collectives import HloCollective
 from tpusim.program.hlo.cost import matmul_parts, operand_bytes
 from tpusim.program.hlo.custom_calls import custom_call_work
-from tpusim.program.hlo.fusions import fusion_bytes, fusion_role
+from tpusim.program.hlo.fusions import computed_elements, continuation, fusion_bytes, fusion_role
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import (
     CONTROL_FLOW_OPS,
@@ -161,6 +161,8 @@ class _Lowering:
         self.deps: dict[str, Value] = {}
         self._flat: dict[int, Deps] = {}
         self.order = CoreOrder(module.attrs.get("is_scheduled") == "true")
+        #: Asynchronous collectives emitted (their ``-done`` may be yet to come).
+        self._in_flight: set[str] = set()
 
     def visit(self, site: Site) -> None:
         """Lower one instruction run: its ops, in the module's TensorCore order when
@@ -200,8 +202,33 @@ class _Lowering:
             self._emit_kernel(site, work)
         elif parts := matmul_parts(self.module.computations, site):
             self._estimated(site, len(self.ops), lambda: self._emit_matmuls(site, parts))
+            self._carry_in_flight(site)
         else:
             self._estimated(site, len(self.ops), lambda: self._emit_elementwise(site))
+            self._carry_in_flight(site)
+
+    def _inputs(self, site: Site) -> Deps:
+        """What a compute op waits for: its operands' ops, but for a continuation fusion
+        (:func:`~tpusim.program.hlo.fusions.continuation`) not the collectives in
+        flight whose buffers it carries: it runs while they proceed."""
+        before = self._before(site)
+        if before.isdisjoint(self._in_flight):
+            return before
+        if continuation(self.module.computations, site.instruction) is None:
+            return before
+        return before - self._in_flight
+
+    def _carry_in_flight(self, site: Site) -> None:
+        """A continuation fusion's value: each element it computes waits for its
+        compute ops, each it passes on (the collective's buffers) for the collectives
+        in flight it carries as well."""
+        carried = self._before(site) - self._inputs(site)
+        comp = continuation(self.module.computations, site.instruction) if carried else None
+        if comp is None:
+            return
+        ops = self.flat(self.deps[site.op_name])
+        elements = tuple(ops if c else ops | carried for c in computed_elements(comp))
+        self.deps[site.op_name] = TupleDeps(elements) if elements else ops | carried
 
     def _pass_through(self, site: Site, waits: bool) -> None:
         """An op with no work: a use of its value waits for its operands; ``waits``: a
@@ -307,9 +334,11 @@ class _Lowering:
         )
         self.ops.append(op)
         self.deps[site.op_name] = frozenset({site.op_name})
+        if op.overlap:
+            self._in_flight.add(op.name)
 
     def _emit_matmuls(self, site: Site, parts: list[tuple[int, int, int, int, str]]) -> None:
-        prev = self.order.after(self._before(site))
+        prev = self.order.after(self._inputs(site))
         if site.num_executions == 0:
             parts = []
         parts = [part for part in parts if min(part[:4]) > 0]  # zero-size: no work
@@ -357,7 +386,7 @@ class _Lowering:
     def _emit_elementwise(self, site: Site) -> None:
         ins, comp = site.instruction, site.frame.computation
         nbytes = movement_bytes(self.module.computations, comp, ins)
-        before = self._before(site)
+        before = self._inputs(site)
         scaled = float(nbytes) * site.num_executions
         if scaled <= 0:
             self.deps[site.op_name] = before
