@@ -11,12 +11,15 @@ before them is exposed (``C + 2 T``), whether or not the matmuls use its result.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tpusim.engine import RunSettings, Simulation
 from tpusim.network import NetworkSettings
 from tpusim.program.hlo import hlo_to_program, parse_hlo, replay_program
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hlo_schedule"
 CLOCK_HZ = 1e9
 #: XLA's estimate of each matmul, cycles (1 ms at CLOCK_HZ).
 CYCLES = 1_000_000
@@ -65,7 +68,11 @@ def step_s(text: str) -> float:
     """The module replayed on v5e-pod (analytic network) with XLA's op costs."""
     module = parse_hlo(text, "sched.hlo")
     program = replay_program(module, hlo_to_program(module), 256, clock_hz=CLOCK_HZ)
-    return Simulation("v5e-pod", program, RunSettings(NetworkSettings.of("analytic"))).run().step_time_s
+    return (
+        Simulation("v5e-pod", program, RunSettings(NetworkSettings.of("analytic")))
+        .run()
+        .step_time_s
+    )
 
 
 def gather_s(rows: int) -> float:
@@ -125,50 +132,9 @@ def test_compute_runs_in_the_module_order():
     assert ops["d2"].after == ("d1",)
 
 
-FUSED_MODULE = """HloModule fused, is_scheduled=true, num_partitions=2
-
-%start_computation (s0: bf16[{rows},1024]) -> (bf16[{rows},1024], bf16[{gathered},1024], u32[]) {{
-  %s0 = bf16[{rows},1024]{{1,0}} parameter(0)
-  %ag.s = bf16[{gathered},1024]{{1,0}} all-gather(%s0), channel_id=7, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true
-  ROOT %cc.s = (bf16[{rows},1024]{{1,0}}, bf16[{gathered},1024]{{1,0}}, u32[]) custom-call(%ag.s), custom_call_target="AsyncCollectiveStart"
-}}
-
-%continuation_computation (c0: bf16[{rows},1024], c1: bf16[{gathered},1024], c2: u32[], c3: bf16[1024,1024], c4: bf16[1024,1024]) -> (bf16[1024,1024], bf16[{rows},1024], bf16[{gathered},1024], u32[]) {{
-  %c0 = bf16[{rows},1024]{{1,0}} parameter(0)
-  %c1 = bf16[{gathered},1024]{{1,0}} parameter(1)
-  %c2 = u32[] parameter(2)
-  %c3 = bf16[1024,1024]{{1,0}} parameter(3)
-  %c4 = bf16[1024,1024]{{1,0}} parameter(4)
-  %ag.c = bf16[{gathered},1024]{{1,0}} all-gather(%c0), channel_id=7, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true
-  %dot.c = bf16[1024,1024]{{1,0}} dot(%c3, %c4), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  ROOT %t.c = (bf16[1024,1024]{{1,0}}, bf16[{rows},1024]{{1,0}}, bf16[{gathered},1024]{{1,0}}, u32[]) tuple(%dot.c, %c0, %ag.c, %c2)
-}}
-
-%done_computation (d0: bf16[{rows},1024], d1: bf16[{gathered},1024], d2: u32[]) -> bf16[{gathered},1024] {{
-  %d0 = bf16[{rows},1024]{{1,0}} parameter(0)
-  %d1 = bf16[{gathered},1024]{{1,0}} parameter(1)
-  %d2 = u32[] parameter(2)
-  %ag.d = bf16[{gathered},1024]{{1,0}} all-gather(%d0), channel_id=7, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true
-  ROOT %cc.d = bf16[{gathered},1024]{{1,0}} custom-call(%d0, %d1, %ag.d, %d2), custom_call_target="AsyncCollectiveDone"
-}}
-
-ENTRY %main (a: bf16[1024,1024], b: bf16[1024,1024], x: bf16[{rows},1024]) -> (bf16[1024,1024], bf16[{gathered},1024]) {{
-  %a = bf16[1024,1024]{{1,0}} parameter(0)
-  %b = bf16[1024,1024]{{1,0}} parameter(1)
-  %x = bf16[{rows},1024]{{1,0}} parameter(2)
-  %start = (bf16[{rows},1024]{{1,0}}, bf16[{gathered},1024]{{1,0}}, u32[]) fusion(%x), kind=kCustom, calls=%start_computation
-  %g0 = bf16[{rows},1024]{{1,0}} get-tuple-element(%start), index=0
-  %g1 = bf16[{gathered},1024]{{1,0}} get-tuple-element(%start), index=1
-  %g2 = u32[] get-tuple-element(%start), index=2
-  %cont = (bf16[1024,1024]{{1,0}}, bf16[{rows},1024]{{1,0}}, bf16[{gathered},1024]{{1,0}}, u32[]) fusion(%g0, %g1, %g2, %a, %b), kind=kOutput, calls=%continuation_computation, {estimate}
-  %y = bf16[1024,1024]{{1,0}} get-tuple-element(%cont), index=0
-  %h0 = bf16[{rows},1024]{{1,0}} get-tuple-element(%cont), index=1
-  %h1 = bf16[{gathered},1024]{{1,0}} get-tuple-element(%cont), index=2
-  %h2 = u32[] get-tuple-element(%cont), index=3
-  %done = bf16[{gathered},1024]{{1,0}} fusion(%h0, %h1, %h2), kind=kCustom, calls=%done_computation
-  ROOT %r = (bf16[1024,1024]{{1,0}}, bf16[{gathered},1024]{{1,0}}) tuple(%y, %done)
-}}
-"""
+#: XLA's TPU form of an async all-gather (start, continuation, done fusions), as a
+#: ``str.format`` template of ``rows``, ``gathered`` and the matmul's ``estimate``.
+FUSED_MODULE = (FIXTURES / "async_collective_fusion.hlo.template").read_text()
 
 
 def test_an_async_collective_fusion_runs_under_its_continuation(rows):

@@ -15,28 +15,36 @@ ones become one copy whose ops stand for every iteration (``<while>/<op>``, size
 batch scaled by the trip count); where unrolling them all would walk over a million
 instruction runs, only loops up to a shorter trip count are
 (``HloModule.unroll_up_to``). A ``call`` or ``conditional`` runs its (first) callee.
+A scheduled module's ops also wait for the TensorCore ops before them in XLA's order
+and for the async ops whose ``-done`` they come after (:mod:`.schedule`); the compute
+of an async collective's *continuation* fusion runs while the collective proceeds
+(:func:`~tpusim.program.hlo.fusions.continuation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
 from tpusim.program.hlo.callgraph import CallRole, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
-from tpusim.program.hlo.cost import matmul_parts, operand_bytes
+from tpusim.program.hlo.cost import (
+    ASYNC_SLICES,
+    async_slice_bytes,
+    matmul_parts,
+    movement_bytes,
+)
 from tpusim.program.hlo.custom_calls import custom_call_work
-from tpusim.program.hlo.fusions import computed_elements, continuation, fusion_bytes, fusion_role
+from tpusim.program.hlo.fusions import computed_elements, continuation, fusion_role
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import (
     CONTROL_FLOW_OPS,
-    KNOWN_OPS,
     PASS_THROUGH_OPS,
     collective_kind,
 )
-from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.parse import Computation
 from tpusim.program.hlo.schedule import CoreOrder
 from tpusim.program.hlo.xla_estimate import xla_cycles
 from tpusim.program.ir import Op, Program, ProgramError
@@ -79,41 +87,6 @@ def chip_dtype(dtype: str) -> Dtype:
     if dtype.startswith("f4"):
         return "fp4"
     return _CHIP_DTYPE.get(dtype, "fp32")
-
-
-def movement_bytes(
-    computations: Mapping[str, Computation], comp: Computation, ins: Instruction
-) -> float:
-    """Bytes an op without matmul work reads and writes: a fusion's as
-    :func:`~tpusim.program.hlo.fusions.fusion_bytes` counts them, an async slice's
-    (``slice-start``) its slice read and written, a known op its operands and result,
-    an unknown one its result."""
-    if (fusion := fusion_bytes(computations, ins)) is not None:
-        return fusion
-    if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
-        return 2.0 * ins.shape.elements[1].bytes
-    if ins.opcode in ASYNC_SLICES:
-        return 2.0 * async_slice_bytes(ins)
-    if ins.opcode in KNOWN_OPS:
-        return ins.shape.bytes + operand_bytes(comp, ins)
-    return ins.shape.bytes
-
-
-#: Asynchronous dynamic slices (host offload of a layer's saved activations reads and
-#: writes one layer of a stack kept in host memory).
-ASYNC_SLICES = frozenset({"dynamic-slice-start", "dynamic-update-slice-start"})
-
-
-def async_slice_bytes(ins: Instruction) -> float:
-    """Bytes an asynchronous dynamic slice moves: the slice (``dynamic-slice-start``'s
-    result, the tuple's second element) or the update (``dynamic-update-slice-start``'s
-    second operand, its first element's second)."""
-    elements = ins.shape.elements
-    if ins.opcode == "dynamic-slice-start" and len(elements) > 1:
-        return elements[1].bytes
-    if elements and len(elements[0].elements) > 1:
-        return elements[0].elements[1].bytes
-    return ins.shape.bytes
 
 
 def _engine(comp: Computation) -> Engine | None:
@@ -191,7 +164,9 @@ class _Lowering:
             self._emit_collective(site, record)  # the data arrives at the update
         elif opc in PASS_THROUGH_OPS or opc == "async-update":
             self._pass_through(site, waits=opc.endswith("-done"))
-        elif opc.endswith("-done") or fusion_role(self.module.computations, ins) == "collective-done":
+        elif (
+            opc.endswith("-done") or fusion_role(self.module.computations, ins) == "collective-done"
+        ):
             self._pass_through(site, waits=True)
         elif opc in CONTROL_FLOW_OPS:
             last = site.runs[-1] if site.runs else None
@@ -391,5 +366,7 @@ class _Lowering:
         if scaled <= 0:
             self.deps[site.op_name] = before
             return
-        self.ops.append(Op(site.op_name, "elementwise", after=self.order.after(before), bytes=scaled))
+        self.ops.append(
+            Op(site.op_name, "elementwise", after=self.order.after(before), bytes=scaled)
+        )
         self.deps[site.op_name] = frozenset({site.op_name})
