@@ -14,7 +14,7 @@ from helpers import collective
 
 from tpusim.collectives.base import ring_order
 from tpusim.collectives.offload import OnChipModel
-from tpusim.engine import CollectiveOptions, RunSettings, Simulation
+from tpusim.engine import CollectiveOptions, Placement, RunSettings, Simulation
 from tpusim.network import NETWORKS, NetworkSettings
 from tpusim.program import Op, Program
 from tpusim.topology import Torus
@@ -295,12 +295,22 @@ def test_explicit_groups_of_whole_axes_run_the_torus_algorithm(fidelity):
     chips = tuple(int(c) for c in np.arange(k * k).reshape(k, k).T.ravel())
     op = Op("ag", "collective", collective="all-gather", size_bytes=V, groups=(chips,))
     settings = RunSettings(NetworkSettings.of(fidelity))
-    sim = Simulation(None, Program("p", (op,)), settings, onchip=OnChipModel.none(), topology=topo)
+    placement = Placement(topo, None, whole_axes=True)  # as a compiled module's replay asks
+    sim = Simulation(
+        None,
+        Program("p", (op,)),
+        settings,
+        onchip=OnChipModel.none(),
+        topology=topo,
+        placement=placement,
+    )
     result = sim.run()
     assert result.step_time_s == pytest.approx(torus_split_allgather(k, V), rel=REL)
     rows = tuple(tuple(range(r * k, (r + 1) * k)) for r in range(k))  # one axis: 4 groups
     assert sim.placement.axes_group(np.array(rows)) is not None
     assert sim.placement.axes_group(np.array([[0, 1], [2, 3]])) is None  # no whole axis
+    flat = Simulation(None, Program("p", (op,)), settings, onchip=OnChipModel.none(), topology=topo)
+    assert flat.run().step_time_s > 1.5 * result.step_time_s  # by default: a ring of 16
 
 
 # -- halving-doubling on a wrapped ring of 8 (analytic: no contention) -------------------------

@@ -9,9 +9,10 @@ the outer, strided piece (chips 8 apart, a ``ring`` when the physical axis wraps
 since its last chip reaches its first over the wraparound). Pieces are named
 ``z.0`` (outer), ``z.1``, ... A collective op then runs over the physical axes (or
 pieces) of its mesh axes (one group per position of the others), over explicit chip
-groups (an HLO module's replica groups: a group of whole physical axes runs over
-those axes, as XLA's TPU emitters run it on every dimension of the torus at once;
-another is put in the ring order with the shorter longest hop), over the first
+groups (an HLO module's replica groups, put in the ring order with the shorter
+longest hop; with ``whole_axes``, as a compiled module's replay asks, a group of
+whole physical axes runs over those axes, as XLA's TPU emitters run it on every
+dimension of the torus at once), over the first
 ``num_chips`` chips, or over every chip.
 """
 
@@ -120,10 +121,13 @@ def group_of(arr: np.ndarray, named: tuple[Axis, ...], axes: list[str]) -> Group
 
 
 class Placement:
-    """The groups of a program's collectives on ``topology`` under ``mesh``."""
+    """The groups of a program's collectives on ``topology`` under ``mesh``;
+    ``whole_axes``: explicit groups made of whole physical axes run over those axes
+    (:meth:`axes_group`; the replay of a compiled module asks for it)."""
 
-    def __init__(self, topology: Topology, mesh: dict[str, int] | None):
+    def __init__(self, topology: Topology, mesh: dict[str, int] | None, whole_axes: bool = False):
         self.topology = topology
+        self.whole_axes = whole_axes
         self.mesh_axes: dict[str, list[str]] = {}
         self._split: tuple[np.ndarray, tuple[Axis, ...]] | None = None
         if mesh:
@@ -158,7 +162,7 @@ class Placement:
             raise ValueError(
                 f"groups must be equal-sized lists of chips 0..{self.topology.num_chips - 1}"
             )
-        whole = self.axes_group(chips)
+        whole = self.axes_group(chips) if self.whole_axes else None
         if whole is not None:
             return whole
         order = self.ring_order(chips[0])
