@@ -14,8 +14,9 @@ from helpers import collective
 
 from tpusim.collectives.base import ring_order
 from tpusim.collectives.offload import OnChipModel
-from tpusim.engine import CollectiveOptions
-from tpusim.network import NETWORKS
+from tpusim.engine import CollectiveOptions, Placement, RunSettings, Simulation
+from tpusim.network import NETWORKS, NetworkSettings
+from tpusim.program import Op, Program
 from tpusim.topology import Torus
 
 W = 45e9  # bytes/s, one direction
@@ -282,6 +283,34 @@ def test_torus_allreduce_on_2d_torus(fidelity):
     topo = Torus((k, k), (True, True), link_bandwidth_Bps=W, hop_latency_s=A)
     result, _ = run(topo, "all-reduce", V, fidelity, algorithm="torus")
     assert result.time_s == pytest.approx(2 * torus_split_allgather(k, V), rel=REL)
+
+
+@pytest.mark.parametrize("fidelity", NETWORKS.names())
+def test_explicit_groups_of_whole_axes_run_the_torus_algorithm(fidelity):
+    """Replica groups that list every chip of a 4 x 4 torus (column-major, as a device
+    mesh may order them; an HLO module's groups) are the torus's two axes: the split
+    all-gather over both, as XLA's TPU emitters run it, not a ring over a flat list."""
+    k, V = 4, 16 * MiB
+    topo = Torus((k, k), (True, True), link_bandwidth_Bps=W, hop_latency_s=A)
+    chips = tuple(int(c) for c in np.arange(k * k).reshape(k, k).T.ravel())
+    op = Op("ag", "collective", collective="all-gather", size_bytes=V, groups=(chips,))
+    settings = RunSettings(NetworkSettings.of(fidelity))
+    placement = Placement(topo, None, whole_axes=True)  # as a compiled module's replay asks
+    sim = Simulation(
+        None,
+        Program("p", (op,)),
+        settings,
+        onchip=OnChipModel.none(),
+        topology=topo,
+        placement=placement,
+    )
+    result = sim.run()
+    assert result.step_time_s == pytest.approx(torus_split_allgather(k, V), rel=REL)
+    rows = tuple(tuple(range(r * k, (r + 1) * k)) for r in range(k))  # one axis: 4 groups
+    assert sim.placement.axes_group(np.array(rows)) is not None
+    assert sim.placement.axes_group(np.array([[0, 1], [2, 3]])) is None  # no whole axis
+    flat = Simulation(None, Program("p", (op,)), settings, onchip=OnChipModel.none(), topology=topo)
+    assert flat.run().step_time_s > 1.5 * result.step_time_s  # by default: a ring of 16
 
 
 # -- halving-doubling on a wrapped ring of 8 (analytic: no contention) -------------------------

@@ -10,12 +10,16 @@ since its last chip reaches its first over the wraparound). Pieces are named
 ``z.0`` (outer), ``z.1``, ... A collective op then runs over the physical axes (or
 pieces) of its mesh axes (one group per position of the others), over explicit chip
 groups (an HLO module's replica groups, put in the ring order with the shorter
-longest hop), over the first ``num_chips`` chips, or over every chip.
+longest hop; with ``whole_axes``, as a compiled module's replay asks, a group of
+whole physical axes runs over those axes, as XLA's TPU emitters run it on every
+dimension of the torus at once), over the first
+``num_chips`` chips, or over every chip.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
@@ -117,10 +121,13 @@ def group_of(arr: np.ndarray, named: tuple[Axis, ...], axes: list[str]) -> Group
 
 
 class Placement:
-    """The groups of a program's collectives on ``topology`` under ``mesh``."""
+    """The groups of a program's collectives on ``topology`` under ``mesh``;
+    ``whole_axes``: explicit groups made of whole physical axes run over those axes
+    (:meth:`axes_group`; the replay of a compiled module asks for it)."""
 
-    def __init__(self, topology: Topology, mesh: dict[str, int] | None):
+    def __init__(self, topology: Topology, mesh: dict[str, int] | None, whole_axes: bool = False):
         self.topology = topology
+        self.whole_axes = whole_axes
         self.mesh_axes: dict[str, list[str]] = {}
         self._split: tuple[np.ndarray, tuple[Axis, ...]] | None = None
         if mesh:
@@ -155,8 +162,30 @@ class Placement:
             raise ValueError(
                 f"groups must be equal-sized lists of chips 0..{self.topology.num_chips - 1}"
             )
+        whole = self.axes_group(chips) if self.whole_axes else None
+        if whole is not None:
+            return whole
         order = self.ring_order(chips[0])
         return Group(chips[:, order], (Axis("group", chips.shape[1], "any"),))
+
+    def axes_group(self, chips: np.ndarray) -> Group | None:
+        """The explicit groups ``chips`` (groups x size) as whole physical axes: when
+        each group is every chip along some axes of the topology, the others fixed
+        (as :func:`make_group` gives them for those axes), those groups with those
+        axes, so that the multi-axis torus algorithms apply; else None."""
+        named = self.topology.axis_structure()[1]
+        wanted = {frozenset(g) for g in chips.tolist()}
+        if len(wanted) != len(chips):
+            return None
+        for count in range(1, len(named) + 1):
+            for picked in combinations(range(len(named)), count):
+                if int(np.prod([named[i].size for i in picked])) != chips.shape[1]:
+                    continue
+                group = make_group(self.topology, [named[i].name for i in picked])
+                keep = [frozenset(g) in wanted for g in group.flat.tolist()]
+                if sum(keep) == len(wanted):
+                    return Group(group.chips[np.array(keep)], group.axes)
+        return None
 
     def ring_order(self, chips: np.ndarray) -> np.ndarray:
         """Positions of a group in the ring order with the shorter longest hop: as given,

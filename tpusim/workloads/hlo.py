@@ -12,16 +12,17 @@ from tpusim.config.calibration import calibrated_system, load_calibration
 from tpusim.config.faults import FaultKeys
 from tpusim.config.loader import System, load_system
 from tpusim.config.system import TorusTopologySpec
-from tpusim.engine import RunSettings, Simulation
+from tpusim.engine import Placement, RunSettings, Simulation
 from tpusim.network import NetworkSettings
 from tpusim.program.hlo import load_hlo, replay_program
 from tpusim.program.hlo.artifact import is_artifact, load_compiled
 from tpusim.program.hlo.xla_estimate import estimated_cycles
 from tpusim.results.hlo_record import HloRecord
 from tpusim.results.records import ProgramRecord
-from tpusim.results.simulation import OpRecord
+from tpusim.results.simulation import OpRecord, Results
+from tpusim.topology import Topology, build_topology
 from tpusim.workloads.registry import Outcome, WorkloadContext, WorkloadKind
-from tpusim.workloads.simulate import check_program, run_program
+from tpusim.workloads.simulate import check_program, program_outcome
 from tpusim.workloads.spec import WorkloadSpec
 
 if TYPE_CHECKING:
@@ -79,10 +80,21 @@ def run(spec: HloWorkload, context: WorkloadContext) -> Outcome:
     """The module replayed, simulated; its record counts the chips the module runs on
     (its devices over the devices per chip, as ``tpusim hlo`` does), not the system's."""
     module, program, per_chip = load(spec, context)
-    outcome = run_program(program, context, spec.kind, chips=module.num_devices // per_chip)
+    results = replay(context.system, program, context.settings, context.topology)
+    outcome = program_outcome(results, context, spec.kind, chips=module.num_devices // per_chip)
     unknown = sum(module.unknown_ops.values())
     known = {f.name: getattr(outcome.record, f.name) for f in fields(ProgramRecord)}
     return replace(outcome, record=HloRecord(**known, unknown_ops=unknown))
+
+
+def replay(
+    system: System, program: Program, settings: RunSettings, topology: Topology | None = None
+) -> Results:
+    """A replayed module simulated: its replica groups that are whole torus axes run
+    over those axes, as XLA's TPU emitters run them (:class:`Placement` ``whole_axes``)."""
+    topology = topology or build_topology(system)
+    placement = Placement(topology, program.mesh, whole_axes=True)
+    return Simulation(system, program, settings, topology=topology, placement=placement).run()
 
 
 def check(spec: HloWorkload, context: WorkloadContext) -> None:
@@ -128,7 +140,7 @@ def replay_summary(
     per_chip = int(compiled.get("devices_per_chip", 1))
     if isinstance(network, str):
         network = NetworkSettings.of(network)
-    results = Simulation(system, program, RunSettings(network)).run()
+    results = replay(system, program, RunSettings(network))
     summary = results.summary()
     record: HloSummary = {
         "system": system.name,

@@ -17,6 +17,8 @@
   ``backend_config`` ``"known_trip_count":{"n":"10"}`` and 1 when absent.
   ``flops(..., loop_trip_counts=False)`` counts every loop body once, which is what
   XLA's ``compiled.cost_analysis()`` reports.
+
+:func:`movement_bytes` gives the bytes an op without matmul work reads and writes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from collections.abc import Mapping
 from tpusim.program.hlo.callgraph import CallRole, Policy, Site, calls, walk
 from tpusim.program.hlo.convolution import approximate_flops, convolution_flops
 from tpusim.program.hlo.custom_calls import custom_call_work
-from tpusim.program.hlo.opcodes import ELEMENTWISE_FLOP_OPS, REDUCING_OPS
+from tpusim.program.hlo.fusions import fusion_bytes
+from tpusim.program.hlo.opcodes import ELEMENTWISE_FLOP_OPS, KNOWN_OPS, REDUCING_OPS
 from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.hlo.shapes import Shape
 from tpusim.program.hlo.syntax import int_list
@@ -181,3 +184,38 @@ def _own_matmul(comp: Computation, ins: Instruction) -> list[MatmulPart]:
     m = max(1, ins.shape.num_elements // max(n, 1))
     k = max(1, round(total / (2 * m * n)))
     return [(1, m, n, k, ins.shape.dtype)]
+
+
+def movement_bytes(
+    computations: Mapping[str, Computation], comp: Computation, ins: Instruction
+) -> float:
+    """Bytes an op without matmul work reads and writes: a fusion's as
+    :func:`~tpusim.program.hlo.fusions.fusion_bytes` counts them, an async slice's
+    (``slice-start``) its slice read and written, a known op its operands and result,
+    an unknown one its result."""
+    if (fusion := fusion_bytes(computations, ins)) is not None:
+        return fusion
+    if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
+        return 2.0 * ins.shape.elements[1].bytes
+    if ins.opcode in ASYNC_SLICES:
+        return 2.0 * async_slice_bytes(ins)
+    if ins.opcode in KNOWN_OPS:
+        return ins.shape.bytes + operand_bytes(comp, ins)
+    return ins.shape.bytes
+
+
+#: Asynchronous dynamic slices (host offload of a layer's saved activations reads and
+#: writes one layer of a stack kept in host memory).
+ASYNC_SLICES = frozenset({"dynamic-slice-start", "dynamic-update-slice-start"})
+
+
+def async_slice_bytes(ins: Instruction) -> float:
+    """Bytes an asynchronous dynamic slice moves: the slice (``dynamic-slice-start``'s
+    result, the tuple's second element) or the update (``dynamic-update-slice-start``'s
+    second operand, its first element's second)."""
+    elements = ins.shape.elements
+    if ins.opcode == "dynamic-slice-start" and len(elements) > 1:
+        return elements[1].bytes
+    if elements and len(elements[0].elements) > 1:
+        return elements[0].elements[1].bytes
+    return ins.shape.bytes

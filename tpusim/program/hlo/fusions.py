@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+from tpusim.program.hlo.opcodes import collective_kind
 from tpusim.program.hlo.parse import Computation, Instruction
 from tpusim.program.hlo.syntax import strip_name
 
@@ -61,6 +62,27 @@ def computation_role(comp: Computation) -> FusionRole:
 def fusion_role(computations: Mapping[str, Computation], ins: Instruction) -> FusionRole:
     comp = fused(computations, ins)
     return computation_role(comp) if comp is not None else "compute"
+
+
+def continuation(computations: Mapping[str, Computation], ins: Instruction) -> Computation | None:
+    """The fused computation of a *continuation* fusion (compute that runs while an
+    async collective it holds a copy of proceeds; see the module doc), else None."""
+    comp = fused(computations, ins)
+    if comp is None or computation_role(comp) != "compute":
+        return None
+    holds = any(collective_kind(i.opcode) for i in comp.instructions.values())
+    return comp if holds else None
+
+
+def computed_elements(comp: Computation) -> tuple[bool, ...]:
+    """Per element of a tuple ROOT, whether the computation computes it (False: a
+    parameter passed on or a copy of the collective in flight); () for other ROOTs."""
+    if comp.root.opcode != "tuple":
+        return ()
+    parts = (comp.instructions.get(o) for o in comp.root.operands)
+    return tuple(
+        p is not None and p.opcode != "parameter" and not collective_kind(p.opcode) for p in parts
+    )
 
 
 def _users(comp: Computation) -> dict[str, list[Instruction]]:

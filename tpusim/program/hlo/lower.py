@@ -15,28 +15,37 @@ ones become one copy whose ops stand for every iteration (``<while>/<op>``, size
 batch scaled by the trip count); where unrolling them all would walk over a million
 instruction runs, only loops up to a shorter trip count are
 (``HloModule.unroll_up_to``). A ``call`` or ``conditional`` runs its (first) callee.
+A scheduled module's ops also wait for the TensorCore ops before them in XLA's order
+and for the async ops whose ``-done`` they come after (:mod:`.schedule`); the compute
+of an async collective's *continuation* fusion runs while the collective proceeds
+(:func:`~tpusim.program.hlo.fusions.continuation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpusim.program.builders.attention import KernelWork
 from tpusim.program.hlo.callgraph import CallRole, Frame, Policy, Site, calls, walk
 from tpusim.program.hlo.collectives import HloCollective
-from tpusim.program.hlo.cost import matmul_parts, operand_bytes
+from tpusim.program.hlo.cost import (
+    ASYNC_SLICES,
+    async_slice_bytes,
+    matmul_parts,
+    movement_bytes,
+)
 from tpusim.program.hlo.custom_calls import custom_call_work
-from tpusim.program.hlo.fusions import fusion_bytes, fusion_role
+from tpusim.program.hlo.fusions import computed_elements, continuation, fusion_role
 from tpusim.program.hlo.module import HloModule, parse_hlo
 from tpusim.program.hlo.opcodes import (
     CONTROL_FLOW_OPS,
-    KNOWN_OPS,
     PASS_THROUGH_OPS,
     collective_kind,
 )
-from tpusim.program.hlo.parse import Computation, Instruction
+from tpusim.program.hlo.parse import Computation
+from tpusim.program.hlo.schedule import CoreOrder
 from tpusim.program.hlo.xla_estimate import xla_cycles
 from tpusim.program.ir import Op, Program, ProgramError
 from tpusim.vocabulary import Dtype, Engine
@@ -78,41 +87,6 @@ def chip_dtype(dtype: str) -> Dtype:
     if dtype.startswith("f4"):
         return "fp4"
     return _CHIP_DTYPE.get(dtype, "fp32")
-
-
-def movement_bytes(
-    computations: Mapping[str, Computation], comp: Computation, ins: Instruction
-) -> float:
-    """Bytes an op without matmul work reads and writes: a fusion's as
-    :func:`~tpusim.program.hlo.fusions.fusion_bytes` counts them, an async slice's
-    (``slice-start``) its slice read and written, a known op its operands and result,
-    an unknown one its result."""
-    if (fusion := fusion_bytes(computations, ins)) is not None:
-        return fusion
-    if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
-        return 2.0 * ins.shape.elements[1].bytes
-    if ins.opcode in ASYNC_SLICES:
-        return 2.0 * async_slice_bytes(ins)
-    if ins.opcode in KNOWN_OPS:
-        return ins.shape.bytes + operand_bytes(comp, ins)
-    return ins.shape.bytes
-
-
-#: Asynchronous dynamic slices (host offload of a layer's saved activations reads and
-#: writes one layer of a stack kept in host memory).
-ASYNC_SLICES = frozenset({"dynamic-slice-start", "dynamic-update-slice-start"})
-
-
-def async_slice_bytes(ins: Instruction) -> float:
-    """Bytes an asynchronous dynamic slice moves: the slice (``dynamic-slice-start``'s
-    result, the tuple's second element) or the update (``dynamic-update-slice-start``'s
-    second operand, its first element's second)."""
-    elements = ins.shape.elements
-    if ins.opcode == "dynamic-slice-start" and len(elements) > 1:
-        return elements[1].bytes
-    if elements and len(elements[0].elements) > 1:
-        return elements[0].elements[1].bytes
-    return ins.shape.bytes
 
 
 def _engine(comp: Computation) -> Engine | None:
@@ -159,8 +133,19 @@ class _Lowering:
         self.ops: list[Op] = []
         self.deps: dict[str, Value] = {}
         self._flat: dict[int, Deps] = {}
+        self.order = CoreOrder(module.attrs.get("is_scheduled") == "true")
+        #: Asynchronous collectives emitted (their ``-done`` may be yet to come).
+        self._in_flight: set[str] = set()
 
     def visit(self, site: Site) -> None:
+        """Lower one instruction run: its ops, in the module's TensorCore order when
+        the module is scheduled (:mod:`.schedule`), and what a use of its value waits
+        for."""
+        first = len(self.ops)
+        self._lower(site)
+        self.order.issued(self.ops[first:])
+
+    def _lower(self, site: Site) -> None:
         ins = site.instruction
         opc = ins.opcode
         if opc == "parameter":
@@ -177,13 +162,12 @@ class _Lowering:
             self._emit_host_copy(site, async_slice_bytes(ins))
         elif opc == "custom-call-update" and (record := self._started(site)) is not None:
             self._emit_collective(site, record)  # the data arrives at the update
+        elif opc in PASS_THROUGH_OPS or opc == "async-update":
+            self._pass_through(site, waits=opc.endswith("-done"))
         elif (
-            opc in PASS_THROUGH_OPS
-            or opc.endswith("-done")
-            or opc == "async-update"
-            or fusion_role(self.module.computations, ins) == "collective-done"
+            opc.endswith("-done") or fusion_role(self.module.computations, ins) == "collective-done"
         ):
-            self.deps[site.op_name] = self._before(site)
+            self._pass_through(site, waits=True)
         elif opc in CONTROL_FLOW_OPS:
             last = site.runs[-1] if site.runs else None
             self.deps[site.op_name] = self._root_deps(last) if last else self._before(site)
@@ -193,8 +177,40 @@ class _Lowering:
             self._emit_kernel(site, work)
         elif parts := matmul_parts(self.module.computations, site):
             self._estimated(site, len(self.ops), lambda: self._emit_matmuls(site, parts))
+            self._carry_in_flight(site)
         else:
             self._estimated(site, len(self.ops), lambda: self._emit_elementwise(site))
+            self._carry_in_flight(site)
+
+    def _inputs(self, site: Site) -> Deps:
+        """What a compute op waits for: its operands' ops, but for a continuation fusion
+        (:func:`~tpusim.program.hlo.fusions.continuation`) not the collectives in
+        flight whose buffers it carries: it runs while they proceed."""
+        before = self._before(site)
+        if before.isdisjoint(self._in_flight):
+            return before
+        if continuation(self.module.computations, site.instruction) is None:
+            return before
+        return before - self._in_flight
+
+    def _carry_in_flight(self, site: Site) -> None:
+        """A continuation fusion's value: each element it computes waits for its
+        compute ops, each it passes on (the collective's buffers) for the collectives
+        in flight it carries as well."""
+        carried = self._before(site) - self._inputs(site)
+        comp = continuation(self.module.computations, site.instruction) if carried else None
+        if comp is None:
+            return
+        ops = self.flat(self.deps[site.op_name])
+        elements = tuple(ops if c else ops | carried for c in computed_elements(comp))
+        self.deps[site.op_name] = TupleDeps(elements) if elements else ops | carried
+
+    def _pass_through(self, site: Site, waits: bool) -> None:
+        """An op with no work: a use of its value waits for its operands; ``waits``: a
+        ``-done``, where the TensorCore waits for what its ``-start`` began."""
+        self.deps[site.op_name] = before = self._before(site)
+        if waits:
+            self.order.waited(before)
 
     def _estimated(self, site: Site, first: int, emit: Callable[[], None]) -> None:
         """Run ``emit`` and give the compute ops it added XLA's estimated cycles of the
@@ -283,7 +299,7 @@ class _Lowering:
         op = Op(
             site.op_name,
             "collective",
-            after=tuple(sorted(self._before(site))),
+            after=self.order.after(self._before(site)),
             collective=record.kind,
             size_bytes=record.size_bytes * site.num_executions,
             axes=(),
@@ -293,9 +309,11 @@ class _Lowering:
         )
         self.ops.append(op)
         self.deps[site.op_name] = frozenset({site.op_name})
+        if op.overlap:
+            self._in_flight.add(op.name)
 
     def _emit_matmuls(self, site: Site, parts: list[tuple[int, int, int, int, str]]) -> None:
-        prev = tuple(sorted(self._before(site)))
+        prev = self.order.after(self._inputs(site))
         if site.num_executions == 0:
             parts = []
         parts = [part for part in parts if min(part[:4]) > 0]  # zero-size: no work
@@ -319,7 +337,7 @@ class _Lowering:
             return
         first = comp.instructions.get(ins.operands[0]) if ins.operands else None
         dtype = chip_dtype(first.shape.dtype if first is not None else ins.shape.dtype)
-        after = tuple(sorted(before))
+        after = self.order.after(before)
         self.ops.append(Op(site.op_name, "kernel", after, dtype=dtype, **work.op_fields(n)))
         self.deps[site.op_name] = frozenset({site.op_name})
 
@@ -336,17 +354,19 @@ class _Lowering:
         if nbytes <= 0:
             self.deps[site.op_name] = before
             return
-        after = tuple(sorted(before))
+        after = self.order.after(before)
         self.ops.append(Op(site.op_name, "host_transfer", after, bytes=nbytes, overlap=True))
         self.deps[site.op_name] = frozenset({site.op_name})
 
     def _emit_elementwise(self, site: Site) -> None:
         ins, comp = site.instruction, site.frame.computation
         nbytes = movement_bytes(self.module.computations, comp, ins)
-        before = self._before(site)
+        before = self._inputs(site)
         scaled = float(nbytes) * site.num_executions
         if scaled <= 0:
             self.deps[site.op_name] = before
             return
-        self.ops.append(Op(site.op_name, "elementwise", after=tuple(sorted(before)), bytes=scaled))
+        self.ops.append(
+            Op(site.op_name, "elementwise", after=self.order.after(before), bytes=scaled)
+        )
         self.deps[site.op_name] = frozenset({site.op_name})
