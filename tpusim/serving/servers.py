@@ -22,6 +22,9 @@ engine's scheduling mode:
 * ``async`` (vLLM's ``--async-scheduling``): the host prepares iteration ``i`` while
   the chips run iteration ``i - 1``, so an iteration takes ``max(device, host)``.
 
+``moe_kernel:`` names how the engine runs a MoE layer's routed experts (absent: as one
+batched tensor-parallel matmul; ``gmm_ep``: tpu-inference's expert-parallel grouped
+matmul, whose cost is derived from its structure, :mod:`tpusim.program.builders.gmm_ep`).
 ``batching:`` names how the engine forms an iteration's batch, a policy of
 :mod:`tpusim.serving.batching` (absent: ``vllm-v1``, vLLM V1's chunked prefill mixed
 with decodes); a run's ``batching`` option overrides it.
@@ -116,6 +119,15 @@ class SchedulingMode(Graded):
     value: Scheduling
 
 
+class MoeKernel(Graded):
+    """How the engine runs a MoE layer's routed experts: ``gmm_ep``, tpu-inference's
+    ``GMM_EP`` backend (whole experts per TensorCore, each step's tokens padded to a
+    power of two of at least ``min_tokens``; :mod:`tpusim.program.builders.gmm_ep`)."""
+
+    value: Literal["gmm_ep"]
+    min_tokens: Annotated[int, Field(ge=1)] = 16
+
+
 class Batching(Graded):
     """How the engine forms an iteration's batch: a name of
     :data:`~tpusim.serving.batching.BATCH_POLICIES`."""
@@ -171,6 +183,7 @@ class ServerProfile(Frozen):
     engine: str
     scheduling: SchedulingMode
     batching: Batching = V1_BATCHING
+    moe_kernel: MoeKernel | None = None
     terms: ChipTerms
     chips: dict[str, ChipOverride] = Field(default_factory=dict)
     measured_chips: tuple[str, ...] = ()

@@ -14,7 +14,9 @@ device time per iteration and the host time on
 scheduling, and under async scheduling where the host is slower than the chips), the
 MoE experts' efficiency on :data:`~tpusim.validation.serving.FIT_EXPERT_EFFICIENCY`
 where a figure serves a MoE model, each in turn by ternary search
-(every simulation memoised). Two checks before a fit is kept (:class:`Fitted`): a fit
+(every simulation memoised). A MoE layer's fixed costs are not fitted: a profile's
+``moe_kernel`` derives the routed experts' weight reads, row tiles and unpermute from
+the kernel's structure (:mod:`tpusim.program.builders.gmm_ep`). Two checks before a fit is kept (:class:`Fitted`): a fit
 that would raise its own figures' median absolute error above the shipped terms' is
 refused (the shipped terms are kept and the output says so), and a term that lands on a
 grid bound is named (``at_bound``) in the output and in the written file's note.
@@ -48,7 +50,6 @@ from tpusim.validation.serving import (
     FIT_EXPERT_EFFICIENCY,
     FIT_HBM_EFFICIENCY,
     FIT_HOST_S,
-    FIT_MOE_LAYER_S,
     Figure,
     Simulator,
     Terms,
@@ -160,7 +161,7 @@ def fit_group(
     # step) does not absorb what belongs to the MoE layers
     searched: list[tuple[str, tuple[float, ...]]] = []
     if moe:
-        searched += [("moe_layer_s", FIT_MOE_LAYER_S), ("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
+        searched += [("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
     searched += [("hbm_efficiency", FIT_HBM_EFFICIENCY), ("step_s", FIT_HOST_S)]
     searched += [("host_s", FIT_HOST_S)]
     o = start
@@ -265,7 +266,6 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     if fit.host_identified:
         host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
     step = {"value": fit.overheads.step_s, **graded("step")}
-    moe_layer = {"value": fit.overheads.moe_layer_s, **graded("moe_layer")}
     expert = base.expert_efficiency
     if fit.expert_identified:
         value = {"value": fit.overheads.expert_efficiency, **graded("expert")}
@@ -278,9 +278,7 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
         sampling_passes=base.sampling_passes,
         expert_efficiency=expert,
         step_time=HostTime.model_validate(step),
-        moe_layer_time=HostTime.model_validate(moe_layer)
-        if fit.expert_identified or fit.overheads.moe_layer_s
-        else base.moe_layer_time,
+        moe_layer_time=base.moe_layer_time,
     )
     return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from tpusim.program.builders import attention as flash
 from tpusim.program.builders.checks import positive_ints
+from tpusim.program.builders.gmm_ep import gmm_ep_experts
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.ir import Program
@@ -182,14 +183,16 @@ def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     router = {"dtype": s.activation_dtype}  # the router stays unquantized
     chain.add(f"{prefix}.moe.router", "matmul", m=t, k=d, n=s.experts, **router)
     expert_alltoall(chain, s, t, f"{prefix}.moe.dispatch")
-    active = active_experts(s, t * s.ep)
-    rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
-    # each expert its own matrix; a grouped (megablox) matmul, as tpu-inference runs the
-    # routed experts (tpu_inference/layers/common/fused_moe_gmm.py imports megablox gmm)
-    experts = {"batch": active, "m": rows, "own_weights": True, "grouped": True, **mm}
-    chain.add(f"{prefix}.moe.up", "matmul", k=d, n=up * ff, **experts)
-    chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
-    chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=d, **experts)
+    if s.moe_kernel is not None:
+        gmm_ep_experts(chain, s, t, prefix)
+    else:
+        active = active_experts(s, t * s.ep)
+        rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
+        # each expert its own matrix; a grouped (megablox) matmul
+        experts = {"batch": active, "m": rows, "own_weights": True, "grouped": True, **mm}
+        chain.add(f"{prefix}.moe.up", "matmul", k=d, n=up * ff, **experts)
+        chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
+        chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=d, **experts)
     if s.shared_experts:
         shared = s.shared_experts * ff
         chain.add(f"{prefix}.moe.shared_up", "matmul", m=t, k=d, n=up * shared, **mm)
