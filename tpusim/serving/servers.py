@@ -6,7 +6,8 @@ A profile names its engine and gives the three per-iteration terms of
 ``host_time: 13.1 ms``; the HBM efficiency, a fraction of the chip's published HBM
 bandwidth; the sampler's extra passes; optionally the MoE experts' kernel efficiency,
 ``expert_efficiency``, 1 when absent; a fixed device time per iteration,
-``step_time``, and per MoE layer, ``moe_layer_time``, 0 when absent) once,
+``step_time``, per MoE layer, ``moe_layer_time``, and per token of a MoE layer,
+``moe_token_time``, 0 when absent) once,
 ``terms:``, shared by every chip
 generation: the chip file gives the physical numbers (HBM bandwidth, FLOP/s, the
 interconnect), the profile the software's, as the training side's
@@ -152,15 +153,17 @@ class ChipTerms(Frozen):
     expert_efficiency: Efficiency | None = None
     step_time: HostTime | None = None
     moe_layer_time: HostTime | None = None
+    moe_token_time: HostTime | None = None
 
     def overheads(self) -> IterationOverheads:
         """The terms as the iteration costs take them (no ``expert_efficiency``: 1; no
-        ``step_time`` or ``moe_layer_time``: 0 s)."""
+        ``step_time``, ``moe_layer_time`` or ``moe_token_time``: 0 s)."""
         expert = 1.0 if self.expert_efficiency is None else self.expert_efficiency.value
         step = 0.0 if self.step_time is None else self.step_time.value
         moe = 0.0 if self.moe_layer_time is None else self.moe_layer_time.value
+        token = 0.0 if self.moe_token_time is None else self.moe_token_time.value
         host, hbm, passes = self.host_time, self.hbm_efficiency, self.sampling_passes
-        return IterationOverheads(host.value, hbm.value, passes.value, expert, step, moe)
+        return IterationOverheads(host.value, hbm.value, passes.value, expert, step, moe, token)
 
 
 class ChipOverride(Frozen):
@@ -173,6 +176,7 @@ class ChipOverride(Frozen):
     expert_efficiency: Efficiency | None = None
     step_time: HostTime | None = None
     moe_layer_time: HostTime | None = None
+    moe_token_time: HostTime | None = None
 
 
 class ServerProfile(Frozen):
@@ -272,6 +276,8 @@ def profile_data(profile: ServerProfile) -> dict[str, object]:
         for key in ("host_time", "step_time", "moe_layer_time"):
             if key in terms:
                 terms[key]["value"] = f"{terms[key]['value'] * 1e3:.4g} ms"
+        if "moe_token_time" in terms:
+            terms["moe_token_time"]["value"] = f"{terms['moe_token_time']['value'] * 1e6:.4g} us"
     return data
 
 

@@ -12,11 +12,12 @@ efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, th
 device time per iteration and the host time on
 :data:`~tpusim.validation.serving.FIT_HOST_S` (the host shows under synchronous
 scheduling, and under async scheduling where the host is slower than the chips), the
-MoE experts' efficiency on :data:`~tpusim.validation.serving.FIT_EXPERT_EFFICIENCY`
-where a figure serves a MoE model, each in turn by ternary search
-(every simulation memoised). A MoE layer's fixed costs are not fitted: a profile's
-``moe_kernel`` derives the routed experts' weight reads, row tiles and unpermute from
-the kernel's structure (:mod:`tpusim.program.builders.gmm_ep`). Two checks before a fit is kept (:class:`Fitted`): a fit
+MoE routing time per token on :data:`~tpusim.validation.serving.FIT_MOE_TOKEN_S`
+where a figure serves a MoE model, each in turn by ternary search (every simulation
+memoised). The routed experts are not fitted: a profile's ``moe_kernel`` derives their
+weight reads, row tiles and unpermute from the kernel's structure
+(:mod:`tpusim.program.builders.gmm_ep`); what the fit still finds is the time per token
+that structure does not explain. Two checks before a fit is kept (:class:`Fitted`): a fit
 that would raise its own figures' median absolute error above the shipped terms' is
 refused (the shipped terms are kept and the output says so), and a term that lands on a
 grid bound is named (``at_bound``) in the output and in the written file's note.
@@ -39,7 +40,6 @@ from tpusim.results.files import atomic_write_text
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.servers import (
     ChipTerms,
-    Efficiency,
     HostTime,
     ServerProfile,
     load_server,
@@ -47,7 +47,7 @@ from tpusim.serving.servers import (
     profile_data,
 )
 from tpusim.validation.serving import (
-    FIT_EXPERT_EFFICIENCY,
+    FIT_MOE_TOKEN_S,
     FIT_HBM_EFFICIENCY,
     FIT_HOST_S,
     Figure,
@@ -65,7 +65,7 @@ class Fitted:
     errors), whether the host time is identified, the terms at a grid bound, the fit
     figures' median absolute error with the shipped terms and with these, whether the
     fit was kept (``kept`` False: it raised that error, so the shipped terms stand),
-    and whether the experts' efficiency is identified."""
+    and whether the MoE routing time per token is identified."""
 
     server: str
     overheads: IterationOverheads
@@ -78,7 +78,7 @@ class Fitted:
     shipped_error: float | None = None
     fitted_error: float | None = None
     kept: bool = True
-    expert_identified: bool = False
+    moe_identified: bool = False
 
 
 def source_of(figure: Figure) -> str:
@@ -137,12 +137,12 @@ def fit_group(
     figures: list[Figure], simulator: Simulator, start: IterationOverheads
 ) -> tuple[IterationOverheads, float, bool, bool]:
     """The terms on the grids minimising the loss on ``figures`` (every server among
-    them takes the same terms) from ``start``, by coordinate descent: the fixed time
-    per MoE layer and the MoE experts' efficiency (where some figure serves a MoE
-    model), the HBM efficiency, the fixed device time per iteration and the host time in
-    turn, each at the others' current values, until a round moves none (at most
-    :data:`MAX_ROUNDS`). The sampler passes are ``start``'s. The flags: the host time,
-    the expert efficiency are identified (False when the term's neutral value, 0 s or
+    them takes the same terms) from ``start``, by coordinate descent: the MoE routing
+    time per token (where some figure serves a MoE model), the HBM efficiency, the
+    fixed device time per iteration and the host time in turn, each at the others'
+    current values, until a round moves none (at most :data:`MAX_ROUNDS`). The sampler
+    passes (and the experts' efficiency) are ``start``'s. The flags: the host time, the
+    MoE time per token are identified (False when the term's neutral value, 0 s or
     1, fits as well: under async scheduling an iteration longer on the chips than on the
     host hides the host; a dense model has no experts; ``start``'s value is then
     kept)."""
@@ -161,7 +161,7 @@ def fit_group(
     # step) does not absorb what belongs to the MoE layers
     searched: list[tuple[str, tuple[float, ...]]] = []
     if moe:
-        searched += [("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
+        searched += [("moe_token_s", FIT_MOE_TOKEN_S)]
     searched += [("hbm_efficiency", FIT_HBM_EFFICIENCY), ("step_s", FIT_HOST_S)]
     searched += [("host_s", FIT_HOST_S)]
     o = start
@@ -172,11 +172,11 @@ def fit_group(
         if o == before:
             break
     host = abs(loss(replace(o, host_s=0.0)) - loss(o)) > 1e-12
-    expert = moe and abs(loss(replace(o, expert_efficiency=1.0)) - loss(o)) > 1e-12
+    expert = moe and abs(loss(replace(o, moe_token_s=0.0)) - loss(o)) > 1e-12
     o = replace(
         o,
         host_s=o.host_s if host else start.host_s,
-        expert_efficiency=o.expert_efficiency if expert else start.expert_efficiency,
+        moe_token_s=o.moe_token_s if expert else start.moe_token_s,
     )
     return o, loss(o), host, expert
 
@@ -186,8 +186,8 @@ def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
     out = []
     if overheads.hbm_efficiency in (FIT_HBM_EFFICIENCY[0], FIT_HBM_EFFICIENCY[-1]):
         out.append(f"hbm_efficiency {overheads.hbm_efficiency:g}")
-    if overheads.expert_efficiency in (FIT_EXPERT_EFFICIENCY[0],):
-        out.append(f"expert_efficiency {overheads.expert_efficiency:g}")
+    if overheads.moe_token_s == FIT_MOE_TOKEN_S[-1]:
+        out.append(f"moe_token_time {overheads.moe_token_s * 1e6:g} us")
     if overheads.step_s == FIT_HOST_S[-1]:
         out.append(f"step_time {overheads.step_s * 1e3:g} ms")
     if identified and overheads.host_s in (FIT_HOST_S[0], FIT_HOST_S[-1]):
@@ -244,7 +244,7 @@ def terms_of(fitted: list[Fitted]) -> Terms:
 
 def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     """``profile`` with its shared terms replaced by ``fit``'s: the host time and the
-    experts' efficiency (when the fit identifies them; else kept) and the HBM
+    MoE routing time per token (when the fit identifies them; else kept) and the HBM
     efficiency ``calibrated`` with their
     ``fit_on`` (a term at a grid bound says so in its note), the sampler passes kept,
     ``measured_chips`` the chips fitted on. A fit that was not kept leaves the profile
@@ -266,19 +266,19 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     if fit.host_identified:
         host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
     step = {"value": fit.overheads.step_s, **graded("step")}
-    expert = base.expert_efficiency
-    if fit.expert_identified:
-        value = {"value": fit.overheads.expert_efficiency, **graded("expert")}
-        expert = Efficiency.model_validate(value)
+    token = base.moe_token_time
+    if fit.moe_identified:
+        token = HostTime.model_validate({"value": fit.overheads.moe_token_s, **graded("moe_token")})
     terms = ChipTerms(
         host_time=host_time,
         hbm_efficiency=base.hbm_efficiency.model_copy(
             update={"value": fit.overheads.hbm_efficiency, **graded("hbm")}
         ),
         sampling_passes=base.sampling_passes,
-        expert_efficiency=expert,
+        expert_efficiency=base.expert_efficiency,
         step_time=HostTime.model_validate(step),
         moe_layer_time=base.moe_layer_time,
+        moe_token_time=token,
     )
     return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 
