@@ -32,7 +32,8 @@ with decodes); a run's ``batching`` option overrides it.
 
 Every value carries its grade: ``calibrated`` names the figures it was fitted on
 (``fit_on``, ids of ``configs/measurements/serving/``), ``assumption`` says why in its
-``note``; ``primary``/``secondary`` give the ``url`` that states it. Loading refuses unknown
+``note``; ``primary``/``secondary`` give the ``url`` that states it; ``derived`` gives the
+``url`` of the numbers it is computed from and the computation in its ``note``. Loading refuses unknown
 keys, duplicate keys, a missing unit and out-of-range values as one
 :class:`~tpusim.errors.ConfigError` naming ``file:line path``.
 """
@@ -61,7 +62,7 @@ MAX_HOST_TIME_S = 1.0
 #: Most extra sampler passes over the logits (a local plausibility bound).
 MAX_SAMPLING_PASSES = 16
 
-TermGrade = Literal["primary", "secondary", "calibrated", "assumption"]
+TermGrade = Literal["primary", "secondary", "derived", "calibrated", "assumption"]
 Scheduling = Literal["sync", "async"]
 
 
@@ -81,8 +82,12 @@ class Graded(Frozen):
             raise ValueError("a calibrated value names the figures it was fitted on (fit_on)")
         if self.grade == "assumption" and not self.note.strip():
             raise ValueError("an assumption says why in its note")
-        if self.grade in ("primary", "secondary") and not self.url.startswith("https://"):
+        if self.grade in ("primary", "secondary", "derived") and not self.url.startswith(
+            "https://"
+        ):
             raise ValueError(f"a {self.grade} value gives the https url that states it")
+        if self.grade == "derived" and not self.note.strip():
+            raise ValueError("a derived value shows its derivation in its note")
         return self
 
 

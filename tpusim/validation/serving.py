@@ -58,13 +58,7 @@ __all__ = [
 #: their simulations.
 FIT_HOST_S = tuple(x * 1e-3 for x in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 17, 20, 25, 30))
 FIT_HBM_EFFICIENCY = tuple(round(0.4 + 0.05 * i, 2) for i in range(13))
-#: The MoE experts' kernel efficiency: 0.05 to 1 (a design choice: the measured MoE
-#: prefills run far below training's grouped-matmul rate).
-FIT_EXPERT_EFFICIENCY = (0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0)
-#: The MoE routing time per token of a layer: 0 to 2 us (a design choice).
-FIT_MOE_TOKEN_S = tuple(
-    x * 1e-6 for x in (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5, 2.0)
-)
+
 
 
 def shipped_overheads(figure: Figure) -> IterationOverheads:
