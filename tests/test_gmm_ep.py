@@ -127,3 +127,31 @@ def test_dense_model_keeps_its_shape():
                           kv_cache="hbm")
     chip = load_chip("ironwood")
     assert with_moe_kernel(shape, load_server("vllm-tpu-inference"), chip) is shape
+
+
+def test_moe_token_time_is_derived_from_the_published_layer_time():
+    """The shipped per-token MoE routing time is (7.3 ms - 1.1 ms psum - the kernel's
+    structural work) / 8192 tokens, the structural work counted by hand for that layer
+    (tpu-inference PR 1516's shapes, one 8192-token sequence on Ironwood's 8 cores):
+    65536 routed rows a core over 160 experts (409.6 each) pad to 4 tiles of 128, 81920
+    rows by 6144 x (2 x 320 + 320) at 82.35% of the bf16 core peak (2307 / 2 TFLOP/s),
+    then the unpermute's 65536 + 8192 rows of 6144 bf16 at 7380 / 2 GB/s."""
+    import math
+
+    rows = 160 * math.ceil(8192 * 8 / 160 / 128) * 128
+    assert rows == 81920
+    compute_s = 2 * rows * 6144 * 960 / (2307e12 / 2 * 0.8235)
+    unpermute_s = (65536 + 8192) * 6144 * 2 / (7380e9 / 2)
+    per_token_s = (7.3e-3 - 1.1e-3 - compute_s - unpermute_s) / 8192
+    term = load_server("vllm-tpu-inference").terms.moe_token_time
+    assert term is not None and term.grade == "derived"
+    assert term.value == pytest.approx(per_token_s, rel=0.01)
+
+
+def test_profile_fits_no_moe_term():
+    """The shipped profile derives its MoE costs: no fixed time per MoE layer nor
+    experts' efficiency, and the kernel named with its source."""
+    profile = load_server("vllm-tpu-inference")
+    assert profile.terms.moe_layer_time is None and profile.terms.expert_efficiency is None
+    assert profile.moe_kernel is not None and profile.moe_kernel.value == "gmm_ep"
+    assert profile.moe_kernel.url.startswith("https://github.com/vllm-project/tpu-inference")
