@@ -26,7 +26,13 @@ from tpusim.serving.service import with_moe_kernel
 def test_token_buckets_are_powers_of_two_from_the_floor():
     # tpu_runner.py: get_token_paddings(min_token_size=16, ..., padding_gap=0) doubles
     assert [padded_tokens(t) for t in (1, 15, 16, 17, 64, 65, 8192)] == [
-        16, 16, 16, 32, 64, 128, 8192
+        16,
+        16,
+        16,
+        32,
+        64,
+        128,
+        8192,
     ]
     assert padded_tokens(3, 4) == 4 and padded_tokens(5, 4) == 8
 
@@ -69,8 +75,16 @@ def test_tiny_moe_layer_by_hand():
     expected maximum 2 - (1 + 31^2) / 256^2; rounded, 2 experts of 128 padded rows
     each, on both cores."""
     fields = {
-        "layers": 1, "d_model": 256, "heads": 2, "kv_heads": 2, "head_dim": 128,
-        "d_ff": 512, "mlp": "gated", "experts": 4, "top_k": 2, "expert_d_ff": 512,
+        "layers": 1,
+        "d_model": 256,
+        "heads": 2,
+        "kv_heads": 2,
+        "head_dim": 128,
+        "d_ff": 512,
+        "mlp": "gated",
+        "experts": 4,
+        "top_k": 2,
+        "expert_d_ff": 512,
     }
     shape = replica_shape(fields, tp=1, ep=1, replicas=1, dtype="fp8", kv_cache="hbm")
     kernel = GmmEp(cores=2, tile_m=128, min_tokens=4)
@@ -91,10 +105,12 @@ def test_tiny_moe_layer_by_hand():
     # weight-bound: the busiest core's 2 experts' 3 x 256 x 512 fp8 weights on each core
     costs = ChipCostModel(load_chip("ironwood"))
     weights_bytes = 4 * (256 * 1024 + 512 * 256)
-    got = costs.matmul(128, 1024, 256, "fp8", batch=4, grouped=True, weights_stored=True,
-                       own_weights=True).bytes
-    got += costs.matmul(128, 256, 512, "fp8", batch=4, grouped=True, weights_stored=True,
-                        own_weights=True).bytes
+    got = costs.matmul(
+        128, 1024, 256, "fp8", batch=4, grouped=True, weights_stored=True, own_weights=True
+    ).bytes
+    got += costs.matmul(
+        128, 256, 512, "fp8", batch=4, grouped=True, weights_stored=True, own_weights=True
+    ).bytes
     activations = 2 * 4 * 128 * (256 + 1024 + 512 + 256)
     assert got == weights_bytes + activations
 
@@ -106,8 +122,9 @@ def test_served_qwen3_coder_decode_reads_whole_experts_per_core():
     from tpusim.config.loader import load_model
 
     model = load_model("qwen3-coder-480b-a35b")
-    shape = replica_shape(model.builder_fields(), tp=4, ep=1, replicas=1, dtype="fp8",
-                          kv_cache="hbm", kv_dtype="fp8")
+    shape = replica_shape(
+        model.builder_fields(), tp=4, ep=1, replicas=1, dtype="fp8", kv_cache="hbm", kv_dtype="fp8"
+    )
     chip = load_chip("ironwood")
     served = with_moe_kernel(shape, load_server("vllm-tpu-inference"), chip)
     assert served.moe_kernel == GmmEp(cores=2, tile_m=128, min_tokens=16)
@@ -123,8 +140,9 @@ def test_dense_model_keeps_its_shape():
     from tpusim.config.loader import load_model
 
     model = load_model("llama-3.1-8b")
-    shape = replica_shape(model.builder_fields(), tp=1, ep=1, replicas=1, dtype="bf16",
-                          kv_cache="hbm")
+    shape = replica_shape(
+        model.builder_fields(), tp=1, ep=1, replicas=1, dtype="bf16", kv_cache="hbm"
+    )
     chip = load_chip("ironwood")
     assert with_moe_kernel(shape, load_server("vllm-tpu-inference"), chip) is shape
 

@@ -238,7 +238,8 @@ class IterationCosts:
         """Seconds of one iteration of ``batch``."""
         s, chip = self.shape, batch.per_chip(self.shape.ep)
         embed, dense, moe = self.layer_times_s(chip.tokens)
-        layers = embed + s.dense_layers * dense + s.moe_layers * (moe + self.moe_fixed_s(chip.tokens))
+        moe += self.moe_fixed_s(chip.tokens)
+        layers = embed + s.dense_layers * dense + s.moe_layers * moe
         attention = s.layers * self.attention_time_s(chip)
         device = layers + attention + self.output_time_s(chip.sequences)
         device += self.sampling_s(chip.sequences) + self.overheads.step_s

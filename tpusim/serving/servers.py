@@ -33,8 +33,8 @@ with decodes); a run's ``batching`` option overrides it.
 Every value carries its grade: ``calibrated`` names the figures it was fitted on
 (``fit_on``, ids of ``configs/measurements/serving/``), ``assumption`` says why in its
 ``note``; ``primary``/``secondary`` give the ``url`` that states it; ``derived`` gives the
-``url`` of the numbers it is computed from and the computation in its ``note``. Loading refuses unknown
-keys, duplicate keys, a missing unit and out-of-range values as one
+``url`` of the numbers it is computed from and the computation in its ``note``.
+Loading refuses unknown keys, duplicate keys, a missing unit and out-of-range values as one
 :class:`~tpusim.errors.ConfigError` naming ``file:line path``.
 """
 

@@ -13,13 +13,13 @@ from typing import Protocol
 
 import simpy
 
+from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
 from tpusim.engine import Simulation
 from tpusim.errors import InputError
-from tpusim.network import NetworkSettings
-from tpusim.config.chip import ChipSpec
 from tpusim.hardware.quantized import QUANTIZED, native_activation_dtype
+from tpusim.network import NetworkSettings
 from tpusim.program.builders.gmm_ep import GmmEp, row_tile
 from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError

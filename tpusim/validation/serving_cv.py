@@ -61,7 +61,9 @@ def _start(figure: Figure) -> IterationOverheads:
     """The neutral start (no fixed step time), with the terms of ``figure``'s profile
     that are never fitted: its sampler passes and MoE terms."""
     return replace(
-        shipped_overheads(figure), host_s=NEUTRAL_HOST_S, hbm_efficiency=NEUTRAL_HBM_EFFICIENCY,
+        shipped_overheads(figure),
+        host_s=NEUTRAL_HOST_S,
+        hbm_efficiency=NEUTRAL_HBM_EFFICIENCY,
         step_s=0.0,
     )
 
@@ -70,7 +72,9 @@ def _own_moe(fitted: IterationOverheads, figure: Figure) -> IterationOverheads:
     """``fitted`` with the MoE terms of ``figure``'s own profile (derived, not fitted)."""
     own = shipped_overheads(figure)
     return replace(
-        fitted, expert_efficiency=own.expert_efficiency, moe_layer_s=own.moe_layer_s,
+        fitted,
+        expert_efficiency=own.expert_efficiency,
+        moe_layer_s=own.moe_layer_s,
         moe_token_s=own.moe_token_s,
     )
 

@@ -16,7 +16,8 @@ each in turn by ternary search (every simulation memoised). No MoE term is fitte
 profile's ``moe_kernel`` derives the routed experts' weight reads, row tiles and
 unpermute from the kernel's structure (:mod:`tpusim.program.builders.gmm_ep`), and its
 ``moe_token_time`` is derived from tpu-inference's own measurement of the layer, so no
-chip's figures have to identify a term another chip borrows. Two checks before a fit is kept (:class:`Fitted`): a fit
+chip's figures have to identify a term another chip borrows. Two checks before a fit
+is kept (:class:`Fitted`): a fit
 that would raise its own figures' median absolute error above the shipped terms' is
 refused (the shipped terms are kept and the output says so), and a term that lands on a
 grid bound is named (``at_bound``) in the output and in the written file's note.

@@ -43,11 +43,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from tpusim.program.builders.oplist import Chain
-    from tpusim.program.builders.replica import ReplicaShape
 
 #: Smallest token bucket of tpu-inference's runner: ``min_token_size=max(16, ...)``
 #: (``tpu_runner.py`` line 468 at bbcb941f; published, code).
@@ -106,7 +101,9 @@ class BusiestDevice:
     tiles: float
 
 
-def busiest_device(tokens: int, top_k: int, experts: int, devices: int, kernel: GmmEp) -> BusiestDevice:
+def busiest_device(
+    tokens: int, top_k: int, experts: int, devices: int, kernel: GmmEp
+) -> BusiestDevice:
     """The busiest of ``devices`` devices for ``tokens`` tokens of the step (see the
     module docstring). Raises ValueError when ``devices`` does not divide ``experts``."""
     if experts % devices:
@@ -119,27 +116,3 @@ def busiest_device(tokens: int, top_k: int, experts: int, devices: int, kernel: 
     tiles = active * math.ceil(rows / active / kernel.tile_m)
     return BusiestDevice(active, rows, tiles * kernel.tile_m, tiles)
 
-
-def gmm_ep_experts(chain: Chain, s: ReplicaShape, tokens: int, prefix: str) -> None:
-    """The routed experts of one MoE layer as ``GMM_EP`` runs them on one chip of the
-    replica (``s.moe_kernel`` given): the busiest device's reached experts
-    (:func:`busiest_device`, rounded to whole experts) times the chip's cores, each a
-    group of its padded rows by the whole expert's gate and up (``2 d_ff`` wide, the
-    activation fused, as ``gmm_v2``'s ``fuse_act``) and down matrices, stored in the
-    weights' dtype; then every device's unpermute (``moe_gmm_local``: the
-    ``ragged_scatter`` output, ``T' k`` rows of ``d_model`` whatever its share, weighted,
-    masked and summed over the top-``k`` into ``T'`` rows)."""
-    kernel = s.moe_kernel
-    assert kernel is not None
-    ff = s.expert_d_ff_local * s.tp  # whole experts: EP splits experts, not d_ff
-    up = s.mlp_matrices - 1
-    devices = s.tp * kernel.cores
-    load = busiest_device(tokens, s.top_k, s.experts_local, devices, kernel)
-    groups = max(1, round(load.experts))
-    rows = max(kernel.tile_m, round(load.padded_rows / load.experts / kernel.tile_m) * kernel.tile_m)
-    experts = {"batch": groups * kernel.cores, "m": rows, "own_weights": True, "grouped": True}
-    weights = {"dtype": s.dtype, "weights_stored": True}
-    chain.add(f"{prefix}.moe.up", "matmul", k=s.d_model, n=up * ff, **experts, **weights)
-    chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=s.d_model, **experts, **weights)
-    unpermuted = (padded_tokens(tokens, kernel.min_tokens) * (s.top_k + 1)) * s.d_model
-    chain.add(f"{prefix}.moe.unpermute", "elementwise", bytes=kernel.cores * unpermuted * s.activation_bytes)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from tpusim.program.builders import attention as flash
 from tpusim.program.builders.checks import positive_ints
-from tpusim.program.builders.gmm_ep import gmm_ep_experts
+from tpusim.program.builders.gmm_ep import busiest_device, padded_tokens
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.ir import Program
@@ -199,6 +199,33 @@ def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
         chain.add(f"{prefix}.moe.shared_down", "matmul", m=t, k=shared, n=d, **mm)
     expert_alltoall(chain, s, t, f"{prefix}.moe.combine")
     tensor_allreduce(chain, s, t, f"{prefix}.mlp.tp_allreduce")
+
+
+def gmm_ep_experts(chain: Chain, s: ReplicaShape, tokens: int, prefix: str) -> None:
+    """The routed experts of one MoE layer as ``GMM_EP`` runs them on one chip of the
+    replica (``s.moe_kernel`` given): the busiest device's reached experts
+    (:func:`busiest_device`, rounded to whole experts) times the chip's cores, each a
+    group of its padded rows by the whole expert's gate and up (``2 d_ff`` wide, the
+    activation fused, as ``gmm_v2``'s ``fuse_act``) and down matrices, stored in the
+    weights' dtype; then every device's unpermute (``moe_gmm_local``: the
+    ``ragged_scatter`` output, ``T' k`` rows of ``d_model`` whatever its share, weighted,
+    masked and summed over the top-``k`` into ``T'`` rows)."""
+    kernel = s.moe_kernel
+    assert kernel is not None
+    ff = s.expert_d_ff_local * s.tp  # whole experts: EP splits experts, not d_ff
+    up = s.mlp_matrices - 1
+    devices = s.tp * kernel.cores
+    load = busiest_device(tokens, s.top_k, s.experts_local, devices, kernel)
+    groups = max(1, round(load.experts))
+    tiles = max(1, round(load.padded_rows / load.experts / kernel.tile_m))
+    rows = tiles * kernel.tile_m
+    experts = {"batch": groups * kernel.cores, "m": rows, "own_weights": True, "grouped": True}
+    weights = {"dtype": s.dtype, "weights_stored": True}
+    chain.add(f"{prefix}.moe.up", "matmul", k=s.d_model, n=up * ff, **experts, **weights)
+    chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=s.d_model, **experts, **weights)
+    unpermuted = padded_tokens(tokens, kernel.min_tokens) * (s.top_k + 1) * s.d_model
+    unpermute_bytes = kernel.cores * unpermuted * s.activation_bytes
+    chain.add(f"{prefix}.moe.unpermute", "elementwise", bytes=unpermute_bytes)
 
 
 def tensor_allreduce(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
