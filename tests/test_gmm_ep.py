@@ -173,3 +173,20 @@ def test_profile_fits_no_moe_term():
     assert profile.terms.moe_layer_time is None and profile.terms.expert_efficiency is None
     assert profile.moe_kernel is not None and profile.moe_kernel.value == "gmm_ep"
     assert profile.moe_kernel.url.startswith("https://github.com/vllm-project/tpu-inference")
+
+
+def test_experts_the_cores_do_not_divide_stay_tensor_parallel():
+    """Mixtral's 8 experts on 8 Ironwood chips (16 cores): GMM_EP cannot shard whole
+    experts, so the shape keeps the tensor-parallel experts."""
+    from tpusim.config.loader import load_model
+
+    model = load_model("mixtral-8x7b")
+    shape = replica_shape(
+        model.builder_fields(), tp=8, ep=1, replicas=1, dtype="bf16", kv_cache="hbm"
+    )
+    chip = load_chip("ironwood")
+    assert with_moe_kernel(shape, load_server("vllm-tpu-inference"), chip) is shape
+    two = replica_shape(
+        model.builder_fields(), tp=2, ep=1, replicas=1, dtype="bf16", kv_cache="hbm"
+    )
+    assert with_moe_kernel(two, load_server("vllm-tpu-inference"), chip).moe_kernel == GmmEp(2, 128)

@@ -122,18 +122,21 @@ def check_clients(concurrency: int | None, replicas: int) -> None:
 
 
 def with_moe_kernel(shape: ReplicaShape, server: ServerProfile, chip: ChipSpec) -> ReplicaShape:
-    """``shape`` with the server's MoE kernel on ``chip`` (unchanged for a dense model or
-    a profile that names none): ``gmm_v2``'s row tile from the bits of the activations
-    as it multiplies them (8 where the chip's MXU has the weights' 8-bit dtype and the
-    kernel quantizes them, else bf16's 16) and of the weights."""
+    """``shape`` with the server's MoE kernel on ``chip``: ``gmm_v2``'s row tile from the
+    bits of the activations as it multiplies them (8 where the chip's MXU has the
+    weights' 8-bit dtype and the kernel quantizes them, else bf16's 16) and of the
+    weights. Unchanged for a dense model, a profile that names no kernel, or a replica
+    whose TensorCores do not divide the experts (``GMM_EP`` shards whole experts, so
+    tpu-inference cannot run expert parallelism there and the experts stay
+    tensor-parallel, its ``GMM_TP``)."""
     spec = server.moe_kernel
-    if spec is None or not shape.experts:
+    cores = chip.tensorcores.count
+    if spec is None or not shape.experts or shape.experts_local % (shape.tp * cores):
         return shape
     act_bits = 8 if native_activation_dtype(chip, shape.dtype) else 16
     weight_bits = round(shape.weight_bytes_per_element * 8)
     tile = row_tile(act_bits if shape.dtype in QUANTIZED else weight_bits, weight_bits)
-    kernel = GmmEp(chip.tensorcores.count, tile, spec.min_tokens)
-    return dataclasses.replace(shape, moe_kernel=kernel)
+    return dataclasses.replace(shape, moe_kernel=GmmEp(cores, tile, spec.min_tokens))
 
 
 class Service:
