@@ -242,8 +242,8 @@ def serving_cv_block(record: dict[str, Any]) -> str:
     without it, then the held-out summary overall and per metric."""
     lines = [
         f"| {record['cv']} left out | points | held-out median abs. error | terms fitted "
-        "without it (host, device per iteration, per token of a MoE layer; HBM; "
-        "figures) |",
+        "without it (host, device per iteration, the derived MoE time a token, never "
+        "fitted; HBM; figures) |",
         "|---|---|---|---|",
     ]
     for fold in record["folds"]:
