@@ -53,12 +53,14 @@ def test_a_written_fit_loads_back_graded_and_reaches_the_overheads(tmp_path):
     assert terms.host_time.fit_on == terms.hbm_efficiency.fit_on == ("fig-a", "fig-b")
     assert terms.sampling_passes == shipped.terms.sampling_passes
     assert written.measured_chips == ("v6e", "ironwood")
-    # the fit's host time and HBM efficiency; the terms it did not identify as shipped
+    # the fit's host time and HBM efficiency; the terms it does not fit (the sampler
+    # passes, the derived MoE terms) as shipped
     shipped_o = shipped.overheads("v6e")
     expected = IterationOverheads(
         0.01235, 0.81, shipped_o.sampling_passes, shipped_o.expert_efficiency, 0.0,
-        shipped_o.moe_layer_s,
+        shipped_o.moe_layer_s, shipped_o.moe_token_s,
     )  # fmt: skip
+    assert terms.moe_token_time == shipped.terms.moe_token_time
     for chip in ("v6e", "ironwood", "tpu8i"):  # shared by every chip, measured or not
         assert written.overheads(chip) == expected
     service = Service(Deployment(SYSTEM_OF["tpu8i"], "llama-3.1-8b", tp=1, server=str(path)))

@@ -242,15 +242,15 @@ def serving_cv_block(record: dict[str, Any]) -> str:
     without it, then the held-out summary overall and per metric."""
     lines = [
         f"| {record['cv']} left out | points | held-out median abs. error | terms fitted "
-        "without it (host, device per iteration, per MoE layer; HBM, experts' "
-        "efficiency; figures) |",
+        "without it (host, device per iteration, the derived MoE time a token, never "
+        "fitted; HBM; figures) |",
         "|---|---|---|---|",
     ]
     for fold in record["folds"]:
         terms = "; ".join(
             f"{f['server']}: {f['host_s'] * 1e3:.3g} ms, {f['step_s'] * 1e3:.3g} ms, "
-            f"{f['moe_layer_s'] * 1e6:.3g} us; "
-            f"{f['hbm_efficiency']:.2f}, {f['expert_efficiency']:.3g}; {len(f['fit_on'])}"
+            f"{f.get('moe_token_s', 0.0) * 1e6:.3g} us; "
+            f"{f['hbm_efficiency']:.2f}; {len(f['fit_on'])}"
             for f in fold["fitted"]
         )
         points = sum(c["error"] is not None for c in fold["cases"])

@@ -86,7 +86,7 @@ def cmd_serving_cv(args: argparse.Namespace, figures: list[Any], simulator: Any)
         terms = "; ".join(
             f"{x.server}: host {x.overheads.host_s * 1e3:.3g} ms, device "
             f"{x.overheads.step_s * 1e3:.3g} ms, HBM efficiency "
-            f"{x.overheads.hbm_efficiency:.2f}, experts {x.overheads.expert_efficiency:.3g} "
+            f"{x.overheads.hbm_efficiency:.2f}, MoE {x.overheads.moe_token_s * 1e6:.3g} us a token "
             f"on {len(x.fit_on)} figures"
             for x in fold.fitted
         )
@@ -121,6 +121,7 @@ def _fitted_row(f: Any) -> dict[str, Any]:
         "hbm_efficiency": f.overheads.hbm_efficiency,
         "step_s": f.overheads.step_s,
         "moe_layer_s": f.overheads.moe_layer_s,
+        "moe_token_s": f.overheads.moe_token_s,
         "expert_efficiency": f.overheads.expert_efficiency,
         "fit_on": list(f.fit_on),
         "points": f.points,
@@ -135,8 +136,8 @@ def _fitted_line(f: dict[str, Any]) -> str:
     """What a fit found, what it was fitted on, and what it says of itself."""
     said = f"fitted {f['server']} on {', '.join(f['chips'])}: " + (
         f"host {f['host_s'] * 1e3:.3g} ms and device {f['step_s'] * 1e3:.3g} ms per "
-        f"iteration, HBM efficiency {f['hbm_efficiency']:.2f}, experts' efficiency "
-        f"{f['expert_efficiency']:.3g}, {f['moe_layer_s'] * 1e6:.3g} us per MoE layer "
+        f"iteration, HBM efficiency {f['hbm_efficiency']:.2f}, "
+        f"{f['moe_token_s'] * 1e6:.3g} us per token of a MoE layer "
         f"({f['points']} points of {len(f['fit_on'])} figures)"
     )
     if not f["kept"]:

@@ -39,6 +39,7 @@ from tpusim.engine.handlers import matmul_cost
 from tpusim.hardware import ChipCostModel
 from tpusim.network import NetworkSettings
 from tpusim.network.routes import RouteCache
+from tpusim.program.builders.gmm_ep import padded_tokens
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.builders.serving import (
@@ -237,12 +238,21 @@ class IterationCosts:
         """Seconds of one iteration of ``batch``."""
         s, chip = self.shape, batch.per_chip(self.shape.ep)
         embed, dense, moe = self.layer_times_s(chip.tokens)
-        layers = embed + s.dense_layers * dense + s.moe_layers * (moe + self.overheads.moe_layer_s)
+        moe += self.moe_fixed_s(chip.tokens)
+        layers = embed + s.dense_layers * dense + s.moe_layers * moe
         attention = s.layers * self.attention_time_s(chip)
         device = layers + attention + self.output_time_s(chip.sequences)
         device += self.sampling_s(chip.sequences) + self.overheads.step_s
         host = self.overheads.host_s
         return max(device, host) if self.async_scheduling else device + host
+
+    def moe_fixed_s(self, tokens: int) -> float:
+        """The server's fixed MoE terms of one layer at ``tokens`` per chip: per layer,
+        and per token of the step (padded to the kernel's bucket where the server's
+        MoE kernel pads; :mod:`tpusim.serving.overheads`)."""
+        kernel = self.shape.moe_kernel
+        padded = tokens if kernel is None else padded_tokens(tokens, kernel.min_tokens)
+        return self.overheads.moe_layer_s + self.overheads.moe_token_s * padded
 
     def sampling_s(self, sequences: int) -> float:
         """The sampler's extra passes over the fp32 logits of ``sequences`` per chip

@@ -25,6 +25,10 @@ host-device synchronisation and input transfer): unlike ``host_s`` it is part of
 device time, so async scheduling does not hide it. ``moe_layer_s`` is a fixed time
 per MoE layer per iteration on the chips (the router's top-k, the token permutation
 and the expert all-to-alls' latency, whatever the batch): a dense model pays none.
+``moe_token_s`` is a time per token of the step (padded to the engine's bucket) per
+MoE layer on the chips: the routing work every device of an expert-parallel replica
+does for the whole batch whatever its share of the experts (the sorts by expert, the
+expert counts, the permutes), which more chips do not divide.
 
 The terms are data: each server profile (:mod:`tpusim.serving.servers`,
 ``configs/servers/*.yaml``) gives them per chip generation with their sources and
@@ -50,8 +54,8 @@ SAMPLER_LOGIT_BYTES = 4
 class IterationOverheads:
     """Per-iteration terms (see the module docstring): ``host_s`` seconds,
     ``hbm_efficiency`` a fraction in (0, 1], ``sampling_passes`` extra passes,
-    ``expert_efficiency`` a fraction in (0, 1], ``step_s`` and ``moe_layer_s``
-    seconds."""
+    ``expert_efficiency`` a fraction in (0, 1], ``step_s``, ``moe_layer_s`` and
+    ``moe_token_s`` seconds."""
 
     host_s: float = 0.0
     hbm_efficiency: float = 1.0
@@ -59,10 +63,11 @@ class IterationOverheads:
     expert_efficiency: float = 1.0
     step_s: float = 0.0
     moe_layer_s: float = 0.0
+    moe_token_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.step_s >= 0 or not self.moe_layer_s >= 0:
-            raise ValueError("step_s and moe_layer_s must be >= 0")
+        if not self.step_s >= 0 or not self.moe_layer_s >= 0 or not self.moe_token_s >= 0:
+            raise ValueError("step_s, moe_layer_s and moe_token_s must be >= 0")
         if not self.host_s >= 0 or not 0 < self.hbm_efficiency <= 1:
             raise ValueError("host_s must be >= 0 and hbm_efficiency in (0, 1]")
         if not 0 < self.expert_efficiency <= 1:

@@ -6,7 +6,8 @@ A profile names its engine and gives the three per-iteration terms of
 ``host_time: 13.1 ms``; the HBM efficiency, a fraction of the chip's published HBM
 bandwidth; the sampler's extra passes; optionally the MoE experts' kernel efficiency,
 ``expert_efficiency``, 1 when absent; a fixed device time per iteration,
-``step_time``, and per MoE layer, ``moe_layer_time``, 0 when absent) once,
+``step_time``, per MoE layer, ``moe_layer_time``, and per token of a MoE layer,
+``moe_token_time``, 0 when absent) once,
 ``terms:``, shared by every chip
 generation: the chip file gives the physical numbers (HBM bandwidth, FLOP/s, the
 interconnect), the profile the software's, as the training side's
@@ -22,14 +23,18 @@ engine's scheduling mode:
 * ``async`` (vLLM's ``--async-scheduling``): the host prepares iteration ``i`` while
   the chips run iteration ``i - 1``, so an iteration takes ``max(device, host)``.
 
+``moe_kernel:`` names how the engine runs a MoE layer's routed experts (absent: as one
+batched tensor-parallel matmul; ``gmm_ep``: tpu-inference's expert-parallel grouped
+matmul, whose cost is derived from its structure, :mod:`tpusim.program.builders.gmm_ep`).
 ``batching:`` names how the engine forms an iteration's batch, a policy of
 :mod:`tpusim.serving.batching` (absent: ``vllm-v1``, vLLM V1's chunked prefill mixed
 with decodes); a run's ``batching`` option overrides it.
 
 Every value carries its grade: ``calibrated`` names the figures it was fitted on
 (``fit_on``, ids of ``configs/measurements/serving/``), ``assumption`` says why in its
-``note``; ``primary``/``secondary`` give the ``url`` that states it. Loading refuses unknown
-keys, duplicate keys, a missing unit and out-of-range values as one
+``note``; ``primary``/``secondary`` give the ``url`` that states it; ``derived`` gives the
+``url`` of the numbers it is computed from and the computation in its ``note``.
+Loading refuses unknown keys, duplicate keys, a missing unit and out-of-range values as one
 :class:`~tpusim.errors.ConfigError` naming ``file:line path``.
 """
 
@@ -57,7 +62,7 @@ MAX_HOST_TIME_S = 1.0
 #: Most extra sampler passes over the logits (a local plausibility bound).
 MAX_SAMPLING_PASSES = 16
 
-TermGrade = Literal["primary", "secondary", "calibrated", "assumption"]
+TermGrade = Literal["primary", "secondary", "derived", "calibrated", "assumption"]
 Scheduling = Literal["sync", "async"]
 
 
@@ -77,8 +82,12 @@ class Graded(Frozen):
             raise ValueError("a calibrated value names the figures it was fitted on (fit_on)")
         if self.grade == "assumption" and not self.note.strip():
             raise ValueError("an assumption says why in its note")
-        if self.grade in ("primary", "secondary") and not self.url.startswith("https://"):
+        if self.grade in ("primary", "secondary", "derived") and not self.url.startswith(
+            "https://"
+        ):
             raise ValueError(f"a {self.grade} value gives the https url that states it")
+        if self.grade == "derived" and not self.note.strip():
+            raise ValueError("a derived value shows its derivation in its note")
         return self
 
 
@@ -116,6 +125,15 @@ class SchedulingMode(Graded):
     value: Scheduling
 
 
+class MoeKernel(Graded):
+    """How the engine runs a MoE layer's routed experts: ``gmm_ep``, tpu-inference's
+    ``GMM_EP`` backend (whole experts per TensorCore, each step's tokens padded to a
+    power of two of at least ``min_tokens``; :mod:`tpusim.program.builders.gmm_ep`)."""
+
+    value: Literal["gmm_ep"]
+    min_tokens: Annotated[int, Field(ge=1)] = 16
+
+
 class Batching(Graded):
     """How the engine forms an iteration's batch: a name of
     :data:`~tpusim.serving.batching.BATCH_POLICIES`."""
@@ -140,15 +158,17 @@ class ChipTerms(Frozen):
     expert_efficiency: Efficiency | None = None
     step_time: HostTime | None = None
     moe_layer_time: HostTime | None = None
+    moe_token_time: HostTime | None = None
 
     def overheads(self) -> IterationOverheads:
         """The terms as the iteration costs take them (no ``expert_efficiency``: 1; no
-        ``step_time`` or ``moe_layer_time``: 0 s)."""
+        ``step_time``, ``moe_layer_time`` or ``moe_token_time``: 0 s)."""
         expert = 1.0 if self.expert_efficiency is None else self.expert_efficiency.value
         step = 0.0 if self.step_time is None else self.step_time.value
         moe = 0.0 if self.moe_layer_time is None else self.moe_layer_time.value
+        token = 0.0 if self.moe_token_time is None else self.moe_token_time.value
         host, hbm, passes = self.host_time, self.hbm_efficiency, self.sampling_passes
-        return IterationOverheads(host.value, hbm.value, passes.value, expert, step, moe)
+        return IterationOverheads(host.value, hbm.value, passes.value, expert, step, moe, token)
 
 
 class ChipOverride(Frozen):
@@ -161,6 +181,7 @@ class ChipOverride(Frozen):
     expert_efficiency: Efficiency | None = None
     step_time: HostTime | None = None
     moe_layer_time: HostTime | None = None
+    moe_token_time: HostTime | None = None
 
 
 class ServerProfile(Frozen):
@@ -171,6 +192,7 @@ class ServerProfile(Frozen):
     engine: str
     scheduling: SchedulingMode
     batching: Batching = V1_BATCHING
+    moe_kernel: MoeKernel | None = None
     terms: ChipTerms
     chips: dict[str, ChipOverride] = Field(default_factory=dict)
     measured_chips: tuple[str, ...] = ()
@@ -259,6 +281,8 @@ def profile_data(profile: ServerProfile) -> dict[str, object]:
         for key in ("host_time", "step_time", "moe_layer_time"):
             if key in terms:
                 terms[key]["value"] = f"{terms[key]['value'] * 1e3:.4g} ms"
+        if "moe_token_time" in terms:
+            terms["moe_token_time"]["value"] = f"{terms['moe_token_time']['value'] * 1e6:.4g} us"
     return data
 
 

@@ -13,11 +13,14 @@ from typing import Protocol
 
 import simpy
 
+from tpusim.config.chip import ChipSpec
 from tpusim.config.loader import System, load_model, load_system
 from tpusim.config.model import ModelSpec
 from tpusim.engine import Simulation
 from tpusim.errors import InputError
+from tpusim.hardware.quantized import QUANTIZED, native_activation_dtype
 from tpusim.network import NetworkSettings
+from tpusim.program.builders.gmm_ep import GmmEp, row_tile
 from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.batching import BATCH_POLICIES
@@ -118,6 +121,24 @@ def check_clients(concurrency: int | None, replicas: int) -> None:
         raise OptionError("concurrency", f"{concurrency} is below the {replicas} replicas")
 
 
+def with_moe_kernel(shape: ReplicaShape, server: ServerProfile, chip: ChipSpec) -> ReplicaShape:
+    """``shape`` with the server's MoE kernel on ``chip``: ``gmm_v2``'s row tile from the
+    bits of the activations as it multiplies them (8 where the chip's MXU has the
+    weights' 8-bit dtype and the kernel quantizes them, else bf16's 16) and of the
+    weights. Unchanged for a dense model, a profile that names no kernel, or a replica
+    whose TensorCores do not divide the experts (``GMM_EP`` shards whole experts, so
+    tpu-inference cannot run expert parallelism there and the experts stay
+    tensor-parallel, its ``GMM_TP``)."""
+    spec = server.moe_kernel
+    cores = chip.tensorcores.count
+    if spec is None or not shape.experts or shape.experts_local % (shape.tp * cores):
+        return shape
+    act_bits = 8 if native_activation_dtype(chip, shape.dtype) else 16
+    weight_bits = round(shape.weight_bytes_per_element * 8)
+    tile = row_tile(act_bits if shape.dtype in QUANTIZED else weight_bits, weight_bits)
+    return dataclasses.replace(shape, moe_kernel=GmmEp(cores, tile, spec.min_tokens))
+
+
 class Service:
     """A loaded :class:`Deployment`: the system, the model preset, the replica's shape,
     its KV capacity and its (cached) iteration costs. Raises :class:`InputError` for an
@@ -131,6 +152,7 @@ class Service:
         self.model: ModelSpec = load_model(d.model)
         self.server: ServerProfile = load_server(d.server)
         self.shape, self.capacity = self._fit()
+        self.shape = with_moe_kernel(self.shape, self.server, self.system.chip)
         if self.shape.chips * d.replicas > self.system.num_chips:
             raise InputError(
                 f"{d.replicas} replicas of {self.shape.chips} chips need "

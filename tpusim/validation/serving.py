@@ -58,11 +58,7 @@ __all__ = [
 #: their simulations.
 FIT_HOST_S = tuple(x * 1e-3 for x in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 17, 20, 25, 30))
 FIT_HBM_EFFICIENCY = tuple(round(0.4 + 0.05 * i, 2) for i in range(13))
-#: The MoE experts' kernel efficiency: 0.05 to 1 (a design choice: the measured MoE
-#: prefills run far below training's grouped-matmul rate).
-#: The fixed time per MoE layer: 0 to 1 ms (a design choice).
-FIT_MOE_LAYER_S = tuple(x * 1e-3 for x in (0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0))
-FIT_EXPERT_EFFICIENCY = (0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0)
+
 
 
 def shipped_overheads(figure: Figure) -> IterationOverheads:
@@ -114,7 +110,9 @@ class Simulator:
         :data:`METRICS` (None where not defined), memoised (a run is deterministic; a
         dense model's run does not depend on the experts' efficiency)."""
         if load_model(figure.model).moe is None:
-            overheads = dataclasses.replace(overheads, expert_efficiency=1.0, moe_layer_s=0.0)
+            overheads = dataclasses.replace(
+                overheads, expert_efficiency=1.0, moe_layer_s=0.0, moe_token_s=0.0
+            )
         key = (figure.model_dump_json(exclude={"measured", "split"}), overheads)
         if key not in self._memo:
             self._memo[key] = self._simulate(figure, overheads)

@@ -12,8 +12,10 @@ Per fold, the held-out group's figures are simulated with terms fitted
 * ``server``: one set of terms fitted on every other profile's figures (the engine held
   out keeps only its scheduling mode, which its command line states).
 
-Every fold's search starts from :data:`NEUTRAL_START`, not from the shipped terms
-(which were fitted on the held-out figures too). The simulations are memoised across
+Every fold's search starts from the neutral host time and HBM efficiency, not from
+the shipped terms (which were fitted on the held-out figures too). Terms a profile
+derives rather than fits (its MoE terms) are the held-out profile's own in every fold:
+nothing is fitted for them. The simulations are memoised across
 folds (:class:`~tpusim.validation.serving.Simulator`), so a second fold costs what its
 new grid points cost.
 """
@@ -21,7 +23,7 @@ new grid points cost.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,10 +58,24 @@ class Fold:
 
 
 def _start(figure: Figure) -> IterationOverheads:
-    """The neutral start, with the sampler passes of ``figure``'s profile (an
-    assumption of the profile, never fitted)."""
-    return IterationOverheads(
-        NEUTRAL_HOST_S, NEUTRAL_HBM_EFFICIENCY, shipped_overheads(figure).sampling_passes
+    """The neutral start (no fixed step time), with the terms of ``figure``'s profile
+    that are never fitted: its sampler passes and MoE terms."""
+    return replace(
+        shipped_overheads(figure),
+        host_s=NEUTRAL_HOST_S,
+        hbm_efficiency=NEUTRAL_HBM_EFFICIENCY,
+        step_s=0.0,
+    )
+
+
+def _own_moe(fitted: IterationOverheads, figure: Figure) -> IterationOverheads:
+    """``fitted`` with the MoE terms of ``figure``'s own profile (derived, not fitted)."""
+    own = shipped_overheads(figure)
+    return replace(
+        fitted,
+        expert_efficiency=own.expert_efficiency,
+        moe_layer_s=own.moe_layer_s,
+        moe_token_s=own.moe_token_s,
     )
 
 
@@ -81,7 +97,8 @@ def _fold_terms(
         else:
             pooled = pooled or fit_server("all others", train, simulator, _start(train[0]))
             fit = pooled
-        terms[server] = fit.overheads
+        first = next(f for f in held if f.server == server)
+        terms[server] = _own_moe(fit.overheads, first)
         if fit not in fitted:
             fitted.append(fit)
     return terms, tuple(fitted)

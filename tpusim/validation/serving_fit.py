@@ -12,9 +12,12 @@ efficiency on the grid :data:`~tpusim.validation.serving.FIT_HBM_EFFICIENCY`, th
 device time per iteration and the host time on
 :data:`~tpusim.validation.serving.FIT_HOST_S` (the host shows under synchronous
 scheduling, and under async scheduling where the host is slower than the chips), the
-MoE experts' efficiency on :data:`~tpusim.validation.serving.FIT_EXPERT_EFFICIENCY`
-where a figure serves a MoE model, each in turn by ternary search
-(every simulation memoised). Two checks before a fit is kept (:class:`Fitted`): a fit
+each in turn by ternary search (every simulation memoised). No MoE term is fitted: a
+profile's ``moe_kernel`` derives the routed experts' weight reads, row tiles and
+unpermute from the kernel's structure (:mod:`tpusim.program.builders.gmm_ep`), and its
+``moe_token_time`` is derived from tpu-inference's own measurement of the layer, so no
+chip's figures have to identify a term another chip borrows. Two checks before a fit
+is kept (:class:`Fitted`): a fit
 that would raise its own figures' median absolute error above the shipped terms' is
 refused (the shipped terms are kept and the output says so), and a term that lands on a
 grid bound is named (``at_bound``) in the output and in the written file's note.
@@ -31,13 +34,11 @@ from typing import Any
 
 import yaml
 
-from tpusim.config.loader import load_model
 from tpusim.errors import InputError
 from tpusim.results.files import atomic_write_text
 from tpusim.serving.overheads import IterationOverheads
 from tpusim.serving.servers import (
     ChipTerms,
-    Efficiency,
     HostTime,
     ServerProfile,
     load_server,
@@ -45,10 +46,8 @@ from tpusim.serving.servers import (
     profile_data,
 )
 from tpusim.validation.serving import (
-    FIT_EXPERT_EFFICIENCY,
     FIT_HBM_EFFICIENCY,
     FIT_HOST_S,
-    FIT_MOE_LAYER_S,
     Figure,
     Simulator,
     Terms,
@@ -63,8 +62,7 @@ class Fitted:
     and points fitted on, the chips they ran on, the loss (sum of absolute log
     errors), whether the host time is identified, the terms at a grid bound, the fit
     figures' median absolute error with the shipped terms and with these, whether the
-    fit was kept (``kept`` False: it raised that error, so the shipped terms stand),
-    and whether the experts' efficiency is identified."""
+    fit was kept (``kept`` False: it raised that error, so the shipped terms stand)."""
 
     server: str
     overheads: IterationOverheads
@@ -77,7 +75,6 @@ class Fitted:
     shipped_error: float | None = None
     fitted_error: float | None = None
     kept: bool = True
-    expert_identified: bool = False
 
 
 def source_of(figure: Figure) -> str:
@@ -134,17 +131,14 @@ MAX_ROUNDS = 4
 
 def fit_group(
     figures: list[Figure], simulator: Simulator, start: IterationOverheads
-) -> tuple[IterationOverheads, float, bool, bool]:
+) -> tuple[IterationOverheads, float, bool]:
     """The terms on the grids minimising the loss on ``figures`` (every server among
-    them takes the same terms) from ``start``, by coordinate descent: the fixed time
-    per MoE layer and the MoE experts' efficiency (where some figure serves a MoE
-    model), the HBM efficiency, the fixed device time per iteration and the host time in
-    turn, each at the others' current values, until a round moves none (at most
-    :data:`MAX_ROUNDS`). The sampler passes are ``start``'s. The flags: the host time,
-    the expert efficiency are identified (False when the term's neutral value, 0 s or
-    1, fits as well: under async scheduling an iteration longer on the chips than on the
-    host hides the host; a dense model has no experts; ``start``'s value is then
-    kept)."""
+    them takes the same terms) from ``start``, by coordinate descent: the HBM
+    efficiency, the fixed device time per iteration and the host time in turn, each at
+    the others' current values, until a round moves none (at most :data:`MAX_ROUNDS`).
+    The sampler passes and the MoE terms are ``start``'s. The flag: the host time is
+    identified (False when 0 s fits as well: under async scheduling an iteration longer
+    on the chips than on the host hides the host; ``start``'s value is then kept)."""
     servers = {f.server for f in figures}
     source = {f.id: source_of(f) for f in figures}
 
@@ -155,13 +149,7 @@ def fit_group(
         value = grid_argmin(grid, lambda x: loss(replace(o, **{field: x})))
         return replace(o, **{field: value})
 
-    moe = any(load_model(f.model).moe is not None for f in figures)
-    # the terms one kind of model pays first, so that a term every run pays (the fixed
-    # step) does not absorb what belongs to the MoE layers
-    searched: list[tuple[str, tuple[float, ...]]] = []
-    if moe:
-        searched += [("moe_layer_s", FIT_MOE_LAYER_S), ("expert_efficiency", FIT_EXPERT_EFFICIENCY)]
-    searched += [("hbm_efficiency", FIT_HBM_EFFICIENCY), ("step_s", FIT_HOST_S)]
+    searched = [("hbm_efficiency", FIT_HBM_EFFICIENCY), ("step_s", FIT_HOST_S)]
     searched += [("host_s", FIT_HOST_S)]
     o = start
     for _ in range(MAX_ROUNDS):
@@ -171,13 +159,8 @@ def fit_group(
         if o == before:
             break
     host = abs(loss(replace(o, host_s=0.0)) - loss(o)) > 1e-12
-    expert = moe and abs(loss(replace(o, expert_efficiency=1.0)) - loss(o)) > 1e-12
-    o = replace(
-        o,
-        host_s=o.host_s if host else start.host_s,
-        expert_efficiency=o.expert_efficiency if expert else start.expert_efficiency,
-    )
-    return o, loss(o), host, expert
+    o = replace(o, host_s=o.host_s if host else start.host_s)
+    return o, loss(o), host
 
 
 def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
@@ -185,8 +168,6 @@ def _bounds(overheads: IterationOverheads, identified: bool) -> tuple[str, ...]:
     out = []
     if overheads.hbm_efficiency in (FIT_HBM_EFFICIENCY[0], FIT_HBM_EFFICIENCY[-1]):
         out.append(f"hbm_efficiency {overheads.hbm_efficiency:g}")
-    if overheads.expert_efficiency in (FIT_EXPERT_EFFICIENCY[0],):
-        out.append(f"expert_efficiency {overheads.expert_efficiency:g}")
     if overheads.step_s == FIT_HOST_S[-1]:
         out.append(f"step_time {overheads.step_s * 1e3:g} ms")
     if identified and overheads.host_s in (FIT_HOST_S[0], FIT_HOST_S[-1]):
@@ -199,7 +180,7 @@ def fit_server(
 ) -> Fitted:
     """:func:`fit_group` on ``figures`` (named ``server``; they may be of several
     servers), checked against ``start`` (see the module docstring)."""
-    overheads, loss, identified, expert = fit_group(figures, simulator, start)
+    overheads, loss, identified = fit_group(figures, simulator, start)
     servers = {f.server for f in figures}
     before = median_error(cases(figures, dict.fromkeys(servers, start), simulator))
     after = median_error(cases(figures, dict.fromkeys(servers, overheads), simulator))
@@ -216,7 +197,6 @@ def fit_server(
         before,
         after,
         kept,
-        expert,
     )
 
 
@@ -242,8 +222,8 @@ def terms_of(fitted: list[Fitted]) -> Terms:
 
 
 def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
-    """``profile`` with its shared terms replaced by ``fit``'s: the host time and the
-    experts' efficiency (when the fit identifies them; else kept) and the HBM
+    """``profile`` with its shared terms replaced by ``fit``'s: the host time (when the
+    fit identifies it; else kept), the fixed step time and the HBM
     efficiency ``calibrated`` with their
     ``fit_on`` (a term at a grid bound says so in its note), the sampler passes kept,
     ``measured_chips`` the chips fitted on. A fit that was not kept leaves the profile
@@ -265,22 +245,16 @@ def fitted_profile(profile: ServerProfile, fit: Fitted) -> ServerProfile:
     if fit.host_identified:
         host_time = host_time.model_copy(update={"value": fit.overheads.host_s, **graded("host")})
     step = {"value": fit.overheads.step_s, **graded("step")}
-    moe_layer = {"value": fit.overheads.moe_layer_s, **graded("moe_layer")}
-    expert = base.expert_efficiency
-    if fit.expert_identified:
-        value = {"value": fit.overheads.expert_efficiency, **graded("expert")}
-        expert = Efficiency.model_validate(value)
     terms = ChipTerms(
         host_time=host_time,
         hbm_efficiency=base.hbm_efficiency.model_copy(
             update={"value": fit.overheads.hbm_efficiency, **graded("hbm")}
         ),
         sampling_passes=base.sampling_passes,
-        expert_efficiency=expert,
+        expert_efficiency=base.expert_efficiency,
         step_time=HostTime.model_validate(step),
-        moe_layer_time=HostTime.model_validate(moe_layer)
-        if fit.expert_identified or fit.overheads.moe_layer_s
-        else base.moe_layer_time,
+        moe_layer_time=base.moe_layer_time,
+        moe_token_time=base.moe_token_time,
     )
     return profile.model_copy(update={"terms": terms, "measured_chips": fit.chips})
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from tpusim.hardware.costs import DTYPE_BYTES
 from tpusim.hardware.quantized import ACTIVATION_DTYPE, QUANTIZED, default_kv_dtype
 from tpusim.program.builders.checks import bytes_per_element, divides, positive_ints
+from tpusim.program.builders.gmm_ep import GmmEp
 from tpusim.program.ir import ProgramError
 
 KvTier = Literal["hbm", "sram", "tiered"]
@@ -57,6 +58,10 @@ class ReplicaShape:
     kv_bytes_per_element: float
     #: The system chip of each replica chip (empty: chip i is system chip i).
     chip_order: tuple[int, ...] = ()
+    #: How the server runs the routed experts (None: tensor-parallel experts as one
+    #: batched matmul; :class:`~tpusim.program.builders.gmm_ep.GmmEp`: tpu-inference's
+    #: ``GMM_EP``, whole experts per TensorCore).
+    moe_kernel: GmmEp | None = None
 
     @property
     def chips(self) -> int:

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from tpusim.program.builders import attention as flash
 from tpusim.program.builders.checks import positive_ints
+from tpusim.program.builders.gmm_ep import busiest_device, padded_tokens
 from tpusim.program.builders.oplist import Chain, OpList
 from tpusim.program.builders.replica import ReplicaShape
 from tpusim.program.ir import Program
@@ -182,20 +183,49 @@ def moe_mlp(chain: Chain, s: ReplicaShape, t: int, prefix: str) -> None:
     router = {"dtype": s.activation_dtype}  # the router stays unquantized
     chain.add(f"{prefix}.moe.router", "matmul", m=t, k=d, n=s.experts, **router)
     expert_alltoall(chain, s, t, f"{prefix}.moe.dispatch")
-    active = active_experts(s, t * s.ep)
-    rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
-    # each expert its own matrix; a grouped (megablox) matmul, as tpu-inference runs the
-    # routed experts (tpu_inference/layers/common/fused_moe_gmm.py imports megablox gmm)
-    experts = {"batch": active, "m": rows, "own_weights": True, "grouped": True, **mm}
-    chain.add(f"{prefix}.moe.up", "matmul", k=d, n=up * ff, **experts)
-    chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
-    chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=d, **experts)
+    if s.moe_kernel is not None:
+        gmm_ep_experts(chain, s, t, prefix)
+    else:
+        active = active_experts(s, t * s.ep)
+        rows = math.ceil(t * s.top_k / active)  # each expert group receives t * top_k rows
+        # each expert its own matrix; a grouped (megablox) matmul
+        experts = {"batch": active, "m": rows, "own_weights": True, "grouped": True, **mm}
+        chain.add(f"{prefix}.moe.up", "matmul", k=d, n=up * ff, **experts)
+        chain.add(f"{prefix}.moe.act", "elementwise", bytes=(up + 1) * active * rows * ff * b)
+        chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=d, **experts)
     if s.shared_experts:
         shared = s.shared_experts * ff
         chain.add(f"{prefix}.moe.shared_up", "matmul", m=t, k=d, n=up * shared, **mm)
         chain.add(f"{prefix}.moe.shared_down", "matmul", m=t, k=shared, n=d, **mm)
     expert_alltoall(chain, s, t, f"{prefix}.moe.combine")
     tensor_allreduce(chain, s, t, f"{prefix}.mlp.tp_allreduce")
+
+
+def gmm_ep_experts(chain: Chain, s: ReplicaShape, tokens: int, prefix: str) -> None:
+    """The routed experts of one MoE layer as ``GMM_EP`` runs them on one chip of the
+    replica (``s.moe_kernel`` given): the busiest device's reached experts
+    (:func:`busiest_device`, rounded to whole experts) times the chip's cores, each a
+    group of its padded rows by the whole expert's gate and up (``2 d_ff`` wide, the
+    activation fused, as ``gmm_v2``'s ``fuse_act``) and down matrices, stored in the
+    weights' dtype; then every device's unpermute (``moe_gmm_local``: the
+    ``ragged_scatter`` output, ``T' k`` rows of ``d_model`` whatever its share, weighted,
+    masked and summed over the top-``k`` into ``T'`` rows)."""
+    kernel = s.moe_kernel
+    assert kernel is not None
+    ff = s.expert_d_ff_local * s.tp  # whole experts: EP splits experts, not d_ff
+    up = s.mlp_matrices - 1
+    devices = s.tp * kernel.cores
+    load = busiest_device(tokens, s.top_k, s.experts_local, devices, kernel)
+    groups = max(1, round(load.experts))
+    tiles = max(1, round(load.padded_rows / load.experts / kernel.tile_m))
+    rows = tiles * kernel.tile_m
+    experts = {"batch": groups * kernel.cores, "m": rows, "own_weights": True, "grouped": True}
+    weights = {"dtype": s.dtype, "weights_stored": True}
+    chain.add(f"{prefix}.moe.up", "matmul", k=s.d_model, n=up * ff, **experts, **weights)
+    chain.add(f"{prefix}.moe.down", "matmul", k=ff, n=s.d_model, **experts, **weights)
+    unpermuted = padded_tokens(tokens, kernel.min_tokens) * (s.top_k + 1) * s.d_model
+    unpermute_bytes = kernel.cores * unpermuted * s.activation_bytes
+    chain.add(f"{prefix}.moe.unpermute", "elementwise", bytes=unpermute_bytes)
 
 
 def tensor_allreduce(chain: Chain, s: ReplicaShape, t: int, name: str) -> None:
