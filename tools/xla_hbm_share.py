@@ -14,9 +14,8 @@ def main() -> None:
     shares = streaming_shares()
     print(f"{'case':34s} {'chip':9s} {'ops':>6s} {'GB':>8s} {'XLA s':>8s} {'share':>6s}")
     for s in shares:
-        print(
-            f"{s.case:34s} {s.chip:9s} {s.ops:6d} {s.bytes / 1e9:8.1f} {s.xla_s:8.3f} {s.share:6.3f}"
-        )
+        gb = s.bytes / 1e9
+        print(f"{s.case:34s} {s.chip:9s} {s.ops:6d} {gb:8.1f} {s.xla_s:8.3f} {s.share:6.3f}")
     print(f"median share (the hbm term): {derived_hbm_share(shares):.3f}")
 
 
