@@ -60,7 +60,6 @@ FIT_HOST_S = tuple(x * 1e-3 for x in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 
 FIT_HBM_EFFICIENCY = tuple(round(0.4 + 0.05 * i, 2) for i in range(13))
 
 
-
 def shipped_overheads(figure: Figure) -> IterationOverheads:
     """The figure's server profile's terms for its chip."""
     return load_server(figure.server).overheads(figure.chip)

@@ -47,7 +47,10 @@ def streaming_share(record: CompiledRecord, chip_name: str) -> StreamingShare:
     ]
     nbytes = sum(op.bytes for op in ops)
     seconds = sum(op.xla_cycles for op in ops) / CLOCK_HZ[chip_name]
-    bandwidth_Bps = load_chip(chip_name).hbm.bandwidth_Bps / artifact.devices_per_chip
+    chip_Bps = load_chip(chip_name).hbm.bandwidth_Bps
+    if chip_Bps is None:
+        raise ValueError(f"{chip_name}: the chip file gives no HBM bandwidth")
+    bandwidth_Bps = chip_Bps / artifact.devices_per_chip
     return StreamingShare(
         record.case, chip_name, len(ops), nbytes, seconds, nbytes / seconds / bandwidth_Bps
     )

@@ -115,4 +115,3 @@ def busiest_device(
     rows = padded * top_k / devices
     tiles = active * math.ceil(rows / active / kernel.tile_m)
     return BusiestDevice(active, rows, tiles * kernel.tile_m, tiles)
-
