@@ -156,10 +156,17 @@ def _local_cluster(distributed: ModuleType) -> LocalCluster:
         signal.signal(signal.SIGINT, previous)
 
 
+#: The local cluster's log level: above CRITICAL, so nothing (a Ctrl-C that closes the
+#: scheduler's comms mid-write is logged CRITICAL with a traceback by the scheduler).
+SILENT = logging.CRITICAL + 1
+
+
 def _start_cluster(distributed: ModuleType) -> LocalCluster:
-    """The local cluster, quiet: its workers log only CRITICAL (a worker whose
-    scheduler closed under it as a Ctrl-C unwinds the run logs a heartbeat ERROR with a
-    traceback; a task's own error reaches the client as an exception anyway), and the
+    """The local cluster, quiet: its scheduler and workers log nothing (:data:`SILENT`;
+    a worker whose scheduler closed under it as a Ctrl-C unwinds the run logs a
+    heartbeat ERROR with a traceback, the scheduler a CRITICAL "Closed comm" when a
+    Ctrl-C closes a comm it was writing to; a task's own error reaches the client as an
+    exception anyway), and the
     scheduler's HTTP server taking another port than 8787 (another Dask cluster on the
     machine) is no warning of tpusim's."""
 
@@ -170,7 +177,7 @@ def _start_cluster(distributed: ModuleType) -> LocalCluster:
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            silence_logs=logging.CRITICAL,
+            silence_logs=SILENT,
         )
 
 
