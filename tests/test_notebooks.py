@@ -21,7 +21,17 @@ def test_the_three_notebooks_exist():
     ]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+#: The generations notebook runs the whole study (about a minute): slow, so the default
+#: run stays under 10 minutes on a 2-core machine (tests/test_generations.py runs the
+#: study's every system and workload by default).
+SLOW = {"02_compare_generations"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS],
+    ids=lambda p: p.stem,
+)
 def test_notebook_runs(path):
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
