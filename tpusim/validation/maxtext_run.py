@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import ValidationError
@@ -30,7 +30,7 @@ from tpusim.config.limits import MAX_STEP_TOKENS
 from tpusim.config.loader import System
 from tpusim.config.system import TorusTopologySpec
 from tpusim.errors import InputError
-from tpusim.validation.maxtext_flags import COST_FLAGS, RECORDED_FLAGS
+from tpusim.validation.maxtext_flags import COST_FLAGS, RECORDED_FLAGS, RematTensor
 from tpusim.validation.maxtext_line import MODEL_NAMES
 from tpusim.validation.workloads import RunSpec
 from tpusim.validation.workloads_translate import translate
@@ -63,6 +63,8 @@ _KEYS = {
     "per_device_batch": "per_device_batch_size",
     "seq": "max_target_length",
 }
+#: MaxText's names of a custom remat policy's tensors (keys of the line).
+REMAT_TENSORS = frozenset(get_args(RematTensor))
 _MODELS = {maxtext: preset for preset, maxtext in MODEL_NAMES.items()}
 
 
@@ -131,7 +133,7 @@ def maxtext_run(line: str, system: System) -> MaxTextRun:
             f"maxtext: model_name={keys['model_name']}: no tpusim preset (known: {known})"
         )
     got = DEFAULTS | {k: v for k, v in keys.items() if k in DEFAULTS}
-    tensors = {k: v for k, v in keys.items() if k in _remat_tensors()}
+    tensors = {k: v for k, v in keys.items() if k in REMAT_TENSORS}
     layout = {k: v for k, v in keys.items() if _layout_key(k)}
     if not any(k.startswith("ici_") and v == -1 for k, v in layout.items()):
         layout.setdefault("ici_fsdp_parallelism", -1)
@@ -200,11 +202,3 @@ def _layout_key(key: str) -> bool:
     it), a cost flag or a recorded one."""
     mesh = key.startswith(("ici_", "dcn_")) and key.endswith("_parallelism")
     return mesh or key in COST_FLAGS or key in RECORDED_FLAGS
-
-
-def _remat_tensors() -> frozenset[str]:
-    from typing import get_args
-
-    from tpusim.validation.maxtext_flags import RematTensor
-
-    return frozenset(get_args(RematTensor))
