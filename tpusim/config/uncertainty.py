@@ -79,24 +79,25 @@ class Quantiles(Frozen):
 
 
 class Spread(Frozen):
-    """A two-level fit of log residuals: a chip effect (``between_sd`` across the
-    groups' means) plus a case's own error (``within_sd`` around its group's mean);
-    a figure of a chip not among them falls in ``mean -+ t_multiplier *
-    predictive_sd`` with 80% probability (Student's t, ``num_groups - 1`` degrees of
-    freedom)."""
+    """A two-level fit of log residuals (one-way random effects, REML:
+    :mod:`tpusim.validation.random_effects`): a chip effect (``between_sd``) plus a
+    case's own error (``within_sd``) around ``mean`` (known to ``mean_sd``); a figure
+    of a chip not among them falls in ``mean -+ t_multiplier * predictive_sd`` with
+    80% probability (Student's t at ``dof``, Satterthwaite's degrees of freedom)."""
 
     mean: float
     between_sd: float = Field(ge=0.0)
     within_sd: float = Field(ge=0.0)
+    mean_sd: float = Field(ge=0.0)
     num_groups: int = Field(ge=2)
+    dof: float = Field(gt=0.0)
     t_multiplier: float = Field(gt=0.0)
 
     @property
     def predictive_sd(self) -> float:
-        """``sqrt(between_sd^2 (1 + 1/num_groups) + within_sd^2)``: a new chip's effect,
-        the uncertainty of the mean over ``num_groups`` chips, a case's own error."""
-        between = self.between_sd**2 * (1 + 1 / self.num_groups)
-        return math.sqrt(between + self.within_sd**2)
+        """``sqrt(between_sd^2 + within_sd^2 + mean_sd^2)``: a new chip's effect, a
+        case's own error, the uncertainty of the mean."""
+        return math.sqrt(self.between_sd**2 + self.within_sd**2 + self.mean_sd**2)
 
 
 class Provenance(Frozen):
