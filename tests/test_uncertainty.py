@@ -475,3 +475,38 @@ def test_every_shipped_kind_gives_a_ratio_an_interval():
         assert interval is not None, kind
         assert interval.lo < 1.2 < interval.hi, kind
         assert ("paired" in interval.basis) or ("independent" in interval.basis), kind
+
+
+def test_a_kind_of_rate_residuals_scales_a_rate_as_its_residuals(tmp_path, monkeypatch):
+    """serving_throughput's residuals are log(simulated / measured) of tokens/s itself,
+    so a simulated rate x has its measured value in [x / exp(q90), x / exp(q10)] (the
+    definition of r), and a time of that kind (1 / rate) the other way round; the
+    training kind's residuals are of a time, so its rate (MFU) takes [x exp(q10), x
+    exp(q90)]."""
+    import tpusim.config.uncertainty as unc
+    from tpusim.validation.uncertainty import write_residuals
+
+    measurements = tmp_path / "m.yaml"
+    measurements.write_text("cases: []\n")
+    rows = [("c1", "a", "m", 0.1), ("c2", "a", "n", 0.5), ("c3", "b", "p", 0.2)]
+    target = tmp_path / "u.yaml"
+    for kind in ("serving_throughput", "training_step_time"):
+        write_residuals(target, kind, rows, "by hand", "t", [str(measurements)])
+    monkeypatch.setattr(unc, "load_uncertainty", lambda: load_uncertainty(target))
+    q = load_uncertainty(target).kinds["serving_throughput"].quantiles
+    assert q.q10 != -q.q90  # asymmetric, so a wrong direction would show
+    rate = unc.figure_interval(10.0, "serving_throughput", rate=True)
+    assert (rate.lo, rate.hi) == (
+        pytest.approx(10 / math.exp(q.q90)),
+        pytest.approx(10 / math.exp(q.q10)),
+    )
+    time = unc.figure_interval(10.0, "serving_throughput", rate=False)
+    assert (time.lo, time.hi) == (
+        pytest.approx(10 * math.exp(q.q10)),
+        pytest.approx(10 * math.exp(q.q90)),
+    )
+    mfu = unc.figure_interval(10.0, "training_step_time", rate=True)
+    assert (mfu.lo, mfu.hi) == (
+        pytest.approx(10 * math.exp(q.q10)),
+        pytest.approx(10 * math.exp(q.q90)),
+    )
