@@ -7,13 +7,14 @@ log bounds ``q10``, ``q90`` (a two-level fit: :class:`Spread`). Since ``measured
 simulated / exp(r)``, a figure ``x`` that scales with time gets the 80% interval
 ``[x / exp(q90), x / exp(q10)]``; a rate (``1 / time``)
 gets ``[x exp(q10), x exp(q90)]``; a kind whose residuals are of a rate
-(:data:`RATE_KINDS`: serving throughput) the other way round. A ratio of two systems' figures uses the spread
-of ``r_a - r_b`` over pairs of held-out cases of the same published work on two
-chips (``pairs``), which already contains the error they share. A kind whose data
-has no such pairs (serving: no published model was served on two chips) falls back to
-``unpaired``: the spread of ``r_a - r_b`` over held-out cases of *different* chips and
-any work, which treats the two errors as independent (wider than a paired interval
-when the errors are shared, as they are for the same software), and says so.
+(:data:`RATE_KINDS`: serving throughput) the other way round. A ratio of two systems'
+figures uses the spread of ``r_a - r_b`` over pairs of held-out cases of the same
+published work on two chips (``pairs``), which already contains the error they
+share. A kind whose data has no such pairs (serving: no published model was served on
+two chips) falls back to ``unpaired``: the spread of ``r_a - r_b`` over held-out
+cases of *different* chips and any work, which treats the two errors as independent
+(wider than a paired interval when the errors are shared, as they are for the same
+software), and says so.
 
 The file is written by :mod:`tpusim.validation.uncertainty` (``tpusim validate
 --workloads --cv chip --write-uncertainty``, ``tpusim validate --write-uncertainty``);

@@ -107,22 +107,16 @@ def _reml_deviance(sizes: np.ndarray, means: np.ndarray, within_ss: float, rho: 
 def _reml_ratio(sizes: np.ndarray, means: np.ndarray, within_ss: float) -> float:
     """The REML ``gamma``: the grid's best ``rho``, refined by a bounded search beside
     it, 0 when the boundary is best."""
+
+    def deviance(rho: float) -> float:
+        return _reml_deviance(sizes, means, within_ss, rho)
+
     grid = np.linspace(0.0, 1.0, GRID_POINTS, endpoint=False)
-    deviance = [_reml_deviance(sizes, means, within_ss, rho) for rho in grid]
-    best = int(np.argmin(deviance))
-    step = grid[1]
-    low, high = max(best - 1, 0) * step, min((best + 1) * step, 1 - 1e-9)
-    found = minimize_scalar(
-        lambda rho: _reml_deviance(sizes, means, within_ss, rho),
-        bounds=(low, high),
-        method="bounded",
-        options={"xatol": 1e-10},
-    )
-    rho = float(found.x) if found.fun < deviance[best] else float(grid[best])
-    if _reml_deviance(sizes, means, within_ss, 0.0) <= _reml_deviance(
-        sizes, means, within_ss, rho
-    ):
-        rho = 0.0
+    best = int(np.argmin([deviance(rho) for rho in grid]))
+    step = float(grid[1])
+    bounds = (max(best - 1, 0) * step, min((best + 1) * step, 1 - 1e-9))
+    found = minimize_scalar(deviance, bounds=bounds, method="bounded", options={"xatol": 1e-10})
+    rho = min((0.0, float(grid[best]), float(found.x)), key=deviance)
     return rho / (1 - rho)
 
 
