@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -75,8 +75,8 @@ def one_way_fit(groups: Sequence[Sequence[float]]) -> OneWayFit:
     within_var = quadratic / float(sizes.sum() - 1)
     between_var = float(gamma * within_var)
     weights = weights / within_var
-    fit = OneWayFit(mean, between_var, within_var, 1 / float(weights.sum()), 0.0)
-    return OneWayFit(mean, between_var, within_var, fit.mean_var, _satterthwaite(sizes, fit))
+    fit = OneWayFit(mean, between_var, within_var, 1 / float(weights.sum()), dof=math.nan)
+    return replace(fit, dof=_satterthwaite(sizes, fit))
 
 
 def _means_only(means: np.ndarray) -> OneWayFit:
