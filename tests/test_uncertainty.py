@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import pandas as pd
 import pytest
+from scipy.stats import t as student_t
 
 from tpusim.config.uncertainty import (
     Quantiles,
@@ -67,20 +68,58 @@ def test_percentiles_are_numpys_linear_interpolation_by_hand():
     assert (q.q10, q.q90, q.count) == (pytest.approx(0.09), pytest.approx(0.81), 10)
 
 
-def test_two_level_interval_by_hand():
-    """Groups a (0.1, 0.3), b (-0.1, 0.1), c (0.4): means 0.2, 0, 0.4; their mean 0.2,
-    sd 0.2; within sum of squares 0.04 over 5 - 3 = 2 dof; predictive variance
-    0.04 (1 + 1/3) + 0.02; bounds 0.2 -+ t(0.9, 2) x its root."""
+def balanced_by_hand() -> tuple[list[Residual], float, float, float]:
+    """Groups a (0.1, 0.3), b (-0.1, 0.1), c (0.4, 0.6): k = 3 of n = 2. ANOVA by
+    hand: means 0.2, 0, 0.5 (grand mean 0.7 / 3); MSW = 3 x 0.02 / 3 = 0.02; MSB =
+    n var(means) = 2 x 0.19 / 3; for balanced groups REML is the ANOVA fit, and a new
+    group's case has variance MSB (k + 1) / (n k) + MSW (1 - 1/n) with Satterthwaite's
+    dof V^2 / ((MSB (k + 1) / (n k))^2 / (k - 1) + (MSW (1 - 1/n))^2 / (k (n - 1))).
+    Returns the residuals, the mean, V and the dof."""
     rs = [residual("a", 0.1), residual("a", 0.3), residual("b", -0.1), residual("b", 0.1)]
-    rs.append(residual("c", 0.4))
+    rs += [residual("c", 0.4), residual("c", 0.6)]
+    msb, msw = 2 * 0.19 / 3, 0.02
+    between, within = msb * 4 / 6, msw * (1 - 1 / 2)
+    variance = between + within
+    dof = variance**2 / (between**2 / 2 + within**2 / 3)
+    return rs, 0.7 / 3, variance, dof
+
+
+def test_two_level_interval_by_hand():
+    """The balanced case against the ANOVA formulas (:func:`balanced_by_hand`)."""
+    rs, mean, variance, dof = balanced_by_hand()
     fit = spread(rs)
-    assert fit.mean == pytest.approx(0.2)
-    assert fit.between_sd == pytest.approx(0.2)
-    assert fit.within_sd == pytest.approx(math.sqrt(0.02))
-    assert fit.t_multiplier == pytest.approx(T_90_DF2)
-    half = T_90_DF2 * math.sqrt(0.04 * (1 + 1 / 3) + 0.02)
+    assert fit.mean == pytest.approx(0.7 / 3)
+    assert fit.between_sd**2 == pytest.approx((2 * 0.19 / 3 - 0.02) / 2, rel=1e-6)
+    assert fit.within_sd**2 == pytest.approx(0.02, rel=1e-6)
+    assert fit.predictive_sd**2 == pytest.approx(variance, rel=1e-6)
+    assert fit.dof == pytest.approx(dof, rel=1e-6)
+    assert fit.t_multiplier == pytest.approx(student_t.ppf(0.9, dof), rel=1e-6)
+    half = student_t.ppf(0.9, dof) * math.sqrt(variance)
     q = interval_quantiles(rs)
-    assert (q.q10, q.q90) == (pytest.approx(0.2 - half), pytest.approx(0.2 + half))
+    assert (q.q10, q.q90) == (pytest.approx(mean - half), pytest.approx(mean + half))
+
+
+def test_no_chip_effect_pools_the_cases():
+    """a (0, 0.2), b (0.1), c (-0.1, 0.1, 0.3): every group's mean is 0.1, so REML
+    finds no chip effect and the cases are one sample: the mean 0.1, the within
+    variance the sum of squares 0.02 + 0.08 over 6 - 1, the mean's variance that over
+    6 cases (a single case's group weighs as one case, not as one chip)."""
+    rs = [residual("a", 0.0), residual("a", 0.2), residual("b", 0.1)]
+    rs += [residual("c", -0.1), residual("c", 0.1), residual("c", 0.3)]
+    fit = spread(rs)
+    assert fit.between_sd == 0.0
+    assert fit.mean == pytest.approx(0.1)
+    assert fit.within_sd**2 == pytest.approx(0.1 / 5)
+    assert fit.mean_sd**2 == pytest.approx(0.1 / 5 / 6)
+
+
+def test_one_case_per_group_is_a_plain_normal_sample():
+    """Without a group of two cases the chip effect and a case's error cannot be told
+    apart: values 0, 1, 2 give mean 1, variance 1 and the exact prediction interval
+    1 -+ t(0.9, 2) sqrt(1 + 1/3)."""
+    q = interval_quantiles([residual("a", 0.0), residual("b", 1.0), residual("c", 2.0)])
+    half = T_90_DF2 * math.sqrt(1 + 1 / 3)
+    assert (q.q10, q.q90) == (pytest.approx(1 - half), pytest.approx(1 + half))
 
 
 def test_one_group_falls_back_to_the_empirical_percentiles():
@@ -120,17 +159,76 @@ def test_pairs_are_the_same_work_on_two_groups_both_orders():
     assert sorted(pair_differences(rs)) == pytest.approx([-0.2, 0.2])
 
 
-def test_shipped_training_intervals_cover_70_to_90_percent_nested():
+SHORT_OF_THE_MUST_HOLD = {
+    "serving_throughput": (
+        "2026-12-07 residuals: 28 of 31 (90.3%), one case above 90%: the fold without "
+        "Ironwood (25 of the 31) is judged on v6e's 5 and v5e's 1"
+    ),
+    "serving_tpot": (
+        "2026-12-07 residuals: 23 of 24 (95.8%): v5e's one JetStream figure is -1.83 in "
+        "log, so a fold with v5e holds two chips 1.8 apart and any interval honest about "
+        "a chip effect covers all 19 Ironwood cases (docs/validation.md)"
+    ),
+}
+"""Kinds whose shipped residuals miss the 70-90% band under the rule, and why
+(strict: a rewrite of their residuals that meets it fails here, to drop the entry)."""
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            kind,
+            marks=[pytest.mark.xfail(reason=SHORT_OF_THE_MUST_HOLD[kind], strict=True)]
+            if kind in SHORT_OF_THE_MUST_HOLD
+            else [],
+        )
+        for kind in ("training_step_time", "serving_throughput", "serving_ttft", "serving_tpot")
+    ],
+)
+def test_shipped_intervals_cover_70_to_90_percent_nested(kind):
     """The must-hold check on the shipped data: the held-out residuals of ``validate
-    --workloads --cv chip`` (configs/uncertainty.yaml), each chip's cases against the
-    interval of the other chips' residuals."""
-    model = load_uncertainty().kinds["training_step_time"]
+    --workloads --cv chip`` and ``validate --serving --cv chip``
+    (configs/uncertainty.yaml), each chip's cases against the interval of the other
+    chips' residuals; the file's bounds and coverage are the rule's on its residuals."""
+    model = load_uncertainty().kinds[kind]
     coverage = nested_coverage(model.residuals)
-    assert 0.70 <= coverage <= 0.90
     assert model.coverage_80 == pytest.approx(coverage)
     assert model.quantiles == interval_quantiles(model.residuals)
     assert model.held_out == "leave-one-chip-out"
-    assert {"ironwood", "v4", "v5e", "v5p", "v6e"} == model.groups
+    assert len(model.groups) >= 3
+    assert 0.70 <= coverage <= 0.90
+
+
+def test_refit_recomputes_the_bounds_from_the_stored_residuals(tmp_path):
+    """A file whose bounds an older rule wrote (here: made up, and its spread without
+    today's fields): refit gives the rule's bounds on the same residuals and keeps
+    what they were computed on and the other groupings."""
+    import yaml
+
+    from tpusim.config.uncertainty import OtherGrouping
+    from tpusim.validation.uncertainty import refit
+
+    measurements = tmp_path / "m.yaml"
+    measurements.write_text("cases: []\n")
+    on = provenance("t", [str(measurements)])
+    rs, mean, variance, dof = balanced_by_hand()
+    made = kind_model(rs, "by hand", "leave-one-chip-out", on)
+    grouping = OtherGrouping(method="m", computed_on=on, quantiles=quantiles([0.0, 0.1]))
+    target = tmp_path / "u.yaml"
+    write_kind(target, "serving_ttft", made.model_copy(update={"other_groupings": {"f": grouping}}))
+    data = yaml.safe_load(target.read_text())
+    data["kinds"]["serving_ttft"]["quantiles"] = {"q10": -9.0, "q90": 9.0, "count": 6}
+    del data["kinds"]["serving_ttft"]["spread"]["dof"]
+    target.write_text(yaml.safe_dump(data))
+    back = refit(target).kinds["serving_ttft"]
+    half = student_t.ppf(0.9, dof) * math.sqrt(variance)
+    assert (back.quantiles.q10, back.quantiles.q90) == (
+        pytest.approx(mean - half),
+        pytest.approx(mean + half),
+    )
+    assert back.computed_on == on and back.other_groupings == {"f": grouping}
+    assert back.residuals == made.residuals
 
 
 def test_shipped_file_names_what_it_was_computed_on():
@@ -288,15 +386,17 @@ def test_write_residuals_is_one_call_for_a_serving_kind(tmp_path):
     measurements = tmp_path / "m.yaml"
     measurements.write_text("cases: []\n")
     rows = [("c1", "a", "m", 0.1), ("c2", "a", "n", 0.3), ("c3", "b", "m", -0.1)]
-    rows += [("c4", "b", "n", 0.1), ("c5", "c", "m", 0.4)]
+    rows += [("c4", "b", "n", 0.1), ("c5", "c", "m", 0.4), ("c6", "c", "n", 0.6)]
     target = tmp_path / "u.yaml"
     model = write_residuals(target, "serving_ttft", rows, "by hand", "t", [str(measurements)])
     back = load_uncertainty(target)
     assert back.kinds["serving_ttft"] == model and "serving_ttft" not in back.pending
-    half = T_90_DF2 * math.sqrt(0.04 * (1 + 1 / 3) + 0.02)  # as in the two-level test
+    rs, mean, variance, dof = balanced_by_hand()
+    assert [(r.group, r.log_ratio) for r in rs] == [(g, v) for _, g, _, v in rows]
+    half = student_t.ppf(0.9, dof) * math.sqrt(variance)
     assert (model.quantiles.q10, model.quantiles.q90) == (
-        pytest.approx(0.2 - half),
-        pytest.approx(0.2 + half),
+        pytest.approx(mean - half),
+        pytest.approx(mean + half),
     )
 
 
@@ -375,3 +475,38 @@ def test_every_shipped_kind_gives_a_ratio_an_interval():
         assert interval is not None, kind
         assert interval.lo < 1.2 < interval.hi, kind
         assert ("paired" in interval.basis) or ("independent" in interval.basis), kind
+
+
+def test_a_kind_of_rate_residuals_scales_a_rate_as_its_residuals(tmp_path, monkeypatch):
+    """serving_throughput's residuals are log(simulated / measured) of tokens/s itself,
+    so a simulated rate x has its measured value in [x / exp(q90), x / exp(q10)] (the
+    definition of r), and a time of that kind (1 / rate) the other way round; the
+    training kind's residuals are of a time, so its rate (MFU) takes [x exp(q10), x
+    exp(q90)]."""
+    import tpusim.config.uncertainty as unc
+    from tpusim.validation.uncertainty import write_residuals
+
+    measurements = tmp_path / "m.yaml"
+    measurements.write_text("cases: []\n")
+    rows = [("c1", "a", "m", 0.1), ("c2", "a", "n", 0.5), ("c3", "b", "p", 0.2)]
+    target = tmp_path / "u.yaml"
+    for kind in ("serving_throughput", "training_step_time"):
+        write_residuals(target, kind, rows, "by hand", "t", [str(measurements)])
+    monkeypatch.setattr(unc, "load_uncertainty", lambda: load_uncertainty(target))
+    q = load_uncertainty(target).kinds["serving_throughput"].quantiles
+    assert q.q10 != -q.q90  # asymmetric, so a wrong direction would show
+    rate = unc.figure_interval(10.0, "serving_throughput", rate=True)
+    assert (rate.lo, rate.hi) == (
+        pytest.approx(10 / math.exp(q.q90)),
+        pytest.approx(10 / math.exp(q.q10)),
+    )
+    time = unc.figure_interval(10.0, "serving_throughput", rate=False)
+    assert (time.lo, time.hi) == (
+        pytest.approx(10 * math.exp(q.q10)),
+        pytest.approx(10 * math.exp(q.q90)),
+    )
+    mfu = unc.figure_interval(10.0, "training_step_time", rate=True)
+    assert (mfu.lo, mfu.hi) == (
+        pytest.approx(10 * math.exp(q.q10)),
+        pytest.approx(10 * math.exp(q.q90)),
+    )

@@ -6,13 +6,15 @@ terms fitted without its group), what they were computed on, and the 80% interva
 log bounds ``q10``, ``q90`` (a two-level fit: :class:`Spread`). Since ``measured =
 simulated / exp(r)``, a figure ``x`` that scales with time gets the 80% interval
 ``[x / exp(q90), x / exp(q10)]``; a rate (``1 / time``)
-gets ``[x exp(q10), x exp(q90)]``. A ratio of two systems' figures uses the spread
-of ``r_a - r_b`` over pairs of held-out cases of the same published work on two
-chips (``pairs``), which already contains the error they share. A kind whose data
-has no such pairs (serving: no published model was served on two chips) falls back to
-``unpaired``: the spread of ``r_a - r_b`` over held-out cases of *different* chips and
-any work, which treats the two errors as independent (wider than a paired interval
-when the errors are shared, as they are for the same software), and says so.
+gets ``[x exp(q10), x exp(q90)]``; a kind whose residuals are of a rate
+(:data:`RATE_KINDS`: serving throughput) the other way round. A ratio of two systems'
+figures uses the spread of ``r_a - r_b`` over pairs of held-out cases of the same
+published work on two chips (``pairs``), which already contains the error they
+share. A kind whose data has no such pairs (serving: no published model was served on
+two chips) falls back to ``unpaired``: the spread of ``r_a - r_b`` over held-out
+cases of *different* chips and any work, which treats the two errors as independent
+(wider than a paired interval when the errors are shared, as they are for the same
+software), and says so.
 
 The file is written by :mod:`tpusim.validation.uncertainty` (``tpusim validate
 --workloads --cv chip --write-uncertainty``, ``tpusim validate --write-uncertainty``);
@@ -49,6 +51,11 @@ KINDS: tuple[Kind, ...] = (
     "serving_ttft",
     "serving_tpot",
 )
+RATE_KINDS: frozenset[Kind] = frozenset({"serving_throughput"})
+"""Kinds whose residuals are of a rate, not a time: the serving cross-validation's
+``log(simulated / measured)`` of output tokens/s itself. A rate figure of such a kind
+scales like its residuals' figure (``[x / exp(q90), x / exp(q10)]``) and a time
+figure like their inverse."""
 LOW_PERCENTILE = 10.0
 HIGH_PERCENTILE = 90.0
 """The percentiles bounding an 80% interval."""
@@ -79,24 +86,25 @@ class Quantiles(Frozen):
 
 
 class Spread(Frozen):
-    """A two-level fit of log residuals: a chip effect (``between_sd`` across the
-    groups' means) plus a case's own error (``within_sd`` around its group's mean);
-    a figure of a chip not among them falls in ``mean -+ t_multiplier *
-    predictive_sd`` with 80% probability (Student's t, ``num_groups - 1`` degrees of
-    freedom)."""
+    """A two-level fit of log residuals (one-way random effects, REML:
+    :mod:`tpusim.validation.random_effects`): a chip effect (``between_sd``) plus a
+    case's own error (``within_sd``) around ``mean`` (known to ``mean_sd``); a figure
+    of a chip not among them falls in ``mean -+ t_multiplier * predictive_sd`` with
+    80% probability (Student's t at ``dof``, Satterthwaite's degrees of freedom)."""
 
     mean: float
     between_sd: float = Field(ge=0.0)
     within_sd: float = Field(ge=0.0)
+    mean_sd: float = Field(ge=0.0)
     num_groups: int = Field(ge=2)
+    dof: float = Field(gt=0.0)
     t_multiplier: float = Field(gt=0.0)
 
     @property
     def predictive_sd(self) -> float:
-        """``sqrt(between_sd^2 (1 + 1/num_groups) + within_sd^2)``: a new chip's effect,
-        the uncertainty of the mean over ``num_groups`` chips, a case's own error."""
-        between = self.between_sd**2 * (1 + 1 / self.num_groups)
-        return math.sqrt(between + self.within_sd**2)
+        """``sqrt(between_sd^2 + within_sd^2 + mean_sd^2)``: a new chip's effect, a
+        case's own error, the uncertainty of the mean."""
+        return math.sqrt(self.between_sd**2 + self.within_sd**2 + self.mean_sd**2)
 
 
 class Provenance(Frozen):
@@ -195,6 +203,13 @@ class Interval:
         return [self.lo, self.hi]
 
 
+def inverse_of_residuals(kind: Kind, rate: bool) -> bool:
+    """Whether a figure (``rate``: a rate, else a time) of ``kind`` is the inverse of
+    the figure its residuals are of (:data:`RATE_KINDS`): the ``rate`` of
+    :func:`scaled`."""
+    return rate != (kind in RATE_KINDS)
+
+
 def scaled(value: float, q: Quantiles, rate: bool = False) -> tuple[float, float]:
     """``value``'s interval from log-residual quantiles ``q``: a time-like figure
     ``[x / exp(q90), x / exp(q10)]``, a rate (``rate``) ``[x exp(q10), x exp(q90)]``."""
@@ -240,7 +255,7 @@ def figure_interval(
     model = load_uncertainty().kinds.get(kind)
     if model is None:
         return None
-    lo, hi = scaled(value, model.quantiles, rate)
+    lo, hi = scaled(value, model.quantiles, inverse_of_residuals(kind, rate))
     return Interval(lo, hi, basis(kind, chip, model))
 
 
@@ -254,12 +269,12 @@ def ratio_interval(ratio: float | None, kind: Kind, rate: bool = False) -> Inter
     if model is None:
         return None
     if model.pairs is not None:
-        lo, hi = scaled(ratio, model.pairs, rate)
+        lo, hi = scaled(ratio, model.pairs, inverse_of_residuals(kind, rate))
         basis = f"{kind} ratio: paired held-out residuals ({model.pairs.count} pairs)"
         return Interval(lo, hi, basis)
     if model.unpaired is None:
         return None
-    lo, hi = scaled(ratio, model.unpaired, rate)
+    lo, hi = scaled(ratio, model.unpaired, inverse_of_residuals(kind, rate))
     return Interval(
         lo,
         hi,

@@ -4,9 +4,10 @@
 One writer for every kind: :func:`kind_model` takes held-out residuals
 (:class:`~tpusim.config.uncertainty.Residual`: group, work, log(simulated /
 measured)) and makes the interval's log bounds (:func:`interval_quantiles`: a
-two-level fit, a group effect plus a case's own error, with Student's t over the
-groups; the residuals of one chip err together, so pooled percentiles would be too
-narrow for a chip held out), the ratio bounds (empirical 10th and 90th percentiles of
+two-level fit, a group effect plus a case's own error, by REML with Student's t at
+Satterthwaite's degrees of freedom, :mod:`~tpusim.validation.random_effects`; the
+residuals of one chip err together, so pooled percentiles would be too narrow for a
+chip held out), the ratio bounds (empirical 10th and 90th percentiles of
 the differences of pairs of the same work on two groups, both orders, so symmetric),
 the descriptive percentiles per tag and the nested leave-one-group-out coverage;
 :func:`write_kind` puts it into the file beside the kinds already there
@@ -38,7 +39,7 @@ import yaml
 from scipy.stats import t as student_t
 
 from tpusim import package_version
-from tpusim.config.loader import configs_dir
+from tpusim.config.loader import configs_dir, validate
 from tpusim.config.uncertainty import (
     HIGH_PERCENTILE,
     KINDS,
@@ -54,7 +55,9 @@ from tpusim.config.uncertainty import (
     UncertaintyFile,
     load_uncertainty,
 )
+from tpusim.config.yamlio import load_yaml
 from tpusim.results.files import atomic_write_text
+from tpusim.validation.random_effects import one_way_fit
 
 PENDING_SERVING = "pending: the serving cross-validation (validate --serving --cv chip) writes it"
 """The note a serving kind carries in the file until its cross-validation writes it."""
@@ -71,21 +74,22 @@ def quantiles(log_ratios: Sequence[float]) -> Quantiles:
 
 
 def spread(residuals: Sequence[Residual]) -> Spread:
-    """The two-level fit of the residuals: a chip effect plus a case's own error
-    (module docstring); ValueError with fewer than two groups."""
+    """The two-level fit of the residuals: a chip effect plus a case's own error, by
+    REML with Satterthwaite's degrees of freedom
+    (:func:`~tpusim.validation.random_effects.one_way_fit`); ValueError with fewer
+    than two groups."""
     groups = sorted({r.group for r in residuals})
     if len(groups) < 2:
         raise ValueError("a two-level fit needs residuals of at least two groups")
-    values = {g: [r.log_ratio for r in residuals if r.group == g] for g in groups}
-    means = np.array([np.mean(v) for v in values.values()])
-    within = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in values.values())
-    dof = len(residuals) - len(groups)
+    fit = one_way_fit([[r.log_ratio for r in residuals if r.group == g] for g in groups])
     return Spread(
-        mean=float(np.mean(means)),
-        between_sd=float(np.std(means, ddof=1)),
-        within_sd=math.sqrt(within / dof) if dof else 0.0,
+        mean=fit.mean,
+        between_sd=math.sqrt(fit.between_var),
+        within_sd=math.sqrt(fit.within_var),
+        mean_sd=math.sqrt(fit.mean_var),
         num_groups=len(groups),
-        t_multiplier=float(student_t.ppf(HIGH_PERCENTILE / 100, len(groups) - 1)),
+        dof=fit.dof,
+        t_multiplier=float(student_t.ppf(HIGH_PERCENTILE / 100, fit.dof)),
     )
 
 
@@ -231,7 +235,11 @@ def write_kind(path: Path, kind: Kind, model: KindModel) -> None:
     pending when absent), keeping the other kinds; OSError when it cannot be written."""
 
     old = load_uncertainty(path) if path.exists() else UncertaintyFile()
-    kinds = {**old.kinds, kind: model}
+    _write_file(path, {**old.kinds, kind: model})
+
+
+def _write_file(path: Path, kinds: dict[Kind, KindModel]) -> None:
+    """The file at ``path`` with ``kinds`` and every other kind pending."""
     pending = {k: _pending_note(k) for k in KINDS if k not in kinds}
     new = UncertaintyFile(kinds=dict(sorted(kinds.items())), pending=pending)
     body: dict[str, Any] = new.model_dump(mode="json")
@@ -265,6 +273,28 @@ def write_residuals(
     model = kind_model(made, method, "leave-one-chip-out", provenance(command, files))
     write_kind(path, kind, model)
     return model
+
+
+def refit(path: Path) -> UncertaintyFile:
+    """Recompute every kind's derived fields (bounds, spread, pairs, coverage, tags)
+    in the file at ``path`` from the residuals it stores, by the rule of this module,
+    keeping what they were computed on and the other groupings (which store no
+    residuals); the way to carry a change of the interval rule into the file without
+    rerunning the cross-validations. ConfigError for a bad file, OSError when it
+    cannot be written."""
+    data, lines = load_yaml(path)
+    for kind in data.get("kinds", {}).values() if isinstance(data, dict) else ():
+        if isinstance(kind, dict):
+            kind.pop("spread", None)  # derived, and an older rule's fields may differ
+    old = validate(UncertaintyFile, data, str(path), lines)
+    kinds = {
+        kind: kind_model(m.residuals, m.method, m.held_out, m.computed_on).model_copy(
+            update={"other_groupings": m.other_groupings}
+        )
+        for kind, m in old.kinds.items()
+    }
+    _write_file(path, kinds)
+    return load_uncertainty(path)
 
 
 def _pending_note(kind: Kind) -> str:
