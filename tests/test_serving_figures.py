@@ -185,3 +185,32 @@ def test_the_inferencex_client_draws_its_own_range(tmp_path):
     assert figure.random_client == "inferencex"
     with pytest.raises(ConfigError, match="random_client"):
         load_figures([_write(tmp_path, random_range_ratio=0.8, random_client="sglang")])
+
+
+def test_jetstream_2024_tpot_is_the_whole_latency_over_the_output_tokens(tmp_path):
+    """``tpot_definition: jetstream-2024`` (JetStream's benchmark_serving.py at 530d364,
+    line 382: ``latency / output_len``): for one request alone, fixed lengths, its TPOT
+    is ``(TTFT + (out - 1) x vLLM's TPOT) / out``, the closed form of the same run's vLLM
+    figures; a request not finished has none; an unknown definition is refused naming
+    the key."""
+    from tpusim.serving.metrics import whole_latency_per_token
+    from tpusim.serving.scheduler import Request
+    from tpusim.validation.serving import Simulator, shipped_overheads
+
+    done = Request(0, arrival_at=2.0, prompt_tokens=10, output_tokens=4)
+    done.first_token_at, done.finished_at = 3.0, 6.0
+    waiting = Request(1, arrival_at=0.0, prompt_tokens=10, output_tokens=4)
+    assert list(whole_latency_per_token([done, waiting])) == [1.0]  # (6 - 2) / 4
+
+    out = 120
+    one = _write(tmp_path, simulated_requests=1, concurrency=1)
+    vllm = load_figures([one])[0]
+    jet = vllm.model_copy(update={"tpot_definition": "jetstream-2024"})
+    sim = Simulator()
+    a = sim.simulate(vllm, shipped_overheads(vllm))
+    b = sim.simulate(jet, shipped_overheads(jet))
+    closed = (a["ttft_median_s"] + (out - 1) * a["tpot_median_s"]) / out
+    assert b["tpot_median_s"] == pytest.approx(closed, rel=1e-12)
+    assert b["ttft_median_s"] == a["ttft_median_s"]
+    with pytest.raises(ConfigError, match="tpot_definition"):
+        load_figures([_write(tmp_path, tpot_definition="jetstream-2025")])

@@ -52,6 +52,17 @@ def latencies(requests: list[Request]) -> dict[str, np.ndarray]:
     return {"ttft": first - arrival, "tpot": tpot, "e2e": finish - arrival}
 
 
+def whole_latency_per_token(requests: list[Request]) -> np.ndarray:
+    """Per completed request, its end-to-end latency over its output tokens (seconds):
+    the TPOT of JetStream's benchmark client before 2025 (``latency / output_len``,
+    AI-Hypercomputer/JetStream ``benchmarks/benchmark_serving.py`` at 530d364, line
+    382), which counts the request's queueing and prefill in every token."""
+    done = [r for r in requests if r.finished_at is not None]
+    finish = np.array([r.finished_at for r in done], dtype=float)
+    arrival = np.array([r.arrival_at for r in done])
+    return (finish - arrival) / np.array([r.output_tokens for r in done], dtype=float)
+
+
 def _percentiles(name: str, values: np.ndarray) -> dict[str, float | None]:
     values = values[~np.isnan(values)]
     return {
