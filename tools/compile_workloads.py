@@ -6,7 +6,8 @@ A case's MaxText line and slice are those of its memory record
 (``configs/measurements/memory/``, :mod:`tools.compile_memory`), unless ``--maxtext``
 and ``--topology`` give them (a recipe's own line, with its ``--libtpu-flag``\\ s). Each
 artifact ``<case>.json.gz`` gets a record ``<case>.json``: the case, the command, the
-MaxText line, the libtpu flags, the versions, the compile time and the date. One compile
+MaxText line, the libtpu flags, the versions, the compile time, the date and ``--note``
+(what differs from the recipe, e.g. a flag libtpu refuses). One compile
 at a time (1-10 CPU-minutes and up to 2.5 GB each)::
 
     nice -n 10 python tools/compile_workloads.py \\
@@ -51,8 +52,9 @@ def command_of(request: dict[str, Any], out: Path) -> str:
     return shlex.join(words)
 
 
-def write_record(case: str, artifact: Path, date: str) -> Path:
-    """The record of ``artifact`` (shipped as ``<case>.json.gz``) beside it."""
+def write_record(case: str, artifact: Path, date: str, note: str | None = None) -> Path:
+    """The record of ``artifact`` (shipped as ``<case>.json.gz``) beside it, with
+    ``note`` (what differs from the published run's recipe) when given."""
     fields = read_artifact(artifact).fields
     request = fields["request"]
     record = {
@@ -69,6 +71,8 @@ def write_record(case: str, artifact: Path, date: str) -> Path:
         "source": "MaxText train_compile on a CPU (tpusim compile --maxtext), "
         "XLA's per-device module",
     }
+    if note:
+        record["note"] = note
     path = artifact.with_name(f"{case}.json")
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
@@ -83,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--libtpu-flag", action="append", default=[])
     p.add_argument("--from", dest="source", help="ship this artifact instead of compiling")
     p.add_argument("--date", help="the compile date (default today, UTC)")
+    p.add_argument("--note", help="what differs from the run's recipe (kept in the record)")
     args = p.parse_args(argv)
     date = args.date or datetime.datetime.now(datetime.UTC).date().isoformat()
     COMPILED_DIR.mkdir(parents=True, exist_ok=True)
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             except TpusimError as exc:
                 print(f"{case}: {exc}", file=sys.stderr)
                 continue
-        print(write_record(case, out, date))
+        print(write_record(case, out, date, args.note))
     return 0
 
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 from tpusim.program.hlo.callgraph import CallRole, Policy, Site, calls, walk
 from tpusim.program.hlo.convolution import approximate_flops, convolution_flops
-from tpusim.program.hlo.custom_calls import custom_call_work
+from tpusim.program.hlo.custom_calls import ALLOCATION_TARGETS, custom_call_work, target
 from tpusim.program.hlo.fusions import fusion_bytes
 from tpusim.program.hlo.opcodes import ELEMENTWISE_FLOP_OPS, KNOWN_OPS, REDUCING_OPS
 from tpusim.program.hlo.parse import Computation, Instruction
@@ -191,10 +191,16 @@ def movement_bytes(
 ) -> float:
     """Bytes an op without matmul work reads and writes: a fusion's as
     :func:`~tpusim.program.hlo.fusions.fusion_bytes` counts them, an async slice's
-    (``slice-start``) its slice read and written, a known op its operands and result,
-    an unknown one its result."""
+    (``slice-start``) its slice read and written, an unfused slice's as
+    :func:`slicing_bytes` counts them, none for an uninitialised buffer
+    (:data:`~tpusim.program.hlo.custom_calls.ALLOCATION_TARGETS`), a known op its
+    operands and result, an unknown one its result."""
     if (fusion := fusion_bytes(computations, ins)) is not None:
         return fusion
+    if (sliced := slicing_bytes(comp, ins)) is not None:
+        return sliced
+    if ins.opcode == "custom-call" and target(ins) in ALLOCATION_TARGETS:
+        return 0.0
     if ins.opcode == "slice-start" and len(ins.shape.elements) > 1:
         return 2.0 * ins.shape.elements[1].bytes
     if ins.opcode in ASYNC_SLICES:
@@ -202,6 +208,24 @@ def movement_bytes(
     if ins.opcode in KNOWN_OPS:
         return ins.shape.bytes + operand_bytes(comp, ins)
     return ins.shape.bytes
+
+
+def slicing_bytes(comp: Computation, ins: Instruction) -> float | None:
+    """Bytes an unfused ``slice``, ``dynamic-slice`` or ``dynamic-update-slice`` reads
+    and writes, as XLA's ``HloCostAnalysis`` counts them (``HandleSlice``,
+    ``HandleDynamicSlice``, ``HandleDynamicUpdateSlice`` in
+    ``xla/service/hlo_cost_analysis.cc``): the slice read and written (twice the
+    result), the update read and written in place (twice operand 1: operand 0 aliases
+    the result and is neither read nor copied), plus the start indices; None for
+    another op."""
+    if ins.opcode == "slice":
+        return 2.0 * ins.shape.bytes
+    shapes = [comp.instructions[o].shape for o in ins.operands if o in comp.instructions]
+    if ins.opcode == "dynamic-slice" and len(shapes) == len(ins.operands):
+        return 2.0 * ins.shape.bytes + sum(s.bytes for s in shapes[1:])
+    if ins.opcode == "dynamic-update-slice" and len(shapes) == len(ins.operands) > 1:
+        return 2.0 * shapes[1].bytes + sum(s.bytes for s in shapes[2:])
+    return None
 
 
 #: Asynchronous dynamic slices (host offload of a layer's saved activations reads and

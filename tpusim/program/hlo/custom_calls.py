@@ -17,7 +17,7 @@ A ``custom-call`` runs code XLA's HLO does not show. In the order tried:
    a megablox grouped matmul (``gmm``, ``tgmm``, by name or metadata): the matmul
    its two floating-point operands' shapes say (:func:`_grouped_matmul`);
 3. a target in :data:`ANNOTATION_TARGETS` (sharding markers): by its bytes, as any
-   data movement;
+   data movement, but for :data:`ALLOCATION_TARGETS` (an uninitialised buffer): none;
 4. anything else: the memory traffic of its operands and results, and *unknown*:
    counted in ``HloModule.unknown_ops`` as ``custom-call:<target>`` (``tpusim hlo``
    warns on stderr and reports it in ``unknown_ops``).
@@ -53,6 +53,11 @@ ANNOTATION_TARGETS = frozenset(
 )
 """Custom-call targets XLA uses as annotations or data movement (no kernel runs):
 costed by their bytes."""
+ALLOCATION_TARGETS = frozenset({"AllocateBuffer"})
+"""Custom-call targets that only allocate a buffer, left uninitialised: no data moves
+(JAX lowers ``lax.empty`` on TPU to ``AllocateBuffer``, ``jax/_src/lax/lax.py``
+``_empty_custom_call_lower``; XLA's TPU backend makes one where a buffer is written
+before it is read, such as the stack a layer scan fills)."""
 
 _ATTENTION = re.compile(r"flash|splash|mha", re.IGNORECASE)
 _GROUPED = re.compile(r"(?<![a-z])t?gmm(?![a-z])|megablox", re.IGNORECASE)
