@@ -193,14 +193,14 @@ def test_jetstream_2024_tpot_is_the_whole_latency_over_the_output_tokens(tmp_pat
     is ``(TTFT + (out - 1) x vLLM's TPOT) / out``, the closed form of the same run's vLLM
     figures; a request not finished has none; an unknown definition is refused naming
     the key."""
-    from tpusim.serving.metrics import whole_latency_per_token
+    from tpusim.serving.metrics import latencies
     from tpusim.serving.scheduler import Request
     from tpusim.validation.serving import Simulator, shipped_overheads
 
     done = Request(0, arrival_at=2.0, prompt_tokens=10, output_tokens=4)
     done.first_token_at, done.finished_at = 3.0, 6.0
     waiting = Request(1, arrival_at=0.0, prompt_tokens=10, output_tokens=4)
-    assert list(whole_latency_per_token([done, waiting])) == [1.0]  # (6 - 2) / 4
+    assert list(latencies([done, waiting], "jetstream-2024")["tpot"]) == [1.0]  # (6 - 2) / 4
 
     out = 120
     one = _write(tmp_path, simulated_requests=1, concurrency=1)

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from tpusim.serving.rows import Row
 from tpusim.serving.scheduler import Request
+
+#: How a benchmark client computes a request's TPOT (:func:`latencies`).
+TpotDefinition = Literal["vllm", "jetstream-2024"]
+TPOT_DEFINITIONS: tuple[str, ...] = get_args(TpotDefinition)
 
 #: Percentiles reported for each latency.
 PERCENTILES = (50, 90, 99)
@@ -38,29 +43,25 @@ class Slo:
     tpot_s: float
 
 
-def latencies(requests: list[Request]) -> dict[str, np.ndarray]:
-    """Per completed request: ``ttft``, ``tpot`` (NaN for a one-token request) and
-    ``e2e``, in seconds."""
+def latencies(requests: list[Request], tpot: TpotDefinition = "vllm") -> dict[str, np.ndarray]:
+    """Per completed request: ``ttft``, ``tpot`` and ``e2e``, in seconds. ``tpot`` as the
+    benchmark client defines it (:data:`TPOT_DEFINITIONS`): ``vllm``, ``(finish - first
+    token) / (output - 1)``, NaN for a one-token request; ``jetstream-2024``, JetStream's
+    client before 2025 (``latency / output_len``, AI-Hypercomputer/JetStream
+    ``benchmarks/benchmark_serving.py`` at 530d364, line 382), the whole latency, queueing
+    and prefill included, over the output tokens."""
     done = [r for r in requests if r.finished_at is not None]
     arrival = np.array([r.arrival_at for r in done])
     first = np.array([r.first_token_at for r in done], dtype=float)
     finish = np.array([r.finished_at for r in done], dtype=float)
     outputs = np.array([r.output_tokens for r in done])
-    tpot = np.full(len(done), np.nan)
-    many = outputs > 1
-    tpot[many] = (finish[many] - first[many]) / (outputs[many] - 1)
-    return {"ttft": first - arrival, "tpot": tpot, "e2e": finish - arrival}
-
-
-def whole_latency_per_token(requests: list[Request]) -> np.ndarray:
-    """Per completed request, its end-to-end latency over its output tokens (seconds):
-    the TPOT of JetStream's benchmark client before 2025 (``latency / output_len``,
-    AI-Hypercomputer/JetStream ``benchmarks/benchmark_serving.py`` at 530d364, line
-    382), which counts the request's queueing and prefill in every token."""
-    done = [r for r in requests if r.finished_at is not None]
-    finish = np.array([r.finished_at for r in done], dtype=float)
-    arrival = np.array([r.arrival_at for r in done])
-    return (finish - arrival) / np.array([r.output_tokens for r in done], dtype=float)
+    if tpot == "jetstream-2024":
+        per_token = (finish - arrival) / outputs
+    else:
+        per_token = np.full(len(done), np.nan)
+        many = outputs > 1
+        per_token[many] = (finish[many] - first[many]) / (outputs[many] - 1)
+    return {"ttft": first - arrival, "tpot": per_token, "e2e": finish - arrival}
 
 
 def _percentiles(name: str, values: np.ndarray) -> dict[str, float | None]:

@@ -118,7 +118,7 @@ class Simulator:
         return self._memo[key]
 
     def _simulate(self, figure: Figure, overheads: IterationOverheads) -> Simulated:
-        from tpusim.serving.metrics import latencies, summary, whole_latency_per_token
+        from tpusim.serving.metrics import latencies, summary
 
         service = self.service(figure, overheads)
         requests = synthetic_requests(
@@ -130,9 +130,7 @@ class Simulator:
         )
         service.run(requests, figure.concurrency)
         row = summary(requests, service.chips)
-        lat = latencies(requests)
-        if figure.tpot_definition == "jetstream-2024":
-            lat["tpot"] = whole_latency_per_token(requests)
+        lat = latencies(requests, figure.tpot_definition)
         out: dict[str, float | None] = {
             key: number(row, key)
             for key in ("output_tokens_per_s", "request_throughput_per_s", "total_tokens_per_s")

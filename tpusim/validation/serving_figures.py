@@ -19,11 +19,9 @@ Each figure may also carry, all optional:
   ``inferencex`` (SemiAnalysisAI/InferenceX's ``utils/bench_serving/benchmark_serving.py``,
   a fork of vLLM's older script: uniform on ``[int(L r), L]``);
 * ``tpot_definition``: how the benchmark client computed a request's TPOT
-  (:data:`TPOT_DEFINITIONS`): ``vllm`` (default; ``(finish - first token) / (output -
-  1)``, vLLM's and InferenceX's) or ``jetstream-2024`` (JetStream's
-  ``benchmarks/benchmark_serving.py`` before 2025, ``latency / output_len`` at 530d364
-  line 382: the whole request latency, its queueing and prefill included, over the
-  output tokens);
+  (:func:`~tpusim.serving.metrics.latencies`): ``vllm`` (default; vLLM's and
+  InferenceX's) or ``jetstream-2024`` (JetStream's client before 2025: the whole
+  request latency, its queueing and prefill included, over the output tokens);
 * ``speculative``: ``{method: mtp|eagle|ngram|draft_model, draft_tokens: N}`` and,
   where published, ``acceptance`` (each draft's acceptance probability), the names of
   ``tpusim serve``'s speculative-decoding options;
@@ -67,6 +65,7 @@ from tpusim.config.system import SystemSpec
 from tpusim.config.types import Frozen
 from tpusim.config.yamlio import PathKey, format_path, load_yaml
 from tpusim.errors import ConfigError
+from tpusim.serving.metrics import TpotDefinition
 from tpusim.serving.option_types import Split
 from tpusim.serving.servers import load_server
 from tpusim.validation.serving_split import check_splits
@@ -91,9 +90,6 @@ StoredDtype = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 #: The split rules a figure file may state (see the module docstring).
 SplitRule = Literal["alternate-by-id-within-chip-dtype"]
 Client = Literal["vllm", "inferencex"]
-TpotDefinition = Literal["vllm", "jetstream-2024"]
-#: The per-request TPOT definitions a figure's client may have used (``tpot_definition``).
-TPOT_DEFINITIONS: tuple[str, ...] = get_args(TpotDefinition)
 #: The benchmark clients whose random dataset a figure may name (``random_client``).
 CLIENTS: tuple[str, ...] = get_args(Client)
 SPLIT_RULES: tuple[SplitRule, ...] = get_args(SplitRule)
