@@ -51,11 +51,20 @@ OpsPerElement = Annotated[float, Field(ge=0.0, le=MAX_OPS_PER_ELEMENT, allow_inf
 
 
 class TensorCoreSpec(Frozen):
-    """TensorCores per chip and their matrix units (MXUs of ``mxu_size`` x ``mxu_size``)."""
+    """TensorCores per chip and their matrix units (MXUs of ``mxu_size`` x ``mxu_size``);
+    ``megacore``: the chip's TensorCores run as one JAX device (v4, v5p), else each is
+    a device of its own (Ironwood, TPU 8i: vLLM's ``--tensor-parallel-size`` and JAX's
+    meshes count them)."""
 
     count: Annotated[int, Field(ge=1, le=MAX_UNITS_PER_CHIP)]
     mxus_per_core: Annotated[int, Field(ge=1, le=MAX_UNITS_PER_CHIP)]
     mxu_size: Annotated[int, Field(ge=1, le=MAX_MXU_SIZE)]
+    megacore: bool = False
+
+    @property
+    def devices(self) -> int:
+        """The JAX devices one chip is: 1 under megacore, else one per TensorCore."""
+        return 1 if self.megacore else self.count
 
 
 class SparseCoreSpec(Frozen):

@@ -126,11 +126,11 @@ def with_moe_kernel(shape: ReplicaShape, server: ServerProfile, chip: ChipSpec) 
     bits of the activations as it multiplies them (8 where the chip's MXU has the
     weights' 8-bit dtype and the kernel quantizes them, else bf16's 16) and of the
     weights. Unchanged for a dense model, a profile that names no kernel, or a replica
-    whose TensorCores do not divide the experts (``GMM_EP`` shards whole experts, so
+    whose devices (TensorCores, or one megacore device a chip) do not divide the experts (``GMM_EP`` shards whole experts, so
     tpu-inference cannot run expert parallelism there and the experts stay
     tensor-parallel, its ``GMM_TP``)."""
     spec = server.moe_kernel
-    cores = chip.tensorcores.count
+    cores = chip.tensorcores.devices
     if spec is None or not shape.experts or shape.experts_local % (shape.tp * cores):
         return shape
     act_bits = 8 if native_activation_dtype(chip, shape.dtype) else 16
