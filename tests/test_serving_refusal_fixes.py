@@ -94,9 +94,25 @@ CASES = [
      "drop the key and give --dtype",
      ("--model", str(HF / "tiny-dense" / "config.json"), "--dtype", "fp8", "--requests", "5"),
      lambda r: r["dtype"] == "fp8" and r["model"] == "tiny-dense"),
-    ("vllm-model", "tpu8i-pod", ("--vllm", "vllm serve acme/Unknown-8B -tp 2"), "give --model",
-     ("--vllm", "vllm serve acme/Unknown-8B -tp 2", "--model", "llama-3.1-8b", "--requests", "5"),
-     lambda r: r["model"] == "llama-3.1-8b" and r["tp"] == 2),
+    ("vllm-model", "tpu8i-pod", ("--vllm", "vllm serve acme/Unknown-8B -tp 4"), "give --model",
+     ("--vllm", "vllm serve acme/Unknown-8B -tp 4", "--model", "llama-3.1-8b", "--requests", "5"),
+     lambda r: r["model"] == "llama-3.1-8b" and r["tp"] == 2),  # -tp 4: 4 devices, 2 8i chips
+    ("jetstream-client", "v5e-pod",
+     ("--bench", "python JetStream/benchmarks/benchmark_serving.py --num-prompts 5"),
+     "give the stream as options",
+     ("--rate", "inf", "--requests", "5", "--prompt-tokens", "300", "--output-tokens", "20"),
+     lambda r: r["requests"] == 5 and r["output_tokens"] == 100),
+    ("legacy-bench", "tpu8i-pod",
+     ("--bench", "python benchmarks/benchmark_serving.py --num-prompts 5"),
+     "give --dataset-name, and with random --random-input-len",
+     ("--bench", "python benchmarks/benchmark_serving.py --num-prompts 5 --dataset-name random "
+      "--random-input-len 300 --random-output-len 20 --random-range-ratio 1"),
+     lambda r: r["total_tokens_per_s"] * r["duration_s"] == pytest.approx(5 * (300 + 20))),
+    ("expert-parallel-kernel", "tpu8i-pod",
+     ("--model", "mixtral-8x7b", "--server", "vllm-tpu-torchxla", "--expert-parallel"),
+     "drop --expert-parallel",
+     ("--model", "mixtral-8x7b", "--server", "vllm-tpu-torchxla", "--requests", "5"),
+     lambda r: r["model"] == "mixtral-8x7b" and r["server"] == "vllm-tpu-torchxla"),
 ]  # fmt: skip
 
 

@@ -40,16 +40,18 @@ def test_the_recipe_lines_are_the_options_the_table_says():
     """Each modelled flag sets its field (docs/serving.md's table, by hand)."""
     spec, said = _spec(vllm=VLLM, bench=BENCH)
     assert spec.model == "llama-3.1-70b"  # Llama 3.3 70B: Llama 3.1 70B's shape
-    assert (spec.tp, spec.max_tokens, spec.max_sequences) == (8, 512, 256)
-    assert spec.async_scheduling is True
+    # vLLM's --tensor-parallel-size counts JAX devices: chips once the system is known
+    assert (spec.tp, spec.tp_devices, spec.max_tokens, spec.max_sequences) == (None, 8, 512, 256)
+    assert (spec.async_scheduling, spec.hbm_utilization) == (True, 0.98)
+    assert spec.expert_parallel is False  # no --enable-expert-parallel
     assert (spec.requests, spec.concurrency, spec.seed) == (3000, 64, 100)
     assert spec.rate == math.inf
     assert (spec.prompt().kind, spec.prompt().a, spec.prompt().b) == ("uniform", 900, 1100)
     assert (spec.output().a, spec.output().b) == (900, 1100)
     assert spec.vllm is None and spec.bench is None  # read into the fields
     assert said == [
-        "not modelled, ignored: vllm: --seed --disable-log-requests --gpu-memory-utilization "
-        "--max-model-len; bench: --backend --percentile-metrics"
+        "not modelled, ignored: vllm: --seed --disable-log-requests --max-model-len; "
+        "bench: --backend --percentile-metrics"
     ]
 
 
@@ -108,12 +110,13 @@ def test_the_yaml_keys_read_the_same_lines():
 
 
 def test_recipe_words_run_as_the_flags_they_stand_for(capsys):
-    """The same run from the lines and from tpusim's own flags."""
+    """The same run from the lines and from tpusim's own flags: vLLM's -tp 2 is two JAX
+    devices, one TPU 8i chip (two TensorCores, no megacore)."""
     system = ("serve", "tpu8i-pod", "--json")
     lines = run(capsys, *system, "--vllm", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2",
                 "--bench", "vllm bench serve --num-prompts 24 --max-concurrency 6 "
                 "--random-input-len 300 --random-output-len 20")  # fmt: skip
-    flags = run(capsys, *system, "--model", "llama-3.1-8b", "--tp", "2", "--requests", "24",
+    flags = run(capsys, *system, "--model", "llama-3.1-8b", "--tp", "1", "--requests", "24",
                 "--concurrency", "6", "--prompt-tokens", "300",
                 "--output-tokens", "20")  # fmt: skip
     assert lines[0] == flags[0] == 0
@@ -123,7 +126,6 @@ def test_recipe_words_run_as_the_flags_they_stand_for(capsys):
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
-        (("--tp", "4"), "--vllm sets --tp to 8, which contradicts --tp '4'"),
         (("--requests", "10"), "--bench sets --requests to 3000"),
         (("--prompt-tokens", "999"), "--bench sets --prompt-tokens"),
     ],
@@ -159,4 +161,15 @@ def test_an_unknown_model_runs_once_model_is_given(capsys):
     assert "give --model" in assert_one_error_line(*run(capsys, *argv))
     code, out, err = run(capsys, *argv, "--model", "llama-3.1-8b")
     assert code == 0, err
-    assert json.loads(out)["model"] == "llama-3.1-8b" and json.loads(out)["tp"] == 2
+    assert json.loads(out)["model"] == "llama-3.1-8b" and json.loads(out)["tp"] == 1  # 2 devices
+
+
+def test_tensor_parallel_devices_contradicting_tp_is_refused(capsys):
+    """-tp 8 is 8 JAX devices, 4 TPU 8i chips: --tp 2 beside it is refused, --tp 4 runs."""
+    argv = ("serve", "tpu8i-pod", "--vllm", "vllm serve meta-llama/Llama-3.1-8B -tp 8",
+            "--requests", "5", "--json")  # fmt: skip
+    message = assert_one_error_line(*run(capsys, *argv, "--tp", "2"))
+    assert "8 devices (vLLM's --tensor-parallel-size) are 4 chip(s) of tpu8i" in message
+    code, out, err = run(capsys, *argv, "--tp", "4")
+    assert code == 0, err
+    assert json.loads(out)["tp"] == 4

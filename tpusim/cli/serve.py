@@ -26,6 +26,7 @@ from tpusim.config.limits import MAX_CURVE_RATES, stream_span_problem
 from tpusim.errors import InputError
 from tpusim.later import Later
 from tpusim.results.files import json_text
+from tpusim.results.intervals import BASIS, range_text
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions
 
@@ -166,10 +167,30 @@ def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
     row = _SERVE(options, args.system)
+    row |= _INTERVALS(row, _chip_name(args.system))
     if args.as_json:
         print(json_text(row))
     else:
         print(format_row(row))
+
+
+def _chip_name(system: str) -> str:
+    """The chip of ``system`` (a shipped name or a YAML path; it has loaded by now)."""
+    from tpusim.config.loader import load_system
+
+    return load_system(system).chip.name
+
+
+def _serving_intervals(row: dict[str, Any], chip: str) -> dict[str, Any]:
+    """The 80% intervals of the run's cost-model figures (``x_interval``, the
+    ``serving`` workload's columns) and their ``interval_basis``."""
+    from tpusim.results.intervals import json_intervals
+    from tpusim.workloads.serving import ServingRecord
+
+    return json_intervals(row, ServingRecord.interval_columns, chip)
+
+
+_INTERVALS = _serving_intervals
 
 
 def format_row(row: dict[str, Any]) -> str:
@@ -186,8 +207,15 @@ def format_row(row: dict[str, Any]) -> str:
         if name == "rate_per_s" and value is None:
             value = "inf"  # every request at 0 (JSON: null)
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        lines.append(f"  {name:<30} {text}{' ' + unit if unit and value is not None else ''}")
+        text += f"{' ' + unit if unit and value is not None else ''}"
+        lines.append(f"  {name:<30} {text}{range_text(row, name, _shown)}")
+    if row.get(BASIS):
+        lines.append(f"  (80% intervals: {row[BASIS]})")
     return "\n".join(lines)
+
+
+def _shown(value: float) -> str:
+    return f"{value:.4g}"
 
 
 def rates_flag(text: str, requests: int = DEFAULT_REQUESTS) -> list[float] | None:

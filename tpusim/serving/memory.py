@@ -1,7 +1,8 @@
 """What one chip of a replica holds: weights, activations and the KV cache that fits
 in the rest, in blocks of ``block_size`` tokens (vLLM's paged KV cache).
 
-Definition (per chip, bytes): ``usable = HBM_UTILIZATION * hbm_capacity``;
+Definition (per chip, bytes): ``usable = hbm_utilization * hbm_capacity`` (vLLM's
+``--gpu-memory-utilization``, default :data:`HBM_UTILIZATION`);
 ``kv_hbm = usable - weights - activations``; ``kv_sram = SRAM_KV_FRACTION *
 sram_capacity``. The cache of one tensor-parallel group holds ``floor(kv_tier /
 (layers * kv_bytes_per_token_layer) / block_size)`` blocks per tier (``hbm``: HBM
@@ -96,18 +97,20 @@ def kv_capacity(
     max_tokens: int,
     max_sequences: int,
     tied_embeddings: bool = False,
+    hbm_utilization: float = HBM_UTILIZATION,
 ) -> KvCapacity:
-    """The replica's KV cache on ``chip``. Raises :class:`InputError` when the weights
-    and activations do not fit the usable HBM (saying by how much) or no block fits."""
+    """The replica's KV cache on ``chip``, the server using ``hbm_utilization`` of its
+    HBM. Raises :class:`InputError` when the weights and activations do not fit the
+    usable HBM (saying by how much) or no block fits."""
     weights = weights_bytes(s, tied_embeddings)
     acts = activation_bytes(s, max_tokens, max_sequences)
-    usable = HBM_UTILIZATION * chip.hbm.capacity_bytes
+    usable = hbm_utilization * chip.hbm.capacity_bytes
     if weights + acts > usable:
         short = weights + acts - usable
         raise InputError(
             f"the model does not fit {s.chips} chip(s) of {chip.name}: each needs "
             f"{format_bytes(weights + acts)} (weights {format_bytes(weights)} + activations "
-            f"{format_bytes(acts)}) but {HBM_UTILIZATION:g} x "
+            f"{format_bytes(acts)}) but {hbm_utilization:g} x "
             f"{format_bytes(chip.hbm.capacity_bytes)} = {format_bytes(usable)} is usable: "
             f"short by {format_bytes(short)} per chip "
             "(give the replica more chips, or a smaller dtype)"

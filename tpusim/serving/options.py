@@ -38,7 +38,7 @@ from tpusim.config.types import Time
 from tpusim.network import NetworkSettings, NetworkTree
 from tpusim.network.tree import read_flat
 from tpusim.serving.batching import BatchingName
-from tpusim.serving.memory import DEFAULT_BLOCK_SIZE
+from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, HBM_UTILIZATION
 from tpusim.serving.metrics import Slo
 from tpusim.serving.option_error import Problem, located_error, problem_error
 from tpusim.serving.option_types import (
@@ -80,6 +80,17 @@ class ServeSpec(RecipeWords):
 
     model: str = Field(description="model preset name or YAML path")
     tp: PositiveInt | None = Field(None, description="tensor-parallel degree")
+    tp_devices: PositiveInt | None = Field(
+        None,
+        description="tensor-parallel degree in JAX devices, as vLLM's --tensor-parallel-size "
+        "counts (an Ironwood or TPU 8i chip is 2 devices)",
+    )
+    expert_parallel: bool | None = Field(
+        None,
+        description="MoE experts whole over the tensor-parallel devices (vLLM's "
+        "--enable-expert-parallel; off: sharded by tensor parallelism; default: the server "
+        "profile's MoE kernel)",
+    )
     ep: PositiveInt | None = Field(None, description="expert-parallel degree (MoE)")
     chips: PositiveInt | None = Field(None, description="chips per replica (default: fewest)")
     replicas: PositiveInt = Field(1, description="model replicas")
@@ -102,6 +113,14 @@ class ServeSpec(RecipeWords):
     seed: int = Field(0, description="seeds arrivals and token counts")
     block_size: PositiveInt = Field(
         DEFAULT_BLOCK_SIZE, le=MAX_BLOCK_SIZE, description="tokens per KV block"
+    )
+    hbm_utilization: float = Field(
+        HBM_UTILIZATION,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="fraction of each chip's HBM the server takes (vLLM's "
+        "--gpu-memory-utilization)",
     )
     max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="tokens per iteration")
     max_sequences: PositiveInt = Field(
@@ -344,7 +363,34 @@ class ServeOptions(ServeSpec):
         ``system`` (a shipped name, a YAML path or a loaded system)."""
         self.check_kv_tier(system)
         chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
+        if self.tp_devices is not None:
+            chosen["tp"] = self.tp_in_chips(system)
         return Deployment(system=system, network=self.network, **chosen)
+
+    def tp_in_chips(self, system: str | System) -> int:
+        """``tp_devices`` in chips of ``system``'s chip (its JAX devices a chip: a
+        TensorCore each, or one megacore device). Raises OptionError when the chip's
+        devices do not divide it or ``tp`` is given and differs."""
+        from tpusim.config.loader import load_system
+        from tpusim.serving.option_error import OptionError
+
+        assert self.tp_devices is not None
+        chip = (load_system(system) if isinstance(system, str) else system).chip
+        per_chip = chip.tensorcores.devices
+        if self.tp_devices % per_chip:
+            raise OptionError(
+                "tp_devices",
+                f"{self.tp_devices} devices (vLLM's --tensor-parallel-size) are not whole "
+                f"chips of {chip.name} ({per_chip} devices a chip)",
+            )
+        tp = self.tp_devices // per_chip
+        if self.tp is not None and self.tp != tp:
+            raise OptionError(
+                ("tp_devices", "tp"),
+                f"{self.tp_devices} devices (vLLM's --tensor-parallel-size) are {tp} chip(s) "
+                f"of {chip.name} ({per_chip} devices a chip), which contradicts tp {self.tp}",
+            )
+        return tp
 
     def check_kv_tier(self, system: str | System) -> None:
         """Raise OptionError on ``kv_cache`` when it names SRAM (``sram``, ``tiered``) and

@@ -25,7 +25,7 @@ from tpusim.program.builders.replica import ReplicaShape, replica_shape
 from tpusim.program.ir import ProgramError
 from tpusim.serving.batching import BATCH_POLICIES
 from tpusim.serving.costs import IterationCosts
-from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, KvCapacity, kv_capacity
+from tpusim.serving.memory import DEFAULT_BLOCK_SIZE, HBM_UTILIZATION, KvCapacity, kv_capacity
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.overheads import NONE, IterationOverheads
 from tpusim.serving.placement import replica_chip_order
@@ -72,7 +72,13 @@ class Deployment:
     :class:`~tpusim.serving.costs.IterationCosts`); ``scheduler``: the policy admitting
     waiting requests (a name of :data:`~tpusim.serving.policies.SCHEDULERS`);
     ``batching``: how an iteration's batch is formed (a name of
-    :data:`~tpusim.serving.batching.BATCH_POLICIES`; None: the server profile's)."""
+    :data:`~tpusim.serving.batching.BATCH_POLICIES`; None: the server profile's);
+    ``expert_parallel``: a MoE model's experts held whole by the replica's devices, as
+    the server profile's ``moe_kernel`` runs them (vLLM's ``--enable-expert-parallel``;
+    False: sharded by tensor parallelism; None: the profile's kernel wherever it can
+    run, :func:`with_moe_kernel`); ``hbm_utilization``: the fraction of each chip's HBM
+    the server takes for weights, activations and KV cache (vLLM's
+    ``--gpu-memory-utilization``)."""
 
     system: str | System
     model: str
@@ -96,6 +102,8 @@ class Deployment:
     expert_imbalance: float = 1.0
     scheduler: str = DEFAULT_SCHEDULER
     batching: str | None = None
+    expert_parallel: bool | None = None
+    hbm_utilization: float = HBM_UTILIZATION
 
 
 class Runner(Protocol):
@@ -121,17 +129,41 @@ def check_clients(concurrency: int | None, replicas: int) -> None:
         raise OptionError("concurrency", f"{concurrency} is below the {replicas} replicas")
 
 
-def with_moe_kernel(shape: ReplicaShape, server: ServerProfile, chip: ChipSpec) -> ReplicaShape:
+def with_moe_kernel(
+    shape: ReplicaShape,
+    server: ServerProfile,
+    chip: ChipSpec,
+    expert_parallel: bool | None = None,
+) -> ReplicaShape:
     """``shape`` with the server's MoE kernel on ``chip``: ``gmm_v2``'s row tile from the
     bits of the activations as it multiplies them (8 where the chip's MXU has the
     weights' 8-bit dtype and the kernel quantizes them, else bf16's 16) and of the
     weights. Unchanged for a dense model, a profile that names no kernel, or a replica
-    whose devices (TensorCores, or one megacore device a chip) do not divide the experts (``GMM_EP`` shards whole experts, so
-    tpu-inference cannot run expert parallelism there and the experts stay
-    tensor-parallel, its ``GMM_TP``)."""
+    whose devices (TensorCores, or one megacore device a chip) do not divide the
+    experts (``GMM_EP`` shards whole experts, so tpu-inference cannot run expert
+    parallelism there and the experts stay tensor-parallel, its ``GMM_TP``).
+    ``expert_parallel`` False keeps them tensor-parallel (vLLM without
+    ``--enable-expert-parallel``); True asks for the kernel and raises OptionError
+    where it cannot run."""
     spec = server.moe_kernel
     cores = chip.tensorcores.devices
-    if spec is None or not shape.experts or shape.experts_local % (shape.tp * cores):
+    if expert_parallel and shape.experts:
+        devices = shape.tp * cores
+        if spec is None:
+            raise OptionError(
+                "expert_parallel",
+                f"server profile {server.name} names no expert-parallel MoE kernel "
+                "(moe_kernel in its file); drop --expert-parallel",
+            )
+        if shape.experts_local % devices:
+            raise OptionError(
+                "expert_parallel",
+                f"{devices} devices (tp {shape.tp} x {cores} a chip) do not divide the "
+                f"{shape.experts_local} experts of a replica",
+            )
+    if expert_parallel is False or spec is None or not shape.experts:
+        return shape
+    if shape.experts_local % (shape.tp * cores):
         return shape
     act_bits = 8 if native_activation_dtype(chip, shape.dtype) else 16
     weight_bits = round(shape.weight_bytes_per_element * 8)
@@ -152,7 +184,7 @@ class Service:
         self.model: ModelSpec = load_model(d.model)
         self.server: ServerProfile = load_server(d.server)
         self.shape, self.capacity = self._fit()
-        self.shape = with_moe_kernel(self.shape, self.server, self.system.chip)
+        self.shape = with_moe_kernel(self.shape, self.server, self.system.chip, d.expert_parallel)
         if self.shape.chips * d.replicas > self.system.num_chips:
             raise InputError(
                 f"{d.replicas} replicas of {self.shape.chips} chips need "
@@ -216,6 +248,7 @@ class Service:
                 max_tokens=d.max_tokens,
                 max_sequences=d.max_sequences,
                 tied_embeddings=self.model.tied_embeddings,
+                hbm_utilization=d.hbm_utilization,
             )
         except InputError as exc:
             raise InputError(f"{self.model.name} in {d.dtype}: {exc}") from None

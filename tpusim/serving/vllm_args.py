@@ -14,10 +14,13 @@ Face id) is mapped to a preset by :data:`PRESETS`; another name asks for ``model
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 import shlex
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -50,12 +53,40 @@ PRESETS = {
     "mixtral-8x22b-v0.1": "mixtral-8x22b",
     "mixtral-8x22b-instruct-v0.1": "mixtral-8x22b",
     "qwen3-235b-a22b": "qwen3-235b-a22b",
+    "qwen3-235b-a22b-instruct-2507": "qwen3-235b-a22b",
+    "qwen3-235b-a22b-fp8": "qwen3-235b-a22b",
+    "qwen3-235b-a22b-instruct-2507-fp8": "qwen3-235b-a22b",
+    "qwen3-coder-480b-a35b-instruct": "qwen3-coder-480b-a35b",
+    "qwen3-coder-480b-a35b-instruct-fp8": "qwen3-coder-480b-a35b",
     "deepseek-v3": "deepseek-v3",
     "llama-4-scout-17b-16e-instruct": "llama4-scout",
 }
+#: Checkpoints whose weights are stored quantized, and their dtype (the Qwen team's
+#: ``-FP8`` releases: "fine-grained fp8 quantization with block size of 128", their
+#: model cards; published). vLLM serves their weights as stored, whatever ``--dtype``
+#: (the activations').
+CHECKPOINT_DTYPES = {
+    "qwen3-235b-a22b-fp8": "fp8",
+    "qwen3-235b-a22b-instruct-2507-fp8": "fp8",
+    "qwen3-coder-480b-a35b-instruct-fp8": "fp8",
+}
 #: vLLM's ``--dtype`` values and the dtype each is (``auto``: the checkpoint's, bf16
-#: for every preset).
+#: for every preset): the weights' dtype of an unquantized checkpoint.
 DTYPES = {"auto": "bf16", "bfloat16": "bf16", "float32": "fp32"}
+#: vLLM's ``--kv-cache-dtype`` values and the KV dtype each is (``auto``: the
+#: activations', tpusim's default; every fp8 format is one byte a value).
+KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+#: vLLM's ``--quantization`` methods tpusim models and the weights' dtype each stores
+#: (``fp8``: weights quantized to fp8 when loaded, vLLM's online dynamic fp8).
+QUANTIZATIONS = {"fp8": "fp8"}
+#: The server's command heads read as ``vllm serve``: the CLI, and the OpenAI API
+#: server module it runs (``python3 -m vllm.entrypoints.openai.api_server``, as the
+#: tpu-recipes Ironwood recipes start it).
+SERVE_HEADS = (
+    ("vllm", "serve"),
+    ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+    ("python", "-m", "vllm.entrypoints.openai.api_server"),
+)
 #: vLLM's benchmark defaults (``vllm bench serve --help``): the random dataset's
 #: lengths and range ratio (RandomDataset.DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN,
 #: DEFAULT_RANGE_RATIO).
@@ -85,19 +116,54 @@ def _field(field: str, flag: str) -> Reader:
 def _dtype(text: str | None) -> dict[str, object]:
     if text not in DTYPES:
         raise ValueError(f"--dtype: tpusim serves {', '.join(DTYPES)}, got {text!r}")
-    return {"dtype": DTYPES[text]}
+    return {DTYPE_FLAG: DTYPES[text]}
+
+
+def _utilization(text: str | None) -> dict[str, object]:
+    value = _real("--gpu-memory-utilization", text)
+    if not 0 < value <= 1:
+        raise ValueError(f"--gpu-memory-utilization: expected a fraction in (0, 1], got {text!r}")
+    return {"hbm_utilization": value}
+
+
+def _kv_dtype(text: str | None) -> dict[str, object]:
+    if text == "auto":
+        return {}
+    if text not in KV_DTYPES:
+        raise ValueError(
+            f"--kv-cache-dtype: tpusim models auto, {', '.join(KV_DTYPES)}, got {text!r}"
+        )
+    return {"kv_dtype": KV_DTYPES[text]}
+
+
+def _quantization(text: str | None) -> dict[str, object]:
+    if text not in QUANTIZATIONS:
+        raise ValueError(f"--quantization: tpusim models {', '.join(QUANTIZATIONS)}, got {text!r}")
+    return {QUANTIZATION: QUANTIZATIONS[text]}
+
+
+#: The serve line's ``--dtype`` and ``--quantization``, read with its model's checkpoint
+#: into ``dtype`` (:func:`_weights_dtype`).
+DTYPE_FLAG, QUANTIZATION = "dtype_flag", "quantization"
 
 
 #: ``vllm serve`` flags tpusim models, each with the fields it sets.
 SERVE_FLAGS: dict[str, Reader] = {
-    "--tensor-parallel-size": _field("tp", "--tensor-parallel-size"),
-    "-tp": _field("tp", "-tp"),
+    # vLLM counts JAX devices: an Ironwood chip is two (ServeSpec.tp_devices)
+    "--tensor-parallel-size": _field("tp_devices", "--tensor-parallel-size"),
+    "-tp": _field("tp_devices", "-tp"),
     "--data-parallel-size": _field("replicas", "--data-parallel-size"),
     "-dp": _field("replicas", "-dp"),
     "--max-num-batched-tokens": _field("max_tokens", "--max-num-batched-tokens"),
     "--max-num-seqs": _field("max_sequences", "--max-num-seqs"),
     "--block-size": _field("block_size", "--block-size"),
+    "--gpu-memory-utilization": _utilization,
     "--dtype": _dtype,
+    "--kv-cache-dtype": _kv_dtype,
+    "--quantization": _quantization,
+    "-q": _quantization,
+    "--enable-expert-parallel": lambda _: {"expert_parallel": True},
+    "--no-enable-expert-parallel": lambda _: {"expert_parallel": False},
     "--async-scheduling": lambda _: {"async_scheduling": True},
     "--no-async-scheduling": lambda _: {"async_scheduling": False},
     # tpusim's prefix cache holds only the shared prefix a workload declares (the
@@ -115,6 +181,7 @@ SWITCHES = {
     "--no-enable-prefix-caching",
     "--ignore-eos",
     "--enable-expert-parallel",
+    "--no-enable-expert-parallel",
     "--trust-remote-code",
     "--disable-log-requests",
     "--save-result",
@@ -173,15 +240,30 @@ BENCH_FLAGS: dict[str, Reader] = {
 }
 
 
-def _tokens(line: str, head: tuple[str, ...]) -> list[str]:
-    """The words of ``line`` after its command ``head`` (``vllm serve``)."""
+#: A leading ``NAME=value`` word of a shell line: the command's environment.
+_ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _split(line: str) -> tuple[list[str], list[str]]:
+    """The environment assignments leading ``line`` (``NAME=value`` words, as a shell
+    reads them) and its other words."""
     try:
         words = shlex.split(line)
     except ValueError as exc:
         raise ValueError(f"cannot split {line!r}: {exc}") from None
-    if tuple(words[: len(head)]) != head:
-        raise ValueError(f"expected a line starting {' '.join(head)!r}, got {line!r}")
-    return words[len(head) :]
+    env = list(itertools.takewhile(_ENVIRONMENT.match, words))
+    return env, words[len(env) :]
+
+
+def _tokens(line: str, heads: tuple[tuple[str, ...], ...]) -> tuple[list[str], list[str]]:
+    """The environment assignments of ``line`` and its words after its command, one of
+    ``heads`` (``vllm serve``)."""
+    env, words = _split(line)
+    for head in heads:
+        if tuple(words[: len(head)]) == head:
+            return env, words[len(head) :]
+    starts = " or ".join(repr(" ".join(head)) for head in heads)
+    raise ValueError(f"expected a line starting {starts}, got {line!r}")
 
 
 def _flags(words: list[str]) -> tuple[list[str], list[tuple[str, str | None]]]:
@@ -191,7 +273,7 @@ def _flags(words: list[str]) -> tuple[list[str], list[tuple[str, str | None]]]:
     pairs: list[tuple[str, str | None]] = []
     i = 0
     while i < len(words):
-        word = words[i]
+        word = _dashed(words[i])
         if not word.startswith("-"):
             positional.append(word)
         elif "=" in word:
@@ -203,6 +285,15 @@ def _flags(words: list[str]) -> tuple[list[str], list[tuple[str, str | None]]]:
             i += 1
         i += 1
     return positional, pairs
+
+
+def _dashed(word: str) -> str:
+    """``--a_b=v`` as ``--a-b=v``: vLLM's parser takes a flag's underscores as dashes
+    (FlexibleArgumentParser); other words unchanged."""
+    if not word.startswith("--"):
+        return word
+    flag, eq, value = word.partition("=")
+    return flag.replace("_", "-") + eq + value
 
 
 def _read(
@@ -219,9 +310,14 @@ def _read(
     return values, unmodelled
 
 
+def _key(name: str) -> str:
+    """A Hugging Face model id (or a path ending in one) as :data:`PRESETS` keys it."""
+    return name.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
 def preset_of(name: str) -> str:
     """The preset a Hugging Face model id is served as. Raises ValueError."""
-    key = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    key = _key(name)
     if key not in PRESETS:
         raise ValueError(f"{name!r} matches no preset (tpusim models lists them); give model")
     return PRESETS[key]
@@ -230,36 +326,125 @@ def preset_of(name: str) -> str:
 def _model(names: list[str], given: bool) -> dict[str, object]:
     """The ``model`` field of a line naming ``names`` (the first counts): its preset;
     nothing when none is named, or when it matches none and ``model`` is ``given``."""
-    if not names or (given and names[0].rstrip("/").rsplit("/", 1)[-1].lower() not in PRESETS):
+    if not names or (given and _key(names[0]) not in PRESETS):
         return {}
     return {"model": preset_of(names[0])}
 
 
 def serve_line(line: str, model_given: bool = False) -> tuple[dict[str, object], list[str]]:
-    """The fields a ``vllm serve MODEL ...`` line sets and its unmodelled flags
-    (``model_given``: a model is given beside the line)."""
-    positional, pairs = _flags(_tokens(line, ("vllm", "serve")))
+    """The fields a ``vllm serve MODEL ...`` line (or the API server module's, a head of
+    :data:`SERVE_HEADS`) sets and its unmodelled flags and environment (``model_given``:
+    a model is given beside the line). The weights' dtype is ``--quantization``'s, else
+    the checkpoint's (:data:`CHECKPOINT_DTYPES`), else ``--dtype``'s; experts are
+    expert-parallel only with ``--enable-expert-parallel``, as in vLLM."""
+    env, words = _tokens(line, SERVE_HEADS)
+    positional, pairs = _flags(words)
     named = [text for flag, text in pairs if flag == "--model" and text]
     values, unmodelled = _read([p for p in pairs if p[0] != "--model"], SERVE_FLAGS)
-    return values | _model(positional[:1] or named, model_given), unmodelled + positional[1:]
+    names = positional[:1] or named
+    checkpoint = CHECKPOINT_DTYPES.get(_key(names[0])) if names else None
+    quantized, flag = values.pop(QUANTIZATION, None), values.pop(DTYPE_FLAG, None)
+    if quantized and checkpoint and quantized != checkpoint:
+        raise ValueError(f"--quantization {quantized} of a {checkpoint} checkpoint ({names[0]})")
+    weights = quantized or checkpoint or flag
+    values |= {"dtype": weights} if weights else {}
+    values.setdefault("expert_parallel", False)
+    return values | _model(names, model_given), env + unmodelled + positional[1:]
+
+
+@dataclass(frozen=True)
+class BenchClient:
+    """A benchmark client tpusim reads: its ``name`` (``random_client`` of a figure),
+    its defaults (dataset, input and output lengths, ``--random-range-ratio``) and how
+    it draws the random dataset's lengths (:meth:`lengths`)."""
+
+    name: str
+    dataset: str
+    input_len: int
+    output_len: int
+    range_ratio: float
+
+    def lengths(self, length: int, ratio: float) -> object:
+        """The token count of ``--random-*-len length`` at ``ratio``: vLLM's random
+        dataset, or InferenceX's ``sample_uniform`` (``randint(int(L r), L + 1)``,
+        SemiAnalysisAI/InferenceX ``utils/bench_serving/benchmark_serving.py`` at
+        89ce6098, lines 112-116), the rule vLLM's own benchmark had before mid-2025."""
+        if self is VLLM_BENCH:
+            return {"random": {"length": length, "range_ratio": ratio}}
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"--random-range-ratio: expected 0 to 1, got {ratio:g}")
+        low = max(1, int(length * ratio))
+        return length if low == length else {"uniform": [low, length]}
+
+
+#: ``vllm bench serve`` (its defaults: ``vllm bench serve --help``,
+#: RandomDataset.DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RANGE_RATIO).
+VLLM_BENCH = BenchClient(
+    "vllm", "random", BENCH_DEFAULT_INPUT_LEN, BENCH_DEFAULT_OUTPUT_LEN, BENCH_DEFAULT_RANGE_RATIO
+)
+#: InferenceX's ``benchmark_serving.py`` (the tpu-recipes Ironwood recipes' client;
+#: defaults at 89ce6098: ``--dataset-name sharegpt``, ``--random-input-len 1024``,
+#: ``--random-output-len 128``, ``--random-range-ratio 1.0``, lines 790-1012).
+INFERENCEX_BENCH = BenchClient("inferencex", "sharegpt", 1024, 128, 1.0)
+#: vLLM's ``benchmarks/benchmark_serving.py`` before ``vllm bench serve`` (the older
+#: recipes' client): InferenceX's is a copy of it and draws lengths by the same rule
+#: (:func:`tpusim.serving.requests.random_dataset`: "before, the range was [L R, L]");
+#: its defaults are not read here (0: the line must give the dataset, and with the
+#: random dataset the lengths and the range ratio).
+LEGACY_BENCH = BenchClient("vllm-benchmark_serving", "", 0, 0, math.nan)
+
+
+def _bench_words(line: str) -> tuple[BenchClient, list[str], list[str]]:
+    """The client of a bench line, its environment and its words after the command:
+    ``vllm bench serve``, or ``python3 PATH/benchmark_serving.py`` (InferenceX's when
+    PATH names it, else vLLM's older script; JetStream's client is not vLLM's)."""
+    env, words = _split(line)
+    if tuple(words[:3]) == ("vllm", "bench", "serve"):
+        return VLLM_BENCH, env, words[3:]
+    if len(words) > 1 and words[0] in ("python", "python3"):
+        script = words[1]
+        if script.endswith("benchmark_serving.py") and "jetstream" in script.lower():
+            raise ValueError(
+                f"{script}: JetStream's benchmark client is not read; give the stream as "
+                "options (rate, prompt_tokens, output_tokens)"
+            )
+        if script.endswith("benchmark_serving.py"):
+            inferencex = "inferencex" in script.lower()
+            return INFERENCEX_BENCH if inferencex else LEGACY_BENCH, env, words[2:]
+    raise ValueError(
+        "expected a line starting 'vllm bench serve' or 'python3 .../benchmark_serving.py', "
+        f"got {line!r}"
+    )
 
 
 def bench_line(line: str, model_given: bool = False) -> tuple[dict[str, object], list[str]]:
-    """The fields a ``vllm bench serve ...`` line sets and its unmodelled flags."""
-    positional, pairs = _flags(_tokens(line, ("vllm", "bench", "serve")))
+    """The fields a ``vllm bench serve ...`` line (or InferenceX's client's) sets and
+    its unmodelled flags and environment."""
+    client, env, words = _bench_words(line)
+    positional, pairs = _flags(words)
     named = [text for flag, text in pairs if flag == "--model" and text]
     values, unmodelled = _read([p for p in pairs if p[0] != "--model"], BENCH_FLAGS)
-    values.setdefault("rate", math.inf)  # vLLM's --request-rate default
+    values.setdefault("rate", math.inf)  # both clients' --request-rate default
     if values["rate"] == math.inf:  # vLLM: burstiness only at a finite rate
         values = {k: v for k, v in values.items() if k not in ("arrival", "burstiness")}
-    return _lengths(values) | _model(named, model_given), unmodelled + positional
+    lengths = _lengths(values, client)
+    return lengths | _model(named, model_given), env + unmodelled + positional
 
 
-def _lengths(read: dict[str, object]) -> dict[str, object]:
-    """The token counts of the bench line's dataset (random by default, as vLLM's)."""
+def _lengths(read: dict[str, object], client: BenchClient = VLLM_BENCH) -> dict[str, object]:
+    """The token counts of the bench line's dataset (the client's default dataset when
+    none is named)."""
     values = {k: v for k, v in read.items() if k not in _LENGTH_KEYS}
-    ratio = read.get("range_ratio", BENCH_DEFAULT_RANGE_RATIO)
-    if read.get("dataset", "random") == "sharegpt":
+    dataset = read.get("dataset", client.dataset)
+    ratio = read.get("range_ratio", client.range_ratio)
+    assert isinstance(ratio, float)
+    given = "input_len" in read and "output_len" in read and not math.isnan(ratio)
+    if client is LEGACY_BENCH and (not dataset or (dataset == "random" and not given)):
+        raise ValueError(
+            f"{client.name}: give --dataset-name, and with random --random-input-len, "
+            "--random-output-len and --random-range-ratio (the script's defaults are not read)"
+        )
+    if dataset == "sharegpt":
         if "input_len" in read or "range_ratio" in read or "prefix_len" in read:
             raise ValueError("--random-* lengths need --dataset-name random")
         output = read.get("output_len")
@@ -267,11 +452,12 @@ def _lengths(read: dict[str, object]) -> dict[str, object]:
         values["output_tokens"] = output if output else {"sharegpt": "output"}
         return values
     for key, field, default in (
-        ("input_len", "prompt_tokens", BENCH_DEFAULT_INPUT_LEN),
-        ("output_len", "output_tokens", BENCH_DEFAULT_OUTPUT_LEN),
+        ("input_len", "prompt_tokens", client.input_len),
+        ("output_len", "output_tokens", client.output_len),
     ):
         length = read.get(key, default)
-        values[field] = {"random": {"length": length, "range_ratio": ratio}}
+        assert isinstance(length, int)
+        values[field] = client.lengths(length, ratio)
     prefix = read.get("prefix_len", 0)
     if isinstance(prefix, int) and prefix > 0:
         values |= _prefixed(values["prompt_tokens"], prefix)

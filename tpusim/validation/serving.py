@@ -12,14 +12,14 @@ only (:mod:`tpusim.validation.serving_fit`), and ``--cv chip|server`` predicts e
 group with terms fitted without it (:mod:`tpusim.validation.serving_cv`).
 
 What a figure records but the run cannot simulate yet is named by :func:`unsimulated`
-(one warning line per figure, never dropped silently): vLLM's expert parallelism over
-the tensor-parallel chips (``tpusim serve``'s ``ep`` is a separate axis of ``tp x ep``
-chips; the experts are simulated tensor-parallel over the same chips, the same bytes
-per chip), speculative decoding without a published acceptance, and prefill/decode
-disaggregation. The weights' dtype (stored, :mod:`tpusim.hardware.quantized`), the KV
-cache's dtype (vLLM's ``auto``, bf16, unless given), the random dataset's range ratio
-(:func:`lengths`) and speculative decoding with a published acceptance are
-simulated.
+(one warning line per figure, never dropped silently): experts spread over other chips
+than the tensor-parallel ones, speculative decoding without a published acceptance,
+and prefill/decode disaggregation. vLLM's expert parallelism over the tensor-parallel
+devices (``ep`` = ``tp``) is the run's ``expert_parallel``, the server profile's MoE
+kernel (:func:`~tpusim.serving.service.with_moe_kernel`). The weights' dtype (stored,
+:mod:`tpusim.hardware.quantized`), the KV cache's dtype (vLLM's ``auto``, bf16,
+unless given), the random dataset's range ratio (:func:`lengths`) and speculative
+decoding with a published acceptance are simulated.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class Simulator:
                 async_scheduling=figure.async_scheduling,
                 dtype=figure.weight_dtype,
                 kv_dtype=figure.kv_dtype,
+                expert_parallel=figure.ep is not None,
                 **_speculative(figure),
             )
             self._services[key] = Service(deployment)
@@ -169,8 +170,11 @@ def unsimulated(figure: Figure) -> list[str]:
     """What ``figure`` records that its simulated run does not model (see the module
     docstring), each as ``field value: why``; empty when the run models it all."""
     out = []
-    if figure.ep is not None:
-        out.append(f"ep {figure.ep}: experts over the tp chips (simulated tensor-parallel)")
+    if figure.ep is not None and figure.ep != figure.tp:
+        out.append(
+            f"ep {figure.ep}: experts over other chips than the tp {figure.tp} "
+            "(simulated over the tp chips)"
+        )
     spec = figure.speculative
     if spec is not None and spec.acceptance is None:
         out.append(f"speculative {spec.method}: no published acceptance, simulated without")
