@@ -105,9 +105,10 @@ def test_every_shipped_repository_figure_has_its_exact_source():
 
 
 def test_unsimulated_fields_are_named_never_dropped(tmp_path):
-    """vLLM's ep, speculative decoding without an acceptance and disaggregation each
-    appear in the figure's warning; the plain figure has none; the KV dtype and the
-    range ratio, which the run simulates, do not."""
+    """Experts over other chips than the tp ones, speculative decoding without an
+    acceptance and disaggregation each appear in the figure's warning; the plain figure
+    has none; the KV dtype, the range ratio and vLLM's expert parallelism over the tp
+    chips (ep = tp: the run's expert_parallel), which the run simulates, do not."""
     plain = load_figures([VALID])[0]
     assert unsimulated(plain) == [] and warnings([plain]) == []
     path = _write(
@@ -117,14 +118,17 @@ def test_unsimulated_fields_are_named_never_dropped(tmp_path):
         random_range_ratio=0.8,
         speculative={"method": "mtp", "draft_tokens": 2},
         disaggregate="1:1",
-        ep=1,
+        slice={"name": "v6e-2", "chips": 2, "dims": [2]},
+        ep=2,
     )
     figure = load_figures([path])[0]
     (line,) = warnings([figure])
-    for field in ("ep 1", "speculative mtp", "disaggregate 1:1"):
+    for field in ("ep 2", "speculative mtp", "disaggregate 1:1"):
         assert field in line
     assert "kv_dtype" not in line and "random_range_ratio" not in line
     assert line.startswith(f"warning: {figure.id}: not simulated:")
+    same = load_figures([_write(tmp_path, ep=1)])[0]
+    assert same.ep == same.tp == 1 and warnings([same]) == []
 
 
 def test_speculative_with_acceptance_is_simulated(tmp_path):

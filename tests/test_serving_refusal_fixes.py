@@ -151,7 +151,9 @@ def test_gamma_burstiness_fix_draws_gamma_arrivals():
 
 FIX_WORDS = re.compile(r"; drop |; give |; use |\(give |needs? |give --")
 SOURCES = ("tpusim/serving/options.py", "tpusim/cli/serve.py", "tpusim/serving/memory.py",
-           "tpusim/serving/vllm_args.py", "tpusim/config/hf_config.py")  # fmt: skip
+           "tpusim/serving/vllm_args.py", "tpusim/serving/vllm_serve_line.py",
+           "tpusim/serving/vllm_bench_line.py", "tpusim/serving/vllm_words.py",
+           "tpusim/serving/chip_options.py", "tpusim/config/hf_config.py")  # fmt: skip
 
 
 def _fix_messages() -> list[str]:

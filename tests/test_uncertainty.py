@@ -510,3 +510,29 @@ def test_a_kind_of_rate_residuals_scales_a_rate_as_its_residuals(tmp_path, monke
         pytest.approx(10 * math.exp(q.q10)),
         pytest.approx(10 * math.exp(q.q90)),
     )
+
+
+def test_tpusim_serve_gives_each_cost_model_figure_its_interval(capsys):
+    """``tpusim serve`` (issue 43: "run, serve, plan, ..."): each latency and
+    throughput figure x gets ``x_interval`` = [x e^-q90, x e^-q10] of its kind's
+    shipped residual quantiles (r = log(simulated / measured), so the measured value
+    is x / e^r), the row its basis; counts (requests, KV tokens) get none."""
+    from tests.helpers import run
+
+    argv = ("serve", "v6e-pod", "--model", "llama-3.1-8b", "--tp", "1", "--rate", "2",
+            "--requests", "40")  # fmt: skip
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    row = json.loads(out)
+    kinds = load_uncertainty().kinds
+    for column, kind in (("tpot_p50_s", "serving_tpot"), ("ttft_p99_s", "serving_ttft"),
+                         ("output_tokens_per_s", "serving_throughput")):  # fmt: skip
+        q = kinds[kind].quantiles
+        lo, hi = row[f"{column}_interval"]
+        assert lo == pytest.approx(row[column] / math.exp(q.q90))
+        assert hi == pytest.approx(row[column] / math.exp(q.q10))
+    assert "kv_cache_capacity_tokens_interval" not in row and "requests_interval" not in row
+    assert "serving_tpot: leave-one-chip-out residuals" in row["interval_basis"]
+    code, text, _ = run(capsys, *argv)
+    lo, hi = row["tpot_p50_s_interval"]
+    assert f"(80%: {lo:.4g}-{hi:.4g})" in text

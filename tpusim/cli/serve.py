@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import ErrorDetails
@@ -29,6 +29,9 @@ from tpusim.results.files import json_text
 from tpusim.results.intervals import BASIS, range_text
 from tpusim.serving.option_error import OptionError
 from tpusim.serving.options import DEFAULT_REQUESTS, ServeOptions
+
+if TYPE_CHECKING:
+    from tpusim.config.loader import System
 
 TABLE_FIELDS = (
     ("replicas x chips", None),
@@ -162,7 +165,10 @@ def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
     if args.rates:
         systems = [s for s in args.system.split(",") if s]
         rates = rates_flag(args.rates, options.requests)
-        _print_curve(args, _CURVES(options, systems, rates, args.plot))
+        curve = _CURVES(options, systems, rates, args.plot)
+        chips = {_system(s).name: _system(s).chip.name for s in systems}
+        curve["curve"] = [p | _INTERVALS(p, chips[p["system"]]) for p in curve["curve"]]
+        _print_curve(args, curve)
         return
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
@@ -174,11 +180,15 @@ def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
         print(format_row(row))
 
 
-def _chip_name(system: str) -> str:
-    """The chip of ``system`` (a shipped name or a YAML path; it has loaded by now)."""
+def _system(system: str) -> System:
+    """``system`` (a shipped name or a YAML path; it has loaded by now)."""
     from tpusim.config.loader import load_system
 
-    return load_system(system).chip.name
+    return load_system(system)
+
+
+def _chip_name(system: str) -> str:
+    return _system(system).chip.name
 
 
 def _serving_intervals(row: dict[str, Any], chip: str) -> dict[str, Any]:
@@ -260,6 +270,8 @@ def _print_curve(args: argparse.Namespace, row: dict[str, Any]) -> None:
     print("  ".join(f"{c:>22}" for c in columns))
     for point in row["curve"]:
         print("  ".join(f"{_num(point.get(c)):>22}" for c in columns))
+    if any(point.get(BASIS) for point in row["curve"]):
+        print("(80% intervals: --json gives each point's x_interval and interval_basis)")
     if row.get("plot"):
         print(f"wrote {row['plot']}")
 

@@ -360,53 +360,17 @@ class ServeOptions(ServeSpec):
 
     def deployment(self, system: str | System) -> Deployment:
         """The :class:`~tpusim.serving.service.Deployment` of these options on
-        ``system`` (a shipped name, a YAML path or a loaded system)."""
-        self.check_kv_tier(system)
+        ``system`` (a shipped name, a YAML path or a loaded system). Raises OptionError
+        for options the system's chip cannot take (:mod:`tpusim.serving.chip_options`)."""
+        from tpusim.config.loader import load_system
+        from tpusim.serving.chip_options import check_kv_tier, tp_in_chips
+
+        chip = (load_system(system) if isinstance(system, str) else system).chip
+        check_kv_tier(self.kv_cache, chip)
         chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
         if self.tp_devices is not None:
-            chosen["tp"] = self.tp_in_chips(system)
+            chosen["tp"] = tp_in_chips(self.tp_devices, self.tp, chip)
         return Deployment(system=system, network=self.network, **chosen)
-
-    def tp_in_chips(self, system: str | System) -> int:
-        """``tp_devices`` in chips of ``system``'s chip (its JAX devices a chip: a
-        TensorCore each, or one megacore device). Raises OptionError when the chip's
-        devices do not divide it or ``tp`` is given and differs."""
-        from tpusim.config.loader import load_system
-        from tpusim.serving.option_error import OptionError
-
-        assert self.tp_devices is not None
-        chip = (load_system(system) if isinstance(system, str) else system).chip
-        per_chip = chip.tensorcores.devices
-        if self.tp_devices % per_chip:
-            raise OptionError(
-                "tp_devices",
-                f"{self.tp_devices} devices (vLLM's --tensor-parallel-size) are not whole "
-                f"chips of {chip.name} ({per_chip} devices a chip)",
-            )
-        tp = self.tp_devices // per_chip
-        if self.tp is not None and self.tp != tp:
-            raise OptionError(
-                ("tp_devices", "tp"),
-                f"{self.tp_devices} devices (vLLM's --tensor-parallel-size) are {tp} chip(s) "
-                f"of {chip.name} ({per_chip} devices a chip), which contradicts tp {self.tp}",
-            )
-        return tp
-
-    def check_kv_tier(self, system: str | System) -> None:
-        """Raise OptionError on ``kv_cache`` when it names SRAM (``sram``, ``tiered``) and
-        the chip of ``system`` gives no SRAM bandwidth to read the cache at."""
-        from tpusim.config.loader import load_system
-        from tpusim.serving.option_error import OptionError
-
-        if self.kv_cache == "hbm":
-            return
-        chip = (load_system(system) if isinstance(system, str) else system).chip
-        if chip.sram.bandwidth_Bps is None:
-            raise OptionError(
-                "kv_cache",
-                f"{self.kv_cache} keeps the KV cache in SRAM, but chip {chip.name} gives no "
-                "SRAM bandwidth (sram.bandwidth in its file); use hbm",
-            )
 
     def economics(self) -> dict[str, float | None]:
         """The economics as :func:`~tpusim.serving.metrics.economics` takes them."""
