@@ -67,7 +67,8 @@ def _config(tmp_path: Path, **changes) -> str:
 @pytest.mark.parametrize(
     ("changes", "key"),
     [
-        ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+        ({"quantization_config": {"quant_method": "awq", "bits": 4}}, "quantization_config"),
+        ({"quantization_config": "fp8"}, "quantization_config"),
         ({"text_config": {"hidden_size": 64}}, "text_config"),
         ({"decoder_sparse_step": 2}, "decoder_sparse_step"),
         ({"mlp_only_layers": [0]}, "mlp_only_layers"),
@@ -84,9 +85,9 @@ def test_what_a_preset_cannot_express_is_refused_naming_the_key(tmp_path, change
 
 
 def test_a_bad_config_is_one_line_from_serve(capsys, tmp_path):
-    path = _config(tmp_path, quantization_config={"quant_method": "fp8"})
+    path = _config(tmp_path, quantization_config={"quant_method": "gptq"})
     line = assert_one_error_line(*run(capsys, "serve", "tpu8i-pod", "--model", path))
-    assert "quantization_config" in line
+    assert "quantization_config: quant_method 'gptq': tpusim reads fp8" in line
 
 
 def test_not_json_is_one_line(capsys, tmp_path):
@@ -107,3 +108,25 @@ def test_serve_and_plan_take_a_config_json(capsys):
                          "--rank-fidelity", "analytic", "--confirm-fidelity", "analytic",
                          "--json")  # fmt: skip
     assert code == 0, err
+
+
+def test_an_fp8_checkpoint_is_served_as_stored(capsys):
+    """quant_method fp8 (the Qwen and DeepSeek fp8 releases' config): the weights are
+    served in fp8 unless the run gives --dtype. Per chip, by hand (d 64, 2 layers, 4
+    heads of 16, d_ff 128 gated, vocab 100): layers 2 x (4 x 64 x 64 + 3 x 64 x 128) =
+    81,920 weights at 1 byte; embedding and LM head 2 x 100 x 64 and 5 norms of 64 in
+    bf16, 26,240 bytes: 108,160 bytes (bf16 layers: 190,080)."""
+    argv = ("serve", "tpu8i-pod", "--tp", "1", "--requests", "5", "--json", "--model")
+    fp8 = str(HF / "tiny-fp8" / "config.json")
+    assert load_model(fp8).checkpoint_dtype == "fp8"
+    assert load_model(str(HF / "tiny-dense" / "config.json")).checkpoint_dtype is None
+    code, out, err = run(capsys, *argv, fp8)
+    assert code == 0, err
+    row = json.loads(out)
+    assert (row["dtype"], row["weights_bytes_per_chip"]) == ("fp8", 108_160)
+    code, out, err = run(capsys, *argv, fp8, "--dtype", "bf16")
+    assert code == 0, err
+    assert (json.loads(out)["dtype"], json.loads(out)["weights_bytes_per_chip"]) == (
+        "bf16",
+        190_080,
+    )

@@ -13,15 +13,17 @@ intermediate_size, as Mixtral's), ``n_shared_experts`` (or one
 ``shared_expert_intermediate_size`` expert, Qwen2-MoE) and ``first_k_dense_replace``
 dense layers; MLA from ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim`` and
 ``qk_nope_head_dim`` (the head_dim); ``torch_dtype`` (or ``dtype``) is recorded in the
-description (the served dtype is the run's ``dtype``). The MLP is gated (SwiGLU or
+description (the served dtype is the run's ``dtype``); an fp8 ``quantization_config``
+(``quant_method: fp8``) is the checkpoint's stored dtype, which a run serves unless
+it gives ``dtype``. The MLP is gated (SwiGLU or
 GeGLU: every decoder family above; an assumption for others), biases are not counted.
 
 Refused, one :class:`~tpusim.errors.ConfigError` naming the key: a missing or
-non-integer shape key, a multimodal wrapper (``text_config``), quantized weights
-(``quantization_config``: the dtype is the run's ``dtype``), MoE layers interleaved with
-dense ones other than the first k (``decoder_sparse_step``, ``mlp_only_layers``,
-``interleave_moe_layer_step``), an MLA ``v_head_dim`` unlike ``qk_nope_head_dim`` and a
-``torch_dtype`` that is not a float type.
+non-integer shape key, a multimodal wrapper (``text_config``), weights quantized by
+another method than fp8 (``quantization_config``: give the run's ``dtype``), MoE layers
+interleaved with dense ones other than the first k (``decoder_sparse_step``,
+``mlp_only_layers``, ``interleave_moe_layer_step``), an MLA ``v_head_dim`` unlike
+``qk_nope_head_dim`` and a ``torch_dtype`` that is not a float type.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ FLOAT_DTYPES = ("bfloat16", "float16", "float32")
 #: absent or empty).
 UNEXPRESSED: dict[str, object] = {
     "text_config": None,
-    "quantization_config": None,
     "mlp_only_layers": None,
     "decoder_sparse_step": 1,
     "interleave_moe_layer_step": 1,
 }
 
+#: ``quantization_config.quant_method`` values read, and the weights' dtype each stores.
+QUANT_METHODS = {"fp8": "fp8"}
 #: What to do instead, by refused key.
 HINTS = {
     "quantization_config": " (the weights' dtype is the run's --dtype: drop the key and "
@@ -88,6 +91,24 @@ def _check_unexpressed(r: _Reader) -> None:
     dtype = r.data.get("torch_dtype", r.data.get("dtype", "bfloat16"))
     if dtype not in FLOAT_DTYPES:
         raise r.fail("torch_dtype", f"expected one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
+
+
+def _checkpoint_dtype(r: _Reader) -> str | None:
+    """The weights' stored dtype of a quantized checkpoint (``quantization_config``'s
+    ``quant_method``: fp8, vLLM's and the Qwen and DeepSeek fp8 releases' block-wise
+    e4m3 weights, one byte each); None without one. Raises ConfigError for another
+    method (its scales and packing are not modelled)."""
+    config = r.data.get("quantization_config")
+    if config in (None, {}):
+        return None
+    method = config.get("quant_method") if isinstance(config, dict) else None
+    if method not in QUANT_METHODS:
+        raise r.fail(
+            "quantization_config",
+            f"quant_method {method!r}: tpusim reads {', '.join(QUANT_METHODS)}"
+            f"{HINTS['quantization_config']}",
+        )
+    return QUANT_METHODS[method]
 
 
 def _attention(r: _Reader, d_model: int) -> dict[str, object]:
@@ -153,6 +174,9 @@ def model_data(data: dict[str, Any], file: str, name: str) -> dict[str, Any]:
     moe = _moe(r, d_ff)
     if moe is not None:
         out["moe"] = moe
+    checkpoint = _checkpoint_dtype(r)
+    if checkpoint is not None:
+        out["checkpoint_dtype"] = checkpoint
     return out
 
 

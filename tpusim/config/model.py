@@ -35,6 +35,7 @@ from pydantic import Field, model_validator
 
 from tpusim.config.limits import MAX_EXPERTS, MAX_LAYERS
 from tpusim.config.types import Frozen, Source
+from tpusim.vocabulary import Dtype
 
 #: Largest value of any model dimension (layers, widths, heads, vocab, context,
 #: experts). Grade: assumption. The largest published dimension of a shipped preset
@@ -170,6 +171,10 @@ class ModelSpec(Frozen):
     mlp: MlpKind = "gated"
     d_ff: PositiveInt
     moe: MoeSpec | None = None
+    #: The weights' dtype as a quantized checkpoint stores them (a Hugging Face
+    #: ``config.json``'s fp8 ``quantization_config``); None: a float checkpoint, whose
+    #: served dtype is the run's ``dtype``.
+    checkpoint_dtype: Dtype | None = None
     #: None: no count is published with the shape (a Hugging Face ``config.json``).
     published: PublishedCounts | None = None
     sources: dict[str, Source] = Field(default_factory=dict)

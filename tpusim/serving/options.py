@@ -94,7 +94,11 @@ class ServeSpec(RecipeWords):
     ep: PositiveInt | None = Field(None, description="expert-parallel degree (MoE)")
     chips: PositiveInt | None = Field(None, description="chips per replica (default: fewest)")
     replicas: PositiveInt = Field(1, description="model replicas")
-    dtype: Dtype = Field("bf16", description="weights as stored (fp8/int8/int4/fp4: quantized)")
+    dtype: Dtype = Field(
+        "bf16",
+        description="weights as stored (fp8/int8/int4/fp4: quantized; default: a quantized "
+        "checkpoint's, else bf16)",
+    )
     kv_dtype: Dtype | None = Field(None, description="KV cache dtype (default: the activations')")
     kv_cache: Literal["hbm", "sram", "tiered"] = Field(
         "hbm", description="KV cache tier (tiered: SRAM first, then HBM)"
@@ -368,6 +372,10 @@ class ServeOptions(ServeSpec):
         chip = (load_system(system) if isinstance(system, str) else system).chip
         check_kv_tier(self.kv_cache, chip)
         chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
+        if "dtype" not in self.model_fields_set:
+            from tpusim.config.loader import load_model
+
+            chosen["dtype"] = load_model(self.model).checkpoint_dtype or self.dtype
         if self.tp_devices is not None:
             chosen["tp"] = tp_in_chips(self.tp_devices, self.tp, chip)
         return Deployment(system=system, network=self.network, **chosen)
