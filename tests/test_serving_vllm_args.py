@@ -42,7 +42,7 @@ def test_the_recipe_lines_are_the_options_the_table_says():
     assert spec.model == "llama-3.1-70b"  # Llama 3.3 70B: Llama 3.1 70B's shape
     # vLLM's --tensor-parallel-size counts JAX devices: chips once the system is known
     assert (spec.tp, spec.tp_devices, spec.max_tokens, spec.max_sequences) == (None, 8, 512, 256)
-    assert (spec.async_scheduling, spec.hbm_utilization) == (True, 0.98)
+    assert (spec.async_scheduling, spec.hbm_utilization, spec.max_model_len) == (True, 0.98, 2048)
     assert spec.expert_parallel is False  # no --enable-expert-parallel
     assert (spec.requests, spec.concurrency, spec.seed) == (3000, 64, 100)
     assert spec.rate == math.inf
@@ -50,7 +50,7 @@ def test_the_recipe_lines_are_the_options_the_table_says():
     assert (spec.output().a, spec.output().b) == (900, 1100)
     assert spec.vllm is None and spec.bench is None  # read into the fields
     assert said == [
-        "not modelled, ignored: vllm: --seed --disable-log-requests --max-model-len; "
+        "not modelled, ignored: vllm: --seed --disable-log-requests; "
         "bench: --backend --percentile-metrics"
     ]
 
@@ -173,3 +173,32 @@ def test_tensor_parallel_devices_contradicting_tp_is_refused(capsys):
     code, out, err = run(capsys, *argv, "--tp", "4")
     assert code == 0, err
     assert json.loads(out)["tp"] == 4
+
+
+def test_max_model_len_rejects_the_longer_requests_as_vllm_does():
+    """vLLM refuses a request whose prompt and output exceed --max-model-len (and
+    tpusim rejects one whose prompt + output + 1 exceed the context, the rule the
+    model's context already had): prompts uniform on [100, 1000] with 500 output tokens
+    under a limit of 1,000 reject exactly the prompts of 500 tokens or more."""
+    from tpusim.serving.options import ServeOptions
+    from tpusim.serving.run import serve, stream_of
+
+    options = ServeOptions.model_validate(
+        {"model": "llama-3.1-8b", "tp": 1, "requests": 200, "rate": 50,
+         "prompt_tokens": {"uniform": [100, 1000]}, "output_tokens": 500,
+         "vllm": "vllm serve meta-llama/Llama-3.1-8B --max-model-len 1000"}
+    )  # fmt: skip
+    prompts = [r.prompt_tokens for r in stream_of(options)(50.0)]
+    row = serve(options, "tpu8i-pod")
+    assert row["rejected"] == sum(p + 500 + 1 > 1000 for p in prompts) > 0
+    assert row["completed"] == 200 - row["rejected"]
+
+
+def test_a_stream_longer_than_max_model_len_is_one_line(capsys):
+    argv = ("serve", "tpu8i-pod", "--model", "llama-3.1-8b", "--tp", "1", "--requests", "5",
+            "--prompt-tokens", "1000", "--output-tokens", "600")  # fmt: skip
+    message = assert_one_error_line(*run(capsys, *argv, "--max-model-len", "1500"))
+    assert "1,600 tokens exceed max_model_len of 1,500" in message
+    code, out, err = run(capsys, *argv, "--max-model-len", "1601", "--json")
+    assert code == 0, err
+    assert json.loads(out)["rejected"] == 0

@@ -47,6 +47,8 @@ Split = Annotated[
 ]
 #: A request rate (requests/s): finite > 0, or ``.inf`` (every request at once).
 Rate = Annotated[float, Field(allow_inf_nan=True)]
+#: A share of a whole, above 0 and at most 1 (vLLM's --gpu-memory-utilization).
+Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 #: A token count as given: a whole number, or a distribution as a mapping or YAML text
 #: (see :mod:`tpusim.serving.requests`).
 TokenCountValue = int | str | dict[str, JsonValue]

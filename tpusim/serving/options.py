@@ -44,6 +44,7 @@ from tpusim.serving.option_error import Problem, located_error, problem_error
 from tpusim.serving.option_types import (
     TOKENS_HELP,
     Rate,
+    Share,
     Split,
     TokenCountValue,
     within,
@@ -118,13 +119,15 @@ class ServeSpec(RecipeWords):
     block_size: PositiveInt = Field(
         DEFAULT_BLOCK_SIZE, le=MAX_BLOCK_SIZE, description="tokens per KV block"
     )
-    hbm_utilization: float = Field(
+    max_model_len: PositiveInt | None = Field(
+        None,
+        le=MAX_TOKEN_COUNT,
+        description="the longest request (prompt + output tokens) the server takes, vLLM's "
+        "--max-model-len; a longer one is rejected (default: the model's context)",
+    )
+    hbm_utilization: Share = Field(
         HBM_UTILIZATION,
-        gt=0,
-        le=1,
-        allow_inf_nan=False,
-        description="fraction of each chip's HBM the server takes (vLLM's "
-        "--gpu-memory-utilization)",
+        description="share of each chip's HBM the server takes (vLLM's --gpu-memory-utilization)",
     )
     max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="tokens per iteration")
     max_sequences: PositiveInt = Field(
@@ -366,15 +369,13 @@ class ServeOptions(ServeSpec):
         """The :class:`~tpusim.serving.service.Deployment` of these options on
         ``system`` (a shipped name, a YAML path or a loaded system). Raises OptionError
         for options the system's chip cannot take (:mod:`tpusim.serving.chip_options`)."""
-        from tpusim.config.loader import load_system
+        from tpusim.config.loader import load_model, load_system
         from tpusim.serving.chip_options import check_kv_tier, tp_in_chips
 
         chip = (load_system(system) if isinstance(system, str) else system).chip
         check_kv_tier(self.kv_cache, chip)
         chosen = self.model_dump(include=DEPLOYMENT_FIELDS)
-        if "dtype" not in self.model_fields_set:
-            from tpusim.config.loader import load_model
-
+        if "dtype" not in self.model_fields_set:  # a quantized checkpoint's, else bf16
             chosen["dtype"] = load_model(self.model).checkpoint_dtype or self.dtype
         if self.tp_devices is not None:
             chosen["tp"] = tp_in_chips(self.tp_devices, self.tp, chip)

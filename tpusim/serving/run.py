@@ -94,14 +94,16 @@ def check_options(options: ServeOptions, system: str | System) -> Runner:
 
 def check_fits(service: Runner, options: ServeOptions) -> None:
     """Raise OptionError when no request of the stream can be served: its smallest
-    prompt plus output does not fit the model's context or one replica's KV cache."""
+    prompt plus output does not fit the context (the model's, or ``max_model_len``) or
+    one replica's KV cache."""
     base = service.service if isinstance(service, DisaggregatedService) else service
     assert isinstance(base, Service)
     smallest = int(options.prompt().low + options.output().low)
-    context, cache = base.model.context_length, base.capacity.tokens
+    context, cache = base.context_length, base.capacity.tokens
     fields = ("prompt_tokens", "output_tokens")
     if smallest + 1 > context:
-        raise OptionError(fields, f"{smallest:,} tokens exceed the model's context of {context:,}")
+        whose = "the model's context" if context == base.model.context_length else "max_model_len"
+        raise OptionError(fields, f"{smallest:,} tokens exceed {whose} of {context:,}")
     if smallest > cache:
         raise OptionError(
             fields, f"{smallest:,} tokens exceed one replica's KV cache of {cache:,} tokens"

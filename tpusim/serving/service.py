@@ -78,7 +78,9 @@ class Deployment:
     False: sharded by tensor parallelism; None: the profile's kernel wherever it can
     run, :func:`with_moe_kernel`); ``hbm_utilization``: the fraction of each chip's HBM
     the server takes for weights, activations and KV cache (vLLM's
-    ``--gpu-memory-utilization``)."""
+    ``--gpu-memory-utilization``); ``max_model_len``: the longest request (prompt and
+    output tokens) the server takes, vLLM's ``--max-model-len`` (None: the model's
+    context)."""
 
     system: str | System
     model: str
@@ -104,6 +106,7 @@ class Deployment:
     batching: str | None = None
     expert_parallel: bool | None = None
     hbm_utilization: float = HBM_UTILIZATION
+    max_model_len: int | None = None
 
 
 class Runner(Protocol):
@@ -324,17 +327,24 @@ class Service:
         completed: Completed | None = None,
     ) -> Replica:
         """A replica's process on ``env`` with a fresh scheduler (see :class:`Replica`)."""
-        context = self.model.context_length
         return Replica(
             env,
             self.scheduler(),
             self.costs,
-            context,
+            self.context_length,
             requests,
             clients,
             completed,
             async_scheduling=self.async_scheduling,
         )
+
+    @property
+    def context_length(self) -> int:
+        """The longest request the server takes: the model's context, or the
+        deployment's ``max_model_len`` when shorter."""
+        limit = self.deployment.max_model_len
+        context = self.model.context_length
+        return context if limit is None else min(context, limit)
 
     def describe(self) -> Row:
         """The deployment's fixed figures (JSON fields)."""

@@ -117,6 +117,7 @@ SERVE_FLAGS: dict[str, Reader] = {
     "--max-num-seqs": field_reader("max_sequences", "--max-num-seqs"),
     "--block-size": field_reader("block_size", "--block-size"),
     "--gpu-memory-utilization": _utilization,
+    "--max-model-len": field_reader("max_model_len", "--max-model-len"),
     "--dtype": _dtype,
     "--kv-cache-dtype": _kv_dtype,
     "--quantization": _quantization,
