@@ -131,6 +131,8 @@ def test_environment_before_the_command_is_named_not_dropped():
         ("vllm serve Qwen/Qwen3-Coder-480B-A35B-Instruct", "bf16"),
         ("vllm serve meta-llama/Llama-3.1-70B --quantization fp8", "fp8"),
         ("vllm serve meta-llama/Llama-3.1-70B --dtype float32", "fp32"),
+        ("vllm serve deepseek-ai/DeepSeek-V3", "fp8"),
+        ("vllm serve deepseek-ai/DeepSeek-R1-0528 --dtype bfloat16", "fp8"),
     ],
 )
 def test_the_weights_dtype_is_the_checkpoints_or_the_quantizations(line, dtype):

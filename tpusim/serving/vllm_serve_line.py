@@ -42,6 +42,9 @@ PRESETS = {
     "qwen3-coder-480b-a35b-instruct": "qwen3-coder-480b-a35b",
     "qwen3-coder-480b-a35b-instruct-fp8": "qwen3-coder-480b-a35b",
     "deepseek-v3": "deepseek-v3",
+    "deepseek-v3-0324": "deepseek-v3",
+    "deepseek-r1": "deepseek-v3",
+    "deepseek-r1-0528": "deepseek-v3",
     "llama-4-scout-17b-16e-instruct": "llama4-scout",
 }
 #: Checkpoints whose weights are stored quantized, and their dtype (the Qwen team's
@@ -52,6 +55,14 @@ CHECKPOINT_DTYPES = {
     "qwen3-235b-a22b-fp8": "fp8",
     "qwen3-235b-a22b-instruct-2507-fp8": "fp8",
     "qwen3-coder-480b-a35b-instruct-fp8": "fp8",
+    # DeepSeek's releases: "DeepSeek-V3 natively supports FP8 weight format with 128x128
+    # block scaling" (README_WEIGHTS.md of deepseek-ai/DeepSeek-V3, its config.json's
+    # quantization_config quant_method fp8); R1 is released on V3's deepseek_v3
+    # config.json, FP8 weights likewise
+    "deepseek-v3": "fp8",
+    "deepseek-v3-0324": "fp8",
+    "deepseek-r1": "fp8",
+    "deepseek-r1-0528": "fp8",
 }
 #: vLLM's ``--dtype`` values and the dtype each is (``auto``: the checkpoint's, bf16
 #: for every preset): the weights' dtype of an unquantized checkpoint.
