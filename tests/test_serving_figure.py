@@ -45,3 +45,23 @@ def test_the_figure_draws_the_trials_the_slo_the_capacities_and_the_bars(tmp_pat
     assert [p.get_height() for p in bars.patches] == [1234.0, 987.0]
     assert [t.get_text() for t in bars.get_xticklabels()] == ["a-pod", "b-pod"]
     fig.savefig(tmp_path / "f.png")
+
+
+def test_each_bar_carries_its_80pct_interval_as_an_error_bar():
+    """The error bar spans the serving throughput interval of the bar's value:
+    [x e^-q90, x e^-q10] of the shipped residual quantiles (a system whose chip no
+    figure measured, as these, takes the leave-one-chip-out residuals)."""
+    import math
+
+    from matplotlib.collections import LineCollection
+
+    from tpusim.config.uncertainty import load_uncertainty
+
+    q = load_uncertainty().kinds["serving_throughput"].quantiles
+    fig = serving_at_slo([_record("a-pod", 8, 8.0, 1234.0)], "Serving serve-x")
+    bars = fig.axes[2]
+    (segments,) = [c.get_segments() for c in bars.collections if isinstance(c, LineCollection)]
+    ((x0, lo), (x1, hi)) = segments[0]
+    assert x0 == x1 == 0
+    assert lo == pytest.approx(1234.0 / math.exp(q.q90))
+    assert hi == pytest.approx(1234.0 / math.exp(q.q10))

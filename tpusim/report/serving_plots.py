@@ -6,7 +6,9 @@ against the offered load in requests/s per chip (so replicas of different sizes
 compare; linear axes, the latencies in ms), with the SLO as a dashed line and each
 system's capacity (the highest rate meeting the SLO) as a vertical line; then the
 output tokens/s per chip at that capacity, a bar per system with its value written
-on it. The points are the capacity search's trials (:mod:`tpusim.serving.capacity`).
+on it and its 80% interval as an error bar (:mod:`tpusim.config.uncertainty`: the
+serving throughput's held-out residuals). The points are the capacity search's trials
+(:mod:`tpusim.serving.capacity`).
 """
 
 from __future__ import annotations
@@ -85,8 +87,29 @@ def _capacity_bars(ax: object, records: Sequence[ServingRecord], colours: list[s
     heights = [v or 0.0 for v in values]
     names = [r.system for r in records]
     drawn = ax.bar(range(len(records)), heights, color=colours)
-    ax.bar_label(drawn, labels=[f"{h:,.0f}" for h in heights], fontsize="small")
+    below, above = _error_bars(records, heights)
+    if any(below) or any(above):
+        ax.errorbar(range(len(records)), heights, yerr=[below, above], fmt="none",
+                    ecolor="black", elinewidth=1, capsize=4)  # fmt: skip
+    ax.bar_label(drawn, labels=[f"{h:,.0f}" for h in heights], fontsize="small",
+                 label_type="center", color="white")  # fmt: skip
     ax.set_xticks(range(len(records)), names, rotation=15, ha="right", fontsize="small")
     ax.set(ylabel="output tokens/s per chip at the SLO")
-    ax.set_title("Throughput per chip at capacity", fontsize="medium")
+    ax.set_title("Throughput per chip at capacity (80% interval)", fontsize="medium")
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def _error_bars(
+    records: Sequence[ServingRecord], heights: list[float]
+) -> tuple[list[float], list[float]]:
+    """How far each bar's 80% interval reaches below and above it (0 without one)."""
+    from tpusim.results.intervals import chip_of, row_intervals
+
+    column = {"tokens_per_s_per_chip": ServingRecord.interval_columns["tokens_per_s_per_chip"]}
+    below, above = [], []
+    for record, height in zip(records, heights, strict=True):
+        found = row_intervals({"tokens_per_s_per_chip": height}, column, chip_of(record.system))
+        interval = found.get("tokens_per_s_per_chip") if height else None
+        below.append(height - interval.lo if interval else 0.0)
+        above.append(interval.hi - height if interval else 0.0)
+    return below, above
