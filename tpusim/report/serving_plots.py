@@ -89,10 +89,22 @@ def _capacity_bars(ax: object, records: Sequence[ServingRecord], colours: list[s
     drawn = ax.bar(range(len(records)), heights, color=colours)
     below, above = _error_bars(records, heights)
     if any(below) or any(above):
-        ax.errorbar(range(len(records)), heights, yerr=[below, above], fmt="none",
-                    ecolor="black", elinewidth=1, capsize=4)  # fmt: skip
-    ax.bar_label(drawn, labels=[f"{h:,.0f}" for h in heights], fontsize="small",
-                 label_type="center", color="white")  # fmt: skip
+        ax.errorbar(
+            range(len(records)),
+            heights,
+            yerr=[below, above],
+            fmt="none",
+            ecolor="black",
+            elinewidth=1,
+            capsize=4,
+        )
+    ax.bar_label(
+        drawn,
+        labels=[f"{h:,.0f}" for h in heights],
+        fontsize="small",
+        label_type="center",
+        color="white",
+    )
     ax.set_xticks(range(len(records)), names, rotation=15, ha="right", fontsize="small")
     ax.set(ylabel="output tokens/s per chip at the SLO")
     ax.set_title("Throughput per chip at capacity (80% interval)", fontsize="medium")
