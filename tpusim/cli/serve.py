@@ -166,14 +166,14 @@ def _serve(args: argparse.Namespace, options: ServeOptions) -> None:
         systems = [s for s in args.system.split(",") if s]
         rates = rates_flag(args.rates, options.requests)
         curve = _CURVES(options, systems, rates, args.plot)
-        chips = {_system(s).name: _system(s).chip.name for s in systems}
-        curve["curve"] = [p | _INTERVALS(p, chips[p["system"]]) for p in curve["curve"]]
+        chips = {system.name: system.chip.name for system in map(_system, systems)}
+        curve["curve"] = [p | _serving_intervals(p, chips[p["system"]]) for p in curve["curve"]]
         _print_curve(args, curve)
         return
     if "," in args.system:
         raise InputError("tpusim serve: several systems need --rates (a latency curve each)")
     row = _SERVE(options, args.system)
-    row |= _INTERVALS(row, _chip_name(args.system))
+    row |= _serving_intervals(row, _system(args.system).chip.name)
     if args.as_json:
         print(json_text(row))
     else:
@@ -187,10 +187,6 @@ def _system(system: str) -> System:
     return load_system(system)
 
 
-def _chip_name(system: str) -> str:
-    return _system(system).chip.name
-
-
 def _serving_intervals(row: dict[str, Any], chip: str) -> dict[str, Any]:
     """The 80% intervals of the run's cost-model figures (``x_interval``, the
     ``serving`` workload's columns) and their ``interval_basis``."""
@@ -198,9 +194,6 @@ def _serving_intervals(row: dict[str, Any], chip: str) -> dict[str, Any]:
     from tpusim.workloads.serving import ServingRecord
 
     return json_intervals(row, ServingRecord.interval_columns, chip)
-
-
-_INTERVALS = _serving_intervals
 
 
 def format_row(row: dict[str, Any]) -> str:
@@ -216,16 +209,11 @@ def format_row(row: dict[str, Any]) -> str:
         value = row[name]
         if name == "rate_per_s" and value is None:
             value = "inf"  # every request at 0 (JSON: null)
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        text += f"{' ' + unit if unit and value is not None else ''}"
-        lines.append(f"  {name:<30} {text}{range_text(row, name, _shown)}")
+        text = _num(value) + (f" {unit}" if unit and value is not None else "")
+        lines.append(f"  {name:<30} {text}{range_text(row, name, _num)}")
     if row.get(BASIS):
         lines.append(f"  (80% intervals: {row[BASIS]})")
     return "\n".join(lines)
-
-
-def _shown(value: float) -> str:
-    return f"{value:.4g}"
 
 
 def rates_flag(text: str, requests: int = DEFAULT_REQUESTS) -> list[float] | None:
