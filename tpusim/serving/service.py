@@ -150,23 +150,21 @@ def with_moe_kernel(
     where it cannot run."""
     spec = server.moe_kernel
     cores = chip.tensorcores.devices
-    if expert_parallel and shape.experts:
-        devices = shape.tp * cores
-        if spec is None:
-            raise OptionError(
-                "expert_parallel",
-                f"server profile {server.name} names no expert-parallel MoE kernel "
-                "(moe_kernel in its file); drop --expert-parallel",
-            )
-        if shape.experts_local % devices:
-            raise OptionError(
-                "expert_parallel",
-                f"{devices} devices (tp {shape.tp} x {cores} a chip) do not divide the "
-                f"{shape.experts_local} experts of a replica",
-            )
-    if expert_parallel is False or spec is None or not shape.experts:
-        return shape
-    if shape.experts_local % (shape.tp * cores):
+    devices = shape.tp * cores
+    divides = shape.experts_local % devices == 0
+    if expert_parallel and shape.experts and spec is None:
+        raise OptionError(
+            "expert_parallel",
+            f"server profile {server.name} names no expert-parallel MoE kernel "
+            "(moe_kernel in its file); drop --expert-parallel",
+        )
+    if expert_parallel and shape.experts and not divides:
+        raise OptionError(
+            "expert_parallel",
+            f"{devices} devices (tp {shape.tp} x {cores} a chip) do not divide the "
+            f"{shape.experts_local} experts of a replica",
+        )
+    if expert_parallel is False or spec is None or not shape.experts or not divides:
         return shape
     act_bits = 8 if native_activation_dtype(chip, shape.dtype) else 16
     weight_bits = round(shape.weight_bytes_per_element * 8)
