@@ -115,13 +115,13 @@ def _error_bars(
     records: Sequence[ServingRecord], heights: list[float]
 ) -> tuple[list[float], list[float]]:
     """How far each bar's 80% interval reaches below and above it (0 without one)."""
-    from tpusim.results.intervals import chip_of, row_intervals
+    from tpusim.config.uncertainty import figure_interval
+    from tpusim.results.intervals import chip_of
 
-    column = {"tokens_per_s_per_chip": ServingRecord.interval_columns["tokens_per_s_per_chip"]}
+    kind, rate = ServingRecord.interval_columns["tokens_per_s_per_chip"]
     below, above = [], []
     for record, height in zip(records, heights, strict=True):
-        found = row_intervals({"tokens_per_s_per_chip": height}, column, chip_of(record.system))
-        interval = found.get("tokens_per_s_per_chip") if height else None
+        interval = figure_interval(height, kind, chip_of(record.system), rate) if height else None
         below.append(height - interval.lo if interval else 0.0)
         above.append(interval.hi - height if interval else 0.0)
     return below, above
