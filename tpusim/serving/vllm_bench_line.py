@@ -13,8 +13,7 @@ from tpusim.serving.vllm_serve_line import model_field
 from tpusim.serving.vllm_words import (
     Reader,
     field_reader,
-    flag_pairs,
-    read_flags,
+    read_command,
     real,
     split_line,
     whole,
@@ -146,9 +145,7 @@ def bench_line(line: str, model_given: bool = False) -> tuple[dict[str, object],
     """The fields a ``vllm bench serve ...`` line (or InferenceX's client's) sets and
     its unmodelled flags and environment."""
     client, env, words = _bench_words(line)
-    positional, pairs = flag_pairs(words)
-    named = [text for flag, text in pairs if flag == "--model" and text]
-    values, unmodelled = read_flags([p for p in pairs if p[0] != "--model"], BENCH_FLAGS)
+    positional, named, values, unmodelled = read_command(words, BENCH_FLAGS)
     values.setdefault("rate", math.inf)  # both clients' --request-rate default
     if values["rate"] == math.inf:  # vLLM: burstiness only at a finite rate
         values = {k: v for k, v in values.items() if k not in ("arrival", "burstiness")}

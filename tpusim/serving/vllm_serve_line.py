@@ -9,8 +9,7 @@ from tpusim.serving.vllm_words import (
     Reader,
     command_words,
     field_reader,
-    flag_pairs,
-    read_flags,
+    read_command,
     real,
 )
 
@@ -174,9 +173,7 @@ def serve_line(line: str, model_given: bool = False) -> tuple[dict[str, object],
     the checkpoint's (:data:`CHECKPOINT_DTYPES`), else ``--dtype``'s; experts are
     expert-parallel only with ``--enable-expert-parallel``, as in vLLM."""
     env, words = command_words(line, SERVE_HEADS)
-    positional, pairs = flag_pairs(words)
-    named = [text for flag, text in pairs if flag == "--model" and text]
-    values, unmodelled = read_flags([p for p in pairs if p[0] != "--model"], SERVE_FLAGS)
+    positional, named, values, unmodelled = read_command(words, SERVE_FLAGS)
     names = positional[:1] or named
     checkpoint = CHECKPOINT_DTYPES.get(_key(names[0])) if names else None
     quantized, flag = values.pop(QUANTIZATION, None), values.pop(DTYPE_FLAG, None)

@@ -120,3 +120,14 @@ def read_flags(
             continue
         values |= table[flag](text)
     return values, unmodelled
+
+
+def read_command(
+    words: list[str], table: Mapping[str, Reader]
+) -> tuple[list[str], list[str], dict[str, object], list[str]]:
+    """A command's ``words`` read by ``table``: its positional words, the models its
+    ``--model`` flags name, the fields the modelled flags set and the other flags."""
+    positional, pairs = flag_pairs(words)
+    models = [text for flag, text in pairs if flag == "--model" and text]
+    values, unmodelled = read_flags([p for p in pairs if p[0] != "--model"], table)
+    return positional, models, values, unmodelled
