@@ -11,6 +11,8 @@ number) and ``tpusim calibrate --serving`` writes that YAML: the round trip.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -108,3 +110,24 @@ def test_a_chip_s_own_term_overrides_the_shared_one(tmp_path):
     assert profile.overheads("ironwood").hbm_efficiency == 0.55
     assert profile.overheads("ironwood").host_s == profile.terms.host_time.value
     assert profile.overheads("v6e").hbm_efficiency == profile.terms.hbm_efficiency.value
+
+
+@pytest.mark.parametrize("name", sorted(shipped_servers()))
+def test_a_calibrated_term_names_its_profiles_fit_figures_only(name):
+    """Every calibrated term of a shipped profile is fitted on its own profile's
+    ``split: fit`` figures, all of them and no other (never a holdout figure, never
+    another server's: the two Ironwood servers, default and batched attention kernel,
+    keep apart); a term its figures do not identify says whose fit it borrowed."""
+    from tpusim.validation.serving_figures import load_figures
+
+    figures = load_figures()
+
+    def fit_figures(server: str) -> tuple[str, ...]:
+        return tuple(f.id for f in figures if f.server == server and f.split == "fit")
+
+    held = {f.id for f in figures if f.split == "holdout"}
+    for term_name, term in load_server(name).terms:
+        if getattr(term, "grade", None) == "calibrated":
+            borrowed = re.match(r"borrowed from ([\w-]+)'s fit", term.note)
+            assert term.fit_on == fit_figures(borrowed[1] if borrowed else name), term_name
+            assert not held & set(term.fit_on)

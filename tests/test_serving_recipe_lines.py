@@ -64,6 +64,9 @@ def test_the_recipe_lines_read_as_the_figure_states(figure):
     assert served.get("dtype", "bf16") == figure.weight_dtype
     assert served.get("kv_dtype") == figure.kv_dtype
     assert served["expert_parallel"] is (figure.ep is not None)
+    # the pod environment USE_BATCHED_RPA_KERNEL=1 is the batched-attention profile
+    assert served.get("server", figure.server) == figure.server
+    assert ("server" in served) is (figure.server == "vllm-tpu-inference-batched-rpa")
     for field, stated in (("max_tokens", figure.max_tokens), ("max_sequences",
                                                               figure.max_sequences)):  # fmt: skip
         if field in served:
@@ -121,7 +124,31 @@ def test_environment_before_the_command_is_named_not_dropped():
         "meta-llama/Llama-3.1-8B --tensor_parallel_size=4"
     )
     assert served["tp_devices"] == 4  # vLLM reads a flag's underscores as dashes
-    assert ignored[:2] == ["USE_BATCHED_RPA_KERNEL=1", "MODEL_IMPL_TYPE=vllm"]
+    assert ignored[:1] == ["MODEL_IMPL_TYPE=vllm"]  # not modelled: named
+
+
+@pytest.mark.parametrize(
+    ("value", "server"), [("1", "vllm-tpu-inference-batched-rpa"), ("0", None)]
+)
+def test_the_batched_attention_kernel_chooses_its_profile(value, server):
+    """USE_BATCHED_RPA_KERNEL=1 runs tpu-inference's batched RPA kernel: its own
+    profile; 0 is the default kernel, the default profile (no server set)."""
+    served, ignored = serve_line(f"USE_BATCHED_RPA_KERNEL={value} vllm serve x/Llama-3.1-8B")
+    assert served.get("server") == server
+    assert ignored == []
+    with pytest.raises(ValueError, match="USE_BATCHED_RPA_KERNEL: tpusim models 1 or 0"):
+        serve_line("USE_BATCHED_RPA_KERNEL=yes vllm serve x/Llama-3.1-8B")
+
+
+def test_a_server_given_beside_a_line_choosing_another_is_refused_verbatim():
+    """The refusal names both profiles as they are spelled, not rewritten as flags."""
+    from tpusim.cli.serve import flagged
+
+    text = "vllm sets server to 'vllm-tpu-inference-batched-rpa', which contradicts server 'x'"
+    assert flagged(text, ("vllm", "server")) == (
+        "--vllm sets --server to 'vllm-tpu-inference-batched-rpa', "
+        "which contradicts --server 'x'"
+    )
 
 
 @pytest.mark.parametrize(

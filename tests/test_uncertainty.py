@@ -161,12 +161,12 @@ def test_pairs_are_the_same_work_on_two_groups_both_orders():
 
 SHORT_OF_THE_MUST_HOLD = {
     "serving_throughput": (
-        "2026-12-07 residuals: 28 of 31 (90.3%), one case above 90%: the fold without "
+        "2026-12-08 residuals: 28 of 31 (90.3%), one case above 90%: the fold without "
         "Ironwood (25 of the 31) is judged on v6e's 5 and v5e's 1, and only the three "
         "two-host TP=16 runs at 4 and 16 clients fall outside"
     ),
     "serving_tpot": (
-        "2026-12-07 residuals: 22 of 24 (91.7%), one case above 90%: only the two "
+        "2026-12-08 residuals: 22 of 24 (91.7%), one case above 90%: only the two "
         "two-host TP=16 runs at 16 clients (-1.09 and -0.89 in log) fall outside"
     ),
 }

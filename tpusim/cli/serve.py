@@ -70,11 +70,13 @@ def flag_of(field: str) -> str:
 
 
 def flagged(text: str, mentions: Iterable[str]) -> str:
-    """``text`` with the options it ``mentions`` (field names) as their flags."""
+    """``text`` with the options it ``mentions`` (field names) as their flags; a name
+    inside a longer word or a quoted value (``'vllm-tpu-inference'``) stays as it is."""
     names = sorted(set(mentions), key=len, reverse=True)
     if not names:
         return text
-    pattern = r"\b(" + "|".join(re.escape(n) for n in names) + r")\b"
+    alone = r"[\w'\"-]"
+    pattern = rf"(?<!{alone})(" + "|".join(re.escape(n) for n in names) + rf")(?!{alone})"
     return re.sub(pattern, lambda match: flag_of(match.group(1)), text)
 
 

@@ -143,6 +143,32 @@ SERVE_FLAGS: dict[str, Reader] = {
 }
 #: The serve line's prefix caching (on by default in vLLM V1), read with the bench line.
 PREFIX_CACHING = "prefix_caching"
+#: Environment settings of the server's command that choose its profile (each value's
+#: profile, None: the default's). ``USE_BATCHED_RPA_KERNEL=1`` (set in the pod of the
+#: Ironwood tpu-recipes) runs tpu-inference's batched ragged paged attention kernel,
+#: whose terms are calibrated apart (configs/servers/vllm-tpu-inference-batched-rpa.yaml);
+#: ``0`` is its default per-request kernel.
+SERVER_ENVIRONMENT: dict[str, dict[str, str | None]] = {
+    "USE_BATCHED_RPA_KERNEL": {"1": "vllm-tpu-inference-batched-rpa", "0": None},
+}
+
+
+def environment(env: list[str]) -> tuple[dict[str, object], list[str]]:
+    """The fields ``NAME=value`` words set (:data:`SERVER_ENVIRONMENT`) and the words
+    not modelled. Raises ValueError on a value of a modelled name that is not known."""
+    values: dict[str, object] = {}
+    unmodelled = []
+    for word in env:
+        name, value = word.split("=", 1)
+        if name not in SERVER_ENVIRONMENT:
+            unmodelled.append(word)
+            continue
+        known = SERVER_ENVIRONMENT[name]
+        if value not in known:
+            raise ValueError(f"{name}: tpusim models {' or '.join(known)}, got {value!r}")
+        server = known[value]
+        values |= {"server": server} if server else {}
+    return values, unmodelled
 
 
 def _key(name: str) -> str:
@@ -171,7 +197,8 @@ def serve_line(line: str, model_given: bool = False) -> tuple[dict[str, object],
     :data:`SERVE_HEADS`) sets and its unmodelled flags and environment (``model_given``:
     a model is given beside the line). The weights' dtype is ``--quantization``'s, else
     the checkpoint's (:data:`CHECKPOINT_DTYPES`), else ``--dtype``'s; experts are
-    expert-parallel only with ``--enable-expert-parallel``, as in vLLM."""
+    expert-parallel only with ``--enable-expert-parallel``, as in vLLM; the server
+    profile is the one its environment chooses (:data:`SERVER_ENVIRONMENT`), if any."""
     env, words = command_words(line, SERVE_HEADS)
     positional, named, values, unmodelled = read_command(words, SERVE_FLAGS)
     names = positional[:1] or named
@@ -182,4 +209,6 @@ def serve_line(line: str, model_given: bool = False) -> tuple[dict[str, object],
     weights = quantized or checkpoint or flag
     values |= {"dtype": weights} if weights else {}
     values.setdefault("expert_parallel", False)
-    return values | model_field(names, model_given), env + unmodelled + positional[1:]
+    chosen, unread = environment(env)
+    values |= chosen | model_field(names, model_given)
+    return values, unread + unmodelled + positional[1:]
