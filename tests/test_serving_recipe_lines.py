@@ -146,8 +146,7 @@ def test_a_server_given_beside_a_line_choosing_another_is_refused_verbatim():
 
     text = "vllm sets server to 'vllm-tpu-inference-batched-rpa', which contradicts server 'x'"
     assert flagged(text, ("vllm", "server")) == (
-        "--vllm sets --server to 'vllm-tpu-inference-batched-rpa', "
-        "which contradicts --server 'x'"
+        "--vllm sets --server to 'vllm-tpu-inference-batched-rpa', which contradicts --server 'x'"
     )
 
 
