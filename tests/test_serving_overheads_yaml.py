@@ -131,3 +131,24 @@ def test_a_calibrated_term_names_its_profiles_fit_figures_only(name):
             borrowed = re.match(r"borrowed from ([\w-]+)'s fit", term.note)
             assert term.fit_on == fit_figures(borrowed[1] if borrowed else name), term_name
             assert not held & set(term.fit_on)
+
+
+@pytest.mark.parametrize(
+    ("system", "server"),
+    [("v6e-pod", "vllm-tpu-inference-batched-rpa"), ("v6e-pod", "vllm-tpu-inference")],
+)
+def test_serve_s_text_names_the_profile_and_whether_its_terms_are_borrowed(capsys, system, server):
+    """Issue 41: a chip with no figure of the profile says so, with the profile it
+    borrowed, in the text as in the JSON row (the oracle: the profile's
+    ``measured_chips``)."""
+    from tests.helpers import run
+
+    code, out, err = run(capsys, "serve", system, "--model", "llama-3.1-8b", "--tp", "1",
+                         "--rate", "2", "--requests", "20", "--server", server)  # fmt: skip
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.split()[:1] == ["server"])
+    fitted = ", ".join(load_server(server).measured_chips)
+    if "v6e" in load_server(server).measured_chips:
+        assert line.split(None, 1)[1] == f"{server} terms fitted on {fitted}"
+    else:
+        assert f"no serving figure on v6e: borrowed {server} terms fitted on {fitted}" in line

@@ -204,6 +204,8 @@ def format_row(row: dict[str, Any]) -> str:
         f"{row['model']} on {row['system']} (tp {row['tp']}, ep {row['ep']}, "
         f"{row['dtype']}, KV in {row['kv_cache']})"
     ]
+    if row.get("server_terms"):  # the profile, and whether this chip's terms are borrowed
+        lines.append(f"  {'server':<30} {row['server_terms']}")
     row = row | {"replicas x chips": f"{row['replicas']} x {row['chips_per_replica']}"}
     for name, unit in TABLE_FIELDS:
         if name not in row or (name == "concurrency" and row[name] is None):
