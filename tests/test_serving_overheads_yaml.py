@@ -131,6 +131,8 @@ def test_a_calibrated_term_names_its_profiles_fit_figures_only(name):
             borrowed = re.match(r"borrowed from ([\w-]+)'s fit", term.note)
             assert term.fit_on == fit_figures(borrowed[1] if borrowed else name), term_name
             assert not held & set(term.fit_on)
+            if borrowed:  # a copy: it must be the lender's current value, never a stale one
+                assert term.value == getattr(load_server(borrowed[1]).terms, term_name).value
 
 
 @pytest.mark.parametrize(
